@@ -1,0 +1,27 @@
+# The first two targets are the README's first two commands; each sets itself up on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench proofs clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+	$(PY) -m proofs
+
+bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[bench]' || echo "optional peers (JAX, PyTorch) not installed; measuring without them"
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .tl_cache

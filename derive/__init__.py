@@ -1,0 +1,1 @@
+"""derive (to be filled in by its issue)"""

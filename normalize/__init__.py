@@ -1,0 +1,1 @@
+"""normalize (to be filled in by its issue)"""

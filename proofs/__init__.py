@@ -1,0 +1,1 @@
+"""Proof obligations of every rewrite rule, checked on generated instances."""

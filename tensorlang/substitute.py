@@ -1,0 +1,154 @@
+"""Capture-avoiding substitution: index variables by affine forms, and input variables by expressions.
+
+``rebuild`` is the one generic traversal step every pass uses: apply a function to a node's children
+and rebuild the node only if a child changed (hash-consing makes unchanged rebuilds free anyway).
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from .errors import TypeCheckError
+from .nodes import (
+    Access, Affine, Cmp, Exists, Expr, Gen, IndexVar, Let, Node, Pred, RelAtom, Sum, Type, Var, as_affine,
+)
+from .traversal import free_index_vars, free_vars
+
+_INDEX_BINDERS = (Gen, Sum, Exists)
+
+
+def rebuild(node: Node, f: Callable) -> Node:
+    """``node`` with ``f`` applied to each child node (also inside tuple fields); other fields kept."""
+    changed = False
+    values = []
+    for v in node.children:
+        if isinstance(v, tuple):
+            new = tuple(f(w) if isinstance(w, Node) else w for w in v)
+            changed |= any(a is not b for a, b in zip(new, v))
+        elif isinstance(v, Node) and not isinstance(v, Type):
+            new = f(v)
+            changed |= new is not v
+        else:
+            new = v
+        values.append(new)
+    return type(node)(*values) if changed else node
+
+
+def substitute_index(node, mapping: Mapping[IndexVar, object]):
+    """``[i -> a]node`` for every ``i -> a`` in mapping (values: affine forms, index variables or ints)."""
+    mapping = {k: as_affine(v) for k, v in mapping.items() if as_affine(v) is not Affine.var(k)}
+    if not mapping:
+        return node
+    return _subst_index(node, mapping, {})
+
+
+def _subst_index(node, mapping: dict, memo: dict):
+    if isinstance(node, Affine):
+        return node.substitute(mapping)
+    if isinstance(node, Type):
+        return node
+    if not any(v in mapping for v in free_index_vars(node)):
+        return node
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if isinstance(node, _INDEX_BINDERS):
+        var, body = node.var, node.body
+        inner = {k: v for k, v in mapping.items() if k is not var}
+        if any(var in a.index_vars for a in inner.values()):
+            fresh = var.fresh()
+            body = _subst_index(body, {var: Affine.var(fresh)}, {})
+            var = fresh
+        out = type(node)(var, node.size, _subst_index(body, inner, {}))
+    else:
+        out = rebuild(node, lambda c: _subst_index(c, mapping, memo))
+    memo[key] = out
+    return out
+
+
+def rename_index(node, old: IndexVar, new: IndexVar):
+    return substitute_index(node, {old: Affine.var(new)})
+
+
+def substitute_vars(node, mapping: Mapping[Var, Expr]):
+    """``[x -> e]node`` for input/let variables; let-bound names and binders are renamed on capture."""
+    mapping = {k: v for k, v in mapping.items() if k is not v}
+    if not mapping:
+        return node
+    return _subst_vars(node, mapping, {})
+
+
+def _subst_vars(node, mapping: dict, memo: dict):
+    if isinstance(node, (Affine, Type)):
+        return node
+    if not any(v in mapping for v in free_vars(node)):
+        return node
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if isinstance(node, Var):
+        out = mapping[node]
+    elif isinstance(node, RelAtom):
+        rel = mapping[node.rel]
+        if not isinstance(rel, Var):
+            raise TypeCheckError(f"relation {node.rel.name} can only be replaced by another relation")
+        out = RelAtom(rel, node.args)
+    elif isinstance(node, Let):
+        value = _subst_vars(node.value, mapping, memo)
+        inner = {k: v for k, v in mapping.items() if k is not node.var}
+        var, body = node.var, node.body
+        if any(var in free_vars(e) for e in inner.values()):
+            fresh = fresh_var(var.name, var.type, avoid=[body, *inner.values()])
+            body = substitute_vars(body, {var: fresh})
+            var = fresh
+        out = Let(var, value, _subst_vars(body, inner, {}))
+    elif isinstance(node, _INDEX_BINDERS):
+        captured = [e for e in mapping.values() if node.var in free_index_vars(e)]
+        var, body = node.var, node.body
+        if captured:
+            var = var.fresh()
+            body = rename_index(body, node.var, var)
+        out = type(node)(var, node.size, _subst_vars(body, mapping, {}))
+    else:
+        out = rebuild(node, lambda c: _subst_vars(c, mapping, memo))
+    memo[key] = out
+    return out
+
+
+def fresh_var(name: str, type_: Type, avoid) -> Var:
+    """A ``Var`` named ``name`` or ``name<k>``, distinct from every name used in the nodes of ``avoid``."""
+    from .traversal import bound_names
+
+    used: set[str] = set()
+    for n in avoid:
+        used.update(v.name for v in free_vars(n))
+        used.update(bound_names(n))
+    if name not in used:
+        return Var(name, type_)
+    k = 1
+    while f"{name}{k}" in used:
+        k += 1
+    return Var(f"{name}{k}", type_)
+
+
+def substitute_inputs(expr: Expr, replacements: Mapping[str, object]) -> Expr:
+    """``expr.substitute(x=e, ...)``: replace free inputs by expressions or by source text (parsed against
+    expr's declarations).  Types must match."""
+    from .parser import parse
+
+    free = {v.name: v for v in free_vars(expr)}
+    mapping = {}
+    for name, value in replacements.items():
+        if name not in free:
+            raise TypeCheckError(f"{name} is not an input of this expression (inputs: {', '.join(free)})")
+        var = free[name]
+        if isinstance(value, str):
+            decls = {v.name: v.type for v in free.values() if v.name != name}
+            value = parse(value, **decls)
+        if not isinstance(value, Expr):
+            from .nodes import as_expr
+
+            value = as_expr(value)
+        if value.type is not var.type:
+            raise TypeCheckError(f"cannot substitute {name} : {var.type} by a value of type {value.type}")
+        mapping[var] = value
+    return substitute_vars(expr, mapping)
