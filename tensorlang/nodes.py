@@ -625,6 +625,10 @@ class Var(Expr):
     __slots__ = ()
     _fields = ("name", "var_type")
 
+    # a variable is interned by (name, type) and binds nothing: identity is equality
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
     def _check(self) -> None:
         if not isinstance(self.name, str) or not isinstance(self.var_type, Type):
             raise TypeCheckError(f"malformed variable {self.name!r}")

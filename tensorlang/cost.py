@@ -1,0 +1,181 @@
+"""The work cost model of Fig. 6 (4.22-4.34), exactly, as a signed sum of point counts.
+
+Every rule of Fig. 6 charges one unit per point of some iteration domain: a multiplication or a black
+box (4.25, 4.26) at every point of its enclosing loops and guards; an addition (4.24 *) only where the
+guards immediately under both operands hold; a summation (4.30 **) one addition per point where its
+predicate holds, less one per outer point where any does.  So the cost of a program is
+``sum(coeff * #domain)`` over ``CostTerm``s, each domain a box of loop ranges cut by a predicate, and
+the predicate module counts them: concretely at given sizes (relations included), or symbolically in
+the size variables where all predicates are affine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import sympy
+
+from .errors import TypeCheckError, UnsupportedError
+from .nodes import (
+    TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, Pred,
+    Proj, RelType, Sum, Var, compare, conj,
+)
+from .traversal import free_vars
+
+
+@dataclass(frozen=True)
+class CostTerm:
+    """``coeff`` units at every point of ``dims`` (each ``(var, size)``) where ``pred`` holds.
+
+    ``rule`` names the rule of Fig. 6 that charged it."""
+
+    coeff: int
+    dims: tuple[tuple[IndexVar, Affine], ...]
+    pred: Pred
+    rule: str
+
+    @property
+    def variables(self) -> tuple[IndexVar, ...]:
+        return tuple(v for v, _ in self.dims)
+
+    def domain(self) -> Pred:
+        """The predicate over ``variables`` whose points are charged: loop ranges and guards."""
+        box = [conj(compare("<=", 0, v), compare("<", v, s)) for v, s in self.dims]
+        return conj(*box, self.pred)
+
+
+class _Context:
+    """The loops and guards around a subexpression."""
+
+    __slots__ = ("dims", "pred")
+
+    def __init__(self, dims=(), pred: Pred = TRUE):
+        self.dims, self.pred = dims, pred
+
+    def loop(self, var: IndexVar, size: Affine) -> "_Context":
+        return _Context(self.dims + ((var, size),), self.pred)
+
+    def where(self, p: Pred) -> "_Context":
+        return _Context(self.dims, conj(self.pred, p))
+
+
+def cost_terms(expr: Expr) -> list[CostTerm]:
+    """The signed point counts whose total is the cost of ``expr`` (memoised on the node)."""
+
+    def compute():
+        acc: list[CostTerm] = []
+        _terms(expr, _Context(), acc)
+        return _merge(acc)
+
+    return expr.memo("cost_terms", compute)
+
+
+def _merge(terms: list[CostTerm]) -> tuple[CostTerm, ...]:
+    merged: dict[tuple, CostTerm] = {}
+    for t in terms:
+        key = (tuple(id(v) for v, _ in t.dims), tuple(s for _, s in t.dims), t.pred, t.rule)
+        old = merged.get(key)
+        merged[key] = t if old is None else CostTerm(old.coeff + t.coeff, t.dims, t.pred, t.rule)
+    return tuple(t for t in merged.values() if t.coeff != 0)
+
+
+def _stacked_guard(e: Expr) -> Pred:
+    """The predicate immediately around an operand: the conjunction of the brackets stacked on it."""
+    p = TRUE
+    while isinstance(e, Guard):
+        p, e = conj(p, e.pred), e.body
+    return p
+
+
+def _terms(e: Expr, ctx: _Context, acc: list[CostTerm]) -> None:
+    if isinstance(e, (Var, Const)):  # 4.22, 4.23
+        return
+    if isinstance(e, Add):  # 4.24 (*)
+        both = conj(ctx.pred, _stacked_guard(e.left), _stacked_guard(e.right))
+        acc.append(CostTerm(1, ctx.dims, both, "4.24"))
+        _terms(e.left, ctx, acc)
+        _terms(e.right, ctx, acc)
+    elif isinstance(e, Mul):  # 4.25
+        acc.append(CostTerm(1, ctx.dims, ctx.pred, "4.25"))
+        _terms(e.left, ctx, acc)
+        _terms(e.right, ctx, acc)
+    elif isinstance(e, Call):  # 4.26
+        acc.append(CostTerm(1, ctx.dims, ctx.pred, "4.26"))
+        for a in e.args:
+            _terms(a, ctx, acc)
+    elif isinstance(e, Pair):  # 4.27
+        _terms(e.first, ctx, acc)
+        _terms(e.second, ctx, acc)
+    elif isinstance(e, Proj):  # 4.28
+        _terms(e.pair, ctx, acc)
+    elif isinstance(e, Gen):  # 4.29
+        _terms(e.body, ctx.loop(e.var, e.size), acc)
+    elif isinstance(e, Sum):  # 4.30 (**): consecutive sums and the brackets between them, jointly
+        inner, body, bound = ctx, e, []
+        while isinstance(body, (Sum, Guard)):
+            if isinstance(body, Sum):
+                inner = inner.loop(body.var, body.size)
+                bound.append((body.var, body.size))
+            else:
+                inner = inner.where(body.pred)
+            body = body.body
+        acc.append(CostTerm(1, inner.dims, inner.pred, "4.30"))
+        _terms(body, inner, acc)
+        local = conj(*(conj(compare("<=", 0, v), compare("<", v, s)) for v, s in bound), inner.pred)
+        for v, s in reversed(bound):
+            local = Exists(v, s, local)
+        acc.append(CostTerm(-1, ctx.dims, conj(ctx.pred, local), "4.30"))
+    elif isinstance(e, Access):  # 4.31
+        _terms(e.tensor, ctx, acc)
+    elif isinstance(e, Let):  # 4.32
+        _terms(e.value, ctx, acc)
+        _terms(e.body, ctx, acc)
+    elif isinstance(e, Guard):  # 4.33, 4.34
+        _terms(e.body, ctx.where(e.pred), acc)
+    else:
+        raise UnsupportedError(f"no cost rule for {type(e).__name__}")
+
+
+# ------------------------------------------------------------------------------------------------
+# totals
+
+
+def cost(expr: Expr, **sizes_or_inputs):
+    """``tl.cost``: the exact cost as an int at the given sizes (or inputs, from which sizes and relations
+    are taken), or, with no sizes, a SymPy expression in the size variables."""
+    if not sizes_or_inputs and expr.sizes:
+        return symbolic_cost(expr)
+    sizes, relations = _sizes_and_relations(expr, sizes_or_inputs)
+    return concrete_cost(expr, sizes, relations)
+
+
+def concrete_cost(expr: Expr, sizes: Mapping[str, int], relations: Mapping[str, object] | None = None) -> int:
+    from .predicates import count
+
+    total = 0
+    for t in cost_terms(expr):
+        total += t.coeff * count(t.domain(), t.variables, dict(sizes), relations or {})
+    return total
+
+
+def symbolic_cost(expr: Expr) -> sympy.Expr:
+    """The cost as a polynomial (piecewise where needed) in the size variables; all predicates affine."""
+    from .predicates import count_symbolic
+
+    if any(isinstance(v.type, RelType) for v in free_vars(expr)):
+        raise UnsupportedError("the cost of a program over data relations depends on the data: pass them")
+    total = sympy.Integer(0)
+    for t in cost_terms(expr):
+        total += t.coeff * count_symbolic(t.domain(), t.variables)
+    return sympy.simplify(sympy.piecewise_fold(total))
+
+
+def _sizes_and_relations(expr: Expr, given: Mapping[str, object]):
+    from .inputs import bind
+
+    binding = bind(expr, given, need_values=False)
+    relations = {v.name: val for v, val in binding.values.items() if isinstance(v.type, RelType)}
+    needed = [v.name for v in free_vars(expr) if isinstance(v.type, RelType) and v.name not in relations]
+    if needed:
+        raise TypeCheckError(f"the cost depends on the data of relation(s) {', '.join(needed)}: pass them")
+    return binding.sizes, relations

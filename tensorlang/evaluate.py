@@ -1,0 +1,379 @@
+"""The reference evaluator (Fig. 4-5 of the paper), vectorised with NumPy over index spaces.
+
+An expression is evaluated in a ``Scope``: the index variables bound around it, each one array axis.
+The value of an expression of type ``[s1]...[sk]R`` in a scope of depth d is an array with d + k axes:
+the first d broadcastable over the scope (extent 1 where the value does not depend on that index), the
+last k its own.  Pairs are tuples of such values, so ``[n](T0, T1)`` is held as a struct of arrays
+(the isomorphism of section 5.2).  ``gen`` adds an axis, ``sum`` reduces one (a product under sums is
+one ``einsum``), an access gathers along the first own axis.
+
+Evaluation is lazy under false Iverson guards (4.12): the scope carries a mask of the points where
+the enclosing guards hold; an operand is not evaluated where its guard is false everywhere, accesses
+out of range at masked-out points are harmless, and values there are replaced by zeros.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .errors import BoundsError, TypeCheckError
+from .functions import lookup
+from .inputs import Binding, bind
+from .nodes import (
+    Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let, Mul,
+    Or, Pair, PairType, Pred, Proj, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
+)
+from .traversal import free_vars
+
+
+def evaluate(expr: Expr, **inputs):
+    """``tl.evaluate(expr, **inputs)``: the value of ``expr`` as a float, a NumPy array or a tuple."""
+    binding = bind(expr, inputs)
+    with np.errstate(all="ignore"):
+        value = Evaluator(binding).expr(expr, Scope.top(binding))
+    return _to_output(value)
+
+
+def _to_output(value):
+    if isinstance(value, tuple):
+        return tuple(_to_output(v) for v in value)
+    if value.ndim == 0:
+        return float(value)
+    return np.array(value, dtype=np.float64)
+
+
+class Scope:
+    """The index variables in scope (outermost first) with their extents, the live mask, and the
+    values of let-bound variables (each with the depth at which it was bound)."""
+
+    __slots__ = ("axes", "extents", "mask", "env", "memo", "parent", "bound", "_index")
+
+    def __init__(self, axes, extents, mask, env, parent=None, bound=None):
+        self.axes: tuple[IndexVar, ...] = axes
+        self.extents: tuple[int, ...] = extents
+        self.mask: np.ndarray | None = mask
+        self.env: dict = env
+        self.memo: dict = {}
+        self.parent: Scope | None = parent  # the scope this one extends by one let binding
+        self.bound: Var | None = bound
+        self._index: dict = {}
+
+    @staticmethod
+    def top(binding: Binding) -> "Scope":
+        env = {v: (_map(val, np.asarray), 0) for v, val in binding.values.items()}
+        return Scope((), (), None, env)
+
+    @property
+    def depth(self) -> int:
+        return len(self.axes)
+
+    def push(self, var: IndexVar, extent: int) -> "Scope":
+        mask = None if self.mask is None else self.mask[..., None]
+        return Scope(self.axes + (var,), self.extents + (extent,), mask, self.env)
+
+    def bind(self, var: Var, value) -> "Scope":
+        env = dict(self.env)
+        env[var] = (value, self.depth)
+        return Scope(self.axes, self.extents, self.mask, env, parent=self, bound=var)
+
+    def restrict(self, live: np.ndarray) -> "Scope":
+        mask = live if self.mask is None else (self.mask & live)
+        return Scope(self.axes, self.extents, mask, self.env)
+
+    def index(self, var: IndexVar) -> np.ndarray:
+        """The values of index ``var`` as an integer array along its own axis."""
+        arr = self._index.get(var)
+        if arr is None:
+            try:
+                k = self.axes.index(var)
+            except ValueError:
+                raise TypeCheckError(f"index variable {var.name} is not bound here") from None
+            shape = [1] * self.depth
+            shape[k] = self.extents[k]
+            arr = np.arange(self.extents[k]).reshape(shape)
+            self._index[var] = arr
+        return arr
+
+    def lookup(self, node):
+        """A memoised value for ``node``, also from enclosing let scopes whose binding it does not use."""
+        scope = self
+        while scope is not None:
+            hit = scope.memo.get(id(node))
+            if hit is not None:
+                return hit
+            if scope.bound is None or scope.bound in free_vars(node):
+                return None
+            scope = scope.parent
+        return None
+
+
+class Evaluator:
+    """Evaluates expressions and predicates of one program under one binding of its inputs."""
+
+    def __init__(self, binding: Binding):
+        self.binding = binding
+        self.rules: dict[type, Callable] = {
+            Const: self._const, Var: self._var, Add: self._add, Mul: self._mul, Call: self._call,
+            Pair: self._pair, Proj: self._proj, Gen: self._gen, Sum: self._sum, Access: self._access,
+            Guard: self._guard, Let: self._let,
+        }
+        self.pred_rules: dict[type, Callable] = {
+            TruePred: lambda p, s: True, FalsePred: lambda p, s: False, Cmp: self._cmp, And: self._and,
+            Or: self._or, Exists: self._exists, RelAtom: self._rel,
+        }
+
+    # ---------------------------------------------------------------------------------------------
+    # expressions
+
+    def expr(self, e: Expr, scope: Scope):
+        hit = scope.lookup(e)
+        if hit is None:
+            hit = self.rules[type(e)](e, scope)
+            scope.memo[id(e)] = hit
+        return hit
+
+    def _const(self, e: Const, scope: Scope):  # 4.2
+        return np.full((1,) * scope.depth, float(e.value))
+
+    def _var(self, e: Var, scope: Scope):  # 4.1
+        try:
+            value, depth = scope.env[e]
+        except KeyError:
+            raise TypeCheckError(f"variable {e.name} has no value") from None
+        return _lift(value, depth, scope.depth)
+
+    def _add(self, e: Add, scope: Scope):  # 4.3
+        return self.expr(e.left, scope) + self.expr(e.right, scope)
+
+    def _mul(self, e: Mul, scope: Scope):  # 4.4
+        return self.expr(e.left, scope) * self.expr(e.right, scope)
+
+    def _call(self, e: Call, scope: Scope):  # 4.5
+        args = [self.expr(a, scope) for a in e.args]
+        return np.asarray(lookup(e.fn).numpy(*args), dtype=np.float64)
+
+    def _pair(self, e: Pair, scope: Scope):  # 4.6
+        return (self.expr(e.first, scope), self.expr(e.second, scope))
+
+    def _proj(self, e: Proj, scope: Scope):  # 4.10
+        return self.expr(e.pair, scope)[e.index]
+
+    def _gen(self, e: Gen, scope: Scope):  # 4.7
+        n = self.binding.size(e.size)
+        d = scope.depth
+        body = self.expr(e.body, scope.push(e.var, n))
+        return _map(body, lambda v: np.broadcast_to(v, v.shape[:d] + (n,) + v.shape[d + 1:]))
+
+    def _sum(self, e: Sum, scope: Scope):  # 4.8
+        contraction = self._contraction(e, scope)
+        if contraction is not None:
+            return contraction
+        n = self.binding.size(e.size)
+        d = scope.depth
+        body = self.expr(e.body, scope.push(e.var, n))
+        if body.shape[d] == 1:
+            return np.take(body, 0, axis=d) * n
+        return body.sum(axis=d)
+
+    def _contraction(self, e: Sum, scope: Scope):
+        """``sum(i...) f0 * f1 * ...`` as one einsum over the factors (BLAS where it applies)."""
+        inner, body = scope, e
+        while isinstance(body, Sum):
+            inner = inner.push(body.var, self.binding.size(body.size))
+            body = body.body
+        factors = _factors(body)
+        if len(factors) < 2:
+            return None
+        values = [self.expr(f, inner) for f in factors]
+        d, depth = scope.depth, inner.depth
+        operands, used = [], set()
+        for v in values:
+            keep = [k for k in range(depth) if v.shape[k] != 1]
+            operands.append(v.reshape([v.shape[k] for k in keep]))
+            operands.append(keep)
+            used.update(keep)
+        out_axes = [k for k in range(d) if k in used]
+        # einsum's optimiser hands matrix-like contractions to BLAS; for matrix-vector it only costs
+        blas = len(values) > 2 or all(len(axes) >= 2 for axes in operands[1::2])
+        result = np.einsum(*operands, out_axes, optimize=blas)
+        for k in range(d, depth):
+            if k not in used:
+                result = result * inner.extents[k]
+        shape = [scope.extents[k] if k in used else 1 for k in range(d)]
+        return np.asarray(result, dtype=np.float64).reshape(shape)
+
+    def _access(self, e: Access, scope: Scope):  # 4.11
+        value = self.expr(e.tensor, scope)
+        return _map(value, lambda v: self._gather(e, v, scope))
+
+    def _gather(self, e: Access, v: np.ndarray, scope: Scope) -> np.ndarray:
+        d = scope.depth
+        extent = v.shape[d]
+        window = _strided_window(e.index, v, scope, self.binding, d)
+        if window is not None:
+            return window
+        index = self.affine(e.index, scope)
+        if isinstance(index, int):
+            if not 0 <= index < extent:
+                self._out_of_range(e, np.array(index), extent, scope)
+            return v[(slice(None),) * d + (index,)]
+        outside = (index < 0) | (index >= extent)
+        if outside.any():
+            live = outside if scope.mask is None else (outside & scope.mask)
+            if live.any():
+                self._out_of_range(e, np.broadcast_to(index, live.shape), extent, scope, live)
+            index = np.where(outside, 0, index)
+        if all(s == 1 for s in v.shape[:d]):
+            return v.reshape(v.shape[d:])[index]
+        ctx = tuple(scope.index(scope.axes[k]) if v.shape[k] != 1 else 0 for k in range(d))
+        return v[ctx + (index,)]
+
+    def _out_of_range(self, e: Access, index: np.ndarray, extent: int, scope: Scope, live=None):
+        from .printer import expr_str
+
+        where = ""
+        if live is not None:
+            point = np.argwhere(live)[0]
+            where = " at " + ", ".join(f"{v.name} = {int(p)}" for v, p in zip(scope.axes, point))
+            value = int(index[tuple(point)])
+        else:
+            value = int(index)
+        raise BoundsError(f"{expr_str(e)} reads index {value}{where}, outside [0, {extent})")
+
+    def _guard(self, e: Guard, scope: Scope):  # 4.12
+        live = self.pred(e.pred, scope)
+        if live is True or (not isinstance(live, bool) and live.all()):
+            return self.expr(e.body, scope)
+        if live is False or not live.any():
+            return self.zeros(e.type, scope.depth)
+        value = self.expr(e.body, scope.restrict(live))
+        return _map(value, lambda v: np.where(live.reshape(live.shape + (1,) * (v.ndim - live.ndim)), v, 0.0))
+
+    def _let(self, e: Let, scope: Scope):  # 4.9
+        value = self.expr(e.value, scope)
+        return self.expr(e.body, scope.bind(e.var, value))
+
+    def zeros(self, t: Type, depth: int):
+        """The zero of type ``t`` (4.12) in a scope of the given depth."""
+        if isinstance(t, PairType):
+            return (self.zeros(t.first, depth), self.zeros(t.second, depth))
+        shape = []
+        while isinstance(t, TensorType):
+            shape.append(self.binding.size(t.size))
+            t = t.elem
+        if isinstance(t, PairType):
+            return _map(self.zeros(t, depth), lambda z: np.zeros((1,) * depth + tuple(shape)))
+        assert isinstance(t, RealType)
+        return np.zeros((1,) * depth + tuple(shape))
+
+    # ---------------------------------------------------------------------------------------------
+    # predicates and indices (Fig. 5)
+
+    def affine(self, a: Affine, scope: Scope):
+        """An integer, or an integer array over the scope (4.13-4.17)."""
+        value = a.const
+        for v, c in a.terms:
+            if isinstance(v, IndexVar):
+                value = value + c * scope.index(v)
+            else:
+                value = value + c * self.binding.sizes[v.name]
+        return value
+
+    def pred(self, p: Pred, scope: Scope):
+        """``True``/``False`` or a boolean array over the scope."""
+        key = ("pred", id(p))
+        hit = scope.memo.get(key)
+        if hit is None:
+            hit = self.pred_rules[type(p)](p, scope)
+            if not isinstance(hit, bool):
+                hit = np.asarray(hit)
+                if hit.ndim < scope.depth:
+                    hit = hit.reshape((1,) * (scope.depth - hit.ndim) + hit.shape)
+            scope.memo[key] = hit
+        return hit
+
+    def _cmp(self, p: Cmp, scope: Scope):  # 4.18
+        lhs, rhs = self.affine(p.lhs, scope), self.affine(p.rhs, scope)
+        result = {"<": np.less, "<=": np.less_equal, "=": np.equal, "!=": np.not_equal}[p.op](lhs, rhs)
+        return bool(result) if np.ndim(result) == 0 else result
+
+    def _and(self, p: And, scope: Scope):  # 4.19
+        out = True
+        for q in p.parts:
+            v = self.pred(q, scope)
+            if v is False:
+                return False
+            out = v if out is True else (out & v if v is not True else out)
+        return out
+
+    def _or(self, p: Or, scope: Scope):  # 4.19
+        out = False
+        for q in p.parts:
+            v = self.pred(q, scope)
+            if v is True:
+                return True
+            out = v if out is False else (out | v if v is not False else out)
+        return out
+
+    def _exists(self, p: Exists, scope: Scope):  # 4.21
+        n = self.binding.size(p.size)
+        if n == 0:
+            return False
+        body = self.pred(p.body, scope.push(p.var, n))
+        if isinstance(body, bool):
+            return body
+        return body.any(axis=scope.depth)
+
+    def _rel(self, p: RelAtom, scope: Scope):  # 4.20
+        table = scope.env[p.rel][0]
+        args = [self.affine(a, scope) for a in p.args]
+        inside = True
+        for a, extent in zip(args, table.shape):
+            inside = inside & (np.asarray(a) >= 0) & (np.asarray(a) < extent)
+        clipped = tuple(np.where(inside, a, 0) for a in args)
+        return np.asarray(table[clipped]) & inside
+
+
+def _strided_window(index: Affine, v: np.ndarray, scope: Scope, binding: Binding, d: int):
+    """``v[index]`` as a zero-copy strided view, when ``v`` does not vary over the scope and every index
+    value over the whole scope box is in range (so no point, live or not, reads outside ``v``)."""
+    if not index.index_vars or any(s != 1 for s in v.shape[:d]) or 0 in scope.extents:
+        return None
+    start = index.const + sum(c * binding.sizes[s.name] for s, c in index.terms if not isinstance(s, IndexVar))
+    low = high = start
+    step = v.strides[d]
+    shape, strides = [1] * d, [0] * d
+    for var, c in index.terms:
+        if isinstance(var, IndexVar):
+            k = scope.axes.index(var)
+            span = c * (scope.extents[k] - 1)
+            low, high = low + min(span, 0), high + max(span, 0)
+            shape[k], strides[k] = scope.extents[k], c * step
+    if low < 0 or high >= v.shape[d]:
+        return None
+    base = v.reshape(v.shape[d:])[start:]
+    return np.lib.stride_tricks.as_strided(
+        base, tuple(shape) + v.shape[d + 1:], tuple(strides) + v.strides[d + 1:], writeable=False
+    )
+
+
+def _factors(e: Expr) -> list[Expr]:
+    """The factors of a (right- or left-nested) product."""
+    if isinstance(e, Mul):
+        return _factors(e.left) + _factors(e.right)
+    return [e]
+
+
+def _map(value, f):
+    if isinstance(value, tuple):
+        return tuple(_map(v, f) for v in value)
+    return f(value)
+
+
+def _lift(value, depth: int, to_depth: int):
+    """A value computed at scope depth ``depth`` seen from a deeper scope: new axes of extent 1."""
+    if depth == to_depth:
+        return value
+    extra = (1,) * (to_depth - depth)
+    return _map(value, lambda v: np.asarray(v).reshape(np.shape(v)[:depth] + extra + np.shape(v)[depth:]))

@@ -1,0 +1,207 @@
+"""Binding user inputs to a program: sizes inferred from shapes, values checked and converted.
+
+Sizes are found by solving the declared shape equations (each tensor dimension of an input's declared
+type is an affine form in the sizes, equal to the array's extent there), with sizes passed by name as
+known values.  Every mismatch is a ``ShapeError`` that names the input and both shapes.  Relations may
+be given as boolean arrays, ``scipy.sparse`` matrices (their nonzero pattern) or lists of index tuples;
+they are bound as dense boolean arrays of their declared shape.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Mapping
+
+import numpy as np
+
+from .errors import ShapeError
+from .nodes import Affine, Expr, PairType, RealType, RelType, TensorType, Type, Var
+from .traversal import free_vars, size_vars
+
+
+@dataclass
+class Binding:
+    """Sizes by name, and the value of every free input (relations as dense boolean arrays)."""
+
+    sizes: dict[str, int]
+    values: dict[Var, object] = field(default_factory=dict)
+
+    def size(self, a: Affine) -> int:
+        return int(a.evaluate({v: self.sizes[v.name] for v in a.size_vars}))
+
+
+def bind(expr: Expr, inputs: Mapping[str, object], *, need_values: bool = True) -> Binding:
+    """Match ``inputs`` (input values and sizes by name) against the free inputs of ``expr``."""
+    free = {v.name: v for v in free_vars(expr)}
+    size_names = [s.name for s in size_vars(expr)]
+    sizes: dict[str, int] = {}
+    values: dict[str, object] = {}
+    for name, value in inputs.items():
+        if name in free:
+            values[name] = value
+        elif name in size_names:
+            sizes[name] = _size_value(name, value)
+        else:
+            known = ", ".join(list(free) + size_names) or "none"
+            raise ShapeError(f"unknown input {name!r} (this program's inputs and sizes: {known})")
+    if need_values:
+        missing = [n for n in free if n not in values]
+        if missing:
+            raise ShapeError(f"missing input(s): {', '.join(missing)}")
+    equations: list[tuple[Affine, int, str, str]] = []
+    arrays: dict[str, object] = {}
+    for name, value in values.items():
+        var = free[name]
+        if isinstance(var.type, RelType):
+            continue
+        arrays[name] = _as_value(name, var.type, value, equations)
+    for name, value in values.items():
+        var = free[name]
+        if isinstance(var.type, RelType):
+            _relation_equations(name, var.type, value, equations)
+    _solve(equations, sizes)
+    missing = [n for n in size_names if n not in sizes]
+    if missing:
+        raise ShapeError(
+            f"size(s) {', '.join(missing)} cannot be inferred from the inputs' shapes; pass them by name, "
+            f"e.g. {missing[0]}=10"
+        )
+    binding = Binding(sizes)
+    for name, value in values.items():
+        var = free[name]
+        if isinstance(var.type, RelType):
+            binding.values[var] = relation_array(name, var.type, value, binding)
+        else:
+            binding.values[var] = arrays[name]
+    _check_shapes(equations, binding)
+    return binding
+
+
+def _size_value(name: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ShapeError(f"size {name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _as_value(name: str, t: Type, value, equations: list, path: str = ""):
+    """Convert ``value`` to the evaluator's representation of type ``t``, collecting shape equations."""
+    where = f"{name}{path}"
+    if isinstance(t, RealType):
+        if isinstance(value, (int, float, Fraction, np.floating, np.integer)) and not isinstance(value, bool):
+            return float(value)
+        arr = np.asarray(value)
+        if arr.shape != () or not np.issubdtype(arr.dtype, np.number):
+            raise ShapeError(f"input {where} must be a real scalar of type R, got shape {arr.shape}")
+        return float(arr)
+    if isinstance(t, PairType):
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise ShapeError(f"input {where} has pair type {t}: pass a tuple of two values")
+        return (
+            _as_value(name, t.first, value[0], equations, path + ".0"),
+            _as_value(name, t.second, value[1], equations, path + ".1"),
+        )
+    dims = []
+    elem: Type = t
+    while isinstance(elem, TensorType):
+        dims.append(elem.size)
+        elem = elem.elem
+    if isinstance(elem, PairType):
+        # struct of arrays: [n](T0, T1) is passed as a pair of [n]T0 and [n]T1 (section 5.2)
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise ShapeError(f"input {where} has type {t}: pass a pair of arrays (struct of arrays)")
+        lift = lambda e: _wrap(dims, e)  # noqa: E731
+        return (
+            _as_value(name, lift(elem.first), value[0], equations, path + ".0"),
+            _as_value(name, lift(elem.second), value[1], equations, path + ".1"),
+        )
+    arr = np.asarray(value, dtype=np.float64) if not _is_sparse(value) else None
+    if arr is None:
+        raise ShapeError(f"input {where} of type {t} must be a dense array, got a sparse matrix")
+    if arr.ndim != len(dims):
+        raise ShapeError(
+            f"input {where} has shape {arr.shape}, but its type {t} needs {len(dims)} dimension(s)"
+        )
+    for k, (size, extent) in enumerate(zip(dims, arr.shape)):
+        equations.append((size, int(extent), where, (k, t)))
+    return arr
+
+
+def _wrap(dims, elem: Type) -> Type:
+    for s in reversed(dims):
+        elem = TensorType(s, elem)
+    return elem
+
+
+def _is_sparse(value) -> bool:
+    return hasattr(value, "tocoo") and hasattr(value, "nnz")
+
+
+def _relation_equations(name: str, t: RelType, value, equations: list) -> None:
+    if _is_sparse(value) or (isinstance(value, np.ndarray) and value.ndim == len(t.sizes)):
+        shape = value.shape
+        if len(shape) != len(t.sizes):
+            raise ShapeError(f"relation {name} has shape {shape}, but its type {t} needs {len(t.sizes)} dims")
+        for k, (size, extent) in enumerate(zip(t.sizes, shape)):
+            equations.append((size, int(extent), name, f"dimension {k} of {t}"))
+
+
+def relation_array(name: str, t: RelType, value, binding: Binding) -> np.ndarray:
+    """The relation as a dense boolean array of its declared shape."""
+    shape = tuple(binding.size(s) for s in t.sizes)
+    if _is_sparse(value):
+        coo = value.tocoo()
+        out = np.zeros(shape, dtype=bool)
+        keep = coo.data != 0
+        out[coo.row[keep], coo.col[keep]] = True
+        return out
+    if isinstance(value, np.ndarray) and value.ndim == len(shape) and value.dtype != object:
+        if value.shape != shape:
+            raise ShapeError(f"relation {name} has shape {value.shape}, but its type {t} needs {shape}")
+        return value.astype(bool)
+    tuples = list(value)
+    out = np.zeros(shape, dtype=bool)
+    for tup in tuples:
+        tup = tuple(int(a) for a in (tup if isinstance(tup, (tuple, list, np.ndarray)) else (tup,)))
+        if len(tup) != len(shape) or any(not 0 <= a < s for a, s in zip(tup, shape)):
+            raise ShapeError(f"relation {name}: index tuple {tup} is outside its declared shape {shape}")
+        out[tup] = True
+    return out
+
+
+def _solve(equations: list, sizes: dict[str, int]) -> None:
+    """Solve ``affine = extent`` equations for unknown sizes, one unknown at a time."""
+    progress = True
+    while progress:
+        progress = False
+        for affine, extent, where, what in equations:
+            unknown = [(v, c) for v, c in affine.terms if v.name not in sizes]
+            if len(unknown) != 1:
+                continue
+            (var, coeff), = unknown
+            rest = affine.const + sum(c * sizes[v.name] for v, c in affine.terms if v.name in sizes)
+            value, remainder = divmod(extent - rest, coeff)
+            if remainder or value < 0:
+                raise ShapeError(
+                    f"input {where} has extent {extent} in dimension {what[0]} of its type {what[1]}, "
+                    f"which no non-negative size "
+                    f"{var.name} satisfies ({affine!r} = {extent})"
+                )
+            sizes[var.name] = int(value)
+            progress = True
+
+
+def _check_shapes(equations: list, binding: Binding) -> None:
+    by_input: dict[str, list] = {}
+    for eq in equations:
+        by_input.setdefault(eq[2], []).append(eq)
+    for where, eqs in by_input.items():
+        actual = tuple(e[1] for e in eqs)
+        expected = tuple(binding.size(e[0]) for e in eqs)
+        if actual != expected:
+            declared = ", ".join(repr(e[0]) for e in eqs)
+            sizes = ", ".join(f"{k} = {v}" for k, v in binding.sizes.items())
+            raise ShapeError(
+                f"input {where} has shape {actual}, but its declared shape ({declared}) is {expected} "
+                f"with {sizes}"
+            )
+

@@ -1,0 +1,101 @@
+"""The paper's notation (Fig. 3) in LaTeX, for ``Expr._repr_latex_`` in notebooks.
+
+``\\boxplus_{i=0}^{n} e``, ``\\sum_{j=0}^{m} e``, ``[p] \\cdot e``, ``\\pi_0 e``, ``\\text{let } x = e_0
+\\text{ in } e_1``, ``\\wedge \\vee \\exists``, accesses ``x[i + j]``.  The structure (precedence,
+parentheses, names made unambiguous) is the text printer's; only the spelling differs.
+"""
+from __future__ import annotations
+
+import re
+
+from .printer import UNARY, TextPrinter
+
+__all__ = ["to_latex", "LatexPrinter"]
+
+_GREEK = frozenset(
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho sigma tau upsilon "
+    "phi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega".split()
+)
+_FUNCTIONS = {"exp": r"\exp", "log": r"\log", "sin": r"\sin", "cos": r"\cos", "tan": r"\tan",
+              "tanh": r"\tanh", "max": r"\max", "min": r"\min"}
+_SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "$": r"\$", "&": r"\&",
+            "#": r"\#", "%": r"\%", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}"}
+
+
+def _escape(text: str) -> str:
+    return "".join(_SPECIAL.get(c, c) for c in text)
+
+
+class LatexPrinter(TextPrinter):
+    TIMES = r" \cdot "
+    DIVIDE = " / "
+    AND = r" \wedge "
+    OR = r" \vee "
+    CMP = {"<": "<", "<=": r"\leq", "=": "=", "!=": r"\neq"}
+    TRUE = r"\text{true}"
+    FALSE = r"\text{false}"
+    PROJ_LEVEL = UNARY  # \pi_0 e is a prefix operator
+
+    def name(self, name: str) -> str:
+        m = re.fullmatch(r"([A-Za-z]+)(\d+)", name)
+        if m:  # x1 -> x_{1}
+            return f"{self.name(m.group(1))}_{{{m.group(2)}}}"
+        if name in _GREEK:
+            return "\\" + name
+        if len(name) == 1 and name.isalpha():
+            return name
+        if re.fullmatch(r"[A-Za-z]\w*", name):
+            return r"\mathit{" + _escape(name) + "}"
+        return r"\text{" + _escape(name) + "}"
+
+    def paren(self, s: str) -> str:
+        return r"\left(" + s + r"\right)"
+
+    def number(self, value) -> str:
+        text = super().number(value)
+        if text in ("1e999", "-1e999"):
+            return text.replace("1e999", r"\infty")
+        if text == "nan":
+            return r"\text{NaN}"
+        m = re.fullmatch(r"(-?[\d.]+)e([+-]?)0*(\d+)", text)
+        if m:
+            sign = "-" if m.group(2) == "-" else ""
+            return rf"{m.group(1)} \times 10^{{{sign}{m.group(3)}}}"
+        return text
+
+    def coeff_term(self, coeff: int, name: str) -> str:
+        return name if coeff == 1 else f"{coeff} {name}"
+
+    def proj(self, k: int, operand: str) -> str:
+        return rf"\pi_{k} {operand}"
+
+    def call(self, fn: str, args: list[str]) -> str:
+        if fn in _FUNCTIONS:
+            return _FUNCTIONS[fn] + self.paren(", ".join(args))
+        if fn == "sqrt" and len(args) == 1:
+            return r"\sqrt{" + args[0] + "}"
+        if fn == "abs" and len(args) == 1:
+            return r"\left|" + args[0] + r"\right|"
+        if fn == "recip" and len(args) == 1:
+            return r"\frac{1}{" + args[0] + "}"
+        if fn == "pow" and len(args) == 2:
+            return "{" + self.paren(args[0]) + "}^{" + args[1] + "}"
+        head = self.name(fn) if len(fn) == 1 else r"\operatorname{" + _escape(fn) + "}"
+        return head + self.paren(", ".join(args))
+
+    def let(self, name: str, value: str, body: str) -> str:
+        return rf"\text{{let }} {name} = {value} \text{{ in }} {body}"
+
+    def loop(self, kind: str, bindings: list[tuple[str, str]], body: str) -> str:
+        symbol = {"gen": r"\boxplus", "sum": r"\sum", "exists": r"\exists"}[kind]
+        return "".join(f"{symbol}_{{{n}=0}}^{{{s}}} " for n, s in bindings) + body
+
+
+def to_latex(e) -> str:
+    """``e`` in the paper's notation, without surrounding ``$``."""
+    from .nodes import Pred
+
+    printer = LatexPrinter(e)
+    if isinstance(e, Pred):
+        return printer.pred(e, printer.root_env)
+    return printer.expr(e, printer.root_env)

@@ -1,0 +1,861 @@
+"""Predicates and their isl view: every question about predicates is answered here.
+
+A predicate over index variables ``dims`` (outermost first) and size variables is an integer set: its
+isl view is an ``isl.Set`` whose set dimensions are ``dims`` *by position* (display names of index
+variables may collide, so nothing is ever matched by a dimension's name) and whose parameters are the
+size variables *by name*.  Every size is non-negative, so every set is intersected with ``n >= 0`` for
+each of its parameters.
+
+Data relations ``R(a0, ...)`` are not affine.  A predicate is seen as a union of pairs
+``(affine part, relation literals)`` (``pairs``): the literals are relation atoms, or ``exists`` nodes
+whose bodies mention relations, and each affine part includes the bounds ``0 <= a_t < size_t`` that
+its literals imply.  ``to_isl`` gives the union of the affine parts: an over-approximation, exact when
+``is_exact``.  Every query is exact on affine predicates and conservative with relations.
+
+The queries: ``to_isl``/``from_isl``; ``is_empty``, ``is_satisfiable``, ``implies``; ``simplify`` (isl's
+``gist`` against what the context implies); ``project`` (exact elimination of ``exists``);
+``solve_unique``/``solve_unique_many`` ("this sum has at most one solution, and here it is");
+``sample_point`` (a concrete witness for error messages); and point counts (``count``,
+``count_projection``, ``count_symbolic``, ``count_projection_symbolic``), implemented in
+``tensorlang.counting``.
+
+isl traps this module respects (see the shared islpy cookbook): no isl object is ever a dict key; no
+Python callback passed to isl can raise; ``count_val`` is only called with every parameter fixed.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from typing import Iterable, Sequence
+
+import islpy as isl
+
+from .errors import UnsupportedError
+from .nodes import (
+    FALSE, TRUE, Affine, And, Cmp, Exists, IndexVar, Or, Pred, RelAtom, SizeVar, compare, conj, disj,
+    walk,
+)
+from .traversal import free_index_vars, size_vars
+
+dt = isl.dim_type
+CTX = isl.DEFAULT_CONTEXT
+
+__all__ = [
+    "to_isl", "from_isl", "is_exact", "has_relations", "over_approximation", "pairs",
+    "is_empty", "is_satisfiable", "implies", "simplify", "project", "solve_unique", "solve_unique_many",
+    "sample_point", "count", "count_projection", "count_symbolic", "count_projection_symbolic",
+    "count_symbolic_sum",
+    "param_context", "isl_val",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# small isl helpers
+
+
+def isl_val(x: int) -> isl.Val:
+    """An isl integer; big ints go through a string (``isl.Val(int)`` only takes int64)."""
+    x = int(x)
+    return isl.Val(x) if -(2**62) < x < 2**62 else isl.Val(str(x))
+
+
+def val_int(v: isl.Val) -> int:
+    """The Python int of an integral ``isl.Val`` (raises ValueError otherwise)."""
+    if not v.is_int():
+        raise ValueError(f"{v} is not an integer")
+    return v.to_python()
+
+
+def param_names(s) -> list[str]:
+    """The names of the parameters of an isl object, in position order."""
+    return [s.get_dim_name(dt.param, k) for k in range(s.dim(dt.param))]
+
+
+def param_context(space: isl.Space) -> isl.Set:
+    """``{ : n >= 0 }`` for every parameter of ``space`` (as a set over the space's set dims)."""
+    s = isl.Set.universe(space)
+    ls = isl.LocalSpace.from_space(space)
+    for k in range(space.dim(dt.param)):
+        c = isl.Constraint.inequality_alloc(ls).set_coefficient_val(dt.param, k, isl_val(1))
+        s = s.add_constraint(c)
+    return s
+
+
+def _nonneg(s: isl.Set) -> isl.Set:
+    """``s`` intersected with ``n >= 0`` for each of its parameters."""
+    return s & param_context(s.get_space())
+
+
+def _space(ndims: int, params: Sequence[str], dim_names: Sequence[str] | None = None) -> isl.Space:
+    names = list(dim_names) if dim_names is not None else [f"x{k}" for k in range(ndims)]
+    return isl.Space.create_from_names(CTX, set=names, params=list(params))
+
+
+def _dim_names(dims: Sequence[IndexVar], params: Sequence[str]) -> list[str]:
+    """Display names for isl's set dimensions (never used for matching): unique, distinct from sizes."""
+    out: list[str] = []
+    taken = set(params)
+    for k, v in enumerate(dims):
+        name = v.name if v.name not in taken else f"{v.name}_{k}"
+        taken.add(name)
+        out.append(name)
+    return out
+
+
+def pieces_of(pw) -> list:
+    """The ``(set, affine)`` pieces of a ``PwAff``/``PwMultiAff``, in isl's order (callback never raises)."""
+    out: list = []
+
+    def collect(s, a):
+        out.append((s, a))
+
+    pw.foreach_piece(collect)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# relation atoms
+
+
+def has_relations(pred: Pred) -> bool:
+    """Whether ``pred`` mentions a data relation anywhere (memoised on the node)."""
+    return pred.memo("tl_has_relations", lambda: any(isinstance(n, RelAtom) for n in walk(pred)))
+
+
+def is_exact(pred: Pred) -> bool:
+    """True when ``pred`` is affine (no relation atoms), so that ``to_isl`` is exact."""
+    return not has_relations(pred)
+
+
+def relation_bounds(atom: RelAtom) -> Pred:
+    """``0 <= a_t < size_t`` for every argument of a relation atom: what the atom implies."""
+    parts = []
+    for a, size in zip(atom.args, atom.rel.type.sizes):
+        parts.append(compare("<=", 0, a))
+        parts.append(compare("<", a, size))
+    return conj(*parts)
+
+
+def over_approximation(pred: Pred) -> Pred:
+    """``pred`` with each relation atom replaced by the bounds it implies (an affine superset)."""
+    if not has_relations(pred):
+        return pred
+
+    def compute():
+        if isinstance(pred, RelAtom):
+            return relation_bounds(pred)
+        if isinstance(pred, And):
+            return conj(*(over_approximation(p) for p in pred.parts))
+        if isinstance(pred, Or):
+            return disj(*(over_approximation(p) for p in pred.parts))
+        if isinstance(pred, Exists):
+            return Exists(pred.var, pred.size, over_approximation(pred.body))
+        return pred
+
+    return pred.memo("tl_over_approximation", compute)
+
+
+def pairs(pred: Pred) -> list[tuple[Pred, tuple[Pred, ...]]]:
+    """``pred`` as a union of ``(affine part, relation literals)``: the DESIGN's "union of pairs".
+
+    A literal is a relation atom or an ``exists`` whose body mentions a relation.  Each affine part
+    includes the over-approximation of its literals, so ``affine part`` is implied by the pair, and the
+    union of the affine parts is ``over_approximation(pred)``.  Subtrees without relations stay whole
+    (no DNF blow-up for them).
+    """
+    if not has_relations(pred):
+        return [] if pred is FALSE else [(pred, ())]
+    if isinstance(pred, (RelAtom, Exists)):
+        return [(over_approximation(pred), (pred,))]
+    if isinstance(pred, Or):
+        out: list = []
+        for p in pred.parts:
+            out.extend(pairs(p))
+        return out
+    if isinstance(pred, And):
+        acc: list = [(TRUE, ())]
+        for p in pred.parts:
+            acc = [
+                (conj(a, b), ra + tuple(x for x in rb if x not in ra))
+                for a, ra in acc
+                for b, rb in pairs(p)
+            ]
+        return [(a, r) for a, r in acc if a is not FALSE]
+    raise TypeError(f"not a predicate: {pred!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Pred -> isl.Set
+
+
+class _Builder:
+    """Builds isl sets for predicates over a fixed parameter list (names sorted) and dimension names."""
+
+    def __init__(self, params: Sequence[str], dim_names: Sequence[str]):
+        self.params = list(params)
+        self.param_pos = {name: k for k, name in enumerate(self.params)}
+        self.base_names = list(dim_names)
+        self._spaces: dict[int, isl.Space] = {}
+
+    def space(self, ndims: int) -> isl.Space:
+        if ndims not in self._spaces:
+            names = self.base_names[:ndims] + [f"e{k}" for k in range(len(self.base_names), ndims)]
+            self._spaces[ndims] = _space(ndims, self.params, names)
+        return self._spaces[ndims]
+
+    def constraint(self, diff: Affine, pos: dict, ndims: int, equality: bool) -> isl.Set:
+        """``diff = 0`` or ``diff >= 0`` as a set over ``ndims`` dimensions."""
+        space = self.space(ndims)
+        if not diff.terms:  # a constant comparison (isl wants no all-zero constraint rows)
+            holds = diff.const == 0 if equality else diff.const >= 0
+            return isl.Set.universe(space) if holds else isl.Set.empty(space)
+        ls = isl.LocalSpace.from_space(space)
+        c = isl.Constraint.equality_alloc(ls) if equality else isl.Constraint.inequality_alloc(ls)
+        for var, coeff in diff.terms:
+            if isinstance(var, IndexVar):
+                c = c.set_coefficient_val(dt.set, pos[id(var)], isl_val(coeff))
+            else:
+                c = c.set_coefficient_val(dt.param, self.param_pos[var.name], isl_val(coeff))
+        c = c.set_constant_val(isl_val(diff.const))
+        return isl.Set.universe(space).add_constraint(c)
+
+    def build(self, p: Pred, pos: dict, ndims: int) -> isl.Set:
+        """The set of ``p`` where ``pos`` maps ``id(index var)`` to its dimension."""
+        if p is TRUE:
+            return isl.Set.universe(self.space(ndims))
+        if p is FALSE:
+            return isl.Set.empty(self.space(ndims))
+        if isinstance(p, Cmp):
+            return self.comparison(p, pos, ndims)
+        if isinstance(p, And):
+            out = isl.Set.universe(self.space(ndims))
+            for q in p.parts:
+                out = out & self.build(q, pos, ndims)
+            return out
+        if isinstance(p, Or):
+            out = isl.Set.empty(self.space(ndims))
+            for q in p.parts:
+                out = out | self.build(q, pos, ndims)
+            return out
+        if isinstance(p, RelAtom):
+            return self.build(relation_bounds(p), pos, ndims)
+        if isinstance(p, Exists):
+            inner = dict(pos)
+            inner[id(p.var)] = ndims
+            body = conj(compare("<=", 0, p.var), compare("<", p.var, p.size), p.body)
+            s = self.build(body, inner, ndims + 1)
+            return s.project_out(dt.set, ndims, 1)
+        raise TypeError(f"not a predicate: {p!r}")
+
+    def comparison(self, p: Cmp, pos: dict, ndims: int) -> isl.Set:
+        diff = p.rhs - p.lhs
+        if p.op == "<":
+            return self.constraint(diff - 1, pos, ndims, False)
+        if p.op == "<=":
+            return self.constraint(diff, pos, ndims, False)
+        if p.op == "=":
+            return self.constraint(diff, pos, ndims, True)
+        # !=
+        return self.constraint(diff - 1, pos, ndims, False) | self.constraint(-diff - 1, pos, ndims, False)
+
+
+_CACHE_SIZE = 4096
+_ISL_CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
+
+
+def _check_dims(dims: Sequence) -> tuple:
+    dims = tuple(dims)
+    for d in dims:
+        if not isinstance(d, IndexVar):
+            raise ValueError(f"a dimension must be an IndexVar, not {d!r}")
+    if len({id(d) for d in dims}) != len(dims):
+        raise ValueError(f"repeated dimension in {list(dims)!r}")
+    return dims
+
+
+def _param_list(pred: Pred, params: Iterable) -> tuple[str, ...]:
+    names = {s.name for s in size_vars(pred)}
+    for p in params:
+        names.add(p.name if isinstance(p, SizeVar) else str(p))
+    return tuple(sorted(names))
+
+
+def to_isl(pred: Pred, dims: Sequence[IndexVar], params: Iterable = ()) -> isl.Set:
+    """The isl set of ``pred`` over ``dims`` (by position) and its size variables (by name).
+
+    Relation atoms are replaced by the bounds they imply, so the set is an over-approximation unless
+    ``is_exact(pred)``; ``exists`` is projected exactly.  ``params`` adds size variables (``SizeVar`` or
+    names) to the space.  The set is intersected with ``n >= 0`` for every size and coalesced.
+    Raises ValueError when ``pred`` has a free index variable that is not in ``dims``.
+    """
+    dims = _check_dims(dims)
+    names = _param_list(pred, params)
+    key = (id(pred), tuple(id(d) for d in dims), names)
+    hit = _ISL_CACHE.get(key)
+    if hit is not None:
+        _ISL_CACHE.move_to_end(key)
+        return hit[2]
+    dim_ids = {id(d) for d in dims}
+    missing = [v for v in free_index_vars(pred) if id(v) not in dim_ids]
+    if missing:
+        raise ValueError(
+            f"index variable(s) {', '.join(v.name for v in missing)} are free in the predicate "
+            f"but not among the dimensions {[d.name for d in dims]}"
+        )
+    builder = _Builder(names, _dim_names(dims, names))
+    pos = {id(d): k for k, d in enumerate(dims)}
+    s = _nonneg(builder.build(pred, pos, len(dims))).coalesce()
+    _ISL_CACHE[key] = (pred, dims, s)
+    if len(_ISL_CACHE) > _CACHE_SIZE:
+        _ISL_CACHE.popitem(last=False)
+    return s
+
+
+def space_for(dims: Sequence[IndexVar], params: Iterable = ()) -> isl.Space:
+    """The isl space ``to_isl`` uses for ``dims`` and the given size variables."""
+    dims = _check_dims(dims)
+    names = tuple(sorted(p.name if isinstance(p, SizeVar) else str(p) for p in params))
+    return _space(len(dims), names, _dim_names(dims, names))
+
+
+# --------------------------------------------------------------------------------------------------
+# isl.Set -> Pred
+
+
+def _constraint_terms(c, set_vars: Sequence, params: Sequence[str]) -> tuple[list, int]:
+    """The ``(var, coeff)`` terms and the constant of a div-free isl constraint."""
+    terms = []
+    for k, v in enumerate(set_vars):
+        coeff = val_int(c.get_coefficient_val(dt.set, k))
+        if coeff:
+            terms.append((v, coeff))
+    for k, name in enumerate(params):
+        coeff = val_int(c.get_coefficient_val(dt.param, k))
+        if coeff:
+            terms.append((SizeVar(name), coeff))
+    return terms, val_int(c.get_constant_val())
+
+
+def render_constraint(terms: list, const: int, equality: bool, order: Sequence) -> Pred:
+    """A readable comparison for ``sum(terms) + const (= 0 | >= 0)``.
+
+    Equalities solve for the last (innermost) variable of ``order`` with a unit coefficient
+    (``k = i + j``);
+    inequalities put the negative terms on the left (``0 <= i``, ``i < n``, ``i < 3``, ``j <= i + 2``).
+    """
+    if equality:
+        for v in reversed(order):
+            c = next((c for w, c in terms if w is v), 0)
+            if c in (1, -1):
+                rest = Affine.of([(w, -c * d) for w, d in terms if w is not v], -c * const)
+                return Cmp("=", Affine.var(v), rest)
+    pos = Affine.of([(v, c) for v, c in terms if c > 0])
+    neg = Affine.of([(v, -c) for v, c in terms if c < 0])
+    if equality:
+        lhs, rhs = (pos + const, neg) if const >= 0 else (pos, neg - const)
+        rank = {id(v): k for k, v in enumerate(order)}
+        first = lambda a: min((rank.get(id(v), len(rank)) for v in a.index_vars), default=len(rank) + 1)
+        if first(rhs) < first(lhs):
+            lhs, rhs = rhs, lhs
+        return Cmp("=", lhs, rhs)
+    # neg <= pos + const
+    if not neg.terms:
+        return Cmp("<=", Affine.const_(-const), pos)
+    if not pos.terms:
+        return Cmp("<", neg, Affine.const_(const + 1))
+    if const == -1:
+        return Cmp("<", neg, pos)
+    if const < -1:
+        return Cmp("<", neg, pos + (const + 1))
+    return Cmp("<=", neg, pos + const)
+
+
+def _sort_key(terms: list, equality: bool, order: Sequence):
+    """Outer dimensions first; equalities, then lower bounds, then upper bounds of a dimension."""
+    rank = {id(v): k for k, v in enumerate(order)}
+    inner = max((rank[id(v)] for v, _ in terms if id(v) in rank), default=-1)
+    sign = next((c for v, c in terms if id(v) in rank and rank[id(v)] == inner), 0)
+    return (inner, 0 if equality else (1 if sign > 0 else 2))
+
+
+def _render_basic(bs: isl.BasicSet, set_vars: Sequence, order: Sequence) -> Pred:
+    params = param_names(bs)
+    items = []
+    for c in bs.get_constraints():
+        terms, const = _constraint_terms(c, set_vars, params)
+        eq = c.is_equality()
+        if not terms:
+            if (const == 0) if eq else (const >= 0):
+                continue
+            return FALSE
+        items.append((_sort_key(terms, eq, order), render_constraint(terms, const, eq, order)))
+    items.sort(key=lambda t: t[0])
+    return conj(*(p for _, p in items))
+
+
+def _bracket_candidates(t: isl.BasicSet, k: int) -> list[tuple[str, list, int]]:
+    """Candidate bounds (affine in the params) for set dim ``k`` of ``t``: ``('lo'|'hi', terms, const)``.
+
+    From each constraint of the projection onto ``x = x_k``, normalised to ``a*x >= -r`` or
+    ``a*x <= r`` with ``a > 0``: first ``-r`` or ``r`` itself (exact when ``a = 1``, otherwise only a
+    guess that ``bracket`` verifies), then ``r / a`` with each coefficient rounded outwards, which is
+    always a valid bound because sizes are non-negative."""
+    nd = t.dim(dt.set)
+    proj = isl.Set.from_basic_set(t).project_out(dt.set, k + 1, nd - k - 1).project_out(dt.set, 0, k)
+    hull = proj.remove_divs().simple_hull()
+    params = param_names(hull)
+    out = []
+    for c in hull.get_constraints():
+        a = val_int(c.get_coefficient_val(dt.set, 0))
+        if a == 0:
+            continue
+        rest = [val_int(c.get_coefficient_val(dt.param, j)) for j in range(len(params))]
+        const = val_int(c.get_constant_val())
+        if c.is_equality() and a < 0:
+            a, rest, const = -a, [-r for r in rest], -const
+        if c.is_equality():  # x = (-rest - const) / a
+            bounds = [("lo", [-r for r in rest], -const, a), ("hi", [-r for r in rest], -const, a)]
+        elif a > 0:  # x >= (-rest - const) / a
+            bounds = [("lo", [-r for r in rest], -const, a)]
+        else:  # x <= (rest + const) / -a
+            bounds = [("hi", rest, const, -a)]
+        for side, num, cst, d in bounds:
+            rnd = (lambda v: v // d) if side == "lo" else (lambda v: -((-v) // d))
+            out.append((side, list(zip(params, num)), cst))
+            if d != 1:
+                out.append((side, [(p, rnd(v)) for p, v in zip(params, num)], rnd(cst)))
+    out.append(("lo", [], 0))
+    return out
+
+
+def bracket(t: isl.BasicSet | isl.Set, k: int) -> tuple[Affine, Affine] | None:
+    """Affine bounds ``lo <= x_k <= hi`` in the size variables that hold on all of ``t`` (verified by
+    isl), or None.  Used to write a div or a projected variable as ``exists(x': hi - lo + 1)``."""
+    t = isl.Set.from_basic_set(t) if isinstance(t, isl.BasicSet) else t
+    t = _nonneg(t)
+    if t.is_empty():
+        return Affine.const_(0), Affine.const_(-1)
+    space = t.get_space()
+    ls = isl.LocalSpace.from_space(space)
+    names = param_names(t)
+    found: dict[str, Affine] = {}
+    for bs in t.get_basic_sets():
+        for side, terms, const in _bracket_candidates(bs, k):
+            if side in found:
+                continue
+            c = isl.Constraint.inequality_alloc(ls)
+            sgn = 1 if side == "lo" else -1  # lo: x - (terms + const) >= 0 ; hi: terms + const - x >= 0
+            c = c.set_coefficient_val(dt.set, k, isl_val(sgn))
+            for name, r in terms:
+                if r:
+                    c = c.set_coefficient_val(dt.param, names.index(name), isl_val(-sgn * r))
+            c = c.set_constant_val(isl_val(-sgn * const))
+            if t.is_subset(isl.Set.universe(space).add_constraint(c)):
+                found[side] = Affine.of([(SizeVar(n), r) for n, r in terms], const)
+        if len(found) == 2:
+            return found["lo"], found["hi"]
+    return None
+
+
+def from_isl(s: isl.Set | isl.BasicSet, dims: Sequence[IndexVar]) -> Pred:
+    """A readable predicate (a DNF of comparisons) over ``dims`` (by position) and the set's
+    parameters (as ``SizeVar``s by name).
+
+    Facts ``n >= 0`` about sizes are dropped (they always hold).  Integer divisions (strides) are
+    written with ``exists`` over a fresh index variable: ``i mod 2 = 0`` with ``0 <= i < n`` becomes
+    ``exists(k: n) i = 2*k and ...``; the range of the fresh variable is proved by isl to cover every
+    value the division takes.  Raises ``UnsupportedError`` when no affine range can be found.
+    """
+    dims = _check_dims(dims)
+    if isinstance(s, isl.BasicSet):
+        s = isl.Set.from_basic_set(s)
+    if s.dim(dt.set) != len(dims):
+        raise ValueError(f"the set has {s.dim(dt.set)} dimensions, but {len(dims)} were given")
+    s = s.gist_params(param_context(s.params().get_space())) if s.dim(dt.param) else s
+    if s.is_empty():
+        return FALSE
+    parts = []
+    for bs in s.get_basic_sets():
+        parts.append(_basic_to_pred(bs, dims))
+    return disj(*parts)
+
+
+def _basic_to_pred(bs: isl.BasicSet, dims: tuple) -> Pred:
+    ndiv = bs.dim(dt.div)
+    if ndiv == 0:
+        return _render_basic(bs, dims, dims)
+    lifted = isl.Set.from_basic_set(bs.lift().flatten()).remove_redundancies()
+    if lifted.is_empty():
+        return FALSE
+    t = lifted.get_basic_sets()[0]
+    nd = len(dims)
+    brackets = []
+    for j in range(ndiv):
+        t, b = _bounded_division(t, nd + j, nd)
+        if b is None:
+            raise UnsupportedError(f"cannot bound the integer division {bs.get_div(j)} by sizes")
+        brackets.append(b)
+    # write div_j = lo_j + k_j with k_j in [0, hi_j - lo_j + 1), dropping the bounds the exists implies
+    space = t.get_space()
+    names = param_names(t)
+    box = isl.Set.universe(space)
+    for j, (lo, hi) in enumerate(brackets):
+        box = box & _affine_bound_set(space, nd + j, lo, 1, names) & _affine_bound_set(space, nd + j, hi, -1, names)
+    body_set = isl.Set.from_basic_set(t).gist(box)
+    qs = [IndexVar("q") for _ in range(ndiv)]
+    order = list(dims) + qs
+    body = disj(*(_render_basic(b, order, order) for b in body_set.get_basic_sets()))
+    from .substitute import substitute_index
+
+    fresh = [IndexVar("k") for _ in range(ndiv)]
+    body = substitute_index(body, {q: lo + Affine.var(f) for q, f, (lo, _) in zip(qs, fresh, brackets)})
+    for f, (lo, hi) in reversed(list(zip(fresh, brackets))):
+        body = Exists(f, hi - lo + 1, body)
+    return body
+
+
+def _bounded_division(t: isl.BasicSet, k: int, nd: int):
+    """``(t', (lo, hi))``: the lifted division at set dim ``k`` of ``t`` with size bounds.
+
+    isl may pick an unbounded representative (``floor((i + j)/2)`` where only ``i - j`` is bounded);
+    then the division is replaced by ``q - sum(c_v * x_v)`` for small ``c`` until one is bounded."""
+    b = bracket(t, k)
+    if b is not None or nd > 4:
+        return t, b
+    for coeffs in itertools.product((0, 1, -1), repeat=nd):
+        if not any(coeffs):
+            continue
+        shifted = _shift_dim(t, k, coeffs)
+        b = bracket(shifted, k)
+        if b is not None:
+            return shifted, b
+    return t, None
+
+
+def _shift_dim(t: isl.BasicSet, k: int, coeffs: Sequence[int]) -> isl.BasicSet:
+    """``t`` with set dim ``k`` (q) replaced by ``q' = q - sum(coeffs[v] * x_v)``."""
+    s = isl.Set.from_basic_set(t).insert_dims(dt.set, k + 1, 1)  # q' right after q
+    ls = isl.LocalSpace.from_space(s.get_space())
+    c = isl.Constraint.equality_alloc(ls).set_coefficient_val(dt.set, k + 1, isl_val(1))
+    c = c.set_coefficient_val(dt.set, k, isl_val(-1))
+    for v, a in enumerate(coeffs):
+        if a:
+            c = c.set_coefficient_val(dt.set, v, isl_val(a))
+    s = s.add_constraint(c).project_out(dt.set, k, 1).remove_redundancies()
+    return s.get_basic_sets()[0]
+
+
+def _affine_bound_set(space: isl.Space, k: int, bound: Affine, sgn: int, names: list) -> isl.Set:
+    """``x_k >= bound`` (sgn 1) or ``x_k <= bound`` (sgn -1), bound affine in sizes."""
+    c = isl.Constraint.inequality_alloc(isl.LocalSpace.from_space(space))
+    c = c.set_coefficient_val(dt.set, k, isl_val(sgn))
+    for v, r in bound.terms:
+        c = c.set_coefficient_val(dt.param, names.index(v.name), isl_val(-sgn * r))
+    c = c.set_constant_val(isl_val(-sgn * bound.const))
+    return isl.Set.universe(space).add_constraint(c)
+
+
+# --------------------------------------------------------------------------------------------------
+# decisions
+
+
+def _set(pred: Pred, dims, context: Pred = TRUE) -> isl.Set:
+    """The affine over-approximation of ``pred and context``."""
+    return to_isl(conj(pred, context), dims) if context is not TRUE else to_isl(pred, dims)
+
+
+def is_empty(pred: Pred, dims: Sequence[IndexVar], context: Pred = TRUE) -> bool:
+    """True when ``pred and context`` holds nowhere, for every value of the sizes (>= 0).
+
+    With relation atoms this is conservative: True only when the affine over-approximation is empty.
+    """
+    return _set(pred, dims, context).is_empty()
+
+
+def is_satisfiable(pred: Pred, dims: Sequence[IndexVar], context: Pred = TRUE) -> bool:
+    """``not is_empty``: with relation atoms, "may be satisfiable" (for some relation data)."""
+    return not is_empty(pred, dims, context)
+
+
+def implies(context: Pred, pred: Pred, dims: Sequence[IndexVar]) -> bool:
+    """True when ``context`` implies ``pred`` (``context`` is a subset of ``pred``) for all sizes >= 0.
+
+    Conservative with relation atoms: a context pair ``(B, S)`` is covered by the pairs of ``pred``
+    whose relation literals all occur in ``S``; True only when every context pair is covered.
+    """
+    if pred is TRUE or context is FALSE:
+        return True
+    if is_exact(pred):
+        return to_isl(context, dims).is_subset(to_isl(pred, dims))
+    pred_pairs = pairs(pred)
+    for b, lits in pairs(context):
+        cover = [a for a, rels in pred_pairs if all(r in lits for r in rels)]
+        target = to_isl(disj(*cover), dims) if cover else None
+        ctx_set = to_isl(b, dims)
+        if target is None:
+            if not ctx_set.is_empty():
+                return False
+        elif not ctx_set.is_subset(target):
+            return False
+    return True
+
+
+def simplify(pred: Pred, dims: Sequence[IndexVar], context: Pred = TRUE) -> Pred:
+    """An equivalent, simpler predicate under ``context`` (``simplify(p, c) and c == p and c``).
+
+    TRUE when the context implies ``pred``, FALSE when ``pred and context`` is empty; otherwise isl's
+    ``gist`` of each pair's affine part against the context (and the bounds of the pair's relation
+    literals, which are kept beside it), coalesced and converted back.
+    """
+    if pred is TRUE or pred is FALSE:
+        return pred
+    if implies(context, pred, dims):
+        return TRUE
+    if is_empty(pred, dims, context):
+        return FALSE
+    ctx = to_isl(context, dims, size_vars(pred))
+    try:
+        if is_exact(pred):
+            return _gisted(to_isl(pred, dims), ctx, dims)
+        groups: list[tuple[tuple, list]] = []
+        for a, lits in pairs(pred):
+            for key, members in groups:
+                if len(key) == len(lits) and all(x in key for x in lits):
+                    members.append(a)
+                    break
+            else:
+                groups.append((lits, [a]))
+        out = []
+        for lits, members in groups:
+            known = ctx & to_isl(conj(*(over_approximation(x) for x in lits)), dims, size_vars(pred))
+            affine = to_isl(disj(*members), dims)
+            if (affine & known).is_empty():
+                continue
+            out.append(conj(_gisted(affine, known, dims), *lits))
+        return disj(*out)
+    except UnsupportedError:
+        return pred
+
+
+def _gisted(s: isl.Set, ctx: isl.Set, dims) -> Pred:
+    if ctx.is_subset(s):
+        return TRUE
+    g = s.coalesce().gist(ctx).coalesce()
+    return from_isl(g, dims)
+
+
+# --------------------------------------------------------------------------------------------------
+# projection
+
+
+def project(pred: Pred, var: IndexVar, dims: Sequence[IndexVar]) -> Pred:
+    """``exists var. pred`` with ``var`` eliminated exactly (isl ``project_out``), as a predicate over
+    the other dims.  Relation literals that do not mention ``var`` are kept beside the projected affine
+    part; a pair whose literals mention ``var`` becomes ``exists(var': hi - lo + 1)`` over the range isl
+    proves for ``var`` (UnsupportedError if there is none, i.e. var is unbounded)."""
+    dims = _check_dims(dims)
+    k = _position(var, dims)
+    rest = dims[:k] + dims[k + 1:]
+    if is_exact(pred):
+        return from_isl(to_isl(pred, dims).project_out(dt.set, k, 1).coalesce(), rest)
+    out = []
+    for a, lits in pairs(pred):
+        s = to_isl(a, dims)
+        if s.is_empty():
+            continue
+        if not any(var in free_index_vars(x) for x in lits):
+            out.append(conj(from_isl(s.project_out(dt.set, k, 1).coalesce(), rest), *lits))
+            continue
+        b = bracket(s, k)
+        if b is None:
+            raise UnsupportedError(f"cannot eliminate {var.name}: it has no bounds in the sizes")
+        lo, hi = b
+        from .substitute import substitute_index
+
+        fresh = var.fresh()
+        body = substitute_index(conj(a, *lits), {var: lo + Affine.var(fresh)})
+        out.append(Exists(fresh, hi - lo + 1, body))
+    return disj(*out)
+
+
+def _position(var: IndexVar, dims: Sequence) -> int:
+    for k, d in enumerate(dims):
+        if d is var:
+            return k
+    raise ValueError(f"{var!r} is not among the dimensions {list(dims)!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# unique solutions
+
+
+def _aff_to_affine(aff: isl.Aff, in_vars: Sequence) -> Affine | None:
+    """An isl ``Aff`` over ``in_vars`` and parameters as an ``Affine``; None if it needs a division."""
+    if aff.dim(dt.div) > 0:
+        return None
+    vals = [(v, aff.get_coefficient_val(dt.in_, k)) for k, v in enumerate(in_vars)]
+    vals += [(SizeVar(n), aff.get_coefficient_val(dt.param, k)) for k, n in enumerate(param_names(aff))]
+    const = aff.get_constant_val()
+    if not const.is_int() or not all(c.is_int() for _, c in vals):
+        return None
+    return Affine.of([(v, c.to_python()) for v, c in vals], const.to_python())
+
+
+def solve_unique_many(
+    pred: Pred, vars: Sequence[IndexVar], dims: Sequence[IndexVar], context: Pred = TRUE
+) -> list[tuple[Pred, dict]] | None:
+    """If, for every value of the other dims and the sizes (>= 0), at most one value of ``vars``
+    satisfies ``pred``, the solution as pieces ``(guard, {var: affine})``: ``guard`` is a predicate over
+    the other dims saying where a solution exists (gisted against ``context``, a predicate over the
+    other dims), the affines are in the other dims and sizes with integer coefficients.  Otherwise (or
+    when the solution needs a floor division) None.  ``[]`` means no solution anywhere.
+
+    With relation atoms, uniqueness is decided on the affine over-approximation (sound), and each guard
+    carries ``pred`` with the solution substituted (the relation atoms at the solution).
+    """
+    dims = _check_dims(dims)
+    vars = tuple(vars)
+    for v in vars:
+        _position(v, dims)
+    others = tuple(d for d in dims if all(d is not v for v in vars))
+    s = to_isl(pred, dims)
+    m = isl.Map.from_range(s)
+    out_vars = list(dims)
+    for d in others:  # move each other dim, in order, to the end of the domain tuple
+        k = next(j for j, w in enumerate(out_vars) if w is d)
+        m = m.move_dims(dt.in_, m.dim(dt.in_), dt.out, k, 1)
+        out_vars.pop(k)
+    ctx = to_isl(context, others, size_vars(pred))
+    m = m.intersect_domain(ctx)
+    if not m.is_single_valued():
+        return None
+    found: list[list] = []  # [domain, solution], pieces with the same solution joined
+    for dom, maff in pieces_of(m.as_pw_multi_aff()):
+        dom = _nonneg(dom) & ctx
+        if dom.is_empty():
+            continue
+        sol = [_aff_to_affine(maff.get_at(j), others) for j in range(len(out_vars))]
+        if any(a is None for a in sol):
+            return None
+        for piece in found:
+            if all(a is b for a, b in zip(piece[1], sol)):
+                piece[0] = (piece[0] | dom).coalesce()
+                break
+        else:
+            found.append([dom, sol])
+    result = []
+    for dom, sol in found:
+        solution = {v: sol[out_vars.index(v)] for v in vars}
+        try:
+            guard = _gisted(dom, ctx, others)
+        except UnsupportedError:
+            return None
+        if not is_exact(pred):
+            from .substitute import substitute_index
+
+            at = substitute_index(pred, solution)
+            guard = conj(guard, simplify(at, others, conj(context, guard)))
+        result.append((guard, solution))
+    return result
+
+
+def solve_unique(
+    pred: Pred, var: IndexVar, dims: Sequence[IndexVar], context: Pred = TRUE
+) -> list[tuple[Pred, Affine]] | None:
+    """``solve_unique_many`` for one variable: pieces ``(guard, affine)`` or None."""
+    sol = solve_unique_many(pred, (var,), dims, context)
+    if sol is None:
+        return None
+    return [(g, d[var]) for g, d in sol]
+
+
+# --------------------------------------------------------------------------------------------------
+# witnesses
+
+
+def sample_point(pred: Pred, dims: Sequence[IndexVar], context: Pred = TRUE) -> dict | None:
+    """A point satisfying ``pred and context``: ``{index var: int, SizeVar: int}``, or None if empty.
+
+    The sizes are chosen small (least total, then lexicographically least in name order), then the
+    point lexicographically least where it is bounded.  With relation atoms the point satisfies the
+    affine over-approximation (a point where the predicate *may* hold).
+    """
+    dims = _check_dims(dims)
+    s = _set(pred, dims, context)
+    if s.is_empty():
+        return None
+    names = param_names(s)
+    sizes = _least_params(s)
+    fixed = s
+    for k, name in enumerate(names):
+        fixed = fixed.fix_val(dt.param, k, isl_val(sizes[name]))
+    try:
+        point_set = fixed.lexmin()
+    except isl.Error:
+        point_set = fixed
+    point = point_set.sample_point()
+    out: dict = {d: val_int(point.get_coordinate_val(dt.set, k)) for k, d in enumerate(dims)}
+    out.update({SizeVar(name): sizes[name] for name in names})
+    return out
+
+
+def _least_params(s: isl.Set) -> dict[str, int]:
+    """Parameter values where ``s`` is non-empty: least sum, then lexicographically least."""
+    names = param_names(s)
+    if not names:
+        return {}
+    p = s.params()
+    ps = p.move_dims(dt.set, 0, dt.param, 0, len(names))  # { [n, m, ...] }
+    ps = ps.insert_dims(dt.set, 0, 1)
+    ls = isl.LocalSpace.from_space(ps.get_space())
+    c = isl.Constraint.equality_alloc(ls).set_coefficient_val(dt.set, 0, isl_val(-1))
+    for k in range(len(names)):
+        c = c.set_coefficient_val(dt.set, k + 1, isl_val(1))
+    ps = ps.add_constraint(c)
+    try:
+        least = ps.lexmin()
+    except isl.Error:
+        least = ps
+    point = least.sample_point()
+    return {name: val_int(point.get_coordinate_val(dt.set, k + 1)) for k, name in enumerate(names)}
+
+
+# --------------------------------------------------------------------------------------------------
+# counting lives in tensorlang.counting; these wrappers keep one entry point for predicate questions
+
+
+def count(pred, dims, sizes, relations=None) -> int:
+    """The number of integer points of ``dims`` satisfying ``pred`` at the given sizes (see
+    ``tensorlang.counting.count``)."""
+    from .counting import count as f
+
+    return f(pred, dims, sizes, relations)
+
+
+def count_projection(pred, inner_vars, dims, sizes, relations=None) -> int:
+    """The number of points of the dims other than ``inner_vars`` where ``exists inner_vars. pred``."""
+    from .counting import count_projection as f
+
+    return f(pred, inner_vars, dims, sizes, relations)
+
+
+def count_symbolic(pred, dims):
+    """The number of points as a SymPy expression in the sizes (see ``tensorlang.counting``)."""
+    from .counting import count_symbolic as f
+
+    return f(pred, dims)
+
+
+def count_projection_symbolic(pred, inner_vars, dims):
+    """``count_projection`` as a SymPy expression in the sizes."""
+    from .counting import count_projection_symbolic as f
+
+    return f(pred, inner_vars, dims)
+
+
+def count_symbolic_sum(terms):
+    """``sum(coeff * count)`` over ``(coeff, pred, dims[, inner_vars])`` terms as one SymPy expression,
+    refined over all terms together (see ``tensorlang.counting.count_symbolic_sum``)."""
+    from .counting import count_symbolic_sum as f
+
+    return f(terms)
