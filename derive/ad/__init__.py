@@ -1,2 +1,10 @@
-"""The SSA AD layer (tensorlang.ad): reverse mode for Python functions, by source transformation."""
-__all__ = []
+"""The SSA AD layer (``tensorlang.ad``): reverse mode for Python functions, by source transformation.
+
+Python source (``inspect`` + ``ast``) becomes a control-flow graph in SSA form (``lower``, ``ssa``);
+the primal gets a pullback per call and a branch tag per join (``primal``), the adjoint mirrors the CFG
+with loop values on a stack (``adjoint``), and both are emitted as Python source, compiled once per
+function and argument kinds (``emit``).  Rules live apart from the core, in ``rules``.
+"""
+from .api import checkpoint, code_adjoint, code_ir, gradient, hook, pullback, rule
+
+__all__ = ["gradient", "pullback", "rule", "code_ir", "code_adjoint", "checkpoint", "hook"]

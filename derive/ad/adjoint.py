@@ -1,0 +1,175 @@
+"""The adjoint: the primal CFG mirrored.  Each block's adjoint runs its instructions backwards: a gradient
+``_d<n>`` is kept per SSA value, the pullback of a call is applied to it, and its results are added to
+the gradients of the arguments (inlined scalar rules write the derivative expression directly).  A block
+that runs more than once first pops the alphas it pushed; a join pops (or reads) its branch tag and sends
+each phi's gradient to the incoming value of the predecessor that was taken, then continues in that
+predecessor's adjoint.  Gradients of values that are mutable (lists, dicts, objects, arrays that were
+mutated) are routed through the box store at run time (``runtime.acc_into`` / ``runtime.take``).
+"""
+from __future__ import annotations
+
+from .ir import ANY, INT, NUM, Instr
+
+_PURE = {"binop", "unary", "prim", "rule", "getattr", "getitem", "tuple", "list", "dict", "closure", "deref"}
+
+
+class BlockAdjoint:
+    """Builds the adjoint statements of one block, recording which primal values it reads (alphas)."""
+
+    def __init__(self, g, block):
+        self.g, self.b = g, block
+        self.loop = block in g.loops
+        self.need: list[str] = []
+        self.lines: list[str] = []
+
+    # -- naming -------------------------------------------------------------------------------------------
+    def ref(self, v) -> str:
+        """The name of primal value ``v`` as seen from this block's adjoint."""
+        if isinstance(v, Instr) and v.op == "const":
+            return self.g.val(v)
+        return self._alpha(self.g.val(v), v)
+
+    def pbref(self, ins) -> str:
+        return self._alpha(self.g.pb(ins), ins)
+
+    def _alpha(self, name, v):
+        if self.loop and self.g.defblock[v] in self.g.loops:
+            if name not in self.need:
+                self.need.append(name)
+            return "_a" + name[1:]
+        return name
+
+    def zero(self, v) -> str:
+        return "0" if v.kind == NUM else "None"
+
+    # -- accumulation -------------------------------------------------------------------------------------
+    def add(self, v, expr: str, maybe_none: bool):
+        """``v``'s gradient += expr."""
+        if not v.active or v.kind == INT or isinstance(v, Instr) and v.op == "const":
+            return
+        d = f"_d{v.id}"
+        if v.kind == NUM:
+            self.lines.append(f"{d} = _ad_addn({d}, {expr})" if maybe_none else f"{d} += {expr}")
+        else:
+            self.lines.append(f"{d} = _ad_acci({self.ref(v)}, {d}, {expr})")
+
+    def dy(self, ins) -> str:
+        """The gradient of ``ins`` at its definition, fetched once into ``_dy<n>`` (box-aware)."""
+        d = f"_d{ins.id}"
+        if ins.kind == ANY:
+            self.lines.append(f"_e = _ad_take({self.ref(ins)}, {d})")
+        else:
+            self.lines.append(f"_e = {d}")
+        if self.loop:
+            self.lines.append(f"{d} = {self.zero(ins)}")
+        return "_e"
+
+    # -- instructions -------------------------------------------------------------------------------------
+    def instr(self, ins: Instr):
+        if not ins.active or ins.op in ("param", "const", "global", "compare", "slice", "nondiff"):
+            return
+        g, op = self.g, ins.op
+        if op == "prim" or op in ("binop", "unary") and self._inlined(ins):
+            self._inline(ins)
+            return
+        start = len(self.lines)
+        e = self.dy(ins)
+        body_start = len(self.lines)
+        if op == "deref":
+            i = g.fn.freevars.index(ins.attr)
+            self.lines.append(f"_dF{i} = _ad_acc(_dF{i}, {e})")
+        elif op == "tuple" or op == "list":
+            for i, a in enumerate(ins.args):
+                self.add(a, f"{e}[{i}]", True)
+        elif op == "dict":
+            for k, a in zip(ins.args[::2], ins.args[1::2]):
+                self.add(a, f"_ad_item({e}, {self.ref(k)})", True)
+        elif op == "closure":
+            if ins.attr[2] is not None:  # a recursive nested function: its gradient nests in itself
+                self.lines.append(f"{e} = _ad_fold({e}, {ins.attr[2]!r})")
+            for name, a in zip(ins.attr[1], ins.args):
+                self.add(a, f"_ad_field({e}, {name!r})", True)
+        else:
+            self.lines.append(f"_g = {self.pbref(ins)}({e})")
+            for i, a in enumerate(ins.args):
+                self.add(a, f"_g[{i}]", True)
+        if ins.kind != NUM and op in _PURE:
+            body = self.lines[body_start:]
+            if not body:
+                del self.lines[start:]
+                return
+            self.lines[body_start:] = [f"if {e} is not None:"] + ["    " + x for x in body]
+
+    def _inlined(self, ins):
+        tbl = self.g.inline_binops if ins.op == "binop" else self.g.inline_unary
+        return ins.kind != ANY and ins.attr in tbl
+
+    def _inline(self, ins):
+        g = self.g
+        if ins.op == "prim":
+            temps = g.inline_calls[ins.attr[0]].derivs
+        elif ins.op == "binop":
+            temps = g.inline_binops[ins.attr]
+        else:
+            temps = [g.inline_unary[ins.attr]]
+        e = self.dy(ins)
+        fill = {"dy": e, "m": "_ad_math"}
+        used = [t for t, a in zip(temps, ins.args) if a.active and a.kind != INT]
+        if any("{y}" in t for t in used):
+            fill["y"] = self.ref(ins)
+        for i, a in enumerate(ins.args):
+            if any("{%d}" % i in t for t in used):
+                fill[str(i)] = self.ref(a)
+        for t, a in zip(temps, ins.args):
+            if a.active and a.kind != INT:
+                self.add(a, t.format(*[fill.get(str(i), "") for i in range(len(ins.args))], **fill), False)
+
+    # -- the block ----------------------------------------------------------------------------------------
+    def build(self, mode: str) -> list[str]:
+        b, g = self.b, self.g
+        if b is g.fn.exit:
+            rv = b.term[1]
+            self.add(rv, "_dy", True)
+        for ins in reversed(b.instrs):
+            self.instr(ins)
+        self.lines += self.leave(mode)
+        head = []
+        if self.need:
+            names = ", ".join("_a" + n[1:] for n in self.need)
+            head = [f"{names} = _t.pop()"] if mode == "pop" else ["_i -= 1", f"{names} = _t[_i]"]
+        return head + self.lines
+
+    def leave(self, mode: str) -> list[str]:
+        """Phi gradients to the predecessor that was taken, and the jump to its adjoint."""
+        b, g = self.b, self.g
+        if b is g.fn.blocks[0]:
+            return ["break"] if g.dispatch else []
+        if len(b.preds) == 1:
+            return g.goto_adj(b, b.preds[0])
+        out = []
+        if b in g.loops:
+            out += ["_i -= 1", "_tag = _t[_i]"] if mode == "index" else ["_tag = _t.pop()"]
+        else:
+            out.append(f"_tag = _T{b.id}")
+        active = [p for p in b.phis if p.active]
+        snap = []
+        if self.loop and active:
+            snap = [f"_x{p.id} = _d{p.id}" for p in active] + [f"_d{p.id} = {self.zero(p)}" for p in active]
+        for k, pred in enumerate(b.preds):
+            arm = []
+            for p in active:
+                src = f"_x{p.id}" if snap else f"_d{p.id}"
+                u = p.incoming[pred]
+                if u.active and u.kind != INT and not (isinstance(u, Instr) and u.op == "const"):
+                    d = f"_d{u.id}"
+                    if u.kind == NUM:
+                        arm.append(f"{d} = _ad_addn({d}, {src})" if p.kind != NUM else f"{d} += {src}")
+                    else:
+                        arm.append(f"{d} = _ad_acci({self.ref(p)}, {d}, {src})")
+            arm += g.goto_adj(b, pred)
+            if k == len(b.preds) - 1:
+                out.append("else:")
+            else:
+                out.append(f"{'if' if k == 0 else 'elif'} _tag == {pred.id}:")
+            out += ["    " + x for x in arm]
+        return snap + out

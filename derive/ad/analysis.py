@@ -1,0 +1,179 @@
+"""Facts about an SSA function that the code generators need.
+
+* kinds: each value is a known ``int``/``bool`` (``INT``, never differentiated), a known scalar number
+  (``NUM``: float, Fraction, complex, NumPy scalar ...) or ``ANY``; found by a fixed point over the blocks
+  from the kinds of the arguments this specialisation was made for.
+* activity: whether a value may carry a gradient.  Numbers are exact (a number computed from constants
+  is inactive); other values are conservatively active when the function mutates anything, since a list
+  built from constants becomes active when an active value is appended to it.
+* inlining: arithmetic and ``math``/builtin calls on known numbers become ``prim`` instructions whose
+  derivative is written into the generated code (``rules.scalar``), so loops store numbers, not closures.
+* loops: the blocks that can run more than once; only they push their values on the stack.
+"""
+from __future__ import annotations
+
+from .ir import ANY, INT, NUM, Function, Instr, Phi
+from .rules.scalar import INLINE_CALLS, INT_RESULT_CALLS
+
+_ORDER = {None: 0, INT: 1, NUM: 2, ANY: 3}
+_PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "copy", "astype", "get", "keys",
+                 "values", "items", "index", "count", "conj", "ravel", "flatten", "std", "var", "prod",
+                 "squeeze", "item", "tolist", "all", "any", "argmax", "argmin", "cumsum", "real", "imag"}
+_ARITH = {"+", "-", "*", "/", "//", "%", "**"}
+CONST_KIND = "const"  # a specialisation kind: strings, None and the like (ANY, never differentiated)
+
+
+def join(a, b):
+    return a if _ORDER[a] >= _ORDER[b] else b
+
+
+def analyse(fn: Function, arg_kinds: tuple) -> None:
+    """Set ``kind`` and ``active`` on every value, and turn inlinable calls into ``prim``."""
+    values = list(fn.values())
+    for v in values:
+        v.kind = None
+    changed = True
+    while changed:
+        changed = False
+        for v in values:
+            k = _kind(v, arg_kinds)
+            if k != v.kind:
+                v.kind = k
+                changed = True
+    for v in values:
+        if isinstance(v, Instr) and v.op == "call":
+            _maybe_inline(v)
+            _maybe_rule(v)
+    mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr")
+                                            or v.op == "method" and v.attr[0] not in _PURE_METHODS)
+                  for v in values)
+    for v in values:
+        v.active = False
+    changed = True
+    while changed:
+        changed = False
+        for v in values:
+            a = _active(v, arg_kinds, mutates)
+            if a and not v.active:
+                v.active = True
+                changed = True
+
+
+def _const_kind(value):
+    from .runtime import kind_of
+    k = kind_of(value)
+    return ANY if k == CONST_KIND else k
+
+
+def _kind(v, arg_kinds):
+    if isinstance(v, Phi):
+        k = None
+        for u in v.incoming.values():
+            k = join(k, u.kind)
+        return k
+    op = v.op
+    if op == "param":
+        k = arg_kinds[v.attr[0]]
+        return ANY if k == CONST_KIND else k
+    if op == "const":
+        return _const_kind(v.attr)
+    if op == "compare" or op == "unary" and v.attr == "not":
+        return INT
+    kinds = [a.kind for a in v.args]
+    if any(k is None for k in kinds):
+        return None
+    if op == "binop":
+        a, b = kinds
+        if a in (INT, NUM) and b in (INT, NUM) and v.attr in _ARITH:
+            return INT if a == b == INT and v.attr not in ("/", "**") else NUM
+        if a == b == INT and v.attr in ("&", "|", "^", "<<", ">>"):
+            return INT
+        return ANY
+    if op == "unary":
+        return kinds[0] if kinds[0] in (INT, NUM) else ANY
+    if op == "call" and v.args[0].op == "const":
+        f = v.args[0].attr
+        if _hashable(f) and f in INT_RESULT_CALLS:
+            return INT
+        if _hashable(f) and f in INLINE_CALLS and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
+            return INT if f in (abs, min, max) and all(k == INT for k in kinds[1:]) else NUM
+    return ANY
+
+
+def _hashable(f):
+    try:
+        hash(f)
+        return True
+    except TypeError:
+        return False
+
+
+def _maybe_inline(v: Instr):
+    f = v.args[0].attr if v.args[0].op == "const" else None
+    if f is None or not _hashable(f) or f not in INLINE_CALLS or v.attr:
+        return
+    args = v.args[1:]
+    if all(a.kind in (INT, NUM) for a in args) and INLINE_CALLS[f].arity(len(args)):
+        v.op, v.args, v.attr = "prim", args, (f, INLINE_CALLS[f].name)
+
+
+def _maybe_rule(v: Instr):
+    """A call of a primitive known when transforming becomes ``rule``: its rule is called directly."""
+    from .runtime import NONDIFF, RULES
+    f = v.args[0].attr if v.op == "call" and v.args[0].op == "const" else None
+    if f is None or not _hashable(f) or v.attr:
+        return
+    if f in NONDIFF:
+        v.op, v.args, v.attr = "nondiff", v.args, None
+    elif f in RULES:
+        v.op, v.args, v.attr = "rule", v.args[1:], (RULES[f], getattr(f, "__name__", repr(f)))
+
+
+def _active(v, arg_kinds, mutates):
+    if v.kind == INT:
+        return False
+    if isinstance(v, Phi):
+        return any(u.active for u in v.incoming.values())
+    op = v.op
+    if op == "param":
+        return arg_kinds[v.attr[0]] not in (INT, CONST_KIND)
+    if op in ("const", "global", "compare", "slice", "nondiff"):
+        return False
+    if op == "deref":
+        return True
+    if op == "binop" and v.attr in ("//", "&", "|", "^", "<<", ">>"):
+        return False
+    if v.kind == ANY and mutates:
+        return True
+    return any(a.active for a in v.args)
+
+
+def loop_blocks(fn: Function) -> set:
+    """Blocks that lie on a cycle of the CFG (can execute more than once per call)."""
+    result = set()
+    for b in fn.blocks:
+        seen, todo = set(), list(b.succs)
+        while todo:
+            x = todo.pop()
+            if x is b:
+                result.add(b)
+                break
+            if x not in seen:
+                seen.add(x)
+                todo.extend(x.succs)
+    return result
+
+
+def reverse_postorder(fn: Function) -> list:
+    order, seen = [], set()
+
+    def visit(b):
+        seen.add(b)
+        for s in reversed(b.succs):
+            if s not in seen:
+                visit(s)
+        order.append(b)
+
+    visit(fn.blocks[0])
+    rest = [b for b in fn.blocks if b not in seen]
+    return order[::-1] + rest

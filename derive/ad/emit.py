@@ -1,0 +1,221 @@
+"""Python source for a specialised function, compiled once and cached.
+
+For each function and each tuple of argument kinds (``runtime.kind_of``) one source text is generated
+with two entry points, both taking the function object itself first (Zygote's hidden zeroth argument):
+
+* ``_ad_grad(f, *args)`` runs the primal and then the adjoint with ``dy = 1`` in one frame, returning
+  ``(df, *dargs)``; values for the adjoint stay in local variables or on the list ``_t``;
+* ``_ad_pb(f, *args)`` runs the primal and returns ``(y, back)``, where the closure ``back(dy)`` runs the
+  adjoint (reading the stack by index, so it can be called more than once).
+
+Blocks are laid out in reverse postorder inside a ``while True`` dispatch on the block number ``_b``
+(a function of one block has no dispatch); the adjoint's blocks are laid out in the reverse order.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import math
+
+from . import adjoint as adj
+from . import primal
+from .analysis import loop_blocks, reverse_postorder
+from .ir import ANY, INT, NUM, Function, Instr
+from .rules.scalar import INLINE_BINOPS, INLINE_CALLS, INLINE_UNARY
+from .source import register
+
+_LITERAL_TYPES = (int, float, bool, str, type(None))
+
+
+class Gen:
+    """Naming and layout shared by the primal and adjoint generators."""
+
+    inline_binops, inline_unary, inline_calls = INLINE_BINOPS, INLINE_UNARY, INLINE_CALLS
+
+    def __init__(self, fn: Function):
+        from .rules import operators
+        self.fn = fn
+        self.operators = operators
+        self.loops = loop_blocks(fn)
+        self.order = reverse_postorder(fn)
+        self.adj_order = self.order[::-1]
+        self.dispatch = len(fn.blocks) > 1
+        self.defblock = {}
+        for b in fn.blocks:
+            for v in b.phis + b.instrs:
+                self.defblock[v] = b
+        self.env: dict[str, object] = {}
+        self._const_names: dict[int, str] = {}
+        self.needs: dict = {}
+        self.any_active = any(v.active for v in fn.values())
+        # arrays written in place (x[i] = v): operations copy them when they keep them (copy on capture)
+        self.written = {v.args[0] for v in fn.values() if isinstance(v, Instr) and v.op == "setitem"}
+
+    def val(self, v) -> str:
+        if isinstance(v, Instr) and v.op == "const":
+            x = v.attr
+            if type(x) in _LITERAL_TYPES and not (type(x) is float and not math.isfinite(x)):
+                r = repr(x)
+                return f"({r})" if r.startswith("-") else r
+            return self.const(x)
+        return f"_v{v.id}"
+
+    def pb(self, ins) -> str:
+        return f"_B{ins.id}"
+
+    def const(self, obj) -> str:
+        name = self._const_names.get(id(obj))
+        if name is None:
+            name = f"_k{len(self._const_names)}"
+            self._const_names[id(obj)] = name
+            self.env[name] = obj
+        return name
+
+    def binop_rule(self, op):
+        return self.operators.BINOPS[op]
+
+    def unary_rule(self, op):
+        return self.operators.UNARY[op]
+
+    def goto(self, src, dst, order) -> list[str]:
+        if not self.dispatch:
+            return []
+        jump = [f"_b = {dst.id}"]
+        return jump + ["continue"] if order.index(dst) <= order.index(src) else jump
+
+    def goto_adj(self, src, dst) -> list[str]:
+        return self.goto(src, dst, self.adj_order)
+
+
+def _dispatch(blocks: list, bodies: dict, indent: str) -> list[str]:
+    if len(blocks) == 1:
+        return [indent + x for x in bodies[blocks[0]]]
+    out = [f"{indent}_b = {blocks[0].id}", f"{indent}while True:"]
+    for b in blocks:
+        out.append(f"{indent}    if _b == {b.id}:")
+        out += [f"{indent}        {x}" for x in bodies[b] or ["pass"]]
+    return out
+
+
+def _params(fn):
+    return [ins for ins in fn.blocks[0].instrs if ins.op == "param"]
+
+
+def _adjoint(g: Gen, mode: str, indent: str) -> list[str]:
+    fn = g.fn
+    bodies = {}
+    for b in g.adj_order:
+        ba = adj.BlockAdjoint(g, b)
+        bodies[b] = ba.build(mode)
+        if ba.need:
+            g.needs[b] = ba.need
+    lines = [f"{indent}_i = len(_t)"] if mode == "index" and g.loops else []
+    zeros = {"0": [], "None": []}
+    for v in fn.values():
+        if v.active and v.kind != INT and not (isinstance(v, Instr) and v.op == "const"):
+            zeros["0" if v.kind == NUM else "None"].append(f"_d{v.id}")
+    zeros["None"] += [f"_dF{i}" for i in range(len(fn.freevars))]
+    for z, names in zeros.items():
+        for k in range(0, len(names), 32):
+            lines.append(f"{indent}{' = '.join(names[k:k + 32])} = {z}")
+    for p in _params(fn):
+        if p.active and p.kind == NUM:
+            lines.append(f"{indent}_d{p.id} = 0 * _v{p.id}")
+    blocks = [b for b in g.adj_order if b is fn.exit or _reaches_exit(b, fn)]
+    lines += _dispatch(blocks, bodies, indent)
+    grads = []
+    for p in _params(fn):
+        if not p.active or p.kind == INT:
+            grads.append("None")
+        elif p.kind == ANY:
+            grads.append(f"_ad_take(_v{p.id}, _d{p.id})")
+        else:
+            grads.append(f"_d{p.id}")
+    dself = f"_ad_fngrad(_self, ({''.join(f'_dF{i}, ' for i in range(len(fn.freevars)))}))" if fn.freevars else "None"
+    lines.append(f"{indent}return ({dself}, {''.join(x + ', ' for x in grads)})")
+    return lines
+
+
+def _reaches_exit(b, fn) -> bool:
+    seen, todo = set(), [b]
+    while todo:
+        x = todo.pop()
+        if x is fn.exit:
+            return True
+        if x not in seen:
+            seen.add(x)
+            todo.extend(x.succs)
+    return False
+
+
+def generate(fn: Function) -> tuple[str, dict]:
+    """The source text of the factory and the names it binds."""
+    g = Gen(fn)
+    params = ", ".join(["_self"] + [f"_v{p.id}" for p in _params(fn)])
+    adj_pop = _adjoint(g, "pop", "        ")
+    adj_index = _adjoint(g, "index", "            ")
+    bodies = {b: primal.block(g, b) for b in g.order}
+    prologue = ["_t = []"] if g.loops else []
+    prim = _dispatch(g.order, bodies, "        ")
+    captured = {ins.attr[0]: ins.attr[1] for ins in fn.values() if isinstance(ins, Instr) and ins.op == "closure"}
+    lines = []
+    for i, node in enumerate(fn.factory_nodes):
+        lines += _factory(i, node, captured.get(i, ()))
+    lines.append("def _ad_factory(_ad_env):")
+    body = prim + adj_pop + adj_index + [x for b in bodies.values() for x in b]
+    used = {name for name in _helper_names() if any(name in x for x in body)}
+    mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
+    lines += [f"    {name} = _ad_env[{name!r}]" for name in sorted(used | set(g.env) | mks)]
+    lines.append(f"    def _ad_grad({params}):")
+    lines += ["        " + x for x in prologue + ["_dy = 1"]] + prim + adj_pop
+    lines.append(f"    def _ad_pb({params}):")
+    lines += ["        " + x for x in prologue] + prim
+    lines.append("        def _ad_back(_dy):")
+    lines += adj_index
+    lines.append("        return _y, _ad_back")
+    lines.append("    return _ad_grad, _ad_pb")
+    return "\n".join(lines) + "\n", g.env
+
+
+def _factory(i, node, captured) -> list[str]:
+    """``_ad_mk<i>(captured...)`` returns the nested function, closed over the captured values."""
+    params = ", ".join(captured)
+    if isinstance(node, ast.Lambda):
+        return [f"def _ad_mk{i}({params}):", f"    return ({ast.unparse(node)})", ""]
+    body = ast.unparse(node).splitlines()
+    return [f"def _ad_mk{i}({params}):"] + ["    " + x for x in body] + [f"    return {node.name}", ""]
+
+
+def _helper_names():
+    from . import runtime
+    return set(runtime.HELPERS)
+
+
+_COUNTER = [0]
+
+
+def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str):
+    """Compile the generated source in the function's own module namespace; returns (grad, pb, source)."""
+    from . import runtime
+    src, env = generate(fn)
+    _COUNTER[0] += 1
+    gen_name = f"<tensorlang.ad:{qualname}:{_COUNTER[0]}>"
+    linecache.cache[gen_name] = (len(src), None, src.splitlines(True), gen_name)
+    ns: dict = {}
+    exec(compile(src, gen_name, "exec"), fglobals, ns)
+    env = dict(env)
+    env.update(runtime.HELPERS)
+    for i, node in enumerate(fn.factory_nodes):
+        mk = ns[f"_ad_mk{i}"]
+        env[f"_ad_mk{i}"] = mk
+        for c in mk.__code__.co_consts:
+            if hasattr(c, "co_code"):
+                register(c, node, filename, text)
+    grad, pb = ns["_ad_factory"](env)
+    tree = ast.parse(src)
+    codes = {"_ad_grad": grad.__code__, "_ad_pb": pb.__code__}
+    codes.update((c.co_name, c) for c in pb.__code__.co_consts if hasattr(c, "co_code"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name in codes:
+            register(codes[node.name], node, gen_name, src)
+    return grad, pb, src

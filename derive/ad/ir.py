@@ -1,0 +1,175 @@
+"""The SSA IR of the AD layer: a function is a list of basic blocks; a block holds phi nodes, straight-line
+instructions and one terminator.  Every instruction and phi defines one SSA value (``%n``).
+
+Instruction ops (``Instr.op``) and their static data (``Instr.attr``):
+
+=============  ======================================  =============================================
+op             args                                    attr
+=============  ======================================  =============================================
+``param``      --                                      (index, name)
+``const``      --                                      the Python value
+``global``     --                                      the name (looked up in the module at run time)
+``deref``      --                                      the captured variable's name (closure cell)
+``binop``      a, b                                    operator symbol (``+``, ``*``, ``@`` ...)
+``unary``      a                                       ``-``, ``+``, ``not``, ``~``
+``compare``    a, b                                    ``<``, ``==``, ``is``, ``in`` ...
+``prim``       args                                    (function, name): inlined scalar primitive
+``rule``       args                                    (rule, name): a primitive with a rule
+``nondiff``    f, args...                              --: a call without derivative
+``call``       f, args..., kwargs...                   keyword names
+``method``     obj, args..., kwargs...                 (method name, keyword names)
+``getattr``    obj                                     attribute name
+``setattr``    obj, value                              attribute name
+``getitem``    obj, index                              --
+``setitem``    obj, index, value                       --
+``tuple``      elements                                --
+``list``       elements                                --
+``dict``       keys and values, interleaved            --
+``slice``      lower, upper, step                      --
+``closure``    captured values                         (factory index, captured names)
+=============  ======================================  =============================================
+
+Terminators: ``("jump", block)``, ``("branch", cond, then_block, else_block)``, ``("return", value)``
+and ``("raise", value)``.
+"""
+from __future__ import annotations
+
+# value kinds found by analysis: known int/bool (never differentiated), known scalar number, anything
+INT, NUM, ANY = "int", "num", "any"
+
+
+class Value:
+    """An SSA value; ``kind`` and ``active`` are filled in by ``analysis``."""
+
+    __slots__ = ("id", "kind", "active")
+
+    def __init__(self, vid: int):
+        self.id = vid
+        self.kind = ANY
+        self.active = True
+
+    @property
+    def name(self) -> str:
+        return f"%{self.id}"
+
+    def __repr__(self):
+        return self.name
+
+
+class Instr(Value):
+    """``%id = op(args...)`` with static data ``attr``; ``line`` is the source line it came from."""
+
+    __slots__ = ("op", "args", "attr", "line")
+
+    def __init__(self, vid, op, args=(), attr=None, line=0):
+        super().__init__(vid)
+        self.op = op
+        self.args = list(args)
+        self.attr = attr
+        self.line = line
+
+
+class Phi(Value):
+    """``%id = φ(pred → value, ...)``: one incoming value per predecessor of ``block``."""
+
+    __slots__ = ("block", "incoming", "var", "users", "replaced")
+
+    def __init__(self, vid, block, var):
+        super().__init__(vid)
+        self.block = block
+        self.var = var
+        self.incoming: dict[Block, Value] = {}
+        self.users: list[Phi] = []
+        self.replaced: Value | None = None
+
+
+class Block:
+    """A basic block: ``preds`` in insertion order, ``phis``, ``instrs`` and ``term``."""
+
+    def __init__(self, bid: int):
+        self.id = bid
+        self.preds: list[Block] = []
+        self.phis: list[Phi] = []
+        self.instrs: list[Instr] = []
+        self.term: tuple | None = None
+
+    @property
+    def succs(self) -> list["Block"]:
+        t = self.term
+        if t is None or t[0] in ("return", "raise"):
+            return []
+        return [t[1]] if t[0] == "jump" else [t[2], t[3]]
+
+    def __repr__(self):
+        return f"#{self.id}"
+
+
+class Function:
+    """A function in SSA form: ``blocks[0]`` is the entry, ``exit`` the single return block."""
+
+    def __init__(self, name: str, params: list[str], filename: str, freevars: tuple[str, ...]):
+        self.name = name
+        self.params = params
+        self.filename = filename
+        self.freevars = freevars
+        self.blocks: list[Block] = []
+        self.exit: Block | None = None
+        self.factories: list[str] = []      # source of nested functions (closure instructions)
+        self.factory_nodes: list = []       # their AST nodes, to transform them in turn
+
+    def values(self):
+        for b in self.blocks:
+            yield from b.phis
+            yield from b.instrs
+
+    def __str__(self):
+        return format_function(self)
+
+
+def _fmt_attr(ins: Instr) -> str:
+    op, a = ins.op, ins.attr
+    if op == "param":
+        return a[1]
+    if op == "const":
+        return repr(a)
+    if op in ("global", "deref"):
+        return a
+    if op in ("prim", "rule"):
+        return a[1]
+    if op == "closure":
+        return f"λ{a[0]}[{', '.join(a[1])}]"
+    if op == "method":
+        return "." + a[0]
+    if op in ("getattr", "setattr"):
+        return "." + a
+    return "" if a is None or a == () else str(a)
+
+
+def format_instr(ins: Instr) -> str:
+    args = ", ".join(v.name for v in ins.args)
+    attr = _fmt_attr(ins)
+    tag = "" if ins.kind == ANY else f" ::{ins.kind}"
+    body = f"{ins.op} {attr}".rstrip()
+    return f"{ins.name} = {body}({args}){tag}" if args or ins.op not in ("param", "const", "global", "deref") \
+        else f"{ins.name} = {body}{tag}"
+
+
+def format_function(fn: Function) -> str:
+    """Zygote-style listing: blocks, phis with their incoming edges, instructions with kinds, terminators."""
+    lines = [f"{fn.name}({', '.join(fn.params)})"]
+    for b in fn.blocks:
+        preds = f"  ← {', '.join(repr(p) for p in b.preds)}" if b.preds else ""
+        lines.append(f"{b!r}:{preds}")
+        for p in b.phis:
+            inc = ", ".join(f"{blk!r} → {v.name}" for blk, v in p.incoming.items())
+            lines.append(f"  {p.name} = φ({inc})  # {p.var}")
+        for ins in b.instrs:
+            lines.append("  " + format_instr(ins))
+        t = b.term
+        if t[0] == "jump":
+            lines.append(f"  goto {t[1]!r}")
+        elif t[0] == "branch":
+            lines.append(f"  goto {t[2]!r} if {t[1].name} else {t[3]!r}")
+        else:
+            lines.append(f"  {t[0]} {t[1].name}")
+    return "\n".join(lines)

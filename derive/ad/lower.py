@@ -1,0 +1,602 @@
+"""Python syntax tree to a control-flow graph in SSA form, and the language fence.
+
+Statements become basic blocks; ``if``/``while``/``for``/``break``/``continue``/early ``return``, ``and``,
+``or``, chained comparisons and conditional expressions become branches; variables are renamed into SSA
+values as the blocks are built (``ssa.SSABuilder``).  ``for`` loops run a counter over ``range`` or over
+the indices of a sequence; comprehensions become loops that append to a fresh list.  Nested functions
+and lambdas become ``closure`` instructions that build the real function from a small factory and the
+captured values.  Every construct outside this subset raises ``UnsupportedError`` with file, line and
+construct before anything runs.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+
+from .ir import Function, Instr
+from .source import unsupported
+from .ssa import SSABuilder
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+           ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+           ast.LShift: "<<", ast.RShift: ">>"}
+_UNARY = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+           ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+_REFUSED = {
+    ast.Try: "'try' statements are", ast.With: "'with' statements are", ast.AsyncWith: "'async' code is",
+    ast.AsyncFor: "'async' code is", ast.AsyncFunctionDef: "'async' functions are", ast.Await: "'await' is",
+    ast.Yield: "generators ('yield') are", ast.YieldFrom: "generators ('yield from') are",
+    ast.Global: "'global' statements are", ast.Nonlocal: "'nonlocal' statements are",
+    ast.Delete: "'del' statements are", ast.ClassDef: "class definitions inside functions are",
+    ast.Import: "'import' inside functions is", ast.ImportFrom: "'import' inside functions is",
+    ast.Match: "'match' statements are", ast.SetComp: "set comprehensions are", ast.Set: "set literals are",
+    ast.JoinedStr: "f-strings are", ast.Starred: "star-arguments ('*args') are",
+}
+try:
+    _REFUSED[ast.TryStar] = "'try' statements are"
+except AttributeError:  # Python < 3.11
+    pass
+
+
+def lower(node, filename: str, text: str, freevars: tuple[str, ...], fglobals: dict) -> Function:
+    """The SSA function of a ``FunctionDef`` or ``Lambda`` node."""
+    return _Lowerer(node, filename, text, freevars, fglobals).run()
+
+
+def _refuse(node, filename, text):
+    for sub in ast.walk(node):
+        what = _REFUSED.get(type(sub))
+        if what is not None:
+            raise unsupported(what, filename, text, sub)
+
+
+def _arg_names(args: ast.arguments, filename, text, node) -> list[str]:
+    if args.vararg or args.kwarg or args.kwonlyargs:
+        raise unsupported("'*args', '**kwargs' and keyword-only parameters are", filename, text, node)
+    return [a.arg for a in args.posonlyargs + args.args]
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str]:
+    """Names assigned in a function body (not inside nested functions or comprehensions)."""
+    names: set[str] = set()
+
+    def visit(n):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            return
+        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.DictComp, ast.GeneratorExp, ast.SetComp)):
+            return
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for s in body:
+        visit(s)
+    return names
+
+
+def _store_lines(body: list[ast.stmt]) -> dict[str, list[int]]:
+    """The lines where each name is assigned (outside nested functions)."""
+    lines: dict[str, list[int]] = {}
+
+    def visit(n):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            lines.setdefault(n.id, []).append(n.lineno)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            lines.setdefault(n.name, []).append(n.lineno)
+            return
+        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.DictComp, ast.GeneratorExp, ast.SetComp)):
+            return
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for s in body:
+        visit(s)
+    return lines
+
+
+def _loaded_names(node) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+class _Loop:
+    def __init__(self, brk, cont):
+        self.brk, self.cont = brk, cont
+
+
+class _Lowerer:
+    def __init__(self, node, filename, text, freevars, fglobals):
+        self.node, self.filename, self.text = node, filename, text
+        self.freevars, self.fglobals = freevars, fglobals
+        _refuse(node, filename, text)
+        name = getattr(node, "name", "<lambda>")
+        self.params = _arg_names(node.args, filename, text, node)
+        self.fn = Function(name, self.params, filename, tuple(freevars))
+        self.ssa = SSABuilder(self.fn)
+        body = node.body if isinstance(node, ast.FunctionDef) else [ast.Return(node.body, lineno=node.lineno,
+                                                                               col_offset=node.col_offset)]
+        self.body = body
+        self.locals = _bound_names(body) | set(self.params)
+        self.stores = _store_lines(body)
+        self.loop_stores: list[set[str]] = []
+        self.loops: list[_Loop] = []
+        self.renames: list[dict[str, str]] = []
+        self.line = node.lineno
+        self.tmp = 0
+
+    def fail(self, what, node):
+        return unsupported(what, self.filename, self.text, node)
+
+    # -- building blocks ----------------------------------------------------------------------------------
+    def emit(self, op, args=(), attr=None):
+        ins = Instr(self.ssa.new_id(), op, args, attr, self.line)
+        self.block.instrs.append(ins)
+        return ins
+
+    def const(self, value):
+        return self.emit("const", attr=value)
+
+    def jump(self, target):
+        if self.block is not None:
+            self.block.term = ("jump", target)
+            target.preds.append(self.block)
+        self.block = None
+
+    def branch(self, cond, then_b, else_b):
+        self.block.term = ("branch", cond, then_b, else_b)
+        then_b.preds.append(self.block)
+        else_b.preds.append(self.block)
+        self.block = None
+
+    def start(self, block):
+        self.ssa.seal(block)
+        self.block = block if block.preds else None
+
+    def write(self, var, value):
+        self.ssa.write(var, self.block, value)
+
+    def read(self, var):
+        return self.ssa.read(var, self.block)
+
+    def fresh(self, prefix):
+        self.tmp += 1
+        return f"${prefix}{self.tmp}"
+
+    # -- the function -------------------------------------------------------------------------------------
+    def run(self) -> Function:
+        entry = self.ssa.new_block()
+        self.ssa.seal(entry)
+        self.block = entry
+        for i, p in enumerate(self.params):
+            self.write(p, self.emit("param", attr=(i, p)))
+        exit_b = self.ssa.new_block()
+        self.fn.exit = exit_b
+        self.exit = exit_b
+        self.stmts(self.body)
+        if self.block is not None:
+            self.write("$ret", self.const(None))
+            self.jump(exit_b)
+        self.ssa.seal(exit_b)
+        self.block = exit_b
+        self.line = self.node.lineno
+        exit_b.term = ("return", self.read("$ret"))
+        self.fn.blocks.remove(exit_b)
+        self.fn.blocks.append(exit_b)
+        self.ssa.finish()
+        return self.fn
+
+    # -- statements ---------------------------------------------------------------------------------------
+    def stmts(self, body):
+        for s in body:
+            if self.block is None:
+                return  # unreachable code after return/break/continue/raise
+            self.line = s.lineno
+            self.stmt(s)
+
+    def stmt(self, s):
+        m = getattr(self, "s_" + type(s).__name__, None)
+        if m is None:
+            raise self.fail(f"'{type(s).__name__}' statements are", s)
+        m(s)
+
+    def s_Pass(self, s):
+        pass
+
+    def s_Expr(self, s):
+        if isinstance(s.value, ast.Constant):
+            return  # docstring
+        self.expr(s.value)
+
+    def s_Assign(self, s):
+        v = self.expr(s.value)
+        for t in s.targets:
+            self.assign(t, v)
+
+    def s_AnnAssign(self, s):
+        if s.value is not None:
+            self.assign(s.target, self.expr(s.value))
+
+    def s_AugAssign(self, s):
+        op = _BINOPS[type(s.op)]
+        t = s.target
+        if isinstance(t, ast.Name):
+            cur = self.load_name(t.id, t)
+            self.assign(t, self.emit("binop", [cur, self.expr(s.value)], op))
+        elif isinstance(t, ast.Subscript):
+            obj, idx = self.expr(t.value), self.index(t.slice)
+            cur = self.emit("getitem", [obj, idx])
+            self.emit("setitem", [obj, idx, self.emit("binop", [cur, self.expr(s.value)], op)])
+        elif isinstance(t, ast.Attribute):
+            obj = self.expr(t.value)
+            cur = self.emit("getattr", [obj], t.attr)
+            self.emit("setattr", [obj, self.emit("binop", [cur, self.expr(s.value)], op)], t.attr)
+        else:
+            raise self.fail("this augmented assignment target is", t)
+
+    def assign(self, target, v):
+        if isinstance(target, ast.Name):
+            self.write(self.var(target.id), v)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, elt in enumerate(target.elts):
+                self.assign(elt, self.emit("getitem", [v, self.const(i)]))
+        elif isinstance(target, ast.Subscript):
+            self.emit("setitem", [self.expr(target.value), self.index(target.slice), v])
+        elif isinstance(target, ast.Attribute):
+            self.emit("setattr", [self.expr(target.value), v], target.attr)
+        else:
+            raise self.fail("this assignment target is", target)
+
+    def var(self, name):
+        for scope in reversed(self.renames):
+            if name in scope:
+                return scope[name]
+        return name
+
+    def s_Return(self, s):
+        self.write("$ret", self.expr(s.value) if s.value is not None else self.const(None))
+        self.jump(self.exit)
+
+    def s_Raise(self, s):
+        if s.exc is None:
+            raise self.fail("bare 'raise' is", s)
+        exc = self.expr(s.exc)
+        self.block.term = ("raise", exc)
+        self.block = None
+
+    def s_Assert(self, s):
+        cond = self.expr(s.test)
+        ok, bad = self.ssa.new_block(), self.ssa.new_block()
+        self.branch(cond, ok, bad)
+        self.start(bad)
+        msg = [self.expr(s.msg)] if s.msg is not None else []
+        self.block.term = ("raise", self.emit("call", [self.const(AssertionError)] + msg, ()))
+        self.block = None
+        self.start(ok)
+
+    def s_If(self, s):
+        cond = self.expr(s.test)
+        then_b, join = self.ssa.new_block(), self.ssa.new_block()
+        else_b = self.ssa.new_block() if s.orelse else join
+        self.branch(cond, then_b, else_b)
+        self.start(then_b)
+        self.stmts(s.body)
+        self.jump(join)
+        if s.orelse:
+            self.start(else_b)
+            self.stmts(s.orelse)
+            self.jump(join)
+        self.start(join)
+
+    def s_While(self, s):
+        header = self.ssa.new_block()
+        self.jump(header)
+        self.block = header
+        cond = self.expr(s.test)
+        self.loop(cond, header, header, s.body, s.orelse)
+
+    def loop(self, cond, header, latch, body, orelse, before_body=None, step=None):
+        """Branch on ``cond`` into ``body`` (``continue`` goes to ``latch``) or out through ``orelse``."""
+        body_b, exit_b = self.ssa.new_block(), self.ssa.new_block()
+        else_b = self.ssa.new_block() if orelse else exit_b
+        self.branch(cond, body_b, else_b)
+        self.start(body_b)
+        if before_body is not None:
+            before_body()
+        self.loops.append(_Loop(exit_b, latch))
+        self.loop_stores.append(_bound_names(body))
+        self.stmts(body)
+        self.loop_stores.pop()
+        self.loops.pop()
+        self.jump(latch)
+        if latch is not header:
+            self.start(latch)
+            if self.block is not None:
+                step()
+            self.jump(header)
+        self.ssa.seal(header)
+        if orelse:
+            self.start(else_b)
+            self.stmts(orelse)
+            self.jump(exit_b)
+        self.start(exit_b)
+
+    def s_For(self, s):
+        it = s.iter
+        counter = self.fresh("k")
+        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and it.func.id not in self.locals and it.func.id not in self.fglobals
+                and not it.keywords and 1 <= len(it.args) <= 2):
+            args = [self.expr(a) for a in it.args]
+            start, stop = (self.const(0), args[0]) if len(args) == 1 else args
+            self.write(counter, start)
+            item = None
+        else:
+            seq = self.emit("call", [self.const(as_sequence), self.expr(it)], ())
+            stop = self.emit("call", [self.const(len), seq], ())
+            self.write(counter, self.const(0))
+            item = seq
+        header, latch = self.ssa.new_block(), self.ssa.new_block()
+        self.jump(header)
+        self.block = header
+        k = self.read(counter)
+        cond = self.emit("compare", [k, stop], "<")
+
+        def bind():
+            k = self.read(counter)
+            self.assign(s.target, k if item is None else self.emit("getitem", [item, k]))
+
+        self.loop(cond, header, latch, s.body, s.orelse, bind, self.stepper(counter))
+
+    def s_Break(self, s):
+        if not self.loops:
+            raise self.fail("'break' outside a loop is", s)
+        self.jump(self.loops[-1].brk)
+
+    def s_Continue(self, s):
+        if not self.loops:
+            raise self.fail("'continue' outside a loop is", s)
+        self.jump(self.loops[-1].cont)
+
+    def s_FunctionDef(self, s):
+        if s.decorator_list:
+            raise self.fail("decorated nested functions are", s)
+        self.write(s.name, self.closure(s, s.name))
+
+    # -- expressions --------------------------------------------------------------------------------------
+    def expr(self, e):
+        m = getattr(self, "e_" + type(e).__name__, None)
+        if m is None:
+            raise self.fail(f"'{type(e).__name__}' expressions are", e)
+        return m(e)
+
+    def e_Constant(self, e):
+        return self.const(e.value)
+
+    def e_Name(self, e):
+        return self.load_name(e.id, e)
+
+    def load_name(self, name, node):
+        var = self.var(name)
+        if var != name or name in self.locals:
+            return self.read(var)
+        if name in self.freevars:
+            return self.emit("deref", attr=name)
+        return self.global_value(name, node)
+
+    def global_value(self, name, node):
+        """Modules, builtins and C functions are bound when the function is transformed; Python functions
+        and classes are looked up when it runs (so that recursion and redefinition work)."""
+        if name in self.fglobals:
+            obj = self.fglobals[name]
+            if isinstance(obj, (types.ModuleType, types.BuiltinFunctionType)) or _is_ufunc(obj):
+                return self.const(obj)
+            return self.emit("global", attr=name)
+        if hasattr(builtins, name):
+            return self.const(getattr(builtins, name))
+        raise self.fail(f"the undefined name {name!r} is", node)
+
+    def e_BinOp(self, e):
+        return self.emit("binop", [self.expr(e.left), self.expr(e.right)], _BINOPS[type(e.op)])
+
+    def e_UnaryOp(self, e):
+        return self.emit("unary", [self.expr(e.operand)], _UNARY[type(e.op)])
+
+    def e_Compare(self, e):
+        if len(e.ops) == 1:
+            return self.emit("compare", [self.expr(e.left), self.expr(e.comparators[0])], _CMPOPS[type(e.ops[0])])
+        var, join = self.fresh("cmp"), self.ssa.new_block()
+        left = self.expr(e.left)
+        for i, (op, right) in enumerate(zip(e.ops, e.comparators)):
+            right = self.expr(right)
+            r = self.emit("compare", [left, right], _CMPOPS[type(op)])
+            self.write(var, r)
+            if i == len(e.ops) - 1:
+                self.jump(join)
+            else:
+                nxt = self.ssa.new_block()
+                self.branch(r, nxt, join)
+                self.start(nxt)
+            left = right
+        self.start(join)
+        return self.read(var)
+
+    def e_BoolOp(self, e):
+        var, join = self.fresh("bool"), self.ssa.new_block()
+        for i, operand in enumerate(e.values):
+            v = self.expr(operand)
+            self.write(var, v)
+            if i == len(e.values) - 1:
+                self.jump(join)
+            else:
+                nxt = self.ssa.new_block()
+                if isinstance(e.op, ast.And):
+                    self.branch(v, nxt, join)
+                else:
+                    self.branch(v, join, nxt)
+                self.start(nxt)
+        self.start(join)
+        return self.read(var)
+
+    def e_IfExp(self, e):
+        var = self.fresh("if")
+        cond = self.expr(e.test)
+        then_b, else_b, join = self.ssa.new_block(), self.ssa.new_block(), self.ssa.new_block()
+        self.branch(cond, then_b, else_b)
+        for blk, sub in ((then_b, e.body), (else_b, e.orelse)):
+            self.start(blk)
+            self.write(var, self.expr(sub))
+            self.jump(join)
+        self.start(join)
+        return self.read(var)
+
+    def e_NamedExpr(self, e):
+        v = self.expr(e.value)
+        self.assign(e.target, v)
+        return v
+
+    def e_Call(self, e):
+        kwnames = []
+        for kw in e.keywords:
+            if kw.arg is None:
+                raise self.fail("'**kwargs' arguments are", e)
+            kwnames.append(kw.arg)
+        func = e.func
+        if isinstance(func, ast.Attribute):
+            target = self.static_attr(func)
+            if target is None:
+                obj = self.expr(func.value)
+                args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
+                return self.emit("method", [obj] + args, (func.attr, tuple(kwnames)))
+            f = self.const(target)
+        else:
+            f = self.expr(func)
+        args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
+        return self.emit("call", [f] + args, tuple(kwnames))
+
+    def static_attr(self, e):
+        """The object ``module.attr`` (or ``module.sub.attr``) names, when its root is a module global."""
+        chain = []
+        while isinstance(e, ast.Attribute):
+            chain.append(e.attr)
+            e = e.value
+        if not isinstance(e, ast.Name) or self.is_local(e.id):
+            return None
+        obj = self.fglobals.get(e.id)
+        for a in reversed(chain):
+            if not isinstance(obj, types.ModuleType):
+                return None
+            obj = getattr(obj, a, None)
+        return None if obj is None or isinstance(obj, types.ModuleType) else obj
+
+    def is_local(self, name):
+        return self.var(name) != name or name in self.locals or name in self.freevars
+
+    def e_Attribute(self, e):
+        target = self.static_attr(e)
+        if target is not None and (callable(target) or isinstance(target, (int, float))):
+            return self.const(target)
+        return self.emit("getattr", [self.expr(e.value)], e.attr)
+
+    def e_Subscript(self, e):
+        return self.emit("getitem", [self.expr(e.value), self.index(e.slice)])
+
+    def index(self, s):
+        if isinstance(s, ast.Slice):
+            parts = [self.expr(p) if p is not None else self.const(None) for p in (s.lower, s.upper, s.step)]
+            return self.emit("slice", parts)
+        if isinstance(s, ast.Tuple):
+            return self.emit("tuple", [self.index(x) for x in s.elts])
+        return self.expr(s)
+
+    def e_Tuple(self, e):
+        return self.emit("tuple", [self.expr(x) for x in e.elts])
+
+    def e_List(self, e):
+        return self.emit("list", [self.expr(x) for x in e.elts])
+
+    def e_Dict(self, e):
+        if any(k is None for k in e.keys):
+            raise self.fail("'**' in dict literals is", e)
+        args = []
+        for k, v in zip(e.keys, e.values):
+            args += [self.expr(k), self.expr(v)]
+        return self.emit("dict", args)
+
+    def e_Lambda(self, e):
+        return self.closure(e, None)
+
+    def e_ListComp(self, e):
+        acc = self.emit("list", [])
+        self.comprehension(e.generators, lambda: self.emit("method", [acc, self.expr(e.elt)], ("append", ())))
+        return acc
+
+    e_GeneratorExp = e_ListComp
+
+    def e_DictComp(self, e):
+        acc = self.emit("dict", [])
+        self.comprehension(e.generators, lambda: self.emit("setitem", [acc, self.expr(e.key), self.expr(e.value)]))
+        return acc
+
+    def comprehension(self, gens, inner):
+        """Nested loops, one per ``for`` clause, with the clause's variables renamed apart."""
+        gen, rest = gens[0], gens[1:]
+        if gen.is_async:
+            raise self.fail("'async' comprehensions are", gen.iter)
+        seq = self.emit("call", [self.const(as_sequence), self.expr(gen.iter)], ())
+        n = self.emit("call", [self.const(len), seq], ())
+        counter = self.fresh("k")
+        self.write(counter, self.const(0))
+        self.renames.append({name: self.fresh(name) for name in _loaded_names(gen.target)})
+        header, latch = self.ssa.new_block(), self.ssa.new_block()
+        self.jump(header)
+        self.block = header
+        cond = self.emit("compare", [self.read(counter), n], "<")
+
+        def body():
+            self.assign(gen.target, self.emit("getitem", [seq, self.read(counter)]))
+            for cond_expr in gen.ifs:
+                c = self.expr(cond_expr)
+                yes, skip = self.ssa.new_block(), latch
+                self.branch(c, yes, skip)
+                self.start(yes)
+            if rest:
+                self.comprehension(rest, inner)
+            else:
+                inner()
+
+        self.loop(cond, header, latch, [], [], body, self.stepper(counter))
+        self.renames.pop()
+
+    def stepper(self, counter):
+        return lambda: self.write(counter, self.emit("binop", [self.read(counter), self.const(1)], "+"))
+
+    def closure(self, node, name):
+        """A nested function: a factory taking the captured values is compiled next to the generated code."""
+        _refuse(node, self.filename, self.text)
+        params = set(_arg_names(node.args, self.filename, self.text, node))
+        inner_bound = _bound_names(node.body) if isinstance(node, ast.FunctionDef) else set()
+        visible = self.locals | set(self.freevars) | {n for r in self.renames for n in r}
+        captured = sorted((_loaded_names(node) - params - inner_bound - {name}) & visible)
+        end = getattr(node, "end_lineno", node.lineno)
+        for c in captured:
+            if any(line > end for line in self.stores.get(c, ())) or any(c in body for body in self.loop_stores):
+                raise self.fail(f"a closure over {c!r}, which is assigned again after it is made, is", node)
+        values = [self.load_name(c, node) for c in captured]
+        index = len(self.fn.factory_nodes)
+        self.fn.factory_nodes.append(node)
+        recursive = name if name is not None and name in _loaded_names(node) else None
+        return self.emit("closure", values, (index, tuple(captured), recursive))
+
+
+def _is_ufunc(obj):
+    return type(obj).__name__ == "ufunc"
+
+
+def as_sequence(x):
+    """What a ``for`` loop indexes: lists, tuples, ranges, strings and arrays as they are, others as lists."""
+    if isinstance(x, (list, tuple, range, str)) or hasattr(x, "__array__") and hasattr(x, "shape"):
+        return x
+    return list(x)

@@ -1,0 +1,116 @@
+"""The primal: each block's instructions as Python statements.  An active call that is not inlined
+becomes ``y, B = J(f, args...)`` (a pullback per call); a block that can run more than once pushes the
+values its adjoint needs (its alphas) on the stack ``_t`` at its end; entering a join records which
+predecessor it came from (the branch tag: on the stack inside loops, in a local variable outside).
+"""
+from __future__ import annotations
+
+from .ir import ANY, Instr
+
+def instr(g, ins: Instr) -> list[str]:
+    """The primal statements of one instruction."""
+    op, v, a = ins.op, g.val(ins), [g.val(x) for x in ins.args]
+    generic = ins.active and ins.op not in ("tuple", "list", "dict", "closure", "deref", "prim")
+    if generic and g.written and op != "setitem":
+        a = [f"_ad_snap({n})" if x in g.written else n for n, x in zip(a, ins.args)]
+    if op in ("param", "const"):
+        return []
+    if op == "global":
+        return [f"{v} = {ins.attr}"]
+    if op == "deref":
+        return [f"{v} = _ad_deref(_self, {g.fn.freevars.index(ins.attr)})"]
+    if op == "binop":
+        if generic and (ins.kind == ANY or ins.attr not in g.inline_binops):
+            return [f"{v}, {g.pb(ins)} = {g.const(g.binop_rule(ins.attr))}({a[0]}, {a[1]})"]
+        return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
+    if op == "unary":
+        if generic and (ins.kind == ANY or ins.attr not in g.inline_unary):
+            return [f"{v}, {g.pb(ins)} = {g.const(g.unary_rule(ins.attr))}({a[0]})"]
+        return [f"{v} = {ins.attr} {a[0]}" if ins.attr == "not" else f"{v} = {ins.attr}{a[0]}"]
+    if op == "compare":
+        return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
+    if op == "prim":
+        return [f"{v} = {g.const(ins.attr[0])}({', '.join(a)})"]
+    if op == "rule":
+        return [f"{v}, {g.pb(ins)} = {g.const(ins.attr[0])}({', '.join(a)})"]
+    if op == "nondiff":
+        return [f"{v} = {a[0]}({', '.join(a[1:])})"]
+    if op == "call":
+        kw = ins.attr
+        if generic:
+            if kw:
+                return [f"{v}, {g.pb(ins)} = _ad_Jkw({kw!r}, {', '.join(a)})"]
+            return [f"{v}, {g.pb(ins)} = _ad_J({', '.join(a)})"]
+        return [f"{v} = {a[0]}({_call_args(a[1:], kw)})"]
+    if op == "method":
+        name, kw = ins.attr
+        if generic:
+            return [f"{v}, {g.pb(ins)} = _ad_Jm({name!r}, {kw!r}, {', '.join(a)})"]
+        return [f"{v} = {a[0]}.{name}({_call_args(a[1:], kw)})"]
+    if op in ("getattr", "setattr"):
+        if generic or op == "setattr" and g.any_active:
+            return [f"{v}, {g.pb(ins)} = _ad_{op}({a[0]}, {ins.attr!r}{''.join(', ' + x for x in a[1:])})"]
+        return [f"{v} = {a[0]}.{ins.attr}"] if op == "getattr" else [f"{a[0]}.{ins.attr} = {a[1]}", f"{v} = None"]
+    if op in ("getitem", "setitem"):
+        if generic or op == "setitem" and g.any_active:
+            return [f"{v}, {g.pb(ins)} = _ad_{op}({', '.join(a)})"]
+        return [f"{v} = {a[0]}[{a[1]}]"] if op == "getitem" else [f"{a[0]}[{a[1]}] = {a[2]}", f"{v} = None"]
+    if op == "tuple":
+        return [f"{v} = ({''.join(x + ', ' for x in a)})"]
+    if op == "list":
+        return [f"{v} = [{', '.join(a)}]"]
+    if op == "dict":
+        return [f"{v} = {{{', '.join(f'{k}: {x}' for k, x in zip(a[::2], a[1::2]))}}}"]
+    if op == "slice":
+        return [f"{v} = slice({', '.join(a)})"]
+    if op == "closure":
+        return [f"{v} = _ad_mk{ins.attr[0]}({', '.join(a)})"]
+    raise AssertionError(op)
+
+
+def _call_args(args, kw):
+    pos = args[:len(args) - len(kw)]
+    kws = [f"{k}={x}" for k, x in zip(kw, args[len(args) - len(kw):])]
+    return ", ".join(pos + kws)
+
+
+def block(g, b) -> list[str]:
+    """The statements of block ``b``: instructions, alpha pushes, and the terminator with its edges."""
+    lines = []
+    for ins in b.instrs:
+        lines += instr(g, ins)
+    need = g.needs.get(b)
+    if need:
+        lines.append(f"_t.append({_tuple(need)})")
+    t = b.term
+    if t[0] == "jump":
+        lines += edge(g, b, t[1])
+    elif t[0] == "branch":
+        lines.append(f"if {g.val(t[1])}:")
+        lines += ["    " + x for x in edge(g, b, t[2])]
+        lines.append("else:")
+        lines += ["    " + x for x in edge(g, b, t[3])]
+    elif t[0] == "return":
+        lines.append(f"_y = {g.val(t[1])}")
+        if g.dispatch:
+            lines.append("break")
+    else:
+        lines.append(f"raise {g.val(t[1])}")
+    return lines
+
+
+def edge(g, src, dst) -> list[str]:
+    """Leaving ``src`` for ``dst``: the phi copies (one parallel assignment), the tag, the jump."""
+    lines = []
+    if dst.phis:
+        names = ", ".join(g.val(p) for p in dst.phis)
+        vals = ", ".join(g.val(p.incoming[src]) for p in dst.phis)
+        lines.append(f"{names} = {vals}")
+    if len(dst.preds) > 1:
+        lines.append(f"_t.append({src.id})" if dst in g.loops else f"_T{dst.id} = {src.id}")
+    lines += g.goto(src, dst, g.order)
+    return lines
+
+
+def _tuple(names):
+    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"

@@ -1,0 +1,4 @@
+"""The rule library, apart from the core transform: scalar rules inlined into generated code
+(``scalar``), operators on values of unknown kind (``operators``), data structures and mutation
+(``structures``), ``math``, Python builtins and NumPy.  Importing the package registers them all."""
+from . import builtins, math, numpy, operators, scalar, structures  # noqa: F401

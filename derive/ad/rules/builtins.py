@@ -1,0 +1,144 @@
+"""Python builtins: ``sum``, ``abs``, ``min``, ``max``, ``float``, ``list``, ``tuple``, ``zip``,
+``enumerate``, ``map``, ``reversed``, ``sorted``, and the functions that have no derivative."""
+from __future__ import annotations
+
+import builtins as _b
+
+import numpy as np
+
+from ..lower import as_sequence
+from ..runtime import J, NONDIFF, RULES, acc
+
+
+def _sum(xs, start=0):
+    items = list(xs) if not isinstance(xs, (list, tuple, np.ndarray)) else xs
+    y = _b.sum(items, start)
+    n, kind = len(items), type(xs)
+    if kind is np.ndarray:
+        return y, lambda dy: (np.broadcast_to(dy, xs.shape).astype(float), dy)
+    grads = lambda dy: [dy] * n
+    return y, lambda dy: ((tuple(grads(dy)) if kind is tuple else grads(dy)), dy)
+
+
+def _extremum(pick):
+    def rule(*xs, key=None):
+        if key is not None:
+            raise TypeError("min/max with key= is not differentiable by tensorlang.ad")
+        seq = xs[0] if len(xs) == 1 else xs
+        items = list(seq)
+        i = pick(range(len(items)), key=items.__getitem__)
+        y = items[i]
+        n = len(items)
+
+        def back(dy):
+            g = [None] * n
+            g[i] = dy
+            if len(xs) == 1:
+                return (tuple(g) if type(seq) is tuple else np.array(g, dtype=float) if type(seq) is np.ndarray
+                        else g,)
+            return tuple(g)
+        return y, back
+    return rule
+
+
+def _abs(x):
+    return abs(x), lambda dy: (dy * np.sign(x),)
+
+
+def _float(x):
+    return float(x), lambda dy: (dy,)
+
+
+def _list(xs=()):
+    y = list(xs)
+    kind = type(xs)
+    return y, lambda dy: (tuple(dy) if kind is tuple else np.array(dy, dtype=float) if kind is np.ndarray
+                          else dy,)
+
+
+def _tuple(xs=()):
+    y = tuple(xs)
+    kind = type(xs)
+    return y, lambda dy: (list(dy) if kind is list else dy,)
+
+
+def _zip(*seqs):
+    y = list(zip(*seqs))
+    kinds = [type(s) for s in seqs]
+    lens = [len(s) for s in seqs]
+
+    def back(dy):
+        out = []
+        for k, (kind, n) in enumerate(zip(kinds, lens)):
+            g = [None] * n
+            for i, d in enumerate(dy):
+                if d is not None:
+                    g[i] = d[k]
+            out.append(tuple(g) if kind is tuple else g)
+        return tuple(out)
+    return y, back
+
+
+def _enumerate(xs, start=0):
+    y = list(enumerate(xs, start))
+    kind = type(xs)
+
+    def back(dy):
+        g = [None if d is None else d[1] for d in dy]
+        return (tuple(g) if kind is tuple else g, None)
+    return y, back
+
+
+def _map(f, *seqs):
+    """``map`` calls J of ``f`` per element (a higher-order function)."""
+    results = [J(f, *xs) for xs in zip(*seqs)]
+    y = [r[0] for r in results]
+
+    def back(dy):
+        df, dseqs = None, [[None] * len(y) for _ in seqs]
+        for i, ((_, b), d) in enumerate(zip(results, dy)):
+            g = b(d)
+            df = acc(df, g[0])
+            for k in range(len(seqs)):
+                dseqs[k][i] = g[k + 1]
+        return (df, *dseqs)
+    return y, back
+
+
+def _reversed(xs):
+    y = list(reversed(xs))
+    return y, lambda dy: (list(reversed(dy)),)
+
+
+def _sorted(xs, key=None, reverse=False):
+    items = list(xs)
+    order = sorted(range(len(items)), key=(lambda i: items[i]) if key is None else (lambda i: key(items[i])),
+                   reverse=reverse)
+    y = [items[i] for i in order]
+
+    def back(dy):
+        g = [None] * len(items)
+        for pos, i in enumerate(order):
+            g[i] = dy[pos]
+        return (g,)
+    return y, back
+
+
+RULES.update({
+    _b.sum: _sum, _b.min: _extremum(_b.min), _b.max: _extremum(_b.max), _b.abs: _abs, _b.float: _float,
+    _b.list: _list, _b.tuple: _tuple, _b.zip: _zip, _b.enumerate: _enumerate, _b.map: _map,
+    _b.reversed: _reversed, _b.sorted: _sorted,
+})
+NONDIFF.update({_b.print, _b.isinstance, _b.len, _b.range, _b.int, _b.round, _b.str, _b.repr, _b.type,
+                _b.hash, _b.id, _b.bool, _b.callable, _b.hasattr, _b.getattr, _b.format, _b.all, _b.any})
+
+
+def _as_sequence(xs):
+    """What a ``for`` loop indexes (``lower.as_sequence``): the value itself, or a list of it."""
+    y = as_sequence(xs)
+    if y is xs:
+        return y, lambda dy: (dy,)
+    return _list(xs)
+
+
+RULES[as_sequence] = _as_sequence

@@ -1,0 +1,144 @@
+"""Operators on values whose kind is not known when the function is transformed: numbers and arrays
+(with un-broadcasting), sequence concatenation and repetition, and user types through their Python
+``__add__``/``__radd__``... methods, which are transformed in turn.
+"""
+from __future__ import annotations
+
+import operator
+import types
+
+import numpy as np
+
+from ..ir import INT, NUM
+from ..runtime import NONDIFF, RULES, J, ZERO, kind_of
+
+
+def unbroadcast(g, x):
+    """Sum gradient ``g`` down to the shape of ``x`` (undoing NumPy broadcasting)."""
+    if g is None:
+        return None
+    if type(x) is np.ndarray:
+        shape = x.shape
+        if getattr(g, "shape", ()) == shape:
+            return g
+        g = np.asarray(g)
+        while g.ndim > len(shape):
+            g = g.sum(axis=0)
+        for axis, n in enumerate(shape):
+            if n == 1 and g.shape[axis] != 1:
+                g = g.sum(axis=axis, keepdims=True)
+        return g
+    if type(g) is np.ndarray:
+        s = g.sum()
+        return s if kind_of(x) == NUM or kind_of(x) == INT else s
+    return g
+
+
+def _numeric(a) -> bool:
+    return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, np.generic)
+
+
+# the gradients of a OP b, for numbers and arrays
+_NUMERIC = {
+    "+": lambda dy, a, b, y: (dy, dy),
+    "-": lambda dy, a, b, y: (dy, -dy),
+    "*": lambda dy, a, b, y: (dy * b, dy * a),
+    "/": lambda dy, a, b, y: (dy / b, -dy * y / b),
+    "**": lambda dy, a, b, y: (dy * b * a ** (b - 1),
+                               dy * y * np.log(np.where(a > 0, a, 1)) if _is_active(b) else None),
+    "%": lambda dy, a, b, y: (dy, -dy * (a // b)),
+}
+_DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow", "%": "mod", "@": "matmul",
+           "//": "floordiv", "&": "and", "|": "or", "^": "xor", "<<": "lshift", ">>": "rshift"}
+_PYOP = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
+         "%": operator.mod, "@": operator.matmul, "//": operator.floordiv, "&": operator.and_,
+         "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
+
+
+def _is_active(b):
+    return kind_of(b) != INT and not (type(b) is np.ndarray and b.dtype.kind in "iub")
+
+
+def _matmul_back(dy, a, b):
+    a2, b2, dy2 = np.asarray(a), np.asarray(b), np.asarray(dy)
+    if a2.ndim == 1 and b2.ndim == 1:
+        return dy2 * b2, dy2 * a2
+    if a2.ndim == 1:
+        return b2 @ dy2, np.outer(a2, dy2)
+    if b2.ndim == 1:
+        return np.outer(dy2, b2), a2.T @ dy2
+    return dy2 @ np.swapaxes(b2, -1, -2), np.swapaxes(a2, -1, -2) @ dy2
+
+
+def _make_binop(op):
+    pyop = _PYOP[op]
+    grads = _NUMERIC.get(op)
+    name = _DUNDER[op]
+
+    def rule(a, b):
+        if _numeric(a) and _numeric(b):
+            y = pyop(a, b)
+            if op == "@":
+                return y, lambda dy: _matmul_back(dy, a, b)
+            if grads is None:
+                return y, ZERO
+            return y, lambda dy: tuple(unbroadcast(g, x) for g, x in zip(grads(dy, a, b, y), (a, b)))
+        return _dunder(op, name, pyop, a, b)
+
+    rule.__name__ = f"J_{name}"
+    return rule
+
+
+def _dunder(op, name, pyop, a, b):
+    m = getattr(type(a), f"__{name}__", None)
+    if isinstance(m, types.FunctionType):
+        y, back = J(m, a, b)
+        if y is not NotImplemented:
+            return y, lambda dy: back(dy)[1:]
+    m = getattr(type(b), f"__r{name}__", None)
+    if isinstance(m, types.FunctionType):
+        y, back = J(m, b, a)
+        if y is not NotImplemented:
+            return y, lambda dy: (lambda g: (g[2], g[1]))(back(dy))
+    y = pyop(a, b)
+    if op == "+" and isinstance(a, (list, tuple)):
+        n = len(a)
+        return y, lambda dy: (None, None) if dy is None else (dy[:n], dy[n:])
+    if op == "*" and isinstance(a, (list, tuple)) and kind_of(b) == INT:
+        n = len(a)
+        return y, lambda dy: (None, None) if dy is None else (_fold(dy, n), None)
+    if op == "*" and isinstance(b, (list, tuple)) and kind_of(a) == INT:
+        n = len(b)
+        return y, lambda dy: (None, None) if dy is None else (None, _fold(dy, n))
+    return y, ZERO
+
+
+def _fold(dy, n):
+    from ..runtime import acc
+    out = None
+    for k in range(0, len(dy), n):
+        out = acc(out, dy[k:k + n])
+    return out
+
+
+BINOPS = {op: _make_binop(op) for op in _DUNDER}
+RULES.update({_PYOP[op]: rule for op, rule in BINOPS.items()})
+
+
+def _neg(a):
+    if _numeric(a):
+        return -a, lambda dy: (-dy,)
+    m = getattr(type(a), "__neg__", None)
+    if isinstance(m, types.FunctionType):
+        y, back = J(m, a)
+        return y, lambda dy: back(dy)[1:]
+    return -a, ZERO
+
+
+def _pos(a):
+    return +a, lambda dy: (dy,)
+
+
+UNARY = {"-": _neg, "+": _pos, "~": lambda a: (~a, ZERO), "not": lambda a: (not a, ZERO)}
+RULES.update({operator.neg: _neg, operator.pos: _pos})
+NONDIFF.update({issubclass, operator.not_, operator.invert})

@@ -1,0 +1,233 @@
+"""Data structures: attribute and item access (cons-cell rules: the gradient of ``first(C)`` is
+``cons(dy, 0)``), and mutation by the box rules: ``x[i] = v``, ``o.a = v``, ``append``, ``pop``,
+``extend``, ``insert``, ``update`` register the object as a box and their pullbacks take the gradient of
+the written slot out of the box.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+
+import numpy as np
+
+from ..runtime import BOX_METHODS, HELPERS, J, METHOD_RULES, STORE, ZERO, _own, box_grad, field_grad, register
+
+
+class _Like:
+    """What an item pullback keeps of its container: its type and its length or shape and dtype."""
+
+    __slots__ = ("kind", "n", "shape", "dtype")
+
+    def __init__(self, obj):
+        self.kind = type(obj)
+        if self.kind is np.ndarray:
+            self.shape, self.dtype = obj.shape, np.result_type(obj.dtype, float)
+        elif self.kind is not dict:
+            self.n = len(obj)
+
+
+def _index_grad(like: _Like, idx, dy):
+    """The gradient of the container when only its item ``idx`` has gradient ``dy``."""
+    k = like.kind
+    if k is dict:
+        return {idx: dy}
+    if k is np.ndarray:
+        g = np.zeros(like.shape, dtype=like.dtype)
+        if _basic(idx):
+            g[idx] += dy
+        else:
+            np.add.at(g, idx, dy)
+        return g
+    g = [None] * like.n
+    g[idx] = dy
+    if k is list:
+        return g
+    return tuple(g) if k is tuple else k(*g)
+
+
+def _basic(idx):
+    items = idx if type(idx) is tuple else (idx,)
+    return all(type(i) in (int, slice, type(None), type(Ellipsis)) or isinstance(i, np.integer) for i in items)
+
+
+def getitem(obj, idx):
+    t = type(obj)
+    if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple):
+        like = _Like(obj)
+        return obj[idx], lambda dy: (None, None) if dy is None else (_index_grad(like, idx, dy), None)
+    m = getattr(t, "__getitem__", None)
+    if isinstance(m, types.FunctionType):
+        y, back = J(m, obj, idx)
+        return y, lambda dy: back(dy)[1:]
+    return obj[idx], ZERO
+
+
+def setitem(obj, idx, val):
+    t = type(obj)
+    if t in (list, dict, np.ndarray):
+        register(obj)
+        obj[idx] = val
+
+        def back(dy):
+            g = box_grad(obj)
+            if g is None:
+                return (None, None, None)
+            if t is dict:
+                return (None, None, g.pop(idx, None))
+            dv = g[idx]
+            if t is np.ndarray:
+                dv = np.array(dv) if np.ndim(dv) else dv
+                g[idx] = 0
+            else:
+                g[idx] = [None] * len(dv) if type(idx) is slice else None
+            return (None, None, dv)
+        return None, back
+    m = getattr(t, "__setitem__", None)
+    if isinstance(m, types.FunctionType):
+        y, back = J(m, obj, idx, val)
+        return y, lambda dy: back(dy)[1:]
+    obj[idx] = val
+    return None, ZERO
+
+
+def getattr_(obj, name):
+    t = type(obj)
+    if t is np.ndarray:
+        return _array_attr(obj, name)
+    static = getattr(t, name, None)
+    if isinstance(static, property):
+        y, back = J(static.fget, obj)
+        return y, lambda dy: back(dy)[1:]
+    y = getattr(obj, name)
+    if isinstance(obj, types.ModuleType) or callable(y) and not isinstance(y, types.FunctionType):
+        return y, ZERO
+    return y, lambda dy: (None,) if dy is None else (field_grad(obj, name, dy),)
+
+
+def _array_attr(x, name):
+    if name == "T":
+        return x.T, lambda dy: (None if dy is None else np.transpose(dy),)
+    if name == "real":
+        return x.real, lambda dy: (dy,)
+    return getattr(x, name), ZERO
+
+
+def setattr_(obj, name, val):
+    register(obj)
+    setattr(obj, name, val)
+
+    def back(dy):
+        g = box_grad(obj)
+        if g is None:
+            return (None, None)
+        dv = getattr(g, name, None)
+        if dv is not None:
+            if dataclasses.is_dataclass(g):
+                object.__setattr__(g, name, None)
+            else:
+                delattr(g, name)
+        return (None, dv)
+    return None, back
+
+
+# -- list and dict methods (box rules) ---------------------------------------------------------------------
+def _append(lst, x):
+    register(lst)
+    lst.append(x)
+
+    def back(dy):
+        g = box_grad(lst)
+        return (None, None) if g is None else (None, g.pop())
+    return None, back
+
+
+def _extend(lst, xs):
+    register(lst)
+    n = len(lst)
+    lst.extend(xs)
+    kind = type(xs)
+
+    def back(dy):
+        g = box_grad(lst)
+        if g is None:
+            return (None, None)
+        tail = g[n:]
+        del g[n:]
+        return (None, tail if kind is list else kind(tail) if kind is tuple else tail)
+    return None, back
+
+
+def _insert(lst, i, x):
+    register(lst)
+    lst.insert(i, x)
+    pos = i if i >= 0 else max(len(lst) - 1 + i, 0)
+
+    def back(dy):
+        g = box_grad(lst)
+        return (None, None, None) if g is None else (None, None, g.pop(min(pos, len(g) - 1)))
+    return None, back
+
+
+def _pop(lst, i=-1):
+    register(lst)
+    n = len(lst)
+    y = lst.pop(i)
+    pos = i if i >= 0 else n + i
+
+    def back(dy):
+        g = box_grad(lst)
+        if g is None:
+            if dy is None:
+                return (None, None)
+            g = [None] * (n - 1)
+            STORE[0].grads[id(lst)] = g
+        g.insert(pos, dy)
+        return (None, None)
+    return y, back
+
+
+def _dict_get(d, k, default=None):
+    present = k in d
+    y = d.get(k, default)
+    return y, lambda dy: (None, None, None) if dy is None else (
+        ({k: dy}, None, None) if present else (None, None, dy))
+
+
+def _dict_update(d, other):
+    register(d)
+    keys = list(other)
+    d.update(other)
+
+    def back(dy):
+        g = box_grad(d)
+        if g is None:
+            return (None, None)
+        return (None, {k: g.pop(k, None) for k in keys})
+    return None, back
+
+
+def _dict_items(d):
+    y = list(d.items())
+    return y, lambda dy: (None,) if dy is None else ({k: g[1] for (k, _), g in zip(y, dy) if g is not None},)
+
+
+def _dict_values(d):
+    keys = list(d)
+    return list(d.values()), lambda dy: (None,) if dy is None else (dict(zip(keys, dy)),)
+
+
+def _copy(x):
+    return x.copy(), lambda dy: (_own(dy) if dy is not None else None,)
+
+
+METHOD_RULES.update({
+    (list, "append"): _append, (list, "extend"): _extend, (list, "insert"): _insert, (list, "pop"): _pop,
+    (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get, (dict, "update"): _dict_update,
+    (dict, "items"): _dict_items, (dict, "values"): _dict_values,
+    (dict, "keys"): lambda d: (list(d.keys()), ZERO),
+})
+
+BOX_METHODS.update({(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")})
+HELPERS.update({"_ad_getitem": getitem, "_ad_setitem": setitem, "_ad_getattr": getattr_,
+                "_ad_setattr": setattr_, "_ad_math": math})

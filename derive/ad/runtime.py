@@ -1,0 +1,423 @@
+"""What generated code calls at run time: ``J`` (a call's result and its pullback, from a rule, from a
+kernel's ``__ad_pullback__`` or from the transformed function), gradient arithmetic on structures, and
+the box store that gives mutable objects (lists, dicts, objects, arrays written in place) their adjoint.
+
+Gradients mirror the value they belong to: numbers and arrays for numbers and arrays, tuples, lists and
+dicts of gradients for those, an instance of the same dataclass for a dataclass (fields without a
+gradient are None), a ``types.SimpleNamespace`` of attributes for other objects and of captured
+variables for closures, and ``None`` for "no gradient" (the zero of every structure).
+
+Mutation follows the box rules of Innes (2018, section 3.2): an object written to at run time is
+registered as a box; gradients that reach it are kept in a store keyed by its identity instead of a
+local variable, so that the adjoint of ``append``/``x[i] = v``/``o.a = v`` finds them wherever they
+came from; ``take`` hands a box's gradient out (and empties it) where the object was made.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import numbers
+import types
+
+import numpy as np
+
+from ...errors import UnsupportedError
+from .analysis import CONST_KIND
+from .ir import ANY, INT, NUM
+
+# -- kinds of run-time values --------------------------------------------------------------------------
+_KINDS: dict[type, str] = {}
+
+
+def kind_of(x) -> str:
+    """``INT`` (ints, bools), ``NUM`` (other numbers), ``CONST_KIND`` (strings, None ...) or ``ANY``."""
+    t = type(x)
+    k = _KINDS.get(t)
+    if k is None:
+        if issubclass(t, (bool, int, np.integer, np.bool_)):
+            k = INT
+        elif issubclass(t, numbers.Number):
+            k = NUM
+        elif issubclass(t, (str, bytes, type(None), type, types.ModuleType, range, slice)):
+            k = CONST_KIND
+        else:
+            k = ANY
+        _KINDS[t] = k
+    return k
+
+
+# -- gradient arithmetic --------------------------------------------------------------------------------
+def acc(a, b):
+    """The sum of two gradients of the same value (None is zero)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    t = type(a)
+    if t is tuple:
+        return tuple(acc(x, y) for x, y in zip(a, b))
+    if t is list:
+        return [acc(x, y) for x, y in zip(a, b)]
+    if t is dict:
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = acc(out.get(k), v)
+        return out
+    if t is types.SimpleNamespace:
+        out = types.SimpleNamespace(**vars(a))
+        for k, v in vars(b).items():
+            setattr(out, k, acc(getattr(out, k, None), v))
+        return out
+    if isinstance(a, tuple) and hasattr(a, "_fields"):
+        return t(*(acc(x, y) for x, y in zip(a, b)))
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return _make_like(a, {f.name: acc(getattr(a, f.name, None), getattr(b, f.name, None))
+                              for f in dataclasses.fields(a)})
+    return a + b
+
+
+def addn(d, g):
+    """``d + g`` for a number gradient ``d``, where ``g`` may be None."""
+    return d if g is None else d + g
+
+
+def _make_like(obj, fields: dict):
+    """A gradient shaped like ``obj``: same dataclass (built without ``__init__``) or a namespace."""
+    if dataclasses.is_dataclass(obj):
+        out = object.__new__(type(obj))
+        for f in dataclasses.fields(obj):
+            object.__setattr__(out, f.name, fields.get(f.name))
+        return out
+    return types.SimpleNamespace(**{k: v for k, v in fields.items() if v is not None})
+
+
+def field_grad(obj, name, dy):
+    """The gradient of ``obj`` when only its attribute ``name`` has gradient ``dy``."""
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(dy if f == name else None for f in obj._fields))
+    return _make_like(obj, {name: dy})
+
+
+def field(g, name):
+    """Attribute ``name`` of a structural gradient (None when absent)."""
+    return None if g is None else getattr(g, name, None)
+
+
+def item(g, key):
+    return None if g is None else g.get(key)
+
+
+def fngrad(f, values):
+    """The gradient of closure ``f``: its captured variables that received a gradient."""
+    fields = {n: v for n, v in zip(f.__code__.co_freevars, values) if v is not None}
+    return types.SimpleNamespace(**fields) if fields else None
+
+
+def fold(g, name):
+    """The gradient of a recursive closure, whose field ``name`` (itself) holds the gradients of the
+    deeper calls, summed into one level."""
+    out = None
+    while g is not None:
+        rest = {k: v for k, v in vars(g).items() if k != name}
+        out = acc(out, types.SimpleNamespace(**rest))
+        g = getattr(g, name, None)
+    return out
+
+
+def deref(f, i):
+    return f.__closure__[i].cell_contents
+
+
+def snap(x):
+    """A copy of an array that may be written to later (copy on capture)."""
+    return x.copy() if type(x) is np.ndarray else x
+
+
+# -- the box store ----------------------------------------------------------------------------------------
+class _Store:
+    """Boxes (objects written to) and their gradients, for one differentiation."""
+
+    __slots__ = ("boxes", "grads")
+
+    def __init__(self):
+        self.boxes: dict[int, object] = {}
+        self.grads: dict[int, object] = {}
+
+
+STORE = [_Store()]  # the current store is STORE[0]; entry points swap it
+
+
+def new_store():
+    old = STORE[0]
+    STORE[0] = _Store()
+    return old
+
+
+def register(obj) -> None:
+    """Mark ``obj`` as a box (it is being written to)."""
+    STORE[0].boxes[id(obj)] = obj
+
+
+def _own(g):
+    if type(g) is list:
+        return list(g)
+    if type(g) is dict:
+        return dict(g)
+    if type(g) is np.ndarray:
+        return np.array(g, dtype=np.result_type(g, float))
+    if type(g) is types.SimpleNamespace:
+        return types.SimpleNamespace(**vars(g))
+    if dataclasses.is_dataclass(g):
+        return _make_like(g, {f.name: getattr(g, f.name) for f in dataclasses.fields(g)})
+    return g
+
+
+def box_grad(obj):
+    """The current gradient of box ``obj`` (owned by the store, so it may be updated in place)."""
+    return STORE[0].grads.get(id(obj))
+
+
+def acc_into(v, d, c):
+    """Add gradient ``c`` for value ``v``: into the store if ``v`` is a box, else into local ``d``."""
+    if c is None:
+        return d
+    s = STORE[0]
+    if s.boxes and id(v) in s.boxes:
+        old = s.grads.get(id(v))
+        s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
+        return d
+    return acc(d, c)
+
+
+def take(v, d):
+    """The gradient of ``v`` where it was made: the local ``d`` plus (and emptying) its box's."""
+    s = STORE[0]
+    if s.boxes and id(v) in s.boxes:
+        return acc(d, s.grads.pop(id(v), None))
+    return d
+
+
+# -- J: a call and its pullback ----------------------------------------------------------------------------
+RULES: dict = {}           # function -> rule(*args) returning (y, back); back(dy) -> argument gradients
+METHOD_RULES: dict = {}    # (type, name) -> rule(obj, *args) returning (y, back); back -> (dobj, *dargs)
+NONDIFF: set = set()       # functions whose result has no derivative (print, isinstance, np.zeros_like ...)
+BOX_METHODS: set = set()   # (type, name) of methods that write to their object: pullback runs without dy
+
+
+class _RulePullback:
+    """Adapts a rule's pullback (argument gradients) to J's convention (the function's own first)."""
+
+    __slots__ = ("back", "n")
+
+    def __init__(self, back, n):
+        self.back, self.n = back, n
+
+    def __call__(self, dy):
+        if dy is None:
+            return (None,) * (self.n + 1)
+        g = self.back(dy)
+        return (None, *g) if len(g) == self.n else (None, *g, *(None,) * (self.n - len(g)))
+
+
+class _Zero:
+    """The pullback of a call without derivative: every gradient is None."""
+
+    __slots__ = ()
+
+    def __call__(self, dy):
+        return self
+
+    def __getitem__(self, i):
+        return None
+
+
+ZERO = _Zero()
+
+
+def J(f, *args):
+    """``(f(*args), back)`` with ``back(dy) = (df, *dargs)``."""
+    try:
+        rule = RULES.get(f)
+    except TypeError:
+        rule = None
+    if rule is not None:
+        y, back = rule(*args)
+        return y, _RulePullback(back, len(args))
+    t = type(f)
+    if t is types.FunctionType:
+        from .api import specialised
+        n = f.__code__.co_argcount
+        if len(args) == n or f.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+            return specialised(f, args).pb(f, *args)
+        full = _with_defaults(f, args)
+        y, back = specialised(f, full).pb(f, *full)
+        return y, lambda dy: back(dy)[:len(args) + 1]
+    hook = getattr(f, "__ad_pullback__", None)
+    if hook is not None:
+        y, back = hook(*args)
+        return y, _RulePullback(back, len(args))
+    if t is types.MethodType:
+        y, back = J(f.__func__, f.__self__, *args)
+        return y, lambda dy: _method_grads(back(dy))
+    if _in(f, NONDIFF):
+        return f(*args), ZERO
+    if isinstance(f, type):
+        return _construct(f, args)
+    if not any(_differentiable(a) for a in args):
+        return f(*args), ZERO
+    call = getattr(t, "__call__", None)
+    if isinstance(call, types.FunctionType):
+        y, back = J(call, f, *args)
+        return y, lambda dy: back(dy)[1:]
+    name = getattr(f, "__qualname__", repr(f))
+    raise UnsupportedError(f"no derivative rule for {getattr(f, '__module__', '') or ''}.{name}; "
+                           f"register one with @tensorlang.ad.rule")
+
+
+def _in(f, table) -> bool:
+    try:
+        return f in table
+    except TypeError:
+        return False
+
+
+def _pad(g, n):
+    if type(g) is _Zero or len(g) >= n:
+        return g
+    return (*g, *(None,) * (n - len(g)))
+
+
+def _method_grads(g):
+    dself = g[1]
+    return (types.SimpleNamespace(__self__=dself) if dself is not None else None, *g[2:])
+
+
+def _with_defaults(f, args):
+    n = f.__code__.co_argcount
+    defaults = f.__defaults__ or ()
+    missing = n - len(args)
+    if missing < 0 or missing > len(defaults):
+        raise TypeError(f"{f.__qualname__}() takes {n} positional arguments but {len(args)} were given")
+    return args + defaults[len(defaults) - missing:]
+
+
+def _differentiable(x) -> bool:
+    k = kind_of(x)
+    if k == NUM:
+        return True
+    if k != ANY:
+        return False
+    if type(x) is np.ndarray:
+        return x.dtype.kind in "fc"
+    return not callable(x) or isinstance(x, types.FunctionType)
+
+
+def Jkw(names, f, *args):
+    """J for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
+    k = len(names)
+    pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
+    try:
+        rule = RULES.get(f)
+    except TypeError:
+        rule = None
+    if rule is not None:
+        y, back = rule(*pos, **kw)
+        return y, lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *back(dy), *(None,) * k)
+    hook = getattr(f, "__ad_pullback__", None)
+    if hook is not None:
+        y, back = hook(*pos, **kw)
+        return y, _RulePullback(back, len(args))
+    if type(f) is types.FunctionType:
+        sig = inspect.signature(f)
+        bound = sig.bind(*pos, **kw)
+        bound.apply_defaults()
+        order = list(sig.parameters)
+        full = tuple(bound.arguments[p] for p in order)
+        where = list(range(len(pos))) + [order.index(n) for n in names]
+        y, back = J(f, *full)
+
+        def kwback(dy):
+            g = back(dy)
+            return (g[0], *(g[i + 1] for i in where))
+        return y, kwback
+    if isinstance(f, type) and dataclasses.is_dataclass(f):
+        y = f(*pos, **kw)
+        return y, lambda dy: (None, *(field(dy, f_.name) for f_ in dataclasses.fields(f)[:len(pos)]),
+                              *(field(dy, n) for n in names))
+    if _in(f, NONDIFF) or not any(_differentiable(a) for a in args):
+        return f(*pos, **kw), ZERO
+    raise UnsupportedError(f"no derivative rule for {f!r} called with keyword arguments")
+
+
+def _construct(cls, args):
+    """Pullbacks of constructors: dataclasses and named tuples by their fields; other classes by
+    transforming ``__init__`` on a fresh box."""
+    if dataclasses.is_dataclass(cls):
+        y = cls(*args)
+        names = [f.name for f in dataclasses.fields(cls) if f.init][:len(args)]
+        return y, lambda dy: (None, *(field(dy, n) for n in names))
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        y = cls(*args)
+        return y, lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *dy)
+    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    if isinstance(init, types.FunctionType) and cls.__new__ is object.__new__:
+        obj = object.__new__(cls)
+        register(obj)
+        _, back = J(init, obj, *args)
+
+        def ctor_back(dy):
+            acc_into(obj, None, dy)
+            return (None, *back(None)[2:])
+        return obj, ctor_back
+    if not any(_differentiable(a) for a in args):
+        return cls(*args), ZERO
+    raise UnsupportedError(f"no derivative rule for constructing {cls.__qualname__}")
+
+
+def Jm(name, kwnames, obj, *args):
+    """J for ``obj.name(*args)``: method rules, module functions, then Python methods transformed."""
+    t = type(obj)
+    if kwnames:
+        k = len(kwnames)
+        pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
+    else:
+        pos, kw = args, None
+    rule = METHOD_RULES.get((t, name))
+    if rule is None and t is not np.ndarray:
+        for base in t.__mro__[1:]:
+            rule = METHOD_RULES.get((base, name))
+            if rule is not None:
+                break
+    if rule is not None:
+        y, back = rule(obj, *pos, **kw) if kw else rule(obj, *pos)
+        n = len(args) + 1
+        if (t, name) in BOX_METHODS:
+            return y, lambda dy: _pad(back(dy), n)
+        return y, lambda dy: ZERO if dy is None else _pad(back(dy), n)
+    if t is types.ModuleType:
+        f = getattr(obj, name)
+        y, back = Jkw(kwnames, f, *args) if kwnames else J(f, *args)
+        return y, lambda dy: back(dy)
+    attr = inspect.getattr_static(obj, name, None)
+    if isinstance(attr, types.FunctionType):
+        y, back = Jkw(kwnames, attr, obj, *args) if kwnames else J(attr, obj, *args)
+        return y, lambda dy: back(dy)[1:]
+    if isinstance(attr, staticmethod):
+        f = attr.__func__
+        y, back = Jkw(kwnames, f, *args) if kwnames else J(f, *args)
+        return y, lambda dy: (None, *back(dy)[1:])
+    bound = getattr(obj, name)
+    if not _differentiable(obj) and not any(_differentiable(a) for a in args) or name in _NONDIFF_METHODS:
+        return (bound(*pos, **kw) if kw else bound(*pos)), ZERO
+    raise UnsupportedError(f"no derivative rule for the method {t.__qualname__}.{name}")
+
+
+_NONDIFF_METHODS = {"index", "count", "keys", "startswith", "endswith", "format", "join", "split",
+                    "argmax", "argmin", "nonzero", "__len__"}
+
+
+HELPERS = {
+    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
+    "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
+    "_ad_snap": snap,
+}
