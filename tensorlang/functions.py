@@ -8,8 +8,9 @@ user-registered function differentiates and prints like a built-in one.
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import sympy
@@ -46,7 +47,7 @@ _REGISTRY: dict[str, FunctionSpec] = {}
 
 def _register(name, arity, body, numpy_fn=None, positive=()) -> FunctionSpec:
     params = tuple(sympy.Symbol(f"u{k}", real=True) for k in range(arity))
-    expr = sympy.sympify(body(*params))
+    expr = sympy.sympify(body(*params)) if not isinstance(body, sympy.Lambda) else body(*params)
     if numpy_fn is None:
         numpy_fn = sympy.lambdify(params, expr, modules="numpy")
     spec = FunctionSpec(name, params, expr, numpy_fn, tuple(positive))
@@ -64,14 +65,14 @@ def define_function(name: str, body: Callable, *, positive: tuple[int, ...] = ()
 
 
 def lookup(name: str) -> FunctionSpec:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise TypeCheckError(f"unknown function {name!r} (known: {', '.join(sorted(_REGISTRY))})") from None
+    spec = _REGISTRY.get(name) or _derive(name)
+    if spec is None:
+        raise TypeCheckError(f"unknown function {name!r} (known: {', '.join(sorted(_REGISTRY))})")
+    return spec
 
 
 def is_function(name: str) -> bool:
-    return name in _REGISTRY
+    return name in _REGISTRY or _derive(name) is not None
 
 
 def registered() -> tuple[str, ...]:
@@ -100,3 +101,117 @@ _register("recip", 1, lambda u: 1 / u, np.reciprocal, positive=(0,))
 _register("pow", 2, lambda u, v: u**v, np.power, positive=(0,))
 _register("max", 2, sympy.Max, np.maximum)
 _register("min", 2, sympy.Min, np.minimum)
+
+
+# ------------------------------------------------------------------------------------------------
+# derivatives of black boxes, as data (rules 6.6 and 6.27)
+#
+# A partial derivative is first translated back into the language (``cos(u)`` for ``sin``); where the
+# translation would cost more than one operation, or SymPy's expression has no counterpart in the
+# language (``Heaviside`` for ``relu``), it becomes a derived black box of its own, registered under a
+# name that the parser re-derives on demand: ``<f>_d<k>`` for the k-th partial and ``<f>_jvp`` for the
+# whole directional derivative ``sum_k d_k f(u) * du_k``.  Each derived black box costs one operation,
+# which is what Theorems 6.1 and 6.35 assume of ``Df`` and ``D^T f``.
+
+_DERIVED = re.compile(r"^(?P<base>.+)_(?:d(?P<k>\d+)|(?P<jvp>jvp))$")
+
+
+def _derive(name: str) -> FunctionSpec | None:
+    match = _DERIVED.match(name)
+    if not match or match["base"] not in _REGISTRY:
+        return None
+    base = _REGISTRY[match["base"]]
+    if match["jvp"]:
+        tangents = tuple(sympy.Symbol(f"du{k}", real=True) for k in range(base.arity))
+        body = sum(base.partial(k) * t for k, t in enumerate(tangents))
+        return _register(name, 2 * base.arity, sympy.Lambda(base.params + tangents, body))
+    k = int(match["k"])
+    if k >= base.arity:
+        return None
+    return _register(name, base.arity, sympy.Lambda(base.params, base.partial(k)))
+
+
+def partial(fn: str, k: int, args: Sequence) -> "Expr":
+    """``d_k fn(args)`` as an expression: translated into the language where that costs at most one
+    operation, else the derived black box ``<fn>_d<k>``."""
+    from .nodes import Call
+
+    spec = lookup(fn)
+    inline = from_sympy(spec.partial(k), dict(zip(spec.params, args)))
+    if inline is not None and _ops(inline) <= 1:
+        return inline
+    return Call(f"{fn}_d{k}", tuple(args))
+
+
+def jvp(fn: str, args: Sequence, tangents: Sequence) -> "Expr":
+    """``D fn(args; tangents)`` (rule 6.6); ``None`` tangents are zero.  One non-zero tangent gives
+    ``partial * tangent``; several give the single derived black box ``<fn>_jvp``."""
+    from .nodes import Call, Const, Mul
+
+    live = [k for k, t in enumerate(tangents) if t is not None]
+    if not live:
+        return None
+    if len(live) == 1:
+        (k,) = live
+        return Mul(partial(fn, k, args), tangents[k])
+    zeros = tuple(Const(0) if t is None else t for t in tangents)
+    return Call(f"{fn}_jvp", tuple(args) + zeros)
+
+
+def _ops(e) -> int:
+    """The number of arithmetic operations in a scalar expression tree (its cost at one point)."""
+    from .nodes import Add, Call, Mul
+
+    if isinstance(e, (Add, Mul)):
+        return 1 + _ops(e.left) + _ops(e.right)
+    if isinstance(e, Call):
+        return 1 + sum(_ops(a) for a in e.args)
+    return 0
+
+
+_SYMPY_CALLS = {
+    sympy.exp: "exp", sympy.log: "log", sympy.sin: "sin", sympy.cos: "cos", sympy.tan: "tan",
+    sympy.tanh: "tanh", sympy.Abs: "abs",
+}
+
+
+def from_sympy(expr: sympy.Expr, env: dict) -> "Expr | None":
+    """A SymPy expression over the symbols of ``env`` as an expression of the language, or ``None``
+    where it uses something the language lacks."""
+    from .nodes import Add, Call, Const, Mul
+
+    if expr in env:
+        return env[expr]
+    if expr.is_Integer:
+        return Const(int(expr))
+    if expr.is_Number and expr.is_real:
+        return Const(float(expr))
+    parts = [from_sympy(a, env) for a in expr.args]
+    if any(p is None for p in parts):
+        return None
+    if expr.is_Add:
+        out = parts[0]
+        for p in parts[1:]:
+            out = Add(out, p)
+        return out
+    if expr.is_Mul:
+        out = parts[-1]
+        for p in reversed(parts[:-1]):
+            out = Mul(p, out)
+        return out
+    if expr.is_Pow:
+        base, exponent = parts[0], expr.args[1]
+        if exponent == -1:
+            return Call("recip", (base,))
+        if exponent == sympy.Rational(1, 2):
+            return Call("sqrt", (base,))
+        if exponent.is_Integer and 2 <= exponent <= 3:
+            out = base
+            for _ in range(int(exponent) - 1):
+                out = Mul(base, out)
+            return out
+        return Call("pow", (base, parts[1]))
+    name = _SYMPY_CALLS.get(type(expr))
+    if name is not None:
+        return Call(name, tuple(parts))
+    return None

@@ -41,13 +41,14 @@ def bind(expr: Expr, inputs: Mapping[str, object], *, need_values: bool = True) 
             values[name] = value
         elif name in size_names:
             sizes[name] = _size_value(name, value)
-        else:
-            known = ", ".join(list(free) + size_names) or "none"
-            raise ShapeError(f"unknown input {name!r} (this program's inputs and sizes: {known})")
+        # other names are inputs this program does not use (a derivative is called with all of its
+        # primal's inputs, used or not); a misspelt input that is needed is reported as missing below
     if need_values:
         missing = [n for n in free if n not in values]
         if missing:
-            raise ShapeError(f"missing input(s): {', '.join(missing)}")
+            extra = [n for n in inputs if n not in free and n not in size_names]
+            hint = f" (given but not used: {', '.join(extra)})" if extra else ""
+            raise ShapeError(f"missing input(s): {', '.join(missing)}{hint}")
     equations: list[tuple[Affine, int, str, str]] = []
     arrays: dict[str, object] = {}
     for name, value in values.items():

@@ -840,3 +840,14 @@ def _subnodes(n) -> Iterator:
             for w in v:
                 if isinstance(w, (Expr, Pred)):
                     yield w
+
+
+def zero(t: Type) -> Expr:
+    """The zero of type ``t`` as an expression of cost 0: ``0``, ``gen(i:n) 0``, ``(0, 0)``."""
+    if isinstance(t, TensorType):
+        return Gen(IndexVar("i"), t.size, zero(t.elem))
+    if isinstance(t, PairType):
+        return Pair(zero(t.first), zero(t.second))
+    if isinstance(t, RealType):
+        return Const(0)
+    raise TypeCheckError(f"a {t} has no zero")
