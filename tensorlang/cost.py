@@ -160,14 +160,11 @@ def concrete_cost(expr: Expr, sizes: Mapping[str, int], relations: Mapping[str, 
 
 def symbolic_cost(expr: Expr) -> sympy.Expr:
     """The cost as a polynomial (piecewise where needed) in the size variables; all predicates affine."""
-    from .predicates import count_symbolic
+    from .predicates import count_symbolic_sum
 
     if any(isinstance(v.type, RelType) for v in free_vars(expr)):
         raise UnsupportedError("the cost of a program over data relations depends on the data: pass them")
-    total = sympy.Integer(0)
-    for t in cost_terms(expr):
-        total += t.coeff * count_symbolic(t.domain(), t.variables)
-    return sympy.simplify(sympy.piecewise_fold(total))
+    return count_symbolic_sum([(t.coeff, t.domain(), t.variables) for t in cost_terms(expr)])
 
 
 def _sizes_and_relations(expr: Expr, given: Mapping[str, object]):

@@ -11,7 +11,9 @@ Concrete (``count``, ``count_projection``):
   nothing or, when cheaper, from the nonzero tuples of one of the pair's relation atoms ("driving" by
   the relation: an index ``R(i, j)`` pins ``i`` and ``j`` to the tuples of ``R``).  The points are then
   filtered exactly: by the affine part (isl constraints evaluated with NumPy, floor divisions
-  included) and by the relation literals (looked up in the data).  Distinct points are counted.
+  included) and by the relation literals (looked up in the data; an ``exists(j) ...R...`` literal by a
+  loop over j when that is small, otherwise by finding the points of its body the same way and
+  joining).  Distinct points are counted.
 
 Symbolic (``count_symbolic``, ``count_projection_symbolic``), without the GPL barvinok library:
 eliminate the dimensions fixed by equalities, then sum the innermost dimension between its bounds.
@@ -23,6 +25,8 @@ relaxed to ``L_a <= U_b + 1``, which keeps conditions like ``n >= 1`` out of the
 no dimensions leaves ``(region of the sizes, polynomial)`` terms; these are refined into disjoint
 regions and rendered as a polynomial, a ``Min``/``Max`` or a ``Piecewise``.  Strides (integer
 divisions) and non-unit coefficients raise ``UnsupportedError``; callers then count concretely.
+``count_symbolic_sum`` refines the regions of a signed sum of counts together (a cost is one), so the
+result reads ``Piecewise((n*(2*m - 1), m >= 1), (0, True))`` instead of a sum of piecewise terms.
 """
 from __future__ import annotations
 
@@ -112,7 +116,7 @@ def count(pred: Pred, dims: Sequence[IndexVar], sizes: Mapping, relations: Mappi
     if is_exact(pred):
         s = to_isl(pred, dims)
         return _count_affine_set(s, sizes, lambda: count_symbolic(pred, dims))
-    pts = _points(pred, dims, sizes, relations or {})
+    pts = _points(pred, dims, _Data(sizes, relations or {}))
     return int(len(pts))
 
 
@@ -127,7 +131,7 @@ def count_projection(
     if is_exact(pred):
         s = _project(to_isl(pred, dims), inner_pos)
         return _count_affine_set(s, sizes, lambda: count_projection_symbolic(pred, inner_vars, dims))
-    pts = _points(pred, dims, sizes, relations or {})
+    pts = _points(pred, dims, _Data(sizes, relations or {}))
     keep = [k for k in range(len(dims)) if k not in inner_pos]
     if len(pts) == 0:
         return 0
@@ -373,15 +377,23 @@ def pred_mask(pred: Pred, dims: Sequence[IndexVar], cols, data: _Data) -> np.nda
     return out
 
 
+EXISTS_LOOP_LIMIT = 2_000_000  # above (range x rows), an ``exists`` over relations is evaluated by a join
+
+
 def _literal_mask(lit: Pred, dims, cols, data: _Data, n: int) -> np.ndarray:
+    """Which rows satisfy a relation literal: an atom (looked up) or an ``exists`` over relations."""
     if isinstance(lit, RelAtom):
         args = [_eval_affine(a, dims, cols, data, n) for a in lit.args]
         return data.relation(lit).contains(args)
     assert isinstance(lit, Exists)
     size = lit.size.evaluate(data.env_sizes())
+    if size <= 0 or n == 0:
+        return np.zeros(n, dtype=bool)
+    if size * n > EXISTS_LOOP_LIMIT:
+        return _exists_by_join(lit, size, dims, cols, data, n)
     inner = tuple(dims) + (lit.var,)
     out = np.zeros(n, dtype=bool)
-    for k in range(max(size, 0)):
+    for k in range(size):
         todo = ~out
         if not todo.any():
             break
@@ -390,9 +402,34 @@ def _literal_mask(lit: Pred, dims, cols, data: _Data, n: int) -> np.ndarray:
     return out
 
 
-def _points(pred: Pred, dims: tuple, sizes: Mapping, relations: Mapping) -> np.ndarray:
+def _exists_by_join(lit: Exists, size: int, dims, cols, data: _Data, n: int) -> np.ndarray:
+    """``exists var. body`` at the rows: the body's points (over dims and var, within the rows'
+    bounding box, found as ``count`` finds points) projected to dims, then looked up."""
+    box = []
+    for d, c in zip(dims, cols):
+        box += [compare("<=", int(c.min()), d), compare("<=", d, int(c.max()))]
+    body = conj(lit.body, compare("<=", 0, lit.var), compare("<", lit.var, lit.size), *box)
+    pts = _points(body, tuple(dims) + (lit.var,), data)
+    if not len(dims):
+        return np.full(n, len(pts) > 0)
+    return _rows_in(np.stack(cols, axis=1), _unique_rows(pts[:, : len(dims)]))
+
+
+def _rows_in(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Which rows of ``a`` are rows of ``b`` (int arrays with the same number of columns)."""
+    if not len(b):
+        return np.zeros(len(a), dtype=bool)
+    lo = np.minimum(a.min(axis=0), b.min(axis=0))
+    span = np.maximum(a.max(axis=0), b.max(axis=0)) - lo + 1
+    if float(np.prod(span.astype(float))) < 2.0**62:
+        weights = np.concatenate([np.cumprod(span[::-1])[::-1][1:], [1]]).astype(np.int64)
+        return np.isin((a - lo) @ weights, (b - lo) @ weights)
+    known = {tuple(r) for r in b.tolist()}
+    return np.fromiter((tuple(r) in known for r in a.tolist()), dtype=bool, count=len(a))
+
+
+def _points(pred: Pred, dims: tuple, data: _Data) -> np.ndarray:
     """The distinct points of ``dims`` satisfying ``pred`` (with relations) at the given sizes."""
-    data = _Data(sizes, relations)
     found = []
     for affine, lits in pairs(pred):
         s = to_isl(affine, dims)
@@ -401,14 +438,12 @@ def _points(pred: Pred, dims: tuple, sizes: Mapping, relations: Mapping) -> np.n
         if fixed.is_empty():
             continue
         pts = _pair_candidates(fixed, s, affine, lits, dims, values, data)
-        n = len(pts)
-        ok = np.ones(n, dtype=bool)
-        cols = [pts[:, j] for j in range(len(dims))]
         for lit in lits:
-            if n == 0 or not ok.any():
+            if not len(pts):
                 break
-            ok &= _literal_mask(lit, dims, cols, data, n)
-        found.append(pts[ok])
+            cols = [pts[:, j] for j in range(len(dims))]
+            pts = pts[_literal_mask(lit, dims, cols, data, len(pts))]
+        found.append(pts)
     if not found:
         return np.zeros((0, len(dims)), dtype=np.int64)
     pts = np.concatenate(found) if len(found) > 1 else found[0]

@@ -16,8 +16,8 @@ The queries: ``to_isl``/``from_isl``; ``is_empty``, ``is_satisfiable``, ``implie
 ``gist`` against what the context implies); ``project`` (exact elimination of ``exists``);
 ``solve_unique``/``solve_unique_many`` ("this sum has at most one solution, and here it is");
 ``sample_point`` (a concrete witness for error messages); and point counts (``count``,
-``count_projection``, ``count_symbolic``, ``count_projection_symbolic``), implemented in
-``tensorlang.counting``.
+``count_projection``, ``count_symbolic``, ``count_projection_symbolic``, ``count_symbolic_sum``),
+implemented in ``tensorlang.counting``.
 
 isl traps this module respects (see the shared islpy cookbook): no isl object is ever a dict key; no
 Python callback passed to isl can raise; ``count_val`` is only called with every parameter fixed.
@@ -378,19 +378,124 @@ def _sort_key(terms: list, equality: bool, order: Sequence):
     return (inner, 0 if equality else (1 if sign > 0 else 2))
 
 
-def _render_basic(bs: isl.BasicSet, set_vars: Sequence, order: Sequence) -> Pred:
+def _constraints(bs: isl.BasicSet, set_vars: Sequence) -> list[tuple] | None:
+    """The constraints of a basic set as ``(terms, const, kind)``, kind ``"="`` or ``">="``;
+    constant rows dropped; None when one of them is false."""
     params = param_names(bs)
-    items = []
+    out = []
     for c in bs.get_constraints():
         terms, const = _constraint_terms(c, set_vars, params)
-        eq = c.is_equality()
+        kind = "=" if c.is_equality() else ">="
         if not terms:
-            if (const == 0) if eq else (const >= 0):
+            if (const == 0) if kind == "=" else (const >= 0):
                 continue
-            return FALSE
-        items.append((_sort_key(terms, eq, order), render_constraint(terms, const, eq, order)))
-    items.sort(key=lambda t: t[0])
-    return conj(*(p for _, p in items))
+            return None
+        out.append((tuple(terms), const, kind))
+    return out
+
+
+def _render_constraints(items: Sequence[tuple], order: Sequence) -> Pred:
+    """The conjunction of ``(terms, const, kind)`` constraints (kind ``= >= !=``), outer dims first."""
+    rendered = []
+    for terms, const, kind in items:
+        p = render_constraint(list(terms), const, kind != ">=", order)
+        if kind == "!=":
+            p = Cmp("!=", p.lhs, p.rhs)
+        key = _sort_key(terms, kind != ">=", order)
+        rendered.append(((key[0], 3) if kind == "!=" else key, p))
+    rendered.sort(key=lambda t: t[0])
+    return conj(*(p for _, p in rendered))
+
+
+def _render_basic(bs: isl.BasicSet, set_vars: Sequence, order: Sequence) -> Pred:
+    items = _constraints(bs, set_vars)
+    return FALSE if items is None else _render_constraints(items, order)
+
+
+def _rows(bs: isl.BasicSet) -> list[tuple[tuple, int]]:
+    """The inequalities of a div-free basic set as ``(coefficients over set dims and params, const)``,
+    each equality given as its two halves."""
+    nset, npar = bs.dim(dt.set), bs.dim(dt.param)
+    out = []
+    for c in bs.get_constraints():
+        co = tuple(val_int(c.get_coefficient_val(dt.set, k)) for k in range(nset))
+        co += tuple(val_int(c.get_coefficient_val(dt.param, k)) for k in range(npar))
+        const = val_int(c.get_constant_val())
+        out.append((co, const))
+        if c.is_equality():
+            out.append((tuple(-a for a in co), -const))
+    return out
+
+
+def _row_set(space: isl.Space, co: tuple, const: int) -> isl.Set:
+    """``co . (dims, params) + const >= 0``."""
+    nset = space.dim(dt.set)
+    c = isl.Constraint.inequality_alloc(isl.LocalSpace.from_space(space))
+    for k, a in enumerate(co):
+        if a:
+            c = c.set_coefficient_val(dt.set if k < nset else dt.param, k if k < nset else k - nset, isl_val(a))
+    return isl.Set.universe(space).add_constraint(c.set_constant_val(isl_val(const)))
+
+
+def _join_disequalities(items: list[list], space: isl.Space) -> list[list]:
+    """Join disjuncts ``[hull, disequalities]`` whose union is ``hull' and e != v`` for one more
+    disequality (isl writes ``e != v`` as ``e <= v - 1 or e >= v + 1``), while any pair joins.
+    Each candidate ``e, v`` comes from a pair of opposite inequalities one value apart, and the join
+    is checked by isl, so the result always means the same set."""
+    changed = True
+    while changed:
+        changed = False
+        for a, b in itertools.combinations(range(len(items)), 2):
+            joined = _join_pair(items[a], items[b], space)
+            if joined is not None:
+                items[a] = joined
+                del items[b]
+                changed = True
+                break
+    return items
+
+
+def _item_set(item: list, space: isl.Space) -> isl.Set:
+    s = isl.Set.from_basic_set(item[0])
+    for co, const in item[1]:  # co . x + const != 0
+        s = s & (_row_set(space, co, const - 1) | _row_set(space, tuple(-a for a in co), -const - 1))
+    return s
+
+
+def _drop_redundant(hull: isl.BasicSet, nes: list, union: isl.Set, space: isl.Space) -> isl.BasicSet:
+    """``hull`` without the constraints that the disequalities make redundant (e.g. the cut corners
+    ``1 <= i + j`` of ``0 <= i, j and i != j``)."""
+    kept = list(hull.get_constraints())
+    k = 0
+    while k < len(kept):
+        trial = isl.BasicSet.universe(hull.get_space())
+        for c in kept[:k] + kept[k + 1:]:
+            trial = trial.add_constraint(c)
+        if _item_set([trial, nes], space).is_equal(union):
+            kept.pop(k)
+        else:
+            k += 1
+    out = isl.BasicSet.universe(hull.get_space())
+    for c in kept:
+        out = out.add_constraint(c)
+    return out
+
+
+def _join_pair(x: list, y: list, space: isl.Space) -> list | None:
+    if len(x[1]) != len(y[1]) or any(r not in y[1] for r in x[1]):
+        return None
+    union = (_item_set(x, space) | _item_set(y, space)).coalesce()
+    rows_y = _rows(y[0])
+    for co, ca in _rows(x[0]):
+        neg = tuple(-a for a in co)
+        for co2, cb in rows_y:
+            if co2 != neg or ca + cb != -2:
+                continue
+            hull = union.convex_hull()
+            nes = x[1] + [(co, ca + 1)]
+            if _item_set([hull, nes], space).is_equal(union):
+                return [_drop_redundant(hull, nes, union, space), nes]
+    return None
 
 
 def _bracket_candidates(t: isl.BasicSet, k: int) -> list[tuple[str, list, int]]:
@@ -457,7 +562,7 @@ def bracket(t: isl.BasicSet | isl.Set, k: int) -> tuple[Affine, Affine] | None:
     return None
 
 
-def from_isl(s: isl.Set | isl.BasicSet, dims: Sequence[IndexVar]) -> Pred:
+def from_isl(s: isl.Set | isl.BasicSet, dims: Sequence[IndexVar], context: isl.Set | None = None) -> Pred:
     """A readable predicate (a DNF of comparisons) over ``dims`` (by position) and the set's
     parameters (as ``SizeVar``s by name).
 
@@ -465,6 +570,9 @@ def from_isl(s: isl.Set | isl.BasicSet, dims: Sequence[IndexVar]) -> Pred:
     written with ``exists`` over a fresh index variable: ``i mod 2 = 0`` with ``0 <= i < n`` becomes
     ``exists(k: n) i = 2*k and ...``; the range of the fresh variable is proved by isl to cover every
     value the division takes.  Raises ``UnsupportedError`` when no affine range can be found.
+    Disjuncts that together say ``e != v`` are joined into one with ``e != v``.  With ``context`` (a
+    set over the same space), constraints the context implies are left out (isl ``gist``): the result
+    then means ``s`` only where the context holds.
     """
     dims = _check_dims(dims)
     if isinstance(s, isl.BasicSet):
@@ -474,10 +582,32 @@ def from_isl(s: isl.Set | isl.BasicSet, dims: Sequence[IndexVar]) -> Pred:
     s = s.gist_params(param_context(s.params().get_space())) if s.dim(dt.param) else s
     if s.is_empty():
         return FALSE
-    parts = []
+    plain, parts = [], []
     for bs in s.get_basic_sets():
-        parts.append(_basic_to_pred(bs, dims))
-    return disj(*parts)
+        if bs.dim(dt.div):
+            parts.append(_basic_to_pred(bs, dims))
+        else:
+            plain.append([bs, []])
+    if len(plain) > 1:
+        plain = _join_disequalities(plain, s.get_space())
+    return disj(*(_render_item(item, dims, context) for item in plain), *parts)
+
+
+def _render_item(item: list, dims: tuple, context: isl.Set | None) -> Pred:
+    hull, nes = item
+    if context is not None:
+        hull = isl.Set.from_basic_set(hull).gist(context).get_basic_sets()
+        hull = hull[0] if hull else None
+    items = _constraints(hull, dims) if hull is not None else None
+    if items is None:
+        return FALSE
+    nset = len(dims)
+    params = param_names(item[0])
+    for co, const in nes:
+        terms = [(dims[k], a) for k, a in enumerate(co[:nset]) if a]
+        terms += [(SizeVar(params[k]), a) for k, a in enumerate(co[nset:]) if a]
+        items.append((tuple(terms), const, "!="))
+    return _render_constraints(items, dims)
 
 
 def _basic_to_pred(bs: isl.BasicSet, dims: tuple) -> Pred:
@@ -641,7 +771,7 @@ def _gisted(s: isl.Set, ctx: isl.Set, dims) -> Pred:
     if ctx.is_subset(s):
         return TRUE
     g = s.coalesce().gist(ctx).coalesce()
-    return from_isl(g, dims)
+    return from_isl(g, dims, ctx)
 
 
 # --------------------------------------------------------------------------------------------------
