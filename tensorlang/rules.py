@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from .nodes import Expr, Node, Var
+from .nodes import Affine, Expr, Node, Type, Var
 
 __all__ = [
     "Rule", "RuleTable", "RewriteContext", "Step", "Trace", "rewrite", "run_pass", "applications",
@@ -237,8 +237,6 @@ def var_objects(node: Node) -> tuple[Var, ...]:
     return node.memo("rules.var_objects", compute)
 
 
-from .nodes import Affine, RelAtom, Type  # noqa: E402
-
 _SKIP = (Affine, Type)
 
 
@@ -331,6 +329,9 @@ class Trace:
 def _ensure_recursion(limit: int = 20000) -> None:
     if sys.getrecursionlimit() < limit:
         sys.setrecursionlimit(limit)
+
+
+_ensure_recursion()  # long let chains nest deeply; raise the limit once, when the module loads
 
 
 def rewrite(expr: Expr, table: RuleTable, trace: Trace | None = None, max_steps: int | None = None) -> Expr:
