@@ -39,6 +39,7 @@ import sympy
 
 from .errors import UnsupportedError
 from .nodes import Affine, Cmp, Exists, IndexVar, Pred, RelAtom, SizeVar, compare, conj
+from .substitute import substitute_index
 from .predicates import (
     _check_dims, _nonneg, _position, dt, has_relations, is_exact, isl_val, pairs, param_context,
     param_names, render_constraint, to_isl, val_int,
@@ -391,6 +392,9 @@ def _literal_mask(lit: Pred, dims, cols, data: _Data, n: int) -> np.ndarray:
         return np.zeros(n, dtype=bool)
     if size * n > EXISTS_LOOP_LIMIT:
         return _exists_by_join(lit, size, dims, cols, data, n)
+    if any(lit.var is d for d in dims):  # a binder that shadows a dimension: bind a fresh variable
+        fresh = lit.var.fresh()
+        lit = Exists(fresh, lit.size, substitute_index(lit.body, {lit.var: Affine.var(fresh)}))
     inner = tuple(dims) + (lit.var,)
     out = np.zeros(n, dtype=bool)
     for k in range(size):

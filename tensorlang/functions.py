@@ -109,11 +109,11 @@ _register("min", 2, sympy.Min, np.minimum)
 # A partial derivative is first translated back into the language (``cos(u)`` for ``sin``); where the
 # translation would cost more than one operation, or SymPy's expression has no counterpart in the
 # language (``Heaviside`` for ``relu``), it becomes a derived black box of its own, registered under a
-# name that the parser re-derives on demand: ``<f>_d<k>`` for the k-th partial and ``<f>_jvp`` for the
-# whole directional derivative ``sum_k d_k f(u) * du_k``.  Each derived black box costs one operation,
+# name that the parser re-derives on demand: ``<f>_d<k>`` for the k-th partial, ``<f>_jvp`` for the
+# whole directional derivative ``sum_k d_k f(u) * du_k`` and ``<f>_vjp<k>`` for ``d_k f(u) * dy``.  Each derived black box costs one operation,
 # which is what Theorems 6.1 and 6.35 assume of ``Df`` and ``D^T f``.
 
-_DERIVED = re.compile(r"^(?P<base>.+)_(?:d(?P<k>\d+)|(?P<jvp>jvp))$")
+_DERIVED = re.compile(r"^(?P<base>.+)_(?:d(?P<k>\d+)|(?P<jvp>jvp)|vjp(?P<v>\d+))$")
 
 
 def _derive(name: str) -> FunctionSpec | None:
@@ -125,6 +125,11 @@ def _derive(name: str) -> FunctionSpec | None:
         tangents = tuple(sympy.Symbol(f"du{k}", real=True) for k in range(base.arity))
         body = sum(base.partial(k) * t for k, t in enumerate(tangents))
         return _register(name, 2 * base.arity, sympy.Lambda(base.params + tangents, body))
+    if match["v"] is not None:
+        k, cotangent = int(match["v"]), sympy.Symbol("dy", real=True)
+        if k >= base.arity:
+            return None
+        return _register(name, base.arity + 1, sympy.Lambda(base.params + (cotangent,), base.partial(k) * cotangent))
     k = int(match["k"])
     if k >= base.arity:
         return None
@@ -215,3 +220,14 @@ def from_sympy(expr: sympy.Expr, env: dict) -> "Expr | None":
     if name is not None:
         return Call(name, tuple(parts))
     return None
+
+
+def vjp(fn: str, k: int, args: Sequence, cotangent: "Expr") -> "Expr":
+    """The k-th component of ``D^T fn(args, cotangent)`` (rule 6.27): ``partial * cotangent`` for a
+    function of one argument (the same shape as its forward derivative), and the derived black box
+    ``<fn>_vjp<k>`` (one operation) for a function of several."""
+    from .nodes import Call, Mul
+
+    if lookup(fn).arity == 1:
+        return Mul(partial(fn, 0, args), cotangent)
+    return Call(f"{fn}_vjp{k}", tuple(args) + (cotangent,))

@@ -152,3 +152,15 @@ def substitute_inputs(expr: Expr, replacements: Mapping[str, object]) -> Expr:
             raise TypeCheckError(f"cannot substitute {name} : {var.type} by a value of type {value.type}")
         mapping[var] = value
     return substitute_vars(expr, mapping)
+
+
+def freshen(node):
+    """``node`` with every index variable it binds replaced by a new one (so it can be placed under
+    binders of the same variables without shadowing them)."""
+    if isinstance(node, (Affine, Type)) or not isinstance(node, Node):
+        return node
+    if isinstance(node, _INDEX_BINDERS):
+        var = node.var.fresh()
+        body = rename_index(freshen(node.body), node.var, var)
+        return type(node)(var, node.size, body)
+    return rebuild(node, freshen)

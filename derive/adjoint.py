@@ -1,0 +1,500 @@
+"""The adjoint derivative by inner-product rewriting: Fig. 14-16, rules 6.14-6.29, on Tensor SSA.
+
+The adjoint of a Tensor SSA program ``let X0 = E0 in ... in OUT`` for the inputs ``wrt`` is found by
+rewriting ``<dy | D[program]>`` until every inner product has a differential of an input on its right.
+The state of that rewriting is kept as data:
+
+* ``pending[X]``: the inner products ``<e | dX>_[p]`` waiting for the statement of X, as
+  ``Contribution``s (e is a generator over X's index space, p a predicate over it);
+* ``adjoint``: the ``let``s made so far (the differentials dX, in the order they are made);
+* ``gradient[x]``: the inner products that have reached an input.
+
+6.14-6.16 start it: every statement gets its differential and the output's inner product splits over
+its pairs.  Then the statements are visited from last to first (6.19, the reversal); a statement whose
+differential no inner product mentions is dropped (6.20, 6.22), otherwise its inner products are
+joined into one let (6.25) and the rule of its SSA form (6.23, 6.26-6.29) replaces
+``<dX | D[E]>`` by inner products against the differentials of E's operands.  Finally the inner
+products on each input are joined (6.17, 6.18) into the gradient.
+
+Two things keep this cheap, as the paper requires.  Only *active* statements (those that depend on
+``wrt``) are visited, so nothing is ever multiplied by a zero differential.  And the index equalities of
+a contraction are solved, not enumerated: in 6.28 the generator over X0's indices takes the place of the
+summed variables they equal, and sums left with one point are removed by the predicate module.
+With ``check=sizes``, every rule application is verified not to raise the extended cost of Fig. 17.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from tensorlang.errors import TensorLangError, UnsupportedError
+from tensorlang.functions import vjp
+from tensorlang.nodes import (
+    TRUE, Access, Add, Affine, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType, Pred, Proj,
+    Sum, TensorType, Type, Var, compare, conj, disj, gens, guard, tensor_dims, zero,
+)
+from tensorlang.normalize.tensor_ssa import rhs_kind, ssa_access
+from tensorlang.predicates import simplify
+from tensorlang.substitute import fresh_var, substitute_index
+from tensorlang.traversal import free_vars
+
+from .simplify import box as _box
+from .simplify import solve_sums
+
+
+# ------------------------------------------------------------------------------------------------
+# the SSA statements
+
+
+@dataclass(frozen=True)
+class Operand:
+    """``X[idx]``: an SSA variable read at index variables (``idx`` is empty for a scalar)."""
+
+    var: Var
+    idx: tuple[IndexVar, ...]
+
+    def read(self, mapping: Mapping[IndexVar, object] | None = None) -> Expr:
+        e: Expr = self.var
+        for v in self.idx:
+            e = Access(e, Affine.var(v) if mapping is None else _as_index(mapping.get(v, v)))
+        return e
+
+
+@dataclass(frozen=True)
+class Statement:
+    """``let var = E`` with E in one of the forms of Fig. 10."""
+
+    var: Var
+    value: Expr
+    kind: str  # input, constant, addition, map, contraction
+    dims: tuple  # the generator dimensions (var, size)
+    pred: Pred = TRUE
+    operands: tuple[Operand, ...] = ()
+    term_preds: tuple[Pred, ...] = ()  # additions: the bracket on each term
+    fn: str = ""  # maps: the black box
+    summed: tuple = ()  # contractions: the summation dimensions (var, size)
+    path: tuple[int, ...] = ()  # inputs: the projections taken
+    base: Var | None = None  # inputs: the input variable
+
+
+def parse_statement(var: Var, value: Expr, inputs) -> Statement:
+    kind = rhs_kind(value, inputs)
+    if kind is None:
+        raise UnsupportedError(f"not a Tensor SSA right-hand side: {var.name} = {value!r}")
+    dims, body = _strip_gens(value)
+    if kind == "input":
+        path, e = [], body
+        while isinstance(e, (Proj, Access)):
+            if isinstance(e, Access):
+                raise UnsupportedError("the adjoint of a tensor of pairs as an input is not supported")
+            path.append(e.index)
+            e = e.pair
+        return Statement(var, value, kind, dims, path=tuple(reversed(path)), base=e)
+    if kind == "constant":
+        return Statement(var, value, kind, dims)
+    if kind == "addition":
+        terms = [_strip_guards(t) for t in (body.left, body.right)]
+        operands = tuple(Operand(*ssa_access(t, inputs)) for _, t in terms)
+        return Statement(var, value, kind, dims, operands=operands, term_preds=tuple(p for p, _ in terms))
+    if kind == "map":
+        p, head = _strip_guards(body)
+        operands = tuple(Operand(*ssa_access(a, inputs)) for a in head.args)
+        return Statement(var, value, kind, dims, pred=p, operands=operands, fn=head.fn)
+    summed, e = [], body
+    while isinstance(e, Sum):
+        summed.append((e.var, e.size))
+        e = e.body
+    p, head = _strip_guards(e)
+    factors = (head.left, head.right) if isinstance(head, Mul) else (head,)
+    operands = tuple(Operand(*ssa_access(f, inputs)) for f in factors)
+    return Statement(var, value, "contraction", dims, pred=p, operands=operands, summed=tuple(summed))
+
+
+def _strip_gens(e: Expr):
+    dims = []
+    while isinstance(e, Gen):
+        dims.append((e.var, e.size))
+        e = e.body
+    return tuple(dims), e
+
+
+def _strip_guards(e: Expr):
+    p = TRUE
+    while isinstance(e, Guard):
+        p, e = conj(p, e.pred), e.body
+    return p, e
+
+
+def _as_index(a) -> Affine:
+    return a if isinstance(a, Affine) else Affine.var(a)
+
+
+# ------------------------------------------------------------------------------------------------
+# inner products
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """``<gen(dims) body | dX>_[pred]``: ``body`` and ``pred`` range over ``dims``, X's index space."""
+
+    dims: tuple
+    body: Expr
+    pred: Pred
+    rule: str
+
+    def rename(self, new_dims) -> "Contribution":
+        mapping = {old: Affine.var(new) for (old, _), (new, _) in zip(self.dims, new_dims)}
+        return Contribution(
+            tuple(new_dims), substitute_index(self.body, mapping), substitute_index(self.pred, mapping), self.rule
+        )
+
+
+def _index_space(t: Type, name: str = "t"):
+    sizes, _ = tensor_dims(t)
+    return tuple((IndexVar(f"{name}{k}"), s) for k, s in enumerate(sizes))
+
+
+@dataclass
+class AdjointState:
+    """The term being rewritten (see the module docstring)."""
+
+    statements: list[Statement]
+    active: set = field(default_factory=set)  # ids of active SSA variables
+    pending: dict = field(default_factory=dict)  # id(X) -> [Contribution]
+    adjoint: list = field(default_factory=list)  # [(dX, value)]
+    gradient: dict = field(default_factory=dict)  # (input, path) -> [Contribution]
+
+
+class Adjoint:
+    """One application of D^T to a Tensor SSA program, for the inputs ``wrt`` and cotangent ``dy``."""
+
+    def __init__(self, program: Expr, wrt: Sequence[Var], dy: Var, check: Mapping[str, int] | None = None,
+                 on_step=None):
+        """``on_step``: optional ``callback(rule, adjoint, excess)`` called after every rule application
+        (after the checked mode's check), with the state as it is then (``proofs/specs_derive.py``)."""
+        self.on_step = on_step
+        self.program, self.wrt, self.dy = program, tuple(wrt), dy
+        self.inputs = frozenset(v for v in free_vars(program))
+        bindings, self.output = _let_chain(program)
+        statements = [parse_statement(v, e, self.inputs) for v, e in bindings]
+        self.state = AdjointState(statements)
+        self.by_var = {id(s.var): s for s in statements}
+        self.names = [program, dy]
+        self.visited: set = set()  # ids of the statements transposed so far
+        self.current = None  # (statement, predicate): the inner product <dX | D[E]>_[p] being transposed
+        self.checker = None if check is None else ExtendedCost(self, dict(check))
+
+    # the driver ----------------------------------------------------------------------------------
+
+    def run(self) -> Expr:
+        self._activity()
+        self._start()  # 6.14-6.16
+        for stmt in reversed(self.state.statements):  # 6.19: last statement first
+            contributions = self.state.pending.pop(id(stmt.var), [])
+            if not contributions or id(stmt.var) not in self.state.active:
+                self.visited.add(id(stmt.var))
+                self._applied("6.20 unused differential")
+                continue
+            dx, pred, dims = self.join(stmt.var, contributions)  # 6.25
+            self.current = (stmt, dims, pred)
+            self._applied("6.25 join")
+            self.transpose(stmt, dx, pred, dims)
+        return self.finish()  # 6.17, 6.18
+
+    def _activity(self) -> None:
+        wrt = {id(v) for v in self.wrt}
+        for s in self.state.statements:
+            if s.kind == "input":
+                live = id(s.base) in wrt
+            else:
+                live = any(id(o.var) in self.state.active for o in s.operands)
+            if live:
+                self.state.active.add(id(s.var))
+
+    def _start(self) -> None:
+        """6.14-6.16: <dy | D[OUT]> split over the output's pairs, one inner product per leaf."""
+        def leaves(out: Expr, cot: Expr):
+            if isinstance(out, Pair):
+                leaves(out.first, _project(cot, 0))
+                leaves(out.second, _project(cot, 1))
+            elif isinstance(out, Var) and id(out) in self.by_var:
+                dims = _index_space(out.type)
+                body = _read(cot, [v for v, _ in dims])
+                self.contribute(out, Contribution(dims, body, TRUE, "6.16 output"))
+            else:
+                raise UnsupportedError(f"the output of a Tensor SSA program must be variables, not {out!r}")
+
+        leaves(self.output, self.dy)
+        self._applied("6.14-6.16 start")
+
+    def contribute(self, x: Var, c: Contribution) -> None:
+        if id(x) in self.state.active:
+            self.state.pending.setdefault(id(x), []).append(c)
+
+    # 6.25: join the inner products on one differential ------------------------------------------
+
+    def join(self, x: Var, contributions: list[Contribution]):
+        dims = _index_space(x.type)
+        parts = [c.rename(dims) for c in contributions]
+        variables = tuple(v for v, _ in dims)
+        box = _box(dims)
+        parts = [Contribution(c.dims, c.body, simplify(c.pred, variables, box), c.rule) for c in parts]
+        if len(parts) == 1 and parts[0].pred is TRUE and _is_read(parts[0].body, variables):
+            return _base(parts[0].body), TRUE, dims  # the differential is an existing variable (fix-up 1)
+        acc, acc_pred = guard(parts[0].pred, parts[0].body), parts[0].pred
+        for c in parts[1:]:
+            left = acc if isinstance(acc, Guard) or acc_pred is TRUE else Guard(acc_pred, acc)
+            acc, acc_pred = Add(left, guard(c.pred, c.body)), disj(acc_pred, c.pred)
+        acc_pred = simplify(acc_pred, variables, box)
+        dx = fresh_var("d" + x.name, x.type, avoid=self.names)
+        self.names.append(dx)
+        self.state.adjoint.append((dx, gens(dims, acc)))
+        return dx, acc_pred, dims
+
+    # the rules of the SSA forms ------------------------------------------------------------------
+
+    def transpose(self, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
+        """Replace <dx | D[E]>_[pred] (``pred`` over ``dims``, X's index space) by inner products on the
+        differentials of E's operands."""
+        if stmt.kind == "input":  # 6.21: the inner product has reached an input
+            if any(stmt.base is w for w in self.wrt):
+                c = Contribution(dims, _read(dx, [v for v, _ in dims]), pred, "6.21 input")
+                self.state.gradient.setdefault((id(stmt.base), stmt.path), []).append(c)
+            self._applied("6.21 input")
+            return
+        pred = substitute_index(pred, {t: Affine.var(v) for (t, _), (v, _) in zip(dims, stmt.dims)})
+        variables = tuple(v for v, _ in stmt.dims)
+        cot = lambda: _read(dx, variables)  # noqa: E731
+        if stmt.kind == "constant":  # 6.23
+            self._applied("6.23 constant")
+        elif stmt.kind == "addition":  # 6.26
+            for p, o in zip(stmt.term_preds, stmt.operands):
+                self.contribute(o.var, Contribution(stmt.dims, cot(), conj(p, pred), "6.26 addition"))
+            self._applied("6.26 addition")
+        elif stmt.kind == "map":  # 6.27
+            args = [o.read() for o in stmt.operands]
+            live = [k for k, o in enumerate(stmt.operands) if id(o.var) in self.state.active]
+            for k in live:
+                body = vjp(stmt.fn, k, args, cot())
+                self.contribute(stmt.operands[k].var, Contribution(stmt.dims, body, conj(stmt.pred, pred), "6.27 map"))
+            # The paper's D^T f(X, dY) is one black box with a tuple value; ours are scalar-valued, so
+            # j > 1 live arguments cost j black boxes and j inner products where the forward had one.
+            excess = (2 * len(live) - 2, stmt.dims, conj(stmt.pred, pred)) if len(live) > 1 else None
+            self._applied("6.27 map", excess)
+        else:  # 6.28 (two factors), 6.29 (one)
+            rule = "6.28 binary contraction" if len(stmt.operands) == 2 else "6.29 unary contraction"
+            for k, o in enumerate(stmt.operands):
+                if id(o.var) in self.state.active:
+                    others = [f for j, f in enumerate(stmt.operands) if j != k]
+                    self.contribute(o.var, self._contraction(stmt, o, others, dx, pred, rule))
+            self._applied(rule)
+
+    def _contraction(self, stmt: Statement, o: Operand, others, dx: Var, pred: Pred, rule: str):
+        """dX_k[t] = sum(g, s) [p and pred(g) and t = idx_k] * dY[g] * X_other[idx_other], with the
+        equalities t = idx_k solved by substitution instead of summed over."""
+        dims = _index_space(o.var.type)
+        loops = stmt.dims + stmt.summed
+        size_of = {id(v): s for v, s in loops}
+        mapping: dict = {}
+        eqs = []
+        for (t, _), v in zip(dims, o.idx):
+            if v in mapping:
+                eqs.append(compare("=", t, mapping[v]))
+            else:
+                mapping[v] = Affine.var(t)
+        left = tuple((v, s) for v, s in loops if v not in mapping)
+        bounds = [conj(compare("<=", 0, t), compare("<", t, size_of[id(v)])) for v, t in
+                  ((v, a.terms[0][0]) for v, a in mapping.items())]
+        where = substitute_index(conj(stmt.pred, pred, *eqs), mapping)
+        where = conj(where, *bounds)
+        factors = [_read(dx, [mapping.get(v, Affine.var(v)) for v, _ in stmt.dims])]
+        factors += [f.read(mapping) for f in others]
+        body = factors[0] if len(factors) == 1 else Mul(factors[0], factors[1])
+        variables = tuple(t for t, _ in dims)
+        reach = simplify(_exists(left, conj(where, _box(left))), variables)
+        summed = solve_sums(left, where, body, dims)
+        return Contribution(dims, summed, reach, rule)
+
+    # 6.17, 6.18: the gradient ---------------------------------------------------------------------
+
+    def finish(self) -> Expr:
+        outputs = [self._gradient_of(w, w.type, ()) for w in self.wrt]
+        out = outputs[-1]
+        for g in reversed(outputs[:-1]):
+            out = Pair(g, out)
+        program = _let_chain_build(self.state.statements, self.state.adjoint, out)
+        self._applied("6.17-6.18 gradient")
+        return program
+
+    def _gradient_of(self, w: Var, t: Type, path: tuple) -> Expr:
+        if isinstance(t, PairType):
+            # a whole pair reached the input (an output that is an input of pair type): split it (6.17)
+            for c in self.state.gradient.pop((id(w), path), []):
+                for k, component in enumerate((t.first, t.second)):
+                    dims = _index_space(component)
+                    body = _read(_project(c.body, k), [v for v, _ in dims])
+                    part = Contribution(dims, body, c.pred, c.rule)
+                    self.state.gradient.setdefault((id(w), path + (k,)), []).append(part)
+            return Pair(self._gradient_of(w, t.first, path + (0,)), self._gradient_of(w, t.second, path + (1,)))
+        contributions = self.state.gradient.get((id(w), path), [])
+        if not contributions:
+            return zero(t)
+        dims = _index_space(t, "k")
+        parts = [c.rename(dims) for c in contributions]
+        variables = tuple(v for v, _ in dims)
+        box = _box(dims)
+        acc, acc_pred = None, None
+        for c in parts:
+            p = simplify(c.pred, variables, box)
+            term = guard(p, c.body)
+            if acc is None:
+                acc, acc_pred = term, p
+            else:
+                left = acc if isinstance(acc, Guard) or acc_pred is TRUE else Guard(acc_pred, acc)
+                acc, acc_pred = Add(left, term), disj(acc_pred, p)
+        return gens(dims, acc)
+
+    def _applied(self, rule: str, excess=None) -> None:
+        if self.current is not None and rule[:4] in ("6.21", "6.23", "6.26", "6.27", "6.28", "6.29"):
+            self.visited.add(id(self.current[0].var))
+            self.current = None
+        if self.checker is not None:
+            self.checker.step(rule, excess)
+        if self.on_step is not None:
+            self.on_step(rule, self, excess)
+
+
+def _exists(dims, pred: Pred) -> Pred:
+    """``exists(dims) pred``, binding fresh variables (the summed ones stay free elsewhere)."""
+    for v, s in reversed(tuple(dims)):
+        fresh = v.fresh()
+        pred = Exists(fresh, s, substitute_index(pred, {v: Affine.var(fresh)}))
+    return pred
+
+
+def _project(e: Expr, k: int) -> Expr:
+    return (e.first if k == 0 else e.second) if isinstance(e, Pair) else Proj(k, e)
+
+
+def _read(e: Expr, indices) -> Expr:
+    for a in indices:
+        e = Access(e, _as_index(a))
+    return e
+
+
+def _is_read(e: Expr, variables) -> bool:
+    """``Y[v0, v1, ...]``: a whole variable (or projection of one) read at exactly ``variables``."""
+    idx = []
+    while isinstance(e, Access):
+        idx.append(e.index)
+        e = e.tensor
+    idx.reverse()
+    while isinstance(e, Proj):
+        e = e.pair
+    return isinstance(e, Var) and len(idx) == len(variables) and all(
+        a is Affine.var(v) for a, v in zip(idx, variables)
+    )
+
+
+def _base(e: Expr) -> Expr:
+    while isinstance(e, Access):
+        e = e.tensor
+    return e
+
+
+def _let_chain(e: Expr):
+    out = []
+    while isinstance(e, Let):
+        out.append((e.var, e.value))
+        e = e.body
+    return out, e
+
+
+def _let_chain_build(statements, adjoint, out: Expr) -> Expr:
+    """The lets (primal then adjoint) that ``out`` needs, innermost first; unused ones dropped (6.20)."""
+    bindings = [(s.var, s.value) for s in statements] + list(adjoint)
+    needed = {id(v) for v in free_vars(out)}
+    kept = []
+    for var, value in reversed(bindings):
+        if id(var) in needed:
+            kept.append((var, value))
+            needed.update(id(v) for v in free_vars(value))
+    for var, value in kept:
+        out = Let(var, value, out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the extended cost of Fig. 17, for the checked mode
+
+
+class ExtendedCost:
+    """The cost of the rewriting state (Fig. 17) at given sizes, checked never to rise."""
+
+    def __init__(self, adj: Adjoint, sizes: dict):
+        self.adj, self.sizes = adj, sizes
+        self.memo: dict = {}  # id(node) -> (node, cost): nodes are immutable
+        self.last: int | None = None
+        self.history: list[tuple[str, int]] = []
+
+    def value(self) -> int:
+        from .forward import forward
+
+        st = self.adj.state
+        total = 0
+        for s in st.statements:
+            if s.kind != "input":
+                total += self._cost(Let(s.var, s.value, s.var))
+        if self.adj.current is not None:  # <dX | D[E]>_[p] for the statement being transposed
+            _, dims, pred = self.adj.current
+            total += self._count(dims, pred)
+        differentials = {id(s.var): Var("d" + s.var.name, s.var.type) for s in st.statements if id(s.var) in st.active}
+        for s in st.statements:  # let dX = D[E] for the active statements not yet transposed
+            if id(s.var) in st.active and id(s.var) not in self.adj.visited and s.kind != "input":
+                sigma = {o.var: differentials[id(o.var)] for o in s.operands if id(o.var) in differentials}
+                total += self._cost(forward(s.value, sigma))
+        for _, value in st.adjoint:
+            total += self._cost(value)
+        for group in list(st.pending.values()) + list(st.gradient.values()):
+            for c in group:
+                total += self._count(c.dims, c.pred) + self._cost(gens(c.dims, guard(c.pred, c.body)))
+        return total
+
+    def _cost(self, e: Expr) -> int:
+        """Exact cost at the sizes, memoised on the (immutable) node."""
+        from tensorlang.cost import cost
+
+        hit = self.memo.get(id(e))
+        if hit is None:
+            hit = (e, cost(e, **self.sizes))
+            self.memo[id(e)] = hit
+        return hit[1]
+
+    def _count(self, dims, pred: Pred) -> int:
+        from tensorlang.predicates import count
+
+        domain = conj(_box(dims), pred)
+        hit = self.memo.get(id(domain))
+        if hit is None:
+            hit = (domain, count(domain, tuple(v for v, _ in dims), self.sizes))
+            self.memo[id(domain)] = hit
+        return hit[1]
+
+    def step(self, rule: str, excess=None) -> None:
+        """Record the cost after ``rule``; ``excess`` = (k, dims, p) allows k units per point of p (the
+        documented arity allowance of 6.27), and nothing else may raise the cost."""
+        now = self.value()
+        self.history.append((rule, now))
+        if excess is not None and self.last is not None:
+            k, dims, p = excess
+            self.last += k * self._count(dims, p)
+        if self.last is not None and now > self.last:
+            raise TensorLangError(
+                f"rule {rule} raised the extended cost (Fig. 17) from {self.last} to {now} at {self.sizes}"
+            )
+        self.last = now
+
+
+def adjoint_ssa(program: Expr, wrt: Sequence[Var], dy: Var, check: Mapping[str, int] | None = None) -> Expr:
+    """D^T of a Tensor SSA program for ``wrt`` with cotangent input ``dy``."""
+    return Adjoint(program, wrt, dy, check).run()

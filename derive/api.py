@@ -1,0 +1,188 @@
+"""The derivative calls of LANGUAGE.md section 2: ``derivative``, ``adjoint``, ``grad``, ``jacobian``,
+``hessian`` and ``certify``, each an ``Expr`` to ``Expr`` (or ``Certificate``) function.
+
+Every derivative is taken on the Tensor SSA form of the program (Theorems 6.1 and 6.35 are stated on
+it) and then simplified (``derive/simplify.py``), which never raises the cost, so the results print
+readably, evaluate, cost, normalise and can be differentiated again.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from tensorlang.errors import TypeCheckError
+from tensorlang.nodes import (
+    Const, Expr, Guard, IndexVar, PairType, RealType, RelType, TensorType, Type, Var, compare, conj, gens,
+    tensor_dims,
+)
+from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
+from tensorlang.substitute import fresh_var, substitute_vars
+from tensorlang.traversal import free_vars
+
+from .adjoint import adjoint_ssa
+from .forward import forward
+from .simplify import simplify_program
+
+
+def wrt_vars(expr: Expr, wrt) -> list[Var]:
+    """``wrt`` (a name, an input variable, or a list of them) as the input variables of ``expr``."""
+    items = [wrt] if isinstance(wrt, (str, Var)) else list(wrt)
+    if not items:
+        raise TypeCheckError("wrt names no variable")
+    inputs = {v.name: v for v in free_vars(expr)}
+    out = []
+    for item in items:
+        name = item.name if isinstance(item, Var) else item
+        var = inputs.get(name)
+        if var is None:
+            raise TypeCheckError(f"{name} is not an input of this program (inputs: {', '.join(inputs) or 'none'})")
+        if isinstance(var.type, RelType):
+            raise TypeCheckError(f"{name} is a relation: a sparsity pattern has no derivative")
+        if any(v is var for v in out):
+            raise TypeCheckError(f"{name} is named twice in wrt")
+        out.append(var)
+    return out
+
+
+def simplify(expr: Expr) -> Expr:
+    """Let-lifting, pair elimination and gen pushout, then the simplification rules S1-S5: what makes
+    a composed program (a trace of a Jacobian, say) cost what it should."""
+    return simplify_program(gen_pushout(pair_elim(let_lift(expr))))
+
+
+def derivative(expr: Expr, wrt) -> Expr:
+    """``tl.derivative``: D (Fig. 13), with a new input ``d<name>`` per variable in wrt."""
+    return _derivative(expr, wrt_vars(expr, wrt))[0]
+
+
+def _derivative(expr: Expr, variables: Sequence[Var]) -> tuple[Expr, dict]:
+    sigma: dict = {}
+    for v in variables:
+        sigma[v] = fresh_var("d" + v.name, v.type, avoid=[expr, *sigma.values()])
+    return simplify_program(forward(to_ssa(expr), sigma)), sigma
+
+
+def adjoint(expr: Expr, wrt, check: dict | None = None) -> Expr:
+    """``tl.adjoint``: D^T (Fig. 14-16) with the new input ``dy`` of expr's type; for several wrt
+    variables the output is right-nested pairs in the order given.  ``check`` (sizes by name) verifies
+    every rule application against the extended cost of Fig. 17."""
+    variables = wrt_vars(expr, wrt)
+    dy = fresh_var("dy", expr.type, avoid=[expr])
+    return simplify_program(adjoint_ssa(to_ssa(expr), variables, dy, check))
+
+
+def grad(expr: Expr, wrt) -> Expr:
+    """``tl.grad``: for a scalar program, the adjoint with ``dy = 1``."""
+    if not isinstance(expr.type, RealType):
+        raise TypeCheckError(f"grad needs a scalar program, this one has type {expr.type}; use adjoint")
+    a = adjoint(expr, wrt)
+    dy = [v for v in free_vars(a) if v.name.startswith("dy") and v.type is expr.type]
+    return simplify_program(substitute_vars(a, {dy[0]: Const(1)})) if dy else a
+
+
+def jacobian(expr: Expr, wrt) -> Expr:
+    """``tl.jacobian``: the materialised Jacobian, output indices first, by probing D with one-hot
+    tensors ``gen(k:s) [k = i]`` (section 2.1), then simplified so that its structure survives."""
+    (var,) = wrt_vars(expr, [wrt] if isinstance(wrt, (str, Var)) else wrt)
+    out_sizes, out_elem = tensor_dims(expr.type)
+    in_sizes, in_elem = tensor_dims(var.type)
+    if not isinstance(out_elem, RealType) or not isinstance(in_elem, RealType):
+        raise TypeCheckError("jacobian needs real tensors in and out (no pairs)")
+    d, sigma = _derivative(expr, [var])
+    inputs = [IndexVar(f"j{k}") for k in range(len(in_sizes))]
+    outputs = [IndexVar(f"i{k}") for k in range(len(out_sizes))]
+    ks = [IndexVar(f"k{k}") for k in range(len(in_sizes))]
+    one_hot = gens(
+        list(zip(ks, in_sizes)), Guard(conj(*(compare("=", k, j) for k, j in zip(ks, inputs))), Const(1))
+    )
+    probed = substitute_vars(d, {sigma[var]: one_hot})
+    entry = probed
+    for i in outputs:
+        entry = entry[i]
+    jac = gens(list(zip(outputs, out_sizes)) + list(zip(inputs, in_sizes)), entry)
+    return simplify(jac)
+
+
+def hessian(expr: Expr, wrt) -> Expr:
+    """``tl.hessian``: the Jacobian of the gradient (a scalar program, one input)."""
+    (var,) = wrt_vars(expr, [wrt] if isinstance(wrt, (str, Var)) else wrt)
+    return jacobian(grad(expr, var), var.name)
+
+
+# ------------------------------------------------------------------------------------------------
+# certificates
+
+
+def type_size(t: Type, sizes: dict) -> int:
+    """$(T) of Fig. 17: the number of scalars in a value of type T."""
+    if isinstance(t, PairType):
+        return type_size(t.first, sizes) + type_size(t.second, sizes)
+    if isinstance(t, TensorType):
+        return t.size.evaluate({v: sizes[v.name] for v in t.size.size_vars}) * type_size(t.elem, sizes)
+    if isinstance(t, RelType):
+        return 0
+    return 1
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The costs of a program, its forward derivative and its adjoint at given sizes, and the ratios of
+    Theorems 6.1 and 6.35."""
+
+    primal: int
+    forward: int
+    adjoint: int
+    io_primal: int
+    io_adjoint: int
+    forward_ratio: float
+    adjoint_ratio: float
+    sizes: dict
+    wrt: tuple[str, ...]
+
+    BOUND = 4
+
+    @property
+    def ok(self) -> bool:
+        return self.forward_ratio <= self.BOUND and self.adjoint_ratio <= self.BOUND
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        return [
+            ("primal cost", str(self.primal), ""),
+            ("forward cost", str(self.forward), ""),
+            ("adjoint cost", str(self.adjoint), ""),
+            ("$_IO(primal)", str(self.io_primal), "cost + $(inputs) + $(output)"),
+            ("$_IO(adjoint)", str(self.io_adjoint), ""),
+            ("forward / primal", f"{self.forward_ratio:.3f}", f"<= {self.BOUND} (Theorem 6.1)"),
+            ("$_IO(adjoint) / $_IO(primal)", f"{self.adjoint_ratio:.3f}", f"<= {self.BOUND} (Theorem 6.35)"),
+        ]
+
+    def __str__(self) -> str:
+        sizes = ", ".join(f"{k} = {v}" for k, v in self.sizes.items()) or "no sizes"
+        head = f"certificate for wrt {', '.join(self.wrt)} at {sizes}: {'ok' if self.ok else 'BOUND VIOLATED'}"
+        width = max(len(r[0]) for r in self.rows())
+        lines = [head] + [f"  {name:<{width}}  {value:>12}  {note}".rstrip() for name, value, note in self.rows()]
+        return "\n".join(lines)
+
+
+def _ratio(a: int, b: int) -> float:
+    if b == 0:
+        return 0.0 if a == 0 else math.inf
+    return a / b
+
+
+def certify(expr: Expr, wrt, **sizes_or_inputs) -> Certificate:
+    """``tl.certify``: costs and the ratios of Theorems 6.1 and 6.35 at the given sizes (or inputs)."""
+    from tensorlang.cost import _sizes_and_relations, concrete_cost
+
+    variables = wrt_vars(expr, wrt)
+    sizes, relations = _sizes_and_relations(expr, sizes_or_inputs)
+    d, a = derivative(expr, variables), adjoint(expr, variables)
+    primal = concrete_cost(expr, sizes, relations)
+    fwd = concrete_cost(d, sizes, relations)
+    adj = concrete_cost(a, sizes, relations)
+    io = sum(type_size(v.type, sizes) for v in free_vars(expr)) + type_size(expr.type, sizes)
+    return Certificate(
+        primal, fwd, adj, primal + io, adj + io, _ratio(fwd, primal), _ratio(adj + io, primal + io),
+        dict(sizes), tuple(v.name for v in variables),
+    )

@@ -1,0 +1,308 @@
+"""Simplification of what the derivative rules produce, through the predicate module.
+
+Every rule here obeys the law of DESIGN.md: it never raises the cost of Fig. 6 (``proofs/`` checks
+each application), and each is named:
+
+* ``S1 one-point sum``: a summed variable that the predicate pins to one value at every other point is
+  substituted away, ``sum(v) [p] * e -> [p'] * e[v -> a]`` (``p'``: where the solution exists).  A sum
+  over at most one point costs no addition (4.30), and the bracket only narrows where e is evaluated.
+  A sum whose predicate is empty is the zero.
+* ``S2 bracket``: stacked brackets are one (5.24), simplified (``gist``) against the loops and brackets
+  around them; a bracket they imply disappears, an empty one makes its operand the zero.
+* ``S3 inline``: a let-bound tensor is computed where it is read instead of being stored, when that
+  cannot cost more: its value costs nothing (a constant, an access), or it is read once and at
+  distinct points (the index map from the loops around the read is injective, so each element is
+  computed at most once, as before).  This is what turns the adjoint of a convolution back into a
+  correlation and keeps the pathological programs' gradients free of n-by-n temporaries.
+* ``S4 dead let``: a binding nothing reads is dropped (6.20).
+* ``S5 unit``: ``1 * e`` and ``e * 1`` are ``e`` (one multiplication fewer), as left by ``tl.grad``'s
+  ``dy = 1``.
+* ``S6 hoist bracket``: ``([p] * a) * b -> [p] * (a * b)`` (and on the right): the product is then
+  computed only where p holds, and a sum around it sees the bracket (S1), as after one-hot probing.
+* ``S7 constant``: ``c0 + c1`` and ``c0 * c1`` of constants are one constant.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import sympy
+
+from tensorlang.nodes import (
+    FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, Pred,
+    Proj, Sum, Var, compare, conj, guard, sums, zero,
+)
+from tensorlang.predicates import simplify as simplify_pred
+from tensorlang.predicates import solve_unique
+from tensorlang.substitute import freshen, substitute_index, substitute_vars
+from tensorlang.traversal import free_vars
+
+
+def box(dims) -> Pred:
+    """``0 <= v < s`` for every ``(v, s)`` of ``dims``."""
+    return conj(*(conj(compare("<=", 0, v), compare("<", v, s)) for v, s in dims))
+
+
+def solve_sums(dims: Sequence, pred: Pred, body: Expr, outer_dims: Sequence) -> Expr:
+    """``sum(dims) [pred] * body`` inside the loops ``outer_dims`` (``pred`` and ``body`` over both), with
+    every summed variable that ``pred`` pins to one value substituted away (rule S1)."""
+    dims = list(dims)
+    outer = tuple(v for v, _ in outer_dims)
+    progress = True
+    while progress:
+        progress = False
+        for k, (v, _) in enumerate(dims):
+            others = outer + tuple(w for w, _ in dims if w is not v)
+            solution = solve_unique(conj(pred, box(dims)), v, (v,) + others)
+            if solution == []:
+                return Const(0)
+            if solution is None or len(solution) != 1:
+                continue
+            (where, value), = solution
+            pred = where
+            body = substitute_index(body, {v: value})
+            dims.pop(k)
+            progress = True
+            break
+    variables = outer + tuple(v for v, _ in dims)
+    pred = simplify_pred(pred, variables, box(tuple(outer_dims) + tuple(dims)))
+    if pred is FALSE:
+        return Const(0)
+    return sums(dims, guard(pred, body))
+
+
+# ------------------------------------------------------------------------------------------------
+# the whole-program pass
+
+
+def simplify_program(expr: Expr, trace: list | None = None) -> Expr:
+    """S1-S4 to a fixed point.  ``trace`` (a list) receives ``(rule, before, after)`` for each step."""
+    while True:
+        new = _Simplifier(trace).expr(expr, (), TRUE)
+        new = _inline_lets(new, trace)
+        new = _drop_dead(new, trace)
+        if new is expr:
+            return expr
+        expr = new
+
+
+class _Simplifier:
+    """S1 and S2, with the loops and brackets around each node as context."""
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def record(self, rule: str, before: Expr, after: Expr) -> Expr:
+        if self.trace is not None and after is not before:
+            self.trace.append((rule, before, after))
+        return after
+
+    def expr(self, e: Expr, dims: tuple, context: Pred) -> Expr:
+        if isinstance(e, (Gen, Sum)) and any(e.var is v for v, _ in dims):
+            e = freshen(e)  # a binder shadowing an enclosing one: give it its own variable
+        if isinstance(e, Gen):
+            body = self.expr(e.body, dims + ((e.var, e.size),), context)
+            return Gen(e.var, e.size, body) if body is not e.body else e
+        if isinstance(e, Sum):
+            summed, inner = [], e
+            preds = TRUE
+            while isinstance(inner, (Sum, Guard)):
+                if isinstance(inner, Sum):
+                    summed.append((inner.var, inner.size))
+                else:
+                    preds = conj(preds, inner.pred)
+                inner = inner.body
+            local = dims + tuple(summed)
+            body = self.expr(inner, local, conj(context, preds))
+            solved = solve_sums(summed, conj(context, preds), body, dims)
+            solved = self._drop_context(solved, context, dims)
+            if _same_sum(solved, summed, preds, body):
+                return e if body is inner else sums(summed, guard(preds, body))
+            return self.record("S1 one-point sum", e, solved)
+        if isinstance(e, Guard):
+            preds, inner = TRUE, e
+            while isinstance(inner, Guard):
+                preds, inner = conj(preds, inner.pred), inner.body
+            variables = tuple(v for v, _ in dims)
+            p = simplify_pred(preds, variables, conj(box(dims), context))
+            if p is FALSE:
+                return self.record("S2 bracket", e, zero(e.type))
+            body = self.expr(inner, dims, conj(context, p))
+            out = guard(p, body)
+            if out is e:
+                return e
+            return self.record("S2 bracket", e, out) if p is not preds or isinstance(e.body, Guard) else out
+        if isinstance(e, Let):
+            value = self.expr(e.value, dims, context)
+            body = self.expr(e.body, dims, context)
+            return e if value is e.value and body is e.body else Let(e.var, value, body)
+        if isinstance(e, Mul) and (_is_one(e.left) or _is_one(e.right)):
+            kept = e.right if _is_one(e.left) else e.left
+            return self.record("S5 unit", e, self.expr(kept, dims, context))
+        if isinstance(e, Mul) and (isinstance(e.left, Guard) or isinstance(e.right, Guard)):
+            if isinstance(e.left, Guard):
+                hoisted = Guard(e.left.pred, Mul(e.left.body, e.right))
+            else:
+                hoisted = Guard(e.right.pred, Mul(e.left, e.right.body))
+            return self.record("S6 hoist bracket", e, self.expr(hoisted, dims, context))
+        if isinstance(e, (Add, Mul)) and isinstance(e.left, Const) and isinstance(e.right, Const):
+            value = e.left.value + e.right.value if isinstance(e, Add) else e.left.value * e.right.value
+            return self.record("S7 constant", e, Const(value))
+        if isinstance(e, (Add, Mul, Call, Pair, Proj, Access)):
+            from tensorlang.substitute import rebuild
+
+            return rebuild(e, lambda c: self.expr(c, dims, context) if isinstance(c, Expr) else c)
+        return e
+
+    def _drop_context(self, e: Expr, context: Pred, dims) -> Expr:
+        """The brackets S1 left on a sum restate the context: gist them against it."""
+        if isinstance(e, Guard):
+            variables = tuple(v for v, _ in dims)
+            p = simplify_pred(e.pred, variables, conj(box(dims), context))
+            return zero(e.type) if p is FALSE else guard(p, e.body)
+        return e
+
+
+def _is_one(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value == 1
+
+
+def _same_sum(solved: Expr, summed, preds: Pred, body: Expr) -> bool:
+    """Whether S1 left the sum as it was (same variables, same bracket)."""
+    e = solved
+    for v, _ in summed:
+        if not isinstance(e, Sum) or e.var is not v:
+            return False
+        e = e.body
+    inner_preds = TRUE
+    while isinstance(e, Guard):
+        inner_preds, e = conj(inner_preds, e.pred), e.body
+    return e is body and inner_preds == preds
+
+
+# S3 -----------------------------------------------------------------------------------------------
+
+
+def _occurrences(e: Expr, var: Var) -> list[tuple[Expr, tuple]]:
+    """Every read of ``var`` in ``e`` (counted in the tree, with multiplicity), each with the loops
+    around it: ``(node, dims)`` where node is the outermost access chain over var (or var itself)."""
+    found: list = []
+
+    def visit(n, dims):
+        if var not in free_vars(n):
+            return
+        if isinstance(n, Access) or n is var:
+            base = n
+            while isinstance(base, Access):
+                base = base.tensor
+            if base is var:
+                found.append((n, dims))
+                return
+        if isinstance(n, (Gen, Sum)):
+            visit(n.body, dims + ((n.var, n.size),))
+            return
+        for c in n.children:
+            for x in c if isinstance(c, tuple) else (c,):
+                if isinstance(x, Expr):
+                    visit(x, dims)
+
+    visit(e, ())
+    return found
+
+
+def _is_free(value: Expr) -> bool:
+    """A value that costs nothing at any point: constants, reads and brackets of them."""
+    while isinstance(value, (Gen, Guard)):
+        value = value.body
+    while isinstance(value, (Access, Proj)):
+        value = value.tensor if isinstance(value, Access) else value.pair
+    return isinstance(value, (Const, Var))
+
+
+def _injective(indices: Sequence[Affine], dims) -> bool:
+    """The integer affine map from the loop variables ``dims`` to ``indices`` is one-to-one."""
+    variables = [v for v, _ in dims]
+    if not variables:
+        return True
+    matrix = sympy.Matrix([[a.coeff(v) for v in variables] for a in indices])
+    return matrix.rank() == len(variables)
+
+
+def _inline_lets(e: Expr, trace) -> Expr:
+    if not isinstance(e, Let):
+        return e
+    body = _inline_lets(e.body, trace)
+    if _is_path(e.value):  # an alias of an input (or of a part of one): read it directly
+        out = substitute_vars(body, {e.var: e.value})
+        if trace is not None:
+            trace.append(("S3 inline", Let(e.var, e.value, body), out))
+        return out
+    value = e.value
+    dims = []
+    while isinstance(value, Gen):
+        dims.append(value.var)
+        value = value.body
+    uses = _occurrences(body, e.var)
+    full = all(_depth(n) == len(dims) for n, _ in uses)
+    cheap = _is_free(e.value) and full
+    single = len(uses) == 1 and full and _injective(_indices(uses[0][0]), uses[0][1])
+    if uses and (cheap or single):
+        replaced = body
+        for node, _ in uses:
+            mapping = dict(zip(dims, _indices(node)))
+            replaced = _replace(replaced, node, substitute_index(freshen(value), mapping))
+        out = replaced
+        if trace is not None:
+            trace.append(("S3 inline", Let(e.var, e.value, body), out))
+        return out
+    return e if body is e.body else Let(e.var, e.value, body)
+
+
+def _is_path(e: Expr) -> bool:
+    while isinstance(e, Proj):
+        e = e.pair
+    return isinstance(e, Var)
+
+
+def _depth(n: Expr) -> int:
+    k = 0
+    while isinstance(n, Access):
+        k, n = k + 1, n.tensor
+    return k
+
+
+def _indices(n: Expr) -> list[Affine]:
+    out = []
+    while isinstance(n, Access):
+        out.append(n.index)
+        n = n.tensor
+    return out[::-1]
+
+
+def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
+    from tensorlang.substitute import rebuild
+
+    if e is old:
+        return new
+    if not isinstance(e, Expr) or not _contains(e, old):
+        return e
+    return rebuild(e, lambda c: _replace(c, old, new))
+
+
+def _contains(e: Expr, node: Expr) -> bool:
+    from tensorlang.nodes import walk
+
+    return id(node) in e.memo("subterm_ids", lambda: frozenset(id(n) for n in walk(e)))
+
+
+# S4 -----------------------------------------------------------------------------------------------
+
+
+def _drop_dead(e: Expr, trace) -> Expr:
+    if not isinstance(e, Let):
+        return e
+    body = _drop_dead(e.body, trace)
+    if e.var not in free_vars(body):
+        if trace is not None:
+            trace.append(("S4 dead let", Let(e.var, e.value, body), body))
+        return body
+    return e if body is e.body else Let(e.var, e.value, body)
