@@ -1,0 +1,20 @@
+"""``tl.compile`` and ``tl.export`` (LANGUAGE.md section 2); re-exported by ``tensorlang.api``."""
+from __future__ import annotations
+
+from .kernel import Kernel
+
+__all__ = ["compile", "export"]
+
+
+def compile(expr, target: str = "c", dtype: str = "float64") -> Kernel:  # noqa: A001 - the API's name
+    """A ``Kernel`` for ``expr``: loop nests from isl emitted as C (``target="c"``: built with the system
+    compiler at -O3, OpenMP where available, loaded in-process) or CUDA (``target="cuda"``: built with
+    nvcc, run through CuPy where a GPU is); float64 by default, ``dtype="float32"`` on request."""
+    return Kernel(expr, target=target, dtype=dtype)
+
+
+def export(kernels, name: str, directory: str):
+    """Write ``<directory>/<name>.py`` and its compiled library, importable later with NumPy alone."""
+    from .export import export as _export
+
+    return _export(kernels, name, directory)

@@ -1,0 +1,336 @@
+"""The CUDA emitter: the C emitter's loop nests as CUDA C, and a CuPy runner.
+
+``CudaEmitter`` subclasses ``CEmitter`` and overrides what differs (launch and indexing), as loopy's
+``CudaTarget`` does:
+
+* every statement ``T[g] = [P] * b`` with generator variables is one ``__global__`` kernel with a
+  thread per point of the generator box (row-major over ``g``); the guard is a test in the thread
+  (isl-gisted against the box), reductions inside run the same isl loop nests as in C, accumulating in
+  registers; no atomics, no scatter;
+* a scalar statement whose value is a reduction is two kernels: a grid-stride loop over the outermost
+  loop of the reduction's isl nest with a per-thread register accumulator and a shared-memory tree
+  per block writing one partial sum per block, then one block summing the partials; any other scalar
+  statement is one thread;
+* black boxes are ``__device__`` functions printed by SymPy's C printer; temporaries are allocated by
+  the host (they are arguments, like inputs and outputs), scalar temporaries are one-element arrays.
+
+Every kernel takes ``(const int64_t *tl_sizes, void **tl_args)`` (device arrays), like the C entry
+point, so the argument layout of ``codegen.runtime`` is shared.  ``CudaRunner`` builds the source with
+nvcc when nvcc is present (a check that it compiles; ``CompileError`` otherwise) and runs it through
+CuPy (``RawModule``) when CuPy and a GPU are present.
+"""
+from __future__ import annotations
+
+from tensorlang.errors import UnsupportedError
+from tensorlang.nodes import TRUE, Affine, Expr
+
+from . import domains as D
+from .c import CEmitter, _Scope
+from .ir import Array, Reduce, Stmt
+from .loops import Block, For, If, User
+
+__all__ = ["CudaEmitter", "CudaRunner", "BLOCK", "REDUCE_BLOCKS"]
+
+BLOCK = 256
+REDUCE_BLOCKS = 1024
+
+CUDA_PRELUDE = r"""
+#ifdef __CUDACC_RTC__
+typedef long long int64_t;
+typedef int int32_t;
+#else
+#include <cstdint>
+#endif
+#define tl_min(a, b) ((a) < (b) ? (a) : (b))
+#define tl_max(a, b) ((a) > (b) ? (a) : (b))
+__device__ static inline int64_t tl_floord(int64_t a, int64_t b) {
+  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ static inline int tl_csr_has(const int32_t *ptr, const int32_t *idx, int64_t r, int64_t c) {
+  int64_t lo = ptr[r], hi = ptr[r + 1];
+  while (lo < hi) { int64_t mid = (lo + hi) >> 1; if (idx[mid] < c) lo = mid + 1; else hi = mid; }
+  return lo < ptr[r + 1] && idx[lo] == c;
+}
+"""
+
+
+class CudaEmitter(CEmitter):
+    restrict = "__restrict__"
+    openmp = False
+    uses_blas = False  # contractions stay loops (their Reduce bodies)
+    uses_workspace = False  # temporaries are device arrays passed by the runner
+    interchange = False  # a thread per target point
+    function_qualifier = "__device__ static inline"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kernels: list[dict] = []
+        self._kernel_texts: list[str] = []
+
+    # ---------------------------------------------------------------------------------------------
+
+    def prelude(self) -> str:
+        return CUDA_PRELUDE + f"typedef {self.real} real;\n"
+
+    def array_ref(self, arr: Array, idx) -> str:
+        if arr.kind == "temp" and arr.is_scalar:
+            return f"{arr.cname}[0]"
+        return super().array_ref(arr, idx)
+
+    def declarations(self) -> list[str]:
+        out = self.arg_declarations()
+        k = self.n_args_before_temps()
+        for a in self.prog.temps:
+            out.append(f"real *{self.restrict} {a.cname} = (real *)tl_args[{k}];")
+            k += 1
+        out.append(f"real *{self.restrict} tl_partial = (real *)tl_args[{k}];")
+        return out
+
+    def n_args_before_temps(self) -> int:
+        n = len(self.prog.inputs) + len(self.prog.output_arrays())
+        for r in self.prog.relations:
+            n += len(self.relation_views(r))
+        return n
+
+    def emit_entry(self) -> str:
+        if getattr(self, "_entry_text", None) is None:
+            top = _Scope([], 1, self.base_ctx, ())
+            for k, stmt in enumerate(self.prog.stmts):
+                self.emit_stmt_kernel(k, stmt, top)
+            # declarations last: the relation views are known once every statement is emitted
+            self._entry_text = "\n".join(self.kernel_text(name, lines) for name, lines in self._kernel_texts)
+        return self._entry_text
+
+    def kernel_text(self, name: str, body: list[str]) -> str:
+        decls = self.declarations()
+        src = [f'extern "C" __global__ void {name}(const int64_t *tl_sizes, void **tl_args) {{']
+        src += ["  " + d for d in decls]
+        src += body
+        src.append("}")
+        return "\n".join(src)
+
+    # ---------------------------------------------------------------------------------------------
+    # statements
+
+    def emit_stmt_kernel(self, k: int, stmt: Stmt, top: _Scope) -> None:
+        arr = stmt.target
+        gv = stmt.vars
+        name = f"{self.entry}_s{k}"
+        pred, body = self._split(stmt.body)
+        lines: list[str] = [f"  /* {arr.label} */"]
+        if gv:
+            total = self.size_product(arr.dims)
+            sc = _Scope(lines, 1, self.base_ctx, (), parallel_ok=False)
+            sc.line(f"const int64_t tl_total = {total};")
+            sc.line("const int64_t tl_tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
+            sc.line("if (tl_tid >= tl_total) return;")
+            rest = "tl_tid"
+            for j in reversed(range(len(gv))):
+                vname = self.names.var(gv[j])
+                if j == 0:
+                    sc.line(f"const int64_t {vname} = {rest};")
+                else:
+                    sc.line(f"const int64_t {vname} = {rest} % ({self.affine(arr.dims[j])});")
+                    sc.line(f"const int64_t tl_q{j} = {rest} / ({self.affine(arr.dims[j])});")
+                    rest = f"tl_q{j}"
+            box = D.domain(D.box_pred(gv, arr.dims), gv, (), self.names)
+            inner = _Scope(lines, 1, D.lift_to_context(box) & self.base_ctx, tuple(gv), parallel_ok=False)
+            ref = self.array_ref(arr, [Affine.var(v) for v in gv])
+            cond = self.pred(pred, inner) if pred is not TRUE else None
+            if cond == "0":
+                inner.line(f"{ref} = 0;")
+            elif cond is None:
+                inner.line(f"{ref} = {self.expr(body, inner)};")
+            else:
+                inner.line(f"if ({cond}) {{")
+                known = D.params_set(_approx(pred), inner.bound, self.names)
+                sub = inner.child(ctx=inner.ctx & known)
+                sub.line(f"{ref} = {self.expr(body, sub)};")
+                inner.line(f"}} else {ref} = 0;")
+            self._kernel_texts.append((name, lines))
+            self.kernels.append({"name": name, "kind": "points", "total": [_aff(d) for d in arr.dims]})
+            return
+        ref = self.array_ref(arr, [])
+        if isinstance(body, Reduce):
+            sc = _Scope(lines, 1, self.base_ctx, (), parallel_ok=True)
+            sc.line("const int64_t tl_gtid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
+            sc.line("const int64_t tl_gsize = (int64_t)gridDim.x * blockDim.x;")
+            sc.line("real tl_part = 0;")
+            cond = self.pred(pred, sc) if pred is not TRUE else None
+            if cond != "0":
+                if cond is not None:
+                    sc.line(f"if ({cond}) {{")
+                    inner = sc.child(ctx=sc.ctx & D.params_set(_approx(pred), (), self.names))
+                else:
+                    inner = sc.child(indent_by=0)
+                value = self.expr(body, inner)
+                inner.line(f"tl_part = {value};")
+                if cond is not None:
+                    sc.line("}")
+            sc.line(f"__shared__ real tl_sh[{BLOCK}];")
+            self._block_reduce(sc, "tl_part", "tl_partial[blockIdx.x]")
+            self._kernel_texts.append((name, lines))
+            fin = [f"  /* {arr.label}: the sum of the blocks' partial sums */"]
+            fs = _Scope(fin, 1, self.base_ctx, ())
+            fs.line("real tl_part = 0;")
+            fs.line(f"for (int64_t b = threadIdx.x; b < {REDUCE_BLOCKS}; b += blockDim.x) tl_part += tl_partial[b];")
+            fs.line(f"__shared__ real tl_sh[{BLOCK}];")
+            self._block_reduce(fs, "tl_part", ref)
+            self._kernel_texts.append((name + "_fin", fin))
+            self.kernels.append({"name": name, "kind": "reduce"})
+            self.kernels.append({"name": name + "_fin", "kind": "single_block"})
+            return
+        sc = _Scope(lines, 1, self.base_ctx, (), parallel_ok=False)
+        sc.line("if (blockIdx.x != 0 || threadIdx.x != 0) return;")
+        self.emit_scalar_stmt(arr, pred, body, sc)
+        self._kernel_texts.append((name, lines))
+        self.kernels.append({"name": name, "kind": "single"})
+
+    @staticmethod
+    def _split(body: Expr):
+        from tensorlang.nodes import Guard
+
+        if isinstance(body, Guard):
+            return body.pred, body.body
+        return TRUE, body
+
+    @staticmethod
+    def _block_reduce(sc: _Scope, value: str, target: str) -> None:
+        sc.line(f"tl_sh[threadIdx.x] = {value};")
+        sc.line("__syncthreads();")
+        sc.line("for (int s = blockDim.x / 2; s > 0; s >>= 1) {")
+        sc.line("  if (threadIdx.x < s) tl_sh[threadIdx.x] += tl_sh[threadIdx.x + s];")
+        sc.line("  __syncthreads();")
+        sc.line("}")
+        sc.line(f"if (threadIdx.x == 0) {target} = tl_sh[0];")
+
+    # ---------------------------------------------------------------------------------------------
+    # loop trees: in a reduction kernel, the outermost loops are grid-stride loops and the work outside
+    # them is done by thread 0 only
+
+    def emit_tree(self, tree, scope: _Scope, user, parallel: bool = False, work: str = "0",
+                  reduction: str | None = None) -> None:
+        if not parallel:
+            return super().emit_tree(tree, scope, user, False, work, reduction)
+        self._strided_tree(tree, scope, user)
+
+    def _strided_tree(self, tree, scope: _Scope, user) -> None:
+        if isinstance(tree, Block):
+            for c in tree.children:
+                self._strided_tree(c, scope, user)
+        elif isinstance(tree, For) and tree.degenerate:
+            scope.line("{")
+            inner = scope.child()
+            inner.line(f"const int64_t {tree.var} = {tree.init};")
+            self._strided_tree(tree.body, inner, user)
+            scope.line("}")
+        elif isinstance(tree, For):
+            cond = tree.cond[1:-1] if tree.cond.startswith("(") and tree.cond.endswith(")") else tree.cond
+            scope.line(f"for (int64_t {tree.var} = {tree.init} + tl_gtid * {tree.inc}; {cond}; "
+                       f"{tree.var} += tl_gsize * {tree.inc}) {{")
+            super().emit_tree(tree.body, scope.child(), user, False)
+            scope.line("}")
+        elif isinstance(tree, If):
+            scope.line(f"if ({tree.cond}) {{")
+            self._strided_tree(tree.then, scope.child(), user)
+            if tree.orelse is not None:
+                scope.line("} else {")
+                self._strided_tree(tree.orelse, scope.child(), user)
+            scope.line("}")
+        elif isinstance(tree, User):
+            scope.line("if (tl_gtid == 0) {")
+            user(tree, scope.child())
+            scope.line("}")
+
+    def launch_meta(self) -> dict:
+        return {"kernels": self.kernels, "block": BLOCK, "reduce_blocks": REDUCE_BLOCKS,
+                "temps": [[_aff(d) for d in self.layout(a)] for a in self.prog.temps]}
+
+
+def _approx(pred):
+    from tensorlang.predicates import over_approximation
+
+    return over_approximation(pred)
+
+
+def _aff(a: Affine) -> list:
+    return [a.const, [[v.name, c] for v, c in a.terms]]
+
+
+class CudaRunner:
+    """Compiles CUDA source with nvcc where present; runs it with CuPy where CuPy and a GPU are."""
+
+    def __init__(self, source: str, meta: dict, error=ValueError):
+        from .build import build_cuda_object, nvcc_path
+
+        self.source = source
+        self.meta = meta
+        self.error = error
+        self.object_path = build_cuda_object(source) if nvcc_path() else None
+        self._module = None
+
+    def _cupy(self):
+        try:
+            import cupy  # noqa: F401
+        except ImportError:
+            raise UnsupportedError(
+                "target='cuda' runs through CuPy, which is not installed here; the kernel was generated"
+                + (" and compiled with nvcc" if self.object_path else "") + " (see kernel.source)") from None
+        import cupy
+
+        try:
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                raise UnsupportedError("no GPU is present to run the CUDA kernel")
+        except cupy.cuda.runtime.CUDARuntimeError:
+            raise UnsupportedError("no GPU is present to run the CUDA kernel") from None
+        return cupy
+
+    def __call__(self, **inputs):
+        import numpy as np
+
+        from .runtime import Runner, _aff as aff_value
+
+        cp = self._cupy()
+        if self._module is None:
+            self._module = cp.RawModule(code=self.source, options=("-std=c++17",))
+        host = Runner.__new__(Runner)
+        host.meta, host.error = self.meta, self.error
+        host.dtype = np.float32 if self.meta["dtype"] == "float32" else np.float64
+        host.inputs, host.relations = self.meta["inputs"], self.meta["relations"]
+        host.names = [i["name"] for i in host.inputs] + [r["name"] for r in host.relations]
+        size_arr, args, outs = host.prepare(inputs)
+        sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
+        launch = self.meta["launch"]
+        d_args = [cp.asarray(a) for a in args]
+        d_outs = [cp.empty(o.shape, dtype=o.dtype) for o in outs]
+        temps = []
+        for dims in launch["temps"]:
+            n = 1
+            for d in dims:
+                n *= aff_value(d, sizes)
+            temps.append(cp.empty(max(n, 1), dtype=host.dtype))
+        partial = cp.zeros(launch["reduce_blocks"], dtype=host.dtype)
+        every = d_args + d_outs + temps + [partial]
+        ptrs = cp.asarray(np.array([a.data.ptr for a in every], dtype=np.uint64))
+        d_sizes = cp.asarray(size_arr)
+        block = launch["block"]
+        for k in launch["kernels"]:
+            fn = self._module.get_function(k["name"])
+            if k["kind"] == "points":
+                total = 1
+                for d in k["total"]:
+                    total *= aff_value(d, sizes)
+                if total == 0:
+                    continue
+                fn(((total + block - 1) // block,), (block,), (d_sizes, ptrs))
+            elif k["kind"] == "reduce":
+                fn((launch["reduce_blocks"],), (block,), (d_sizes, ptrs))
+            elif k["kind"] == "single_block":
+                fn((1,), (block,), (d_sizes, ptrs))
+            else:
+                fn((1,), (1,), (d_sizes, ptrs))
+        cp.cuda.Stream.null.synchronize()
+        return host.results([cp.asnumpy(o) for o in d_outs])
+
+
+_ = Stmt

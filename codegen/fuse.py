@@ -1,0 +1,153 @@
+"""Fusion before emission: a let-bound tensor is computed where it is used instead of being stored, when
+that costs no more work than storing it.
+
+A binding ``t = gen(g) body`` (after eta-expansion every use is a full access ``t[a]``) is substituted
+into its uses (``t[a]`` becomes ``body[g := a]``) when
+
+* it is not used at all (it is dropped), or
+* its body is *cheap*: no sum and at most ``CHEAP_OPS`` operations, so recomputing an element costs
+  about what loading it does (``diag(x) = gen(i, j) [i = j] * x[i]`` is never materialised: its uses
+  become guarded scalars that isl then collapses), or
+* it is used by exactly one access node, *element by element*: the map from the use's iteration
+  domain (the consumer's generator variables, the sums around the access and the guards on the way,
+  an isl set) to the index ``a`` is injective (``solve_unique_many``), so every element is computed at
+  most once where it is used.  A use inside a loop that re-reads elements (``t[i]`` under ``gen(k)``)
+  keeps ``t`` stored.
+
+Scalar lets (0-dimensional) that stay are computed once before every loop: the loop-invariant scalars,
+hoisted.  Everything that remains is one loop nest per binding.
+"""
+from __future__ import annotations
+
+from tensorlang.nodes import (
+    TRUE, Access, Add, Affine, Call, Const, Expr, Guard, IndexVar, Mul, Proj, Sum, Var, compare, conj, walk,
+)
+from tensorlang.substitute import rebuild, substitute_index
+
+from .ir import Reduce
+
+__all__ = ["fuse", "is_cheap", "CHEAP_OPS"]
+
+CHEAP_OPS = 8
+
+
+def is_cheap(body: Expr) -> bool:
+    """No reduction and at most ``CHEAP_OPS`` arithmetic operations (counted on the DAG)."""
+    ops = 0
+    for n in walk(body):
+        if isinstance(n, (Sum, Reduce)):
+            return False
+        if isinstance(n, (Add, Mul, Call)):
+            ops += 1
+    return ops <= CHEAP_OPS
+
+
+def _uses(var: Var, depth: int, body: Expr, gen_ctx) -> list:
+    """The access nodes ``var[a1]..[ad]`` in ``body``, each once, with its first context
+    ``(loop vars with sizes, guards)``."""
+    found: dict[int, tuple] = {}
+    seen: set[int] = set()
+
+    def visit(e, ctx, guards):
+        if id(e) in seen:
+            return
+        seen.add(id(e))
+        if isinstance(e, (Access, Var)):
+            idx = []
+            n = e
+            while isinstance(n, Access):
+                idx.append(n.index)
+                n = n.tensor
+            if n is var:
+                if len(idx) == depth:
+                    found[id(e)] = (e, tuple(reversed(idx)), ctx, guards)
+                return
+            return
+        if isinstance(e, Proj):
+            return
+        if isinstance(e, Sum):
+            visit(e.body, ctx + ((e.var, e.size),), guards)
+            return
+        if isinstance(e, Guard):
+            visit(e.body, ctx, guards + (e.pred,))
+            return
+        for c in e.children:
+            if isinstance(c, Expr):
+                visit(c, ctx, guards)
+            elif isinstance(c, tuple):
+                for d in c:
+                    if isinstance(d, Expr):
+                        visit(d, ctx, guards)
+
+    visit(body, tuple(gen_ctx), ())
+    return list(found.values())
+
+
+def _injective(index: tuple[Affine, ...], ctx, guards) -> bool:
+    """Whether ``ctx -> index`` is injective on the use's domain (isl; conservative when unsure)."""
+    if not ctx:
+        return True
+    from tensorlang.predicates import solve_unique_many
+
+    ks = tuple(IndexVar("k") for _ in index)
+    parts = []
+    for v, size in ctx:
+        parts.append(compare("<=", 0, v))
+        parts.append(compare("<", v, size))
+    parts.extend(guards)
+    parts.extend(compare("=", k, a) for k, a in zip(ks, index))
+    pred = conj(*parts)
+    try:
+        sol = solve_unique_many(pred, tuple(v for v, _ in ctx), ks + tuple(v for v, _ in ctx))
+    except Exception:  # noqa: BLE001 - any doubt keeps the tensor stored
+        return False
+    return sol is not None
+
+
+def _replace(body: Expr, repl: dict[int, Expr]) -> Expr:
+    memo: dict[int, Expr] = {}
+
+    def f(n):
+        if not isinstance(n, Expr):
+            return n
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        out = repl[id(n)] if id(n) in repl else rebuild(n, f)
+        memo[id(n)] = out
+        return out
+
+    return f(body)
+
+
+def fuse(lets: list, leaves: list) -> tuple[list, list]:
+    """``lets`` and ``leaves`` are lists of ``[var, gen vars, gen sizes, body]``; returns the bindings
+    that stay and the updated consumers."""
+    lets = [list(x) for x in lets]
+    leaves = [list(x) for x in leaves]
+    kept = []
+    for k, (var, gv, gs, body) in enumerate(lets):
+        consumers = lets[k + 1:] + leaves
+        uses = []
+        for c in consumers:
+            uses.append(_uses(var, len(gv), c[3], zip(c[1], c[2])))
+        total = sum(len(u) for u in uses)
+        if total == 0:
+            continue  # dead
+        inline = is_cheap(body)
+        if not inline and total == 1:
+            (use,) = [u for us in uses for u in us]
+            _, index, ctx, guards = use
+            inline = _injective(index, ctx, guards)
+        if not inline:
+            kept.append([var, gv, gs, body])
+            continue
+        for c, us in zip(consumers, uses):
+            if us:
+                repl = {id(node): substitute_index(body, dict(zip(gv, index))) for node, index, _, _ in us}
+                c[3] = _replace(c[3], repl)
+    return kept, leaves
+
+
+# keep flake8 quiet about names used only in docs
+_ = (TRUE, Const)

@@ -1,0 +1,204 @@
+"""``Kernel``: a compiled program, callable like ``tl.evaluate``.
+
+``Kernel(expr, target="c", dtype="float64")`` lowers the program (``codegen.lower``: normalisation,
+fusion, canonical bodies), emits C (``codegen.c``) or CUDA (``codegen.cuda``), builds and loads it
+(``codegen.build``), and wraps the entry point in a ``codegen.runtime.Runner``, which checks every
+input's shape and dtype (raising ``ShapeError``) before any C runs.  ``kernel.source`` is the generated
+code; ``kernel.meta`` the plain-data description of its arguments that ``tl.export`` writes out.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from tensorlang.errors import ShapeError, UnsupportedError
+from tensorlang.nodes import Affine, Expr, PairType, RelType, TensorType, Type
+
+from .ir import Program
+
+__all__ = ["Kernel", "program_meta", "generate"]
+
+_ADJOINT_LOCK = threading.RLock()
+
+
+def _aff(a: Affine) -> list:
+    return [a.const, [[v.name, c] for v, c in a.terms]]
+
+
+def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
+    """The runtime's description of the kernel's arguments (after emission: relation views are known)."""
+    inputs = []
+    by_var: dict = {}
+    for a in prog.inputs:
+        var, projs = a.key
+        if id(var) not in by_var:
+            by_var[id(var)] = {"name": var.name, "type": str(var.type), "components": []}
+            inputs.append(by_var[id(var)])
+        by_var[id(var)]["components"].append(
+            {"projs": list(projs), "dims": [_aff(d) for d in a.dims], "type": _component_type(var.type, projs)})
+    relations = []
+    for r in prog.relations:
+        relations.append({"name": r.var.name, "type": str(r.var.type), "dims": [_aff(d) for d in r.dims],
+                          "views": [view for _, view, _ in emitter_cls.relation_views(r)]})
+    outs = prog.output_arrays()
+    index = {id(a): k for k, a in enumerate(outs)}
+
+    def structure(o):
+        if isinstance(o, tuple):
+            return [structure(p) for p in o]
+        return index[id(o)]
+
+    return {
+        "entry": entry,
+        "dtype": dtype,
+        "sizes": list(prog.sizes),
+        "inputs": inputs,
+        "relations": relations,
+        "outputs": [{"dims": [_aff(d) for d in a.dims]} for a in outs],
+        "structure": structure(prog.outputs),
+        "blas": bool(getattr(emitter_cls, "uses_blas", False) and getattr(prog, "blas", False)),
+        "workspace": [[_aff(d) for d in emitter_cls.layout(a)] for a in prog.temps if not a.is_scalar]
+        if getattr(emitter_cls, "uses_workspace", False) else [],
+    }
+
+
+def _component_type(t: Type, projs) -> str:
+    dims = []
+    projs = list(projs)
+    while True:
+        if isinstance(t, TensorType):
+            dims.append(t.size)
+            t = t.elem
+        elif isinstance(t, PairType):
+            t = t.first if projs.pop(0) == 0 else t.second
+        else:
+            break
+    out: Type = t
+    for d in reversed(dims):
+        out = TensorType(d, out)
+    return str(out)
+
+
+def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
+    """``(emitter, meta)`` for ``expr`` after emission (``emitter.emit()`` is the translation unit;
+    several emitters of one dtype can share one with ``translation_unit``)."""
+    from .lower import lower
+
+    if dtype not in ("float64", "float32"):
+        raise UnsupportedError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
+    prog, namer = lower(expr)
+    if target == "c":
+        from .c import CEmitter as cls
+    elif target == "cuda":
+        from .cuda import CudaEmitter as cls
+    else:
+        raise UnsupportedError(f"unknown target {target!r} (targets: 'c', 'cuda')")
+    emitter = cls(prog, namer, dtype, entry)
+    emitter.emit_entry()
+    meta = program_meta(prog, cls, dtype, entry)
+    if target == "cuda":
+        meta["launch"] = emitter.launch_meta()
+    return emitter, meta
+
+
+def generate(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
+    """``(source, meta)`` for ``expr``: lowering and emission, no compiler involved."""
+    emitter, meta = emitter_for(expr, target, dtype, entry)
+    return emitter.emit(), meta
+
+
+class Kernel:
+    """A compiled program: ``kernel(**inputs)`` returns what ``tl.evaluate(expr, **inputs)`` does (NumPy
+    arrays, floats, tuples for pairs), computed by generated code; ``kernel.source`` is that code."""
+
+    def __init__(self, expr: Expr, target: str = "c", dtype: str = "float64"):
+        if not isinstance(expr, Expr):
+            raise TypeError(f"tl.compile needs an Expr, got {type(expr).__name__}")
+        t0 = time.perf_counter()
+        self.expr = expr
+        self.target = target
+        self.dtype = dtype
+        self.source, self.meta = generate(expr, target, dtype)
+        t1 = time.perf_counter()
+        if target == "c":
+            from .build import build_c, load
+            from .runtime import Runner
+
+            self.library = build_c(self.source)
+            self._runner = Runner(self.meta, load(self.library), error=ShapeError)
+        else:
+            from .cuda import CudaRunner
+
+            self._runner = CudaRunner(self.source, self.meta, error=ShapeError)
+            self.library = self._runner.object_path
+        self.timings = {"generate_s": t1 - t0, "build_s": time.perf_counter() - t1}
+
+    def __call__(self, **inputs):
+        return self._runner(**inputs)
+
+    # ---------------------------------------------------------------------------------------------
+    # tensorlang.ad: a compiled kernel is a primitive whose pullback is its compiled adjoint
+
+    adjoint_kernel = None  # the compiled tl.adjoint(expr, wrt=every differentiable input), once built
+
+    def differentiable_inputs(self) -> list[str]:
+        """The inputs that get a gradient: every input but the relations (a sparsity pattern has none)."""
+        from tensorlang.traversal import free_vars
+
+        return [v.name for v in free_vars(self.expr) if not isinstance(v.type, RelType)]
+
+    def adjoint(self) -> "Kernel":
+        """``tl.compile(tl.adjoint(expr, wrt=differentiable_inputs()))`` with this kernel's target and
+        dtype, built on first use and cached (thread-safe: built at most once)."""
+        if self.adjoint_kernel is None:
+            with _ADJOINT_LOCK:
+                if self.adjoint_kernel is None:
+                    from tensorlang.derive.api import adjoint as tl_adjoint
+                    from tensorlang.traversal import free_vars
+
+                    wrt = self.differentiable_inputs()
+                    aexpr = tl_adjoint(self.expr, wrt)
+                    known = {v.name for v in free_vars(self.expr)}
+                    dy = [v.name for v in free_vars(aexpr) if v.name not in known]
+                    k = Kernel(aexpr, target=self.target, dtype=self.dtype)
+                    k.wrt = wrt  # type: ignore[attr-defined]
+                    k.dy_name = dy[0] if dy else None  # type: ignore[attr-defined]
+                    self.adjoint_kernel = k
+        return self.adjoint_kernel
+
+    def __ad_pullback__(self, *args, **inputs):
+        """``(kernel(**inputs), back)`` for ``tensorlang.ad``: ``back(dy)`` runs the compiled adjoint
+        and returns one gradient per keyword argument in call order (``None`` for relations and
+        sizes)."""
+        if args:
+            raise TypeError("a compiled kernel takes its inputs by name: kernel(x=..., c=...)")
+        y = self(**inputs)
+        names = list(inputs)
+
+        def back(dy):
+            if not self.differentiable_inputs():
+                return (None,) * len(names)
+            adj = self.adjoint()
+            meta = adj.meta
+            accepted = {i["name"] for i in meta["inputs"]} | {r["name"] for r in meta["relations"]}
+            accepted |= set(meta["sizes"])
+            call = {k: v for k, v in inputs.items() if k in accepted}
+            if adj.dy_name is not None:
+                call[adj.dy_name] = dy
+            out = adj(**call)
+            grads = {}
+            rest = out
+            for k, name in enumerate(adj.wrt):
+                if k == len(adj.wrt) - 1:
+                    grads[name] = rest
+                else:
+                    grads[name], rest = rest
+            return tuple(grads.get(n) for n in names)
+
+        return y, back
+
+    def __repr__(self) -> str:
+        return f"<Kernel target={self.target} dtype={self.dtype} inputs={[i['name'] for i in self.meta['inputs']]}>"
+
+
+_ = RelType

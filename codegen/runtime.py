@@ -1,0 +1,399 @@
+"""The run-time side of a compiled kernel: NumPy and ctypes only.
+
+This module imports nothing from tensorlang, so that ``tl.export`` can copy it verbatim next to a
+compiled library and the exported module runs where only NumPy is installed.  ``Runner(meta, library)``
+is called with the same inputs as ``tl.evaluate``: it checks every input's type, shape and dtype
+against the declared types (solving the shape equations for the sizes, as ``tensorlang.inputs.bind``
+does) and raises ``error`` (``ShapeError``) *before* any C runs; converts the arrays (contiguous,
+float64 or float32); turns relations into the views the kernel reads (CSR row pointers and column
+indices as int32, of the relation or of its transpose, or a dense byte mask); allocates the outputs;
+and calls the entry point ``void entry(const int64_t *sizes, void **args)``.
+
+``meta`` is plain data (JSON): affine forms are ``[const, [[size, coeff], ...]]``.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import weakref
+
+import numpy as np
+
+__all__ = ["Runner", "RuntimeShapeError", "blas_table"]
+
+# ---- BLAS for dense contractions ------------------------------------------------------------------
+# A kernel with matrix products (codegen.contract) takes a table {gemm, gemv, ilp64 flag} of Fortran
+# BLAS entry points.  First choice: the OpenBLAS that NumPy itself ships and uses for ``@`` (found next
+# to NumPy, so an exported module gets it with NumPy alone; ILP64 symbols ``scipy_dgemm_64_``...);
+# then SciPy's ``scipy.linalg.cython_blas`` (function pointers from its capsules, 32-bit integers);
+# otherwise NULLs, and the kernel runs its own tiled loops.  ``TENSORLANG_BLAS=0`` forces the loops.
+
+_BLAS_TABLES: dict = {}
+
+
+def _numpy_blas(prefix):
+    here = os.path.dirname(os.path.abspath(np.__file__))
+    paths = sorted(glob.glob(os.path.join(here, os.pardir, "numpy.libs", "*openblas*")))
+    paths += sorted(glob.glob(os.path.join(here, ".libs", "*openblas*")))
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for pre, suf, ilp64 in (("scipy_", "_64_", True), ("", "_64_", True), ("scipy_", "_", False),
+                                ("", "_", False)):
+            try:
+                gemm = getattr(lib, f"{pre}{prefix}gemm{suf}")
+                gemv = getattr(lib, f"{pre}{prefix}gemv{suf}")
+            except AttributeError:
+                continue
+            return (ctypes.cast(gemm, ctypes.c_void_p).value, ctypes.cast(gemv, ctypes.c_void_p).value, ilp64,
+                    "numpy:" + os.path.basename(path))
+    return None
+
+
+def _scipy_blas(prefix):
+    try:
+        from scipy.linalg import cython_blas
+    except Exception:  # noqa: BLE001 - SciPy is optional
+        return None
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    ptrs = []
+    for name in (prefix + "gemm", prefix + "gemv"):
+        cap = cython_blas.__pyx_capi__[name]
+        ptrs.append(api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap)))
+    return ptrs[0], ptrs[1], False, "scipy.linalg.cython_blas"
+
+
+def blas_table(dtype):
+    """``(ctypes table of 3 pointers, description)`` for ``float64``/``float32`` (cached)."""
+    key = (np.dtype(dtype).name, os.environ.get("TENSORLANG_BLAS", ""))
+    hit = _BLAS_TABLES.get(key)
+    if hit is None:
+        prefix = "s" if key[0] == "float32" else "d"
+        found = None
+        if key[1] != "0":
+            for finder in (_numpy_blas, _scipy_blas):
+                try:
+                    found = finder(prefix)
+                except Exception:  # noqa: BLE001 - any trouble: the kernel's own loops
+                    found = None
+                if found is not None:
+                    break
+        table = (ctypes.c_void_p * 3)()
+        desc = "loops (no BLAS found)"
+        if found is not None:
+            table[0], table[1], table[2] = found[0], found[1], 1 if found[2] else None
+            desc = found[3]
+        hit = _BLAS_TABLES[key] = (table, desc)
+    return hit
+
+
+class RuntimeShapeError(ValueError):
+    """Raised for bad inputs when no error class is given (the exported module's ShapeError)."""
+
+
+def _aff(a, sizes) -> int:
+    const, terms = a
+    return int(const + sum(c * sizes[s] for s, c in terms))
+
+
+def _aff_str(a) -> str:
+    const, terms = a
+    parts = [(s if c == 1 else f"{c}*{s}") for s, c in terms]
+    if const or not parts:
+        parts.append(str(const))
+    return " + ".join(parts).replace("+ -", "- ")
+
+
+def _is_sparse(v) -> bool:
+    return hasattr(v, "tocoo") and hasattr(v, "nnz") and hasattr(v, "shape")
+
+
+OUTPUT_POOL_BYTES = 1 << 20
+
+
+def _structure(s, values):
+    if isinstance(s, list):
+        return tuple(_structure(p, values) for p in s)
+    return values[s]
+
+
+def _recycle(pool: list, buf) -> None:
+    if len(pool) < 2:
+        pool.append(buf)
+
+
+class Runner:
+    """Checks inputs, converts them and calls the compiled entry point (see the module docstring)."""
+
+    def __init__(self, meta: dict, library, error=RuntimeShapeError):
+        self.meta = meta
+        self.error = error
+        self.dtype = np.float32 if meta["dtype"] == "float32" else np.float64
+        self.fn = getattr(library, meta["entry"])
+        self.fn.restype = None
+        self.fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.inputs = meta["inputs"]
+        self.relations = meta["relations"]
+        self.names = [i["name"] for i in self.inputs] + [r["name"] for r in self.relations]
+        self._workspaces: list = []  # buffers for the kernel's temporaries, reused between calls
+        self._out_pool: dict = {}  # nbytes -> recycled output buffers (see _output)
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _fail(self, msg: str):
+        raise self.error(msg)
+
+    def _component(self, name, value, projs):
+        where = name
+        for k in projs:
+            if not isinstance(value, (tuple, list)) or len(value) != 2:
+                self._fail(f"input {where} has a pair type: pass a tuple of two values")
+            value = value[k]
+            where += f".{k}"
+        return where, value
+
+    def _array(self, where, value, ndim):
+        if _is_sparse(value):
+            self._fail(f"input {where} must be a dense array, got a sparse matrix")
+        try:
+            arr = np.asarray(value)
+        except Exception as exc:  # noqa: BLE001 - ragged lists and the like
+            self._fail(f"input {where} cannot be read as an array: {exc}")
+        if arr.dtype.kind not in "biuf":
+            self._fail(f"input {where} has dtype {arr.dtype}; a real (float, int or bool) array is needed")
+        if arr.ndim != ndim:
+            if ndim == 0:
+                self._fail(f"input {where} must be a real scalar of type R, got shape {arr.shape}")
+            self._fail(f"input {where} has shape {arr.shape}, but its type {self._type_of(where)} needs "
+                       f"{ndim} dimension(s)")
+        return arr
+
+    def _type_of(self, where):
+        for i in self.inputs:
+            if i["name"] == where.split(".")[0]:
+                return i["type"]
+        return "?"
+
+    def prepare(self, inputs: dict):
+        """``(sizes array, list of arrays in argument order, outputs)`` after all checks."""
+        sizes: dict[str, int] = {}
+        size_names = self.meta["sizes"]
+        for name, v in inputs.items():
+            if name in self.names:
+                continue
+            if name in size_names:
+                if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 0:
+                    self._fail(f"size {name} must be a non-negative integer, got {v!r}")
+                sizes[name] = int(v)
+            else:
+                known = ", ".join(self.names + size_names) or "none"
+                self._fail(f"unknown input {name!r} (this program's inputs and sizes: {known})")
+        missing = [n for n in self.names if n not in inputs]
+        if missing:
+            self._fail(f"missing input(s): {', '.join(missing)}")
+        equations = []  # (affine, extent, where, k, type)
+        values = []
+        for inp in self.inputs:
+            for comp in inp["components"]:
+                where, v = self._component(inp["name"], inputs[inp["name"]], comp["projs"])
+                arr = self._array(where, v, len(comp["dims"]))
+                for k, (d, extent) in enumerate(zip(comp["dims"], arr.shape)):
+                    equations.append((d, int(extent), where, k, comp["type"]))
+                values.append(arr)
+        rels = []
+        for rel in self.relations:
+            v = inputs[rel["name"]]
+            shape = None
+            if _is_sparse(v):
+                shape = tuple(v.shape)
+            elif isinstance(v, np.ndarray) and v.dtype != object and v.ndim == len(rel["dims"]):
+                shape = v.shape
+            if shape is not None:
+                if len(shape) != len(rel["dims"]):
+                    self._fail(f"relation {rel['name']} has shape {shape}, but its type {rel['type']} needs "
+                               f"{len(rel['dims'])} dims")
+                for k, (d, extent) in enumerate(zip(rel["dims"], shape)):
+                    equations.append((d, int(extent), rel["name"], k, rel["type"]))
+            rels.append(v)
+        self._solve(equations, sizes)
+        missing = [n for n in size_names if n not in sizes]
+        if missing:
+            self._fail(f"size(s) {', '.join(missing)} cannot be inferred from the inputs' shapes; pass them "
+                       f"by name, e.g. {missing[0]}=10")
+        by_input: dict = {}
+        for eq in equations:
+            by_input.setdefault(eq[2], []).append(eq)
+        for where, eqs in by_input.items():
+            actual = tuple(e[1] for e in eqs)
+            expected = tuple(_aff(e[0], sizes) for e in eqs)
+            if actual != expected:
+                declared = ", ".join(_aff_str(e[0]) for e in eqs)
+                sz = ", ".join(f"{k} = {v}" for k, v in sizes.items())
+                self._fail(f"input {where} has shape {actual}, but its declared shape ({declared}) is "
+                           f"{expected} with {sz}")
+        args = [np.ascontiguousarray(a, dtype=self.dtype) for a in values]
+        for rel, v in zip(self.relations, rels):
+            args.extend(self._relation(rel, v, sizes))
+        outs = []
+        for o in self.meta["outputs"]:
+            shape = tuple(_aff(d, sizes) for d in o["dims"])
+            outs.append(self._output(shape if shape else (1,)))
+        size_arr = np.array([sizes[s] for s in size_names] + [0], dtype=np.int64)
+        return size_arr, args, outs
+
+    def _solve(self, equations, sizes) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for (const, terms), extent, where, k, typ in equations:
+                unknown = [(s, c) for s, c in terms if s not in sizes]
+                if len(unknown) != 1:
+                    continue
+                (var, coeff), = unknown
+                rest = const + sum(c * sizes[s] for s, c in terms if s in sizes)
+                value, remainder = divmod(extent - rest, coeff)
+                if remainder or value < 0:
+                    self._fail(f"input {where} has extent {extent} in dimension {k} of its type {typ}, which "
+                               f"no non-negative size {var} satisfies ({_aff_str((const, terms))} = {extent})")
+                sizes[var] = int(value)
+                progress = True
+
+    # ---------------------------------------------------------------------------------------------
+    # relations
+
+    def _pairs(self, rel, v, shape):
+        """The relation's index tuples as arrays (one per dimension), without duplicates."""
+        name = rel["name"]
+        if _is_sparse(v):
+            coo = v.tocoo()
+            keep = np.asarray(coo.data) != 0
+            cols = [np.asarray(coo.row)[keep], np.asarray(coo.col)[keep]]
+        elif isinstance(v, np.ndarray) and v.dtype != object and v.ndim == len(shape):
+            cols = list(np.nonzero(v))
+        else:
+            tuples = [tuple(int(a) for a in (t if isinstance(t, (tuple, list, np.ndarray)) else (t,)))
+                      for t in v]
+            for t in tuples:
+                if len(t) != len(shape) or any(not 0 <= a < s for a, s in zip(t, shape)):
+                    self._fail(f"relation {name}: index tuple {t} is outside its declared shape {shape}")
+            arr = np.array(tuples, dtype=np.int64).reshape(-1, len(shape))
+            cols = [arr[:, k] for k in range(len(shape))]
+        return [np.asarray(c, dtype=np.int64) for c in cols]
+
+    @staticmethod
+    def _csr(rows, cols, nrows, ncols):
+        lin = np.unique(rows * max(ncols, 1) + cols)
+        r, c = (lin // max(ncols, 1), lin % max(ncols, 1)) if lin.size else (lin, lin)
+        ptr = np.zeros(nrows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(r, minlength=nrows), out=ptr[1:])
+        return ptr.astype(np.int32), c.astype(np.int32)
+
+    def _relation(self, rel, v, sizes):
+        shape = tuple(_aff(d, sizes) for d in rel["dims"])
+        views = rel["views"]
+        out = []
+        if not views:
+            return out
+        fast = None
+        if _is_sparse(v) and getattr(v, "format", None) == "csr":
+            # a canonical CSR matrix without stored zeros is used as it is (no copy for int32 indices)
+            if v.has_canonical_format and (v.nnz == 0 or np.all(v.data != 0)):
+                fast = (np.asarray(v.indptr, dtype=np.int32), np.asarray(v.indices, dtype=np.int32))
+        pairs = None
+        for view in views:
+            if view in ("csr_idx", "csc_idx"):
+                continue
+            if view == "csr_ptr" and fast is not None:
+                out += list(fast)
+                continue
+            if pairs is None:
+                pairs = self._pairs(rel, v, shape)
+            if view == "csr_ptr":
+                out += list(self._csr(pairs[0], pairs[1], shape[0], shape[1]))
+            elif view == "csc_ptr":
+                out += list(self._csr(pairs[1], pairs[0], shape[1], shape[0]))
+            elif view == "dense":
+                mask = np.zeros(shape, dtype=np.uint8)
+                if all(len(p) for p in pairs):
+                    mask[tuple(pairs)] = 1
+                out.append(mask)
+        return out
+
+    # ---------------------------------------------------------------------------------------------
+
+    def __call__(self, **inputs):
+        size_arr, args, outs = self.prepare(inputs)
+        arrays = args + outs
+        addrs = [a.ctypes.data for a in arrays]
+        if self.meta.get("blas"):
+            addrs.append(ctypes.addressof(blas_table(self.dtype)[0]))
+        ws = self._workspace(size_arr) if self.meta.get("workspace") else None
+        if ws is not None:
+            addrs.append((ws.ctypes.data + 63) & ~63)
+        ptrs = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
+        try:
+            self.fn(size_arr.ctypes.data, ctypes.cast(ptrs, ctypes.c_void_p))
+        finally:
+            if ws is not None and len(self._workspaces) < 2:
+                self._workspaces.append(ws)
+        return self.results(outs)
+
+    def _output(self, shape):
+        """A new output array.  A large one (``OUTPUT_POOL_BYTES`` or more) is memory recycled from an
+        earlier result of this kernel that its caller has dropped: fresh memory from the operating
+        system is zeroed page by page on first touch, which on this VM costs 3 to 10 times the
+        kernel itself for a 32 MB gradient (the 2-D stencil at n = 2048).  The array is a view of a
+        per-call holder object; every view of the result keeps the holder alive (NumPy's base chain
+        stops at it), and the holder's finalizer returns the buffer to the pool only when the last
+        view is gone."""
+        n = 1
+        for d in shape:
+            n *= d
+        nbytes = n * np.dtype(self.dtype).itemsize
+        pools = getattr(self, "_out_pool", None)
+        if pools is None or nbytes < OUTPUT_POOL_BYTES:
+            return np.empty(shape, dtype=self.dtype)
+        if nbytes not in pools and len(pools) >= 4:
+            pools.clear()
+        pool = pools.setdefault(nbytes, [])
+        try:
+            buf = pool.pop()
+        except IndexError:
+            buf = np.empty(nbytes, dtype=np.uint8)
+        holder = (ctypes.c_char * nbytes).from_buffer(buf)
+        weakref.finalize(holder, _recycle, pool, buf)
+        return np.frombuffer(holder, dtype=self.dtype).reshape(shape)
+
+    def _workspace(self, size_arr):
+        """A buffer for the temporaries (the C side's ``TL_WS_BYTES`` each), taken from this runner's pool
+        (so concurrent calls from several threads get distinct buffers) or made."""
+        sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
+        item = np.dtype(self.dtype).itemsize
+        total = 64
+        for dims in self.meta["workspace"]:
+            n = 1
+            for d in dims:
+                n *= max(_aff(d, sizes), 0)
+            total += ((n + 1) * item + 63) & ~63
+        try:
+            ws = self._workspaces.pop()
+        except IndexError:
+            ws = None
+        if ws is None or ws.nbytes < total or ws.nbytes > 4 * total + (1 << 20):
+            ws = np.empty(total, dtype=np.uint8)
+        return ws
+
+    def results(self, outs):
+        values = []
+        for o, arr in zip(self.meta["outputs"], outs):
+            values.append(float(arr[0]) if not o["dims"] else arr)
+        # no recursive closure here: it would be a reference cycle holding the results until the
+        # garbage collector runs (and keep their buffers out of the output pool)
+        return _structure(self.meta["structure"], values)
