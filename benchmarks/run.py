@@ -1,0 +1,12 @@
+"""``make bench``: every benchmark, one after the other; each prints ratios measured in its own run."""
+import runpy
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = ["bench_evaluator.py", "bench_normalize.py", "bench_ad.py", "bench_codegen.py"]
+
+for name in BENCHMARKS:
+    print(f"\n=== {name} ===", flush=True)
+    sys.argv = [str(HERE / name)]
+    runpy.run_path(str(HERE / name), run_name="__main__")
