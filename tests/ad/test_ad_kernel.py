@@ -1,0 +1,112 @@
+"""A compiled tensorlang Kernel called inside a Python function is a tensorlang.ad primitive whose
+pullback is its compiled adjoint (tl.adjoint + tl.compile), built on first use (issue 5, item 3)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensorlang as tl
+from tensorlang import ad
+from tensorlang.codegen import compile as tl_compile
+from tensorlang.derive.api import grad
+
+EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def conv():
+    e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
+    return e, tl_compile(e)
+
+
+def test_gradient_through_the_conv_loss_kernel(conv, fd):
+    e, k = conv
+    rng = np.random.default_rng(0)
+    n, m = 30, 4
+    x, c, z = rng.standard_normal(n + m - 1), rng.standard_normal(m), rng.standard_normal(n)
+
+    def f(c, x):
+        return 0.5 * k(x=x, c=c, z=z) + np.sum(np.sin(c))
+
+    assert k.adjoint_kernel is None  # nothing is built before a gradient is asked for
+    gc, gx = ad.gradient(f, c, x)
+    # against the reference evaluator of tl.grad
+    assert np.allclose(gc, 0.5 * tl.evaluate(grad(e, "c"), x=x, c=c, z=z) + np.cos(c), rtol=1e-10)
+    assert np.allclose(gx, 0.5 * tl.evaluate(grad(e, "x"), x=x, c=c, z=z), rtol=1e-10)
+    # against central finite differences
+    assert np.allclose(gc, fd(f, (c, x), 0), rtol=1e-6, atol=1e-6)
+    assert np.allclose(gx, fd(f, (c, x), 1), rtol=1e-6, atol=1e-6)
+
+
+def test_the_adjoint_kernel_is_built_once(conv, monkeypatch):
+    e, k = conv
+    import tensorlang.derive.api as derive_api
+
+    builds = []
+    real_adjoint = derive_api.adjoint
+    monkeypatch.setattr(derive_api, "adjoint", lambda *a, **kw: builds.append(1) or real_adjoint(*a, **kw))
+    k.adjoint_kernel = None
+    rng = np.random.default_rng(1)
+
+    def f(c, z):
+        return k(x=np.arange(z.size + 3.0), c=c, z=z) ** 2
+
+    k(x=np.arange(12.0), c=np.ones(4), z=np.ones(9))
+    assert k.adjoint_kernel is None and not builds  # calling the kernel builds nothing
+    seen = set()
+    for n in (9, 9, 5):  # new inputs, new sizes: the same compiled adjoint
+        ad.gradient(f, rng.standard_normal(4), rng.standard_normal(n))
+        seen.add(id(k.adjoint_kernel))
+    assert len(builds) == 1 and len(seen) == 1
+    assert "tl_kernel" in k.adjoint_kernel.source and k.adjoint_kernel.wrt == ["x", "c", "z"]
+
+
+def test_array_outputs_pair_inputs_and_relations():
+    sp = pytest.importorskip("scipy.sparse")
+    e = tl.parse("gen(i:n) (sum(j:m) [E(i, j)] * A[i, j] * p.0[j]) + p.1", E="rel[n, m]", A="[n][m]R",
+                 p="([m]R, R)")
+    k = tl_compile(e)
+    rng = np.random.default_rng(2)
+    mask = rng.random((5, 4)) < 0.5
+    E = sp.csr_matrix(mask)
+    A, y, s = rng.standard_normal((5, 4)), rng.standard_normal(4), 0.7
+    w = rng.standard_normal(5)
+
+    def f(A, y, s):
+        return np.dot(w, np.tanh(k(E=E, A=A, p=(y, s))))
+
+    gA, gy, gs = ad.gradient(f, A, y, s)
+    u = w * (1 - np.tanh((mask * A) @ y + s) ** 2)
+    assert np.allclose(gA, np.outer(u, y) * mask, rtol=1e-10)
+    assert np.allclose(gy, (mask * A).T @ u, rtol=1e-10)
+    assert gs == pytest.approx(u.sum(), rel=1e-10)
+    # the relation (and a size passed by name) get no gradient
+    y_out, back = k.__ad_pullback__(E=E, A=A, p=(y, s), n=5)
+    grads = back(np.ones(5))
+    assert grads[0] is None and grads[3] is None
+    assert np.allclose(grads[1], np.outer(np.ones(5), y) * mask)
+
+
+def test_kernel_inside_a_loop_and_a_branch(conv, fd):
+    e, k = conv
+    rng = np.random.default_rng(3)
+    x, z = rng.standard_normal(20), rng.standard_normal(17)
+
+    def f(c):
+        total = 0.0
+        for step in range(3):
+            if step % 2 == 0:
+                total = total + k(x=x * (step + 1), c=c, z=z)
+            else:
+                total = total - 0.1 * k(x=x, c=c * 2, z=z)
+        return total
+
+    c = rng.standard_normal(4)
+    (g,) = ad.gradient(f, c)
+    assert np.allclose(g, fd(f, (c,), 0), rtol=1e-6, atol=1e-5)
+
+
+def test_positional_arguments_are_refused(conv):
+    _, k = conv
+    with pytest.raises(TypeError, match="by name"):
+        k.__ad_pullback__(np.zeros(3))
