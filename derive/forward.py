@@ -17,18 +17,31 @@ from tensorlang.substitute import fresh_var
 from tensorlang.traversal import free_vars
 
 
-def forward(expr: Expr, sigma: Mapping[Var, Var]) -> Expr:
-    """D[expr | sigma] as an expression (the zero of expr's type where nothing depends on sigma)."""
-    derivative = _Forward(expr).d(expr, dict(sigma))
+def forward(expr: Expr, sigma: Mapping[Var, Var], trace=None) -> Expr:
+    """D[expr | sigma] as an expression (the zero of expr's type where nothing depends on sigma).
+
+    ``trace``: optional; a list that receives the name of the rule applied at each node (``"6.5
+    product"``...), once per node and sigma (shared subterms are derived once), or a
+    ``collections.Counter`` that counts them.  ``proofs/specs_derive.py`` uses it; off, it costs nothing."""
+    derivative = _Forward(expr, trace).d(expr, dict(sigma))
     return zero(expr.type) if derivative is None else derivative
+
+
+RULE_NAMES = {  # the rule each node kind is derived by (Fig. 13); Var: 6.1 or 6.2 by sigma
+    Const: "6.3 constant", Add: "6.4 addition", Mul: "6.5 product", Call: "6.6 black box", Pair: "6.7 pair",
+    Proj: "6.8 projection", Gen: "6.9 generator", Sum: "6.10 sum", Access: "6.11 access", Guard: "6.12 bracket",
+    Let: "6.13 let",
+}
+FORWARD_RULES = ("6.1 variable", "6.2 variable not in sigma") + tuple(RULE_NAMES.values())
 
 
 class _Forward:
     """One derivation: a memo of D[e | sigma] per node and the relevant part of sigma."""
 
-    def __init__(self, root: Expr):
+    def __init__(self, root: Expr, trace=None):
         self.root = root
         self.memo: dict = {}
+        self.trace = trace
         self.rules = {
             Var: self.var, Const: self.const, Add: self.add, Mul: self.mul, Call: self.call,
             Pair: self.pair, Proj: self.proj, Gen: self.gen, Sum: self.sum, Access: self.access,
@@ -39,7 +52,16 @@ class _Forward:
         key = (id(e), tuple(id(sigma.get(v)) for v in free_vars(e)))
         if key not in self.memo:
             self.memo[key] = self.rules[type(e)](e, sigma)
+            if self.trace is not None:
+                self._note(e, sigma)
         return self.memo[key]
+
+    def _note(self, e: Expr, sigma) -> None:
+        name = RULE_NAMES[type(e)] if not isinstance(e, Var) else ("6.1 variable" if e in sigma else "6.2 variable not in sigma")
+        if isinstance(self.trace, dict):  # a Counter
+            self.trace[name] = self.trace.get(name, 0) + 1
+        else:
+            self.trace.append(name)
 
     def var(self, e: Var, sigma):  # 6.1, 6.2
         return sigma.get(e)

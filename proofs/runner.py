@@ -13,6 +13,10 @@ instance of its rule; up to ``per_rule`` instances per rule (at most two from on
 
 and the pass's result must be in its normal form (the recogniser of ``normalize/normal_forms.py``).
 A rule with no checked instance, or in a registered table no spec covers, fails.
+
+A ``CheckSpec`` (the derivative rules of section 6, ``proofs/specs_derive.py``) draws and checks its own
+instances and hands back one row per rule; those specs run after the rewrite passes, and their rows are
+printed in the same table (no symbolic column).
 """
 from __future__ import annotations
 
