@@ -8,7 +8,10 @@ mutated) are routed through the box store at run time (``runtime.acc_into`` / ``
 """
 from __future__ import annotations
 
-from .ir import ANY, INT, NUM, Instr
+import math
+import re
+
+from .ir import ANY, ARR, INT, NUM, Instr
 
 _PURE = {"binop", "unary", "prim", "rule", "getattr", "getitem", "tuple", "list", "dict", "closure", "deref"}
 
@@ -50,13 +53,16 @@ class BlockAdjoint:
         d = f"_d{v.id}"
         if v.kind == NUM:
             self.lines.append(f"{d} = _ad_addn({d}, {expr})" if maybe_none else f"{d} += {expr}")
+        elif v.kind == ARR and self.g.boxfree and not maybe_none:
+            # no boxes can exist for this function's arrays: a local variable holds the gradient
+            self.lines += [f"_h = {expr}", f"{d} = _h if {d} is None else {d} + _h"]
         else:
             self.lines.append(f"{d} = _ad_acci({self.ref(v)}, {d}, {expr})")
 
     def dy(self, ins) -> str:
         """The gradient of ``ins`` at its definition, fetched once into ``_dy<n>`` (box-aware)."""
         d = f"_d{ins.id}"
-        if ins.kind == ANY:
+        if ins.kind == ANY or ins.kind == ARR and not self.g.boxfree:
             self.lines.append(f"_e = _ad_take({self.ref(ins)}, {d})")
         else:
             self.lines.append(f"_e = {d}")
@@ -69,6 +75,9 @@ class BlockAdjoint:
         if not ins.active or ins.op in ("param", "const", "global", "compare", "slice", "nondiff"):
             return
         g, op = self.g, ins.op
+        if op == "aprim" or op in ("binop", "unary", "getitem") and ins.kind == ARR:
+            self._inline_array(ins)
+            return
         if op == "prim" or op in ("binop", "unary") and self._inlined(ins):
             self._inline(ins)
             return
@@ -102,7 +111,7 @@ class BlockAdjoint:
 
     def _inlined(self, ins):
         tbl = self.g.inline_binops if ins.op == "binop" else self.g.inline_unary
-        return ins.kind != ANY and ins.attr in tbl
+        return ins.kind in (INT, NUM) and ins.attr in tbl
 
     def _inline(self, ins):
         g = self.g
@@ -122,14 +131,59 @@ class BlockAdjoint:
                 fill[str(i)] = self.ref(a)
         for t, a in zip(temps, ins.args):
             if a.active and a.kind != INT:
-                self.add(a, t.format(*[fill.get(str(i), "") for i in range(len(ins.args))], **fill), False)
+                expr = t.format(*[fill.get(str(i), "") for i in range(len(ins.args))], **fill)
+                # math.cos(...) through a bound name rather than an attribute lookup
+                expr = re.sub(r"_ad_math\.(\w+)", lambda m: g.const(getattr(math, m.group(1))), expr)
+                self.add(a, expr, False)
+
+    def _inline_array(self, ins):
+        """An inlined NumPy rule (``rules.numpy.ARRAY_INLINE``/``ARRAY_BINOPS``): the gradients written as
+        expressions; an operand that is a number gets the sum over the array (``*_REDUCED``), an array
+        operand of an array-array operation is un-broadcast (a no-op when the shapes match)."""
+        from .rules.numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM
+        g = self.g
+        if ins.op == "aprim":
+            temps = [g.array_inline[ins.attr[0]].derivs[0]]
+        elif ins.op == "getitem":
+            temps = [ARRAY_GETITEM, ""]
+        elif ins.op == "binop":
+            temps = list(ARRAY_BINOPS[ins.attr])
+            for i, a in enumerate(ins.args):
+                if a.kind != ARR:
+                    temps[i] = ARRAY_BINOPS_REDUCED[ins.attr][i]
+        else:
+            temps = ["-{dy}" if ins.attr == "-" else "{dy}"]
+        start = len(self.lines)
+        e = self.dy(ins)
+        body_start = len(self.lines)
+        fill = {"dy": e, "np": "_ad_np"}
+        live = [(t, a) for t, a in zip(temps, ins.args)
+                if a.active and a.kind != INT and not (isinstance(a, Instr) and a.op == "const")]
+        if any("{y}" in t for t, _ in live):
+            fill["y"] = self.ref(ins)
+        for i, a in enumerate(ins.args):
+            if any("{%d}" % i in t for t, _ in live):
+                fill[str(i)] = self.ref(a)
+        args = [fill.get(str(i), "") for i in range(len(ins.args))]
+        both = ins.op == "binop" and ins.attr != "@" and all(a.kind == ARR for a in ins.args)
+        for t, a in live:
+            expr = t.format(*args, **fill)
+            if both:
+                expr = f"_ad_unb({expr}, {self.ref(a)})"
+            self.add(a, expr, False)
+        if ins.kind != NUM:
+            body = self.lines[body_start:]
+            if not body:
+                del self.lines[start:]
+                return
+            self.lines[body_start:] = [f"if {e} is not None:"] + ["    " + x for x in body]
 
     # -- the block ----------------------------------------------------------------------------------------
     def build(self, mode: str) -> list[str]:
         b, g = self.b, self.g
         if b is g.fn.exit:
             rv = b.term[1]
-            self.add(rv, "_dy", True)
+            self.add(rv, "_dy", mode != "pop")   # the fused gradient entries seed _dy = 1
         for ins in reversed(b.instrs):
             self.instr(ins)
         self.lines += self.leave(mode)

@@ -1,21 +1,26 @@
 """Facts about an SSA function that the code generators need.
 
 * kinds: each value is a known ``int``/``bool`` (``INT``, never differentiated), a known scalar number
-  (``NUM``: float, Fraction, complex, NumPy scalar ...) or ``ANY``; found by a fixed point over the blocks
-  from the kinds of the arguments this specialisation was made for.
+  (``NUM``: float, Fraction, complex, NumPy scalar ...), a NumPy array (``ARR``: an ``np.ndarray``
+  argument, or the result of arithmetic or an inlined NumPy function on arrays and numbers) or ``ANY``;
+  found by a fixed point over the blocks from the kinds of the arguments this specialisation was made
+  for.  A function that writes to anything (``x[i] = v``, ``o.a = v``, mutating methods) has no ``ARR``
+  values: inlined array rules read their arguments in the adjoint, so those must not change.
 * activity: whether a value may carry a gradient.  Numbers are exact (a number computed from constants
   is inactive); other values are conservatively active when the function mutates anything, since a list
   built from constants becomes active when an active value is appended to it.
 * inlining: arithmetic and ``math``/builtin calls on known numbers become ``prim`` instructions whose
-  derivative is written into the generated code (``rules.scalar``), so loops store numbers, not closures.
+  derivative is written into the generated code (``rules.scalar``), so loops store numbers, not closures;
+  common NumPy functions on arrays become ``aprim`` instructions, likewise inlined (``rules.numpy``).
 * loops: the blocks that can run more than once; only they push their values on the stack.
 """
 from __future__ import annotations
 
-from .ir import ANY, INT, NUM, Function, Instr, Phi
+from .ir import ANY, ARR, INT, NUM, Function, Instr, Phi
 from .rules.scalar import INLINE_CALLS, INT_RESULT_CALLS
 
-_ORDER = {None: 0, INT: 1, NUM: 2, ANY: 3}
+_ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
+_ARR_BINOPS = {"+", "-", "*", "/", "**"}
 _PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "copy", "astype", "get", "keys",
                  "values", "items", "index", "count", "conj", "ravel", "flatten", "std", "var", "prod",
                  "squeeze", "item", "tolist", "all", "any", "argmax", "argmin", "cumsum", "real", "imag"}
@@ -24,29 +29,37 @@ CONST_KIND = "const"  # a specialisation kind: strings, None and the like (ANY, 
 
 
 def join(a, b):
+    if a == ARR and b in (INT, NUM) or b == ARR and a in (INT, NUM):
+        return ANY
     return a if _ORDER[a] >= _ORDER[b] else b
 
 
-def analyse(fn: Function, arg_kinds: tuple) -> None:
-    """Set ``kind`` and ``active`` on every value, and turn inlinable calls into ``prim``."""
+def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -> None:
+    """Set ``kind`` and ``active`` on every value, and turn inlinable calls into ``prim``.
+    ``globals_kinds`` (name -> kind) are kinds assumed for module globals (a specialisation that is
+    guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``."""
+    gk = globals_kinds or {}
     values = list(fn.values())
+    mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr")
+                                            or v.op == "method" and v.attr[0] not in _PURE_METHODS)
+                  for v in values)
+    if mutates:   # no inlined array rules (they read their arguments in the adjoint)
+        arg_kinds = tuple(ANY if k == ARR else k for k in arg_kinds)
+        gk = {}
     for v in values:
         v.kind = None
     changed = True
     while changed:
         changed = False
         for v in values:
-            k = _kind(v, arg_kinds)
+            k = gk.get(v.attr, ANY) if isinstance(v, Instr) and v.op == "global" else _kind(v, arg_kinds)
             if k != v.kind:
                 v.kind = k
                 changed = True
     for v in values:
-        if isinstance(v, Instr) and v.op == "call":
+        if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
             _maybe_rule(v)
-    mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr")
-                                            or v.op == "method" and v.attr[0] not in _PURE_METHODS)
-                  for v in values)
     for v in values:
         v.active = False
     changed = True
@@ -84,13 +97,19 @@ def _kind(v, arg_kinds):
         return None
     if op == "binop":
         a, b = kinds
+        if _array_binop(v.attr, a, b):
+            return ARR
         if a in (INT, NUM) and b in (INT, NUM) and v.attr in _ARITH:
             return INT if a == b == INT and v.attr not in ("/", "**") else NUM
         if a == b == INT and v.attr in ("&", "|", "^", "<<", ">>"):
             return INT
         return ANY
     if op == "unary":
-        return kinds[0] if kinds[0] in (INT, NUM) else ANY
+        return kinds[0] if kinds[0] in (INT, NUM) or kinds[0] == ARR and v.attr in ("-", "+") else ANY
+    if op == "getitem" and kinds[0] == ARR and kinds[1] == INT:
+        return ARR   # an entry (a NumPy scalar) or a sub-array
+    if _array_inline(v) is not None:
+        return NUM if _array_inline(v).reduce or kinds[-1] != ARR else ARR
     if op == "call" and v.args[0].op == "const":
         f = v.args[0].attr
         if _hashable(f) and f in INT_RESULT_CALLS:
@@ -98,6 +117,36 @@ def _kind(v, arg_kinds):
         if _hashable(f) and f in INLINE_CALLS and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
             return INT if f in (abs, min, max) and all(k == INT for k in kinds[1:]) else NUM
     return ANY
+
+
+def _array_binop(op, a, b) -> bool:
+    """``a op b`` on an array and an array or number: arithmetic inlined for arrays."""
+    if op == "@":
+        return a == b == ARR
+    if op not in _ARR_BINOPS or ARR not in (a, b) or a not in (INT, NUM, ARR) or b not in (INT, NUM, ARR):
+        return False
+    return op != "**" or a == ARR and b in (INT, NUM)
+
+
+def _array_inline(v):
+    """The ``rules.numpy.ArrayInline`` entry for a call (or an argument-less method call) of a NumPy
+    function on an array, or on a number for elementwise functions; None when the rule is not inlined."""
+    from .rules.numpy import ARRAY_INLINE, ARRAY_METHODS
+    if v.op == "method":
+        name, kw = v.attr
+        f = ARRAY_METHODS.get(name)
+        if f is None or kw or len(v.args) != 1 or v.args[0].kind != ARR:
+            return None
+        return ARRAY_INLINE[f]
+    if v.op != "call" or v.attr or len(v.args) != 2 or v.args[0].op != "const":
+        return None
+    f = v.args[0].attr
+    if not _hashable(f) or f not in ARRAY_INLINE:
+        return None
+    entry, k = ARRAY_INLINE[f], v.args[1].kind
+    if k == ARR or k in (INT, NUM) and not entry.reduce:
+        return entry
+    return None
 
 
 def _hashable(f):
@@ -109,6 +158,14 @@ def _hashable(f):
 
 
 def _maybe_inline(v: Instr):
+    entry = _array_inline(v)
+    if entry is not None:
+        from .rules.numpy import ARRAY_METHODS
+        f = ARRAY_METHODS[v.attr[0]] if v.op == "method" else v.args[0].attr
+        v.op, v.args, v.attr = "aprim", v.args[-1:], (f, entry.name)
+        return
+    if v.op != "call":
+        return
     f = v.args[0].attr if v.args[0].op == "const" else None
     if f is None or not _hashable(f) or f not in INLINE_CALLS or v.attr:
         return
@@ -143,7 +200,7 @@ def _active(v, arg_kinds, mutates):
         return True
     if op == "binop" and v.attr in ("//", "&", "|", "^", "<<", ">>"):
         return False
-    if v.kind == ANY and mutates:
+    if v.kind in (ANY, ARR) and mutates:
         return True
     return any(a.active for a in v.args)
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import inspect
 import types
 
+import numpy as np
+
 from ...errors import UnsupportedError
 from . import rules  # noqa: F401  (registers the rule library)
 from .analysis import analyse
-from .emit import compile_function
+from .emit import _boxfree, compile_function
+from .ir import ARR, INT
 from .lower import lower
-from .runtime import HELPERS, RULES, STORE, J, _Store, acc, kind_of
+from .runtime import HELPERS, RULES, STORE, J, _Store, acc, spec_kind
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -20,17 +23,21 @@ _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATO
 class Specialisation:
     """One function compiled for one tuple of argument kinds: its SSA IR and generated entry points."""
 
-    def __init__(self, code, ir, grad, pb, source):
+    def __init__(self, code, ir, grad, pb, fast, boxfree, source, generic=None):
         self.code, self.ir, self.grad, self.pb, self.source = code, ir, grad, pb, source
+        self.fast, self.boxfree = fast, boxfree
+        self.generic = generic or self   # without assumptions on globals (for nested derivatives)
 
 
 _SPECS: dict = {}   # (code, kinds) -> Specialisation
-_FAST: dict = {}    # (code, argument types...) -> the fused gradient function
+_FAST: dict = {}    # (id(code), argument types...) -> (code, type, fast entry, box-free)
+_FAST1: dict = {}   # id(code) -> the same for one-argument functions (the argument type last used)
+_SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 
 
 def specialised(f: types.FunctionType, args) -> Specialisation:
     """The compiled specialisation of ``f`` for the kinds of ``args`` (transformed on first use)."""
-    kinds = tuple(map(kind_of, args))
+    kinds = tuple(map(spec_kind, args))
     code = f.__code__
     key = (id(code), kinds)
     spec = _SPECS.get(key)
@@ -39,39 +46,94 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     return spec
 
 
-def _ir(f, kinds):
+def _ir(f, kinds, globals_kinds=None):
     code = f.__code__
     node, filename, text = function_node(f)
     fn = lower(node, filename, text, code.co_freevars, f.__globals__)
     if code.co_flags & _FLAGS:
         what = "'async' functions are" if code.co_flags & inspect.CO_COROUTINE else "generators ('yield') are"
         raise unsupported(what, filename, text, node)
-    analyse(fn, kinds)
+    analyse(fn, kinds, globals_kinds)
     return fn, filename, text
 
 
 def _build(f, kinds) -> Specialisation:
     fn, filename, text = _ir(f, kinds)
-    grad, pb, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
-    return Specialisation(f.__code__, fn, grad, pb, src)
+    grad, pb, fast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
+    spec = Specialisation(f.__code__, fn, grad, pb, fast, boxfree, src)
+    if boxfree:
+        return spec
+    # Globals that are arrays or ints now (the data of a model: ``X @ w``, ``z[LABEL]``) are assumed to
+    # keep their types: when that makes the function box-free (NumPy and arithmetic only, so nothing can
+    # rebind a global while it runs), its entries check the globals' types once at the start and hand
+    # over to the specialisation above when they changed.
+    guard = {}
+    for ins in fn.values():
+        if getattr(ins, "op", None) == "global" and ins.attr in f.__globals__:
+            t = type(f.__globals__[ins.attr])
+            if t is np.ndarray or t is int:
+                guard[ins.attr] = t
+    if not guard:
+        return spec
+    fn2, _, _ = _ir(f, kinds, {name: ARR if t is np.ndarray else INT for name, t in guard.items()})
+    if not _boxfree(fn2):
+        return spec
+    fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": lambda f, *args: _with_store(fast, f, args)}
+    grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, guard,
+                                                  fallbacks)
+    return Specialisation(f.__code__, fn2, grad2, pb2, fast2, True, src2, spec)
 
 
 def gradient(f, *args):
     """The gradient of scalar-valued ``f`` at ``args``: a tuple with one entry per argument, mirroring
     its structure; ``None`` for arguments that are not differentiable (ints, strings ...)."""
+    # the cached path, kept short (it is the whole per-call overhead): one dict lookup by the identity
+    # of the code object, the argument types checked against the entry, the generated entry called
+    try:
+        code = f.__code__
+        if len(args) == 1:
+            x, = args
+            entry = _FAST1[id(code)]
+            if entry[0] is not code or type(x) is not entry[1]:
+                return _gradient(f, args)
+            if entry[3]:   # box-free: the entry touches no store
+                return entry[2](f, x)
+        else:
+            entry = _FAST[(id(code), *map(type, args))]
+            if entry[0] is not code:
+                return _gradient(f, args)
+            if entry[3]:
+                return entry[2](f, *args)
+    except (AttributeError, KeyError):
+        return _gradient(f, args)
+    return _with_store(entry[2], f, args)
+
+
+def _gradient(f, args):
+    """``gradient`` off the fast path: specialise (or go through ``J``), fill the cache, and run the
+    entry with a box store of its own unless it is box-free."""
+    if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args:
+        code = f.__code__
+        key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args))
+        entry = _SEEN.get(key)
+        if entry is None or entry[0] is not code:
+            spec = specialised(f, args)
+            entry = _SEEN[key] = (code, type(args[0]), spec.fast, spec.boxfree)
+        if len(args) == 1:
+            _FAST1[id(code)] = entry
+        else:
+            _FAST[key] = entry
+        return entry[2](f, *args) if entry[3] else _with_store(entry[2], f, args)
+    return _with_store(lambda f, *args: tuple(J(f, *args)[1](1)[1:]), f, args)
+
+
+def _with_store(run, f, args):
+    """``run(f, *args)`` with a box store of its own (the current one is kept when it is empty)."""
     outer = STORE[0]
     if outer.boxes:
         STORE[0] = _Store()
     try:
-        if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount:
-            code = f.__code__
-            key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args))
-            entry = _FAST.get(key)
-            if entry is None or entry[0] is not code:
-                entry = _FAST[key] = (code, specialised(f, args).grad)
-            return entry[1](f, *args)[1:]
-        _, back = J(f, *args)
-        return tuple(back(1)[1:])
+        return run(f, *args)
     finally:
         s = STORE[0]
         if s.boxes:
@@ -127,13 +189,13 @@ class Listing:
 
 def code_ir(f, *args) -> Listing:
     """The SSA IR of ``f`` (kinds from ``args`` when given, else unknown)."""
-    kinds = tuple(map(kind_of, args)) if args else ("any",) * f.__code__.co_argcount
+    kinds = tuple(map(spec_kind, args)) if args else ("any",) * f.__code__.co_argcount
     return Listing(str(_ir(f, kinds)[0]))
 
 
 def code_adjoint(f, *args) -> Listing:
     """The generated Python source of f's primal and adjoint (for the kinds of ``args`` when given)."""
-    kinds = tuple(map(kind_of, args)) if args else ("any",) * f.__code__.co_argcount
+    kinds = tuple(map(spec_kind, args)) if args else ("any",) * f.__code__.co_argcount
     key = (id(f.__code__), kinds)
     spec = _SPECS.get(key)
     if spec is None or spec.code is not f.__code__:
@@ -169,7 +231,7 @@ def _gradient_rule(f, *args):
             raise UnsupportedError(f"nested ad.gradient of {f!r} is not supported")
         y, back = J(_RULE_GRADS[len(args) - 1], r, *args)
         return y, lambda dy: (None, *back(dy)[2:])
-    spec = specialised(f, args)
+    spec = specialised(f, args).generic
     y, back = J(spec.grad, f, *args)
     return y[1:], lambda dy: back((None, *dy))[1:]
 
@@ -181,7 +243,7 @@ def _J_rule(f, *args):
     except TypeError:
         r = None
     if type(f) is types.FunctionType:
-        spec = specialised(f, args)
+        spec = specialised(f, args).generic
         y, back = J(spec.pb, f, *args)
         return y, lambda dy: back(dy)[1:]
     if r is not None:

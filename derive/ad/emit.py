@@ -6,7 +6,11 @@ with two entry points, both taking the function object itself first (Zygote's hi
 * ``_ad_grad(f, *args)`` runs the primal and then the adjoint with ``dy = 1`` in one frame, returning
   ``(df, *dargs)``; values for the adjoint stay in local variables or on the list ``_t``;
 * ``_ad_pb(f, *args)`` runs the primal and returns ``(y, back)``, where the closure ``back(dy)`` runs the
-  adjoint (reading the stack by index, so it can be called more than once).
+  adjoint (reading the stack by index, so it can be called more than once);
+* ``_ad_fast(f, *args)`` is ``_ad_grad`` returning the argument gradients only: the cached entry of
+  ``ad.gradient``.  For a *box-free* function (only numbers and arrays, no calls that could write to
+  objects, see ``_boxfree``) it does not consult the box store at all, so ``ad.gradient`` calls it without
+  setting a store up.
 
 Blocks are laid out in reverse postorder inside a ``while True`` dispatch on the block number ``_b``
 (a function of one block has no dispatch); the adjoint's blocks are laid out in the reverse order.
@@ -20,7 +24,8 @@ import math
 from . import adjoint as adj
 from . import primal
 from .analysis import loop_blocks, reverse_postorder
-from .ir import ANY, INT, NUM, Function, Instr
+from .ir import ANY, ARR, INT, NUM, Function, Instr
+from .rules.numpy import ARRAY_INLINE
 from .rules.scalar import INLINE_BINOPS, INLINE_CALLS, INLINE_UNARY
 from .source import register
 
@@ -31,6 +36,7 @@ class Gen:
     """Naming and layout shared by the primal and adjoint generators."""
 
     inline_binops, inline_unary, inline_calls = INLINE_BINOPS, INLINE_UNARY, INLINE_CALLS
+    array_inline = ARRAY_INLINE
 
     def __init__(self, fn: Function):
         from .rules import operators
@@ -50,6 +56,7 @@ class Gen:
         self.any_active = any(v.active for v in fn.values())
         # arrays written in place (x[i] = v): operations copy them when they keep them (copy on capture)
         self.written = {v.args[0] for v in fn.values() if isinstance(v, Instr) and v.op == "setitem"}
+        self.boxfree = _boxfree(fn)
 
     def val(self, v) -> str:
         if isinstance(v, Instr) and v.op == "const":
@@ -87,6 +94,26 @@ class Gen:
         return self.goto(src, dst, self.adj_order)
 
 
+_BOXFREE_OPS = {"param", "const", "global", "compare", "slice", "nondiff", "prim", "aprim", "tuple"}
+
+
+def _boxfree(fn: Function) -> bool:
+    """Whether no box can be made or read while the function runs: its instructions are arithmetic on
+    numbers and arrays, inlined primitives and NumPy rules (no user code, no writes, no closures).  Its
+    arrays' gradients are then plain local variables, and its fast entry needs no box store."""
+    if fn.freevars:
+        return False
+    for v in fn.values():
+        if not isinstance(v, Instr) or v.op in _BOXFREE_OPS:
+            continue
+        if v.op in ("binop", "unary") and v.kind in (INT, NUM, ARR) or v.op == "getitem" and v.kind == ARR:
+            continue
+        if v.op == "rule" and str(getattr(v.attr[0], "__module__", "")).endswith("rules.numpy"):
+            continue
+        return False
+    return True
+
+
 def _dispatch(blocks: list, bodies: dict, indent: str) -> list[str]:
     if len(blocks) == 1:
         return [indent + x for x in bodies[blocks[0]]]
@@ -101,7 +128,7 @@ def _params(fn):
     return [ins for ins in fn.blocks[0].instrs if ins.op == "param"]
 
 
-def _adjoint(g: Gen, mode: str, indent: str) -> list[str]:
+def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False) -> list[str]:
     fn = g.fn
     bodies = {}
     for b in g.adj_order:
@@ -127,10 +154,13 @@ def _adjoint(g: Gen, mode: str, indent: str) -> list[str]:
     for p in _params(fn):
         if not p.active or p.kind == INT:
             grads.append("None")
-        elif p.kind == ANY:
+        elif p.kind in (ANY, ARR) and not (fast and g.boxfree):
             grads.append(f"_ad_take(_v{p.id}, _d{p.id})")
         else:
             grads.append(f"_d{p.id}")
+    if fast:
+        lines.append(f"{indent}return ({''.join(x + ', ' for x in grads)})")
+        return lines
     dself = f"_ad_fngrad(_self, ({''.join(f'_dF{i}, ' for i in range(len(fn.freevars)))}))" if fn.freevars else "None"
     lines.append(f"{indent}return ({dself}, {''.join(x + ', ' for x in grads)})")
     return lines
@@ -148,11 +178,14 @@ def _reaches_exit(b, fn) -> bool:
     return False
 
 
-def generate(fn: Function) -> tuple[str, dict]:
-    """The source text of the factory and the names it binds."""
+def generate(fn: Function, guard: dict | None = None) -> tuple[str, dict]:
+    """The source text of the factory and the names it binds.  With ``guard`` (global name -> type: the
+    specialisation assumed those globals' types), each entry first checks the types and otherwise hands
+    over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded specialisation)."""
     g = Gen(fn)
     params = ", ".join(["_self"] + [f"_v{p.id}" for p in _params(fn)])
     adj_pop = _adjoint(g, "pop", "        ")
+    adj_fast = _adjoint(g, "pop", "        ", fast=True)
     adj_index = _adjoint(g, "index", "            ")
     bodies = {b: primal.block(g, b) for b in g.order}
     prologue = ["_t = []"] if g.loops else []
@@ -161,19 +194,29 @@ def generate(fn: Function) -> tuple[str, dict]:
     lines = []
     for i, node in enumerate(fn.factory_nodes):
         lines += _factory(i, node, captured.get(i, ()))
+    checks = {}
+    if guard:
+        cond = " and ".join(f"type({name}) is {g.const(t)}" for name, t in guard.items())
+        args = params
+        for entry in ("grad", "pb", "fast"):
+            checks[entry] = [f"if not ({cond}):", f"    return _ad_fb_{entry}({args})"]
     lines.append("def _ad_factory(_ad_env):")
-    body = prim + adj_pop + adj_index + [x for b in bodies.values() for x in b]
+    if guard:
+        lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in ("grad", "pb", "fast")]
+    body = prim + adj_pop + adj_fast + adj_index + [x for b in bodies.values() for x in b]
     used = {name for name in _helper_names() if any(name in x for x in body)}
     mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
     lines += [f"    {name} = _ad_env[{name!r}]" for name in sorted(used | set(g.env) | mks)]
     lines.append(f"    def _ad_grad({params}):")
-    lines += ["        " + x for x in prologue + ["_dy = 1"]] + prim + adj_pop
+    lines += ["        " + x for x in checks.get("grad", []) + prologue + ["_dy = 1"]] + prim + adj_pop
     lines.append(f"    def _ad_pb({params}):")
-    lines += ["        " + x for x in prologue] + prim
+    lines += ["        " + x for x in checks.get("pb", []) + prologue] + prim
     lines.append("        def _ad_back(_dy):")
     lines += adj_index
     lines.append("        return _y, _ad_back")
-    lines.append("    return _ad_grad, _ad_pb")
+    lines.append(f"    def _ad_fast({params}):")
+    lines += ["        " + x for x in checks.get("fast", []) + prologue + ["_dy = 1"]] + prim + adj_fast
+    lines.append("    return _ad_grad, _ad_pb, _ad_fast")
     return "\n".join(lines) + "\n", g.env
 
 
@@ -194,10 +237,12 @@ def _helper_names():
 _COUNTER = [0]
 
 
-def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str):
-    """Compile the generated source in the function's own module namespace; returns (grad, pb, source)."""
+def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
+                     guard: dict | None = None, fallbacks: dict | None = None):
+    """Compile the generated source in the function's own module namespace; returns
+    (grad, pb, fast, boxfree, source).  ``guard``/``fallbacks``: see ``generate``."""
     from . import runtime
-    src, env = generate(fn)
+    src, env = generate(fn, guard)
     _COUNTER[0] += 1
     gen_name = f"<tensorlang.ad:{qualname}:{_COUNTER[0]}>"
     linecache.cache[gen_name] = (len(src), None, src.splitlines(True), gen_name)
@@ -205,17 +250,18 @@ def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str,
     exec(compile(src, gen_name, "exec"), fglobals, ns)
     env = dict(env)
     env.update(runtime.HELPERS)
+    env.update(fallbacks or {})
     for i, node in enumerate(fn.factory_nodes):
         mk = ns[f"_ad_mk{i}"]
         env[f"_ad_mk{i}"] = mk
         for c in mk.__code__.co_consts:
             if hasattr(c, "co_code"):
                 register(c, node, filename, text)
-    grad, pb = ns["_ad_factory"](env)
+    grad, pb, fast = ns["_ad_factory"](env)
     tree = ast.parse(src)
     codes = {"_ad_grad": grad.__code__, "_ad_pb": pb.__code__}
     codes.update((c.co_name, c) for c in pb.__code__.co_consts if hasattr(c, "co_code"))
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in codes:
             register(codes[node.name], node, gen_name, src)
-    return grad, pb, src
+    return grad, pb, fast, _boxfree(fn), src

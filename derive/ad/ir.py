@@ -14,6 +14,7 @@ op             args                                    attr
 ``unary``      a                                       ``-``, ``+``, ``not``, ``~``
 ``compare``    a, b                                    ``<``, ``==``, ``is``, ``in`` ...
 ``prim``       args                                    (function, name): inlined scalar primitive
+``aprim``      arg                                     (function, name): inlined NumPy primitive
 ``rule``       args                                    (rule, name): a primitive with a rule
 ``nondiff``    f, args...                              --: a call without derivative
 ``call``       f, args..., kwargs...                   keyword names
@@ -34,8 +35,10 @@ and ``("raise", value)``.
 """
 from __future__ import annotations
 
-# value kinds found by analysis: known int/bool (never differentiated), known scalar number, anything
-INT, NUM, ANY = "int", "num", "any"
+# value kinds found by analysis: known int/bool (never differentiated), known scalar number, anything;
+# ARR: a NumPy array (or NumPy scalar) made by an inlined NumPy operation, handled as ANY wherever no
+# inlined array rule applies
+INT, NUM, ANY, ARR = "int", "num", "any", "arr"
 
 
 class Value:
@@ -134,7 +137,7 @@ def _fmt_attr(ins: Instr) -> str:
         return repr(a)
     if op in ("global", "deref"):
         return a
-    if op in ("prim", "rule"):
+    if op in ("prim", "aprim", "rule"):
         return a[1]
     if op == "closure":
         return f"λ{a[0]}[{', '.join(a[1])}]"

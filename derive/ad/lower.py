@@ -60,26 +60,11 @@ def _arg_names(args: ast.arguments, filename, text, node) -> list[str]:
 
 def _bound_names(body: list[ast.stmt]) -> set[str]:
     """Names assigned in a function body (not inside nested functions or comprehensions)."""
-    names: set[str] = set()
-
-    def visit(n):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            names.add(n.id)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(n.name)
-            return
-        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.DictComp, ast.GeneratorExp, ast.SetComp)):
-            return
-        for c in ast.iter_child_nodes(n):
-            visit(c)
-
-    for s in body:
-        visit(s)
-    return names
+    return set(_store_lines(body))
 
 
 def _store_lines(body: list[ast.stmt]) -> dict[str, list[int]]:
-    """The lines where each name is assigned (outside nested functions)."""
+    """The lines where each name is assigned (not inside nested functions or comprehensions)."""
     lines: dict[str, list[int]] = {}
 
     def visit(n):

@@ -5,7 +5,7 @@ predecessor it came from (the branch tag: on the stack inside loops, in a local 
 """
 from __future__ import annotations
 
-from .ir import ANY, Instr
+from .ir import ANY, ARR, Instr
 
 def instr(g, ins: Instr) -> list[str]:
     """The primal statements of one instruction."""
@@ -20,7 +20,7 @@ def instr(g, ins: Instr) -> list[str]:
     if op == "deref":
         return [f"{v} = _ad_deref(_self, {g.fn.freevars.index(ins.attr)})"]
     if op == "binop":
-        if generic and (ins.kind == ANY or ins.attr not in g.inline_binops):
+        if generic and ins.kind != ARR and (ins.kind == ANY or ins.attr not in g.inline_binops):
             return [f"{v}, {g.pb(ins)} = {g.const(g.binop_rule(ins.attr))}({a[0]}, {a[1]})"]
         return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
     if op == "unary":
@@ -30,6 +30,11 @@ def instr(g, ins: Instr) -> list[str]:
     if op == "compare":
         return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
     if op == "prim":
+        return [f"{v} = {g.const(ins.attr[0])}({', '.join(a)})"]
+    if op == "aprim":
+        entry = g.array_inline[ins.attr[0]]
+        if entry.primal:
+            return [f"{v} = {entry.primal.format(*a)}"]
         return [f"{v} = {g.const(ins.attr[0])}({', '.join(a)})"]
     if op == "rule":
         return [f"{v}, {g.pb(ins)} = {g.const(ins.attr[0])}({', '.join(a)})"]
@@ -51,6 +56,8 @@ def instr(g, ins: Instr) -> list[str]:
         if generic or op == "setattr" and g.any_active:
             return [f"{v}, {g.pb(ins)} = _ad_{op}({a[0]}, {ins.attr!r}{''.join(', ' + x for x in a[1:])})"]
         return [f"{v} = {a[0]}.{ins.attr}"] if op == "getattr" else [f"{a[0]}.{ins.attr} = {a[1]}", f"{v} = None"]
+    if op == "getitem" and ins.kind == ARR:
+        return [f"{v} = {a[0]}[{a[1]}]"]
     if op in ("getitem", "setitem"):
         if generic or op == "setitem" and g.any_active:
             return [f"{v}, {g.pb(ins)} = _ad_{op}({', '.join(a)})"]

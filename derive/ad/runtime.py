@@ -23,7 +23,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .analysis import CONST_KIND
-from .ir import ANY, INT, NUM
+from .ir import ANY, ARR, INT, NUM
 
 # -- kinds of run-time values --------------------------------------------------------------------------
 _KINDS: dict[type, str] = {}
@@ -44,6 +44,12 @@ def kind_of(x) -> str:
             k = ANY
         _KINDS[t] = k
     return k
+
+
+def spec_kind(x) -> str:
+    """The kind a specialisation is made for: ``kind_of``, except that a plain ``np.ndarray`` is ``ARR``
+    (its NumPy operations are inlined into the generated code)."""
+    return ARR if type(x) is np.ndarray else kind_of(x)
 
 
 # -- gradient arithmetic --------------------------------------------------------------------------------

@@ -206,3 +206,137 @@ METHOD_RULES.update({
     (np.ndarray, "squeeze"): _squeeze, (np.ndarray, "clip"): _clip, (np.ndarray, "astype"): _astype,
     (np.ndarray, "copy"): lambda x: (x.copy(), lambda dy: (dy,)),
 })
+
+
+# -- inlined NumPy rules --------------------------------------------------------------------------------------
+# For arguments known to be arrays (a specialisation for ``np.ndarray`` arguments, and the results of
+# inlined operations on them), the common NumPy rules are written straight into the generated code as
+# expressions, as the scalar rules are (``rules.scalar``): no rule call, no pullback closure, no generic
+# un-broadcasting when the shapes cannot differ.  Templates: ``{dy}`` the incoming gradient, ``{y}`` the
+# result, ``{0}`` the argument, ``{np}`` the numpy module.
+class ArrayInline:
+    """``derivs[0]`` is the argument's gradient; ``primal`` (optional) replaces the call in the primal
+    (``x.sum()`` is several times cheaper than ``np.sum(x)``); a ``reduce`` takes an array to a scalar,
+    other entries are elementwise (array to array, number to number)."""
+
+    def __init__(self, name, derivs, primal=None, reduce=False):
+        self.name, self.derivs, self.primal, self.reduce = name, derivs, primal, reduce
+
+
+ARRAY_INLINE = {
+    np.exp: ArrayInline("exp", ["{dy} * {y}"]),
+    np.log: ArrayInline("log", ["{dy} / {0}"]),
+    np.tanh: ArrayInline("tanh", ["{dy} * (1 - {y} * {y})"]),
+    np.sin: ArrayInline("sin", ["{dy} * {np}.cos({0})"]),
+    np.cos: ArrayInline("cos", ["-{dy} * {np}.sin({0})"]),
+    np.tan: ArrayInline("tan", ["{dy} * (1 + {y} * {y})"]),
+    np.sqrt: ArrayInline("sqrt", ["{dy} * 0.5 / {y}"]),
+    np.square: ArrayInline("square", ["{dy} * 2 * {0}"]),
+    np.negative: ArrayInline("negative", ["-{dy}"]),
+    np.abs: ArrayInline("abs", ["{dy} * {np}.sign({0})"]),
+    np.log1p: ArrayInline("log1p", ["{dy} / (1 + {0})"]),
+    np.expm1: ArrayInline("expm1", ["{dy} * ({y} + 1)"]),
+    np.sum: ArrayInline("sum", ["_ad_full({0}, {dy})"], "{0}.sum()", True),
+    np.mean: ArrayInline("mean", ["_ad_full({0}, {dy} / {0}.size)"], "{0}.mean()", True),
+    np.max: ArrayInline("max", ["_ad_onehot({0}, {0}.argmax(), {dy})"], "{0}.max()", True),
+    np.min: ArrayInline("min", ["_ad_onehot({0}, {0}.argmin(), {dy})"], "{0}.min()", True),
+}
+ARRAY_INLINE[np.amax], ARRAY_INLINE[np.amin] = ARRAY_INLINE[np.max], ARRAY_INLINE[np.min]
+# ``x.sum()`` and the like (no arguments) on an array: the same entries
+ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+
+# y = a OP b with an array operand (the other an array or a number): the gradients of a and b before
+# un-broadcasting; ``reduced`` gives the gradient of an operand that is a number (summed over the array)
+ARRAY_BINOPS = {
+    "+": ["{dy}", "{dy}"],
+    "-": ["{dy}", "-{dy}"],
+    "*": ["{dy} * {1}", "{dy} * {0}"],
+    "/": ["{dy} / {1}", "-{dy} * {y} / {1}"],
+    "**": ["{dy} * {1} * {0} ** ({1} - 1)", "{dy} * {y} * {np}.log({np}.where({0} > 0, {0}, 1))"],
+    "@": ["_ad_mm0({dy}, {0}, {1})", "_ad_mm1({dy}, {0}, {1})"],
+}
+# x[i] on an array with an int index
+ARRAY_GETITEM = "_ad_scatter({0}, {1}, {dy})"
+ARRAY_BINOPS_REDUCED = {
+    "+": ["_ad_rsum({dy})", "_ad_rsum({dy})"],
+    "-": ["_ad_rsum({dy})", "-_ad_rsum({dy})"],
+    "*": ["_ad_vdot({dy}, {1})", "_ad_vdot({dy}, {0})"],
+    "/": ["_ad_rsum({dy} / {1})", "-_ad_vdot({dy}, {y}) / {1}"],
+    "**": ["_ad_rsum({dy} * {1} * {0} ** ({1} - 1))", "_ad_rsum({dy} * {y} * {np}.log({np}.where({0} > 0, {0}, 1)))"],
+}
+
+
+def _full(x, dy):
+    """The gradient of ``x.sum()``: ``dy`` in every entry."""
+    if type(dy) is float or type(dy) is np.float64:
+        return np.full(np.shape(x), dy)
+    return np.full(np.shape(x), dy, dtype=np.result_type(dy, float))
+
+
+def _onehot(x, i, dy):
+    """The gradient of ``x.max()`` (or ``min``): ``dy`` at the first extremal entry ``i``."""
+    g = np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, dy, float))
+    g.flat[i] = dy
+    return g
+
+
+def _rsum(g):
+    """An array gradient summed to the gradient of a number operand that was broadcast."""
+    return g.sum() if type(g) is np.ndarray else g
+
+
+def _vdot(g, x):
+    """``(g * x).sum()`` without the temporary, for the gradient of a number operand of ``*``."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape and g.dtype.kind == "f" \
+            and x.dtype.kind == "f":
+        return np.dot(g.ravel(), x.ravel())
+    return _rsum(g * x)
+
+
+def _unb(g, x):
+    """``unbroadcast`` with the common case (same shape) first."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
+        return g
+    return unbroadcast(g, x)
+
+
+def _mm0(dy, a, b):
+    """The gradient of ``a`` in ``a @ b``."""
+    if a.ndim == 1:
+        return dy * b if b.ndim == 1 else b @ dy
+    return np.outer(dy, b) if b.ndim == 1 else dy @ np.swapaxes(b, -1, -2)
+
+
+def _mm1(dy, a, b):
+    """The gradient of ``b`` in ``a @ b``."""
+    if b.ndim == 1:
+        return dy * a if a.ndim == 1 else a.T @ dy
+    return np.outer(a, dy) if a.ndim == 1 else np.swapaxes(a, -1, -2) @ dy
+
+
+def _scatter(x, i, dy):
+    """The gradient of ``x[i]``: ``dy`` at ``i``, zero elsewhere."""
+    g = np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, np.asarray(dy).dtype, float))
+    g[i] = dy
+    return g
+
+
+def _register_inline_helpers():
+    from ..runtime import HELPERS
+    HELPERS.update({"_ad_np": np, "_ad_full": _full, "_ad_onehot": _onehot, "_ad_rsum": _rsum,
+                    "_ad_vdot": _vdot, "_ad_unb": _unb, "_ad_mm0": _mm0, "_ad_mm1": _mm1,
+                    "_ad_scatter": _scatter})
+    # rules for the helpers, so that generated code can itself be differentiated (nested derivatives)
+    RULES.update({
+        _full: lambda x, dy: (_full(x, dy), lambda d: (None, _rsum(d))),
+        _onehot: lambda x, i, dy: (_onehot(x, i, dy), lambda d: (None, None, np.asarray(d).flat[i])),
+        _rsum: lambda g: (_rsum(g), lambda d: (np.broadcast_to(d, np.shape(g)) * 1.0
+                                                if type(g) is np.ndarray else d,)),
+        _vdot: lambda g, x: (_vdot(g, x), lambda d: (d * x, d * g)),
+        _scatter: lambda x, i, dy: (_scatter(x, i, dy), lambda d: (None, None, np.asarray(d)[i])),
+        _unb: lambda g, x: (_unb(g, x), lambda d: (np.broadcast_to(d, np.shape(g)) * 1.0
+                                                     if type(g) is np.ndarray else d, None)),
+    })
+
+
+_register_inline_helpers()
