@@ -94,6 +94,24 @@ def _key(*parts: str) -> str:
     return h.hexdigest()[:32]
 
 
+def _staged(source: str, directory: str, key: str, src_ext: str, out_ext: str) -> tuple[str, str]:
+    """Temporary paths, unique to this process and call, for a build of ``source`` (written to the first)
+    and its output: a build writes there and renames, so two processes can build at once."""
+    tag = f".{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    src_tmp = os.path.join(directory, key + tag + src_ext)
+    with open(src_tmp, "w") as f:
+        f.write(source)
+    return src_tmp, os.path.join(directory, key + tag + out_ext)
+
+
+def _rejected(what: str, source: str, stderr: str) -> CompileError:
+    """The error for a compiler that rejected ``source``: its message and the numbered source."""
+    err = CompileError(f"{what}:\n{stderr.strip()}\n--- generated source ---\n{numbered(source)}")
+    err.source = source  # type: ignore[attr-defined]
+    err.compiler_message = stderr  # type: ignore[attr-defined]
+    return err
+
+
 def build_c(source: str, flags: list[str] | None = None, directory: str | None = None,
             name: str | None = None) -> str:
     """The path of the shared library built from ``source`` (from the cache when it is there)."""
@@ -105,11 +123,7 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
     target = os.path.join(directory, (name or key) + ".so")
     if name is None and os.path.exists(target):
         return target
-    tag = f".{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    src_tmp = os.path.join(directory, key + tag + ".c")
-    so_tmp = os.path.join(directory, key + tag + ".so")
-    with open(src_tmp, "w") as f:
-        f.write(source)
+    src_tmp, so_tmp = _staged(source, directory, key, ".c", ".so")
     try:
         r = subprocess.run([cc, *flags, src_tmp, "-o", so_tmp, "-lm"], capture_output=True, text=True)
     except OSError as exc:
@@ -120,13 +134,7 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
         os.unlink(src_tmp)
         if os.path.exists(so_tmp):
             os.unlink(so_tmp)
-        err = CompileError(
-            f"the C compiler ({cc} {' '.join(flags)}) rejected the generated kernel:\n{r.stderr.strip()}\n"
-            f"--- generated source ---\n{numbered(source)}"
-        )
-        err.source = source  # type: ignore[attr-defined]
-        err.compiler_message = r.stderr  # type: ignore[attr-defined]
-        raise err
+        raise _rejected(f"the C compiler ({cc} {' '.join(flags)}) rejected the generated kernel", source, r.stderr)
     os.replace(src_tmp, os.path.join(directory, (name or key) + ".c"))
     os.replace(so_tmp, target)
     return target
@@ -164,19 +172,11 @@ def build_cuda_object(source: str, arch: str | None = None) -> str:
     target = os.path.join(directory, key + ".cu.o")
     if os.path.exists(target):
         return target
-    tag = f".{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    src_tmp = os.path.join(directory, key + tag + ".cu")
-    obj_tmp = os.path.join(directory, key + tag + ".o")
-    with open(src_tmp, "w") as f:
-        f.write(source)
+    src_tmp, obj_tmp = _staged(source, directory, key, ".cu", ".o")
     r = subprocess.run([nvcc, *flags, src_tmp, "-o", obj_tmp], capture_output=True, text=True)
     if r.returncode != 0:
         os.unlink(src_tmp)
-        err = CompileError(f"nvcc rejected the generated CUDA kernel:\n{r.stderr.strip()}\n"
-                           f"--- generated source ---\n{numbered(source)}")
-        err.source = source  # type: ignore[attr-defined]
-        err.compiler_message = r.stderr  # type: ignore[attr-defined]
-        raise err
+        raise _rejected("nvcc rejected the generated CUDA kernel", source, r.stderr)
     os.replace(src_tmp, os.path.join(directory, key + ".cu"))
     os.replace(obj_tmp, target)
     return target

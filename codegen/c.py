@@ -25,14 +25,13 @@ import re
 from fractions import Fraction
 
 import islpy as isl
-import sympy
 from sympy.printing.c import C99CodePrinter
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.functions import lookup
 from tensorlang.nodes import (
-    TRUE, Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Guard, IndexVar, Mul, Or,
-    Proj, RelAtom, SizeVar, TruePred, Var, compare, conj, walk,
+    TRUE, Access, Add, Affine, And, Call, Const, Exists, Expr, FalsePred, Guard, IndexVar, Mul, Or, RelAtom,
+    TruePred, Var, box, conj,
 )
 from tensorlang.predicates import has_relations, over_approximation
 from tensorlang.traversal import free_index_vars
@@ -450,7 +449,7 @@ class CEmitter:
         names = self.names
         scope.line(f"memset({arr.cname}, 0, sizeof(real) * (size_t)({self.size_product(self.layout(arr))}));")
         allv = tuple(red.vars) + tuple(gv)
-        full = conj(D.box_pred(gv, arr.dims), pred, D.box_pred(red.vars, red.sizes), red.pred)
+        full = conj(box(zip(gv, arr.dims)), pred, box(zip(red.vars, red.sizes)), red.pred)
         dom = D.domain(full, allv, scope.bound, names)
         its = [self.fresh("x") for _ in allv]
         tree = loop_nest([("S", dom)], scope.ctx, its)
@@ -472,9 +471,9 @@ class CEmitter:
         arr = stmt.target
         gv = stmt.vars
         names = self.names
-        box = D.box_pred(gv, arr.dims)
-        dom_all = D.domain(box, gv, scope.bound, names)
-        dom_c = D.domain(conj(box, pred), gv, scope.bound, names)
+        ranges = box(zip(gv, arr.dims))
+        dom_all = D.domain(ranges, gv, scope.bound, names)
+        dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
         dom_z = dom_all - dom_c
         its = [self.fresh("c") for _ in gv]
         pieces = self.split_by_guards(dom_c, body, gv, scope)
@@ -748,8 +747,7 @@ class CEmitter:
             (k, atom, transposed) = csr
             v = vars_.pop(k)
             vs = sizes.pop(k)
-        box = D.box_pred(e.vars, e.sizes)
-        full = D.domain(conj(box, e.pred), e.vars, scope.bound, self.names)
+        full = D.domain(conj(box(zip(e.vars, e.sizes)), e.pred), e.vars, scope.bound, self.names)
         if csr is None:
             dom = full
         else:
@@ -833,7 +831,7 @@ class CEmitter:
         inner = scope.child(bound=scope.bound + (v,))
         inner.line(f"const int64_t {vname} = (int64_t){idx}[{p}] - {self.affine(shift)};")
         parts = e.pred.parts if isinstance(e.pred, And) else (e.pred,)
-        rest = conj(compare("<=", 0, v), compare("<", v, vs), *[q for q in parts if q is not atom])
+        rest = conj(box([(v, vs)]), *[q for q in parts if q is not atom])
         self._filtered_add(acc, rest, e.body, inner)
         scope.line("}")
 
@@ -902,6 +900,3 @@ def _comment(text: str) -> str:
 
 def emit_c(prog: Program, namer, dtype: str = "float64", entry: str = "tl_kernel") -> str:
     return CEmitter(prog, namer, dtype, entry).emit()
-
-
-_ = (Cmp, SizeVar, sympy, Proj)

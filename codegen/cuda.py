@@ -22,7 +22,7 @@ CuPy (``RawModule``) when CuPy and a GPU are present.
 from __future__ import annotations
 
 from tensorlang.errors import UnsupportedError
-from tensorlang.nodes import TRUE, Affine, Expr
+from tensorlang.nodes import TRUE, Affine, Expr, box
 
 from . import domains as D
 from .c import CEmitter, _Scope
@@ -133,8 +133,8 @@ class CudaEmitter(CEmitter):
                     sc.line(f"const int64_t {vname} = {rest} % ({self.affine(arr.dims[j])});")
                     sc.line(f"const int64_t tl_q{j} = {rest} / ({self.affine(arr.dims[j])});")
                     rest = f"tl_q{j}"
-            box = D.domain(D.box_pred(gv, arr.dims), gv, (), self.names)
-            inner = _Scope(lines, 1, D.lift_to_context(box) & self.base_ctx, tuple(gv), parallel_ok=False)
+            points = D.domain(box(zip(gv, arr.dims)), gv, (), self.names)
+            inner = _Scope(lines, 1, D.lift_to_context(points) & self.base_ctx, tuple(gv), parallel_ok=False)
             ref = self.array_ref(arr, [Affine.var(v) for v in gv])
             cond = self.pred(pred, inner) if pred is not TRUE else None
             if cond == "0":
@@ -331,6 +331,3 @@ class CudaRunner:
                 fn((1,), (1,), (d_sizes, ptrs))
         cp.cuda.Stream.null.synchronize()
         return host.results([cp.asnumpy(o) for o in d_outs])
-
-
-_ = Stmt

@@ -18,13 +18,13 @@ from typing import Sequence
 
 import islpy as isl
 
-from tensorlang.nodes import TRUE, Affine, IndexVar, Pred, SizeVar, compare, conj
+from tensorlang.nodes import IndexVar, Pred
 from tensorlang.predicates import has_relations, over_approximation, to_isl
 
 dt = isl.dim_type
 CTX = isl.DEFAULT_CONTEXT
 
-__all__ = ["Names", "box_pred", "domain", "params_set", "lift_to_context", "base_context", "is_exact"]
+__all__ = ["Names", "domain", "params_set", "lift_to_context", "base_context", "is_exact"]
 
 
 class Names:
@@ -39,10 +39,6 @@ class Names:
 
     def size(self, s: str) -> str:
         return self.size_cnames.get(s, s)
-
-
-def box_pred(vars_: Sequence[IndexVar], sizes: Sequence[Affine]) -> Pred:
-    return conj(*[p for v, s in zip(vars_, sizes) for p in (compare("<=", 0, v), compare("<", v, s))])
 
 
 def is_exact(pred: Pred) -> bool:
@@ -106,5 +102,3 @@ def base_context(sizes: Sequence[str], names: Names) -> isl.Set:
         s = s & v[0].le_set(v[names.size(s_name)])
     return s.params()
 
-
-_ = (TRUE, SizeVar)

@@ -20,7 +20,7 @@ hoisted.  Everything that remains is one loop nest per binding.
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    TRUE, Access, Add, Affine, Call, Const, Expr, Guard, IndexVar, Mul, Proj, Sum, Var, compare, conj, walk,
+    Access, Add, Affine, Call, Expr, Guard, IndexVar, Mul, Proj, Sum, Var, box, compare, conj, strip_accesses, walk,
 )
 from tensorlang.substitute import rebuild, substitute_index
 
@@ -53,14 +53,10 @@ def _uses(var: Var, depth: int, body: Expr, gen_ctx) -> list:
             return
         seen.add(id(e))
         if isinstance(e, (Access, Var)):
-            idx = []
-            n = e
-            while isinstance(n, Access):
-                idx.append(n.index)
-                n = n.tensor
+            idx, n = strip_accesses(e)
             if n is var:
                 if len(idx) == depth:
-                    found[id(e)] = (e, tuple(reversed(idx)), ctx, guards)
+                    found[id(e)] = (e, idx, ctx, guards)
                 return
             return
         if isinstance(e, Proj):
@@ -90,13 +86,7 @@ def _injective(index: tuple[Affine, ...], ctx, guards) -> bool:
     from tensorlang.predicates import solve_unique_many
 
     ks = tuple(IndexVar("k") for _ in index)
-    parts = []
-    for v, size in ctx:
-        parts.append(compare("<=", 0, v))
-        parts.append(compare("<", v, size))
-    parts.extend(guards)
-    parts.extend(compare("=", k, a) for k, a in zip(ks, index))
-    pred = conj(*parts)
+    pred = conj(box(ctx), *guards, *(compare("=", k, a) for k, a in zip(ks, index)))
     try:
         sol = solve_unique_many(pred, tuple(v for v, _ in ctx), ks + tuple(v for v, _ in ctx))
     except Exception:  # noqa: BLE001 - any doubt keeps the tensor stored
@@ -147,7 +137,3 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
                 repl = {id(node): substitute_index(body, dict(zip(gv, index))) for node, index, _, _ in us}
                 c[3] = _replace(c[3], repl)
     return kept, leaves
-
-
-# keep flake8 quiet about names used only in docs
-_ = (TRUE, Const)

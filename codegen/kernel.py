@@ -12,9 +12,10 @@ import threading
 import time
 
 from tensorlang.errors import ShapeError, UnsupportedError
-from tensorlang.nodes import Affine, Expr, PairType, RelType, TensorType, Type
+from tensorlang.nodes import Affine, Expr
 
 from .ir import Program
+from .lower import component_type, lower
 
 __all__ = ["Kernel", "program_meta", "generate"]
 
@@ -35,7 +36,7 @@ def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
             by_var[id(var)] = {"name": var.name, "type": str(var.type), "components": []}
             inputs.append(by_var[id(var)])
         by_var[id(var)]["components"].append(
-            {"projs": list(projs), "dims": [_aff(d) for d in a.dims], "type": _component_type(var.type, projs)})
+            {"projs": list(projs), "dims": [_aff(d) for d in a.dims], "type": str(component_type(var.type, projs))})
     relations = []
     for r in prog.relations:
         relations.append({"name": r.var.name, "type": str(r.var.type), "dims": [_aff(d) for d in r.dims],
@@ -62,28 +63,9 @@ def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
     }
 
 
-def _component_type(t: Type, projs) -> str:
-    dims = []
-    projs = list(projs)
-    while True:
-        if isinstance(t, TensorType):
-            dims.append(t.size)
-            t = t.elem
-        elif isinstance(t, PairType):
-            t = t.first if projs.pop(0) == 0 else t.second
-        else:
-            break
-    out: Type = t
-    for d in reversed(dims):
-        out = TensorType(d, out)
-    return str(out)
-
-
 def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
     """``(emitter, meta)`` for ``expr`` after emission (``emitter.emit()`` is the translation unit;
     several emitters of one dtype can share one with ``translation_unit``)."""
-    from .lower import lower
-
     if dtype not in ("float64", "float32"):
         raise UnsupportedError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
     prog, namer = lower(expr)
@@ -143,9 +125,9 @@ class Kernel:
 
     def differentiable_inputs(self) -> list[str]:
         """The inputs that get a gradient: every input but the relations (a sparsity pattern has none)."""
-        from tensorlang.traversal import free_vars
+        from tensorlang.traversal import value_inputs
 
-        return [v.name for v in free_vars(self.expr) if not isinstance(v.type, RelType)]
+        return [v.name for v in value_inputs(self.expr)]
 
     def adjoint(self) -> "Kernel":
         """``tl.compile(tl.adjoint(expr, wrt=differentiable_inputs()))`` with this kernel's target and
@@ -199,6 +181,3 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel target={self.target} dtype={self.dtype} inputs={[i['name'] for i in self.meta['inputs']]}>"
-
-
-_ = RelType

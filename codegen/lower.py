@@ -17,8 +17,8 @@ import re
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType, Proj,
-    R, RelType, Sum, TensorType, Var, conj,
+    FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, IndexVar, Mul, Pair, PairType, Proj, R,
+    RelType, Sum, TensorType, Type, Var, conj, let_chain, tensor,
 )
 from tensorlang.traversal import free_vars, size_vars
 
@@ -64,8 +64,9 @@ def path_of(e: Expr):
     return e, tuple(reversed(projs)), tuple(reversed(idx))
 
 
-def component_dims(t, projs) -> tuple[Affine, ...]:
-    """The extents of the array that holds the component ``projs`` of a value of type ``t``."""
+def component_type(t: Type, projs) -> Type:
+    """The type of the array that holds the component ``projs`` of a value of type ``t`` (struct of
+    arrays: ``[n](R x [m]R)`` at ``(1,)`` is ``[n][m]R``)."""
     dims: list[Affine] = []
     projs = list(projs)
     while True:
@@ -73,10 +74,9 @@ def component_dims(t, projs) -> tuple[Affine, ...]:
             dims.append(t.size)
             t = t.elem
         elif isinstance(t, PairType):
-            k = projs.pop(0)
-            t = t.first if k == 0 else t.second
+            t = t.first if projs.pop(0) == 0 else t.second
         else:
-            return tuple(dims)
+            return tensor(dims, t)
 
 
 def components(t, projs=(), dims=()) -> list[tuple[tuple[int, ...], tuple[Affine, ...]]]:
@@ -251,15 +251,10 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
     contractions for BLAS (``codegen.contract``)."""
     from .fuse import fuse
 
-    norm = normalize(expr)
-    bindings = []
-    while isinstance(norm, Let):
-        bindings.append((norm.var, norm.value))
-        norm = norm.body
-    out = norm
+    bindings, out = let_chain(normalize(expr))
     namer = Namer()
     sizes = [s.name for s in size_vars(expr)]
-    for s in size_vars(norm):
+    for s in size_vars(out):
         if s.name not in sizes:
             sizes.append(s.name)
     size_cnames = {s: namer.size(s) for s in sizes}

@@ -12,7 +12,7 @@ The state of that rewriting is kept as data:
 6.14-6.16 start it: every statement gets its differential and the output's inner product splits over
 its pairs.  Then the statements are visited from last to first (6.19, the reversal); a statement whose
 differential no inner product mentions is dropped (6.20, 6.22), otherwise its inner products are
-joined into one let (6.25) and the rule of its SSA form (6.23, 6.26-6.29) replaces
+joined into one let (6.25) and the rule of its SSA form (6.21, 6.26-6.29) replaces
 ``<dX | D[E]>`` by inner products against the differentials of E's operands.  Finally the inner
 products on each input are joined (6.17, 6.18) into the gradient.
 
@@ -228,6 +228,8 @@ class Adjoint:
         self._applied("6.14-6.16 start")
 
     def contribute(self, x: Var, c: Contribution) -> None:
+        """Add an inner product on dX; on an inactive X (a constant, 6.23, or a variable that does not
+        depend on wrt, 6.22) the differential is zero and so is the inner product."""
         if id(x) in self.state.active:
             self.state.pending.setdefault(id(x), []).append(c)
 
@@ -265,9 +267,7 @@ class Adjoint:
         pred = substitute_index(pred, {t: Affine.var(v) for (t, _), (v, _) in zip(dims, stmt.dims)})
         variables = tuple(v for v, _ in stmt.dims)
         cot = lambda: _read(dx, variables)  # noqa: E731
-        if stmt.kind == "constant":  # 6.23
-            self._applied("6.23 constant")
-        elif stmt.kind == "addition":  # 6.26
+        if stmt.kind == "addition":  # 6.26
             for p, o in zip(stmt.term_preds, stmt.operands):
                 self.contribute(o.var, Contribution(stmt.dims, cot(), conj(p, pred), "6.26 addition"))
             self._applied("6.26 addition")
@@ -323,7 +323,9 @@ class Adjoint:
         for g in reversed(outputs[:-1]):
             out = Pair(g, out)
         program = _let_chain_build(self.state.statements, self.state.adjoint, out)
-        self._applied("6.17-6.18 gradient")
+        # 6.17 may raise the cost and the output's predicates are dropped here: the proof of Theorem 6.35
+        # absorbs both in an allowance of 2 $(T_I), the size of the inputs differentiated
+        self._applied("6.17-6.18 gradient", ("inputs", tuple(w.type for w in self.wrt)))
         return program
 
     def _gradient_of(self, w: Var, t: Type, path: tuple) -> Expr:
@@ -355,7 +357,7 @@ class Adjoint:
         return gens(dims, acc)
 
     def _applied(self, rule: str, excess=None) -> None:
-        if self.current is not None and rule[:4] in ("6.21", "6.23", "6.26", "6.27", "6.28", "6.29"):
+        if self.current is not None and rule[:4] in ("6.21", "6.26", "6.27", "6.28", "6.29"):
             self.visited.add(id(self.current[0].var))
             self.current = None
         if self.checker is not None:
@@ -460,6 +462,17 @@ class ExtendedCost:
                 total += self._count(c.dims, c.pred) + self._cost(gens(c.dims, guard(c.pred, c.body)))
         return total
 
+    def allowance(self, excess) -> int:
+        """The documented rise a rule application may make (see ``step``)."""
+        if excess is None:
+            return 0
+        if excess[0] == "inputs":
+            from .api import type_size
+
+            return 2 * sum(type_size(t, self.sizes) for t in excess[1])
+        k, dims, p = excess
+        return k * self._count(dims, p)
+
     def _cost(self, e: Expr) -> int:
         """Exact cost at the sizes, memoised on the (immutable) node."""
         from tensorlang.cost import cost
@@ -481,13 +494,13 @@ class ExtendedCost:
         return hit[1]
 
     def step(self, rule: str, excess=None) -> None:
-        """Record the cost after ``rule``; ``excess`` = (k, dims, p) allows k units per point of p (the
-        documented arity allowance of 6.27), and nothing else may raise the cost."""
+        """Record the cost after ``rule``.  Two documented allowances: ``excess = (k, dims, p)`` allows k
+        units per point of p (the arity allowance of 6.27); ``excess = ("inputs", types)`` allows
+        2 $(T_I) for 6.17-6.18 (the proof of Theorem 6.35).  Nothing else may raise the cost."""
         now = self.value()
         self.history.append((rule, now))
-        if excess is not None and self.last is not None:
-            k, dims, p = excess
-            self.last += k * self._count(dims, p)
+        if self.last is not None:
+            self.last += self.allowance(excess)
         if self.last is not None and now > self.last:
             raise TensorLangError(
                 f"rule {rule} raised the extended cost (Fig. 17) from {self.last} to {now} at {self.sizes}"

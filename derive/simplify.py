@@ -28,18 +28,13 @@ from typing import Sequence
 import sympy
 
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, Pred,
-    Proj, Sum, Var, compare, conj, guard, sums, zero,
+    FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
+    conj, guard, strip_accesses, strip_gens, strip_guards, sum_chain, sums, zero,
 )
 from tensorlang.predicates import simplify as simplify_pred
 from tensorlang.predicates import solve_unique
 from tensorlang.substitute import freshen, substitute_index, substitute_vars
 from tensorlang.traversal import free_vars
-
-
-def box(dims) -> Pred:
-    """``0 <= v < s`` for every ``(v, s)`` of ``dims``."""
-    return conj(*(conj(compare("<=", 0, v), compare("<", v, s)) for v, s in dims))
 
 
 def solve_sums(dims: Sequence, pred: Pred, body: Expr, outer_dims: Sequence) -> Expr:
@@ -103,14 +98,8 @@ class _Simplifier:
             body = self.expr(e.body, dims + ((e.var, e.size),), context)
             return Gen(e.var, e.size, body) if body is not e.body else e
         if isinstance(e, Sum):
-            summed, inner = [], e
-            preds = TRUE
-            while isinstance(inner, (Sum, Guard)):
-                if isinstance(inner, Sum):
-                    summed.append((inner.var, inner.size))
-                else:
-                    preds = conj(preds, inner.pred)
-                inner = inner.body
+            summed, brackets, inner = sum_chain(e)
+            preds = conj(*brackets)
             local = dims + tuple(summed)
             body = self.expr(inner, local, conj(context, preds))
             solved = solve_sums(summed, conj(context, preds), body, dims)
@@ -119,9 +108,8 @@ class _Simplifier:
                 return e if body is inner else sums(summed, guard(preds, body))
             return self.record("S1 one-point sum", e, solved)
         if isinstance(e, Guard):
-            preds, inner = TRUE, e
-            while isinstance(inner, Guard):
-                preds, inner = conj(preds, inner.pred), inner.body
+            brackets, inner = strip_guards(e)
+            preds = conj(*brackets)
             variables = tuple(v for v, _ in dims)
             p = simplify_pred(preds, variables, conj(box(dims), context))
             if p is FALSE:
@@ -173,10 +161,8 @@ def _same_sum(solved: Expr, summed, preds: Pred, body: Expr) -> bool:
         if not isinstance(e, Sum) or e.var is not v:
             return False
         e = e.body
-    inner_preds = TRUE
-    while isinstance(e, Guard):
-        inner_preds, e = conj(inner_preds, e.pred), e.body
-    return e is body and inner_preds == preds
+    brackets, e = strip_guards(e)
+    return e is body and conj(*brackets) == preds
 
 
 # S3 -----------------------------------------------------------------------------------------------
@@ -191,9 +177,7 @@ def _occurrences(e: Expr, var: Var) -> list[tuple[Expr, tuple]]:
         if var not in free_vars(n):
             return
         if isinstance(n, Access) or n is var:
-            base = n
-            while isinstance(base, Access):
-                base = base.tensor
+            _, base = strip_accesses(n)
             if base is var:
                 found.append((n, dims))
                 return
@@ -236,19 +220,16 @@ def _inline_lets(e: Expr, trace) -> Expr:
         if trace is not None:
             trace.append(("S3 inline", Let(e.var, e.value, body), out))
         return out
-    value = e.value
-    dims = []
-    while isinstance(value, Gen):
-        dims.append(value.var)
-        value = value.body
+    gen_dims, value = strip_gens(e.value)
+    dims = [v for v, _ in gen_dims]
     uses = _occurrences(body, e.var)
-    full = all(_depth(n) == len(dims) for n, _ in uses)
+    full = all(len(strip_accesses(n)[0]) == len(dims) for n, _ in uses)
     cheap = _is_free(e.value) and full
-    single = len(uses) == 1 and full and _injective(_indices(uses[0][0]), uses[0][1])
+    single = len(uses) == 1 and full and _injective(strip_accesses(uses[0][0])[0], uses[0][1])
     if uses and (cheap or single):
         replaced = body
         for node, _ in uses:
-            mapping = dict(zip(dims, _indices(node)))
+            mapping = dict(zip(dims, strip_accesses(node)[0]))
             replaced = _replace(replaced, node, substitute_index(freshen(value), mapping))
         out = replaced
         if trace is not None:
@@ -261,21 +242,6 @@ def _is_path(e: Expr) -> bool:
     while isinstance(e, Proj):
         e = e.pair
     return isinstance(e, Var)
-
-
-def _depth(n: Expr) -> int:
-    k = 0
-    while isinstance(n, Access):
-        k, n = k + 1, n.tensor
-    return k
-
-
-def _indices(n: Expr) -> list[Affine]:
-    out = []
-    while isinstance(n, Access):
-        out.append(n.index)
-        n = n.tensor
-    return out[::-1]
 
 
 def _replace(e: Expr, old: Expr, new: Expr) -> Expr:

@@ -5,10 +5,9 @@
 and a cost no higher (Fig. 6); ``normal_forms`` recognises each pass's postcondition.  The rule tables
 (``LET_LIFT``, ``PAIR_ELIM``, ...) are data: ``proofs/`` checks each rule's obligations.
 """
-from tensorlang.nodes import Var
+from tensorlang.nodes import Var, build_lets, let_chain
 from tensorlang.rules import Trace, run_pass
-
-from ._util import build_lets, let_chain, value_inputs
+from tensorlang.traversal import value_inputs
 
 from .gen_pushout import GEN_PUSHOUT, gen_pushout
 from .let_lift import LET_LIFT, let_lift

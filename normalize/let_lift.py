@@ -19,12 +19,12 @@ index dimension keeps its name only when no other variable of the program has it
 """
 from __future__ import annotations
 
-from tensorlang.nodes import Access, Add, Call, Gen, Guard, Let, Mul, Pair, Proj, Sum, TensorType, Var
+from tensorlang.nodes import (
+    Access, Add, Call, Gen, Guard, Let, Mul, Pair, Proj, Sum, Var, strip_guards, tensor, wrap_guards,
+)
 from tensorlang.rules import RuleTable, register_table, rule
 from tensorlang.substitute import substitute_vars
 from tensorlang.traversal import free_vars
-
-from ._util import access, strip_guards, wrap_guards
 
 __all__ = ["LET_LIFT", "let_lift"]
 
@@ -46,9 +46,7 @@ def _guarded_let(e):
 
 def _lifted_var(x: Var, sizes, ctx) -> Var:
     """The variable of ``x``'s value with the new index dimensions ``sizes`` (outermost first)."""
-    t = x.type
-    for s in reversed(sizes):
-        t = TensorType(s, t)
+    t = tensor(sizes, x.type)
     if ctx.name_is_unique(x):
         return Var(x.name, t)
     return ctx.fresh_var(x.name, t)
@@ -124,7 +122,7 @@ def lift_gen(e, ctx):
     let = e.body
     x = let.var
     x2 = _lifted_var(x, (e.size,), ctx)
-    body = substitute_vars(let.body, {x: access(x2, (e.var,))})
+    body = substitute_vars(let.body, {x: x2[e.var]})
     return Let(x2, Gen(e.var, e.size, let.value), Gen(e.var, e.size, body))
 
 
@@ -166,7 +164,7 @@ def lift_sum(e, ctx):
     idx = [link[1] for link in links if link[0] == "sum"]
     x2 = _lifted_var(x, [link[2] for link in links if link[0] == "sum"], ctx)
     value = _rebuild_chain(links, let.value, as_gen=True)
-    new_body = substitute_vars(let.body, {x: access(x2, idx)})
+    new_body = substitute_vars(let.body, {x: x2[tuple(idx)]})
     return Let(x2, value, _rebuild_chain(links, new_body, as_gen=False))
 
 

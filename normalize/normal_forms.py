@@ -5,9 +5,10 @@ the ``why_not_*`` twins return ``None`` or a sentence naming the first offending
 """
 from __future__ import annotations
 
-from tensorlang.nodes import Access, Gen, Guard, Let, Pair, Proj, RelType, walk
+from tensorlang.nodes import Access, Gen, Guard, Let, Pair, Proj, RelType, has_pair, let_chain, strip_gens, walk
+from tensorlang.traversal import value_inputs
 
-from ._util import has_pair, is_path, let_chain, path_base, strip_gens, value_inputs
+from ._util import is_path, path_base
 
 __all__ = [
     "is_let_lifted", "is_pair_eliminated", "is_gen_pushed_out", "is_tensor_ssa", "why_not_let_lifted",

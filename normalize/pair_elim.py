@@ -30,11 +30,14 @@ replaces by the constructor ``gen(j) (out0[j], out1[j])``.
 """
 from __future__ import annotations
 
-from tensorlang.nodes import Access, Gen, Guard, IndexVar, Let, Pair, PairType, Proj, TensorType
+from tensorlang.nodes import (
+    Access, Gen, Guard, IndexVar, Let, Pair, PairType, Proj, build_lets, gens, has_pair, let_chain, tensor,
+    tensor_dims,
+)
 from tensorlang.rules import RuleTable, register_table, rule, run_pass
 from tensorlang.substitute import substitute_vars
 
-from ._util import access, gens, has_pair, is_path, let_chain, build_lets, tensor_depth
+from ._util import is_path
 
 __all__ = ["PAIR_ELIM", "PAIR_OUTPUT", "pair_elim", "push", "is_output_constructor"]
 
@@ -66,14 +69,14 @@ def push(k: int, e, d: int):
 def _project_path(k: int, e, d: int):
     if d == 0:
         return Proj(k, e)
-    sizes, _ = tensor_depth(e.type)
+    sizes, _ = tensor_dims(e.type)
     dims = [(IndexVar("j"), s) for s in sizes[:d]]
-    return gens(dims, Proj(k, access(e, [v for v, _ in dims])))
+    return gens(dims, Proj(k, e[tuple(v for v, _ in dims)]))
 
 
 def _pair_levels(t):
     """``(sizes, pair)`` when ``t = [n1]..[nd](T0 x T1)``, else None."""
-    sizes, inner = tensor_depth(t)
+    sizes, inner = tensor_dims(t)
     return (sizes, inner) if isinstance(inner, PairType) else None
 
 
@@ -129,17 +132,12 @@ def guard_pair(e, ctx):
 def _constructor(x0, x1, sizes):
     """``gen(j..) (x0[j..], x1[j..])``: the pair of tensors seen as a tensor of pairs (cost 0)."""
     dims = [(IndexVar("j"), s) for s in sizes]
-    idx = [v for v, _ in dims]
-    return gens(dims, Pair(access(x0, idx), access(x1, idx)))
+    idx = tuple(v for v, _ in dims)
+    return gens(dims, Pair(x0[idx], x1[idx]))
 
 
 def _split_type(sizes, elem):
-    def under(t):
-        for s in reversed(sizes):
-            t = TensorType(s, t)
-        return t
-
-    return under(elem.first), under(elem.second)
+    return tensor(sizes, elem.first), tensor(sizes, elem.second)
 
 
 @rule("5.18 split pair let", Let, equations=("5.18", "5.19", "5.20", "5.13", "5.15"))

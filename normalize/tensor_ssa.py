@@ -45,16 +45,14 @@ from __future__ import annotations
 
 from tensorlang.nodes import (
     FALSE, TRUE, Access, Add, Affine, Call, Const, Gen, Guard, IndexVar, Let, Mul, Pair, Proj, R, Sum, Var,
-    compare, conj,
+    box, build_lets, compare, conj, gens, guard, has_pair, let_chain, strip_accesses, strip_gens, strip_guards,
+    strip_sums, sum_chain, sums, tensor_dims, wrap_guards,
 )
 from tensorlang.rules import RuleTable, register_table, rule, run_pass
 from tensorlang.substitute import substitute_vars
-from tensorlang.traversal import free_index_vars, free_vars
+from tensorlang.traversal import free_index_vars, free_vars, value_inputs
 
-from ._util import (
-    access, build_lets, gens, guard, has_pair, is_path, let_chain, path_base, strip_gens, strip_guards, sums,
-    tensor_depth, value_inputs,
-)
+from ._util import is_path, path_base
 
 __all__ = ["SSA_OUTPUT", "SSA", "SSA_FINISH", "SSA_NAMES", "tensor_ssa", "rhs_kind", "output_ok"]
 
@@ -165,11 +163,7 @@ def rhs_kind(v, inputs) -> str | None:
         if len(preds) <= 1 and all(_exact(a, inputs, dims) for a in head.args):
             return "map"
         return None
-    sdims = []
-    e = body
-    while isinstance(e, Sum):
-        sdims.append((e.var, e.size))
-        e = e.body
+    sdims, e = strip_sums(body)
     preds, head = strip_guards(e)
     if len(preds) > 1:
         return None
@@ -227,7 +221,7 @@ def _copy_of(v, inputs):
     if found is None or not dims:
         return None
     y, idx = found
-    sizes, _ = tensor_depth(y.type)
+    sizes, _ = tensor_dims(y.type)
     if len(idx) != len(dims) or len(sizes) != len(dims):
         return None
     if all(a is d for a, (d, _) in zip(idx, dims)) and all(s is t for s, (_, t) in zip(sizes, dims)):
@@ -271,7 +265,7 @@ def ssa_input(e, ctx):
         return None
     E, inner, outer = _input_form(path, inputs)
     X, _ = _new(ctx, E)
-    value = substitute_paths(e.value, path, access(X, inner + outer))
+    value = substitute_paths(e.value, path, X[tuple(inner + outer)])
     return Let(X, E, Let(e.var, value, e.body))
 
 
@@ -306,8 +300,6 @@ def ssa_gen_flatten(e, ctx):
     if not preds or not isinstance(head, Gen):
         return None
     inner_dims, inner = strip_gens(head)
-    from ._util import wrap_guards
-
     return Let(e.var, gens(dims + inner_dims, wrap_guards(preds, inner)), e.body)
 
 
@@ -353,13 +345,8 @@ def ssa_access_rule(e, ctx):
     base = path_base(head)
     if base in _inputs(ctx):
         return None
-    indices = []
-    n = head
-    while isinstance(n, Access):
-        indices.append(n.index)
-        n = n.tensor
-    indices.reverse()
-    sizes, _ = tensor_depth(base.type)
+    indices, _ = strip_accesses(head)
+    sizes, _ = tensor_dims(base.type)
     idx, sdims, eqs = [], [], []
     for a, size in zip(indices, sizes):
         v = _bare(a)
@@ -372,7 +359,7 @@ def ssa_access_rule(e, ctx):
             idx.append(s)
     hdims = [(IndexVar("h"), size) for size in sizes[len(indices):]]
     idx += [h for h, _ in hdims]
-    body = guard(conj(p, *eqs), access(base, idx))
+    body = guard(conj(p, *eqs), base[tuple(idx)])
     new = gens(tuple(dims) + tuple(hdims), sums(sdims, body))
     return Let(e.var, new, e.body)
 
@@ -388,7 +375,7 @@ def _operand(ctx, dims, p, inner, stmts, exact: bool):
         return inner
     X, value = _new(ctx, gens(dims, guard(p, inner)))
     stmts.append((X, value))
-    return access(X, gvars)
+    return X[tuple(gvars)]
 
 
 @rule("5.31 add", Let)
@@ -464,21 +451,14 @@ def ssa_sum(e, ctx):
     dims, p, head = split
     if not isinstance(head, Sum):
         return None
-    sdims, qs = [], []
-    n = head
-    while isinstance(n, (Sum, Guard)):
-        if isinstance(n, Sum):
-            sdims.append((n.var, n.size))
-        else:
-            qs.append(n.pred)
-        n = n.body
+    sdims, qs, n = sum_chain(head)
     Q = conj(p, *qs)
     allowed = [v for v, _ in dims] + [v for v, _ in sdims]
     if _contraction_body(n, _inputs(ctx), allowed):
         return Let(e.var, gens(dims, sums(sdims, guard(Q, n))), e.body)
     inner = guard(p, guard(conj(*qs), n)) if qs else guard(p, n)
     X, value = _new(ctx, gens(tuple(dims) + tuple(sdims), inner))
-    new = gens(dims, sums(sdims, guard(Q, access(X, allowed))))
+    new = gens(dims, sums(sdims, guard(Q, X[tuple(allowed)])))
     return Let(X, value, Let(e.var, new, e.body))
 
 
@@ -518,7 +498,7 @@ def _name_output(o, inputs, ctx, stmts, dims=()):
         return o  # not in the precondition's output grammar; left for the recogniser to report
     X, value = _new(ctx, gens(dims, o))
     stmts.append((X, value))
-    return access(X, [v for v, _ in dims])
+    return X[tuple(v for v, _ in dims)]
 
 
 @rule("fix-up 3 name the output", (), root=True, equations=("fix-up 3",))
@@ -547,7 +527,7 @@ def _pred_simplify(p, binders):
     from tensorlang.predicates import simplify
 
     dims = [v for v, _ in binders]
-    ranges = conj(*(conj(compare("<=", 0, v), compare("<", v, s)) for v, s in binders))
+    ranges = box(binders)
     try:
         return simplify(p, dims, ranges)
     except Exception:  # noqa: BLE001 - a predicate isl cannot take stays as it is
@@ -587,11 +567,7 @@ def _canonical_rhs(v, pos, inputs, simplify_cache):
         else:
             v = gens(dims, guard(p, head))
     elif kind == "contraction":
-        sdims = []
-        n = body
-        while isinstance(n, Sum):
-            sdims.append((n.var, n.size))
-            n = n.body
+        sdims, n = strip_sums(body)
         preds, head = strip_guards(n)
         factors = [head.left, head.right] if isinstance(head, Mul) else [head]
         binder_pos = {id(d): k for k, (d, _) in enumerate(tuple(dims) + tuple(sdims))}
@@ -641,9 +617,8 @@ def _eliminate_pinned(dims, sdims, p, factors):
             if not any(s is v for v in free_index_vars(p)):
                 continue
             binders = [v for v, _ in dims] + [v for v, _ in sdims]
-            in_range = conj(compare("<=", 0, s), compare("<", s, size))
             try:
-                sol = solve_unique(conj(p, in_range), s, binders)
+                sol = solve_unique(conj(p, box([(s, size)])), s, binders)
             except Exception:  # noqa: BLE001 - a predicate isl cannot take: leave the sum
                 sol = None
             if not sol or len(sol) != 1:
@@ -652,7 +627,7 @@ def _eliminate_pinned(dims, sdims, p, factors):
             v = _bare(a)
             if v is None or v is s or not any(v is b for b in binders):
                 continue
-            p = conj(substitute_index(p, {s: a}), compare("<=", 0, a), compare("<", a, size))
+            p = conj(substitute_index(p, {s: a}), box([(a, size)]))
             factors = [substitute_index(f, {s: a}) for f in factors]
             sdims = [(t, z) for t, z in sdims if t is not s]
             changed = True

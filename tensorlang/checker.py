@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .errors import BoundsError, TypeCheckError
 from .nodes import (
-    TRUE, Access, Affine, Expr, Gen, Guard, IndexVar, Pred, Sum, TensorType, compare, conj, disj,
+    TRUE, Access, Affine, Expr, Gen, Guard, IndexVar, Pred, Sum, TensorType, box, compare, conj, disj,
 )
 from .traversal import free_index_vars
 
@@ -41,19 +41,14 @@ def _check_bounds(e, dims: tuple, pred: Pred, seen: set) -> None:
                 _check_bounds(c, dims, pred, seen)
 
 
-def domain(dims: tuple, pred: Pred) -> Pred:
-    """The points of the loops ``dims`` (each ``(var, size)``) where ``pred`` holds."""
-    return conj(*(conj(compare("<=", 0, v), compare("<", v, s)) for v, s in dims), pred)
-
-
 def _prove_in_range(e: Access, dims: tuple, pred: Pred) -> None:
     from .predicates import implies, sample_point
 
     size = e.tensor.type.size
     assert isinstance(e.tensor.type, TensorType)
     variables = tuple(v for v, _ in dims)
-    where = domain(dims, pred)
-    in_range = conj(compare("<=", 0, e.index), compare("<", e.index, size))
+    where = conj(box(dims), pred)
+    in_range = box([(e.index, size)])
     if implies(where, in_range, variables):
         return
     bad = conj(where, disj(compare("<", e.index, 0), compare(">=", e.index, size)))

@@ -18,7 +18,7 @@ import sympy
 from .errors import TypeCheckError, UnsupportedError
 from .nodes import (
     TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, Pred,
-    Proj, RelType, Sum, Var, compare, conj,
+    Proj, RelType, Sum, Var, box, conj, strip_guards, sum_chain,
 )
 from .traversal import free_vars
 
@@ -40,8 +40,7 @@ class CostTerm:
 
     def domain(self) -> Pred:
         """The predicate over ``variables`` whose points are charged: loop ranges and guards."""
-        box = [conj(compare("<=", 0, v), compare("<", v, s)) for v, s in self.dims]
-        return conj(*box, self.pred)
+        return conj(box(self.dims), self.pred)
 
 
 class _Context:
@@ -81,10 +80,7 @@ def _merge(terms: list[CostTerm]) -> tuple[CostTerm, ...]:
 
 def _stacked_guard(e: Expr) -> Pred:
     """The predicate immediately around an operand: the conjunction of the brackets stacked on it."""
-    p = TRUE
-    while isinstance(e, Guard):
-        p, e = conj(p, e.pred), e.body
-    return p
+    return conj(*strip_guards(e)[0])
 
 
 def _terms(e: Expr, ctx: _Context, acc: list[CostTerm]) -> None:
@@ -111,17 +107,11 @@ def _terms(e: Expr, ctx: _Context, acc: list[CostTerm]) -> None:
     elif isinstance(e, Gen):  # 4.29
         _terms(e.body, ctx.loop(e.var, e.size), acc)
     elif isinstance(e, Sum):  # 4.30 (**): consecutive sums and the brackets between them, jointly
-        inner, body, bound = ctx, e, []
-        while isinstance(body, (Sum, Guard)):
-            if isinstance(body, Sum):
-                inner = inner.loop(body.var, body.size)
-                bound.append((body.var, body.size))
-            else:
-                inner = inner.where(body.pred)
-            body = body.body
+        bound, brackets, body = sum_chain(e)
+        inner = _Context(ctx.dims + bound, conj(ctx.pred, *brackets))
         acc.append(CostTerm(1, inner.dims, inner.pred, "4.30"))
         _terms(body, inner, acc)
-        local = conj(*(conj(compare("<=", 0, v), compare("<", v, s)) for v, s in bound), inner.pred)
+        local = conj(box(bound), inner.pred)
         for v, s in reversed(bound):
             local = Exists(v, s, local)
         acc.append(CostTerm(-1, ctx.dims, conj(ctx.pred, local), "4.30"))

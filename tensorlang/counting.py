@@ -38,7 +38,7 @@ import numpy as np
 import sympy
 
 from .errors import UnsupportedError
-from .nodes import Affine, Cmp, Exists, IndexVar, Pred, RelAtom, SizeVar, compare, conj
+from .nodes import Affine, Cmp, Exists, IndexVar, Pred, RelAtom, SizeVar, box, compare, conj
 from .substitute import substitute_index
 from .predicates import (
     _check_dims, _nonneg, _position, dt, has_relations, is_exact, isl_val, pairs, param_context,
@@ -409,10 +409,10 @@ def _literal_mask(lit: Pred, dims, cols, data: _Data, n: int) -> np.ndarray:
 def _exists_by_join(lit: Exists, size: int, dims, cols, data: _Data, n: int) -> np.ndarray:
     """``exists var. body`` at the rows: the body's points (over dims and var, within the rows'
     bounding box, found as ``count`` finds points) projected to dims, then looked up."""
-    box = []
+    bounds = []
     for d, c in zip(dims, cols):
-        box += [compare("<=", int(c.min()), d), compare("<=", d, int(c.max()))]
-    body = conj(lit.body, compare("<=", 0, lit.var), compare("<", lit.var, lit.size), *box)
+        bounds += [compare("<=", int(c.min()), d), compare("<=", d, int(c.max()))]
+    body = conj(lit.body, box([(lit.var, lit.size)]), *bounds)
     pts = _points(body, tuple(dims) + (lit.var,), data)
     if not len(dims):
         return np.full(n, len(pts) > 0)

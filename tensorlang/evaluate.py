@@ -13,6 +13,7 @@ out of range at masked-out points are harmless, and values there are replaced by
 """
 from __future__ import annotations
 
+import operator
 from typing import Callable
 
 import numpy as np
@@ -243,10 +244,10 @@ class Evaluator:
 
     def _guard(self, e: Guard, scope: Scope):  # 4.12
         live = self.pred(e.pred, scope)
-        if live is True or (not isinstance(live, bool) and live.all()):
-            return self.expr(e.body, scope)
-        if live is False or not live.any():
+        if live is False or (live is not True and not live.any()):  # also where there are no points
             return self.zeros(e.type, scope.depth)
+        if live is True or live.all():
+            return self.expr(e.body, scope)
         value = self.expr(e.body, scope.restrict(live))
         return _map(value, lambda v: np.where(live.reshape(live.shape + (1,) * (v.ndim - live.ndim)), v, 0.0))
 
@@ -299,21 +300,21 @@ class Evaluator:
         return bool(result) if np.ndim(result) == 0 else result
 
     def _and(self, p: And, scope: Scope):  # 4.19
-        out = True
-        for q in p.parts:
-            v = self.pred(q, scope)
-            if v is False:
-                return False
-            out = v if out is True else (out & v if v is not True else out)
-        return out
+        return self._junction(p.parts, scope, False, operator.and_)
 
     def _or(self, p: Or, scope: Scope):  # 4.19
-        out = False
-        for q in p.parts:
+        return self._junction(p.parts, scope, True, operator.or_)
+
+    def _junction(self, parts, scope: Scope, absorbing: bool, combine):
+        """The conjunction (``absorbing`` False) or disjunction (True) of ``parts``: stops at the first part
+        that is ``absorbing`` everywhere, skips the parts that are the unit everywhere."""
+        out = unit = not absorbing
+        for q in parts:
             v = self.pred(q, scope)
-            if v is True:
-                return True
-            out = v if out is False else (out | v if v is not False else out)
+            if v is absorbing:
+                return absorbing
+            if v is not unit:
+                out = v if out is unit else combine(out, v)
         return out
 
     def _exists(self, p: Exists, scope: Scope):  # 4.21

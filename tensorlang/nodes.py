@@ -330,6 +330,15 @@ def tensor_dims(t: Type) -> tuple[tuple[Affine, ...], Type]:
     return tuple(sizes), t
 
 
+def has_pair(t: Type) -> bool:
+    """Whether a pair type occurs in ``t`` (at the top or under tensor levels)."""
+    if isinstance(t, PairType):
+        return True
+    if isinstance(t, TensorType):
+        return has_pair(t.elem)
+    return False
+
+
 def type_size_vars(t: Type) -> tuple:
     """The size variables a type mentions, in order of first occurrence."""
     out: dict = {}
@@ -505,6 +514,11 @@ def negate(p: Pred) -> Pred:
     if isinstance(p, Or):
         return conj(*(negate(q) for q in p.parts))
     raise TypeCheckError(f"'not' applies to affine predicates only, not to {p}")
+
+
+def box(dims: Iterable[tuple[object, object]]) -> Pred:
+    """``0 <= v < s`` for every ``(v, s)`` of ``dims``: the points of the loops ``dims``."""
+    return conj(*(conj(compare("<=", 0, v), compare("<", v, s)) for v, s in dims))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -816,6 +830,78 @@ def sums(pairs: Iterable[tuple[IndexVar, object]], body: Expr) -> Expr:
 def guard(p: Pred, e: Expr) -> Expr:
     """``[p] * e`` with ``[true] * e = e``."""
     return e if p is TRUE else Guard(p, e)
+
+
+def wrap_guards(preds: Iterable[Pred], body: Expr) -> Expr:
+    """``[p0] * [p1] * ... * body`` (``true`` brackets dropped): the inverse of ``strip_guards``."""
+    for p in reversed(tuple(preds)):
+        body = guard(p, body)
+    return body
+
+
+def strip_guards(e: Expr) -> tuple[tuple[Pred, ...], Expr]:
+    """``[p0] * [p1] * ... * body`` as ``((p0, p1, ...), body)``."""
+    preds = []
+    while isinstance(e, Guard):
+        preds.append(e.pred)
+        e = e.body
+    return tuple(preds), e
+
+
+def strip_gens(e: Expr) -> tuple[tuple[tuple[IndexVar, Affine], ...], Expr]:
+    """``gen(i0:s0) gen(i1:s1) ... body`` as ``(((i0, s0), (i1, s1), ...), body)``: the inverse of ``gens``."""
+    return _strip_binders(e, Gen)
+
+
+def strip_sums(e: Expr) -> tuple[tuple[tuple[IndexVar, Affine], ...], Expr]:
+    """``sum(i0:s0) sum(i1:s1) ... body`` as ``(((i0, s0), (i1, s1), ...), body)``: the inverse of ``sums``."""
+    return _strip_binders(e, Sum)
+
+
+def _strip_binders(e: Expr, kind: type) -> tuple[tuple[tuple[IndexVar, Affine], ...], Expr]:
+    dims = []
+    while isinstance(e, kind):
+        dims.append((e.var, e.size))
+        e = e.body
+    return tuple(dims), e
+
+
+def sum_chain(e: Expr) -> tuple[tuple[tuple[IndexVar, Affine], ...], tuple[Pred, ...], Expr]:
+    """A summation chain ``sum(i:n) [p] * sum(j:m) ... body`` (the sums and the brackets among them, which
+    rule 4.30 charges jointly) as ``(((i, n), (j, m), ...), (p, ...), body)``."""
+    dims, preds = [], []
+    while isinstance(e, (Sum, Guard)):
+        if isinstance(e, Sum):
+            dims.append((e.var, e.size))
+        else:
+            preds.append(e.pred)
+        e = e.body
+    return tuple(dims), tuple(preds), e
+
+
+def strip_accesses(e: Expr) -> tuple[tuple[Affine, ...], Expr]:
+    """``x[a0][a1]...`` as ``((a0, a1, ...), x)``: the inverse of ``x[a0, a1, ...]``."""
+    indices = []
+    while isinstance(e, Access):
+        indices.append(e.index)
+        e = e.tensor
+    return tuple(reversed(indices)), e
+
+
+def let_chain(e: Expr) -> tuple[list[tuple[Var, Expr]], Expr]:
+    """``let x0 = e0 in let x1 = e1 in ... out`` as ``([(x0, e0), (x1, e1), ...], out)``."""
+    out = []
+    while isinstance(e, Let):
+        out.append((e.var, e.value))
+        e = e.body
+    return out, e
+
+
+def build_lets(bindings: Iterable[tuple[Var, Expr]], body: Expr) -> Expr:
+    """``let x0 = e0 in let x1 = e1 in ... body``: the inverse of ``let_chain``."""
+    for var, value in reversed(list(bindings)):
+        body = Let(var, value, body)
+    return body
 
 
 def walk(node) -> Iterator:

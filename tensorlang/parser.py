@@ -306,14 +306,18 @@ class _Elaborator:
     def unbind(self, name: str) -> None:
         del self.scope[name]
 
+    def check_in_scope(self, name: str, tree: Tree) -> None:
+        """Raise when ``name``, not in scope at ``tree``, is bound elsewhere in the program."""
+        if name in self.bound:
+            raise self.error(f"{name} is not in scope here: it is {self.bound[name].describe(name)}", tree)
+
     def value_name(self, tree: Tree) -> Var:
         name = self.name(tree)
         b = self.scope.get(name)
         if b is None:
             if name in self.sizes:
                 raise self.error(f"{name} is a size variable, not a value; declare an input to use it", tree)
-            if name in self.bound:
-                raise self.error(f"{name} is not in scope here: it is {self.bound[name].describe(name)}", tree)
+            self.check_in_scope(name, tree)
             raise self.error(f"undeclared variable {name}", tree)
         if b.kind == "index":
             raise self.error(
@@ -330,8 +334,7 @@ class _Elaborator:
         name = self.name(tree)
         b = self.scope.get(name)
         if b is None:
-            if name in self.bound:
-                raise self.error(f"{name} is not in scope here: it is {self.bound[name].describe(name)}", tree)
+            self.check_in_scope(name, tree)
             self.sizes.setdefault(name, self.loc(tree))
             return Affine.var(SizeVar(name))
         if b.kind == "index":
@@ -565,10 +568,12 @@ class _Elaborator:
             out.append((var, size, name))
         return out
 
-    def _loop(self, tree, node_type) -> Expr:
+    def _loop(self, tree, node_type, elaborate=None):
+        """``gen``, ``sum`` or ``exists`` (``node_type``) over the binders of ``tree``, the body elaborated
+        by ``elaborate`` (default: as an expression) with them in scope."""
         kw, bindings, body_tree = tree.children
         vars_ = self.binders(bindings)
-        body = self.expr(body_tree)
+        body = (elaborate or self.expr)(body_tree)
         for _, _, name in vars_:
             self.unbind(name)
         for var, size, name in reversed(vars_):
@@ -641,14 +646,7 @@ class _Elaborator:
         return self.located(kw, negate, self.pred(operand))
 
     def p_exists(self, tree) -> Pred:
-        kw, bindings, body_tree = tree.children
-        vars_ = self.binders(bindings)
-        body = self.pred(body_tree)
-        for _, _, name in vars_:
-            self.unbind(name)
-        for var, size, _ in reversed(vars_):
-            body = self.located(kw, Exists, var, size, body)
-        return body
+        return self._loop(tree, Exists, self.pred)
 
     def p_relatom(self, tree) -> Pred:
         name_tree, *arg_trees = tree.children

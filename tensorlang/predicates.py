@@ -32,8 +32,7 @@ import islpy as isl
 
 from .errors import UnsupportedError
 from .nodes import (
-    FALSE, TRUE, Affine, And, Cmp, Exists, IndexVar, Or, Pred, RelAtom, SizeVar, compare, conj, disj,
-    walk,
+    FALSE, TRUE, Affine, And, Cmp, Exists, IndexVar, Or, Pred, RelAtom, SizeVar, box, conj, disj, walk,
 )
 from .traversal import free_index_vars, size_vars
 
@@ -129,11 +128,7 @@ def is_exact(pred: Pred) -> bool:
 
 def relation_bounds(atom: RelAtom) -> Pred:
     """``0 <= a_t < size_t`` for every argument of a relation atom: what the atom implies."""
-    parts = []
-    for a, size in zip(atom.args, atom.rel.type.sizes):
-        parts.append(compare("<=", 0, a))
-        parts.append(compare("<", a, size))
-    return conj(*parts)
+    return box(zip(atom.args, atom.rel.type.sizes))
 
 
 def over_approximation(pred: Pred) -> Pred:
@@ -242,7 +237,7 @@ class _Builder:
         if isinstance(p, Exists):
             inner = dict(pos)
             inner[id(p.var)] = ndims
-            body = conj(compare("<=", 0, p.var), compare("<", p.var, p.size), p.body)
+            body = conj(box([(p.var, p.size)]), p.body)
             s = self.build(body, inner, ndims + 1)
             return s.project_out(dt.set, ndims, 1)
         raise TypeError(f"not a predicate: {p!r}")

@@ -8,9 +8,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from .errors import TypeCheckError
-from .nodes import (
-    Access, Affine, Cmp, Exists, Expr, Gen, IndexVar, Let, Node, Pred, RelAtom, Sum, Type, Var, as_affine,
-)
+from .nodes import Affine, Exists, Expr, Gen, IndexVar, Let, Node, RelAtom, Sum, Type, Var, as_affine
 from .traversal import free_index_vars, free_vars
 
 _INDEX_BINDERS = (Gen, Sum, Exists)
@@ -52,17 +50,22 @@ def _subst_index(node, mapping: dict, memo: dict):
     if key in memo:
         return memo[key]
     if isinstance(node, _INDEX_BINDERS):
-        var, body = node.var, node.body
-        inner = {k: v for k, v in mapping.items() if k is not var}
-        if any(var in a.index_vars for a in inner.values()):
-            fresh = var.fresh()
-            body = _subst_index(body, {var: Affine.var(fresh)}, {})
-            var = fresh
+        inner = {k: v for k, v in mapping.items() if k is not node.var}
+        var, body = _apart(node, inner.values())
         out = type(node)(var, node.size, _subst_index(body, inner, {}))
     else:
         out = rebuild(node, lambda c: _subst_index(c, mapping, memo))
     memo[key] = out
     return out
+
+
+def _apart(binder, values) -> tuple:
+    """``(var, body)`` of the index binder ``binder``, its variable renamed to a fresh one when one of
+    ``values`` (affine forms or expressions put under it) mentions it, so that none is captured."""
+    if not any(binder.var in free_index_vars(v) for v in values):
+        return binder.var, binder.body
+    var = binder.var.fresh()
+    return var, rename_index(binder.body, binder.var, var)
 
 
 def rename_index(node, old: IndexVar, new: IndexVar):
@@ -102,11 +105,7 @@ def _subst_vars(node, mapping: dict, memo: dict):
             var = fresh
         out = Let(var, value, _subst_vars(body, inner, {}))
     elif isinstance(node, _INDEX_BINDERS):
-        captured = [e for e in mapping.values() if node.var in free_index_vars(e)]
-        var, body = node.var, node.body
-        if captured:
-            var = var.fresh()
-            body = rename_index(body, node.var, var)
+        var, body = _apart(node, mapping.values())
         out = type(node)(var, node.size, _subst_vars(body, mapping, {}))
     else:
         out = rebuild(node, lambda c: _subst_vars(c, mapping, memo))

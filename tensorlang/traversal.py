@@ -6,7 +6,7 @@ are deterministic whatever the hash seed.
 from __future__ import annotations
 
 from .nodes import (
-    Access, Affine, Exists, Expr, Gen, IndexVar, Let, Node, Pred, RelAtom, SizeVar, Sum, Type, Var,
+    Access, Affine, Exists, Expr, Gen, IndexVar, Let, Node, Pred, RelAtom, RelType, SizeVar, Sum, Type, Var,
     type_size_vars,
 )
 
@@ -42,6 +42,11 @@ def free_vars(node: Node) -> tuple[Var, ...]:
         return _merge(*(free_vars(c) for c in _field_nodes(node) if isinstance(c, (Expr, Pred))))
 
     return node.memo("free_vars", compute)
+
+
+def value_inputs(node: Node) -> tuple[Var, ...]:
+    """The free variables of ``node`` that are values (not relations)."""
+    return tuple(v for v in free_vars(node) if not isinstance(v.type, RelType))
 
 
 def free_index_vars(node) -> tuple[IndexVar, ...]:

@@ -1,135 +1,143 @@
-"""A literal, element-by-element interpreter of Fig. 4-5: the slow second oracle for the evaluator.
+"""A literal, element-by-element interpreter of Fig. 4-5 for the tests: one Python step per element, on
+floats and nested lists, no vectorisation and no sharing.
 
-It follows the rules one by one on Python floats and nested lists, with no vectorisation and no
-sharing, so that the vectorised evaluator can be checked against the paper's semantics itself.
+``holds`` decides a predicate at one point (also the brute-force oracle of ``test_predicates``);
+``naive_evaluate`` evaluates a program and fails (``Violation``) on an out-of-range access, an
+out-of-domain black-box argument or a non-finite value, so it checks the generator's programs and is an
+oracle for the reference evaluator (``test_strategies``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from tensorlang.functions import lookup
-from tensorlang.inputs import bind
 from tensorlang.nodes import (
-    Access, Add, And, Call, Cmp, Const, Exists, FalsePred, Gen, Guard, IndexVar, Let, Mul, Or, Pair,
-    PairType, Proj, RelAtom, Sum, TensorType, TruePred, Var,
+    FALSE, TRUE, Access, Add, And, Call, Cmp, Const, Exists, Expr, Gen, Guard, Let, Mul, Or, Pair, PairType,
+    Proj, R, RelAtom, SizeVar, Sum, Var,
 )
 
-
-def interpret(expr, **inputs):
-    binding = bind(expr, inputs)
-    env = {v: _to_nested(val) for v, val in binding.values.items()}
-    return _from_nested(_eval(expr, env, binding), expr.type, binding)
-
-
-def _to_nested(v):
-    if isinstance(v, tuple):
-        return tuple(_to_nested(w) for w in v)
-    if isinstance(v, np.ndarray) and v.dtype == bool:
-        return v
-    if isinstance(v, np.ndarray):
-        return v.tolist() if v.ndim else float(v)
-    return v
+try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
+    from strategies import type_shape
+except ImportError:  # tests/ as a package
+    from tests.strategies import type_shape
 
 
-def _soa(t, value):
-    """Nested lists of pairs (array of structs) back to the evaluator's struct of arrays."""
-    if isinstance(t, PairType):
-        return (_soa(t.first, value[0]), _soa(t.second, value[1]))
-    if isinstance(t, TensorType):
-        parts = [_soa(t.elem, v) for v in value]
-        return _stack(t.elem, parts)
-    return value
+class Violation(AssertionError):
+    pass
 
 
-def _stack(elem, parts):
-    if isinstance(elem, PairType):
-        return (_stack(elem.first, [p[0] for p in parts]), _stack(elem.second, [p[1] for p in parts]))
-    return list(parts)
-
-
-def _from_nested(v, t, binding):
-    v = _soa(t, v)
-    return _arrays(v)
-
-
-def _arrays(v):
-    if isinstance(v, tuple):
-        return tuple(_arrays(w) for w in v)
-    if isinstance(v, list):
-        return np.array(v, dtype=float)
-    return float(v)
-
-
-def _zero(t, binding):
-    if isinstance(t, PairType):
-        return (_zero(t.first, binding), _zero(t.second, binding))
-    if isinstance(t, TensorType):
-        return [_zero(t.elem, binding) for _ in range(binding.size(t.size))]
-    return 0.0
-
-
-def _index(a, env, binding):
-    return a.const + sum(c * (env[v] if isinstance(v, IndexVar) else binding.sizes[v.name]) for v, c in a.terms)
-
-
-def _access_value(value, k, t):
-    """value[k] for a value of tensor type t; struct-of-arrays inputs are indexed componentwise."""
-    if isinstance(value, tuple):
-        return (_access_value(value[0], k, None), _access_value(value[1], k, None))
-    return value[k]
-
-
-def _eval(e, env, b):
-    if isinstance(e, Const):
-        return float(e.value)
-    if isinstance(e, Var):
-        return env[e]
-    if isinstance(e, Add):
-        return _eval(e.left, env, b) + _eval(e.right, env, b)
-    if isinstance(e, Mul):
-        return _eval(e.left, env, b) * _eval(e.right, env, b)
-    if isinstance(e, Call):
-        with np.errstate(all="ignore"):
-            return float(lookup(e.fn).numpy(*[np.float64(_eval(a, env, b)) for a in e.args]))
-    if isinstance(e, Pair):
-        return (_eval(e.first, env, b), _eval(e.second, env, b))
-    if isinstance(e, Proj):
-        return _eval(e.pair, env, b)[e.index]
-    if isinstance(e, Gen):
-        return [_eval(e.body, {**env, e.var: k}, b) for k in range(b.size(e.size))]
-    if isinstance(e, Sum):
-        total = 0.0
-        for k in range(b.size(e.size)):
-            total += _eval(e.body, {**env, e.var: k}, b)
-        return total
-    if isinstance(e, Access):
-        k = _index(e.index, env, b)
-        value = _eval(e.tensor, env, b)
-        assert 0 <= k < b.size(e.tensor.type.size), f"out of range access {e!r} at {k}"
-        return _access_value(value, k, e.tensor.type)
-    if isinstance(e, Guard):
-        return _eval(e.body, env, b) if _pred(e.pred, env, b) else _zero(e.type, b)
-    if isinstance(e, Let):
-        return _eval(e.body, {**env, e.var: _eval(e.value, env, b)}, b)
-    raise TypeError(type(e))
-
-
-def _pred(p, env, b):
-    if isinstance(p, TruePred):
+def holds(p, env, relation) -> bool:
+    """Whether ``p`` holds at the point ``env`` (index and size variables to integers); ``relation(atom,
+    args, env)`` decides a relation atom at its evaluated arguments."""
+    if p is TRUE:
         return True
-    if isinstance(p, FalsePred):
+    if p is FALSE:
         return False
     if isinstance(p, Cmp):
-        l, r = _index(p.lhs, env, b), _index(p.rhs, env, b)
-        return {"<": l < r, "<=": l <= r, "=": l == r, "!=": l != r}[p.op]
+        lhs, rhs = p.lhs.evaluate(env), p.rhs.evaluate(env)
+        return {"<": lhs < rhs, "<=": lhs <= rhs, "=": lhs == rhs, "!=": lhs != rhs}[p.op]
     if isinstance(p, And):
-        return all(_pred(q, env, b) for q in p.parts)
+        return all(holds(q, env, relation) for q in p.parts)
     if isinstance(p, Or):
-        return any(_pred(q, env, b) for q in p.parts)
+        return any(holds(q, env, relation) for q in p.parts)
     if isinstance(p, Exists):
-        return any(_pred(p.body, {**env, p.var: k}, b) for k in range(b.size(p.size)))
+        return any(holds(p.body, {**env, p.var: k}, relation) for k in range(p.size.evaluate(env)))
     if isinstance(p, RelAtom):
-        table = env[p.rel]
-        idx = tuple(_index(a, env, b) for a in p.args)
-        return all(0 <= i < s for i, s in zip(idx, table.shape)) and bool(table[idx])
-    raise TypeError(type(p))
+        return relation(p, tuple(a.evaluate(env) for a in p.args), env)
+    raise TypeError(p)
+
+
+def naive_evaluate(expr: Expr, inputs: dict):
+    """The value of expr (floats, arrays, tuples), one element at a time; raises ``Violation`` on an access
+    out of range, a black-box argument out of its domain, or a non-finite result."""
+    env = {SizeVar(name): inputs[name] for name in expr.sizes}
+    out = _as_numpy(_eval(expr, env, {}, inputs), expr.type, env)
+    for leaf in leaves(out):
+        if not np.all(np.isfinite(leaf)):
+            raise Violation("non-finite result")
+    return out
+
+
+def _zero(t, env):
+    if t is R:
+        return 0.0
+    if isinstance(t, PairType):
+        return (_zero(t.first, env), _zero(t.second, env))
+    return [_zero(t.elem, env) for _ in range(t.size.evaluate(env))]
+
+
+def _relation(inputs):
+    """``holds``'s relation for the inputs: the relation's entry at the arguments, which must be in range."""
+
+    def entry(atom, args, env) -> bool:
+        for a, s in zip(args, atom.rel.type.sizes):
+            if not 0 <= a < s.evaluate(env):
+                raise Violation(f"relation {atom.rel.name} read at {args}, outside its sizes")
+        return bool(inputs[atom.rel.name][args])
+
+    return entry
+
+
+def _eval(e, env, lets, inputs):
+    if isinstance(e, Var):
+        return lets[e.name] if e.name in lets else inputs[e.name]
+    if isinstance(e, Const):
+        return float(e.value)
+    if isinstance(e, Add):
+        return _eval(e.left, env, lets, inputs) + _eval(e.right, env, lets, inputs)
+    if isinstance(e, Mul):
+        return _eval(e.left, env, lets, inputs) * _eval(e.right, env, lets, inputs)
+    if isinstance(e, Call):
+        spec = lookup(e.fn)
+        args = [float(_eval(a, env, lets, inputs)) for a in e.args]
+        for k in spec.positive:
+            if not args[k] > 0:
+                raise Violation(f"{e.fn} argument {k} is {args[k]}, not positive")
+        with np.errstate(all="raise"):
+            try:
+                out = float(spec.numpy(*args))
+            except FloatingPointError as exc:
+                raise Violation(f"{e.fn}{tuple(args)}: {exc}") from None
+        return out
+    if isinstance(e, Pair):
+        return (_eval(e.first, env, lets, inputs), _eval(e.second, env, lets, inputs))
+    if isinstance(e, Proj):
+        return _eval(e.pair, env, lets, inputs)[e.index]
+    if isinstance(e, Gen):
+        return [_eval(e.body, {**env, e.var: k}, lets, inputs) for k in range(e.size.evaluate(env))]
+    if isinstance(e, Sum):
+        return float(sum(_eval(e.body, {**env, e.var: k}, lets, inputs) for k in range(e.size.evaluate(env))))
+    if isinstance(e, Access):
+        t = _eval(e.tensor, env, lets, inputs)
+        size = e.tensor.type.size.evaluate(env)
+        if len(t) != size:
+            raise Violation(f"a tensor of declared size {size} has {len(t)} elements")
+        k = e.index.evaluate(env)
+        if not 0 <= k < size:
+            raise Violation(f"access at {k}, outside [0, {size})")
+        return t[k]
+    if isinstance(e, Guard):
+        if holds(e.pred, env, _relation(inputs)):
+            return _eval(e.body, env, lets, inputs)
+        return _zero(e.type, env)
+    if isinstance(e, Let):
+        value = _eval(e.value, env, lets, inputs)
+        return _eval(e.body, env, {**lets, e.var.name: value}, inputs)
+    raise TypeError(e)
+
+
+def _as_numpy(value, t, env):
+    if t is R:
+        return float(value)
+    if isinstance(t, PairType):
+        return (_as_numpy(value[0], t.first, env), _as_numpy(value[1], t.second, env))
+    shape = type_shape(t, {v.name: k for v, k in env.items() if isinstance(v, SizeVar)})
+    return np.array(value, dtype=np.float64).reshape(shape)
+
+
+def leaves(value):
+    if isinstance(value, tuple):
+        for v in value:
+            yield from leaves(v)
+    else:
+        yield np.asarray(value)

@@ -52,10 +52,10 @@ from hypothesis.extra import numpy as hnp
 from tensorlang.functions import lookup
 from tensorlang.nodes import (
     FALSE, TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType,
-    Pred, Proj, R, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare, conj, disj, negate, tensor,
-    walk,
+    Pred, Proj, R, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare, conj, disj, has_pair, negate,
+    tensor, walk,
 )
-from tensorlang.traversal import free_vars
+from tensorlang.traversal import free_vars, value_inputs
 
 __all__ = [
     "BUILTIN_FUNCTIONS", "SMOOTH_FUNCTIONS", "INPUTS", "programs", "scalar_programs", "nested_let_programs",
@@ -104,14 +104,6 @@ SMOOTH_FUNCTIONS = tuple(f for f in BUILTIN_FUNCTIONS if f not in ("relu", "abs"
 _SQUASH = ("tanh", "sin", "cos", "sigmoid")  # bounded by 1 in absolute value
 _CONSTANTS = (1, 2, 0.5, -1, 3, -0.5, 1.5, 0.25, -2, 1, 2, -1, 0)  # 0 (the symbolic zero) now and then
 _POW_EXPONENTS = (2, 0.5, -1, 1.5, 3, -0.5)
-
-
-def _has_pair(t: Type) -> bool:
-    if isinstance(t, PairType):
-        return True
-    if isinstance(t, TensorType):
-        return _has_pair(t.elem)
-    return False
 
 
 # --------------------------------------------------------------------------------------------------
@@ -583,7 +575,7 @@ def _tensor_expr(draw, ctx: _Ctx, t: TensorType, depth: int) -> Expr:
     cfg = ctx.cfg
     kind = _pick(draw, [
         (1, "leaf"), (6, "gen"), (2, "guard"), (1, "access"),
-        (1 if cfg.lets else 0, "let"), (1 if cfg.pairs and not _has_pair(t) else 0, "proj"),
+        (1 if cfg.lets else 0, "let"), (1 if cfg.pairs and not has_pair(t) else 0, "proj"),
     ])
     d = depth - 1
     if kind == "leaf":
@@ -734,7 +726,7 @@ def _call(draw, ctx: _Ctx, depth: int) -> Expr:
 def _config(draw, allow_pairs, allow_relations, allow_black_boxes, allow_lets, black_boxes) -> _Config:
     menu = []
     for name, t in INPUTS:
-        if _has_pair(t) and not allow_pairs:
+        if has_pair(t) and not allow_pairs:
             continue
         if isinstance(t, RelType) and not allow_relations:
             continue
@@ -770,10 +762,16 @@ def _depth(draw, max_depth: int) -> int:
 
 def _ensure_input(draw, ctx: _Ctx, e: Expr) -> Expr:
     """``e`` itself, or e made to depend on an input when it has none (derivatives need one)."""
-    if any(not isinstance(v.type, RelType) for v in free_vars(e)):
+    if value_inputs(e):
         return e
     var = _element(draw, ctx.cfg.value_inputs)
     return _use(draw, ctx, e, var)
+
+
+def _start(draw, scalar_output, *flags) -> tuple[_Ctx, Type]:
+    """A program's context (its configuration, from ``_config``'s ``flags``, and fresh names) and output type."""
+    cfg = _config(draw, *flags)
+    return _Ctx(cfg, _Names()), _output_type(draw, cfg, scalar_output)
 
 
 @st.composite
@@ -794,9 +792,7 @@ def programs(
     ``SMOOTH_FUNCTIONS`` for finite-difference checks).  Every program reads at least one real-valued
     input.  Outputs are ``R``, ``[s]R``, ``[s][t]R`` or pairs of these; never a tensor of pairs.
     """
-    cfg = _config(draw, allow_pairs, allow_relations, allow_black_boxes, allow_lets, black_boxes)
-    ctx = _Ctx(cfg, _Names())
-    t = _output_type(draw, cfg, scalar_output)
+    ctx, t = _start(draw, scalar_output, allow_pairs, allow_relations, allow_black_boxes, allow_lets, black_boxes)
     depth = _depth(draw, max_depth)
     return _ensure_input(draw, ctx, _expr(draw, ctx, t, depth))
 
@@ -834,9 +830,7 @@ def nested_let_programs(
     One or two binders (``gen`` or ``sum``) around a chain of one to three lets (values of any type,
     sometimes themselves lets), each used by what follows it.
     """
-    cfg = _config(draw, allow_pairs, allow_relations, allow_black_boxes, True, black_boxes)
-    ctx = _Ctx(cfg, _Names())
-    t = _output_type(draw, cfg, scalar_output)
+    ctx, t = _start(draw, scalar_output, allow_pairs, allow_relations, allow_black_boxes, True, black_boxes)
     e = _nested(draw, ctx, t, max(max_depth, 1), draw(st.integers(1, 2)))
     return _ensure_input(draw, ctx, e)
 

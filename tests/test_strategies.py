@@ -15,18 +15,19 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from tensorlang.functions import lookup
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, And, Call, Cmp, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Node, Or, Pair,
-    PairType, Proj, R, RelAtom, RelType, SizeVar, Sum, TensorType, Var, walk,
+    Access, And, Call, Cmp, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Node, Or, Pair, PairType, Proj, R,
+    RelAtom, RelType, Sum, TensorType, Var, walk,
 )
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
+    from interpreter import leaves, naive_evaluate
     from strategies import (
         BUILTIN_FUNCTIONS, INPUTS, SMOOTH_FUNCTIONS, nested_let_programs, program_and_inputs, programs,
         scalar_programs, sizes, type_shape,
     )
 except ImportError:  # tests/ as a package
+    from tests.interpreter import leaves, naive_evaluate
     from tests.strategies import (
         BUILTIN_FUNCTIONS, INPUTS, SMOOTH_FUNCTIONS, nested_let_programs, program_and_inputs, programs,
         scalar_programs, sizes, type_shape,
@@ -39,124 +40,6 @@ SAMPLE = settings(
     suppress_health_check=list(HealthCheck),
 )
 INPUT_TYPES = dict(INPUTS)
-
-
-# --------------------------------------------------------------------------------------------------
-# an independent element-by-element interpreter that checks bounds and domains
-
-
-class Violation(AssertionError):
-    pass
-
-
-def _type_size(a, env) -> int:
-    return a.evaluate(env)
-
-
-def _zero(t, env):
-    if t is R:
-        return 0.0
-    if isinstance(t, PairType):
-        return (_zero(t.first, env), _zero(t.second, env))
-    return [_zero(t.elem, env) for _ in range(_type_size(t.size, env))]
-
-
-def _pred(p, env, lets, inputs) -> bool:
-    if p is TRUE:
-        return True
-    if p is FALSE:
-        return False
-    if isinstance(p, Cmp):
-        lhs, rhs = p.lhs.evaluate(env), p.rhs.evaluate(env)
-        return {"<": lhs < rhs, "<=": lhs <= rhs, "=": lhs == rhs, "!=": lhs != rhs}[p.op]
-    if isinstance(p, And):
-        return all(_pred(q, env, lets, inputs) for q in p.parts)
-    if isinstance(p, Or):
-        return any(_pred(q, env, lets, inputs) for q in p.parts)
-    if isinstance(p, Exists):
-        return any(_pred(p.body, {**env, p.var: k}, lets, inputs) for k in range(p.size.evaluate(env)))
-    if isinstance(p, RelAtom):
-        rel = inputs[p.rel.name]
-        args = tuple(a.evaluate(env) for a in p.args)
-        for a, s in zip(args, p.rel.type.sizes):
-            if not 0 <= a < s.evaluate(env):
-                raise Violation(f"relation {p.rel.name} read at {args}, outside its sizes")
-        return bool(rel[args])
-    raise TypeError(p)
-
-
-def _eval(e, env, lets, inputs):
-    if isinstance(e, Var):
-        return lets[e.name] if e.name in lets else inputs[e.name]
-    if isinstance(e, Const):
-        return float(e.value)
-    if isinstance(e, Add):
-        return _eval(e.left, env, lets, inputs) + _eval(e.right, env, lets, inputs)
-    if isinstance(e, Mul):
-        return _eval(e.left, env, lets, inputs) * _eval(e.right, env, lets, inputs)
-    if isinstance(e, Call):
-        spec = lookup(e.fn)
-        args = [float(_eval(a, env, lets, inputs)) for a in e.args]
-        for k in spec.positive:
-            if not args[k] > 0:
-                raise Violation(f"{e.fn} argument {k} is {args[k]}, not positive")
-        with np.errstate(all="raise"):
-            try:
-                out = float(spec.numpy(*args))
-            except FloatingPointError as exc:
-                raise Violation(f"{e.fn}{tuple(args)}: {exc}") from None
-        return out
-    if isinstance(e, Pair):
-        return (_eval(e.first, env, lets, inputs), _eval(e.second, env, lets, inputs))
-    if isinstance(e, Proj):
-        return _eval(e.pair, env, lets, inputs)[e.index]
-    if isinstance(e, Gen):
-        return [_eval(e.body, {**env, e.var: k}, lets, inputs) for k in range(e.size.evaluate(env))]
-    if isinstance(e, Sum):
-        return float(sum(_eval(e.body, {**env, e.var: k}, lets, inputs) for k in range(e.size.evaluate(env))))
-    if isinstance(e, Access):
-        t = _eval(e.tensor, env, lets, inputs)
-        size = e.tensor.type.size.evaluate(env)
-        if len(t) != size:
-            raise Violation(f"a tensor of declared size {size} has {len(t)} elements")
-        k = e.index.evaluate(env)
-        if not 0 <= k < size:
-            raise Violation(f"access at {k}, outside [0, {size})")
-        return t[k]
-    if isinstance(e, Guard):
-        return _eval(e.body, env, lets, inputs) if _pred(e.pred, env, lets, inputs) else _zero(e.type, env)
-    if isinstance(e, Let):
-        value = _eval(e.value, env, lets, inputs)
-        return _eval(e.body, env, {**lets, e.var.name: value}, inputs)
-    raise TypeError(e)
-
-
-def _as_numpy(value, t, env):
-    if t is R:
-        return float(value)
-    if isinstance(t, PairType):
-        return (_as_numpy(value[0], t.first, env), _as_numpy(value[1], t.second, env))
-    shape = type_shape(t, {v.name: k for v, k in env.items() if isinstance(v, SizeVar)})
-    return np.array(value, dtype=np.float64).reshape(shape)
-
-
-def naive_evaluate(expr: Expr, inputs: dict):
-    """The value of expr (floats, arrays, tuples), one element at a time; raises ``Violation`` on an access
-    out of range, a black-box argument out of its domain, or a non-finite result."""
-    env = {SizeVar(name): inputs[name] for name in expr.sizes}
-    out = _as_numpy(_eval(expr, env, {}, inputs), expr.type, env)
-    for leaf in _leaves(out):
-        if not np.all(np.isfinite(leaf)):
-            raise Violation("non-finite result")
-    return out
-
-
-def _leaves(value):
-    if isinstance(value, tuple):
-        for v in value:
-            yield from _leaves(v)
-    else:
-        yield np.asarray(value)
 
 
 def _allclose(a, b) -> bool:
@@ -446,7 +329,7 @@ def test_generation_is_deterministic_in_the_draws():
         assert e1 == e2 and _signature(e1) == _signature(e2)  # the same names too
         assert sorted(in1) == sorted(in2)
         for name in in1:
-            for a, b in zip(_leaves(in1[name]), _leaves(in2[name])):
+            for a, b in zip(leaves(in1[name]), leaves(in2[name])):
                 assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
@@ -461,7 +344,7 @@ def test_reference_evaluator_agrees_and_is_finite(pair):
     expr, inputs = pair
     got = evaluate(expr, **inputs)
     want = naive_evaluate(expr, inputs)
-    for leaf in _leaves(got):
+    for leaf in leaves(got):
         assert np.all(np.isfinite(leaf))
     assert _allclose(got, want)
 
