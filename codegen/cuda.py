@@ -271,12 +271,11 @@ class CudaRunner:
 
     def _cupy(self):
         try:
-            import cupy  # noqa: F401
+            import cupy
         except ImportError:
             raise UnsupportedError(
                 "target='cuda' runs through CuPy, which is not installed here; the kernel was generated"
                 + (" and compiled with nvcc" if self.object_path else "") + " (see kernel.source)") from None
-        import cupy
 
         try:
             if cupy.cuda.runtime.getDeviceCount() < 1:

@@ -30,15 +30,15 @@ from typing import Mapping, Sequence
 from tensorlang.errors import TensorLangError, UnsupportedError
 from tensorlang.functions import vjp
 from tensorlang.nodes import (
-    TRUE, Access, Add, Affine, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType, Pred, Proj,
-    Sum, TensorType, Type, Var, compare, conj, disj, gens, guard, tensor_dims, zero,
+    TRUE, Access, Add, Affine, Exists, Expr, Guard, IndexVar, Let, Mul, Pair, PairType, Pred, Proj, Type,
+    Var, box, compare, conj, disj, gens, guard, let_chain, strip_accesses, strip_gens, strip_guards,
+    strip_sums, tensor_dims, zero,
 )
 from tensorlang.normalize.tensor_ssa import rhs_kind, ssa_access
 from tensorlang.predicates import simplify
 from tensorlang.substitute import fresh_var, substitute_index
 from tensorlang.traversal import free_vars
 
-from .simplify import box as _box
 from .simplify import solve_sums
 
 
@@ -81,7 +81,7 @@ def parse_statement(var: Var, value: Expr, inputs) -> Statement:
     kind = rhs_kind(value, inputs)
     if kind is None:
         raise UnsupportedError(f"not a Tensor SSA right-hand side: {var.name} = {value!r}")
-    dims, body = _strip_gens(value)
+    dims, body = strip_gens(value)
     if kind == "input":
         path, e = [], body
         while isinstance(e, (Proj, Access)):
@@ -100,29 +100,17 @@ def parse_statement(var: Var, value: Expr, inputs) -> Statement:
         p, head = _strip_guards(body)
         operands = tuple(Operand(*ssa_access(a, inputs)) for a in head.args)
         return Statement(var, value, kind, dims, pred=p, operands=operands, fn=head.fn)
-    summed, e = [], body
-    while isinstance(e, Sum):
-        summed.append((e.var, e.size))
-        e = e.body
+    summed, e = strip_sums(body)
     p, head = _strip_guards(e)
     factors = (head.left, head.right) if isinstance(head, Mul) else (head,)
     operands = tuple(Operand(*ssa_access(f, inputs)) for f in factors)
-    return Statement(var, value, "contraction", dims, pred=p, operands=operands, summed=tuple(summed))
-
-
-def _strip_gens(e: Expr):
-    dims = []
-    while isinstance(e, Gen):
-        dims.append((e.var, e.size))
-        e = e.body
-    return tuple(dims), e
+    return Statement(var, value, "contraction", dims, pred=p, operands=operands, summed=summed)
 
 
 def _strip_guards(e: Expr):
-    p = TRUE
-    while isinstance(e, Guard):
-        p, e = conj(p, e.pred), e.body
-    return p, e
+    """The stacked brackets on ``e`` as one predicate, and what they guard."""
+    preds, body = strip_guards(e)
+    return conj(*preds), body
 
 
 def _as_index(a) -> Affine:
@@ -175,7 +163,7 @@ class Adjoint:
         self.on_step = on_step
         self.program, self.wrt, self.dy = program, tuple(wrt), dy
         self.inputs = frozenset(v for v in free_vars(program))
-        bindings, self.output = _let_chain(program)
+        bindings, self.output = let_chain(program)
         statements = [parse_statement(v, e, self.inputs) for v, e in bindings]
         self.state = AdjointState(statements)
         self.by_var = {id(s.var): s for s in statements}
@@ -239,15 +227,15 @@ class Adjoint:
         dims = _index_space(x.type)
         parts = [c.rename(dims) for c in contributions]
         variables = tuple(v for v, _ in dims)
-        box = _box(dims)
-        parts = [Contribution(c.dims, c.body, simplify(c.pred, variables, box), c.rule) for c in parts]
+        bounds = box(dims)
+        parts = [Contribution(c.dims, c.body, simplify(c.pred, variables, bounds), c.rule) for c in parts]
         if len(parts) == 1 and parts[0].pred is TRUE and _is_read(parts[0].body, variables):
-            return _base(parts[0].body), TRUE, dims  # the differential is an existing variable (fix-up 1)
+            return strip_accesses(parts[0].body)[1], TRUE, dims  # the differential is an existing variable (fix-up 1)
         acc, acc_pred = guard(parts[0].pred, parts[0].body), parts[0].pred
         for c in parts[1:]:
             left = acc if isinstance(acc, Guard) or acc_pred is TRUE else Guard(acc_pred, acc)
             acc, acc_pred = Add(left, guard(c.pred, c.body)), disj(acc_pred, c.pred)
-        acc_pred = simplify(acc_pred, variables, box)
+        acc_pred = simplify(acc_pred, variables, bounds)
         dx = fresh_var("d" + x.name, x.type, avoid=self.names)
         self.names.append(dx)
         self.state.adjoint.append((dx, gens(dims, acc)))
@@ -303,15 +291,13 @@ class Adjoint:
             else:
                 mapping[v] = Affine.var(t)
         left = tuple((v, s) for v, s in loops if v not in mapping)
-        bounds = [conj(compare("<=", 0, t), compare("<", t, size_of[id(v)])) for v, t in
-                  ((v, a.terms[0][0]) for v, a in mapping.items())]
-        where = substitute_index(conj(stmt.pred, pred, *eqs), mapping)
-        where = conj(where, *bounds)
+        bounds = box((a.terms[0][0], size_of[id(v)]) for v, a in mapping.items())
+        where = conj(substitute_index(conj(stmt.pred, pred, *eqs), mapping), bounds)
         factors = [_read(dx, [mapping.get(v, Affine.var(v)) for v, _ in stmt.dims])]
         factors += [f.read(mapping) for f in others]
         body = factors[0] if len(factors) == 1 else Mul(factors[0], factors[1])
         variables = tuple(t for t, _ in dims)
-        reach = simplify(_exists(left, conj(where, _box(left))), variables)
+        reach = simplify(_exists(left, conj(where, box(left))), variables)
         summed = solve_sums(left, where, body, dims)
         return Contribution(dims, summed, reach, rule)
 
@@ -344,10 +330,10 @@ class Adjoint:
         dims = _index_space(t, "k")
         parts = [c.rename(dims) for c in contributions]
         variables = tuple(v for v, _ in dims)
-        box = _box(dims)
+        bounds = box(dims)
         acc, acc_pred = None, None
         for c in parts:
-            p = simplify(c.pred, variables, box)
+            p = simplify(c.pred, variables, bounds)
             term = guard(p, c.body)
             if acc is None:
                 acc, acc_pred = term, p
@@ -386,30 +372,12 @@ def _read(e: Expr, indices) -> Expr:
 
 def _is_read(e: Expr, variables) -> bool:
     """``Y[v0, v1, ...]``: a whole variable (or projection of one) read at exactly ``variables``."""
-    idx = []
-    while isinstance(e, Access):
-        idx.append(e.index)
-        e = e.tensor
-    idx.reverse()
+    idx, e = strip_accesses(e)
     while isinstance(e, Proj):
         e = e.pair
     return isinstance(e, Var) and len(idx) == len(variables) and all(
         a is Affine.var(v) for a, v in zip(idx, variables)
     )
-
-
-def _base(e: Expr) -> Expr:
-    while isinstance(e, Access):
-        e = e.tensor
-    return e
-
-
-def _let_chain(e: Expr):
-    out = []
-    while isinstance(e, Let):
-        out.append((e.var, e.value))
-        e = e.body
-    return out, e
 
 
 def _let_chain_build(statements, adjoint, out: Expr) -> Expr:
@@ -486,7 +454,7 @@ class ExtendedCost:
     def _count(self, dims, pred: Pred) -> int:
         from tensorlang.predicates import count
 
-        domain = conj(_box(dims), pred)
+        domain = conj(box(dims), pred)
         hit = self.memo.get(id(domain))
         if hit is None:
             hit = (domain, count(domain, tuple(v for v, _ in dims), self.sizes))

@@ -42,12 +42,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import tensorlang as tl
-from tensorlang.derive.adjoint import Adjoint, ExtendedCost, _let_chain, _read
+from tensorlang.derive.adjoint import Adjoint, ExtendedCost, _read
 from tensorlang.derive.forward import FORWARD_RULES, _Forward, forward
 from tensorlang.derive.simplify import simplify_program
 from tensorlang.nodes import (
-    Access, Const, Gen, Guard, IndexVar, Let, Pair, PairType, Proj, R, RelType, Var, compare, conj, gens, guard,
-    sums, tensor_dims,
+    Const, Guard, IndexVar, Let, Pair, PairType, R, RelType, Var, compare, conj, gens, guard, let_chain,
+    tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
 from tensorlang.substitute import fresh_var, rebuild, substitute_vars
@@ -191,7 +191,7 @@ def _forward_program(expr, input_sets, stats, per_rule) -> None:
         for n in checking:
             stats[n].fail("meaning", f"D differs from finite differences: {got!r} vs {want!r}\n      program: {_show(ssa)}")
     # cost: Theorem 6.1, statement by statement (3x) and as a whole (4x)
-    bindings, _ = _let_chain(ssa)
+    bindings, _ = let_chain(ssa)
     active: dict = dict(sigma)
     per_statement = []
     for var, value in bindings:
@@ -290,7 +290,7 @@ class _AdjointCheck:
         rng = np.random.default_rng(seed)
         self.sigma = _sigma(self.ssa, self.wrt)
         self.dx = {v.name: random_like(inputs[v.name], rng) for v in self.wrt}
-        bindings, self.output = _let_chain(self.ssa)
+        bindings, self.output = let_chain(self.ssa)
         self.vars = [v for v, _ in bindings]
         names = [v.name for v in self.vars] + list(self.ssa.free_vars)
         if len(set(names)) != len(names):

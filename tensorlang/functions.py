@@ -10,12 +10,15 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import sympy
 
 from .errors import TypeCheckError
+
+if TYPE_CHECKING:
+    from .nodes import Expr
 
 
 @dataclass(frozen=True)

@@ -462,7 +462,6 @@ def applications(expr: Expr, table: RuleTable) -> list[tuple[Rule, tuple]]:
     table order at each position (root rules at the root only)."""
     ctx = RewriteContext(expr)
     out: list = []
-    seen: dict[int, list] = {}
 
     def visit(node, position, at_root):
         for r in (table.root_rules if at_root else ()):
