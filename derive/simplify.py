@@ -33,7 +33,7 @@ from tensorlang.nodes import (
 )
 from tensorlang.predicates import simplify as simplify_pred
 from tensorlang.predicates import solve_unique
-from tensorlang.substitute import freshen, substitute_index, substitute_vars
+from tensorlang.substitute import freshen, rebuild, substitute_index, substitute_vars
 from tensorlang.traversal import free_vars
 
 
@@ -70,7 +70,7 @@ def solve_sums(dims: Sequence, pred: Pred, body: Expr, outer_dims: Sequence) -> 
 
 
 def simplify_program(expr: Expr, trace: list | None = None) -> Expr:
-    """S1-S4 to a fixed point.  ``trace`` (a list) receives ``(rule, before, after)`` for each step."""
+    """S1-S7 to a fixed point.  ``trace`` (a list) receives ``(rule, before, after)`` for each step."""
     while True:
         new = _Simplifier(trace).expr(expr, (), TRUE)
         new = _inline_lets(new, trace)
@@ -81,7 +81,7 @@ def simplify_program(expr: Expr, trace: list | None = None) -> Expr:
 
 
 class _Simplifier:
-    """S1 and S2, with the loops and brackets around each node as context."""
+    """S1, S2 and S5-S7, with the loops and brackets around each node as context."""
 
     def __init__(self, trace):
         self.trace = trace
@@ -136,8 +136,6 @@ class _Simplifier:
             value = e.left.value + e.right.value if isinstance(e, Add) else e.left.value * e.right.value
             return self.record("S7 constant", e, Const(value))
         if isinstance(e, (Add, Mul, Call, Pair, Proj, Access)):
-            from tensorlang.substitute import rebuild
-
             return rebuild(e, lambda c: self.expr(c, dims, context) if isinstance(c, Expr) else c)
         return e
 
@@ -245,8 +243,6 @@ def _is_path(e: Expr) -> bool:
 
 
 def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
-    from tensorlang.substitute import rebuild
-
     if e is old:
         return new
     if not isinstance(e, Expr) or not _contains(e, old):
