@@ -2,12 +2,13 @@
 gradient by tensorlang.ad, and (when importable) JAX and PyTorch, all measured in one run.
 
 Run: ``python benchmarks/bench_ad.py`` (``--quick`` for fewer repetitions).  Prints one row per
-benchmark: forward time, gradient time, their ratio, Zygote's ratio from the paper, the bar (2x
+benchmark: forward time, gradient time (``ad.gradient(f, *args)``), their ratio, the same for the
+function returned by ``ad.grad(f)`` (called as ``g(*args)``), Zygote's ratio from the paper, the bar (2x
 Zygote's ratio), the first gradient of a fresh copy of the function (transform, emit, compile, run),
 and the peers' gradient times where installed.
 
-Forward and gradient are timed interleaved (forward, gradient, forward, ... in rounds), each keeping its
-best round, so that load from other jobs on a shared machine hits both alike; the ratio is the ratio
+Forward, ``ad.gradient`` and ``ad.grad(f)`` are timed interleaved (forward, gradient, grad, forward, ...
+in rounds), each keeping its best round, so that load from other jobs on a shared machine hits both alike; the ratio is the ratio
 of the two best times, and "ratio (median)" the median of the per-round ratios, which shows how much
 the load moved it.
 """
@@ -91,17 +92,21 @@ def best(stmt, number, repeat):
     return min(timeit.repeat(stmt, number=number, repeat=repeat)) / number
 
 
-def interleaved(f, g, number, rounds):
-    """Best times of ``f`` and ``g`` timed alternately, and the median of the per-round ratios g/f."""
-    bf = bg = float("inf")
-    ratios = []
+def interleaved(f, g, h, number, rounds):
+    """Best times of ``f``, ``g`` and ``h`` timed alternately, and the medians of the per-round ratios
+    g/f and h/f."""
+    bf = bg = bh = float("inf")
+    ratios, ratios_h = [], []
     for _ in range(rounds):
         tf = timeit.timeit(f, number=number) / number
         tg = timeit.timeit(g, number=number) / number
-        bf, bg = min(bf, tf), min(bg, tg)
+        th = timeit.timeit(h, number=number) / number
+        bf, bg, bh = min(bf, tf), min(bg, tg), min(bh, th)
         ratios.append(tg / tf)
+        ratios_h.append(th / tf)
     ratios.sort()
-    return bf, bg, ratios[len(ratios) // 2]
+    ratios_h.sort()
+    return bf, bg, ratios[len(ratios) // 2], bh, ratios_h[len(ratios_h) // 2]
 
 
 def first_gradient(name):
@@ -194,18 +199,24 @@ def main():
         f = fresh(name)
         args = ARGS[name]
         ad.gradient(f, *args)
-        fwd, grad, median = interleaved(lambda: f(*args), lambda: ad.gradient(f, *args), *_reps(name))
+        g = ad.grad(f)
+        g(*args)
+        fwd, grad, median, gfn, gmedian = interleaved(lambda: f(*args), lambda: ad.gradient(f, *args),
+                                                      lambda: g(*args), *_reps(name))
         first = min(first_gradient(name) for _ in range(3))
-        rows.append((name, fwd, grad, grad / fwd, median, ZYGOTE[name], first, torch_gradient(name),
-                     jax_gradient(name, False), jax_gradient(name, True)))
-    head = ("benchmark", "forward", "tensorlang.ad", "ratio", "ratio (median)", "Zygote ratio", "bar (2x)", "ok",
-            "first gradient", "PyTorch", "PyTorch (issue)", "JAX", "JAX jit")
+        rows.append((name, fwd, grad, grad / fwd, median, gfn, gfn / fwd, gmedian, ZYGOTE[name], first,
+                     torch_gradient(name), jax_gradient(name, False), jax_gradient(name, True)))
+    head = ("benchmark", "forward", "tensorlang.ad", "ratio", "ratio (median)", "ad.grad(f)", "grad ratio",
+            "grad ratio (median)", "Zygote ratio", "bar (2x)", "ok", "ok (grad)", "first gradient", "PyTorch",
+            "PyTorch (issue)", "JAX", "JAX jit")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    for name, fwd, grad, ratio, median, zyg, first, torch_t, jax_t, jit_t in rows:
+    for name, fwd, grad, ratio, median, gfn, gratio, gmedian, zyg, first, torch_t, jax_t, jit_t in rows:
         ok = ratio <= 2 * zyg and grad * 1e6 < TORCH_ISSUE_US[name] and first < 0.1
-        print(f"| {name} | {fmt(fwd)} | {fmt(grad)} | {ratio:.2f} | {median:.2f} | {zyg:.2f} | {2 * zyg:.2f} | "
-              f"{'yes' if ok else 'no'} | {fmt(first)} | {fmt(torch_t)} | {TORCH_ISSUE_US[name]} µs | "
+        gok = gratio <= 2 * zyg and gfn * 1e6 < TORCH_ISSUE_US[name] and first < 0.1
+        print(f"| {name} | {fmt(fwd)} | {fmt(grad)} | {ratio:.2f} | {median:.2f} | {fmt(gfn)} | {gratio:.2f} | "
+              f"{gmedian:.2f} | {zyg:.2f} | {2 * zyg:.2f} | {'yes' if ok else 'no'} | {'yes' if gok else 'no'} | "
+              f"{fmt(first)} | {fmt(torch_t)} | {TORCH_ISSUE_US[name]} µs | "
               f"{fmt(jax_t)} | {fmt(jit_t)} |")
 
 

@@ -5,6 +5,6 @@ the primal gets a pullback per call and a branch tag per join (``primal``), the 
 with loop values on a stack (``adjoint``), and both are emitted as Python source, compiled once per
 function and argument kinds (``emit``).  Rules live apart from the core, in ``rules``.
 """
-from .api import checkpoint, code_adjoint, code_ir, gradient, hook, pullback, rule
+from .api import checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullback, rule
 
-__all__ = ["gradient", "pullback", "rule", "code_ir", "code_adjoint", "checkpoint", "hook"]
+__all__ = ["gradient", "grad", "pullback", "rule", "code_ir", "code_adjoint", "checkpoint", "hook"]

@@ -109,6 +109,56 @@ def gradient(f, *args):
     return _with_store(entry[2], f, args)
 
 
+def grad(f):
+    """``jax.grad`` style: the gradient function of scalar-valued ``f``; ``grad(f)(*args)`` equals
+    ``gradient(f, *args)``.  The first call specialises ``f`` for the argument types; from then on the
+    returned function object runs the compiled gradient code itself (no cache lookup).  A function of
+    ``float``/``int`` arguments with one basic block of inlined arithmetic and ``math`` calls gets a
+    tight straight-line gradient (``straight.py``; other argument types hand over to ``gradient``);
+    any other function calls ``gradient``'s cached entry directly.  Like ``jax.grad`` it differentiates
+    ``f`` as it is at that first call: rebinding ``f.__code__`` afterwards is not seen."""
+    g = types.FunctionType(_grad_first.__code__, _grad_first.__globals__, f"grad({getattr(f, '__name__', 'f')})")
+    g.__kwdefaults__ = {"_ad_self": g, "_ad_f": f}
+    g.__qualname__ = f"grad({getattr(f, '__qualname__', repr(f))})"
+    g.__doc__ = f"The gradient of {g.__qualname__[5:-1]} (``tensorlang.ad.grad``)."
+    g.__wrapped__ = f
+    return g
+
+
+def _grad_first(*args, _ad_self, _ad_f):
+    # the code of a fresh ``grad(f)``: it replaces itself on the first call (its code and defaults)
+    return _grad_install(_ad_self, _ad_f, args)
+
+
+def _grad_generic(*args, _ad_f, _ad_gradient):
+    return _ad_gradient(_ad_f, *args)
+
+
+def _grad_install(g, f, args):
+    from .straight import compile_straight
+    result = gradient(f, *args)   # specialises f (and raises what gradient raises)
+    fast = None
+    if type(f) is types.FunctionType and args and len(args) == f.__code__.co_argcount:
+        types_ = tuple(map(type, args))
+        if all(t is float or t is int for t in types_) and float in types_:
+            spec = specialised(f, args)
+            fast = compile_straight(spec.ir, types_, f.__qualname__, f.__globals__,
+                                    _generic_for(f))
+    if fast is None:
+        fast = _generic_for(f)
+    g.__code__ = fast.__code__
+    g.__defaults__ = fast.__defaults__
+    g.__kwdefaults__ = fast.__kwdefaults__
+    g.__ad_source__ = getattr(fast, "__ad_source__", None)
+    return result
+
+
+def _generic_for(f):
+    fb = types.FunctionType(_grad_generic.__code__, _grad_generic.__globals__, "grad")
+    fb.__kwdefaults__ = {"_ad_f": f, "_ad_gradient": gradient}
+    return fb
+
+
 def _gradient(f, args):
     """``gradient`` off the fast path: specialise (or go through ``J``), fill the cache, and run the
     entry with a box store of its own unless it is box-free."""

@@ -1,0 +1,193 @@
+"""The straight-line fast path of ``ad.grad``: a function of numbers with one basic block (no loops, no
+branches) whose instructions are all inlined scalar arithmetic and ``math`` calls gets its gradient as
+one tight Python function: the primal and then the adjoint as plain local assignments, no block
+dispatch, tags, stack, boxes or hidden ``f`` argument, the known rules' derivatives written in as
+expressions, constants (``math.sin`` ...) bound as default arguments (``LOAD_FAST``).
+
+The function checks the exact types of its arguments first (``float`` for differentiated ones, ``int``
+for the others, as when it was made) and otherwise hands over to ``ad.gradient``.
+"""
+from __future__ import annotations
+
+import linecache
+import math
+import re
+
+from . import primal
+from .emit import Gen
+from .ir import INT, NUM, Instr
+from .rules.scalar import INLINE_BINOPS, INLINE_CALLS, INLINE_UNARY
+
+_SEED = "1.0"
+# results of these are floats whatever numbers go in
+_FLOAT_CALLS = {f for f in INLINE_CALLS if getattr(f, "__module__", None) == "math" and f is not math.fabs}
+_FLOAT_CALLS |= {math.fabs, float}
+
+
+def _eligible(fn, types_) -> bool:
+    if len(fn.blocks) != 1 or fn.freevars or any(t not in (float, int) for t in types_):
+        return False
+    b = fn.blocks[0]
+    if b.phis or not b.term or b.term[0] != "return":
+        return False
+    for ins in b.instrs:
+        op = ins.op
+        if op in ("param", "const"):
+            continue
+        if op == "prim" and ins.attr[0] in INLINE_CALLS and ins.kind in (INT, NUM):
+            continue
+        if op == "binop" and ins.kind in (INT, NUM) and (ins.attr in INLINE_BINOPS or not ins.active):
+            continue
+        if op == "unary" and ins.kind in (INT, NUM) and (ins.attr in INLINE_UNARY or not ins.active):
+            continue
+        if op == "compare" and not ins.active:
+            continue
+        return False
+    ret = b.term[1]
+    return isinstance(ret, Instr) and ret.active and ret.kind == NUM
+
+
+def _is_float(v, floats) -> bool:
+    if not isinstance(v, Instr):
+        return False
+    if v.op == "param":
+        return v.active and v.kind == NUM   # guarded to be exactly float
+    if v.op == "const":
+        return type(v.attr) is float
+    if v.op == "prim":
+        f = v.attr[0]
+        if f in _FLOAT_CALLS:
+            return True
+        if f is abs:
+            return v.args[0] in floats
+        return all(a in floats for a in v.args)   # min, max
+    if v.op == "binop":
+        return v.attr == "/" or any(a in floats for a in v.args)
+    if v.op == "unary":
+        return v.args[0] in floats
+    return False
+
+
+def generate(fn, types_, qualname):
+    """The source of the straight-line gradient function and its defaults, or None if not eligible."""
+    if not _eligible(fn, types_):
+        return None
+    g = Gen(fn)
+    b = fn.blocks[0]
+    params = [ins for ins in b.instrs if ins.op == "param"]
+    body = []
+    for ins in b.instrs:
+        body += primal.instr(g, ins)
+    floats = set()
+    for ins in b.instrs:
+        if _is_float(ins, floats):
+            floats.add(ins)
+    float_names = {g.val(v) for v in floats}
+    ret = b.term[1]
+    terms: dict = {ret: [_SEED]}
+    safe: dict = {}   # value -> its gradient is known to be a float
+    names: dict = {}  # value -> the name or literal of its gradient
+
+    def is_safe(expr, template):
+        if " if " in template or "//" in template or "%" in template:
+            return False
+        return any(n in float_names or n in safe_names or n.startswith("_k") and n in math_names
+                   for n in re.findall(r"_[a-z]+\d+", expr)) or _SEED in expr
+
+    safe_names: set = set()
+    math_names: set = set()
+
+    def grad_of(v):
+        """Materialise the gradient of ``v`` (all its users done): a name or literal."""
+        ts = terms.get(v)
+        if not ts:
+            return None
+        if ts == [_SEED]:
+            return _SEED
+        d = f"_d{v.id}"
+        body.append(f"{d} = {' + '.join(ts)}")
+        if safe.get(v):
+            safe_names.add(d)
+        return d
+
+    for ins in reversed(b.instrs):
+        if ins.op not in ("prim", "binop", "unary") or not ins.active:
+            continue
+        dy = grad_of(ins)
+        if dy is None:
+            continue
+        if ins.op == "prim":
+            temps = INLINE_CALLS[ins.attr[0]].derivs
+        elif ins.op == "binop":
+            temps = INLINE_BINOPS[ins.attr]
+        else:
+            temps = [INLINE_UNARY[ins.attr]]
+        fill = {"dy": dy, "m": "_ad_math", "y": g.val(ins)}
+        args = [g.val(a) for a in ins.args]
+        for t, a in zip(temps, ins.args):
+            if not a.active or a.kind == INT:
+                continue
+            expr = t.format(*args, **fill)
+
+            def bind(m):
+                name = g.const(getattr(math, m.group(1)))
+                math_names.add(name)
+                return name
+            expr = re.sub(r"_ad_math\.(\w+)", bind, expr)
+            ok = is_safe(expr, t)
+            if dy == _SEED:   # 1.0 * e -> e, where e is still a float
+                short = expr.replace(f"-{_SEED} * ", "-").replace(f"{_SEED} * ", "")
+                if short != expr and is_safe(short, t):
+                    expr = short
+            terms.setdefault(a, []).append(expr)
+            safe[a] = safe.get(a, False) or ok
+    grads = []
+    for p, t in zip(params, types_):
+        if not p.active or p.kind == INT:
+            grads.append("None")
+            continue
+        d = grad_of(p)
+        if d is None:
+            grads.append("0.0")
+        elif d == _SEED or safe.get(p):
+            grads.append(d)
+        else:
+            grads.append(f"_ad_float({d})")
+            g.env["_ad_float"] = float
+    args = [g.val(p) for p in params]
+    guard = " or ".join(f"_ad_type({a}) is not {'_ad_flt' if t is float else '_ad_int'}"
+                        for a, t in zip(args, types_))
+    env = dict(g.env)
+    env.update(_ad_type=type, _ad_flt=float, _ad_int=int, _ad_fb=None)
+    # positional defaults, not keyword-only ones: CPython 3.11 specialises calls of the former only
+    # (``CALL_PY_WITH_DEFAULTS``); ``_ad_type`` first, so that a surplus argument fails loudly
+    order = ["_ad_type"] + sorted(set(env) - {"_ad_type"})
+    env = {k: env[k] for k in order}
+    name = "_ad_grad_" + re.sub(r"\W", "_", qualname)
+    lines = [f"def {name}({''.join(a + ', ' for a in args)}{', '.join(k + '=None' for k in order)}):"]
+    if guard:
+        lines += [f"    if {guard}:", f"        return _ad_fb({', '.join(args)})"]
+    lines += ["    " + x for x in body]
+    lines.append(f"    return ({''.join(x + ', ' for x in grads)})")
+    return "\n".join(lines) + "\n", env, name
+
+
+_COUNTER = [0]
+
+
+def compile_straight(fn, types_, qualname, fglobals, fallback):
+    """The compiled straight-line gradient function (keyword-only defaults set), or None."""
+    made = generate(fn, types_, qualname)
+    if made is None:
+        return None
+    src, env, name = made
+    env["_ad_fb"] = fallback
+    _COUNTER[0] += 1
+    filename = f"<tensorlang.ad.grad:{qualname}:{_COUNTER[0]}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns: dict = {}
+    exec(compile(src, filename, "exec"), fglobals, ns)
+    func = ns[name]
+    func.__defaults__ = tuple(env.values())
+    func.__ad_source__ = src
+    return func
