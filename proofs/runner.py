@@ -21,7 +21,7 @@ printed in the same table (no symbolic column).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
@@ -30,29 +30,36 @@ from hypothesis import strategies as st
 import tensorlang as tl
 from tensorlang.rules import Trace, all_tables
 
-from .registry import CheckSpec, load_specs
+from .registry import CheckSpec, RuleStats, load_specs
 from .symbolic import is_polynomial, same_polynomials, symbolic_inputs, symbolic_value
 
 __all__ = ["run", "Stats"]
 
 
 @dataclass
-class Stats:
-    rule: object
+class Stats(RuleStats):
+    """A rewrite rule's checks: those of ``RuleStats``, and the symbolic ones a polynomial rule needs."""
+
+    rule: object = None
     spec: str = ""
-    seen: int = 0
-    checked: int = 0
-    meaning_fail: int = 0
-    cost_fail: int = 0
     symbolic: int = 0
     symbolic_fail: int = 0
-    errors: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         need_sym = self.rule.polynomial
-        return (self.checked > 0 and not self.meaning_fail and not self.cost_fail and not self.symbolic_fail
-                and (self.symbolic > 0 or not need_sym))
+        return super().ok and not self.symbolic_fail and (self.symbolic > 0 or not need_sym)
+
+
+def _print_row(name: str, s: RuleStats, sym: str, realises) -> bool:
+    """One row of the table; whether the rule failed (its first messages are printed under it)."""
+    meaning = "ok" if s.checked and not s.meaning_fail else ("FAIL" if s.meaning_fail else "-")
+    cost = "ok" if s.checked and not s.cost_fail else ("FAIL" if s.cost_fail else "-")
+    mark = "" if s.ok else "   <-- FAIL" + (" (no instances)" if not s.checked else "")
+    print(f"{name:44s} {s.seen:9d} {s.checked:8d} {meaning:>8s} {cost:>6s} {sym:>9s}  {', '.join(realises)}{mark}")
+    for msg in ([] if s.ok else s.errors[:2]):
+        print(f"    {msg}")
+    return not s.ok
 
 
 def _draw(strategy, count: int, seed: int) -> list:
@@ -167,7 +174,7 @@ def run(programs: int = 10, per_rule: int = 20, symbolic: int = 2, only=None, sp
         for table in spec.tables:
             covered.add(table.name)
             for r in table.rules:
-                stats.setdefault(r.name, Stats(r, spec.name))
+                stats.setdefault(r.name, Stats(r.name, r.realises, rule=r, spec=spec.name))
         items = []
         for k, (label, strategy, weight) in enumerate(spec.sources):
             items += _draw(strategy, max(1, programs * weight), seed=k)
@@ -248,20 +255,12 @@ def run(programs: int = 10, per_rule: int = 20, symbolic: int = 2, only=None, sp
                 s = stats[r.name]
                 if s.spec != spec.name:
                     continue
-                meaning = "ok" if s.checked and not s.meaning_fail else ("FAIL" if s.meaning_fail else "-")
-                cost = "ok" if s.checked and not s.cost_fail else ("FAIL" if s.cost_fail else "-")
                 if r.polynomial:
                     sym = f"{s.symbolic} ok" if s.symbolic and not s.symbolic_fail else (
                         "FAIL" if s.symbolic_fail else "none")
                 else:
                     sym = "n/a"
-                mark = "" if s.ok else "   <-- FAIL" + (" (no instances)" if not s.checked else "")
-                print(f"{r.name:44s} {s.seen:9d} {s.checked:8d} {meaning:>8s} {cost:>6s} {sym:>9s}  "
-                      f"{', '.join(r.realises)}{mark}")
-                if not s.ok:
-                    failures += 1
-                    for msg in s.errors[:2]:
-                        print(f"    {msg}")
+                failures += _print_row(r.name, s, sym, r.realises)
     for spec, count, pass_fail, rule_stats, seconds in check_rows:
         print(line)
         flag = "ok" if not pass_fail else "FAIL"
@@ -271,21 +270,9 @@ def run(programs: int = 10, per_rule: int = 20, symbolic: int = 2, only=None, sp
             for msg in pass_fail[:3]:
                 print(f"    {msg}")
         for name, realises in spec.rules:
-            s = rule_stats.get(name)
-            if s is None:
-                from .registry import RuleStats
-
-                s = RuleStats(name, realises)
+            s = rule_stats.get(name) or RuleStats(name, realises)
             stats[f"{spec.name}: {name}"] = s
-            meaning = "ok" if s.checked and not s.meaning_fail else ("FAIL" if s.meaning_fail else "-")
-            cost = "ok" if s.checked and not s.cost_fail else ("FAIL" if s.cost_fail else "-")
-            mark = "" if s.ok else "   <-- FAIL" + (" (no instances)" if not s.checked else "")
-            print(f"{name:44s} {s.seen:9d} {s.checked:8d} {meaning:>8s} {cost:>6s} {'n/a':>9s}  "
-                  f"{', '.join(realises)}{mark}")
-            if not s.ok:
-                failures += 1
-                for msg in s.errors[:2]:
-                    print(f"    {msg}")
+            failures += _print_row(name, s, "n/a", realises)
     for table_name, r in orphans:
         print(f"{r.name:44s} (table {table_name}) has no obligations: no proofs spec covers it   <-- FAIL")
         failures += 1
