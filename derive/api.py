@@ -67,24 +67,26 @@ def adjoint(expr: Expr, wrt, check: dict | None = None) -> Expr:
     """``tl.adjoint``: D^T (Fig. 14-16) with the new input ``dy`` of expr's type; for several wrt
     variables the output is right-nested pairs in the order given.  ``check`` (sizes by name) verifies
     every rule application against the extended cost of Fig. 17."""
-    variables = wrt_vars(expr, wrt)
+    return _adjoint(expr, wrt_vars(expr, wrt), check)[0]
+
+
+def _adjoint(expr: Expr, variables: Sequence[Var], check: dict | None = None) -> tuple[Expr, Var]:
     dy = fresh_var("dy", expr.type, avoid=[expr])
-    return simplify_program(adjoint_ssa(to_ssa(expr), variables, dy, check))
+    return simplify_program(adjoint_ssa(to_ssa(expr), variables, dy, check)), dy
 
 
 def grad(expr: Expr, wrt) -> Expr:
     """``tl.grad``: for a scalar program, the adjoint with ``dy = 1``."""
     if not isinstance(expr.type, RealType):
         raise TypeCheckError(f"grad needs a scalar program, this one has type {expr.type}; use adjoint")
-    a = adjoint(expr, wrt)
-    dy = [v for v in free_vars(a) if v.name.startswith("dy") and v.type is expr.type]
-    return simplify_program(substitute_vars(a, {dy[0]: Const(1)})) if dy else a
+    a, dy = _adjoint(expr, wrt_vars(expr, wrt))
+    return simplify_program(substitute_vars(a, {dy: Const(1)}))
 
 
 def jacobian(expr: Expr, wrt) -> Expr:
     """``tl.jacobian``: the materialised Jacobian, output indices first, by probing D with one-hot
     tensors ``gen(k:s) [k = i]`` (section 2.1), then simplified so that its structure survives."""
-    (var,) = wrt_vars(expr, [wrt] if isinstance(wrt, (str, Var)) else wrt)
+    (var,) = wrt_vars(expr, wrt)
     out_sizes, out_elem = tensor_dims(expr.type)
     in_sizes, in_elem = tensor_dims(var.type)
     if not isinstance(out_elem, RealType) or not isinstance(in_elem, RealType):
@@ -106,7 +108,7 @@ def jacobian(expr: Expr, wrt) -> Expr:
 
 def hessian(expr: Expr, wrt) -> Expr:
     """``tl.hessian``: the Jacobian of the gradient (a scalar program, one input)."""
-    (var,) = wrt_vars(expr, [wrt] if isinstance(wrt, (str, Var)) else wrt)
+    (var,) = wrt_vars(expr, wrt)
     return jacobian(grad(expr, var), var.name)
 
 

@@ -152,3 +152,11 @@ def test_bad_wrt():
         tl.grad(e, "S")
     with pytest.raises(tl.TypeCheckError, match="scalar"):
         tl.grad(tl.parse("x : [n]R; gen(i:n) x[i]"), "x")
+
+
+def test_grad_keeps_an_input_named_dy():
+    # the cotangent takes a fresh name (dy1); only it is set to 1, the program's own dy stays an input
+    e = tl.parse("dy : R; x : R; dy * x * x")
+    g = tl.grad(e, "x")
+    assert "dy" in g.free_vars
+    assert tl.evaluate(g, dy=5.0, x=3.0) == 30.0
