@@ -8,13 +8,19 @@ and the loser's rename just replaces an identical file; a reader never sees half
 
 The system C compiler (``$CC`` or ``cc``) runs at ``-O3`` with ``-march=native -fno-math-errno`` (so
 loop-invariant calls of ``exp`` and friends can be hoisted and loops vectorised; no ``-ffast-math``,
-which would reorder sums), with ``-fopenmp`` when the compiler accepts it.  A failure raises
+which would reorder sums) and ``-ffp-contract=off`` (no fused multiply-adds: every product is rounded
+as written, so a kernel's result does not depend on which of its loops the compiler vectorised, and a
+lane-blocked loop gives the same bits as the plain one), with ``-fopenmp`` when the compiler accepts it,
+and ``-DTL_VECTOR_MATH ... -lmvec`` where glibc's vector math library works (``vector_math_available``):
+then ``exp``, ``log``, ``pow``, ``sin``, ``cos``, ``tan``, ``tanh`` in vectorised loops run 4 or 8 at a time
+(the softmax's sum of ``exp`` 4x faster), each within 4 ulp instead of glibc's scalar 1 ulp.  A failure raises
 ``CompileError`` carrying the compiler's message and the numbered source.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -24,7 +30,8 @@ import uuid
 
 from tensorlang.errors import CompileError
 
-__all__ = ["cache_dir", "c_compiler", "c_flags", "build_c", "load", "openmp_available", "nvcc_path",
+__all__ = ["cache_dir", "c_compiler", "c_flags", "build_c", "load", "openmp_available", "vector_math_available",
+           "VECTOR_MATH_FLAG", "VECTOR_MATH_DECLS", "nvcc_path",
            "build_cuda_object", "numbered"]
 
 _LOCK = threading.Lock()
@@ -73,12 +80,60 @@ def openmp_available(cc: str | None = None) -> bool:
     return bool(_PROBES[key])
 
 
-def c_flags(openmp: bool | None = None) -> list[str]:
-    flags = ["-O3", "-march=native", "-fno-math-errno", "-fPIC", "-shared", "-std=gnu11"]
+VECTOR_MATH_FLAG = "-DTL_VECTOR_MATH"
+#: Declarations (in every kernel's prelude) that let gcc call glibc's vector math library, libmvec, from
+#: the loops it vectorises: 4 (AVX2) or 8 (AVX-512) values per call, within 4 ulp of the scalar function.
+VECTOR_MATH_DECLS = r"""
+#ifdef TL_VECTOR_MATH
+#define TL_SIMD __attribute__((__simd__("notinbranch")))
+TL_SIMD double exp(double); TL_SIMD double log(double); TL_SIMD double pow(double, double);
+TL_SIMD double sin(double); TL_SIMD double cos(double); TL_SIMD double tan(double); TL_SIMD double tanh(double);
+#endif
+"""
+
+
+def vector_math_available(cc: str | None = None) -> bool:
+    """Whether a library whose loops call libmvec's vector variants (``VECTOR_MATH_DECLS``) builds, loads
+    and computes ``exp`` right (probed once): glibc on x86-64 with gcc; not elsewhere."""
+    cc = cc or c_compiler()
+    key = "mvec:" + cc
+    if key not in _PROBES:
+        src = ("#include <math.h>\n" + VECTOR_MATH_DECLS + "double tl_probe(void) { double v[64], s = 0;\n"
+               "  for (int i = 0; i < 64; i++) v[i] = exp(0.01 * i) + log(1.0 + i) + pow(1.5, 0.1 * i) + sin(i) + cos(i)"
+               " + tan(0.01 * i) + tanh(0.1 * i);\n  for (int i = 0; i < 64; i++) s += v[i];\n  return s; }\n")
+        ok = False
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.c")
+            with open(path, "w") as f:
+                f.write(src)
+            try:
+                r = subprocess.run([cc, "-O3", "-march=native", "-fno-math-errno", VECTOR_MATH_FLAG, "-shared",
+                                    "-fPIC", path, "-o", os.path.join(d, "p.so"), "-lmvec", "-lm"],
+                                   capture_output=True, timeout=60)
+                if r.returncode == 0:
+                    fn = ctypes.CDLL(os.path.join(d, "p.so")).tl_probe
+                    fn.restype = ctypes.c_double
+                    want = sum(math.exp(0.01 * i) + math.log(1.0 + i) + 1.5 ** (0.1 * i) + math.sin(i) + math.cos(i)
+                               + math.tan(0.01 * i) + math.tanh(0.1 * i) for i in range(64))
+                    ok = abs(fn() - want) <= 1e-12 * abs(want)
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+        _PROBES[key] = ok
+    return bool(_PROBES[key])
+
+
+def c_flags(openmp: bool | None = None, vector_math: bool | None = None) -> list[str]:
+    """The C compiler's flags for a kernel; OpenMP and libmvec where the machine has them (unless
+    ``False`` is given)."""
+    flags = ["-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
     if openmp is None:
         openmp = openmp_available()
     if openmp:
         flags.append("-fopenmp")
+    if vector_math is None:
+        vector_math = vector_math_available()
+    if vector_math:
+        flags.append(VECTOR_MATH_FLAG)
     return flags
 
 
@@ -125,7 +180,8 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
         return target
     src_tmp, so_tmp = _staged(source, directory, key, ".c", ".so")
     try:
-        r = subprocess.run([cc, *flags, src_tmp, "-o", so_tmp, "-lm"], capture_output=True, text=True)
+        libs = ["-lmvec", "-lm"] if VECTOR_MATH_FLAG in flags else ["-lm"]
+        r = subprocess.run([cc, *flags, src_tmp, "-o", so_tmp, *libs], capture_output=True, text=True)
     except OSError as exc:
         os.unlink(src_tmp)
         raise CompileError(f"cannot run the C compiler {cc!r}: {exc}\n--- generated source ---\n"

@@ -22,7 +22,9 @@ work like built-ins); hash-consed subterms used more than once are computed once
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Callable
 
 import islpy as isl
 from sympy.printing.c import C99CodePrinter
@@ -37,6 +39,7 @@ from tensorlang.predicates import has_relations, over_approximation
 from tensorlang.traversal import free_index_vars
 
 from . import domains as D
+from .build import VECTOR_MATH_DECLS
 from .ir import Array, Program, Reduce, Relation, Stmt
 from .loops import Block, For, If, User, cond_c, loop_nest
 from .lower import path_of
@@ -44,8 +47,9 @@ from .lower import path_of
 __all__ = ["CEmitter", "emit_c", "PRELUDE"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
-PARALLEL_WORK = 1 << 21
-PARALLEL_CHUNKS = 32  # dynamic scheduling of gather loops: about this many chunks per loop  # points times inner work below which a nest runs on one thread (~1 ms of work)
+PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
+PARALLEL_CHUNKS = 32  # dynamic scheduling of gather loops: about this many chunks per loop
+LANES = 8  # points of an innermost loop that lane blocking computes at once (two AVX2 vectors of doubles)
 
 PRELUDE = r"""
 #include <stdint.h>
@@ -58,7 +62,7 @@ PRELUDE = r"""
 static inline int64_t tl_floord(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-static inline int tl_csr_has(const int32_t *ptr, const int32_t *idx, int64_t r, int64_t c) {
+""" + VECTOR_MATH_DECLS.lstrip("\n") + r"""static inline int tl_csr_has(const int32_t *ptr, const int32_t *idx, int64_t r, int64_t c) {
   int64_t lo = ptr[r], hi = ptr[r + 1];
   while (lo < hi) { int64_t mid = (lo + hi) >> 1; if (idx[mid] < c) lo = mid + 1; else hi = mid; }
   return lo < ptr[r + 1] && idx[lo] == c;
@@ -235,12 +239,33 @@ class _Scope:
         return None
 
 
+@dataclass
+class _Leaf:
+    """What a loop nest runs at each of its points (``run(node, scope)``), with what lane blocking needs
+    to know of it: the index variables the point's coordinates bind, the body whose reductions may be
+    computed for several points at once (``None``: none may), the isl statements (by name) that do not
+    run that body, and the nest's domain, for leaves isl gives none."""
+
+    run: Callable
+    vars: tuple = ()
+    body: Expr | None = None
+    domain: object = None
+    plain: tuple = ()
+
+    def __call__(self, node: User, sc: _Scope) -> None:
+        self.run(node, sc)
+
+    def body_at(self, node: User) -> Expr | None:
+        return None if node.name in self.plain else self.body
+
+
 class CEmitter:
     """Emits one C translation unit with one entry point for a lowered ``Program``."""
 
     real = "double"
     restrict = "restrict"
     openmp = True
+    lanes = LANES  # lane blocking of innermost loops (0: none)
     uses_blas = True  # contractions marked by codegen.contract become tl_gemm/tl_gemv calls
 
     def __init__(self, prog: Program, namer, dtype: str = "float64", entry: str = "tl_kernel"):
@@ -420,7 +445,10 @@ class CEmitter:
         if self.interchange and self.interchangeable(pred, body):
             # small target, long reduction: chosen at run time (the sizes are symbolic)
             g, r = self.size_product(arr.dims), self.size_product(body.sizes)
-            scope.line(f"if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({r}) >= 4 * ({g})) {{")
+            # a gather whose innermost loop is lane-blocked keeps its sums in registers: better, when
+            # that loop has a block's worth of points
+            lanes = f" && ({self.size_product(arr.dims[-1:])}) < {self.lanes}" if self.lane_blocked(gv, body) else ""
+            scope.line(f"if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({r}) >= 4 * ({g}){lanes}) {{")
             self.emit_interchanged(stmt, pred, body, scope.child())
             scope.line("} else {")
             self.emit_gather(stmt, pred, body, scope.child())
@@ -436,6 +464,11 @@ class CEmitter:
         if not isinstance(body, Reduce) or has_relations(pred) or has_relations(body.pred):
             return False
         return any(v in free_index_vars(body.body) for v in body.vars)
+
+    def lane_blocked(self, gv, red: Reduce) -> bool:
+        """Whether the gather ``T[gv] = red`` has its innermost loop (over ``gv[-1]``) lane-blocked (as
+        ``lane_reductions`` decides for it)."""
+        return bool(self.lanes) and _lane_blockable(red, gv[-1:])
 
     def emit_interchanged(self, stmt: Stmt, pred, red: Reduce, scope: _Scope) -> None:
         """``T[g] = sum(r) e`` as ``T = 0; for r: for g: T[g] += e``: the reduction's loops outside, the
@@ -494,18 +527,21 @@ class CEmitter:
             known = node.domain if node.domain is not None else dom_c
             inner = sc.child(ctx=(D.lift_to_context(known) & sc.ctx), bound=sc.bound + gv, indent_by=0,
                              parallel_ok=False)
-            if exact:
+            cond = None if exact else self.pred(pred, inner)
+            if cond is None:
                 value = self.expr(body, inner)
                 sc.line(f"{ref} = {value};")
+            elif cond == "0":
+                sc.line(f"{ref} = 0;")
             else:
-                cond = self.pred(pred, inner)
                 sc.line(f"if ({cond}) {{")
                 sub = inner.child()
                 value = self.expr(body, sub)
                 sub.line(f"{ref} = {value};")
                 sc.line(f"}} else {ref} = 0;")
 
-        self.emit_tree(tree, scope, user, parallel=scope.parallel_ok, work=work)
+        leaf = _Leaf(user, gv, body if exact else None, dom_c, plain=("Z",))
+        self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work)
 
     def emit_contraction(self, stmt: Stmt, con, scope: _Scope) -> None:
         """A statement marked by ``codegen.contract``: one ``tl_gemm``/``tl_gemv`` call."""
@@ -612,6 +648,10 @@ class CEmitter:
                 self.emit_tree(tree.body, inner, user, parallel, work, reduction)
                 scope.line("}")
                 return
+            reds = self.lane_reductions(tree, user)
+            if reds:
+                self.emit_lane_blocked(tree, reds, scope, user, parallel and tree.outermost, work, reduction)
+                return
             self.for_header(tree, scope, parallel and tree.outermost, work, reduction)
             self.emit_tree(tree.body, scope.child(), user, False, work, reduction)
             scope.line("}")
@@ -631,19 +671,133 @@ class CEmitter:
 
     def for_header(self, tree: For, scope: _Scope, parallel: bool, work: str, reduction: str | None) -> None:
         """The ``for`` line of a loop (with its OpenMP pragma when it is a parallel outermost loop)."""
-        cond = tree.cond[1:-1] if tree.cond.startswith("(") and tree.cond.endswith(")") else tree.cond
+        cond = _unparen(tree.cond)
         if parallel and self.openmp:
-            self.parallel_pragma(scope, work, reduction, self.chunk(tree, cond) if reduction is None else None)
+            self.parallel_pragma(scope, work, reduction, self.chunk(tree) if reduction is None else None)
         scope.line(f"for (int64_t {tree.var} = {tree.init}; {cond}; {tree.var} += {tree.inc}) {{")
 
     @staticmethod
-    def chunk(tree: For, cond: str) -> str | None:
-        """A chunk of about 1/32 of the loop's iterations (``None`` when the trip count is not evident)."""
-        m = re.fullmatch(rf"{re.escape(tree.var)} (<=?) (.+)", cond)
-        if m is None or tree.inc != "1":
+    def trip(tree: For) -> str | None:
+        """The loop's trip count as C (``None`` when it is not evident from the loop's header)."""
+        m = re.fullmatch(rf"{re.escape(tree.var)} (<=?) (.+)", _unparen(tree.cond))
+        if m is None or tree.inc != "1" or _unparen(f"({m.group(2)})") != m.group(2):
             return None
-        trip = f"({m.group(2)}) - ({tree.init})" + (" + 1" if m.group(1) == "<=" else "")
-        return f"tl_max(1, ({trip}) / {PARALLEL_CHUNKS})"
+        return f"({m.group(2)}) - ({tree.init})" + (" + 1" if m.group(1) == "<=" else "")
+
+    def chunk(self, tree: For) -> str | None:
+        """A chunk of about 1/32 of the loop's iterations (``None`` when the trip count is not evident)."""
+        trip = self.trip(tree)
+        return None if trip is None else f"tl_max(1, ({trip}) / {PARALLEL_CHUNKS})"
+
+    # ---------------------------------------------------------------------------------------------
+    # lane blocking
+
+    def lane_reductions(self, tree: For, leaf) -> list[Reduce]:
+        """The reductions that lane blocking computes for ``lanes`` points of the innermost loop ``tree``
+        at once: those of the leaf's body evaluated unconditionally (not under a guard), whose domain
+        does not move with the loop but whose summand does, with no relation and no nested reduction.
+        Empty when the loop is not innermost or its trip count is not evident."""
+        node = tree.body
+        if not self.lanes or not isinstance(node, User) or not isinstance(leaf, _Leaf):
+            return []
+        body = leaf.body_at(node)
+        if body is None or self.trip(tree) is None:
+            return []
+        moving = self.moving_vars(tree, node, leaf)
+        out, seen, stack = [], set(), [body]
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if isinstance(e, Reduce):
+                if _lane_blockable(e, moving):
+                    out.append(e)
+            elif isinstance(e, (Add, Mul)):
+                stack += [e.right, e.left]
+            elif isinstance(e, Call):
+                stack += reversed(e.args)
+        return out
+
+    @staticmethod
+    def moving_vars(tree: For, node: User, leaf: _Leaf) -> tuple[IndexVar, ...]:
+        """The leaf's variables whose coordinates change with the loop ``tree``."""
+        it = re.compile(rf"\b{re.escape(tree.var)}\b")
+        return tuple(v for v, a in zip(leaf.vars, node.args) if it.search(a))
+
+    def emit_lane_blocked(self, tree: For, reds, scope: _Scope, leaf: _Leaf, parallel: bool, work: str,
+                          reduction: str | None) -> None:
+        """Lane blocking (register blocking, "unroll and jam"): the innermost loop runs ``lanes``
+        consecutive points at a time.  Each reduction in ``reds`` runs once per block, its summand in a
+        vectorisable loop over the lanes adding into one accumulator per lane; then the rest of the body
+        runs point by point on the accumulators.  Every point's sum adds its terms in the same order as
+        without blocking and the points finish in order, so the result is the same bit for bit: only
+        the dependent chains of additions of neighbouring points interleave (the convolution's 16-tap
+        sums run 3.5x faster).  The iterations left over after the last full block run unblocked."""
+        nb, b = self.fresh("nb"), self.fresh("b")
+        scope.line("{")
+        sc = scope.child()
+        sc.line(f"const int64_t {nb} = tl_max(0, {self.trip(tree)}) / {self.lanes};")
+        if parallel and self.openmp:
+            chunk = None if reduction else f"tl_max(1, {nb} / {PARALLEL_CHUNKS})"
+            self.parallel_pragma(sc, work, reduction, chunk)
+        sc.line(f"for (int64_t {b} = 0; {b} < {nb}; {b} += 1) {{")
+        self.emit_lanes(tree, f"({tree.init}) + {b} * {self.lanes}", reds, sc.child(), leaf)
+        sc.line("}")
+        rest = For(tree.var, f"({tree.init}) + {nb} * {self.lanes}", tree.cond, tree.inc, tree.body)
+        self.for_header(rest, sc, False, work, reduction)
+        self.emit_tree(tree.body, sc.child(), leaf, False, work, reduction)
+        sc.line("}")
+        scope.line("}")
+
+    def emit_lanes(self, tree: For, first: str, reds, sc: _Scope, leaf: _Leaf) -> None:
+        """One block of lane blocking: the points ``first``, ..., ``first + lanes - 1`` of ``tree``."""
+        node, names, it = tree.body, self.names, tree.var
+        moving = self.moving_vars(tree, node, leaf)
+        base, lane = self.fresh("base"), self.fresh("l")
+        sc.line(f"const int64_t {base} = {first};")
+        known = node.domain if node.domain is not None else leaf.domain
+        fixed_known = known
+        for k in reversed([k for k, v in enumerate(leaf.vars) if v in moving]):
+            fixed_known = fixed_known.project_out(isl.dim_type.set, k, 1)
+        fixed = tuple(v for v in leaf.vars if v not in moving)
+        for v, a in zip(leaf.vars, node.args):
+            if v not in moving:
+                sc.line(f"const int64_t {names.var(v)} = {a};")
+        outer = sc.child(ctx=D.lift_to_context(fixed_known) & sc.ctx, bound=sc.bound + fixed, indent_by=0,
+                         parallel_ok=False)
+        point_ctx = D.lift_to_context(known)
+
+        def point(s: _Scope) -> None:
+            s.line(f"const int64_t {it} = {base} + {lane};")
+            for v, a in zip(leaf.vars, node.args):
+                if v in moving:
+                    s.line(f"const int64_t {names.var(v)} = {a};")
+
+        accs = []
+        for red in reds:
+            acc = self.fresh("lacc")
+            accs.append(acc)
+            outer.line(f"real {acc}[{self.lanes}] = {{0}};")
+
+            def add(inner: _Scope, red=red, acc=acc) -> None:
+                inner.line("#pragma omp simd")
+                inner.line(f"for (int {lane} = 0; {lane} < {self.lanes}; {lane} += 1) {{")
+                ln = inner.child(ctx=inner.ctx & point_ctx, bound=inner.bound + moving)
+                point(ln)
+                ln.line(f"{acc}[{lane}] += {self.expr(red.body, ln)};")
+                inner.line("}")
+
+            self.reduce_nest(red, outer, add)
+        sc.line(f"for (int {lane} = 0; {lane} < {self.lanes}; {lane} += 1) {{")
+        pt = sc.child()
+        point(pt)
+        for red, acc in zip(reds, accs):
+            pt.cache[id(red)] = f"{acc}[{lane}]"
+        pt.line("{")
+        leaf(node, pt.child())
+        pt.line("}")
+        sc.line("}")
 
     def parallel_pragma(self, scope: _Scope, work: str, reduction: str | None, chunk: str | None = None) -> None:
         """Gather loops (every element written by one iteration) are scheduled dynamically in chunks of
@@ -741,42 +895,43 @@ class CEmitter:
             scope.line("}")
             return acc
         csr = self._csr_choice(e)
-        vars_ = list(e.vars)
-        sizes = list(e.sizes)
-        if csr is not None:
-            (k, atom, transposed) = csr
-            v = vars_.pop(k)
-            vs = sizes.pop(k)
-        full = D.domain(conj(box(zip(e.vars, e.sizes)), e.pred), e.vars, scope.bound, self.names)
-        if csr is None:
-            dom = full
-        else:
-            pos = list(e.vars).index(v)
-            dom = full.project_out(isl.dim_type.set, pos, 1)
-        its = [self.fresh("r") for _ in vars_]
-        tree = loop_nest([("S", dom)], scope.ctx, its)
-        if tree is None:
-            return "((real)0)"
         exact = not has_relations(e.pred)
+
+        def add(inner: _Scope) -> None:
+            if csr is not None:
+                k, atom, transposed = csr
+                self._csr_loop(acc, e, atom, transposed, e.vars[k], e.sizes[k], inner)
+            elif exact:
+                inner.line(f"{acc} += {self.expr(e.body, inner)};")
+            else:
+                self._filtered_add(acc, e.pred, e.body, inner)
+
+        self.reduce_nest(e, scope, add, None if csr is None else csr[0], acc,
+                         blockable=csr is None and exact)
+        return acc
+
+    def reduce_nest(self, e: Reduce, scope: _Scope, add, skip: int | None = None,
+                    reduction: str | None = None, blockable: bool = False) -> None:
+        """The loops of a reduction over its domain (less the variable at position ``skip``, which a CSR
+        row binds), calling ``add(scope)`` at each point; parallel with an OpenMP ``reduction`` clause on
+        ``reduction`` where the scope allows it; its innermost loop lane-blocked if ``blockable``."""
+        full = D.domain(conj(box(zip(e.vars, e.sizes)), e.pred), e.vars, scope.bound, self.names)
+        dom = full if skip is None else full.project_out(isl.dim_type.set, skip, 1)
+        bound_vars = tuple(v for k, v in enumerate(e.vars) if k != skip)
+        tree = loop_nest([("S", dom)], scope.ctx, [self.fresh("r") for _ in bound_vars])
+        if tree is None:
+            return
         names = self.names
-        bound_vars = tuple(vars_)
 
         def user(node: User, sc: _Scope):
             for w, a in zip(bound_vars, node.args):
                 sc.line(f"const int64_t {names.var(w)} = {a};")
             ctx = D.lift_to_context(node.domain if node.domain is not None else dom) & sc.ctx
-            inner = sc.child(ctx=ctx, bound=sc.bound + bound_vars, indent_by=0, parallel_ok=False)
-            if csr is None:
-                if exact:
-                    inner.line(f"{acc} += {self.expr(e.body, inner)};")
-                else:
-                    self._filtered_add(acc, e.pred, e.body, inner)
-                return
-            self._csr_loop(acc, e, atom, transposed, v, vs, inner)
+            add(sc.child(ctx=ctx, bound=sc.bound + bound_vars, indent_by=0, parallel_ok=False))
 
+        leaf = _Leaf(user, bound_vars, e.body if blockable else None, dom)
         work = self.size_product(e.sizes[:1]) + " * " + f"({self.body_work(e.body)})"
-        self.emit_tree(tree, scope, user, parallel=scope.parallel_ok, work=work, reduction=acc)
-        return acc
+        self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work, reduction=reduction)
 
     def _filtered_add(self, acc: str, pred, body, scope: _Scope) -> None:
         cond = self.pred(pred, scope)
@@ -892,6 +1047,41 @@ class CEmitter:
         rel.dense = True
         lin = self.linear(rel.dims, list(atom.args))
         return f"({bounds} && {rel.cname}_mask[{lin}])"
+
+
+def _unparen(c: str) -> str:
+    """``c`` without the parentheses around the whole of it, if there are such."""
+    if not (c.startswith("(") and c.endswith(")")):
+        return c
+    depth = 0
+    for k, ch in enumerate(c):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and k < len(c) - 1:
+            return c
+    return c[1:-1]
+
+
+def _lane_blockable(red: Reduce, moving) -> bool:
+    """A reduction that lane blocking may run for several points of the ``moving`` variables at once:
+    its domain does not move with them, its summand does (and depends on the summed variables), and it
+    has no relation and no nested reduction."""
+    summand = free_index_vars(red.body)
+    return (not has_relations(red.pred) and not _has_reduce(red.body)
+            and not any(v in moving for v in free_index_vars(red.pred))
+            and any(v in moving for v in summand) and any(v in summand for v in red.vars))
+
+
+def _has_reduce(e: Expr) -> bool:
+    stack, seen = [e], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or not isinstance(n, Expr):
+            continue
+        seen.add(id(n))
+        if isinstance(n, Reduce):
+            return True
+        stack.extend(n.children)
+    return False
 
 
 def _comment(text: str) -> str:

@@ -25,7 +25,7 @@ from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import TRUE, Affine, Expr, box
 
 from . import domains as D
-from .c import CEmitter, _Scope
+from .c import CEmitter, _Scope, _unparen
 from .ir import Array, Reduce, Stmt
 from .loops import Block, For, If, User
 
@@ -60,6 +60,7 @@ class CudaEmitter(CEmitter):
     uses_blas = False  # contractions stay loops (their Reduce bodies)
     uses_workspace = False  # temporaries are device arrays passed by the runner
     interchange = False  # a thread per target point
+    lanes = 0  # ... and a thread per point of an inner loop: consecutive threads read consecutive elements
     function_qualifier = "__device__ static inline"
 
     def __init__(self, *args, **kwargs):
@@ -225,7 +226,7 @@ class CudaEmitter(CEmitter):
             self._strided_tree(tree.body, inner, user)
             scope.line("}")
         elif isinstance(tree, For):
-            cond = tree.cond[1:-1] if tree.cond.startswith("(") and tree.cond.endswith(")") else tree.cond
+            cond = _unparen(tree.cond)
             scope.line(f"for (int64_t {tree.var} = {tree.init} + tl_gtid * {tree.inc}; {cond}; "
                        f"{tree.var} += tl_gsize * {tree.inc}) {{")
             super().emit_tree(tree.body, scope.child(), user, False)

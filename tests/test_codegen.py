@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tensorlang as tl
 from tensorlang.codegen import Kernel, compile as tl_compile, export as tl_export
-from tensorlang.codegen.build import build_c, load, nvcc_path
+from tensorlang.codegen.build import build_c, c_flags, load, nvcc_path, vector_math_available
 from tensorlang.codegen.c import CEmitter
 from tensorlang.codegen.kernel import program_meta
 from tensorlang.codegen.lower import lower
@@ -59,16 +59,21 @@ def close(got, ref) -> bool:
     return np.allclose(got, ref, rtol=1e-10, atol=1e-10 * scale, equal_nan=True)
 
 
-def run_batch(exprs_and_inputs, fuse: bool = True, dtype: str = "float64"):
-    """Compile every program into one library and return ``[(expr, inputs, got, ref)]``."""
+def run_batch(exprs_and_inputs, fuse: bool = True, dtype: str = "float64", lanes: int = CEmitter.lanes,
+              sources: list | None = None, vector_math: bool | None = None):
+    """Compile every program into one library and return ``[(expr, inputs, got, ref)]`` (the entry points'
+    C text appended to ``sources`` if given)."""
     emitters, progs = [], []
     for k, (e, _) in enumerate(exprs_and_inputs):
         prog, namer = lower(e, fuse_lets=fuse)
         em = CEmitter(prog, namer, dtype, f"tl_t{k}")
-        em.emit_entry()
+        em.lanes = lanes
+        text = em.emit_entry()
+        if sources is not None:
+            sources.append(text)
         emitters.append(em)
         progs.append(prog)
-    lib = load(build_c(CEmitter.translation_unit(emitters)))
+    lib = load(build_c(CEmitter.translation_unit(emitters), flags=c_flags(vector_math=vector_math)))
     out = []
     for k, ((e, ins), prog) in enumerate(zip(exprs_and_inputs, progs)):
         runner = Runner(program_meta(prog, CEmitter, dtype, f"tl_t{k}"), lib, error=ShapeError)
@@ -90,6 +95,63 @@ def _check(results):
 def test_generated_programs_match_the_evaluator():
     cases = collect(program_and_inputs(), 300)
     _check(run_batch(cases))
+
+
+def _same_bits(a, b) -> bool:
+    if isinstance(a, tuple):
+        return all(_same_bits(x, y) for x, y in zip(a, b))
+    return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
+
+
+_SUMMANDS = ("A[i, j]", "z[i + j]", "y[j] * z[i + j]", "A[i, j] * y[j]", "exp(A[i, j])", "z[i + j] * z[i + j]",
+             "sin(z[i + j]) * y[j]", "A[k, j] * A[i, j]", "[j <= k] * A[i, j]")
+_GUARDS = ("", "[j < m - 1] * ", "[j >= 1] * ", "[2 * j < m] * ", "[j <= k] * ", "[j <= i] * ", "[i + j < m] * ")
+_OUTERS = ("gen(i:n) {R}", "gen(i:n) {R} * x[i]", "sum(i:n) ({R} - x[i]) * ({R} - x[i])",
+           "gen(i:n) tanh({R}) + {Q}", "sum(i:n) [i >= 1] * {R} * {Q}", "gen(k:n, i:n) {R} + S[k, i]",
+           "gen(k:n) sum(i:n) {R} * {Q}", "gen(i:n) [i >= 2] * {R}")
+
+
+@st.composite
+def lane_programs(draw):
+    """Reductions inside the loops of generators and sums, in the shapes lane blocking sees: the
+    reduction's domain fixed (or depending on an outer variable ``k``, or on the blocked ``i`` itself),
+    two reductions in one body, guards around the point."""
+    outer = draw(st.sampled_from(_OUTERS))
+    red = [f"(sum(j:m) {draw(st.sampled_from(_GUARDS))}{draw(st.sampled_from(_SUMMANDS))})" for _ in range(2)]
+    src = outer.replace("{R}", red[0]).replace("{Q}", red[1])
+    if "k" not in outer:
+        src = src.replace("k", "i")
+    return tl.parse(src, x="[n]R", y="[m]R", A="[n][m]R", z="[n + m - 1]R", S="[n][n]R")
+
+
+def test_lane_blocking_changes_no_bit():
+    """Lane blocking computes 8 points of an innermost loop at once, each sum in its own order: on
+    generated programs at sizes up to 20 (full blocks and remainders) the kernels equal the evaluator
+    and, bit for bit, the same kernels without blocking (both with glibc's scalar ``exp`` and friends:
+    the vector ones, which a vectorised loop may call, differ in the last bits)."""
+    cases = collect(program_and_inputs(exprs=lane_programs(), max_size=20), 150)
+    cases += collect(program_and_inputs(max_size=20), 100)
+    sources: list = []
+    _check(run_batch(cases))
+    blocked = run_batch(cases, sources=sources, vector_math=False)
+    plain = run_batch(cases, lanes=0, vector_math=False)
+    _check(blocked)
+    assert sum("tl_lacc" in src for src in sources) >= 75  # the blocked path is exercised
+    diff = [str(e) for (e, _, got, _), (_, _, ref, _) in zip(blocked, plain) if not _same_bits(got, ref)]
+    assert not diff, f"{len(diff)} kernels change with lane blocking; first: {diff[0]}"
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 37])
+@pytest.mark.parametrize("m", [1, 5, 16])
+def test_lane_blocked_convolution_loss_and_gradient(n, m):
+    """The convolution loss and its gradient: blocked outputs, the remainder, fewer points than lanes."""
+    e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
+    r = np.random.default_rng(n * 100 + m)
+    ins = {"x": r.standard_normal(n + m - 1), "c": r.standard_normal(m), "z": r.standard_normal(n)}
+    for prog in (e, tl.grad(e, wrt="c"), tl.grad(e, wrt="x")):
+        k = tl_compile(prog)
+        assert "tl_lacc" in _body(k)
+        assert close(k(**ins), tl.evaluate(prog, **ins))
 
 
 def test_nested_let_programs_with_stored_temporaries():
@@ -314,8 +376,10 @@ def test_export_runs_with_numpy_alone(tmp_path):
     zw = tl.parse((EXAMPLES / "linear_zw.tl").read_text())
     spmv = tl.parse("gen(i:n) sum(j:m) [E(i, j)] * y[j]", E="rel[n, m]", y="[m]R")
     mm = tl.parse("gen(i:n, j:n) sum(k:n) A[i, k] * B[j, k]", A="[n][n]R", B="[n][n]R")
+    softmax = tl.parse(SOFTMAX_CE)  # exp and log: glibc's vector math library where there is one
     out = tmp_path / "out"
-    tl_export({"loss": tl_compile(loss), "zw": zw, "spmv": spmv, "mm": mm}, "mykernels", str(out))
+    tl_export({"loss": tl_compile(loss), "zw": zw, "spmv": spmv, "mm": mm, "softmax": softmax}, "mykernels",
+              str(out))
     # a directory holding numpy alone (and its bundled libraries): no tensorlang, scipy, sympy or islpy
     only = tmp_path / "only_numpy"
     only.mkdir()
@@ -345,6 +409,7 @@ def test_export_runs_with_numpy_alone(tmp_path):
         A = np.arange(12.0).reshape(3, 4)[:, :3]
         print(float(np.abs(mykernels.mm(A=A, B=A.T) - A @ A).max()))
         print(mykernels.blas_table(np.float64)[1])
+        print(repr(mykernels.softmax(x=np.linspace(-3, 3, 1001), y=np.linspace(0, 1, 1001))))
     """)
     r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
                        env={"PATH": os.environ.get("PATH", "")}, timeout=120)
@@ -358,6 +423,23 @@ def test_export_runs_with_numpy_alone(tmp_path):
     assert float(lines[4]) == 0.0
     print("exported module's BLAS:", lines[5])  # NumPy's own OpenBLAS where NumPy ships one
     assert not lines[5].startswith("scipy")
+    ref = tl.evaluate(softmax, x=np.linspace(-3, 3, 1001), y=np.linspace(0, 1, 1001))
+    assert float(lines[6]) == pytest.approx(ref, rel=1e-12)
+
+
+SOFTMAX_CE = "x : [n]R\ny : [n]R\nlet s = sum(i:n) exp(x[i]) in sum(i:n) y[i] * (log(s) - x[i])"
+
+
+@pytest.mark.skipif(not vector_math_available(), reason="no glibc vector math library (libmvec) here")
+def test_vectorised_loops_call_the_vector_math_library():
+    """Where libmvec works, the softmax's ``exp`` runs in vectorised loops through it (its symbols are in
+    the library) and the kernel and its gradient still equal the evaluator."""
+    e = tl.parse(SOFTMAX_CE)
+    x, y = np.linspace(-5, 5, 10_001), np.random.default_rng(0).dirichlet(np.ones(10_001))
+    for prog in (e, tl.grad(e, wrt="x")):
+        k = tl_compile(prog)
+        assert b"_ZGV" in Path(k.library).read_bytes()
+        assert close(k(x=x, y=y), tl.evaluate(prog, x=x, y=y))
 
 
 # -- dense contractions handed to BLAS -----------------------------------------------------------------
