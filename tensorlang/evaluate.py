@@ -210,6 +210,8 @@ class Evaluator:
 
     def _gather(self, e: Access, v: np.ndarray, scope: Scope) -> np.ndarray:
         d = scope.depth
+        if 0 in scope.extents:  # the loops around have no point: nothing is read (and nothing is outside)
+            return np.zeros(scope.extents + v.shape[d + 1:])
         extent = v.shape[d]
         window = _strided_window(e.index, v, scope, self.binding, d)
         if window is not None:

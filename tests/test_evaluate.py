@@ -39,6 +39,15 @@ def test_guard_is_lazy():
     np.testing.assert_array_equal(e(x=-np.ones(3)), [0, 0, 0])
 
 
+def test_no_read_in_loops_without_points():
+    """``gen(i:m, k:n) z[i]`` with n = 0 reads nothing, even where i is outside z (its Tensor SSA form
+    drops the guard ``[i < m + n - 1]`` that the box implies when it has points)."""
+    e = tl.parse("z : [m + n - 1]R; gen(i:m, k:n) z[i]")
+    assert e(z=np.array([]), m=1, n=0).shape == (1, 0)
+    f = tl.parse("z : [m + n - 1]R; gen(i:m) sum(k:n) tanh([i < m + n - 1] * z[i])")
+    np.testing.assert_array_equal(tl.evaluate(tl.to_ssa(f), z=np.array([]), m=1, n=0), [0.0])
+
+
 def test_guard_of_tensor_and_pair():
     e = tl.parse("x : [n]R; gen(i:n) [i < 2] * (x[i], gen(j:n) x[j])")
     first, second = e(x=np.arange(3.0))
