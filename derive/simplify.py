@@ -20,6 +20,9 @@ each application), and each is named:
 * ``S6 hoist bracket``: ``([p] * a) * b -> [p] * (a * b)`` (and on the right): the product is then
   computed only where p holds, and a sum around it sees the bracket (S1), as after one-hot probing.
 * ``S7 constant``: ``c0 + c1`` and ``c0 * c1`` of constants are one constant.
+* ``S8 implied by the sum``: ``[p and q] * sum(v) [c] * e -> [p] * sum(v) [c] * e`` when ``c`` implies
+  ``q`` (over the loops and ``v``): where ``q`` fails every term's bracket fails and the sum is zero.
+  The sum's points are the same, so the cost is too.
 """
 from __future__ import annotations
 
@@ -28,11 +31,11 @@ from typing import Sequence
 import sympy
 
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
+    FALSE, TRUE, Access, Add, Affine, And, Call, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
     conj, guard, strip_accesses, strip_gens, strip_guards, sum_chain, sums, zero,
 )
+from tensorlang.predicates import implies, solve_unique
 from tensorlang.predicates import simplify as simplify_pred
-from tensorlang.predicates import solve_unique
 from tensorlang.substitute import freshen, rebuild, substitute_index, substitute_vars
 from tensorlang.traversal import free_vars
 
@@ -118,7 +121,9 @@ class _Simplifier:
             out = guard(p, body)
             if out is e:
                 return e
-            return self.record("S2 bracket", e, out) if p is not preds or isinstance(e.body, Guard) else out
+            out = self.record("S2 bracket", e, out) if p is not preds or isinstance(e.body, Guard) else out
+            implied = _implied_by_sum(p, body, dims)
+            return out if implied is p else self.record("S8 implied by the sum", out, guard(implied, body))
         if isinstance(e, Let):
             value = self.expr(e.value, dims, context)
             body = self.expr(e.body, dims, context)
@@ -146,6 +151,21 @@ class _Simplifier:
             p = simplify_pred(e.pred, variables, conj(box(dims), context))
             return zero(e.type) if p is FALSE else guard(p, e.body)
         return e
+
+
+def _implied_by_sum(p: Pred, body: Expr, dims) -> Pred:
+    """``p`` less its conjuncts that the bracket of the sum ``body`` implies (S8): where such a conjunct
+    fails, every term of the sum has a false bracket, so the sum is zero there anyway.  This is what
+    makes the adjoint of ``gen(i) sum(j) [E(i, j)] * y[j]`` the transposed product ``gen(k) sum(i)
+    [E(i, k)] * dy[i]``, without the bracket ``exists(i) E(i, k)`` that a kernel would test in O(n)."""
+    if not isinstance(body, Sum):
+        return p
+    summed, brackets, _ = sum_chain(body)
+    inner = conj(*brackets, box(tuple(dims) + tuple(summed)))
+    variables = tuple(v for v, _ in dims) + tuple(v for v, _ in summed)
+    parts = p.parts if isinstance(p, And) else (p,)
+    kept = tuple(x for x in parts if not implies(inner, x, variables))
+    return p if len(kept) == len(parts) else conj(*kept)
 
 
 def _is_one(e: Expr) -> bool:

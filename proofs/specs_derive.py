@@ -26,6 +26,7 @@ ADJOINT_ROWS = (
 )
 SIMPLIFY_ROWS = tuple((name, (name.split()[0],)) for name in (
     "S1 one-point sum", "S2 bracket", "S3 inline", "S4 dead let", "S5 unit", "S6 hoist bracket", "S7 constant",
+    "S8 implied by the sum",
 ))
 
 
@@ -49,4 +50,4 @@ def _simplify(**kw):
 
 register(CheckSpec("derive forward", FORWARD_ROWS, _forward, doc="Fig. 13, rules 6.1-6.13, Theorem 6.1"))
 register(CheckSpec("derive adjoint", ADJOINT_ROWS, _adjoint, doc="Fig. 14-17, rules 6.14-6.29, Theorem 6.35"))
-register(CheckSpec("derive simplify", SIMPLIFY_ROWS, _simplify, doc="derive/simplify.py, rules S1-S7"))
+register(CheckSpec("derive simplify", SIMPLIFY_ROWS, _simplify, doc="derive/simplify.py, rules S1-S8"))

@@ -714,7 +714,7 @@ def implies(context: Pred, pred: Pred, dims: Sequence[IndexVar]) -> bool:
         return to_isl(context, dims).is_subset(to_isl(pred, dims))
     pred_pairs = pairs(pred)
     for b, lits in pairs(context):
-        cover = [a for a, rels in pred_pairs if all(r in lits for r in rels)]
+        cover = [a for a, rels in pred_pairs if all(r in lits or _witnessed(r, b, lits, dims) for r in rels)]
         target = to_isl(disj(*cover), dims) if cover else None
         ctx_set = to_isl(b, dims)
         if target is None:
@@ -723,6 +723,54 @@ def implies(context: Pred, pred: Pred, dims: Sequence[IndexVar]) -> bool:
         elif not ctx_set.is_subset(target):
             return False
     return True
+
+
+def _witnessed(lit: Pred, affine: Pred, lits: Sequence[Pred], dims: Sequence[IndexVar]) -> bool:
+    """Whether the pair ``(affine, lits)`` implies the literal ``exists(v0:s0) ... exists(vk:sk) B`` by a
+    witness: values of the bound variables that make a relation atom of ``B`` one of ``lits`` (matched
+    argument by argument, each bound variable with coefficient +-1), under which the pair implies ``B``
+    and the bounds ``0 <= vk < sk``.  ``[E(i, k)]`` implies ``exists(i1:n) E(i1, k) and i1 < n`` (i1 = i)."""
+    if not isinstance(lit, Exists):
+        return False
+    bound, body = [], lit
+    while isinstance(body, Exists):
+        bound.append((body.var, body.size))
+        body = body.body
+    parts = body.parts if isinstance(body, And) else (body,)
+    known = conj(affine, *lits)
+    for atom in parts:
+        if not isinstance(atom, RelAtom):
+            continue
+        for other in lits:
+            if not isinstance(other, RelAtom) or other.rel is not atom.rel:
+                continue
+            value = _unify(atom.args, other.args, [v for v, _ in bound])
+            if value is None:
+                continue
+            from .substitute import substitute_index
+
+            goal = conj(substitute_index(body, value), box((value[v], s) for v, s in bound))
+            if implies(known, goal, dims):
+                return True
+    return False
+
+
+def _unify(args: Sequence[Affine], targets: Sequence[Affine], unknowns: Sequence[IndexVar]) -> dict | None:
+    """Values of ``unknowns`` (each with coefficient +-1 where it is solved for) making every ``args[t]``
+    equal to ``targets[t]``; None if there are none such or some unknown stays free."""
+    value: dict = {}
+    for a, t in zip(args, targets):
+        a = a.substitute(value)
+        free = [(v, c) for v, c in a.terms if any(v is u for u in unknowns)]
+        if not free:
+            if a != t:
+                return None
+            continue
+        if len(free) > 1 or abs(free[0][1]) != 1:
+            return None
+        v, c = free[0]
+        value[v] = (t - (a - Affine.var(v) * c)) * c
+    return value if all(u in value for u in unknowns) else None
 
 
 def simplify(pred: Pred, dims: Sequence[IndexVar], context: Pred = TRUE) -> Pred:
@@ -756,7 +804,13 @@ def simplify(pred: Pred, dims: Sequence[IndexVar], context: Pred = TRUE) -> Pred
             affine = to_isl(disj(*members), dims)
             if (affine & known).is_empty():
                 continue
-            out.append(conj(_gisted(affine, known, dims), *lits))
+            # a literal that the context and the rest of its pair imply is dropped
+            kept = list(lits)
+            for x in lits:
+                rest = [y for y in kept if y is not x]
+                if implies(conj(context, disj(*members), *rest), x, dims):
+                    kept = rest
+            out.append(conj(_gisted(affine, known, dims), *kept))
         return disj(*out)
     except UnsupportedError:
         return pred

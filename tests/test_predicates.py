@@ -261,6 +261,34 @@ def test_implies():
     assert P.implies(conj(r, box), disj(r, RelAtom(S, (A(i), A(j)))), [i, j])
 
 
+def test_implies_an_exists_by_a_witness():
+    """``R(i, k)`` implies ``exists(l:n) R(l, k)`` (the witness l = i), under the bounds of the exists."""
+    R = rel("R", n, m)
+    ex = Exists(l, A(n), RelAtom(R, (A(l), A(k))))
+    assert P.implies(RelAtom(R, (A(i), A(k))), ex, [i, k])
+    shifted = Exists(l, A(n), RelAtom(R, (A(l) + 1, A(k))))  # the witness l = i, which may be -1 ...
+    assert not P.implies(RelAtom(R, (A(i) + 1, A(k))), shifted, [i, k])
+    assert P.implies(conj(RelAtom(R, (A(i) + 1, A(k))), compare("<=", 0, i)), shifted, [i, k])  # ... or not
+    assert not P.implies(RelAtom(R, (A(k), A(i))), ex, [i, k])  # the arguments swapped: no witness
+    assert not P.implies(RelAtom(S := rel("S", n, m), (A(i), A(k))), ex, [i, k])  # another relation
+    short = Exists(l, A(n) - 1, RelAtom(R, (A(l), A(k))))  # l < n - 1: the witness i may be n - 1
+    assert not P.implies(RelAtom(R, (A(i), A(k))), short, [i, k])
+    assert P.implies(conj(RelAtom(R, (A(i), A(k))), compare("<", A(i) + 1, n)), short, [i, k])
+    nested = Exists(l, A(n), Exists(j, A(m), conj(RelAtom(R, (A(l), A(j))), compare("=", j, k))))
+    assert P.implies(RelAtom(R, (A(i), A(k))), nested, [i, k])
+    assert not P.implies(RelAtom(S, (A(i), A(k))), nested, [i, k])
+
+
+def test_simplify_drops_a_literal_the_rest_of_its_pair_implies():
+    R = rel("R", n, m)
+    r = RelAtom(R, (A(i), A(k)))
+    ex = Exists(l, A(n), RelAtom(R, (A(l), A(k))))
+    box = conj(rng(i, 0, n), rng(k, 0, m))
+    assert P.simplify(conj(ex, r), [i, k], box) == r
+    assert P.simplify(ex, [i, k], conj(box, r)) is TRUE
+    assert P.simplify(conj(ex, RelAtom(R, (A(k), A(i)))), [i, k], box) == conj(ex, RelAtom(R, (A(k), A(i))))
+
+
 def test_simplify_cases():
     box = conj(rng(i, 0, n), rng(j, 0, m))
     assert P.simplify(compare("<", i, A(n) + 2), [i, j], box) is TRUE
