@@ -710,13 +710,15 @@ def implies(context: Pred, pred: Pred, dims: Sequence[IndexVar]) -> bool:
     """
     if pred is TRUE or context is FALSE:
         return True
+    # both sets over the sizes of both, each size >= 0 (a context without n knows n >= 0 too)
+    sizes = size_vars(conj(context, pred))
     if is_exact(pred):
-        return to_isl(context, dims).is_subset(to_isl(pred, dims))
+        return to_isl(context, dims, sizes).is_subset(to_isl(pred, dims, sizes))
     pred_pairs = pairs(pred)
     for b, lits in pairs(context):
         cover = [a for a, rels in pred_pairs if all(r in lits or _witnessed(r, b, lits, dims) for r in rels)]
-        target = to_isl(disj(*cover), dims) if cover else None
-        ctx_set = to_isl(b, dims)
+        target = to_isl(disj(*cover), dims, sizes) if cover else None
+        ctx_set = to_isl(b, dims, sizes)
         if target is None:
             if not ctx_set.is_empty():
                 return False

@@ -428,3 +428,20 @@ def test_bad_declared_type():
 def test_bounds_errors_are_located():
     err = located(BoundsError, "gen(i:n)\n  v[i + 1]", 2, 5)
     assert "v[i + 1]" in err.message
+
+
+def test_a_constant_index_within_a_padded_size_needs_no_loop():
+    """``x : [n + 3]R; x[0]``: 0 < n + 3 for every size n >= 0, with no loop around to say n >= 0."""
+    import tensorlang as tl
+
+    assert tl.evaluate(parse("w : [n + 3]R\nw[0] + w[2]"), w=[1.0, 2.0, 3.0]) == 4.0
+    located(BoundsError, "w : [n + 3]R\nw[3]", 2, 3)
+
+
+def test_a_program_too_deep_for_the_recursion_limit_is_reported_not_a_crash():
+    import tensorlang as tl
+    from tensorlang.errors import TensorLangError
+
+    src = "x : [n + 3]R\n" + " + ".join(f"x[{j % 3}]" for j in range(30_000))
+    with pytest.raises(TensorLangError, match="nested too deeply"):
+        tl.parse(src)
