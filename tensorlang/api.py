@@ -4,14 +4,48 @@ Each call is defined where its work is done and re-exported here (and so as ``tl
 """
 from __future__ import annotations
 
+import functools
+import sys
+
+from . import checker, cost as _cost, evaluate as _evaluate, parser
 from . import normalize  # tl.normalize.let_lift, ...: the passes one by one
-from .checker import check
-from .codegen.api import compile, export  # noqa: A004 (tl.compile, as LANGUAGE.md names it)
-from .cost import cost
-from .derive.api import Certificate, adjoint, certify, derivative, grad, hessian, jacobian, simplify
-from .evaluate import evaluate
-from .normalize import to_ssa
-from .parser import parse
+from .codegen import api as _codegen
+from .derive import api as _derive
+from .derive.api import Certificate
+from .errors import UnsupportedError
+
+
+def _reported(fn):
+    """``fn`` with a ``RecursionError`` (a program nested more deeply than the recursive passes can
+    follow, e.g. thousands of chained ``+``) reported as an ``UnsupportedError`` instead of a traceback."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except RecursionError:
+            raise UnsupportedError(
+                f"tl.{fn.__name__}: the program is nested too deeply for Python's recursion limit "
+                f"({sys.getrecursionlimit()}); a long chain of '+' or '*' can often be a sum over an index"
+            ) from None
+
+    return call
+
+
+parse = _reported(parser.parse)
+check = _reported(checker.check)
+evaluate = _reported(_evaluate.evaluate)
+cost = _reported(_cost.cost)
+to_ssa = _reported(normalize.to_ssa)
+derivative = _reported(_derive.derivative)
+adjoint = _reported(_derive.adjoint)
+grad = _reported(_derive.grad)
+jacobian = _reported(_derive.jacobian)
+hessian = _reported(_derive.hessian)
+certify = _reported(_derive.certify)
+simplify = _reported(_derive.simplify)
+compile = _reported(_codegen.compile)  # noqa: A001 (tl.compile, as LANGUAGE.md names it)
+export = _reported(_codegen.export)
 
 __all__ = [
     "Certificate", "adjoint", "certify", "check", "compile", "cost", "derivative", "evaluate", "export",
