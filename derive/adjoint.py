@@ -131,10 +131,13 @@ class Contribution:
     rule: str
 
     def rename(self, new_dims) -> "Contribution":
+        """The same contribution over ``new_dims``.  The old extents stay as a bracket: a statement over
+        ``i0 < m`` may read ``X[i0]`` of an ``X`` with ``n`` elements, and contributes nothing at
+        ``m <= t0 < n`` (the bracket is dropped by ``simplify`` where the new extents imply it)."""
         mapping = {old: Affine.var(new) for (old, _), (new, _) in zip(self.dims, new_dims)}
-        return Contribution(
-            tuple(new_dims), substitute_index(self.body, mapping), substitute_index(self.pred, mapping), self.rule
-        )
+        extents = box((new, size) for (_, size), (new, _) in zip(self.dims, new_dims))
+        return Contribution(tuple(new_dims), substitute_index(self.body, mapping),
+                            conj(extents, substitute_index(self.pred, mapping)), self.rule)
 
 
 def _index_space(t: Type, name: str = "t"):

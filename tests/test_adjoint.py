@@ -37,6 +37,24 @@ def test_inner_product_identity(case, rnd):
     assert lhs == pytest.approx(rhs, rel=1e-9, abs=1e-9)
 
 
+@pytest.mark.parametrize("src", [
+    "gen(i:m) [i < n] * x[i] + 1",
+    "gen(i:m) [i < n] * exp(x[i])",
+    "let t0 = (1, 1) in ([0 < n] * x[0] - (1), gen(i:m) let t1 = t0.0 in [i < n] * x[i] + t1)",
+])
+@pytest.mark.parametrize("n, m", [(2, 1), (3, 5), (4, 4)])
+def test_a_statement_over_fewer_points_than_its_operand(src, n, m):
+    """``X7 = gen(i0:m) ... X2[i0]`` with ``X2 : [n]R``: the contribution to ``dX2`` stops at ``m``
+    (found by an explored draw: the adjoint read ``dy[k0]`` for every ``k0 < n``)."""
+    expr = tl.parse(src, x="[n]R")
+    rng = np.random.default_rng(n * 10 + m)
+    x, dx = rng.standard_normal(n), rng.standard_normal(n)
+    dy = random_like(tl.evaluate(expr, x=x, n=n, m=m), rng)
+    forward = tl.evaluate(tl.derivative(expr, "x"), x=x, dx=dx, n=n, m=m)
+    back = tl.evaluate(tl.adjoint(expr, "x"), x=x, dy=dy, n=n, m=m)
+    assert inner(dy, forward) == pytest.approx(inner(back, dx), rel=1e-12, abs=1e-12)
+
+
 @settings(max_examples=80, **SETTINGS)
 @given(program_and_inputs(exprs=scalar_programs(black_boxes=SMOOTH_FUNCTIONS), allow_zero=False),
        st.randoms(use_true_random=False))
