@@ -25,26 +25,15 @@ import scipy
 import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import tensorlang as tl  # noqa: E402
+from bench_codegen import best  # noqa: E402 - the same timing as the dense benchmarks
 
 SPMV = "gen(i:n) sum(j:m) [E(i, j)] * y[j]"
 LOSS = "sum(i:n) ((sum(j:m) [E(i, j)] * y[j]) - z[i]) * ((sum(j:m) [E(i, j)] * y[j]) - z[i])"
 DECLS = dict(E="rel[n, m]", y="[m]R", z="[n]R", dy="[n]R")
 PER_ROW = 8
-
-
-def best(fn, repeat: int = 15, budget: float = 2.0) -> float:
-    fn()
-    times, start = [], time.perf_counter()
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-        if time.perf_counter() - start > budget:
-            break
-    return min(times)
 
 
 def pattern(n: int, rng) -> sp.csr_matrix:

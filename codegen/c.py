@@ -33,7 +33,7 @@ from tensorlang.errors import UnsupportedError
 from tensorlang.functions import lookup
 from tensorlang.nodes import (
     TRUE, Access, Add, Affine, And, Call, Const, Exists, Expr, FalsePred, Guard, IndexVar, Mul, Or, RelAtom,
-    TruePred, Var, box, conj,
+    TruePred, Var, box, conj, walk,
 )
 from tensorlang.predicates import has_relations, over_approximation
 from tensorlang.traversal import free_index_vars
@@ -1072,16 +1072,7 @@ def _lane_blockable(red: Reduce, moving) -> bool:
 
 
 def _has_reduce(e: Expr) -> bool:
-    stack, seen = [e], set()
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or not isinstance(n, Expr):
-            continue
-        seen.add(id(n))
-        if isinstance(n, Reduce):
-            return True
-        stack.extend(n.children)
-    return False
+    return any(isinstance(n, Reduce) for n in walk(e))
 
 
 def _comment(text: str) -> str:
