@@ -34,14 +34,35 @@ def differentiable_inputs(expr) -> list[str]:
 
 
 def central_difference(expr, inputs: dict, direction: dict, h: float = 1e-6):
-    """(e(x + h dx) - e(x - h dx)) / 2h for the inputs named in ``direction``."""
-    def shifted(sign):
+    """The derivative of e at x in the direction dx (the inputs named in ``direction``): central
+    differences D(h) = (e(x + h dx) - e(x - h dx)) / 2h with one Richardson step, (4 D(h/2) - D(h)) / 3,
+    whose error is O(h^4) instead of O(h^2) (a program like ``2 ** sin((1 + s^2)^2)`` at s = 16 has a
+    third derivative near 10^14: D(1e-6) alone is off by 7e-4 relative)."""
+    def shifted(step):
         moved = dict(inputs)
         for name, d in direction.items():
-            moved[name] = zip_map(lambda v, dv: np.asarray(v) + sign * h * np.asarray(dv), inputs[name], d)
+            moved[name] = zip_map(lambda v, dv: np.asarray(v) + step * np.asarray(dv), inputs[name], d)
         return tl.evaluate(expr, **moved)
 
-    return zip_map(lambda a, b: (np.asarray(a) - np.asarray(b)) / (2 * h), shifted(+1), shifted(-1))
+    def central(step):
+        return zip_map(lambda a, b: (np.asarray(a) - np.asarray(b)) / (2 * step), shifted(step), shifted(-step))
+
+    return zip_map(lambda fine, coarse: (4 * fine - coarse) / 3, central(h / 2), central(h))
+
+
+def checkable_difference(expr, inputs: dict, direction: dict, h: float = 1e-6):
+    """``central_difference`` at ``h`` when it agrees with the same at ``2 h`` (to 1e-5 relative), else
+    None: the program varies too fast along the direction for finite differences to check a
+    derivative (``sin((1 + s^2)^3)`` at s = 15 turns 4.6 radians per step of 1e-6), and a property
+    test ``assume``s the estimate is there."""
+    fine = central_difference(expr, inputs, direction, h)
+    coarse = central_difference(expr, inputs, direction, 2 * h)
+    agree = zip_map(lambda a, b: bool(np.allclose(a, b, rtol=1e-5, atol=1e-6)), fine, coarse)
+    return fine if all(_leaves(agree)) else None
+
+
+def _leaves(value):
+    return [x for part in value for x in _leaves(part)] if isinstance(value, tuple) else [value]
 
 
 def assert_close(actual, expected, rtol=1e-5, atol=1e-6):
