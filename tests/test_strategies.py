@@ -15,10 +15,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+from tensorlang.checker import check
+from tensorlang.evaluate import evaluate
 from tensorlang.nodes import (
     Access, And, Call, Cmp, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Node, Or, Pair, PairType, Proj, R,
     RelAtom, RelType, Sum, TensorType, Var, walk,
 )
+from tensorlang.parser import parse
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
     from interpreter import leaves, naive_evaluate
@@ -340,7 +343,6 @@ def test_generation_is_deterministic_in_the_draws():
 @settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(program_and_inputs(max_size=3))
 def test_reference_evaluator_agrees_and_is_finite(pair):
-    evaluate = pytest.importorskip("tensorlang.evaluate").evaluate
     expr, inputs = pair
     got = evaluate(expr, **inputs)
     want = naive_evaluate(expr, inputs)
@@ -352,14 +354,10 @@ def test_reference_evaluator_agrees_and_is_finite(pair):
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(programs())
 def test_bounds_checker_accepts_every_program(expr):
-    checker = pytest.importorskip("tensorlang.checker")
-    checker.check(expr)
+    check(expr)
 
 
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(programs())
 def test_programs_print_and_parse_back(expr):
-    tl = pytest.importorskip("tensorlang")
-    if not hasattr(tl, "parse"):
-        pytest.skip("tensorlang.parse is not there yet")
-    assert tl.parse(str(expr)) == expr
+    assert parse(str(expr)) == expr
