@@ -603,13 +603,13 @@ class CEmitter:
             sc = scope.child(indent_by=0)
             sc.line("{")
             inner = sc.child()
-            value = self.expr(body, inner, top_reduce=True)
+            value = self.expr(body, inner)
             inner.line(f"{ref} = {value};")
             sc.line("}")
             return
         scope.line(f"if ({cond}) {{")
         inner = scope.child(ctx=scope.ctx & D.params_set(over_approximation(pred), scope.bound, self.names))
-        value = self.expr(body, inner, top_reduce=True)
+        value = self.expr(body, inner)
         inner.line(f"{ref} = {value};")
         scope.line(f"}} else {ref} = 0;")
 
@@ -811,15 +811,11 @@ class CEmitter:
     # ---------------------------------------------------------------------------------------------
     # scalar expressions
 
-    def expr(self, e: Expr, scope: _Scope, top_reduce: bool = False) -> str:
+    def expr(self, e: Expr, scope: _Scope) -> str:
         hit = scope.lookup(e)
         if hit is not None:
             return hit
-        method = getattr(self, "_emit_" + type(e).__name__)
-        if isinstance(e, Reduce):
-            out = method(e, scope, top_reduce)
-        else:
-            out = method(e, scope)
+        out = getattr(self, "_emit_" + type(e).__name__)(e, scope)
         if isinstance(e, (Add, Mul, Call)):
             name = self.fresh("t")
             scope.line(f"const real {name} = {out};")
@@ -883,7 +879,7 @@ class CEmitter:
         scope.line("}")
         return name
 
-    def _emit_Reduce(self, e: Reduce, scope: _Scope, top: bool = False) -> str:
+    def _emit_Reduce(self, e: Reduce, scope: _Scope) -> str:
         acc = self.fresh("acc")
         scope.line(f"real {acc} = 0;")
         if e.pred is TRUE and not any(v in free_index_vars(e.body) for v in e.vars):
