@@ -194,8 +194,10 @@ def _active(v, arg_kinds, mutates):
     op = v.op
     if op == "param":
         return arg_kinds[v.attr[0]] not in (INT, CONST_KIND)
-    if op in ("const", "global", "compare", "slice", "nondiff"):
+    if op in ("const", "global", "compare", "slice"):
         return False
+    if op == "nondiff":   # an array it makes (np.zeros) becomes active when an active value is written in
+        return mutates and v.kind in (ANY, ARR)
     if op == "deref":
         return True
     if op == "binop" and v.attr in ("//", "&", "|", "^", "<<", ">>"):

@@ -282,16 +282,17 @@ class _Lowerer:
         cond = self.expr(s.test)
         self.loop(cond, header, header, s.body, s.orelse)
 
-    def loop(self, cond, header, latch, body, orelse, before_body=None, step=None):
-        """Branch on ``cond`` into ``body`` (``continue`` goes to ``latch``) or out through ``orelse``."""
+    def loop(self, cond, header, latch, body, orelse, before_body=None, step=None, target=None):
+        """Branch on ``cond`` into ``body`` (``continue`` goes to ``latch``) or out through ``orelse``;
+        ``target`` is the ``for`` target that each iteration binds afresh."""
         body_b, exit_b = self.ssa.new_block(), self.ssa.new_block()
         else_b = self.ssa.new_block() if orelse else exit_b
         self.branch(cond, body_b, else_b)
         self.start(body_b)
+        self.loop_stores.append(_bound_names(body) | (_loaded_names(target) if target is not None else set()))
         if before_body is not None:
             before_body()
         self.loops.append(_Loop(exit_b, latch))
-        self.loop_stores.append(_bound_names(body))
         self.stmts(body)
         self.loop_stores.pop()
         self.loops.pop()
@@ -333,7 +334,7 @@ class _Lowerer:
             k = self.read(counter)
             self.assign(s.target, k if item is None else self.emit("getitem", [item, k]))
 
-        self.loop(cond, header, latch, s.body, s.orelse, bind, self.stepper(counter))
+        self.loop(cond, header, latch, s.body, s.orelse, bind, self.stepper(counter), s.target)
 
     def s_Break(self, s):
         if not self.loops:
@@ -552,7 +553,7 @@ class _Lowerer:
             else:
                 inner()
 
-        self.loop(cond, header, latch, [], [], body, self.stepper(counter))
+        self.loop(cond, header, latch, [], [], body, self.stepper(counter), gen.target)
         self.renames.pop()
 
     def stepper(self, counter):

@@ -170,7 +170,7 @@ def _own(g):
     if type(g) is dict:
         return dict(g)
     if type(g) is np.ndarray:
-        return np.array(g, dtype=np.result_type(g, float))
+        return np.array(g, dtype=np.result_type(g, 0.0))
     if type(g) is types.SimpleNamespace:
         return types.SimpleNamespace(**vars(g))
     if dataclasses.is_dataclass(g):

@@ -50,17 +50,36 @@ def function_node(fn: types.FunctionType) -> tuple[ast.AST, str, str]:
     if found is None:
         raise UnsupportedError(f"{filename}: the source of {fn.__qualname__} is not available to tensorlang.ad")
     tree, text = found
-    argnames = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
     first = code.co_firstlineno
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
-            lines = [node.lineno] + [d.lineno for d in node.decorator_list]
-            if first in lines:
-                break
-        elif isinstance(node, ast.Lambda) and code.co_name == "<lambda>" and node.lineno == first:
-            if [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs] == argnames:
-                break
-    else:
-        raise UnsupportedError(f"{filename}:{first}: cannot find the source of {fn.__qualname__}")
+    candidates = [node for node in ast.walk(tree) if _starts(node, code, first)]
+    node = next((n for n in candidates if _compiles_to(n, code, filename)), None)
+    if node is None:
+        where = f"{filename}:{first}"
+        if candidates:
+            raise UnsupportedError(f"{where}: the source of {fn.__qualname__} has changed since it was compiled")
+        raise UnsupportedError(f"{where}: cannot find the source of {fn.__qualname__}")
     _REGISTRY[id(code)] = (code, node, filename, text)
     return node, filename, text
+
+
+def _starts(node, code, first) -> bool:
+    """Whether ``node`` is a function definition or lambda named like ``code`` starting on line ``first``."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+        return first in [node.lineno] + [d.lineno for d in node.decorator_list]
+    return isinstance(node, ast.Lambda) and code.co_name == "<lambda>" and node.lineno == first
+
+
+def _positions(code) -> set:
+    return {p for p in code.co_positions() if p[0] is not None and p[2] is not None}
+
+
+def _compiles_to(node, code, filename) -> bool:
+    """Whether ``node`` compiles to code at the same source positions as ``code``: tells apart two lambdas
+    on one line, and a function from the text of its file edited after it was compiled."""
+    tree = ast.Expression(node) if isinstance(node, ast.Lambda) else ast.Module([node], [])
+    try:
+        outer = compile(tree, filename, "eval" if isinstance(node, ast.Lambda) else "exec", dont_inherit=True)
+    except SyntaxError:   # e.g. 'nonlocal' out of its scope: the fence reports what is unsupported
+        return True
+    mine = next((c for c in outer.co_consts if hasattr(c, "co_code") and c.co_name == code.co_name), None)
+    return mine is not None and _positions(mine) == _positions(code) and mine.co_varnames == code.co_varnames

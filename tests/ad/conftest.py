@@ -20,3 +20,21 @@ def central_difference(f, args, i, h=1e-6):
 @pytest.fixture
 def fd():
     return central_difference
+
+
+def gradient_check(f, *args, rtol=1e-6, atol=1e-8):
+    """``ad.gradient(f, *args)`` checked against central differences in every float or float-array
+    argument (each must get a gradient); returns the gradients."""
+    from tensorlang import ad
+    got = ad.gradient(f, *args)
+    for i, a in enumerate(args):
+        if isinstance(a, (float, np.ndarray)):
+            assert got[i] is not None, f"argument {i}: no gradient"
+            np.testing.assert_allclose(got[i], central_difference(f, args, i), rtol=rtol, atol=atol,
+                                       err_msg=f"argument {i}")
+    return got
+
+
+@pytest.fixture
+def check():
+    return gradient_check

@@ -10,12 +10,23 @@ from ..lower import as_sequence
 from ..runtime import J, NONDIFF, RULES, acc
 
 
+def _seq_grad(xs, g: list):
+    """The gradient of sequence ``xs`` from the list ``g`` of its items' gradients (None is zero): a
+    tuple for a tuple, a dense array for an array, a list otherwise."""
+    if type(xs) is np.ndarray:
+        if all(d is None for d in g):
+            return None
+        zero = np.zeros(xs.shape[1:], dtype=np.result_type(xs.dtype, 0.0))
+        return np.array([zero if d is None else d + zero for d in g], dtype=zero.dtype).reshape(xs.shape)
+    return tuple(g) if type(xs) is tuple else g
+
+
 def _sum(xs, start=0):
     items = list(xs) if not isinstance(xs, (list, tuple, np.ndarray)) else xs
     y = _b.sum(items, start)
     n, kind = len(items), type(xs)
     if kind is np.ndarray:
-        return y, lambda dy: (np.broadcast_to(dy, xs.shape).astype(float), dy)
+        return y, lambda dy: (np.broadcast_to(dy, xs.shape).astype(np.result_type(xs, dy, 0.0)), dy)
     grads = lambda dy: [dy] * n
     return y, lambda dy: ((tuple(grads(dy)) if kind is tuple else grads(dy)), dy)
 
@@ -33,10 +44,7 @@ def _extremum(pick):
         def back(dy):
             g = [None] * n
             g[i] = dy
-            if len(xs) == 1:
-                return (tuple(g) if type(seq) is tuple else np.array(g, dtype=float) if type(seq) is np.ndarray
-                        else g,)
-            return tuple(g)
+            return (_seq_grad(seq, g),) if len(xs) == 1 else tuple(g)
         return y, back
     return rule
 
@@ -51,9 +59,7 @@ def _float(x):
 
 def _list(xs=()):
     y = list(xs)
-    kind = type(xs)
-    return y, lambda dy: (tuple(dy) if kind is tuple else np.array(dy, dtype=float) if kind is np.ndarray
-                          else dy,)
+    return y, lambda dy: (_seq_grad(xs, list(dy)),)
 
 
 def _tuple(xs=()):
@@ -64,28 +70,22 @@ def _tuple(xs=()):
 
 def _zip(*seqs):
     y = list(zip(*seqs))
-    kinds = [type(s) for s in seqs]
-    lens = [len(s) for s in seqs]
 
     def back(dy):
         out = []
-        for k, (kind, n) in enumerate(zip(kinds, lens)):
-            g = [None] * n
+        for k, s in enumerate(seqs):
+            g = [None] * len(s)
             for i, d in enumerate(dy):
                 if d is not None:
                     g[i] = d[k]
-            out.append(tuple(g) if kind is tuple else g)
+            out.append(_seq_grad(s, g))
         return tuple(out)
     return y, back
 
 
 def _enumerate(xs, start=0):
     y = list(enumerate(xs, start))
-    kind = type(xs)
-
-    def back(dy):
-        g = [None if d is None else d[1] for d in dy]
-        return (tuple(g) if kind is tuple else g, None)
+    return y, lambda dy: (_seq_grad(xs, [None if d is None else d[1] for d in dy]), None)
     return y, back
 
 
@@ -107,7 +107,7 @@ def _map(f, *seqs):
 
 def _reversed(xs):
     y = list(reversed(xs))
-    return y, lambda dy: (list(reversed(dy)),)
+    return y, lambda dy: (_seq_grad(xs, list(reversed(dy))),)
 
 
 def _sorted(xs, key=None, reverse=False):
@@ -120,7 +120,7 @@ def _sorted(xs, key=None, reverse=False):
         g = [None] * len(items)
         for pos, i in enumerate(order):
             g[i] = dy[pos]
-        return (g,)
+        return (_seq_grad(xs, g),)
     return y, back
 
 

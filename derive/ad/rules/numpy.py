@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....errors import UnsupportedError
 from ..runtime import METHOD_RULES, NONDIFF, RULES, ZERO
-from .operators import _matmul_back, unbroadcast
+from .operators import _matmul_back, matmul_grad, pow_da, unbroadcast
 
 
 def _unary(f, d):
@@ -47,7 +48,7 @@ def _gt(a, b):
 _BINARY = {
     np.add: lambda a, b, y: (1, 1), np.subtract: lambda a, b, y: (1, -1),
     np.multiply: lambda a, b, y: (b, a), np.divide: lambda a, b, y: (1 / b, -y / b),
-    np.power: lambda a, b, y: (b * a ** (b - 1), y * np.log(np.where(np.asarray(a) > 0, a, 1))),
+    np.power: lambda a, b, y: (pow_da(a, b), y * np.log(np.where(np.asarray(a) > 0, a, 1))),
     np.maximum: lambda a, b, y: (1 - _gt(b, a), _gt(b, a)), np.minimum: lambda a, b, y: (1 - _gt(a, b), _gt(a, b)),
     np.arctan2: lambda a, b, y: (b / (a * a + b * b), -a / (a * a + b * b)),
     np.logaddexp: lambda a, b, y: (np.exp(a - y), np.exp(b - y)),
@@ -65,8 +66,8 @@ def _sum(x, axis=None, keepdims=False, **kw):
     x = np.asarray(x) if not isinstance(x, np.ndarray) else x
     y = np.sum(x, axis=axis, keepdims=keepdims, **kw)
     if axis is None:
-        return y, lambda dy: (np.full(x.shape, dy, dtype=np.result_type(dy, float)),)
-    return y, lambda dy: (np.broadcast_to(_expand(dy, axis, keepdims), x.shape).astype(float),)
+        return y, lambda dy: (np.full(x.shape, dy, dtype=np.result_type(x, dy, 0.0)),)
+    return y, lambda dy: (np.broadcast_to(_expand(dy, axis, keepdims), x.shape).astype(np.result_type(x, dy, 0.0)),)
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -83,7 +84,7 @@ def _extremum(f):
 
         def back(dy):
             if axis is None:  # the whole gradient goes to the first extremal entry
-                g = np.zeros(x.shape, dtype=np.result_type(x.dtype, float))
+                g = np.zeros(x.shape, dtype=np.result_type(x.dtype, 0.0))
                 g.flat[np.argmax(x == y)] = dy
                 return (g,)
             ye = _expand(y, axis, keepdims)
@@ -94,11 +95,31 @@ def _extremum(f):
     return rule
 
 
+def _tensordot(a, b, axes=2):
+    y = np.tensordot(a, b, axes)
+    a, b = np.asarray(a), np.asarray(b)
+    if np.ndim(axes) == 0:
+        ax_a, ax_b = list(range(a.ndim - axes, a.ndim)), list(range(axes))
+    else:
+        ax_a, ax_b = ([x] if np.ndim(x) == 0 else list(x) for x in axes)
+    ax_a, ax_b = [x % a.ndim for x in ax_a], [x % b.ndim for x in ax_b]
+    free_a = [i for i in range(a.ndim) if i not in ax_a]
+    free_b = [i for i in range(b.ndim) if i not in ax_b]
+    na = len(free_a)
+
+    def back(dy):
+        da = np.tensordot(dy, b, (list(range(na, np.ndim(dy))), free_b))
+        db = np.tensordot(a, dy, (free_a, list(range(na))))
+        return (np.transpose(da, np.argsort(free_a + ax_a)), np.transpose(db, np.argsort(ax_b + free_b)), None)
+    return y, back
+
+
 def _dot(a, b):
-    y = np.dot(a, b)
     if np.ndim(a) == 0 or np.ndim(b) == 0:
+        y = np.dot(a, b)
         return y, lambda dy: (unbroadcast(dy * b, a), unbroadcast(dy * a, b))
-    return y, lambda dy: _matmul_back(dy, a, b)
+    y, back = _tensordot(a, b, ([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
+    return y, lambda dy: back(dy)[:2]
 
 
 def _matmul(a, b):
@@ -170,6 +191,25 @@ def _array(xs, dtype=None):
     return y, back
 
 
+def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    if retstep or axis != 0:
+        raise UnsupportedError("tensorlang.ad differentiates np.linspace without retstep and along axis 0")
+    y = np.linspace(start, stop, num, endpoint, dtype=dtype)
+    t = np.linspace(0.0, 1.0, num, endpoint).reshape((-1,) + (1,) * (y.ndim - 1))
+    return y, lambda dy: (unbroadcast(np.sum(dy * (1 - t), axis=0), start),
+                          unbroadcast(np.sum(dy * t, axis=0), stop), None, None, None, None, None)
+
+
+def _full(shape, fill_value, dtype=None, order="C"):
+    y = np.full(shape, fill_value, dtype, order)
+    return y, lambda dy: (None, unbroadcast(dy, fill_value), None, None)
+
+
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    y = np.full_like(a, fill_value, dtype, order, subok, shape)
+    return y, lambda dy: (None, unbroadcast(dy, fill_value), None, None, None, None)
+
+
 def _norm(x, ord=None, axis=None):
     if ord is not None or axis is not None:
         raise TypeError("tensorlang.ad differentiates np.linalg.norm only with the default ord and axis")
@@ -184,11 +224,12 @@ RULES.update({
     np.amax: _extremum(np.max), np.amin: _extremum(np.min), np.dot: _dot, np.matmul: _matmul,
     np.outer: _outer, np.reshape: _reshape, np.transpose: _transpose, np.ravel: _ravel, np.squeeze: _squeeze,
     np.expand_dims: _expand_dims, np.concatenate: _concatenate, np.stack: _stack, np.where: _where,
-    np.clip: _clip, np.array: _array, np.asarray: _array, np.linalg.norm: _norm,
+    np.clip: _clip, np.array: _array, np.asarray: _array, np.linalg.norm: _norm, np.linspace: _linspace,
+    np.full: _full, np.full_like: _full_like, np.tensordot: _tensordot,
 })
 NONDIFF.update({np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
-                np.linspace, np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.sign, np.floor,
-                np.ceil, np.round, np.isnan, np.isfinite, np.eye, np.full, np.full_like, np.allclose,
+                np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.sign, np.floor,
+                np.ceil, np.round, np.isnan, np.isfinite, np.eye, np.allclose,
                 np.isclose, np.array_equal})
 
 
@@ -252,7 +293,7 @@ ARRAY_BINOPS = {
     "-": ["{dy}", "-{dy}"],
     "*": ["{dy} * {1}", "{dy} * {0}"],
     "/": ["{dy} / {1}", "-{dy} * {y} / {1}"],
-    "**": ["{dy} * {1} * {0} ** ({1} - 1)", "{dy} * {y} * {np}.log({np}.where({0} > 0, {0}, 1))"],
+    "**": ["{dy} * _ad_powd({0}, {1})", "{dy} * {y} * {np}.log({np}.where({0} > 0, {0}, 1))"],
     "@": ["_ad_mm0({dy}, {0}, {1})", "_ad_mm1({dy}, {0}, {1})"],
 }
 # x[i] on an array with an int index
@@ -262,20 +303,18 @@ ARRAY_BINOPS_REDUCED = {
     "-": ["_ad_rsum({dy})", "-_ad_rsum({dy})"],
     "*": ["_ad_vdot({dy}, {1})", "_ad_vdot({dy}, {0})"],
     "/": ["_ad_rsum({dy} / {1})", "-_ad_vdot({dy}, {y}) / {1}"],
-    "**": ["_ad_rsum({dy} * {1} * {0} ** ({1} - 1))", "_ad_rsum({dy} * {y} * {np}.log({np}.where({0} > 0, {0}, 1)))"],
+    "**": ["_ad_rsum({dy} * _ad_powd({0}, {1}))", "_ad_rsum({dy} * {y} * {np}.log({np}.where({0} > 0, {0}, 1)))"],
 }
 
 
 def _full(x, dy):
     """The gradient of ``x.sum()``: ``dy`` in every entry."""
-    if type(dy) is float or type(dy) is np.float64:
-        return np.full(np.shape(x), dy)
-    return np.full(np.shape(x), dy, dtype=np.result_type(dy, float))
+    return np.full(np.shape(x), dy, dtype=np.result_type(x, dy, 0.0))
 
 
 def _onehot(x, i, dy):
     """The gradient of ``x.max()`` (or ``min``): ``dy`` at the first extremal entry ``i``."""
-    g = np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, dy, float))
+    g = np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, dy, 0.0))
     g.flat[i] = dy
     return g
 
@@ -300,23 +339,9 @@ def _unb(g, x):
     return unbroadcast(g, x)
 
 
-def _mm0(dy, a, b):
-    """The gradient of ``a`` in ``a @ b``."""
-    if a.ndim == 1:
-        return dy * b if b.ndim == 1 else b @ dy
-    return np.outer(dy, b) if b.ndim == 1 else dy @ np.swapaxes(b, -1, -2)
-
-
-def _mm1(dy, a, b):
-    """The gradient of ``b`` in ``a @ b``."""
-    if b.ndim == 1:
-        return dy * a if a.ndim == 1 else a.T @ dy
-    return np.outer(a, dy) if a.ndim == 1 else np.swapaxes(a, -1, -2) @ dy
-
-
 def _scatter(x, i, dy):
     """The gradient of ``x[i]``: ``dy`` at ``i``, zero elsewhere."""
-    g = np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, np.asarray(dy).dtype, float))
+    g = np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, dy, 0.0))
     g[i] = dy
     return g
 
@@ -324,7 +349,8 @@ def _scatter(x, i, dy):
 def _register_inline_helpers():
     from ..runtime import HELPERS
     HELPERS.update({"_ad_np": np, "_ad_full": _full, "_ad_onehot": _onehot, "_ad_rsum": _rsum,
-                    "_ad_vdot": _vdot, "_ad_unb": _unb, "_ad_mm0": _mm0, "_ad_mm1": _mm1,
+                    "_ad_vdot": _vdot, "_ad_powd": pow_da, "_ad_unb": _unb, "_ad_mm0": lambda dy, a, b: matmul_grad(dy, a, b, 0),
+                    "_ad_mm1": lambda dy, a, b: matmul_grad(dy, a, b, 1),
                     "_ad_scatter": _scatter})
     # rules for the helpers, so that generated code can itself be differentiated (nested derivatives)
     RULES.update({

@@ -34,6 +34,18 @@ def unbroadcast(g, x):
     return g
 
 
+def pow_da(a, b):
+    """The partial of ``a ** b`` in ``a``: ``b * a ** (b - 1)``, zero where ``b == 0`` (``x ** 0`` is
+    constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``)."""
+    if type(a) is not np.ndarray and type(b) is not np.ndarray:
+        if b == 0:
+            return 0 * a
+        if a == 0 and (b - 1).real < 0:
+            return b * np.float64(a) ** (b - 1)
+        return b * a ** (b - 1)
+    return b * np.power(np.where(b == 0, 1.0, a), np.where(b == 0, 1.0, b - 1))
+
+
 def _numeric(a) -> bool:
     return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, np.generic)
 
@@ -44,7 +56,7 @@ _NUMERIC = {
     "-": lambda dy, a, b, y: (dy, -dy),
     "*": lambda dy, a, b, y: (dy * b, dy * a),
     "/": lambda dy, a, b, y: (dy / b, -dy * y / b),
-    "**": lambda dy, a, b, y: (dy * b * a ** (b - 1),
+    "**": lambda dy, a, b, y: (dy * pow_da(a, b),
                                dy * y * np.log(np.where(a > 0, a, 1)) if _is_active(b) else None),
     "%": lambda dy, a, b, y: (dy, -dy * (a // b)),
 }
@@ -59,15 +71,25 @@ def _is_active(b):
     return kind_of(b) != INT and not (type(b) is np.ndarray and b.dtype.kind in "iub")
 
 
+def matmul_grad(dy, a, b, which):
+    """The gradient of operand ``which`` (0 or 1) of ``a @ b``: a 1-D operand is promoted to a matrix as
+    ``matmul`` does, and the gradient is summed over the batch axes its operand was broadcast along."""
+    a, b, dy = np.asarray(a), np.asarray(b), np.asarray(dy)
+    if a.ndim == 1 and b.ndim == 1:
+        return dy * (b if which == 0 else a)
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    if a.ndim == 1:
+        dy = np.expand_dims(dy, -2)
+    if b.ndim == 1:
+        dy = dy[..., None]
+    if which == 0:
+        return unbroadcast(dy @ np.swapaxes(b2, -1, -2), a2).reshape(a.shape)
+    return unbroadcast(np.swapaxes(a2, -1, -2) @ dy, b2).reshape(b.shape)
+
+
 def _matmul_back(dy, a, b):
-    a2, b2, dy2 = np.asarray(a), np.asarray(b), np.asarray(dy)
-    if a2.ndim == 1 and b2.ndim == 1:
-        return dy2 * b2, dy2 * a2
-    if a2.ndim == 1:
-        return b2 @ dy2, np.outer(a2, dy2)
-    if b2.ndim == 1:
-        return np.outer(dy2, b2), a2.T @ dy2
-    return dy2 @ np.swapaxes(b2, -1, -2), np.swapaxes(a2, -1, -2) @ dy2
+    return matmul_grad(dy, a, b, 0), matmul_grad(dy, a, b, 1)
 
 
 def _make_binop(op):

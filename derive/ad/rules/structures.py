@@ -22,7 +22,7 @@ class _Like:
     def __init__(self, obj):
         self.kind = type(obj)
         if self.kind is np.ndarray:
-            self.shape, self.dtype = obj.shape, np.result_type(obj.dtype, float)
+            self.shape, self.dtype = obj.shape, np.result_type(obj.dtype, 0.0)
         elif self.kind is not dict:
             self.n = len(obj)
 
@@ -63,6 +63,18 @@ def getitem(obj, idx):
     return obj[idx], ZERO
 
 
+def _written_grad(g, idx, val):
+    """The gradient of ``val`` in ``a[idx] = val`` from the gradient ``g`` of ``a`` after the write: the
+    slots it wrote (the last write wins where a fancy index repeats), summed down to ``val``'s shape."""
+    from .operators import unbroadcast
+    dv = np.array(g[idx])
+    if not _basic(idx):
+        last = np.full(g.shape, -1)
+        last[idx] = np.arange(dv.size).reshape(dv.shape)
+        dv = np.where(last[idx] == np.arange(dv.size).reshape(dv.shape), dv, 0)
+    return unbroadcast(dv, val) if np.ndim(dv) else dv[()]
+
+
 def setitem(obj, idx, val):
     t = type(obj)
     if t in (list, dict, np.ndarray):
@@ -77,7 +89,7 @@ def setitem(obj, idx, val):
                 return (None, None, g.pop(idx, None))
             dv = g[idx]
             if t is np.ndarray:
-                dv = np.array(dv) if np.ndim(dv) else dv
+                dv = _written_grad(g, idx, val)
                 g[idx] = 0
             else:
                 g[idx] = [None] * len(dv) if type(idx) is slice else None

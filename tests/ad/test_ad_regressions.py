@@ -1,0 +1,130 @@
+"""Gradients that once came back wrong without an error, each checked against central differences:
+arrays written into after they were made by a constructor, constructors with differentiable arguments,
+broadcast matrix products, functions told apart by their code object, dtypes kept, builtins over
+arrays, and closures made in a loop."""
+import importlib
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tensorlang import ad
+from tensorlang.errors import UnsupportedError
+
+X3 = np.array([0.7, -1.3, 2.1])
+
+
+def _zeros_write(x):
+    y = np.zeros(3)
+    y[0] = x[0]
+    return np.sum(y * y)
+
+
+def _zeros_like_write(x):
+    y = np.zeros_like(x)
+    y[1] = x[0] * x[1]
+    return np.sum(y * x)
+
+
+def _empty_slice_write(x):
+    y = np.empty(3)
+    y[:] = x * x
+    return np.sum(y * x)
+
+
+def _rnn(x):
+    h = np.zeros(4)
+    for t in range(1, 4):
+        h[t] = np.tanh(0.5 * h[t - 1] + x[t - 1])
+    return np.sum(h * h)
+
+
+def _ones_fancy(x):
+    y = np.ones(3)
+    y[[0, 0, 1]] += x[:3]
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize("f", [_zeros_write, _zeros_like_write, _empty_slice_write, _rnn, _ones_fancy])
+def test_arrays_made_by_constructors_become_active_when_written(f, check):
+    check(f, X3.copy())
+
+
+def test_constructors_with_differentiable_arguments(check):
+    check(lambda a, b: np.sum(np.linspace(a, b, 5) ** 2), 1.0, 2.0)
+    check(lambda a, b: np.sum(np.linspace(a, b, 4, endpoint=False) ** 3), X3[:2].copy(), X3[1:].copy())
+    check(lambda a: np.sum(np.full(3, a) ** 2), 2.0)
+    check(lambda a: np.sum(np.full((2, 3), a) ** 2), X3.copy())
+    check(lambda x, a: np.sum(np.full_like(x, a) ** 2 * x), X3.copy(), 2.0)
+
+
+@pytest.mark.parametrize("sa,sb", [((1, 2, 2), (3, 2, 1)), ((2,), (3, 2, 4)), ((3, 4, 2), (2,)),
+                                   ((2, 1, 3, 2), (4, 2, 2)), ((3,), (3,))])
+def test_matmul_and_dot_unbroadcast(sa, sb, check):
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=sa), rng.normal(size=sb)
+    w = rng.normal(size=np.matmul(a, b).shape)
+    check(lambda a, b: np.sum((a @ b) * w), a, b)
+    check(lambda a, b: np.sum(np.matmul(a, b) * w), a, b)
+    wd = rng.normal(size=np.dot(a, b).shape)
+    check(lambda a, b: np.sum(np.dot(a, b) * wd), a, b)
+
+
+def test_two_lambdas_on_one_line():
+    f, g = (lambda x: x * x), (lambda x: 3 * x)
+    assert ad.gradient(g, 1.0) == (3.0,)
+    assert ad.gradient(f, 1.0) == (2.0,)
+
+
+def test_a_module_edited_after_import_is_refused(tmp_path, monkeypatch):
+    src = tmp_path / "edited_mod.py"
+    src.write_text("def f(x):\n    return x * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("edited_mod")
+    src.write_text(textwrap.dedent("""\
+        def f(x):
+            return x * x * x + 1.0
+        """))
+    try:
+        with pytest.raises(UnsupportedError, match="changed since it was compiled"):
+            ad.gradient(mod.f, 2.0)
+    finally:
+        sys.modules.pop("edited_mod", None)
+
+
+def test_float32_gradients_stay_float32():
+    x = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    for f in (lambda x: np.sum(x * x), lambda x: np.sum(np.sin(x)), lambda x: np.mean(x),
+              lambda x: np.sum(x.reshape(3, 1) @ x.reshape(1, 3))):
+        g, = ad.gradient(f, x)
+        assert g.dtype == np.float32
+
+
+@pytest.mark.parametrize("f", [lambda x: max(x), lambda x: min(x), lambda x: sum(list(x)),
+                               lambda x: sorted(x)[0] * 2 + sorted(x)[2], lambda x: max(x) * min(x),
+                               lambda x: sum(v * i for i, v in enumerate(x)), lambda x: list(reversed(x))[0]])
+def test_builtins_over_arrays(f, check):
+    check(f, X3.copy())
+
+
+def test_closures_made_in_a_loop_are_refused():
+    def late(x):
+        fs = []
+        for k in range(1, 4):
+            fs.append(lambda v: v * k)
+        return fs[0](x)
+
+    def comp(x):
+        return [lambda v: v * k for k in range(1, 4)][0](x)
+
+    for f in (late, comp):
+        with pytest.raises(UnsupportedError, match="closure over 'k'"):
+            ad.gradient(f, 1.0)
+
+
+def test_power_at_zero():
+    assert ad.gradient(lambda x: x ** 0.0, 0.0) == (0.0,)
+    np.testing.assert_array_equal(ad.gradient(lambda x: np.sum(x ** 0.0), np.zeros(2))[0], [0.0, 0.0])
+    assert ad.gradient(lambda y: np.power(0.0, y), 2.0) == (0.0,)
+    assert ad.gradient(lambda y: np.power(0.0, y), 0.5) == (0.0,)
