@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test bench proofs clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -17,6 +17,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest tests
+	$(PY) tests/installed/check.py  # the wheel, installed in a fresh environment, run outside the clone
 	$(PY) -m proofs
 
 bench: $(STAMP)

@@ -2,6 +2,8 @@
 Theorems 6.1 and 6.35 (LANGUAGE.md section 3).
 
     tl-cost FILE --wrt x[,y...] [--size n=1000 --size m=16] [--json]
+    tl-cost --example conv --wrt x ...      (a program shipped with the package)
+    tl-cost --list-examples
 
 With every size given, it prints ``tl.certify``'s table (or JSON).  With no size given, it prints the
 costs as polynomials in the sizes (``tl.cost`` of the program, of ``tl.derivative`` and of
@@ -51,8 +53,11 @@ def _parser() -> argparse.ArgumentParser:
                     "of Theorems 6.1 and 6.35 (forward <= 4 x primal, $_IO(adjoint) <= 4 x $_IO(primal)).",
         epilog="exit status: 0 every bound holds, 1 a bound does not hold, 2 bad input",
     )
-    ap.add_argument("file", metavar="FILE", help="the program (.tl)")
-    ap.add_argument("--wrt", required=True, help="the inputs to differentiate, comma separated: x or x,y")
+    ap.add_argument("file", metavar="FILE", nargs="?", help="the program (.tl)")
+    ap.add_argument("--example", metavar="NAME",
+                    help="instead of FILE, an example program shipped with tensorlang (see --list-examples)")
+    ap.add_argument("--list-examples", action="store_true", help="list the example programs and exit")
+    ap.add_argument("--wrt", help="the inputs to differentiate, comma separated: x or x,y (required)")
     ap.add_argument("--size", action="append", default=[], type=_size_arg, metavar="NAME=INT",
                     help="a size variable's value (repeatable); without any, costs are printed symbolically")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -64,7 +69,11 @@ def main(argv=None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse reports bad arguments with status 2 (and --help with 0)
         return int(exc.code or 0)
+    if args.list_examples:
+        print(_example_list())
+        return 0
     try:
+        _check_usage(args)
         report = _report(args)
     except _Usage as exc:
         text = str(exc)
@@ -76,6 +85,30 @@ def main(argv=None) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+
+
+def _example_list() -> str:
+    from tensorlang.examples import describe, names
+
+    width = max(map(len, names()))
+    return "\n".join(f"{name:<{width}}  {describe(name)}" for name in names())
+
+
+def _check_usage(args) -> None:
+    """Exactly one of FILE and --example, and --wrt; ``args.file`` becomes the example's path."""
+    from tensorlang.errors import TensorLangError
+
+    if (args.file is None) == (args.example is None):
+        raise _Usage("give a program: FILE or --example NAME (one of them; --list-examples lists the names)")
+    if args.example is not None:
+        from tensorlang.examples import path
+
+        try:
+            args.file = str(path(args.example))
+        except TensorLangError as exc:
+            raise _Usage(f"--example: {exc}") from None
+    if not args.wrt:
+        raise _Usage("--wrt is required: the inputs to differentiate, e.g. --wrt x")
 
 
 def _load(path: str):

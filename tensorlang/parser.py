@@ -120,6 +120,57 @@ _AFFINE_HINT = (
 )
 
 
+@dataclass(frozen=True)
+class _Mistake:
+    """A common mistake and its right form (docs/language.md, "Common mistakes"): ``matches`` sees the
+    unexpected token, the tokens the parser would have taken there and the source text before it."""
+
+    name: str
+    matches: Callable[[Token, set, str], bool]
+    hint: str
+
+
+def _after_word(before: str, word: str) -> bool:
+    head = before.rstrip()
+    return head.endswith(word) and not (head[:-len(word)][-1:].isalnum() or head[:-len(word)][-1:] == "_")
+
+
+_POWER = "there is no power operator: write x[i] * x[i], or pow(x[i], 2) for a positive base"
+_MISTAKES = [
+    _Mistake("matrix type", lambda tok, acc, before: tok.type == "COMMA" and "COMMA" not in acc and "RSQB" in acc
+             and _in_type(before),
+             "a matrix is [n][m]R: one bracket per dimension, not [n, m]R"),
+    _Mistake("power", lambda tok, acc, before: tok.type == "STAR" and before.endswith("*"), _POWER),
+    _Mistake("relation parentheses", lambda tok, acc, before: tok.type == "LPAR" and _after_word(before, "rel"),
+             "a relation is declared with square brackets: R : rel[n, m]"),
+    _Mistake("binding", lambda tok, acc, before: "COLON" in acc and tok.type in ("IN", "EQ", "COMMA", "RPAR")
+             and _binder_open(before), "a binding is written index:size, as in sum(i:n), with i = 0 .. n-1"),
+    _Mistake("let without in", lambda tok, acc, before: tok.type == "_SEMI" and "IN" in acc,
+             "a let is an expression: let y = e0 in e1"),
+    _Mistake("condition", lambda tok, acc, before: tok.type == "NAME" and tok.value == "if",
+             "a condition is an Iverson bracket that multiplies: [i > 0] * x[i]"),
+    _Mistake("bracket factor", lambda tok, acc, before: "STAR" in acc and tok.type in ("NAME", "LPAR", "INT", "FLOAT")
+             and before.rstrip().endswith("]"), "a bracket is a factor of a product: [p] * e"),
+    _Mistake("real type", lambda tok, acc, before: "REAL_T" in acc and tok.type == "NAME"
+             and tok.value in ("Real", "real", "float", "double", "float64", "float32"), "the real type is written R"),
+]
+# characters the grammar has no use for, and what to write instead
+_CHAR_HINTS = {"^": _POWER, "&": "a conjunction is written 'and'", "|": "a disjunction is written 'or'",
+               "!": "a negation is written 'not p'; 'not equal' is !="}
+
+
+def _in_type(before: str) -> bool:
+    """Whether the text before ends inside a declaration's type: ``name : [...`` on the current line."""
+    line = before.rsplit("\n", 1)[-1].rsplit(";", 1)[-1]
+    return ":" in line and "(" not in line.split(":", 1)[0] and "=" not in line
+
+
+def _binder_open(before: str) -> bool:
+    """Whether the text before ends in ``gen(``, ``sum(`` or ``exists(`` and a name."""
+    head = before.rstrip().rsplit("(", 1)[0]
+    return any(_after_word(head, w) for w in ("gen", "sum", "exists", "⊞", "Σ", "∑", "∃"))
+
+
 def _describe(tok: Token) -> str:
     if tok.type == "$END":
         return "end of the program"
@@ -163,13 +214,18 @@ def _syntax_error(err: UnexpectedInput, src: str, filename: str) -> ParseError:
             msg += f"; expected {_join(words)}"
         affine_start = "INT" in accepts and "GEN" not in accepts and "TRUE" not in accepts
         affine_rest = accepts <= ({"COMMA", "PLUS", "MINUS", "STAR", "RSQB", "RPAR"} | _CMP | _UNICODE_TWINS)
-        if tok.type in ("FLOAT", "LBRACK", "SLASH", "LPAR", "PROJ") and (affine_start or affine_rest):
+        before = src[:tok.start_pos] if tok.start_pos is not None else ""
+        mistake = next((m for m in _MISTAKES if m.matches(tok, accepts, before)), None)
+        if mistake is not None:
+            msg += f" ({mistake.hint})"
+        elif tok.type in ("FLOAT", "LBRACK", "SLASH", "LPAR", "PROJ") and (affine_start or affine_rest):
             msg += f" ({_AFFINE_HINT})"
         return ParseError(msg, loc)
     if isinstance(err, UnexpectedCharacters):
         loc = SourceLocation(src, err.line, err.column, filename)
         char = src[err.pos_in_stream] if err.pos_in_stream < len(src) else ""
-        return ParseError(f"unexpected character {char!r}", loc)
+        hint = _CHAR_HINTS.get(char)
+        return ParseError(f"unexpected character {char!r}" + (f" ({hint})" if hint else ""), loc)
     loc = SourceLocation(src, getattr(err, "line", 1) or 1, getattr(err, "column", 1) or 1, filename)
     return ParseError(str(err).splitlines()[0], loc)
 

@@ -106,3 +106,25 @@ def test_installed_script():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "certificate for wrt x at n = 1000, m = 16: ok" in done.stdout
+
+
+def test_example_shipped_with_the_package(capsys):
+    assert main(["--example", "conv", "--wrt", "x", "--size", "n=1000", "--size", "m=16"]) == 0
+    assert "certificate for wrt x at n = 1000, m = 16: ok" in capsys.readouterr().out
+    assert main(["--list-examples"]) == 0
+    listing = capsys.readouterr().out
+    assert "conv " in listing and "deconv_loss" in listing and "1-D convolution" in listing
+
+
+def test_unknown_example_suggests_the_closest(capsys):
+    assert main(["--example", "cnov", "--wrt", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "there is no example 'cnov'; did you mean conv?" in err and "deconv_loss" in err
+
+
+def test_a_file_or_an_example_and_wrt(capsys):
+    assert main(["--wrt", "x"]) == 2
+    assert "FILE or --example NAME" in capsys.readouterr().err
+    assert main([CONV, "--example", "conv", "--wrt", "x"]) == 2
+    assert main([CONV]) == 2
+    assert "--wrt is required" in capsys.readouterr().err

@@ -1,0 +1,41 @@
+"""The package as a user meets it: its version, the examples it ships, ``python -m tensorlang.examples``.
+(The wheel itself is built, installed and run outside the clone by ``tests/installed/check.py``.)"""
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+import tensorlang as tl
+from tensorlang import examples
+
+
+def test_version_is_the_distributions():
+    assert tl.__version__ == importlib.metadata.version("tensorlang")
+    assert tl.__version__[0].isdigit()
+
+
+def test_examples_parse_and_describe_themselves():
+    assert "conv" in examples.names() and "deconv_loss" in examples.names()
+    for name in examples.names():
+        assert examples.describe(name)
+        tl.parse(examples.source(name))
+    assert examples.path("conv.tl") == examples.path("conv")
+    assert examples.reference().name == "language.md" and examples.reference().exists()
+
+
+def test_examples_tour_runs_one_program():
+    out = subprocess.run([sys.executable, "-m", "tensorlang.examples", "skip_x1"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "== skip_x1: x[0] + x[2]" in out.stdout and "C kernel agrees" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "tensorlang.examples", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "there is no example 'nope'" in bad.stderr
+
+
+def test_demo_tells_the_story_in_under_40_lines():
+    demo = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
+    out = subprocess.run([sys.executable, str(demo)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) < 40
+    for step in ("1. A tensorlang program", "2. Its gradient", "3. Certified", "L-BFGS-B", "tensorlang.ad"):
+        assert any(step in line for line in lines), step
