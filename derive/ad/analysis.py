@@ -40,22 +40,18 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
     guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``."""
     gk = globals_kinds or {}
     values = list(fn.values())
-    mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr")
-                                            or v.op == "method" and v.attr[0] not in _PURE_METHODS)
+    _fix_kinds(values, arg_kinds, gk, True)
+    for v in values:   # ``x += y`` on a number rebinds x; on anything else it may write in place
+        if _augmented(v) and v.args[0].kind in (INT, NUM):
+            v.attr = v.attr[:-1]
+    mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v)
+                                            or v.op == "method" and v.attr[0] not in _PURE_METHODS
+                                            or v.op == "call" and "out" in v.attr)
                   for v in values)
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
         arg_kinds = tuple(ANY if k == ARR else k for k in arg_kinds)
         gk = {}
-    for v in values:
-        v.kind = None
-    changed = True
-    while changed:
-        changed = False
-        for v in values:
-            k = gk.get(v.attr, ANY) if isinstance(v, Instr) and v.op == "global" else _kind(v, arg_kinds)
-            if k != v.kind:
-                v.kind = k
-                changed = True
+    _fix_kinds(values, arg_kinds, gk, False)
     for v in values:
         if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
@@ -69,6 +65,31 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
             a = _active(v, arg_kinds, mutates)
             if a and not v.active:
                 v.active = True
+                changed = True
+
+
+def _augmented(v) -> bool:
+    """An augmented assignment ``x op= y`` (``binop`` with ``attr`` ``"op="``)."""
+    return isinstance(v, Instr) and v.op == "binop" and v.attr.endswith("=")
+
+
+def _fix_kinds(values, arg_kinds, gk, aug_plain):
+    """The kinds of ``values`` (a fixed point); ``aug_plain``: augmented assignments count as their
+    plain operation, else as ANY (an in-place write)."""
+    for v in values:
+        v.kind = None
+    changed = True
+    while changed:
+        changed = False
+        for v in values:
+            if isinstance(v, Instr) and v.op == "global":
+                k = gk.get(v.attr, ANY)
+            elif _augmented(v) and not aug_plain:
+                k = ANY
+            else:
+                k = _kind(v, arg_kinds)
+            if k != v.kind:
+                v.kind = k
                 changed = True
 
 
@@ -97,11 +118,12 @@ def _kind(v, arg_kinds):
         return None
     if op == "binop":
         a, b = kinds
-        if _array_binop(v.attr, a, b):
+        op = v.attr.rstrip("=") if _augmented(v) else v.attr
+        if _array_binop(op, a, b):
             return ARR
-        if a in (INT, NUM) and b in (INT, NUM) and v.attr in _ARITH:
-            return INT if a == b == INT and v.attr not in ("/", "**") else NUM
-        if a == b == INT and v.attr in ("&", "|", "^", "<<", ">>"):
+        if a in (INT, NUM) and b in (INT, NUM) and op in _ARITH:
+            return INT if a == b == INT and op not in ("/", "**") else NUM
+        if a == b == INT and op in ("&", "|", "^", "<<", ">>"):
             return INT
         return ANY
     if op == "unary":

@@ -54,8 +54,9 @@ class Gen:
         self._const_names: dict[int, str] = {}
         self.needs: dict = {}
         self.any_active = any(v.active for v in fn.values())
-        # arrays written in place (x[i] = v): operations copy them when they keep them (copy on capture)
-        self.written = {v.args[0] for v in fn.values() if isinstance(v, Instr) and v.op == "setitem"}
+        # arrays written in place (x[i] = v, x += v) and the views they may share memory with: operations
+        # copy them when they keep them (copy on capture)
+        self.written = _written(fn)
         self.boxfree = _boxfree(fn)
 
     def val(self, v) -> str:
@@ -92,6 +93,38 @@ class Gen:
 
     def goto_adj(self, src, dst) -> list[str]:
         return self.goto(src, dst, self.adj_order)
+
+
+_VIEW_OPS = {"getitem", "getattr", "method", "call", "rule"}   # their result may be a view of their first argument
+
+
+def _written(fn: Function) -> set:
+    """The values written in place and those that may alias them: results of operations that can return a
+    view (``y[1:]``, ``y.T``, ``y.reshape``) and phis, joined with their first argument."""
+    parent = {}
+
+    def find(v):
+        while parent.get(v, v) is not v:
+            v = parent[v]
+        return v
+
+    def union(a, b):
+        parent[find(a)] = find(b)
+
+    targets = []
+    for v in fn.values():
+        if isinstance(v, Instr):
+            if v.op == "setitem" or v.op == "binop" and v.attr.endswith("="):
+                targets.append(v.args[0])
+            if v.op in _VIEW_OPS and v.args:
+                union(v, v.args[0])
+            if v.op == "binop" and v.attr.endswith("="):
+                union(v, v.args[0])
+        else:
+            for u in v.incoming.values():
+                union(v, u)
+    roots = {find(t) for t in targets}
+    return {v for v in fn.values() if find(v) in roots}
 
 
 _BOXFREE_OPS = {"param", "const", "global", "compare", "slice", "nondiff", "prim", "aprim", "tuple"}

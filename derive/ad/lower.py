@@ -209,7 +209,7 @@ class _Lowerer:
         t = s.target
         if isinstance(t, ast.Name):
             cur = self.load_name(t.id, t)
-            self.assign(t, self.emit("binop", [cur, self.expr(s.value)], op))
+            self.assign(t, self.emit("binop", [cur, self.expr(s.value)], op + "="))
         elif isinstance(t, ast.Subscript):
             obj, idx = self.expr(t.value), self.index(t.slice)
             cur = self.emit("getitem", [obj, idx])

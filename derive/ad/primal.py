@@ -11,8 +11,9 @@ def instr(g, ins: Instr) -> list[str]:
     """The primal statements of one instruction."""
     op, v, a = ins.op, g.val(ins), [g.val(x) for x in ins.args]
     generic = ins.active and ins.op not in ("tuple", "list", "dict", "closure", "deref", "prim")
-    if generic and g.written and op != "setitem":
-        a = [f"_ad_snap({n})" if x in g.written else n for n, x in zip(a, ins.args)]
+    if generic and g.written:
+        a = [f"_ad_snap({n})" if x in g.written and not (k == 0 and _may_view(ins)) else n
+             for k, (n, x) in enumerate(zip(a, ins.args))]
     if op in ("param", "const"):
         return []
     if op == "global":
@@ -22,6 +23,8 @@ def instr(g, ins: Instr) -> list[str]:
     if op == "binop":
         if generic and ins.kind != ARR and (ins.kind == ANY or ins.attr not in g.inline_binops):
             return [f"{v}, {g.pb(ins)} = {g.const(g.binop_rule(ins.attr))}({a[0]}, {a[1]})"]
+        if ins.attr.endswith("="):   # in place (Python's semantics: the name is bound to the result)
+            return [f"{v} = {a[0]}", f"{v} {ins.attr} {a[1]}"]
         return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
     if op == "unary":
         if generic and (ins.kind == ANY or ins.attr not in g.inline_unary):
@@ -73,6 +76,19 @@ def instr(g, ins: Instr) -> list[str]:
     if op == "closure":
         return [f"{v} = _ad_mk{ins.attr[0]}({', '.join(a)})"]
     raise AssertionError(op)
+
+
+# operations whose result may be a view of their first argument (which is therefore not copied)
+_VIEWS = {"reshape", "transpose", "ravel", "squeeze", "expand_dims", "swapaxes", "moveaxis", "view", "diagonal"}
+
+
+def _may_view(ins) -> bool:
+    """Whether ``ins`` writes to its first argument or may return a view of it: copying that argument
+    (copy on capture) would cut it off from the array it shares memory with."""
+    op = ins.op
+    if op in ("setitem", "getitem", "getattr") or op == "binop" and ins.attr.endswith("="):
+        return True
+    return op == "method" and ins.attr[0] in _VIEWS or op == "rule" and ins.attr[1] in _VIEWS
 
 
 def _call_args(args, kw):

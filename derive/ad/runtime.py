@@ -160,8 +160,47 @@ def new_store():
 
 
 def register(obj) -> None:
-    """Mark ``obj`` as a box (it is being written to)."""
+    """Mark ``obj`` as a box (it is being written to); writing to a view of an array writes to the
+    array that owns the memory, which becomes the box."""
+    if type(obj) is np.ndarray and obj.base is not None:
+        obj = _root(obj)
     STORE[0].boxes[id(obj)] = obj
+
+
+def _root(x):
+    """The array that owns the memory of view ``x``."""
+    while type(x.base) is np.ndarray:
+        x = x.base
+    return x
+
+
+def _view_of_box(v):
+    """The box that array ``v`` is a view of, or None."""
+    if type(v) is not np.ndarray or v.base is None:
+        return None
+    root = _root(v)
+    return root if id(root) in STORE[0].boxes else None
+
+
+def _grad_view(root, v, g):
+    """The part of ``g`` (the gradient of box ``root``, owned by the store) that view ``v`` of ``root``
+    covers, as a view of ``g`` that can be read and written."""
+    if not root.flags.c_contiguous:
+        raise UnsupportedError("tensorlang.ad differentiates writes through a view only of an array in C order")
+    r = g.itemsize // root.itemsize if g.itemsize >= root.itemsize else None
+    offset = v.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if r is None or offset % root.itemsize or any(s % root.itemsize for s in v.strides):
+        raise UnsupportedError("tensorlang.ad cannot map this view of an array to its gradient")
+    return np.ndarray(v.shape, g.dtype, buffer=g, offset=offset * r, strides=tuple(s * r for s in v.strides))
+
+
+def _root_grad(root):
+    """The gradient of box array ``root`` in the store, made (zero) if it has none yet."""
+    s = STORE[0]
+    g = s.grads.get(id(root))
+    if g is None:
+        g = s.grads[id(root)] = np.zeros(root.shape, dtype=np.result_type(root, 0.0))
+    return g
 
 
 def _own(g):
@@ -179,27 +218,46 @@ def _own(g):
 
 
 def box_grad(obj):
-    """The current gradient of box ``obj`` (owned by the store, so it may be updated in place)."""
-    return STORE[0].grads.get(id(obj))
+    """The current gradient of box ``obj`` (owned by the store, so it may be updated in place); for a
+    view of a box array, the part of the box's gradient it covers."""
+    g = STORE[0].grads.get(id(obj))
+    if g is None and type(obj) is np.ndarray:
+        root = _view_of_box(obj)
+        if root is not None:
+            return _grad_view(root, obj, _root_grad(root))
+    return g
 
 
 def acc_into(v, d, c):
-    """Add gradient ``c`` for value ``v``: into the store if ``v`` is a box, else into local ``d``."""
+    """Add gradient ``c`` for value ``v``: into the store if ``v`` is a box (or a view of one), else into
+    local ``d``."""
     if c is None:
         return d
     s = STORE[0]
-    if s.boxes and id(v) in s.boxes:
-        old = s.grads.get(id(v))
-        s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
-        return d
+    if s.boxes:
+        if id(v) in s.boxes:
+            old = s.grads.get(id(v))
+            s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
+            return d
+        root = _view_of_box(v)
+        if root is not None:
+            g = _grad_view(root, v, _root_grad(root))
+            g += c
+            return d
     return acc(d, c)
 
 
 def take(v, d):
     """The gradient of ``v`` where it was made: the local ``d`` plus (and emptying) its box's."""
     s = STORE[0]
-    if s.boxes and id(v) in s.boxes:
-        return acc(d, s.grads.pop(id(v), None))
+    if s.boxes:
+        if id(v) in s.boxes:
+            return acc(d, s.grads.pop(id(v), None))
+        root = _view_of_box(v)
+        if root is not None and id(root) in s.grads:
+            g = _grad_view(root, v, s.grads[id(root)])
+            d = acc(d, g.copy())
+            g[...] = 0
     return d
 
 

@@ -10,7 +10,8 @@ import types
 import numpy as np
 
 from ..ir import INT, NUM
-from ..runtime import NONDIFF, RULES, J, ZERO, kind_of
+from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, kind_of
+from .structures import _extend, setitem
 
 
 def unbroadcast(g, x):
@@ -136,15 +137,38 @@ def _dunder(op, name, pyop, a, b):
 
 
 def _fold(dy, n):
-    from ..runtime import acc
     out = None
     for k in range(0, len(dy), n):
         out = acc(out, dy[k:k + n])
     return out
 
 
+def _make_inplace(op):
+    """``a op= b``: on a float array a write in place (``a[...] = a op b``, by the box rules of
+    ``structures.setitem``), on a list ``+=`` extends it, otherwise ``a op b``."""
+    plain = BINOPS[op]
+
+    def rule(a, b):
+        if type(a) is np.ndarray and a.dtype.kind in "fc":
+            y, back = plain(a.copy(), b.copy() if b is a else b)
+            if np.shape(y) != a.shape:
+                raise ValueError(f"non-broadcastable output operand with shape {a.shape} doesn't match the "
+                                 f"broadcast shape {np.shape(y)}")
+            _, write_back = setitem(a, Ellipsis, y)
+            return a, lambda dy: back(acc(dy, write_back(None)[2]))
+        if type(a) is list and op == "+":
+            _, extend_back = _extend(a, b)
+            return a, lambda dy: extend_back(acc_into(a, None, dy))   # the result's gradient is the list's
+        return plain(a, b)
+
+    rule.__name__ = f"J_i{_DUNDER[op]}"
+    return rule
+
+
 BINOPS = {op: _make_binop(op) for op in _DUNDER}
-RULES.update({_PYOP[op]: rule for op, rule in BINOPS.items()})
+BINOPS.update({op + "=": _make_inplace(op) for op in _DUNDER})
+RULES.update({_PYOP[op]: rule for op, rule in BINOPS.items() if op in _PYOP})
+RULES.update({getattr(operator, f"i{name}"): BINOPS[op + "="] for op, name in _DUNDER.items()})
 
 
 def _neg(a):
