@@ -1,8 +1,10 @@
-"""Code generation (issue 6): from any ``Expr`` to a compiled, parallel kernel callable from Python.
+"""Code generation: from any ``Expr`` to a compiled, parallel kernel callable from Python.
 
-``lower`` (normalise, eta-expand, ``fuse``, canonical bodies) -> ``domains`` (each statement's domain an
-isl set) -> ``loops`` (loop nests from isl's AST generation) -> ``c`` / ``cuda`` (emitters) -> ``build``
-(content-addressed cache) -> ``kernel.Kernel`` (checks inputs, runs, returns NumPy results) and
+``lower`` (normalise, eta-expand, ``fuse``, canonical bodies, ``contract``) -> ``ir`` (the printable
+statement form) -> ``domains`` (each statement's domain an isl set) -> ``loops`` (loop nests from isl's
+AST generation) -> an emitter of ``kernel.TARGETS`` (``c``, built from ``scalar``, ``schedule``,
+``sparse`` and the helpers' text ``c_runtime``; ``cuda``) -> ``build`` (content-addressed cache) ->
+``kernel.Kernel`` (its runner checks inputs with ``runtime.Arguments``, runs, returns NumPy results) and
 ``export`` (a module plus its library that needs only NumPy).  ``compile`` and ``export`` are the API.
 """
 from .api import compile, export  # noqa: F401

@@ -1,4 +1,4 @@
-"""Plain dense contractions handed to BLAS (issue 6: "hand a plain dense contraction to BLAS").
+"""Plain dense contractions handed to BLAS.
 
 After lowering, a reduction ``sum(k:K) alpha * X[..] * Y[..]`` whose two factors are full accesses of
 dense arrays indexed only by plain variables is a matrix product when
@@ -31,8 +31,7 @@ from fractions import Fraction
 from tensorlang.nodes import TRUE, Access, Add, Affine, Call, Const, Expr, Guard, IndexVar, Mul, R, TensorType, Var
 from tensorlang.traversal import free_index_vars
 
-from .ir import Array, Program, Reduce, Stmt
-from .lower import path_of
+from .ir import Array, Program, Reduce, Stmt, path_of
 
 __all__ = ["Contraction", "extract_contractions"]
 
@@ -159,7 +158,7 @@ def extract_contractions(prog: Program, namer) -> int:
                 con.m = stmt.target.dims[0]
                 con.n = stmt.target.dims[1] if con.kind == "gemm" else None
                 con.k = body.sizes[0]
-                stmt.contraction = con  # type: ignore[attr-defined]
+                stmt.contraction = con
                 new_stmts.append(stmt)
                 count += 1
                 continue
@@ -225,9 +224,9 @@ def extract_contractions(prog: Program, namer) -> int:
                 arr = Array(cname, dims, "temp", var, f"BLAS {con.kind}")
                 prog.temps.append(arr)
                 arrays.temps[id(var)] = arr
-                prog.let_arrays[id(var)] = arr  # type: ignore[attr-defined]
+                prog.let_arrays[id(var)] = arr
                 s = Stmt(arr, tuple(outs), e)
-                s.contraction = con  # type: ignore[attr-defined]
+                s.contraction = con
                 extracted.append(s)
                 shared[sig] = arr
                 count += 1
@@ -242,5 +241,5 @@ def extract_contractions(prog: Program, namer) -> int:
         new_stmts.extend(extracted)
         new_stmts.append(stmt)
     prog.stmts = new_stmts
-    prog.blas = count > 0  # type: ignore[attr-defined]
+    prog.blas = count > 0
     return count

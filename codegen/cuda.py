@@ -21,47 +21,34 @@ CuPy (``RawModule``) when CuPy and a GPU are present.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tensorlang.errors import UnsupportedError
-from tensorlang.nodes import TRUE, Affine, Expr, box
+from tensorlang.nodes import TRUE, Affine, Expr, Guard, box
+from tensorlang.predicates import over_approximation
 
 from . import domains as D
-from .c import CEmitter, _Scope, _unparen
-from .ir import Array, Reduce, Stmt
+from .build import build_cuda_object, nvcc_path
+from .c import CEmitter
+from .c_runtime import cuda_prelude
+from .ir import Array, Reduce, Stmt, affine_meta
 from .loops import Block, For, If, User
+from .runtime import Arguments, aff_value
+from .scalar import Scope
+from .schedule import unparen
+from .target import Capabilities
 
 __all__ = ["CudaEmitter", "CudaRunner", "BLOCK", "REDUCE_BLOCKS"]
 
 BLOCK = 256
 REDUCE_BLOCKS = 1024
 
-CUDA_PRELUDE = r"""
-#ifdef __CUDACC_RTC__
-typedef long long int64_t;
-typedef int int32_t;
-#else
-#include <cstdint>
-#endif
-#define tl_min(a, b) ((a) < (b) ? (a) : (b))
-#define tl_max(a, b) ((a) > (b) ? (a) : (b))
-__device__ static inline int64_t tl_floord(int64_t a, int64_t b) {
-  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-__device__ static inline int tl_csr_has(const int32_t *ptr, const int32_t *idx, int64_t r, int64_t c) {
-  int64_t lo = ptr[r], hi = ptr[r + 1];
-  while (lo < hi) { int64_t mid = (lo + hi) >> 1; if (idx[mid] < c) lo = mid + 1; else hi = mid; }
-  return lo < ptr[r + 1] && idx[lo] == c;
-}
-"""
-
-
 class CudaEmitter(CEmitter):
-    restrict = "__restrict__"
-    openmp = False
-    uses_blas = False  # contractions stay loops (their Reduce bodies)
-    uses_workspace = False  # temporaries are device arrays passed by the runner
-    interchange = False  # a thread per target point
+    # contractions stay loops (their Reduce bodies); temporaries are device arrays passed by the runner;
+    # a thread per target point, so no interchange ...
+    caps = Capabilities(restrict="__restrict__", openmp=False, blas=False, workspace=False, interchange=False,
+                        function_qualifier="__device__ static inline")
     lanes = 0  # ... and a thread per point of an inner loop: consecutive threads read consecutive elements
-    function_qualifier = "__device__ static inline"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -71,7 +58,7 @@ class CudaEmitter(CEmitter):
     # ---------------------------------------------------------------------------------------------
 
     def prelude(self) -> str:
-        return CUDA_PRELUDE + f"typedef {self.real} real;\n"
+        return cuda_prelude(self.real)
 
     def array_ref(self, arr: Array, idx) -> str:
         if arr.kind == "temp" and arr.is_scalar:
@@ -82,9 +69,9 @@ class CudaEmitter(CEmitter):
         out = self.arg_declarations()
         k = self.n_args_before_temps()
         for a in self.prog.temps:
-            out.append(f"real *{self.restrict} {a.cname} = (real *)tl_args[{k}];")
+            out.append(f"real *{self.caps.restrict} {a.cname} = (real *)tl_args[{k}];")
             k += 1
-        out.append(f"real *{self.restrict} tl_partial = (real *)tl_args[{k}];")
+        out.append(f"real *{self.caps.restrict} tl_partial = (real *)tl_args[{k}];")
         return out
 
     def n_args_before_temps(self) -> int:
@@ -94,8 +81,8 @@ class CudaEmitter(CEmitter):
         return n
 
     def emit_entry(self) -> str:
-        if getattr(self, "_entry_text", None) is None:
-            top = _Scope([], 1, self.base_ctx, ())
+        if self._entry_text is None:
+            top = Scope([], 1, self.base_ctx, ())
             for k, stmt in enumerate(self.prog.stmts):
                 self.emit_stmt_kernel(k, stmt, top)
             # declarations last: the relation views are known once every statement is emitted
@@ -113,7 +100,7 @@ class CudaEmitter(CEmitter):
     # ---------------------------------------------------------------------------------------------
     # statements
 
-    def emit_stmt_kernel(self, k: int, stmt: Stmt, top: _Scope) -> None:
+    def emit_stmt_kernel(self, k: int, stmt: Stmt, top: Scope) -> None:
         arr = stmt.target
         gv = stmt.vars
         name = f"{self.entry}_s{k}"
@@ -121,7 +108,7 @@ class CudaEmitter(CEmitter):
         lines: list[str] = [f"  /* {arr.label} */"]
         if gv:
             total = self.size_product(arr.dims)
-            sc = _Scope(lines, 1, self.base_ctx, (), parallel_ok=False)
+            sc = Scope(lines, 1, self.base_ctx, (), parallel_ok=False)
             sc.line(f"const int64_t tl_total = {total};")
             sc.line("const int64_t tl_tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
             sc.line("if (tl_tid >= tl_total) return;")
@@ -135,7 +122,7 @@ class CudaEmitter(CEmitter):
                     sc.line(f"const int64_t tl_q{j} = {rest} / ({self.affine(arr.dims[j])});")
                     rest = f"tl_q{j}"
             points = D.domain(box(zip(gv, arr.dims)), gv, (), self.names)
-            inner = _Scope(lines, 1, D.lift_to_context(points) & self.base_ctx, tuple(gv), parallel_ok=False)
+            inner = Scope(lines, 1, D.lift_to_context(points) & self.base_ctx, tuple(gv), parallel_ok=False)
             ref = self.array_ref(arr, [Affine.var(v) for v in gv])
             cond = self.pred(pred, inner) if pred is not TRUE else None
             if cond == "0":
@@ -144,16 +131,16 @@ class CudaEmitter(CEmitter):
                 inner.line(f"{ref} = {self.expr(body, inner)};")
             else:
                 inner.line(f"if ({cond}) {{")
-                known = D.params_set(_approx(pred), inner.bound, self.names)
+                known = D.params_set(over_approximation(pred), inner.bound, self.names)
                 sub = inner.child(ctx=inner.ctx & known)
                 sub.line(f"{ref} = {self.expr(body, sub)};")
                 inner.line(f"}} else {ref} = 0;")
             self._kernel_texts.append((name, lines))
-            self.kernels.append({"name": name, "kind": "points", "total": [_aff(d) for d in arr.dims]})
+            self.kernels.append({"name": name, "kind": "points", "total": [affine_meta(d) for d in arr.dims]})
             return
         ref = self.array_ref(arr, [])
         if isinstance(body, Reduce):
-            sc = _Scope(lines, 1, self.base_ctx, (), parallel_ok=True)
+            sc = Scope(lines, 1, self.base_ctx, (), parallel_ok=True)
             sc.line("const int64_t tl_gtid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
             sc.line("const int64_t tl_gsize = (int64_t)gridDim.x * blockDim.x;")
             sc.line("real tl_part = 0;")
@@ -161,7 +148,7 @@ class CudaEmitter(CEmitter):
             if cond != "0":
                 if cond is not None:
                     sc.line(f"if ({cond}) {{")
-                    inner = sc.child(ctx=sc.ctx & D.params_set(_approx(pred), (), self.names))
+                    inner = sc.child(ctx=sc.ctx & D.params_set(over_approximation(pred), (), self.names))
                 else:
                     inner = sc.child(indent_by=0)
                 value = self.expr(body, inner)
@@ -172,7 +159,7 @@ class CudaEmitter(CEmitter):
             self._block_reduce(sc, "tl_part", "tl_partial[blockIdx.x]")
             self._kernel_texts.append((name, lines))
             fin = [f"  /* {arr.label}: the sum of the blocks' partial sums */"]
-            fs = _Scope(fin, 1, self.base_ctx, ())
+            fs = Scope(fin, 1, self.base_ctx, ())
             fs.line("real tl_part = 0;")
             fs.line(f"for (int64_t b = threadIdx.x; b < {REDUCE_BLOCKS}; b += blockDim.x) tl_part += tl_partial[b];")
             fs.line(f"__shared__ real tl_sh[{BLOCK}];")
@@ -181,7 +168,7 @@ class CudaEmitter(CEmitter):
             self.kernels.append({"name": name, "kind": "reduce"})
             self.kernels.append({"name": name + "_fin", "kind": "single_block"})
             return
-        sc = _Scope(lines, 1, self.base_ctx, (), parallel_ok=False)
+        sc = Scope(lines, 1, self.base_ctx, (), parallel_ok=False)
         sc.line("if (blockIdx.x != 0 || threadIdx.x != 0) return;")
         self.emit_scalar_stmt(arr, pred, body, sc)
         self._kernel_texts.append((name, lines))
@@ -189,14 +176,12 @@ class CudaEmitter(CEmitter):
 
     @staticmethod
     def _split(body: Expr):
-        from tensorlang.nodes import Guard
-
         if isinstance(body, Guard):
             return body.pred, body.body
         return TRUE, body
 
     @staticmethod
-    def _block_reduce(sc: _Scope, value: str, target: str) -> None:
+    def _block_reduce(sc: Scope, value: str, target: str) -> None:
         sc.line(f"tl_sh[threadIdx.x] = {value};")
         sc.line("__syncthreads();")
         sc.line("for (int s = blockDim.x / 2; s > 0; s >>= 1) {")
@@ -209,13 +194,13 @@ class CudaEmitter(CEmitter):
     # loop trees: in a reduction kernel, the outermost loops are grid-stride loops and the work outside
     # them is done by thread 0 only
 
-    def emit_tree(self, tree, scope: _Scope, user, parallel: bool = False, work: str = "0",
+    def emit_tree(self, tree, scope: Scope, user, parallel: bool = False, work: str = "0",
                   reduction: str | None = None) -> None:
         if not parallel:
             return super().emit_tree(tree, scope, user, False, work, reduction)
         self._strided_tree(tree, scope, user)
 
-    def _strided_tree(self, tree, scope: _Scope, user) -> None:
+    def _strided_tree(self, tree, scope: Scope, user) -> None:
         if isinstance(tree, Block):
             for c in tree.children:
                 self._strided_tree(c, scope, user)
@@ -226,7 +211,7 @@ class CudaEmitter(CEmitter):
             self._strided_tree(tree.body, inner, user)
             scope.line("}")
         elif isinstance(tree, For):
-            cond = _unparen(tree.cond)
+            cond = unparen(tree.cond)
             scope.line(f"for (int64_t {tree.var} = {tree.init} + tl_gtid * {tree.inc}; {cond}; "
                        f"{tree.var} += tl_gsize * {tree.inc}) {{")
             super().emit_tree(tree.body, scope.child(), user, False)
@@ -243,27 +228,20 @@ class CudaEmitter(CEmitter):
             user(tree, scope.child())
             scope.line("}")
 
+    def target_meta(self) -> dict:
+        """What the runner needs besides ``kernel.program_meta``: the kernels and how to launch them."""
+        return {"launch": self.launch_meta()}
+
     def launch_meta(self) -> dict:
         return {"kernels": self.kernels, "block": BLOCK, "reduce_blocks": REDUCE_BLOCKS,
-                "temps": [[_aff(d) for d in self.layout(a)] for a in self.prog.temps]}
-
-
-def _approx(pred):
-    from tensorlang.predicates import over_approximation
-
-    return over_approximation(pred)
-
-
-def _aff(a: Affine) -> list:
-    return [a.const, [[v.name, c] for v, c in a.terms]]
+                "temps": [[affine_meta(d) for d in self.layout(a)] for a in self.prog.temps]}
 
 
 class CudaRunner:
     """Compiles CUDA source with nvcc where present; runs it with CuPy where CuPy and a GPU are."""
 
     def __init__(self, source: str, meta: dict, error=ValueError):
-        from .build import build_cuda_object, nvcc_path
-
+        self.arguments = Arguments(meta, error)
         self.source = source
         self.meta = meta
         self.error = error
@@ -285,19 +263,17 @@ class CudaRunner:
             raise UnsupportedError("no GPU is present to run the CUDA kernel") from None
         return cupy
 
+    @classmethod
+    def load(cls, source: str, meta: dict, error) -> tuple["CudaRunner", str | None]:
+        """The ``Target.load`` of CUDA: the runner and the object nvcc built (``None`` without nvcc)."""
+        runner = cls(source, meta, error=error)
+        return runner, runner.object_path
+
     def __call__(self, **inputs):
-        import numpy as np
-
-        from .runtime import Runner, _aff as aff_value
-
         cp = self._cupy()
         if self._module is None:
             self._module = cp.RawModule(code=self.source, options=("-std=c++17",))
-        host = Runner.__new__(Runner)
-        host.meta, host.error = self.meta, self.error
-        host.dtype = np.float32 if self.meta["dtype"] == "float32" else np.float64
-        host.inputs, host.relations = self.meta["inputs"], self.meta["relations"]
-        host.names = [i["name"] for i in host.inputs] + [r["name"] for r in host.relations]
+        host = self.arguments
         size_arr, args, outs = host.prepare(inputs)
         sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
         launch = self.meta["launch"]

@@ -10,7 +10,8 @@ sums, guards and accesses.  Here that becomes:
   point of the generator nest that owns it.  ``body`` is a scalar ``Expr`` in which tensor accesses are
   full (``A[i][j]``), reductions are ``Reduce`` nodes (a sum over several variables with one guard:
   nested sums merged so that isl sees the whole domain) and guards are pulled out of products.
-* ``Program``: sizes, inputs, relations, statements in order, and the output structure.
+* ``Program``: sizes, inputs, relations, statements in order, and the output structure;
+  ``str(program)`` prints it (each stage of a kernel prints: ``Kernel.explain``).
 
 ``Reduce`` is a node of this package only (hash-consed like the core nodes): ``sum(vars) [pred] * body``.
 """
@@ -18,7 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tensorlang.nodes import TRUE, Affine, Expr, IndexVar, Pred, R, TypeCheckError, Var
+from tensorlang.nodes import (
+    TRUE, Access, Affine, Expr, IndexVar, Pred, Proj, R, Sum, TypeCheckError, Var, guard,
+)
+from tensorlang.printer import affine_str, expr_str
+from tensorlang.substitute import rebuild
 
 
 class Reduce(Expr):
@@ -67,11 +72,20 @@ class Relation:
 
 @dataclass(eq=False)
 class Stmt:
-    """``target[vars] = body`` (gather form)."""
+    """``target[vars] = body`` (gather form); ``contraction``: the ``codegen.contract.Contraction`` a
+    BLAS call computes it with, if ``codegen.contract`` found one."""
 
     target: Array
     vars: tuple[IndexVar, ...]
     body: Expr
+    contraction: object = None
+
+    def __str__(self) -> str:
+        index = "".join(f"[{v.name}]" for v in self.vars)
+        lhs = f"{self.target.cname}{index}"
+        if self.contraction is not None:
+            return f"{lhs} = {self.contraction.kind}: {expr_str(core(self.body))}"
+        return f"{lhs} = {expr_str(core(self.body))}"
 
 
 @dataclass(eq=False)
@@ -83,6 +97,9 @@ class Program:
     stmts: list[Stmt]
     outputs: object  # an Array, or a tuple tree of Arrays (pairs)
     temps: list[Array] = field(default_factory=list)
+    size_cnames: dict[str, str] = field(default_factory=dict)  # size name -> its C name
+    let_arrays: dict[int, Array] = field(default_factory=dict)  # id of a let-bound Var -> its temporary
+    blas: bool = False  # whether some statement is a BLAS call (set by codegen.contract)
 
     def output_arrays(self) -> list[Array]:
         out: list[Array] = []
@@ -97,5 +114,53 @@ class Program:
         walk(self.outputs)
         return out
 
+    def __str__(self) -> str:
+        def arrays(kind, items):
+            return [f"{kind} {a.cname}" + "".join(f"[{affine_str(d)}]" for d in a.dims) + (f"  ({a.label})" if a.label else "")
+                    for a in items]
 
-__all__ = ["Reduce", "Array", "Relation", "Stmt", "Program", "TRUE"]
+        def structure(o):
+            return "(" + ", ".join(structure(p) for p in o) + ")" if isinstance(o, tuple) else o.cname
+
+        lines = [f"sizes {', '.join(self.sizes)}" if self.sizes else "sizes (none)"]
+        lines += arrays("input", self.inputs)
+        lines += [f"relation {r.cname}: {r.var.type}" for r in self.relations]
+        lines += arrays("temp", self.temps)
+        lines += [str(s) for s in self.stmts]
+        lines.append(f"output {structure(self.outputs)}")
+        return "\n".join(lines)
+
+
+def core(e: Expr) -> Expr:
+    """``e`` with every ``Reduce`` written as the core nodes it stands for (nested sums over a guard), so
+    that the core printer prints it."""
+    if isinstance(e, Reduce):
+        out = guard(e.pred, core(e.body))
+        for v, s in reversed(list(zip(e.vars, e.sizes))):
+            out = Sum(v, s, out)
+        return out
+    return rebuild(e, core) if e.children else e
+
+
+def path_of(e: Expr):
+    """``(base Var, projections, indices)`` when ``e`` is a path (``x``, ``p.0[i]``, ``A[i][j]``)."""
+    projs: list[int] = []
+    idx: list[Affine] = []
+    while isinstance(e, (Proj, Access)):
+        if isinstance(e, Proj):
+            projs.append(e.index)
+            e = e.pair
+        else:
+            idx.append(e.index)
+            e = e.tensor
+    if not isinstance(e, Var):
+        return None
+    return e, tuple(reversed(projs)), tuple(reversed(idx))
+
+
+def affine_meta(a: Affine) -> list:
+    """An affine form in the sizes as the run time's plain data: ``[const, [[size, coeff], ...]]``."""
+    return [a.const, [[v.name, c] for v, c in a.terms]]
+
+
+__all__ = ["Reduce", "Array", "Relation", "Stmt", "Program", "core", "path_of", "affine_meta", "TRUE"]

@@ -1,10 +1,11 @@
 """``Kernel``: a compiled program, callable like ``tl.evaluate``.
 
 ``Kernel(expr, target="c", dtype="float64")`` lowers the program (``codegen.lower``: normalisation,
-fusion, canonical bodies), emits C (``codegen.c``) or CUDA (``codegen.cuda``), builds and loads it
-(``codegen.build``), and wraps the entry point in a ``codegen.runtime.Runner``, which checks every
-input's shape and dtype (raising ``ShapeError``) before any C runs.  ``kernel.source`` is the generated
-code; ``kernel.meta`` the plain-data description of its arguments that ``tl.export`` writes out.
+fusion, canonical bodies), emits it with the emitter of its target (``TARGETS``: C, ``codegen.c``, or
+CUDA, ``codegen.cuda``), builds and loads it (``codegen.build``), and wraps the entry point in a runner
+whose ``codegen.runtime.Arguments`` check every input's shape and dtype (raising ``ShapeError``) before
+any generated code runs.  ``kernel.source`` is the generated code; ``kernel.meta`` the plain-data
+description of its arguments that ``tl.export`` writes out; ``kernel.explain()`` prints every stage.
 """
 from __future__ import annotations
 
@@ -12,18 +13,39 @@ import threading
 import time
 
 from tensorlang.errors import ShapeError, UnsupportedError
-from tensorlang.nodes import Affine, Expr
+from tensorlang.nodes import Expr
 
-from .ir import Program
-from .lower import component_type, lower
+from .build import build_c, load
+from .c import CEmitter
+from .cuda import CudaEmitter, CudaRunner
+from .ir import Program, affine_meta
+from .lower import component_type, lower, normalize
+from .runtime import Runner
+from .target import Target
 
-__all__ = ["Kernel", "program_meta", "generate"]
+__all__ = ["Kernel", "TARGETS", "program_meta", "generate", "explain"]
 
 _ADJOINT_LOCK = threading.RLock()
 
 
-def _aff(a: Affine) -> list:
-    return [a.const, [[v.name, c] for v, c in a.terms]]
+def load_c(source: str, meta: dict, error) -> tuple[Runner, str]:
+    """The ``Target.load`` of C: the library built (cached) and loaded in-process, and its runner."""
+    library = build_c(source)
+    return Runner(meta, load(library), error=error), library
+
+
+TARGETS = {
+    "c": Target("c", CEmitter, load_c),
+    "cuda": Target("cuda", CudaEmitter, CudaRunner.load),
+}
+
+
+def target_of(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except (KeyError, TypeError):
+        known = ", ".join(repr(k) for k in TARGETS)
+        raise UnsupportedError(f"unknown target {name!r} (targets: {known})") from None
 
 
 def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
@@ -36,10 +58,10 @@ def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
             by_var[id(var)] = {"name": var.name, "type": str(var.type), "components": []}
             inputs.append(by_var[id(var)])
         by_var[id(var)]["components"].append(
-            {"projs": list(projs), "dims": [_aff(d) for d in a.dims], "type": str(component_type(var.type, projs))})
+            {"projs": list(projs), "dims": [affine_meta(d) for d in a.dims], "type": str(component_type(var.type, projs))})
     relations = []
     for r in prog.relations:
-        relations.append({"name": r.var.name, "type": str(r.var.type), "dims": [_aff(d) for d in r.dims],
+        relations.append({"name": r.var.name, "type": str(r.var.type), "dims": [affine_meta(d) for d in r.dims],
                           "views": [view for _, view, _ in emitter_cls.relation_views(r)]})
     outs = prog.output_arrays()
     index = {id(a): k for k, a in enumerate(outs)}
@@ -55,11 +77,11 @@ def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
         "sizes": list(prog.sizes),
         "inputs": inputs,
         "relations": relations,
-        "outputs": [{"dims": [_aff(d) for d in a.dims]} for a in outs],
+        "outputs": [{"dims": [affine_meta(d) for d in a.dims]} for a in outs],
         "structure": structure(prog.outputs),
-        "blas": bool(getattr(emitter_cls, "uses_blas", False) and getattr(prog, "blas", False)),
-        "workspace": [[_aff(d) for d in emitter_cls.layout(a)] for a in prog.temps if not a.is_scalar]
-        if getattr(emitter_cls, "uses_workspace", False) else [],
+        "blas": emitter_cls.caps.blas and prog.blas,
+        "workspace": [[affine_meta(d) for d in emitter_cls.layout(a)] for a in prog.temps if not a.is_scalar]
+        if emitter_cls.caps.workspace else [],
     }
 
 
@@ -68,18 +90,12 @@ def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: st
     several emitters of one dtype can share one with ``translation_unit``)."""
     if dtype not in ("float64", "float32"):
         raise UnsupportedError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
+    cls = target_of(target).emitter
     prog, namer = lower(expr)
-    if target == "c":
-        from .c import CEmitter as cls
-    elif target == "cuda":
-        from .cuda import CudaEmitter as cls
-    else:
-        raise UnsupportedError(f"unknown target {target!r} (targets: 'c', 'cuda')")
     emitter = cls(prog, namer, dtype, entry)
     emitter.emit_entry()
     meta = program_meta(prog, cls, dtype, entry)
-    if target == "cuda":
-        meta["launch"] = emitter.launch_meta()
+    meta.update(emitter.target_meta())
     return emitter, meta
 
 
@@ -87,6 +103,17 @@ def generate(expr: Expr, target: str = "c", dtype: str = "float64", entry: str =
     """``(source, meta)`` for ``expr``: lowering and emission, no compiler involved."""
     emitter, meta = emitter_for(expr, target, dtype, entry)
     return emitter.emit(), meta
+
+
+def explain(expr: Expr, target: str = "c", dtype: str = "float64") -> str:
+    """Every stage of compiling ``expr``, as text: the program, its normal form, the statement form of
+    ``codegen.ir`` (after fusion and contraction marking) and the generated source."""
+    cls = target_of(target).emitter
+    prog, namer = lower(expr)
+    emitter = cls(prog, namer, dtype, "tl_kernel")
+    stages = [("program", str(expr)), ("normal form", str(normalize(expr))), ("statements", str(prog)),
+              (f"{target} source", emitter.emit())]
+    return "\n".join(f"== {name}\n{text.rstrip()}" for name, text in stages) + "\n"
 
 
 class Kernel:
@@ -102,26 +129,22 @@ class Kernel:
         self.dtype = dtype
         self.source, self.meta = generate(expr, target, dtype)
         t1 = time.perf_counter()
-        if target == "c":
-            from .build import build_c, load
-            from .runtime import Runner
-
-            self.library = build_c(self.source)
-            self._runner = Runner(self.meta, load(self.library), error=ShapeError)
-        else:
-            from .cuda import CudaRunner
-
-            self._runner = CudaRunner(self.source, self.meta, error=ShapeError)
-            self.library = self._runner.object_path
+        self._runner, self.library = target_of(target).load(self.source, self.meta, ShapeError)
         self.timings = {"generate_s": t1 - t0, "build_s": time.perf_counter() - t1}
 
     def __call__(self, **inputs):
         return self._runner(**inputs)
 
+    def explain(self) -> str:
+        """Every stage of this kernel's compilation as text (``codegen.kernel.explain``)."""
+        return explain(self.expr, self.target, self.dtype)
+
     # ---------------------------------------------------------------------------------------------
     # tensorlang.ad: a compiled kernel is a primitive whose pullback is its compiled adjoint
 
     adjoint_kernel = None  # the compiled tl.adjoint(expr, wrt=every differentiable input), once built
+    wrt: list[str] = []  # an adjoint kernel's: the inputs its outputs are the gradients in, in order
+    dy_name: str | None = None  # an adjoint kernel's: the input that takes the output's cotangent
 
     def differentiable_inputs(self) -> list[str]:
         """The inputs that get a gradient: every input but the relations (a sparsity pattern has none)."""
@@ -143,8 +166,8 @@ class Kernel:
                     known = {v.name for v in free_vars(self.expr)}
                     dy = [v.name for v in free_vars(aexpr) if v.name not in known]
                     k = Kernel(aexpr, target=self.target, dtype=self.dtype)
-                    k.wrt = wrt  # type: ignore[attr-defined]
-                    k.dy_name = dy[0] if dy else None  # type: ignore[attr-defined]
+                    k.wrt = wrt
+                    k.dy_name = dy[0] if dy else None
                     self.adjoint_kernel = k
         return self.adjoint_kernel
 

@@ -24,7 +24,7 @@ from tensorlang.traversal import free_vars, size_vars
 
 from .ir import Array, Program, Reduce, Relation, Stmt
 
-__all__ = ["normalize", "lower", "canon", "path_of", "C_RESERVED"]
+__all__ = ["normalize", "lower", "canon", "C_RESERVED"]
 
 C_RESERVED = set(keyword.kwlist) | {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
@@ -46,22 +46,6 @@ def normalize(expr: Expr) -> Expr:
 
 # --------------------------------------------------------------------------------------------------
 # paths: an input or a let variable under projections and accesses
-
-
-def path_of(e: Expr):
-    """``(base Var, projections, indices)`` when ``e`` is a path (``x``, ``p.0[i]``, ``A[i][j]``)."""
-    projs: list[int] = []
-    idx: list[Affine] = []
-    while isinstance(e, (Proj, Access)):
-        if isinstance(e, Proj):
-            projs.append(e.index)
-            e = e.pair
-        else:
-            idx.append(e.index)
-            e = e.tensor
-    if not isinstance(e, Var):
-        return None
-    return e, tuple(reversed(projs)), tuple(reversed(idx))
 
 
 def component_type(t: Type, projs) -> Type:
@@ -310,10 +294,7 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
             return tuple(build(p) for p in s)
         return out_arrays[s]
 
-    prog = Program(expr, sizes, inputs, relations, stmts, build(shape), temps)
-    prog.size_cnames = size_cnames  # type: ignore[attr-defined]
-    prog.let_arrays = let_arrays  # type: ignore[attr-defined]
-    prog.blas = False  # type: ignore[attr-defined]
+    prog = Program(expr, sizes, inputs, relations, stmts, build(shape), temps, size_cnames, let_arrays)
     if contractions:
         from .contract import extract_contractions
 

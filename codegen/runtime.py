@@ -2,7 +2,8 @@
 
 This module imports nothing from tensorlang, so that ``tl.export`` can copy it verbatim next to a
 compiled library and the exported module runs where only NumPy is installed.  ``Runner(meta, library)``
-is called with the same inputs as ``tl.evaluate``: it checks every input's type, shape and dtype
+is called with the same inputs as ``tl.evaluate``: its ``Arguments`` (shared with the CUDA runner)
+check every input's type, shape and dtype
 against the declared types (solving the shape equations for the sizes, as ``tensorlang.inputs.bind``
 does) and raises ``error`` (``ShapeError``) *before* any C runs; converts the arrays (contiguous,
 float64 or float32); turns relations into the views the kernel reads (CSR row pointers and column
@@ -20,7 +21,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["Runner", "RuntimeShapeError", "blas_table"]
+__all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value"]
 
 # ---- BLAS for dense contractions ------------------------------------------------------------------
 # A kernel with matrix products (codegen.contract) takes a table {gemm, gemv, ilp64 flag} of Fortran
@@ -98,7 +99,8 @@ class RuntimeShapeError(ValueError):
     """Raised for bad inputs when no error class is given (the exported module's ShapeError)."""
 
 
-def _aff(a, sizes) -> int:
+def aff_value(a, sizes) -> int:
+    """The value of the affine form ``a`` (``[const, [[size, coeff], ...]]``) at ``sizes``."""
     const, terms = a
     return int(const + sum(c * sizes[s] for s, c in terms))
 
@@ -129,20 +131,17 @@ def _recycle(pool: list, buf) -> None:
         pool.append(buf)
 
 
-class Runner:
-    """Checks inputs, converts them and calls the compiled entry point (see the module docstring)."""
+class Arguments:
+    """A kernel's inputs checked against ``meta`` (raising ``error``) and laid out as its arguments:
+    ``prepare(inputs)`` before the call, ``results(outputs)`` after it."""
 
-    def __init__(self, meta: dict, library, error=RuntimeShapeError):
+    def __init__(self, meta: dict, error=RuntimeShapeError):
         self.meta = meta
         self.error = error
         self.dtype = np.float32 if meta["dtype"] == "float32" else np.float64
-        self.fn = getattr(library, meta["entry"])
-        self.fn.restype = None
-        self.fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.inputs = meta["inputs"]
         self.relations = meta["relations"]
         self.names = [i["name"] for i in self.inputs] + [r["name"] for r in self.relations]
-        self._workspaces: list = []  # buffers for the kernel's temporaries, reused between calls
         self._out_pool: dict = {}  # nbytes -> recycled output buffers (see _output)
         self._transposes: dict = {}  # relation name -> its last transposed CSR (see _transposed)
 
@@ -233,7 +232,7 @@ class Runner:
             by_input.setdefault(eq[2], []).append(eq)
         for where, eqs in by_input.items():
             actual = tuple(e[1] for e in eqs)
-            expected = tuple(_aff(e[0], sizes) for e in eqs)
+            expected = tuple(aff_value(e[0], sizes) for e in eqs)
             if actual != expected:
                 declared = ", ".join(_aff_str(e[0]) for e in eqs)
                 sz = ", ".join(f"{k} = {v}" for k, v in sizes.items())
@@ -244,7 +243,7 @@ class Runner:
             args.extend(self._relation(rel, v, sizes))
         outs = []
         for o in self.meta["outputs"]:
-            shape = tuple(_aff(d, sizes) for d in o["dims"])
+            shape = tuple(aff_value(d, sizes) for d in o["dims"])
             outs.append(self._output(shape if shape else (1,)))
         size_arr = np.array([sizes[s] for s in size_names] + [0], dtype=np.int64)
         return size_arr, args, outs
@@ -315,7 +314,7 @@ class Runner:
         return views
 
     def _relation(self, rel, v, sizes):
-        shape = tuple(_aff(d, sizes) for d in rel["dims"])
+        shape = tuple(aff_value(d, sizes) for d in rel["dims"])
         views = rel["views"]
         out = []
         if not views:
@@ -350,6 +349,51 @@ class Runner:
 
     # ---------------------------------------------------------------------------------------------
 
+    def _output(self, shape):
+        """A new output array.  A large one (``OUTPUT_POOL_BYTES`` or more) is memory recycled from an
+        earlier result of this kernel that its caller has dropped: fresh memory from the operating
+        system is zeroed page by page on first touch, which on this VM costs 3 to 10 times the
+        kernel itself for a 32 MB gradient (the 2-D stencil at n = 2048).  The array is a view of a
+        per-call holder object; every view of the result keeps the holder alive (NumPy's base chain
+        stops at it), and the holder's finalizer returns the buffer to the pool only when the last
+        view is gone."""
+        n = 1
+        for d in shape:
+            n *= d
+        nbytes = n * np.dtype(self.dtype).itemsize
+        pools = self._out_pool
+        if nbytes < OUTPUT_POOL_BYTES:
+            return np.empty(shape, dtype=self.dtype)
+        if nbytes not in pools and len(pools) >= 4:
+            pools.clear()
+        pool = pools.setdefault(nbytes, [])
+        try:
+            buf = pool.pop()
+        except IndexError:
+            buf = np.empty(nbytes, dtype=np.uint8)
+        holder = (ctypes.c_char * nbytes).from_buffer(buf)
+        weakref.finalize(holder, _recycle, pool, buf)
+        return np.frombuffer(holder, dtype=self.dtype).reshape(shape)
+
+    def results(self, outs):
+        values = []
+        for o, arr in zip(self.meta["outputs"], outs):
+            values.append(float(arr[0]) if not o["dims"] else arr)
+        # no recursive closure here: it would be a reference cycle holding the results until the
+        # garbage collector runs (and keep their buffers out of the output pool)
+        return _structure(self.meta["structure"], values)
+
+
+class Runner(Arguments):
+    """Checks inputs, converts them and calls the compiled entry point (see the module docstring)."""
+
+    def __init__(self, meta: dict, library, error=RuntimeShapeError):
+        super().__init__(meta, error)
+        self.fn = getattr(library, meta["entry"])
+        self.fn.restype = None
+        self.fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self._workspaces: list = []  # buffers for the kernel's temporaries, reused between calls
+
     def __call__(self, **inputs):
         size_arr, args, outs = self.prepare(inputs)
         arrays = args + outs
@@ -367,32 +411,6 @@ class Runner:
                 self._workspaces.append(ws)
         return self.results(outs)
 
-    def _output(self, shape):
-        """A new output array.  A large one (``OUTPUT_POOL_BYTES`` or more) is memory recycled from an
-        earlier result of this kernel that its caller has dropped: fresh memory from the operating
-        system is zeroed page by page on first touch, which on this VM costs 3 to 10 times the
-        kernel itself for a 32 MB gradient (the 2-D stencil at n = 2048).  The array is a view of a
-        per-call holder object; every view of the result keeps the holder alive (NumPy's base chain
-        stops at it), and the holder's finalizer returns the buffer to the pool only when the last
-        view is gone."""
-        n = 1
-        for d in shape:
-            n *= d
-        nbytes = n * np.dtype(self.dtype).itemsize
-        pools = getattr(self, "_out_pool", None)
-        if pools is None or nbytes < OUTPUT_POOL_BYTES:
-            return np.empty(shape, dtype=self.dtype)
-        if nbytes not in pools and len(pools) >= 4:
-            pools.clear()
-        pool = pools.setdefault(nbytes, [])
-        try:
-            buf = pool.pop()
-        except IndexError:
-            buf = np.empty(nbytes, dtype=np.uint8)
-        holder = (ctypes.c_char * nbytes).from_buffer(buf)
-        weakref.finalize(holder, _recycle, pool, buf)
-        return np.frombuffer(holder, dtype=self.dtype).reshape(shape)
-
     def _workspace(self, size_arr):
         """A buffer for the temporaries (the C side's ``TL_WS_BYTES`` each), taken from this runner's pool
         (so concurrent calls from several threads get distinct buffers) or made."""
@@ -402,7 +420,7 @@ class Runner:
         for dims in self.meta["workspace"]:
             n = 1
             for d in dims:
-                n *= max(_aff(d, sizes), 0)
+                n *= max(aff_value(d, sizes), 0)
             total += ((n + 1) * item + 63) & ~63
         try:
             ws = self._workspaces.pop()
@@ -411,11 +429,3 @@ class Runner:
         if ws is None or ws.nbytes < total or ws.nbytes > 4 * total + (1 << 20):
             ws = np.empty(total, dtype=np.uint8)
         return ws
-
-    def results(self, outs):
-        values = []
-        for o, arr in zip(self.meta["outputs"], outs):
-            values.append(float(arr[0]) if not o["dims"] else arr)
-        # no recursive closure here: it would be a reference cycle holding the results until the
-        # garbage collector runs (and keep their buffers out of the output pool)
-        return _structure(self.meta["structure"], values)
