@@ -24,15 +24,17 @@ from tensorlang.predicates import has_relations, over_approximation
 from tensorlang.traversal import free_index_vars
 
 from . import domains as D
+from .build import build_c, load as load_library
 from .c_runtime import BLAS_HELPERS, c_prelude
 from .ir import Array, Program, Reduce, Stmt
 from .loops import User, loop_nest
+from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
 from .schedule import INTERCHANGE_MAX_TARGET, Leaf, Schedule
 from .sparse import Sparse
 from .target import Capabilities
 
-__all__ = ["CEmitter", "emit_c"]
+__all__ = ["CEmitter", "emit_c", "load"]
 
 
 class CEmitter(ScalarPrinter, Schedule, Sparse):
@@ -352,3 +354,9 @@ def _comment(text: str) -> str:
 
 def emit_c(prog: Program, namer, dtype: str = "float64", entry: str = "tl_kernel") -> str:
     return CEmitter(prog, namer, dtype, entry).emit()
+
+
+def load(source: str, meta: dict, error) -> tuple[Runner, str]:
+    """The ``Target.load`` of C: the library built (cached) and loaded in-process, and its runner."""
+    library = build_c(source)
+    return Runner(meta, load_library(library), error=error), library

@@ -38,7 +38,7 @@ from .scalar import Scope
 from .schedule import unparen
 from .target import Capabilities
 
-__all__ = ["CudaEmitter", "CudaRunner", "BLOCK", "REDUCE_BLOCKS"]
+__all__ = ["CudaEmitter", "CudaRunner", "BLOCK", "REDUCE_BLOCKS", "load"]
 
 BLOCK = 256
 REDUCE_BLOCKS = 1024
@@ -263,12 +263,6 @@ class CudaRunner:
             raise UnsupportedError("no GPU is present to run the CUDA kernel") from None
         return cupy
 
-    @classmethod
-    def load(cls, source: str, meta: dict, error) -> tuple["CudaRunner", str | None]:
-        """The ``Target.load`` of CUDA: the runner and the object nvcc built (``None`` without nvcc)."""
-        runner = cls(source, meta, error=error)
-        return runner, runner.object_path
-
     def __call__(self, **inputs):
         cp = self._cupy()
         if self._module is None:
@@ -307,3 +301,9 @@ class CudaRunner:
                 fn((1,), (1,), (d_sizes, ptrs))
         cp.cuda.Stream.null.synchronize()
         return host.results([cp.asnumpy(o) for o in d_outs])
+
+
+def load(source: str, meta: dict, error) -> tuple[CudaRunner, str | None]:
+    """The ``Target.load`` of CUDA: the runner and the object nvcc built (``None`` without nvcc)."""
+    runner = CudaRunner(source, meta, error=error)
+    return runner, runner.object_path

@@ -15,37 +15,13 @@ import time
 from tensorlang.errors import ShapeError, UnsupportedError
 from tensorlang.nodes import Expr
 
-from .build import build_c, load
-from .c import CEmitter
-from .cuda import CudaEmitter, CudaRunner
 from .ir import Program, affine_meta
 from .lower import component_type, lower, normalize
-from .runtime import Runner
-from .target import Target
+from .target import TARGETS, target_of
 
 __all__ = ["Kernel", "TARGETS", "program_meta", "generate", "explain"]
 
 _ADJOINT_LOCK = threading.RLock()
-
-
-def load_c(source: str, meta: dict, error) -> tuple[Runner, str]:
-    """The ``Target.load`` of C: the library built (cached) and loaded in-process, and its runner."""
-    library = build_c(source)
-    return Runner(meta, load(library), error=error), library
-
-
-TARGETS = {
-    "c": Target("c", CEmitter, load_c),
-    "cuda": Target("cuda", CudaEmitter, CudaRunner.load),
-}
-
-
-def target_of(name: str) -> Target:
-    try:
-        return TARGETS[name]
-    except (KeyError, TypeError):
-        known = ", ".join(repr(k) for k in TARGETS)
-        raise UnsupportedError(f"unknown target {name!r} (targets: {known})") from None
 
 
 def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:

@@ -1,15 +1,19 @@
-"""What a code-generation target is and can do.
+"""What a code-generation target is and can do, and the table of targets.
 
 ``Capabilities`` is what an emitter class declares about the code it writes (``CEmitter.caps``,
-``CudaEmitter.caps``); ``Target`` joins a target's name, its emitter class and how its source becomes
-something callable.  ``codegen.kernel.TARGETS`` is the table ``tl.compile(target=...)`` reads.
+``CudaEmitter.caps``).  A ``Target`` names the module that holds its emitter class and its ``load``
+(how a source becomes something callable); the module is imported on first use, so that importing
+tensorlang does not load every emitter.  ``TARGETS`` is the table ``tl.compile(target=...)`` reads: a new
+target is a module with an emitter class and a ``load`` function, and one row here.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Callable
 
-__all__ = ["Capabilities", "Target"]
+from tensorlang.errors import UnsupportedError
+
+__all__ = ["Capabilities", "Target", "TARGETS", "target_of"]
 
 
 @dataclass(frozen=True)
@@ -26,12 +30,35 @@ class Capabilities:
 class Target:
     """``emitter(prog, namer, dtype, entry)`` writes the source; ``load(source, meta, error)`` returns
     ``(runner, library path or None)``, where ``runner(**inputs)`` checks the inputs (raising ``error``)
-    and runs the kernel."""
+    and runs the kernel.  Both live in ``module``."""
 
     name: str
-    emitter: type
-    load: Callable
+    module: str
+    emitter_name: str
+
+    @property
+    def emitter(self) -> type:
+        return getattr(importlib.import_module(self.module), self.emitter_name)
+
+    @property
+    def load(self):
+        return importlib.import_module(self.module).load
 
     @property
     def caps(self) -> Capabilities:
         return self.emitter.caps
+
+
+TARGETS = {
+    "c": Target("c", "tensorlang.codegen.c", "CEmitter"),
+    "cuda": Target("cuda", "tensorlang.codegen.cuda", "CudaEmitter"),
+}
+
+
+def target_of(name: str) -> Target:
+    """The target called ``name`` (``UnsupportedError`` naming the targets there are otherwise)."""
+    try:
+        return TARGETS[name]
+    except (KeyError, TypeError):
+        known = ", ".join(repr(k) for k in TARGETS)
+        raise UnsupportedError(f"unknown target {name!r} (targets: {known})") from None
