@@ -13,8 +13,10 @@ def compile(expr, target: str = "c", dtype: str = "float64") -> Kernel:  # noqa:
     return Kernel(expr, target=target, dtype=dtype)
 
 
-def export(kernels, name: str, directory: str):
-    """Write ``<directory>/<name>.py`` and its compiled library, importable later with NumPy alone."""
+def export(kernels, name: str, directory: str, native: bool = False):
+    """Write ``<directory>/<name>.py`` and its compiled library, importable later with NumPy alone.  The
+    library runs on any CPU of this machine's architecture; ``native=True`` builds it for this CPU only
+    (``-march=native``).  The module's ``BUILD`` records the compiler and its flags."""
     from .export import export as _export
 
-    return _export(kernels, name, directory)
+    return _export(kernels, name, directory, native=native)

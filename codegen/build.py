@@ -30,7 +30,7 @@ import uuid
 
 from tensorlang.errors import CompileError
 
-__all__ = ["cache_dir", "c_compiler", "c_flags", "build_c", "load", "openmp_available", "vector_math_available",
+__all__ = ["cache_dir", "c_compiler", "compiler_id", "c_flags", "build_c", "load", "openmp_available", "vector_math_available",
            "VECTOR_MATH_FLAG", "VECTOR_MATH_DECLS", "nvcc_path",
            "build_cuda_object", "numbered"]
 
@@ -49,7 +49,7 @@ def c_compiler() -> str:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "cc"
 
 
-def _compiler_id(cc: str) -> str:
+def compiler_id(cc: str) -> str:
     key = "id:" + cc
     if key not in _PROBES:
         try:
@@ -122,10 +122,12 @@ def vector_math_available(cc: str | None = None) -> bool:
     return bool(_PROBES[key])
 
 
-def c_flags(openmp: bool | None = None, vector_math: bool | None = None) -> list[str]:
+def c_flags(openmp: bool | None = None, vector_math: bool | None = None, native: bool = True) -> list[str]:
     """The C compiler's flags for a kernel; OpenMP and libmvec where the machine has them (unless
-    ``False`` is given)."""
-    flags = ["-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
+    ``False`` is given).  ``native=False`` builds for the compiler's baseline CPU (every x86-64, for
+    instance) instead of this machine's (``-march=native``): what ``tl.export`` does by default."""
+    target = "-march=native" if native else "-mtune=generic"
+    flags = ["-O3", target, "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
     if openmp is None:
         openmp = openmp_available()
     if openmp:
@@ -172,7 +174,7 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
     """The path of the shared library built from ``source`` (from the cache when it is there)."""
     cc = c_compiler()
     flags = c_flags() if flags is None else flags
-    key = _key(source, _compiler_id(cc), " ".join(flags))
+    key = _key(source, compiler_id(cc), " ".join(flags))
     directory = directory or cache_dir()
     os.makedirs(directory, exist_ok=True)
     target = os.path.join(directory, (name or key) + ".so")

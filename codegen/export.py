@@ -6,7 +6,13 @@ input checks, size inference and argument layout as the in-process ``Kernel``) a
 argument descriptions as JSON; it imports nothing from tensorlang, so it runs where only NumPy is
 installed.  ``kernels`` is a ``Kernel`` or ``Expr`` (the module's function is ``kernel``), a list of them
 (``kernel0``, ``kernel1``, ...) or a dict from function names to them.  Bad inputs raise the module's
-``ShapeError`` (a ``ValueError``).  The library is built for this machine (``-march=native``).
+``ShapeError`` (a ``ValueError``).
+
+The library is portable by default: built for the compiler's baseline CPU (``-mtune=generic``, no
+``-march``), so that it runs on any machine of the same architecture; ``native=True`` builds it for this
+machine's CPU (``-march=native``: AVX2 or AVX-512 where this machine has them, and an illegal
+instruction on a machine without).  The module records how it was built in ``BUILD``: the compiler,
+its flags and whether they are native.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import os
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import Expr
 
-from .build import build_c
+from .build import compiler_id, build_c, c_compiler, c_flags
 from .c import CEmitter
 from .kernel import Kernel, emitter_for
 
@@ -27,6 +33,8 @@ _TEMPLATE = '''"""{name}: tensorlang kernels exported by tl.export; needs only N
 Functions: {functions}.  Each is called like ``tl.evaluate`` on its program: inputs by name (arrays,
 floats, tuples for pairs; relations as boolean arrays, scipy.sparse matrices or lists of index tuples),
 sizes inferred from shapes or passed by name; returns floats, NumPy arrays or tuples.
+
+Built {built}; ``BUILD`` holds the compiler and its flags.
 """
 from __future__ import annotations
 
@@ -45,9 +53,10 @@ _META = _json.loads({meta!r})
 _LIB = ctypes.CDLL(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), {lib!r}))
 _RUNNERS = {{fname: Runner(m, _LIB, error=ShapeError) for fname, m in _META.items()}}
 PROGRAMS = {programs!r}
+BUILD = {build!r}
 
 {defs}
-__all__ = ["ShapeError", "PROGRAMS", {names}]
+__all__ = ["ShapeError", "PROGRAMS", "BUILD", {names}]
 '''
 
 _DEF = '''
@@ -68,13 +77,14 @@ def _normalise(kernels) -> dict:
     return {f"kernel{k}": v for k, v in enumerate(kernels)}
 
 
-def export(kernels, name: str, directory: str) -> str:
-    """Write the module and its library; returns the module's path."""
+def export(kernels, name: str, directory: str, native: bool = False) -> str:
+    """Write the module and its library; returns the module's path.  ``native=True`` builds the library
+    for this machine's CPU only (``-march=native``); by default it runs on any CPU of its architecture."""
     if not name.isidentifier():
         raise UnsupportedError(f"the module name {name!r} must be a Python identifier")
     items = _normalise(kernels)
     for fname in items:
-        if not fname.isidentifier() or fname.startswith("_") or fname in ("ShapeError", "Runner", "PROGRAMS"):
+        if not fname.isidentifier() or fname.startswith("_") or fname in ("ShapeError", "Runner", "PROGRAMS", "BUILD"):
             raise UnsupportedError(f"{fname!r} cannot be the name of an exported function")
     os.makedirs(directory, exist_ok=True)
     by_dtype: dict[str, list] = {}
@@ -92,7 +102,10 @@ def export(kernels, name: str, directory: str) -> str:
     (emitters,) = by_dtype.values()
     source = CEmitter.translation_unit(emitters)
     lib_name = f"{name}_lib"
-    build_c(source, directory=directory, name=lib_name)
+    flags = c_flags(native=native)
+    build_c(source, flags=flags, directory=directory, name=lib_name)
+    build = {"compiler": compiler_id(c_compiler()).replace("\n", ": "), "flags": flags, "native": native}
+    built = "for this machine's CPU (-march=native)" if native else "for any CPU of its architecture (no -march)"
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "runtime.py")) as f:
         runtime = f.read().replace("from __future__ import annotations\n", "")
@@ -101,6 +114,7 @@ def export(kernels, name: str, directory: str) -> str:
         for fname in items)
     text = _TEMPLATE.format(name=name, functions=", ".join(items), runtime=runtime,
                             meta=json.dumps(metas), lib=lib_name + ".so", programs=programs, defs=defs,
+                            build=build, built=built,
                             names=", ".join(repr(f) for f in items))
     path = os.path.join(directory, name + ".py")
     tmp = path + f".{os.getpid()}.tmp"

@@ -180,3 +180,29 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel target={self.target} dtype={self.dtype} inputs={[i['name'] for i in self.meta['inputs']]}>"
+
+    def _table(self) -> tuple:
+        """The kernel as a notebook table: its program, inputs, sizes, output and generated code."""
+        from tensorlang.display import Code
+        from tensorlang.printer import type_str
+
+        inputs = [f"{name} : {type_str(t)}" for name, t in self.expr.free_vars.items()]
+        rows = [
+            ("program", Code(str(self.expr))),
+            ("inputs", Code("\n".join(inputs) or "none")),
+            ("sizes", ", ".join(self.meta["sizes"]) + " (inferred from the inputs' shapes, or given by name)"
+             if self.meta["sizes"] else "none"),
+            ("output", Code(type_str(self.expr.type))),
+            ("generated code", f"{len(self.source.splitlines())} lines of {self.target.upper()} (kernel.source)"),
+        ]
+        return f"Kernel ({self.target.upper()}, {self.dtype})", ("", ""), rows
+
+    def _repr_html_(self) -> str:
+        from tensorlang.display import html_table
+
+        return html_table(*self._table())
+
+    def _repr_markdown_(self) -> str:
+        from tensorlang.display import markdown_table
+
+        return markdown_table(*self._table())

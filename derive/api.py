@@ -159,12 +159,24 @@ class Certificate:
             ("$_IO(adjoint) / $_IO(primal)", f"{self.adjoint_ratio:.3f}", f"<= {self.BOUND} (Theorem 6.35)"),
         ]
 
-    def __str__(self) -> str:
+    def title(self) -> str:
         sizes = ", ".join(f"{k} = {v}" for k, v in self.sizes.items()) or "no sizes"
-        head = f"certificate for wrt {', '.join(self.wrt)} at {sizes}: {'ok' if self.ok else 'BOUND VIOLATED'}"
+        return f"certificate for wrt {', '.join(self.wrt)} at {sizes}: {'ok' if self.ok else 'BOUND VIOLATED'}"
+
+    def __str__(self) -> str:
         width = max(len(r[0]) for r in self.rows())
-        lines = [head] + [f"  {name:<{width}}  {value:>12}  {note}".rstrip() for name, value, note in self.rows()]
+        lines = [self.title()] + [f"  {name:<{width}}  {value:>12}  {note}".rstrip() for name, value, note in self.rows()]
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from tensorlang.display import html_table
+
+        return html_table(self.title(), ("", "value", "bound"), self.rows())
+
+    def _repr_markdown_(self) -> str:
+        from tensorlang.display import markdown_table
+
+        return markdown_table(self.title(), ("", "value", "bound"), self.rows())
 
 
 def _ratio(a: int, b: int) -> float:

@@ -2,13 +2,20 @@
 
 ``\\boxplus_{i=0}^{n} e``, ``\\sum_{j=0}^{m} e``, ``[p] \\cdot e``, ``\\pi_0 e``, ``\\text{let } x = e_0
 \\text{ in } e_1``, ``\\wedge \\vee \\exists``, accesses ``x[i + j]``.  The structure (precedence,
-parentheses, names made unambiguous) is the text printer's; only the spelling differs.
+parentheses, names made unambiguous) is the text printer's; the spelling differs, and three things read
+better than in text:
+
+* ``⊞`` is a large operator with its limits below and above, as ``Σ`` is (``GEN``);
+* the lets that lead a program are one per line (an ``aligned`` block), not one long line;
+* a product with the constant ``-1`` (``x * -1``, as derivatives build them) prints as ``-x``.
 """
 from __future__ import annotations
 
 import re
 
+from .nodes import Const, Let, Mul
 from .printer import UNARY, TextPrinter
+from .substitute import rebuild
 
 __all__ = ["to_latex", "LatexPrinter"]
 
@@ -24,6 +31,12 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "$": 
 
 def _escape(text: str) -> str:
     return "".join(_SPECIAL.get(c, c) for c in text)
+
+
+#: the generator symbol: ``\\boxplus`` at about the size of a displayed ``\\sum``, centred on the math axis
+#: (``\\vcenter``), limits below and above.  MathJax and KaTeX read ``\\vcenter``'s argument as math; LaTeX
+#: itself would want ``\\vcenter{\\hbox{$...$}}``, whose inner ``$`` would end a notebook's ``$...$``.
+GEN = r"\mathop{\vcenter{\Large\boxplus}}\limits"
 
 
 class LatexPrinter(TextPrinter):
@@ -87,8 +100,32 @@ class LatexPrinter(TextPrinter):
         return rf"\text{{let }} {name} = {value} \text{{ in }} {body}"
 
     def loop(self, kind: str, bindings: list[tuple[str, str]], body: str) -> str:
-        symbol = {"gen": r"\boxplus", "sum": r"\sum", "exists": r"\exists"}[kind]
+        symbol = {"gen": GEN, "sum": r"\sum", "exists": r"\exists"}[kind]
         return "".join(f"{symbol}_{{{n}=0}}^{{{s}}} " for n, s in bindings) + body
+
+
+    def lines(self, e, env) -> list[str]:
+        """The leading lets of ``e``, one line each, then its body."""
+        out = []
+        while isinstance(e, Let):
+            shown, value, env = self.let_parts(e, env)
+            out.append(rf"\text{{let }} {shown} = {value} \text{{ in}}")
+            e = e.body
+        return out + [self.expr(e, env)]
+
+
+def _is_minus_one(e) -> bool:
+    return isinstance(e, Const) and e.value == -1
+
+
+def _negations_first(e, memo: dict):
+    """``e`` with every ``x * -1`` (x not a constant) turned into ``-1 * x``, which prints as ``-x``."""
+    if id(e) not in memo:
+        out = rebuild(e, lambda c: _negations_first(c, memo))
+        if isinstance(out, Mul) and _is_minus_one(out.right) and not isinstance(out.left, Const):
+            out = Mul(out.right, out.left)
+        memo[id(e)] = (e, out)  # e is kept alive with its id
+    return memo[id(e)][1]
 
 
 def to_latex(e) -> str:
@@ -98,4 +135,7 @@ def to_latex(e) -> str:
     printer = LatexPrinter(e)
     if isinstance(e, Pred):
         return printer.pred(e, printer.root_env)
-    return printer.expr(e, printer.root_env)
+    lines = printer.lines(_negations_first(e, {}), printer.root_env)
+    if len(lines) == 1:
+        return lines[0]
+    return r"\begin{aligned}" + r" \\ ".join("&" + line for line in lines) + r"\end{aligned}"

@@ -576,7 +576,7 @@ class Expr(Node):
     def _repr_latex_(self) -> str:
         from .latex import to_latex
 
-        return "$" + to_latex(self) + "$"
+        return "$\\displaystyle " + to_latex(self) + "$"  # limits below and above, as a display shows them
 
     def __call__(self, **inputs):
         from .evaluate import evaluate

@@ -309,12 +309,16 @@ class TextPrinter:
     def bracket(self, p: str) -> str:
         return f"[{p}]"
 
+    def let_parts(self, e: Let, env: _Env) -> tuple[str, str, _Env]:
+        """The let's name as shown, its value printed, and the scope of its body."""
+        value = self.expr(e.value, env)
+        name = self.let_name(e.var, env)
+        shown = self.name(name)
+        return shown, value, env.bind(e.var, name, shown)
+
     def binder(self, e: Expr, env: _Env) -> str:
         if isinstance(e, Let):
-            value = self.expr(e.value, env)
-            name = self.let_name(e.var, env)
-            shown = self.name(name)
-            inner = env.bind(e.var, name, shown)
+            shown, value, inner = self.let_parts(e, env)
             return self.let(shown, value, self.expr(e.body, inner))
         kind = type(e)
         bindings = []

@@ -7,6 +7,8 @@ unit per compiler call, so hundreds of programs cost a few compiler runs.
 from __future__ import annotations
 
 import os
+import platform
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -418,6 +420,32 @@ def test_export_runs_with_numpy_alone(tmp_path):
     assert not lines[5].startswith("scipy")
     ref = tl.evaluate(softmax, x=np.linspace(-3, 3, 1001), y=np.linspace(0, 1, 1001))
     assert float(lines[6]) == pytest.approx(ref, rel=1e-12)
+
+
+def _load_module(path: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_export_is_portable_unless_asked_for_native(tmp_path):
+    conv = tl.parse((EXAMPLES / "conv.tl").read_text())
+    portable = _load_module(tl.export(conv, "portable", str(tmp_path)))
+    native = _load_module(tl.export(conv, "native", str(tmp_path), native=True))
+    assert portable.BUILD["native"] is False and native.BUILD["native"] is True
+    assert not [f for f in portable.BUILD["flags"] if f.startswith("-march")]
+    assert "-march=native" in native.BUILD["flags"]
+    assert portable.BUILD["compiler"] and "for any CPU of its architecture" in portable.__doc__
+    assert "-march=native" in native.__doc__
+    x, c = np.arange(9.0), np.array([1.0, -2.0, 0.5])
+    want = np.correlate(x, c, mode="valid")
+    assert np.allclose(portable.kernel(x=x, c=c), want) and np.allclose(native.kernel(x=x, c=c), want)
+    if platform.machine() == "x86_64" and shutil.which("objdump"):  # baseline x86-64: SSE2, no AVX registers
+        code = subprocess.run(["objdump", "-d", str(tmp_path / "portable_lib.so")], capture_output=True, text=True)
+        assert code.returncode == 0 and "%ymm" not in code.stdout and "%zmm" not in code.stdout
 
 
 SOFTMAX_CE = "x : [n]R\ny : [n]R\nlet s = sum(i:n) exp(x[i]) in sum(i:n) y[i] * (log(s) - x[i])"

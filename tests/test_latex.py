@@ -1,21 +1,23 @@
 """The paper's notation for notebooks: ``expr._repr_latex_()``."""
-from tensorlang.latex import to_latex
+import tensorlang as tl
+from tensorlang.latex import GEN, to_latex
 from tensorlang.nodes import Affine, Gen, IndexVar, SizeVar, Var, tensor
 from tensorlang.parser import parse
 
 
 def test_convolution():
     e = parse("x : [n + m - 1]R\nc : [m]R\ngen(i:n) sum(j:m) x[i + j] * c[j]")
-    assert to_latex(e) == r"\boxplus_{i=0}^{n} \sum_{j=0}^{m} x[i + j] \cdot c[j]"
-    assert e._repr_latex_() == "$" + to_latex(e) + "$"
+    assert to_latex(e) == GEN + r"_{i=0}^{n} \sum_{j=0}^{m} x[i + j] \cdot c[j]"
+    assert e._repr_latex_() == r"$\displaystyle " + to_latex(e) + "$"
 
 
 def test_iverson_brackets_lets_and_predicates():
     e = parse("x : R\nlet A = gen(i:n, j:n) [i = j] * x in sum(k:n) A[k, k]")
     tex = to_latex(e)
-    assert r"\text{let } A = \boxplus_{i=0}^{n} \boxplus_{j=0}^{n} [i = j] \cdot x \text{ in } \sum_{k=0}^{n} A[k, k]" == tex
+    assert (r"\begin{aligned}&\text{let } A = " + GEN + "_{i=0}^{n} " + GEN + r"_{j=0}^{n} [i = j] \cdot x \text{ in} \\ "
+            r"&\sum_{k=0}^{n} A[k, k]\end{aligned}") == tex
     e = parse("E : rel[n, n]\nx : [n]R\ngen(i:n) [i != 0 or exists(j:n) E(i, j) and i <= j] * x[i]")
-    assert to_latex(e) == r"\boxplus_{i=0}^{n} [i \neq 0 \vee \exists_{j=0}^{n} E(i, j) \wedge i \leq j] \cdot x[i]"
+    assert to_latex(e) == GEN + r"_{i=0}^{n} [i \neq 0 \vee \exists_{j=0}^{n} E(i, j) \wedge i \leq j] \cdot x[i]"
 
 
 def test_pairs_calls_and_signs():
@@ -32,4 +34,30 @@ def test_renamed_indices_and_names():
     n = Affine.var(SizeVar("n"))
     e = Gen(i1, n, Gen(i2, n, x[i1] * x[i2]))
     tex = to_latex(e)
-    assert tex == r"\boxplus_{i=0}^{n} \boxplus_{i_{1}=0}^{n} \mathit{dx}[i] \cdot \mathit{dx}[i_{1}]"
+    assert tex == GEN + "_{i=0}^{n} " + GEN + r"_{i_{1}=0}^{n} \mathit{dx}[i] \cdot \mathit{dx}[i_{1}]"
+
+
+def test_leading_lets_one_per_line_and_nested_lets_inline():
+    g = tl.grad(tl.parse("x : [n + m - 1]R; c : [m]R; z : [n]R\n"
+                         "let f = gen(i:n) sum(j:m) x[i + j] * c[j] in sum(i:n) (f[i] - z[i]) * (f[i] - z[i])"), "x")
+    tex = to_latex(g)
+    assert tex.startswith(r"\begin{aligned}&\text{let } ") and tex.endswith(r"\end{aligned}")
+    rows = tex[len(r"\begin{aligned}"):-len(r"\end{aligned}")].split(r" \\ ")
+    assert len(rows) == str(g).count("let ") + 1 and all(r.startswith("&") for r in rows)
+    assert all(r.endswith(r"\text{ in}") for r in rows[:-1]) and "let" not in rows[-1]
+    inner = to_latex(tl.parse("x : R; (let y = x * x in y) + 1"))
+    assert "aligned" not in inner and r"\text{let } y" in inner
+
+
+def test_generator_is_a_large_operator_with_limits():
+    tex = to_latex(tl.parse("x : [n]R; gen(i:n) x[i]"))
+    assert tex == r"\mathop{\vcenter{\Large\boxplus}}\limits_{i=0}^{n} x[i]"
+    assert "$" not in GEN  # a notebook's $...$ must not end inside it
+
+
+def test_negation_is_a_minus_sign():
+    e = tl.parse("z : [n]R; gen(i:n) z[i] * -1")
+    assert to_latex(e) == GEN + "_{i=0}^{n} -z[i]"
+    d = tl.parse("x : R; z : R; x + z * -1")
+    assert to_latex(d) == "x - z"
+    assert to_latex(tl.parse("x : R; -x")) == "-x" and to_latex(tl.parse("x : R; 2 * -1")) == "2 \\cdot -1"

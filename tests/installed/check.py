@@ -20,7 +20,7 @@ CLONE = Path(__file__).resolve().parents[2]
 # the folders of the clone and the names they install under (the oracle for setup.py's search)
 INSTALLED_AS = {"tensorlang": "tensorlang", "normalize": "tensorlang/normalize", "derive": "tensorlang/derive",
                 "codegen": "tensorlang/codegen", "examples": "tensorlang/examples"}
-DATA = ["tensorlang/grammar.lark", "tensorlang/examples/conv.tl",
+DATA = ["tensorlang/grammar.lark", "tensorlang/examples/conv.tl", "tensorlang/examples/tour.ipynb",
         "tensorlang/docs/language.md"]
 
 
