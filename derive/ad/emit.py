@@ -270,26 +270,35 @@ def _helper_names():
 _COUNTER = [0]
 
 
-def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
-                     guard: dict | None = None, fallbacks: dict | None = None):
-    """Compile the generated source in the function's own module namespace; returns
-    (grad, pb, fast, boxfree, source).  ``guard``/``fallbacks``: see ``generate``."""
-    from . import runtime
-    src, env = generate(fn, guard)
+def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
+                   env: dict, helpers: dict) -> dict:
+    """Compile generated source in the function's own module namespace (its text kept in ``linecache``
+    under ``ns['_ad_gen_name']``); ``env`` gets ``helpers`` and the factories of ``fn``'s nested
+    functions, whose code is registered as coming from their syntax tree (so it can be transformed)."""
     _COUNTER[0] += 1
     gen_name = f"<tensorlang.ad:{qualname}:{_COUNTER[0]}>"
     linecache.cache[gen_name] = (len(src), None, src.splitlines(True), gen_name)
-    ns: dict = {}
+    ns: dict = {"_ad_gen_name": gen_name}
     exec(compile(src, gen_name, "exec"), fglobals, ns)
-    env = dict(env)
-    env.update(runtime.HELPERS)
-    env.update(fallbacks or {})
+    env.update(helpers)
     for i, node in enumerate(fn.factory_nodes):
         mk = ns[f"_ad_mk{i}"]
         env[f"_ad_mk{i}"] = mk
         for c in mk.__code__.co_consts:
             if hasattr(c, "co_code"):
                 register(c, node, filename, text)
+    return ns
+
+
+def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
+                     guard: dict | None = None, fallbacks: dict | None = None):
+    """Compile the generated source in the function's own module namespace; returns
+    (grad, pb, fast, boxfree, source).  ``guard``/``fallbacks``: see ``generate``."""
+    from . import runtime
+    src, env = generate(fn, guard)
+    env = dict(env)
+    ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, {**runtime.HELPERS, **(fallbacks or {})})
+    gen_name = ns["_ad_gen_name"]
     grad, pb, fast = ns["_ad_factory"](env)
     tree = ast.parse(src)
     codes = {"_ad_grad": grad.__code__, "_ad_pb": pb.__code__}

@@ -105,21 +105,21 @@ def block(g, b) -> list[str]:
     need = g.needs.get(b)
     if need:
         lines.append(f"_t.append({_tuple(need)})")
+    ret = f"_y = {g.val(b.term[1])}" if b.term[0] == "return" else ""
+    return lines + terminator(g, b, lambda dst: edge(g, b, dst), ret)
+
+
+def terminator(g, b, edge_to, ret: str) -> list[str]:
+    """Block ``b``'s terminator: ``edge_to(dst)`` on each edge taken, ``ret`` at a return."""
     t = b.term
     if t[0] == "jump":
-        lines += edge(g, b, t[1])
-    elif t[0] == "branch":
-        lines.append(f"if {g.val(t[1])}:")
-        lines += ["    " + x for x in edge(g, b, t[2])]
-        lines.append("else:")
-        lines += ["    " + x for x in edge(g, b, t[3])]
-    elif t[0] == "return":
-        lines.append(f"_y = {g.val(t[1])}")
-        if g.dispatch:
-            lines.append("break")
-    else:
-        lines.append(f"raise {g.val(t[1])}")
-    return lines
+        return edge_to(t[1])
+    if t[0] == "branch":
+        return ([f"if {g.val(t[1])}:"] + ["    " + x for x in edge_to(t[2])] + ["else:"]
+                + ["    " + x for x in edge_to(t[3])])
+    if t[0] == "return":
+        return [ret, "break"] if g.dispatch else [ret]
+    return [f"raise {g.val(t[1])}"]
 
 
 def edge(g, src, dst) -> list[str]:

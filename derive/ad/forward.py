@@ -1,0 +1,296 @@
+"""Forward mode: the SSA function (``lower``, ``analysis``) emitted once more, each instruction followed by
+its tangent.  A tangent ``_f<n>`` is kept per active SSA value next to its primal ``_v<n>``; phi nodes
+get tangent phis (the same parallel copies on each edge), so loops and branches need no stacks or tags:
+the control flow is the primal's.
+
+The tangent of an inlined primitive is written as an expression from the same derivative templates the
+adjoint uses (``rules.scalar``, ``rules.numpy``): for an elementwise rule the partial derivative times
+the argument's tangent in place of the incoming gradient, summed over the arguments.  Everything else
+goes through ``tangent.JVP`` (forward rules, the transformed callee, or a reverse rule transposed).
+
+The generated entry is ``_ad_jvp(f, tf, *args, *tangents) -> (y, ty)``; ``tf`` is the tangent of f
+itself (a closure's captured variables, a ``SimpleNamespace``) and None, as for every tangent, is zero.
+"""
+from __future__ import annotations
+
+import math
+import re
+import types
+
+from .emit import Gen, _dispatch, _factory, _params, exec_generated
+from .ir import ARR, INT, NUM, Instr
+from .primal import terminator
+from .rules.numpy import ARRAY_BINOPS
+from .runtime import RULES, spec_kind
+
+_INLINE_BINOPS = {"+", "-", "*", "/", "**", "%"}
+# the tangent of an inlined NumPy reduction over the whole array (``{t}`` the argument's tangent)
+_REDUCE = {"sum": "{t}.sum()", "mean": "{t}.mean()", "max": "{t}.flat[{0}.argmax()]",
+           "min": "{t}.flat[{0}.argmin()]"}
+_MUTATING_OK = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "copy", "astype", "get", "keys",
+                "values", "items", "index", "count", "conj", "ravel", "flatten", "squeeze", "item", "tolist",
+                "argmax", "argmin", "real", "imag"}
+
+
+class ForwardGen(Gen):
+    """The forward statements of a function: primal and tangent per instruction, tangent phis."""
+
+    def __init__(self, fn):
+        super().__init__(fn)
+        self.owner = {id(r): f for f, r in RULES.items()}   # reverse rule -> the primitive it belongs to
+        # objects written to (``x[i] = v``, ``o.a = v``, ``lst.append``) get a tangent even when their
+        # value is inactive (``np.zeros(3)``): the write may give them one
+        self.tracked = {ins.args[0] for ins in fn.values() if isinstance(ins, Instr) and (
+            ins.op in ("setitem", "setattr") or ins.op == "method" and ins.attr[0] not in _MUTATING_OK)}
+
+    def has_tangent(self, v) -> bool:
+        if v in self.tracked:
+            return not (isinstance(v, Instr) and v.op == "const")
+        return v.active and v.kind != INT and not (isinstance(v, Instr) and v.op == "const")
+
+    def tan(self, v) -> str:
+        """The tangent of ``v`` (``None`` when it has none)."""
+        return f"_f{v.id}" if self.has_tangent(v) else "None"
+
+    def dense(self, v) -> str:
+        """The tangent of a number or array operand, a zero of its type where it has none."""
+        t = self.tan(v)
+        return f"_fw_zero({self.val(v)})" if t == "None" else t
+
+    def m(self, expr: str) -> str:
+        return re.sub(r"_ad_math\.(\w+)", lambda m: self.const(getattr(math, m.group(1))), expr)
+
+    def template_sum(self, temps, ins, y, fill=None) -> str:
+        """The tangent ``sum_i d_i`` from templates written for a gradient ``{dy}``: each active
+        argument's template with its tangent in place of ``{dy}``."""
+        args = [self.val(a) for a in ins.args]
+        terms = []
+        for t, a in zip(temps, ins.args):
+            if self.tan(a) != "None" and a.kind != INT:
+                terms.append(t.format(*args, dy=f"({self.tan(a)})", y=y, m="_ad_math", np="_ad_np",
+                                      **(fill or {})))
+        return self.m(" + ".join(f"({x})" for x in terms)) if terms else "None"
+
+    # -- instructions -------------------------------------------------------------------------------------
+    def instr(self, ins: Instr) -> list[str]:
+        op, v, f = ins.op, self.val(ins), f"_f{ins.id}"
+        a = [self.val(x) for x in ins.args]
+        t = [self.tan(x) for x in ins.args]
+        active = ins.active and ins.kind != INT
+        if op in ("param", "const"):
+            return []
+        if op == "global":
+            return [f"{v} = {ins.attr}"] + ([f"{f} = None"] if ins in self.tracked else [])
+        if op == "deref":
+            i = self.fn.freevars.index(ins.attr)
+            return [f"{v} = _ad_deref(_self, {i})", f"{f} = _ad_field(_tself, {ins.attr!r})"]
+        if op in ("compare", "slice", "nondiff") or not active and op not in ("setitem", "setattr", "method"):
+            return self.plain(ins, v, a) + ([f"{f} = None"] if ins in self.tracked else [])
+        if op == "binop" and ins.kind in (NUM, ARR) and ins.attr in _INLINE_BINOPS | {"@"}:
+            return [f"{v} = {a[0]} {ins.attr} {a[1]}", f"{f} = {self.binop_tangent(ins, v)}"]
+        if op == "unary" and ins.kind in (NUM, ARR) and ins.attr in ("-", "+"):
+            return [f"{v} = {ins.attr}{a[0]}", f"{f} = {ins.attr}{t[0]}"]
+        if op == "prim":
+            temps = self.inline_calls[ins.attr[0]].derivs
+            return [f"{v} = {self.const(ins.attr[0])}({', '.join(a)})", f"{f} = {self.template_sum(temps, ins, v)}"]
+        if op == "aprim":
+            entry = self.array_inline[ins.attr[0]]
+            primal = entry.primal.format(*a) if entry.primal else f"{self.const(ins.attr[0])}({a[0]})"
+            if entry.reduce:
+                return [f"{v} = {primal}", f"{f} = {_REDUCE[entry.name].format(*a, t=self.dense(ins.args[0]))}"]
+            return [f"{v} = {primal}", f"{f} = {self.template_sum(entry.derivs, ins, v)}"]
+        if op == "getitem" and ins.kind == ARR:
+            return [f"{v} = {a[0]}[{a[1]}]", f"{f} = {self.dense(ins.args[0])}[{a[1]}]"]
+        if op == "binop":
+            return [f"{v}, {f} = _fw_J({self.const(self.binop_fn(ins.attr))}, None, ({a[0]}, {a[1]}), "
+                    f"({t[0]}, {t[1]}))"]
+        if op == "unary":
+            return [f"{v}, {f} = _fw_unary({ins.attr!r}, {a[0]}, {t[0]})"]
+        if op == "rule":
+            fn = self.const(self.owner[id(ins.attr[0])])
+            return [f"{v}, {f} = _fw_J({fn}, None, {_tuple(a)}, {_tuple(t)})"]
+        if op == "call":
+            kw = ins.attr
+            if kw:
+                return [f"{v}, {f} = _fw_Jkw({kw!r}, {a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"]
+            return [f"{v}, {f} = _fw_J({a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"]
+        if op == "method":
+            name, kw = ins.attr
+            out = [f"{v}, {f} = _fw_Jm({name!r}, {kw!r}, {a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"]
+            if name not in _MUTATING_OK:
+                out.append(f"{t[0]} = _fw_tan({a[0]}, {t[0]})")
+            return out
+        if op == "getitem":
+            return [f"{v}, {f} = _fw_getitem({a[0]}, {t[0]}, {a[1]})"]
+        if op == "getattr":
+            return [f"{v}, {f} = _fw_getattr({a[0]}, {t[0]}, {ins.attr!r})"]
+        if op == "setitem":
+            back = t[0] if t[0] != "None" else "_"
+            return [f"{back} = _fw_setitem({a[0]}, {t[0]}, {a[1]}, {a[2]}, {t[2]})", f"{v} = {f} = None"]
+        if op == "setattr":
+            back = t[0] if t[0] != "None" else "_"
+            return [f"{back} = _fw_setattr({a[0]}, {t[0]}, {ins.attr!r}, {a[1]}, {t[1]})", f"{v} = {f} = None"]
+        if op == "tuple":
+            return [f"{v} = {_tuple(a)}", f"{f} = {_tuple(t)}"]
+        if op == "list":
+            return [f"{v} = [{', '.join(a)}]", f"{f} = [{', '.join(t)}]"]
+        if op == "dict":
+            return [f"{v} = {{{', '.join(f'{k}: {x}' for k, x in zip(a[::2], a[1::2]))}}}",
+                    f"{f} = {{{', '.join(f'{k}: {x}' for k, x in zip(a[::2], t[1::2]))}}}"]
+        if op == "closure":
+            index, names, rec = ins.attr
+            return [f"{v} = _ad_mk{index}({', '.join(a)})", f"{f} = _fw_closure({names!r}, {_tuple(t)}, {rec!r})"]
+        raise AssertionError(op)
+
+    def plain(self, ins, v, a) -> list[str]:
+        """The primal statement of an instruction without tangent."""
+        op = ins.op
+        if op == "compare":
+            return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
+        if op == "slice":
+            return [f"{v} = slice({', '.join(a)})"]
+        if op == "nondiff":
+            return [f"{v} = {a[0]}({', '.join(a[1:])})"]
+        if op == "binop":
+            return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
+        if op == "unary":
+            return [f"{v} = {ins.attr} {a[0]}" if ins.attr == "not" else f"{v} = {ins.attr}{a[0]}"]
+        if op == "prim":
+            return [f"{v} = {self.const(ins.attr[0])}({', '.join(a)})"]
+        if op == "aprim":
+            entry = self.array_inline[ins.attr[0]]
+            return [f"{v} = {entry.primal.format(*a) if entry.primal else self.const(ins.attr[0]) + '(' + a[0] + ')'}"]
+        if op == "rule":
+            return [f"{v} = {self.const(self.owner[id(ins.attr[0])])}({', '.join(a)})"]
+        if op == "call":
+            return [f"{v} = {a[0]}({_call_args(a[1:], ins.attr)})"]
+        if op == "getitem":
+            return [f"{v} = {a[0]}[{a[1]}]"]
+        if op == "getattr":
+            return [f"{v} = {a[0]}.{ins.attr}"]
+        if op == "tuple":
+            return [f"{v} = {_tuple(a)}"]
+        if op == "list":
+            return [f"{v} = [{', '.join(a)}]"]
+        if op == "dict":
+            return [f"{v} = {{{', '.join(f'{k}: {x}' for k, x in zip(a[::2], a[1::2]))}}}"]
+        if op == "closure":
+            return [f"{v} = _ad_mk{ins.attr[0]}({', '.join(a)})"]
+        raise AssertionError(op)
+
+    def binop_fn(self, op):
+        from .rules.operators import _PYOP
+        return _PYOP[op]
+
+    def binop_tangent(self, ins, y) -> str:
+        """``d(a op b)`` for numbers and arrays, from the gradient templates; ``@`` is bilinear."""
+        a, b = ins.args
+        if ins.attr == "@":
+            terms = []
+            if self.tan(a) != "None":
+                terms.append(f"{self.tan(a)} @ {self.val(b)}")
+            if self.tan(b) != "None":
+                terms.append(f"{self.val(a)} @ {self.tan(b)}")
+            return " + ".join(terms)
+        temps = ARRAY_BINOPS[ins.attr] if ins.kind == ARR else self.inline_binops[ins.attr]
+        expr = self.template_sum(temps, ins, y)
+        return f"_fw_fit({expr}, {y})" if ins.kind == ARR else expr
+
+    # -- blocks -------------------------------------------------------------------------------------------
+    def block(self, b) -> list[str]:
+        lines = []
+        for ins in b.instrs:
+            lines += self.instr(ins)
+        ret = f"_y, _fy = {self.val(b.term[1])}, {self.tan(b.term[1])}" if b.term[0] == "return" else ""
+        return lines + terminator(self, b, lambda dst: self.edge(b, dst), ret)
+
+    def edge(self, src, dst) -> list[str]:
+        """The phi copies, primal and tangent in one parallel assignment, and the jump."""
+        names, vals = [], []
+        for p in dst.phis:
+            u = p.incoming[src]
+            names.append(self.val(p))
+            vals.append(self.val(u))
+            if self.has_tangent(p):
+                names.append(f"_f{p.id}")
+                vals.append(self.dense(u) if p.kind in (NUM, ARR) else self.tan(u))
+        lines = [f"{', '.join(names)} = {', '.join(vals)}"] if names else []
+        return lines + self.goto(src, dst, self.order)
+
+    def prologue(self) -> list[str]:
+        out = []
+        for p in _params(self.fn):
+            if not p.active or p.kind == INT:
+                continue
+            if p.kind in (NUM, ARR):
+                out.append(f"if _f{p.id} is None: _f{p.id} = _fw_zero(_v{p.id})")
+            else:
+                out.append(f"_f{p.id} = _fw_tan(_v{p.id}, _f{p.id})")
+        return out
+
+
+def _tuple(names) -> str:
+    return f"({''.join(x + ', ' for x in names)})"
+
+
+def _call_args(args, kw):
+    pos = args[:len(args) - len(kw)]
+    return ", ".join(pos + [f"{k}={x}" for k, x in zip(kw, args[len(args) - len(kw):])])
+
+
+def generate(fn) -> tuple[str, dict]:
+    """The source text of the factory of ``_ad_jvp`` and the names it binds."""
+    g = ForwardGen(fn)
+    ps = _params(fn)
+    params = ", ".join(["_self", "_tself"] + [f"_v{p.id}" for p in ps] + [f"_f{p.id}" for p in ps])
+    bodies = {b: g.block(b) for b in g.order}
+    body = g.prologue() + [x.replace("        ", "", 0) for x in _dispatch(g.order, bodies, "")]
+    body.append("return _y, _fw_tan(_y, _fy)")
+    lines = []
+    for i, node in enumerate(fn.factory_nodes):
+        captured = next(ins.attr[1] for ins in fn.values() if isinstance(ins, Instr) and ins.op == "closure"
+                        and ins.attr[0] == i)
+        lines += _factory(i, node, captured)
+    lines.append("def _ad_factory(_ad_env):")
+    used = {name for name in HELPERS if any(name in x for x in body)}
+    mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
+    lines += [f"    {name} = _ad_env[{name!r}]" for name in sorted(used | set(g.env) | mks)]
+    lines.append(f"    def _ad_jvp({params}):")
+    lines += ["        " + x for x in body]
+    lines.append("    return _ad_jvp")
+    return "\n".join(lines) + "\n", g.env
+
+
+# -- specialisations ---------------------------------------------------------------------------------------
+_JVPS: dict = {}   # (id(code), kinds) -> (code, entry)
+
+
+def specialised_jvp(f: types.FunctionType, args):
+    """The compiled forward entry of ``f`` for the kinds of ``args`` (transformed on first use)."""
+    kinds = tuple(map(spec_kind, args))
+    code = f.__code__
+    key = (id(code), kinds)
+    hit = _JVPS.get(key)
+    if hit is None or hit[0] is not code:
+        hit = _JVPS[key] = (code, _build(f, kinds))
+    return hit[1]
+
+
+def _build(f, kinds):
+    from .api import _ir
+    fn, filename, text = _ir(f, kinds)
+    src, env = generate(fn)
+    ns = exec_generated(src, fn, f.__globals__, f"jvp {f.__qualname__}", filename, text, env, HELPERS)
+    return ns["_ad_factory"](env)
+
+
+def code_jvp(f, *args) -> str:
+    """The generated forward-mode source of ``f`` (for the kinds of ``args``)."""
+    from .api import _ir
+    kinds = tuple(map(spec_kind, args)) if args else ("any",) * f.__code__.co_argcount
+    return generate(_ir(f, kinds)[0])[0]
+
+
+from .rules import jvp as _jvp_rules  # noqa: E402  (registers the forward rules; needs the names above)
+
+HELPERS = _jvp_rules.HELPERS

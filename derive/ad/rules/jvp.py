@@ -1,0 +1,483 @@
+"""Forward-mode rules (JVPs): ``rule(args, tangents) -> (y, ty)``, None being the zero tangent.
+
+Most are derived from the data the reverse rules are made of, so each derivative is written once:
+elementwise NumPy functions from their partial derivatives (``rules.numpy._UNARY``/``_BINARY``: the
+tangent is the partial times the argument's tangent, summed over the arguments, where the pullback
+multiplies the incoming gradient), ``math`` from the scalar templates (``rules.scalar``), operators on
+numbers and arrays from ``rules.operators._NUMERIC``.  Linear functions (reshapes, reductions, ``real``)
+apply themselves to the tangent; bilinear ones (``dot``, ``@``, ``outer``) take the product rule; data
+structures carry their tangents alongside.  A primitive with a reverse rule and no forward rule is
+handled by ``tangent.transposed``.
+"""
+from __future__ import annotations
+
+import builtins as _b
+import dataclasses
+import linecache
+import math as _m
+import operator
+import types
+
+import numpy as np
+
+from ..lower import as_sequence
+from ..runtime import HELPERS as _REVERSE_HELPERS
+from ..runtime import acc as tadd
+from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
+from .numpy import _BINARY, _UNARY
+from .operators import _DUNDER, _NUMERIC, _PYOP, _numeric
+from .scalar import INLINE_CALLS
+
+
+def _fit(t, y):
+    """Tangent ``t`` broadcast to the shape of an array result ``y`` (a number operand's tangent)."""
+    if type(y) is np.ndarray and np.shape(t) != y.shape:
+        return np.broadcast_to(t, y.shape).astype(np.result_type(t, float))
+    return t
+
+
+# -- elementwise: from the partial derivatives of the reverse rules ------------------------------------------
+def _unary(f, d):
+    def rule(args, ts, **kw):
+        x, *rest = args
+        y = f(x, *rest, **kw)
+        return y, None if ts[0] is None else ts[0] * d(x, y)
+    return rule
+
+
+def _binary(f, d):
+    def rule(args, ts, **kw):
+        a, b = args
+        y = f(a, b, **kw)
+        if ts[0] is None and ts[1] is None:
+            return y, None
+        pa, pb = d(a, b, y)
+        ty = None
+        if ts[0] is not None:
+            ty = ts[0] * pa
+        if ts[1] is not None:
+            ty = tadd(ty, ts[1] * pb)
+        return y, _fit(ty, y)
+    return rule
+
+
+def _from_template(f, spec):
+    """The JVP of a ``math`` function from its scalar template (``{dy}`` becomes each tangent)."""
+    n = max(spec.nargs)
+    names = [f"a{i}" for i in range(n)]
+    body = [f"def jvp_{spec.name}(args, ts):", f"    {', '.join(names)}, = args", f"    y = f({', '.join(names)})",
+            "    ty = None"]
+    for i, t in enumerate(spec.derivs):
+        body += [f"    if ts[{i}] is not None:",
+                 f"        ty = _tadd(ty, {t.format(*names, dy=f'ts[{i}]', y='y', m='_m')})"]
+    src = "\n".join(body + ["    return y, ty"]) + "\n"
+    filename = f"<tensorlang.ad jvp {spec.name}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    env = {"f": f, "_m": _m, "_tadd": tadd}
+    exec(compile(src, filename, "exec"), env)
+    return env[f"jvp_{spec.name}"]
+
+
+# -- operators on values of unknown kind ------------------------------------------------------------------------
+def _binop(op):
+    pyop, grads, name = _PYOP[op], _NUMERIC.get(op), _DUNDER[op]
+
+    def rule(args, ts):
+        a, b = args
+        ta, tb = ts
+        if _numeric(a) and _numeric(b):
+            y = pyop(a, b)
+            if op == "@":
+                return y, _bilinear_tangent(pyop, a, b, ta, tb)
+            if grads is None or ta is None and tb is None:
+                return y, None
+            ty = None
+            if ta is not None:
+                ty = grads(ta, a, b, y)[0]
+            if tb is not None:
+                ty = tadd(ty, grads(tb, a, b, y)[1])
+            return y, _fit(ty, y)
+        return _dunder(op, name, pyop, a, b, ta, tb)
+    return rule
+
+
+def _dunder(op, name, pyop, a, b, ta, tb):
+    m = getattr(type(a), f"__{name}__", None)
+    if isinstance(m, types.FunctionType):
+        y, ty = JVP(m, None, (a, b), (ta, tb))
+        if y is not NotImplemented:
+            return y, ty
+    m = getattr(type(b), f"__r{name}__", None)
+    if isinstance(m, types.FunctionType):
+        y, ty = JVP(m, None, (b, a), (tb, ta))
+        if y is not NotImplemented:
+            return y, ty
+    y = pyop(a, b)
+    if op == "+" and isinstance(a, (list, tuple)):
+        seq = type(a) if type(a) in (list, tuple) else list
+        return y, seq(_seq(ta, a)) + seq(_seq(tb, b))
+    if op == "*" and isinstance(a, (list, tuple)) and isinstance(b, int):
+        return y, None if ta is None else ta * b
+    if op == "*" and isinstance(b, (list, tuple)) and isinstance(a, int):
+        return y, None if tb is None else a * tb
+    return y, None
+
+
+def _seq(t, x):
+    return [None] * len(x) if t is None else list(t)
+
+
+def _bilinear_tangent(f, a, b, ta, tb):
+    ty = None if ta is None else f(ta, b)
+    return ty if tb is None else tadd(ty, f(a, tb))
+
+
+def _bilinear(f):
+    def rule(args, ts):
+        a, b = args
+        return f(a, b), _bilinear_tangent(f, a, b, *ts)
+    return rule
+
+
+def _unary_op(op, x, t):
+    if op in ("not", "~"):
+        return (not x) if op == "not" else ~x, None
+    if _numeric(x):
+        return (-x, None if t is None else -t) if op == "-" else (+x, t)
+    return JVP(getattr(type(x), "__neg__" if op == "-" else "__pos__"), None, (x,), (t,))
+
+
+# -- linear functions: the function applied to the tangent ---------------------------------------------------------
+def _linear(f):
+    def rule(args, ts, **kw):
+        x, *rest = args
+        y = f(x, *rest, **kw)
+        return y, None if ts[0] is None else f(ts[0], *rest, **kw)
+    return rule
+
+
+def _extremum(f):
+    """The tangent of ``max``/``min``: the first extremal entry's over the whole array, the average of
+    the tied entries' along an axis (as the reverse rule shares the gradient)."""
+    def rule(args, ts, axis=None, keepdims=False):
+        x = np.asarray(args[0])
+        y = f(x, axis=axis, keepdims=keepdims)
+        t = ts[0]
+        if t is None:
+            return y, None
+        t = np.broadcast_to(t, x.shape)
+        if axis is None:
+            i = np.argmax(x == y)
+            return y, np.reshape(t.flat[i], np.shape(y))
+        ye = y if keepdims else np.expand_dims(y, axis)
+        mask = (x == ye).astype(float)
+        return y, np.sum(mask * t, axis=axis, keepdims=keepdims) / np.sum(mask, axis=axis, keepdims=keepdims)
+    return rule
+
+
+def _stack_like(f):
+    def rule(args, ts, **kw):
+        xs = args[0]
+        axis = args[1] if len(args) > 1 else kw.pop("axis", 0)
+        y = f(xs, axis, **kw)
+        if ts[0] is None:
+            return y, None
+        return y, f([dense(t, np.asarray(x, dtype=float) if not hasattr(x, "dtype") else x)
+                     for t, x in zip(ts[0], xs)], axis)
+    return rule
+
+
+def _where(args, ts):
+    c, a, b = args
+    y = np.where(c, a, b)
+    if ts[1] is None and ts[2] is None:
+        return y, None
+    return y, _fit(np.where(c, dense(ts[1], a), dense(ts[2], b)), y)
+
+
+def _clip(args, ts):
+    x, lo, hi = args
+    y = np.clip(x, lo, hi)
+    inside = (np.asarray(x) >= (lo if lo is not None else -np.inf)) & (np.asarray(x) <= (hi if hi is not None else np.inf))
+    return y, None if ts[0] is None else ts[0] * inside
+
+
+def _array(args, ts, dtype=None):
+    xs = args[0]
+    y = np.array(xs, dtype=dtype) if len(args) == 1 else np.array(xs, args[1])
+    if ts[0] is None or y.dtype.kind not in "fc":
+        return y, None
+    return y, np.array(_densify(ts[0], xs), dtype=np.result_type(y.dtype, float))
+
+
+def _densify(t, x):
+    if isinstance(x, (list, tuple)):
+        return [_densify(None if t is None else ti, xi) for ti, xi in zip(t or [None] * len(x), x)]
+    return dense(t, x)
+
+
+def _norm(args, ts, ord=None, axis=None):
+    if ord is not None or axis is not None:
+        raise TypeError("tensorlang.ad differentiates np.linalg.norm only with the default ord and axis")
+    x = args[0]
+    y = np.linalg.norm(x)
+    return y, None if ts[0] is None else float(np.real(np.vdot(np.asarray(x), ts[0]))) / y
+
+
+# -- builtins ------------------------------------------------------------------------------------------------------
+def _sum(args, ts):
+    xs = args[0]
+    start = args[1] if len(args) > 1 else 0
+    y = _b.sum(xs, start)
+    t = ts[1] if len(ts) > 1 else None
+    if type(xs) is np.ndarray:
+        return y, tadd(t, None if ts[0] is None else _b.sum(ts[0]))
+    for ti in (ts[0] or ()):
+        t = tadd(t, ti)
+    return y, t
+
+
+def _pick(pick):
+    def rule(args, ts, key=None):
+        if key is not None:
+            raise TypeError("min/max with key= is not differentiable by tensorlang.ad")
+        seq, tseq = (args[0], ts[0]) if len(args) == 1 else (args, ts)
+        items = list(seq)
+        i = pick(range(len(items)), key=items.__getitem__)
+        return items[i], None if tseq is None else tseq[i]
+    return rule
+
+
+def _abs(args, ts):
+    x, = args
+    if isinstance(x, complex) or np.iscomplexobj(x):
+        y = np.abs(x)
+        return y, None if ts[0] is None else np.real(np.conj(x) * ts[0]) / np.where(y == 0, 1, y)
+    return abs(x), None if ts[0] is None else ts[0] * np.sign(x)
+
+
+def _float(args, ts):
+    return float(args[0]), None if ts[0] is None else float(ts[0])
+
+
+def _container(kind):
+    def rule(args, ts):
+        xs = args[0] if args else ()
+        y = kind(xs)
+        return y, None if not args or ts[0] is None else kind(_seq(ts[0], xs))
+    return rule
+
+
+def _zip(args, ts):
+    y = list(zip(*args))
+    tss = [_seq(t, s) for t, s in zip(ts, args)]
+    return y, [tuple(col) for col in zip(*tss)]
+
+
+def _enumerate(args, ts):
+    xs = args[0]
+    start = args[1] if len(args) > 1 else 0
+    return list(enumerate(xs, start)), [(None, t) for t in _seq(ts[0], xs)]
+
+
+def _map(args, ts):
+    f, *seqs = args
+    results = [JVP(f, ts[0], xs, txs) for xs, txs in zip(zip(*seqs), zip(*(_seq(t, s) for t, s in zip(ts[1:], seqs))))]
+    return [r[0] for r in results], [r[1] for r in results]
+
+
+def _reversed(args, ts):
+    return list(reversed(args[0])), list(reversed(_seq(ts[0], args[0])))
+
+
+def _sorted(args, ts, key=None, reverse=False):
+    items = list(args[0])
+    order = sorted(range(len(items)), key=(lambda i: items[i]) if key is None else (lambda i: key(items[i])),
+                   reverse=reverse)
+    t = _seq(ts[0], items)
+    return [items[i] for i in order], [t[i] for i in order]
+
+
+def _as_sequence(args, ts):
+    y = as_sequence(args[0])
+    return y, ts[0] if y is args[0] or ts[0] is None else list(ts[0])
+
+
+# -- data structures -----------------------------------------------------------------------------------------------
+def getitem(obj, tobj, idx):
+    t = type(obj)
+    if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple):
+        tobj = tangent_of(obj, tobj)
+        if tobj is None:
+            return obj[idx], None
+        return obj[idx], (tobj.get(idx) if t is dict else tobj[idx])
+    m = getattr(t, "__getitem__", None)
+    if isinstance(m, types.FunctionType):
+        return JVP(m, None, (obj, idx), (tangent_of(obj, tobj), None))
+    return obj[idx], None
+
+
+def setitem(obj, tobj, idx, val, tval):
+    t = type(obj)
+    if t in (list, dict, np.ndarray):
+        tl = mutable(obj, tobj)
+        obj[idx] = val
+        if t is np.ndarray:
+            tl[idx] = 0 if tval is None else tval
+        elif t is list and type(idx) is slice and tval is None:
+            tl[idx] = [None] * len(val)
+        else:
+            tl[idx] = tval
+        return tl
+    m = getattr(t, "__setitem__", None)
+    if isinstance(m, types.FunctionType):
+        JVP(m, None, (obj, idx, val), (tangent_of(obj, tobj), None, tval))
+        return tangent_of(obj, tobj)
+    obj[idx] = val
+    return tobj
+
+
+def getattr_(obj, tobj, name):
+    t = type(obj)
+    if t is np.ndarray:
+        y = getattr(obj, name)
+        tobj = tangent_of(obj, tobj)
+        if tobj is None or name not in ("T", "real", "imag"):
+            return y, None
+        return y, getattr(np.asarray(tobj), name)
+    static = getattr(t, name, None)
+    if isinstance(static, property):
+        return JVP(static.fget, None, (obj,), (tangent_of(obj, tobj),))
+    y = getattr(obj, name)
+    if isinstance(obj, types.ModuleType) or callable(y) and not isinstance(y, types.FunctionType):
+        return y, None
+    tobj = tangent_of(obj, tobj)
+    return y, None if tobj is None else getattr(tobj, name, None)
+
+
+def setattr_(obj, tobj, name, val, tval):
+    tl = mutable(obj, tobj)
+    setattr(obj, name, val)
+    if dataclasses.is_dataclass(tl):
+        object.__setattr__(tl, name, tval)
+    else:
+        setattr(tl, name, tval)
+    return tl
+
+
+def closure_tangent(names, ts, rec):
+    """The tangent of a closure: its captured variables' tangents (a recursive one holds itself)."""
+    fields = {n: t for n, t in zip(names, ts) if t is not None}
+    if not fields and rec is None:
+        return None
+    ns = types.SimpleNamespace(**fields)
+    if rec is not None:
+        setattr(ns, rec, ns)
+    return ns
+
+
+# -- methods ---------------------------------------------------------------------------------------------------------
+def _method(rule):
+    """A method rule from a function rule taking the object first."""
+    return lambda obj, tobj, args, ts, **kw: rule((obj, *args), (tobj, *ts), **kw)
+
+
+def _append(lst, tl, args, ts):
+    tl = mutable(lst, tl)
+    lst.append(args[0])
+    tl.append(ts[0])
+    return None, None
+
+
+def _extend(lst, tl, args, ts):
+    tl = mutable(lst, tl)
+    lst.extend(args[0])
+    tl.extend(_seq(ts[0], args[0]))
+    return None, None
+
+
+def _insert(lst, tl, args, ts):
+    tl = mutable(lst, tl)
+    lst.insert(args[0], args[1])
+    tl.insert(args[0], ts[1])
+    return None, None
+
+
+def _pop(lst, tl, args, ts):
+    tl = mutable(lst, tl)
+    return lst.pop(*args), tl.pop(*args)
+
+
+def _copy(x, t, args, ts):
+    return x.copy(), None if t is None else (np.array(t) if type(t) is np.ndarray else type(t)(t))
+
+
+def _dict_get(d, t, args, ts):
+    k = args[0]
+    if k in d:
+        return d[k], None if t is None else t.get(k)
+    return (args[1] if len(args) > 1 else None), (ts[1] if len(ts) > 1 else None)
+
+
+def _dict_update(d, t, args, ts):
+    tl = mutable(d, t)
+    d.update(args[0])
+    tl.update({k: v for k, v in (ts[0] or {}).items() if v is not None})
+    for k in args[0]:
+        if not ts[0] or ts[0].get(k) is None:
+            tl.pop(k, None)
+    return None, None
+
+
+def _astype(x, t, args, ts, **kw):
+    y = x.astype(*args, **kw)
+    return y, None if t is None or y.dtype.kind not in "fc" else np.asarray(t).astype(np.result_type(y.dtype, float))
+
+
+JVP_RULES.update({f: _unary(f, d) for f, d in _UNARY.items()})
+JVP_RULES.update({f: _binary(f, d) for f, d in _BINARY.items()})
+JVP_RULES.update({f: _from_template(f, spec) for f, spec in INLINE_CALLS.items()
+                  if getattr(f, "__module__", None) == "math"})
+JVP_RULES.update({_PYOP[op]: _binop(op) for op in _DUNDER})
+JVP_RULES.update({f: _linear(f) for f in (np.sum, np.mean, np.reshape, np.transpose, np.ravel, np.squeeze,
+                                           np.expand_dims, np.real, np.imag, np.conj, np.conjugate, np.negative,
+                                           np.positive, np.cumsum, np.trace, np.diag)})
+JVP_RULES.update({
+    np.max: _extremum(np.max), np.min: _extremum(np.min), np.amax: _extremum(np.max), np.amin: _extremum(np.min),
+    np.dot: _bilinear(np.dot), np.matmul: _bilinear(np.matmul), np.outer: _bilinear(np.outer),
+    np.concatenate: _stack_like(np.concatenate), np.stack: _stack_like(np.stack), np.where: _where,
+    np.clip: _clip, np.array: _array, np.asarray: _array, np.linalg.norm: _norm,
+    operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
+    _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
+    _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
+    _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted, as_sequence: _as_sequence,
+})
+_ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "reshape": np.reshape,
+                  "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
+                  "dot": np.dot, "clip": np.clip, "conj": np.conj, "conjugate": np.conj, "cumsum": np.cumsum}
+
+
+def _array_method(f):
+    rule = JVP_RULES[f]
+    if f in (np.reshape, np.transpose):   # x.reshape(2, 3) as np.reshape(x, (2, 3))
+        return lambda x, t, args, ts, **kw: rule((x, args[0] if len(args) == 1 else args), (t, None), **kw)
+    return _method(rule)
+
+
+JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
+JVP_METHOD_RULES.update({
+    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype,
+    (list, "append"): _append, (list, "extend"): _extend, (list, "insert"): _insert, (list, "pop"): _pop,
+    (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get, (dict, "update"): _dict_update,
+    (dict, "items"): lambda d, t, args, ts: (list(d.items()), [(None, None if t is None else t.get(k)) for k in d]),
+    (dict, "values"): lambda d, t, args, ts: (list(d.values()), [None if t is None else t.get(k) for k in d]),
+    (dict, "keys"): lambda d, t, args, ts: (list(d.keys()), None),
+})
+
+# the names generated forward code binds (``forward.generate``)
+HELPERS = {
+    "_fw_J": JVP, "_fw_Jkw": JVPkw, "_fw_Jm": JVPm, "_fw_zero": zero, "_fw_fit": _fit, "_fw_tan": tangent_of,
+    "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem, "_fw_getattr": getattr_,
+    "_fw_setattr": setattr_, "_fw_closure": closure_tangent, "_ad_field": _REVERSE_HELPERS["_ad_field"],
+    "_ad_deref": _REVERSE_HELPERS["_ad_deref"], "_ad_np": np, "_ad_math": _m,
+}

@@ -1,0 +1,269 @@
+"""What generated forward-mode code calls at run time: ``JVP`` (a call's result and its tangent, from a
+forward rule, from the transformed function, or from a reverse rule's pullback transposed), tangent
+arithmetic on structures, and the tangent store that gives mutable objects their tangent.
+
+Tangents mirror the value they belong to, as gradients do (``runtime``): numbers and arrays for numbers
+and arrays, the same containers for tuples, lists and dicts, the same dataclass or a
+``types.SimpleNamespace`` for objects and closures, and ``None`` for "zero".
+
+A mutable object's tangent is mutated alongside it (``lst.append(x)`` appends ``tx`` to the list's
+tangent); an object that is written to but has no tangent yet (an array from ``np.zeros``, an argument
+passed without one) gets a zero tangent registered under its identity for the rest of the
+differentiation, where later reads of the same object find it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+
+import numpy as np
+
+from ...errors import UnsupportedError
+from .runtime import METHOD_RULES, NONDIFF, RULES, _differentiable, _in, _make_like, _with_defaults, kind_of
+from .ir import INT, NUM
+
+JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
+JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)
+
+TSTORE: list = [{}]          # TSTORE[0]: id(object) -> (object, tangent) for the current jvp
+
+
+# -- tangent arithmetic (a sum of tangents is ``runtime.acc``, the sum of gradients) ---------------------
+def zero(x):
+    """A zero tangent for a number or an array (None for other values)."""
+    if kind_of(x) in (INT, NUM) and type(x) is not bool:
+        return 0 * x
+    if type(x) is np.ndarray:
+        return np.zeros(x.shape, dtype=np.result_type(x.dtype, float))
+    return None
+
+
+def zero_mut(x):
+    """A fresh zero tangent for a mutable container or a float array (None for other values)."""
+    t = type(x)
+    if t is np.ndarray:
+        return zero(x) if x.dtype.kind in "fc" else None
+    if t is list:
+        return [None] * len(x)
+    if t is dict:
+        return {}
+    return None
+
+
+def dense(t, like):
+    """Tangent ``t`` as a number or array of ``like``'s shape (zeros for None)."""
+    if t is None:
+        z = zero(like)
+        return 0.0 if z is None else z
+    return t
+
+
+def inner(a, b):
+    """The real inner product of two tangents (or gradients) of the same structure; None is zero."""
+    if a is None or b is None:
+        return 0.0
+    if isinstance(a, (tuple, list)):
+        return sum((inner(x, y) for x, y in zip(a, b)), 0.0)
+    if isinstance(a, dict):
+        return sum((inner(v, b.get(k)) for k, v in a.items()), 0.0)
+    if isinstance(a, types.SimpleNamespace) or dataclasses.is_dataclass(a):
+        names = vars(a) if isinstance(a, types.SimpleNamespace) else [f.name for f in dataclasses.fields(a)]
+        return sum((inner(getattr(a, n, None), getattr(b, n, None)) for n in names), 0.0)
+    return float(np.real(np.vdot(np.asarray(a), np.asarray(b))))
+
+
+# -- the tangent store -------------------------------------------------------------------------------------
+def tangent_of(obj, t):
+    """``t``, or the tangent registered for ``obj`` when ``t`` is None."""
+    if t is not None:
+        return t
+    hit = TSTORE[0].get(id(obj))
+    return None if hit is None or hit[0] is not obj else hit[1]
+
+
+def mutable(obj, t):
+    """The tangent of ``obj`` that its writes update: ``t``, the registered one, or a fresh zero."""
+    t = tangent_of(obj, t)
+    if t is None:
+        t = zero_mut(obj) if type(obj) in (list, dict, np.ndarray) else types.SimpleNamespace()
+        if t is None:
+            raise UnsupportedError(f"tensorlang.ad.jvp: cannot write a tangent into {type(obj).__name__} "
+                                   f"(an integer array written with differentiable values?)")
+    if type(obj) is np.ndarray and type(t) is np.ndarray and not t.flags.writeable:
+        t = np.array(t)
+    TSTORE[0][id(obj)] = (obj, t)
+    return t
+
+
+# -- JVP: a call and its tangent -----------------------------------------------------------------------------
+def JVP(f, tf, args, ts):
+    """``(f(*args), tangent)`` for tangents ``ts`` of ``args`` and ``tf`` of ``f`` itself (a closure's
+    captured variables)."""
+    if TSTORE[0]:
+        ts = tuple(map(tangent_of, args, ts))
+    try:
+        rule = JVP_RULES.get(f)
+    except TypeError:
+        rule = None
+    if rule is not None:
+        return rule(args, ts)
+    t = type(f)
+    if t is types.FunctionType:
+        from .forward import specialised_jvp
+        n = f.__code__.co_argcount
+        if len(args) != n:
+            full = _with_defaults(f, args)
+            args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
+        return specialised_jvp(f, args)(f, tf, *args, *ts)
+    if t is types.MethodType:
+        return JVP(f.__func__, None, (f.__self__, *args), (_field(tf, "__self__"), *ts))
+    if all(x is None for x in ts) and tf is None or _in(f, NONDIFF):
+        return f(*args), None
+    if isinstance(f, type):
+        return _construct(f, args, ts)
+    try:
+        back_rule = RULES.get(f)
+    except TypeError:
+        back_rule = None
+    if back_rule is not None:
+        return transposed(back_rule, args, ts)
+    hook = getattr(f, "__ad_jvp__", None)
+    if hook is not None:
+        return hook(args, ts)
+    hook = getattr(f, "__ad_pullback__", None)
+    if hook is not None:
+        return transposed(hook, args, ts)
+    if not any(_differentiable(a) for a in args):
+        return f(*args), None
+    call = getattr(t, "__call__", None)
+    if isinstance(call, types.FunctionType):
+        return JVP(call, None, (f, *args), (tf, *ts))
+    name = getattr(f, "__qualname__", repr(f))
+    raise UnsupportedError(f"no forward-mode rule for {getattr(f, '__module__', '') or ''}.{name}; "
+                           f"register a pullback with @tensorlang.ad.rule or a JVP with @tensorlang.ad.jvp_rule")
+
+
+def JVPkw(names, f, tf, args, ts):
+    """JVP for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
+    if TSTORE[0]:
+        ts = tuple(map(tangent_of, args, ts))
+    k = len(names)
+    pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
+    tpos, tkw = ts[:len(ts) - k], dict(zip(names, ts[len(ts) - k:]))
+    try:
+        rule = JVP_RULES.get(f)
+    except TypeError:
+        rule = None
+    if rule is not None:
+        if any(v is not None for v in tkw.values()):
+            raise UnsupportedError(f"tensorlang.ad.jvp: a differentiable keyword argument of {f!r}")
+        return rule(pos, tpos, **kw)
+    if type(f) is types.FunctionType:
+        sig = inspect.signature(f)
+        bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
+        bound.apply_defaults()
+        order = list(sig.parameters)
+        full = tuple(bound.arguments[p] for p in order)
+        tfull = tuple(tbound.arguments.get(p) for p in order)
+        return JVP(f, tf, full, tfull)
+    if isinstance(f, type) and dataclasses.is_dataclass(f):
+        y = f(*pos, **kw)
+        fields = [fd.name for fd in dataclasses.fields(f)]
+        tans = dict(zip(fields, tpos), **tkw)
+        return y, _make_like(y, tans) if any(v is not None for v in tans.values()) else None
+    if _in(f, NONDIFF) or all(x is None for x in ts):
+        return f(*pos, **kw), None
+    try:
+        back_rule = RULES.get(f)
+    except TypeError:
+        back_rule = None
+    if back_rule is not None and all(v is None for v in tkw.values()):
+        return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
+    raise UnsupportedError(f"no forward-mode rule for {f!r} called with keyword arguments")
+
+
+def JVPm(name, kwnames, obj, tobj, args, ts):
+    """JVP for ``obj.name(*args)``: forward method rules, module functions, Python methods, then the
+    reverse method rules transposed."""
+    if TSTORE[0]:
+        ts = tuple(map(tangent_of, args, ts))
+    t = type(obj)
+    k = len(kwnames)
+    pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
+    tpos = ts[:len(ts) - k]
+    rule = JVP_METHOD_RULES.get((t, name))
+    if rule is None and t is not np.ndarray:
+        rule = next((JVP_METHOD_RULES[(b, name)] for b in t.__mro__[1:] if (b, name) in JVP_METHOD_RULES), None)
+    if rule is not None:
+        return rule(obj, tangent_of(obj, tobj), pos, tpos, **kw)
+    if t is types.ModuleType:
+        f = getattr(obj, name)
+        return JVPkw(kwnames, f, None, args, ts) if kwnames else JVP(f, None, args, ts)
+    attr = inspect.getattr_static(obj, name, None)
+    if isinstance(attr, staticmethod):
+        attr = attr.__func__
+        return JVPkw(kwnames, attr, None, args, ts) if kwnames else JVP(attr, None, args, ts)
+    if isinstance(attr, types.FunctionType):
+        tobj = tangent_of(obj, tobj)
+        return (JVPkw(kwnames, attr, None, (obj, *args), (tobj, *ts)) if kwnames
+                else JVP(attr, None, (obj, *args), (tobj, *ts)))
+    bound = getattr(obj, name)
+    if tangent_of(obj, tobj) is None and all(x is None for x in ts) or name in _NONDIFF_METHODS:
+        return bound(*pos, **kw), None
+    back_rule = METHOD_RULES.get((t, name))
+    if back_rule is not None and (t, name) not in _MUTATING:
+        y, back = back_rule(obj, *pos, **kw)
+        return transposed(lambda *a: (y, back), (obj, *pos), (tangent_of(obj, tobj), *tpos))
+    raise UnsupportedError(f"no forward-mode rule for the method {t.__qualname__}.{name}")
+
+
+_NONDIFF_METHODS = {"index", "count", "keys", "startswith", "endswith", "format", "join", "split",
+                    "argmax", "argmin", "nonzero", "__len__"}
+_MUTATING = {(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")}
+
+
+def _field(t, name):
+    return None if t is None else getattr(t, name, None)
+
+
+def _construct(cls, args, ts):
+    """Constructors: dataclasses and named tuples by their fields; other classes by the forward mode of
+    ``__init__`` on a fresh object whose tangent is a fresh namespace."""
+    if dataclasses.is_dataclass(cls):
+        y = cls(*args)
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+        return y, _make_like(y, dict(zip(names, ts)))
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        y = cls(*args)
+        return y, cls(*ts)
+    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    if isinstance(init, types.FunctionType) and cls.__new__ is object.__new__:
+        obj = object.__new__(cls)
+        tobj = mutable(obj, None)
+        JVP(init, None, (obj, *args), (tobj, *ts))
+        return obj, tobj
+    if not any(_differentiable(a) for a in args):
+        return cls(*args), None
+    raise UnsupportedError(f"no forward-mode rule for constructing {cls.__qualname__}")
+
+
+def transposed(rule, args, ts):
+    """The JVP of a primitive known only by its reverse rule: its pullback is linear, so the tangent is
+    ``J v`` with row ``k`` of ``J`` read off ``back(e_k)`` (one pullback per entry of a real output;
+    exact, and cheap for the scalar and small outputs it is used for)."""
+    y, back = rule(*args)
+    if all(t is None for t in ts):
+        return y, None
+    ya = np.asarray(y)
+    if ya.dtype.kind not in "fiu" or type(y) not in (float, int) and not isinstance(y, (np.ndarray, np.generic)):
+        raise UnsupportedError(f"tensorlang.ad.jvp: no forward rule for {getattr(rule, '__name__', rule)!r}, "
+                               f"and its output ({type(y).__name__}) is not a real number or array, so its "
+                               f"pullback cannot be transposed")
+    out = np.zeros(ya.shape)
+    for k in np.ndindex(ya.shape):
+        e = np.zeros(ya.shape)
+        e[k] = 1.0
+        g = back(e if ya.ndim else 1.0)
+        out[k] = sum(inner(gi, ti) for gi, ti in zip(g, ts))
+    return y, out if ya.ndim else float(out)
