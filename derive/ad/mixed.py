@@ -4,13 +4,16 @@ forward mode inside a reverse pass, stored and applied in the pullback, as Zygot
 """
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
-from ...errors import ShapeError, TensorLangError
+from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
-from .runtime import kind_of
+from .runtime import RULES, J, _RulePullback, kind_of
 from .ir import NUM
-from .tangent import JVP, TSTORE, zero
+from .second import PullbackTangent, pair_jvp
+from .tangent import JVP, JVP_RULES, TSTORE, zero
 
 
 def jvp(f, primals, tangents):
@@ -48,3 +51,204 @@ def _dense_out(ty, y):
     """A zero of the output's type for an output that does not depend on the inputs."""
     return zero(y) if ty is None else ty
 
+
+
+# -- Jacobians ---------------------------------------------------------------------------------------------------
+def _flat_input(x, what):
+    """``x`` as a real float array (its shape kept), or an error naming the argument."""
+    a = np.asarray(x)
+    if not (kind_of(x) == NUM or type(x) is np.ndarray) or a.dtype.kind not in "fiu":
+        raise TensorLangError(f"{what} must be a real number or a real array, not {type(x).__name__}"
+                              + (" (for complex inputs see ad.wirtinger)" if a.dtype.kind == "c" else ""))
+    return a.astype(float)
+
+
+def _flat_output(y, what):
+    a = np.asarray(y) if kind_of(y) == NUM or isinstance(y, (np.ndarray, np.generic)) else None
+    if a is None or a.dtype.kind not in "fiu":
+        raise TensorLangError(f"{what} returned {type(y).__name__}; a Jacobian needs a real number or array "
+                              f"(use ad.jvp or ad.pullback for other outputs)")
+    return a
+
+
+def _basis(x, j):
+    if type(x) is not np.ndarray:
+        return 1.0
+    e = np.zeros(x.shape)
+    e.flat[j] = 1.0
+    return e
+
+
+def _columns(f, args, i, x):
+    """Forward mode: one ``jvp`` per input entry; ``(y, J)`` with J of shape (size(y), size(x))."""
+    cols, y = [], None
+    for j in range(max(x.size, 1)):
+        ts = [None] * len(args)
+        ts[i] = _basis(args[i], j)
+        y, t = jvp(f, args, ts)
+        cols.append(np.ravel(t))
+    return y, np.stack(cols, axis=1)
+
+
+def _rows(f, args, i):
+    """Reverse mode: one pullback per output entry."""
+    from .api import pullback
+    y, back = pullback(f, *args)
+    out = _flat_output(y, "ad.jacobian: f")
+    rows = []
+    for k in range(max(out.size, 1)):
+        e = np.zeros(out.shape)
+        e.flat[k] = 1.0
+        g = back(e if out.ndim else 1.0)[i]
+        rows.append(np.zeros(np.shape(args[i])).ravel() if g is None else np.ravel(g))
+    return y, np.stack(rows)
+
+
+def _shaped(J, y, x):
+    J = J.reshape(np.shape(y) + np.shape(x))
+    return float(J) if J.ndim == 0 else J
+
+
+def jacobian(f, argnums=0, mode=None):
+    """The function ``args -> J``, the Jacobian of ``f`` with respect to argument ``argnums`` (a tuple of
+    Jacobians for a tuple), of shape ``shape(f(*args)) + shape(arg)``.  Forward mode (a ``jvp`` per input
+    entry) when the input has at most as many entries as the output, else reverse mode (a pullback per
+    output entry); ``mode="forward"``/``"reverse"`` forces one."""
+    if mode not in (None, "forward", "reverse"):
+        raise TensorLangError(f"ad.jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
+
+    def jac(*args):
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        out = []
+        for i in nums:
+            x = _flat_input(args[i], f"ad.jacobian: argument {i}")
+            how = mode
+            if how is None:
+                m = _flat_output(f(*args), "ad.jacobian: f").size
+                how = "forward" if x.size <= m else "reverse"
+            y, J = _columns(f, args, i, x) if how == "forward" else _rows(f, args, i)
+            _flat_output(y, "ad.jacobian: f")
+            out.append(_shaped(J, y, args[i]))
+        return out[0] if isinstance(argnums, int) else tuple(out)
+    jac.__name__ = f"jacobian({getattr(f, '__name__', 'f')})"
+    return jac
+
+
+def hvp(f, primals, tangents):
+    """Hessian-vector products by forward over reverse: the ``jvp`` of ``ad.gradient(f, *primals)``
+    along ``tangents``; one product per argument, as ``ad.gradient`` gives one gradient per argument."""
+    from .api import gradient
+    return jvp(gradient, (f, *primals), (None, *tangents))[1]
+
+
+def hessian(f, argnums=0):
+    """The function ``args -> H``, the Hessian of scalar-valued ``f`` in argument ``argnums``, of shape
+    ``shape(arg) + shape(arg)``: one forward-mode ``jvp`` of the reverse-mode gradient per input entry."""
+    if not isinstance(argnums, int):
+        raise TensorLangError("ad.hessian: argnums must be one int")
+
+    def hess(*args):
+        x = _flat_input(args[argnums], f"ad.hessian: argument {argnums}")
+        cols = []
+        for j in range(max(x.size, 1)):
+            ts = [None] * len(args)
+            ts[argnums] = _basis(args[argnums], j)
+            cols.append(np.ravel(_zero_if_none(hvp(f, args, ts)[argnums], args[argnums])))
+        return _shaped(np.stack(cols, axis=1), args[argnums], args[argnums])
+    hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
+    return hess
+
+
+def _zero_if_none(t, x):
+    return np.zeros(np.shape(x)) if t is None else t
+
+
+# -- forwarddiff: forward mode inside a reverse pass ---------------------------------------------------------
+def forwarddiff(f, *args):
+    """``f(*args)``; under reverse-mode differentiation its Jacobian in each argument (real numbers or
+    arrays) is computed by forward mode, stored, and applied to the incoming gradient in the pullback.
+    Like Zygote's ``forwarddiff``, for functions with few inputs and long or many-step bodies.  Values f
+    captures get no gradient, so they must be passed as arguments."""
+    return f(*args)
+
+
+def _forwarddiff_rule(f, *args):
+    cells = getattr(f, "__closure__", None) or ()
+    for name, c in zip(getattr(getattr(f, "__code__", None), "co_freevars", ()), cells):
+        v = c.cell_contents
+        if kind_of(v) == NUM or type(v) is np.ndarray:
+            raise UnsupportedError(f"ad.forwarddiff: {getattr(f, '__qualname__', f)} captures {name!r}, which "
+                                   f"would get no gradient; pass it as an argument of f instead")
+    jacs, y = [], None
+    for i, x in enumerate(args):
+        x = _flat_input(x, f"ad.forwarddiff: argument {i}")
+        y, J = _columns(f, args, i, x)
+        _flat_output(y, "ad.forwarddiff: f")
+        jacs.append(J)
+    if y is None:
+        y = f(*args)
+
+    def back(dy):
+        d = np.ravel(dy)
+        grads = []
+        for x, J in zip(args, jacs):
+            g = (d @ J).reshape(np.shape(x))
+            grads.append(float(g) if type(x) is not np.ndarray else g)
+        return (None, *grads)
+    return y, back
+
+
+RULES[forwarddiff] = _forwarddiff_rule
+
+
+# -- rules of the API under forward mode -------------------------------------------------------------------------
+def _jvp_gradient(args, ts):
+    """Forward over reverse: the forward mode of f's generated gradient code (ordinary Python)."""
+    from .api import specialised
+    f, *xs = args
+    if type(f) is not types.FunctionType:
+        raise UnsupportedError(f"forward over reverse through ad.gradient of {f!r} (not a Python function) "
+                               f"is not supported")
+    spec = specialised(f, xs).generic
+    y, ty = JVP(spec.grad, None, args, ts)
+    return y[1:], None if ty is None else ty[1:]
+
+
+def _jvp_J(args, ts):
+    """``J(f, *xs)`` under forward mode: the forward mode of the rule's code (it returns ``(y, back)``,
+    and ``back`` is a closure whose tangent is that of what it captured) or of f's generated pullback."""
+    from .api import specialised
+    f, *xs = args
+    rule = RULES.get(f) if _hashable(f) else None
+    if rule is not None:
+        (y, back), tpair = pair_jvp(f, rule, tuple(xs), ts[1:])
+        n = len(xs)
+        if tpair is None:
+            return (y, _RulePullback(back, n)), None
+        ty, tback = tpair
+        return (y, _RulePullback(back, n)), (ty, PullbackTangent(lambda dy: _RulePullback(tback.cross, n)(dy)))
+    if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
+        return JVP(specialised(f, xs).generic.pb, None, args, ts)
+    raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through the pullback of {f!r} is not "
+                           f"supported")
+
+
+def _hashable(f):
+    try:
+        hash(f)
+        return True
+    except TypeError:
+        return False
+
+
+def _register_api_rules():
+    from .api import checkpoint, gradient, hook
+    JVP_RULES.update({
+        gradient: _jvp_gradient, J: _jvp_J,
+        checkpoint: lambda args, ts: JVP(args[0], ts[0], tuple(args[1:]), ts[1:]),
+        hook: lambda args, ts: (args[1], ts[1]),
+        forwarddiff: lambda args, ts: JVP(args[0], ts[0], tuple(args[1:]), ts[1:]),
+    })
+
+
+_register_api_rules()

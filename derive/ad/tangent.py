@@ -108,7 +108,15 @@ def JVP(f, tf, args, ts):
         rule = None
     if rule is not None:
         return rule(args, ts)
+    from .second import PullbackTangent, call_pullback, pair_jvp, reverse_rule_owner
+    if type(tf) is PullbackTangent:
+        return call_pullback(f, tf, args[0], ts[0])
     t = type(f)
+    if t is types.FunctionType and tf is None and not TSTORE[0] and all(x is None for x in ts):
+        return f(*args), None
+    owner = reverse_rule_owner(f)
+    if owner is not None:
+        return pair_jvp(owner, f, args, ts)
     if t is types.FunctionType:
         from .forward import specialised_jvp
         n = f.__code__.co_argcount

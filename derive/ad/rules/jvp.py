@@ -481,3 +481,39 @@ HELPERS = {
     "_fw_setattr": setattr_, "_fw_closure": closure_tangent, "_ad_field": _REVERSE_HELPERS["_ad_field"],
     "_ad_deref": _REVERSE_HELPERS["_ad_deref"], "_ad_np": np, "_ad_math": _m,
 }
+
+
+# -- the helpers of generated reverse code (forward over reverse: Hessians) ---------------------------------------
+def _additive(f):
+    """A helper that is a sum of its arguments (``acc``, ``addn``): the same sum of the tangents."""
+    return lambda args, ts: (f(*args), tadd(*ts) if len(ts) == 2 else f(*ts))
+
+
+def _multilinear(f, positions):
+    """A helper linear in each argument at ``positions`` (the others fix shapes or indices): the product
+    rule, one term per tangent."""
+    def rule(args, ts):
+        ty = None
+        for p in positions:
+            if ts[p] is not None:
+                ty = tadd(ty, f(*args[:p], ts[p], *args[p + 1:]))
+        return f(*args), ty
+    return rule
+
+
+def _register_reverse_helpers():
+    h = _REVERSE_HELPERS
+    JVP_RULES.update({
+        h["_ad_acc"]: _additive(h["_ad_acc"]), h["_ad_addn"]: _additive(h["_ad_acc"]),
+        h["_ad_field"]: _multilinear(h["_ad_field"], (0,)), h["_ad_item"]: _multilinear(h["_ad_item"], (0,)),
+        h["_ad_full"]: _multilinear(h["_ad_full"], (1,)), h["_ad_onehot"]: _multilinear(h["_ad_onehot"], (2,)),
+        h["_ad_rsum"]: _multilinear(h["_ad_rsum"], (0,)), h["_ad_vdot"]: _multilinear(h["_ad_vdot"], (0, 1)),
+        h["_ad_unb"]: _multilinear(h["_ad_unb"], (0,)), h["_ad_mm0"]: _multilinear(h["_ad_mm0"], (0, 2)),
+        h["_ad_mm1"]: _multilinear(h["_ad_mm1"], (0, 1)), h["_ad_scatter"]: _multilinear(h["_ad_scatter"], (2,)),
+        h["_ad_fngrad"]: _multilinear(h["_ad_fngrad"], (1,)), h["_ad_fold"]: _multilinear(h["_ad_fold"], (0,)),
+        h["_ad_deref"]: lambda args, ts: (h["_ad_deref"](*args),
+                                          h["_ad_field"](ts[0], args[0].__code__.co_freevars[args[1]])),
+    })
+
+
+_register_reverse_helpers()
