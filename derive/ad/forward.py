@@ -252,7 +252,8 @@ def generate(fn) -> tuple[str, dict]:
                         and ins.attr[0] == i)
         lines += _factory(i, node, captured)
     lines.append("def _ad_factory(_ad_env):")
-    used = {name for name in HELPERS if any(name in x for x in body)}
+    helpers = _helpers()
+    used = {name for name in helpers if any(name in x for x in body)}
     mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
     lines += [f"    {name} = _ad_env[{name!r}]" for name in sorted(used | set(g.env) | mks)]
     lines.append(f"    def _ad_jvp({params}):")
@@ -280,7 +281,7 @@ def _build(f, kinds):
     from .api import _ir
     fn, filename, text = _ir(f, kinds)
     src, env = generate(fn)
-    ns = exec_generated(src, fn, f.__globals__, f"jvp {f.__qualname__}", filename, text, env, HELPERS)
+    ns = exec_generated(src, fn, f.__globals__, f"jvp {f.__qualname__}", filename, text, env, _helpers())
     return ns["_ad_factory"](env)
 
 
@@ -291,6 +292,10 @@ def code_jvp(f, *args) -> str:
     return generate(_ir(f, kinds)[0])[0]
 
 
-from .rules import jvp as _jvp_rules  # noqa: E402  (registers the forward rules; needs the names above)
+def _helpers() -> dict:
+    """The names generated forward code may bind: the reverse helpers its templates use, and its own."""
+    from . import runtime
+    return {**runtime.HELPERS, **_jvp_rules.HELPERS}
 
-HELPERS = _jvp_rules.HELPERS
+
+from .rules import jvp as _jvp_rules  # noqa: E402  (registers the forward rules; needs the names above)
