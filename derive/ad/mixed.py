@@ -10,6 +10,7 @@ import numpy as np
 
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
+from .analysis import _hashable
 from .runtime import RULES, J, _RulePullback, kind_of
 from .ir import NUM
 from .second import PullbackTangent, pair_jvp
@@ -231,14 +232,6 @@ def _jvp_J(args, ts):
         return JVP(specialised(f, xs).generic.pb, None, args, ts)
     raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through the pullback of {f!r} is not "
                            f"supported")
-
-
-def _hashable(f):
-    try:
-        hash(f)
-        return True
-    except TypeError:
-        return False
 
 
 def _register_api_rules():
