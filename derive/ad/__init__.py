@@ -6,7 +6,7 @@ with loop values on a stack (``adjoint``), and both are emitted as Python source
 function and argument kinds (``emit``).  Rules live apart from the core, in ``rules``.
 """
 from .api import checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullback, rule
-from .mixed import forwarddiff, hessian, hvp, jacobian, jvp
+from .mixed import forwarddiff, hessian, hvp, jacobian, jvp, wirtinger
 
 __all__ = ["gradient", "grad", "pullback", "rule", "code_ir", "code_adjoint", "checkpoint", "hook", "jvp", "jacobian",
-           "hessian", "hvp", "forwarddiff"]
+           "hessian", "hvp", "forwarddiff", "wirtinger"]

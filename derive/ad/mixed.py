@@ -164,6 +164,18 @@ def _zero_if_none(t, x):
     return np.zeros(np.shape(x)) if t is None else t
 
 
+# -- complex numbers ----------------------------------------------------------------------------------------------
+def wirtinger(f, z):
+    """``(df/dz, df/dconj(z))`` of ``f`` at complex ``z``, from two forward-mode derivatives: along 1
+    (``df/dx``) and along i (``df/dy``), ``df/dz = (df/dx - i df/dy) / 2`` and ``df/dconj(z) =
+    (df/dx + i df/dy) / 2``.  For holomorphic f the second is zero (Cauchy-Riemann) and the first is f'.
+    ``z`` is a number, or an array for an elementwise ``f``."""
+    one = np.ones(np.shape(z), dtype=complex) if type(z) is np.ndarray else 1 + 0j
+    _, dx = jvp(f, (z,), (one,))
+    _, dy = jvp(f, (z,), (1j * one,))
+    return (dx - 1j * dy) / 2, (dx + 1j * dy) / 2
+
+
 # -- forwarddiff: forward mode inside a reverse pass ---------------------------------------------------------
 def forwarddiff(f, *args):
     """``f(*args)``; under reverse-mode differentiation its Jacobian in each argument (real numbers or

@@ -36,6 +36,8 @@ def kind_of(x) -> str:
     if k is None:
         if issubclass(t, (bool, int, np.integer, np.bool_)):
             k = INT
+        elif issubclass(t, (complex, np.complexfloating)):
+            k = ANY   # through the generic rules, which follow the complex convention (rules.complexes)
         elif issubclass(t, numbers.Number):
             k = NUM
         elif issubclass(t, (str, bytes, type(None), type, types.ModuleType, range, slice)):
@@ -46,10 +48,18 @@ def kind_of(x) -> str:
     return k
 
 
+def is_complex(v) -> bool:
+    """Whether ``v`` is a complex number or an array of complex numbers (cheap for the common cases)."""
+    t = type(v)
+    if t is float or t is int:
+        return False
+    return t is complex or isinstance(v, np.complexfloating) or t is np.ndarray and v.dtype.kind == "c"
+
+
 def spec_kind(x) -> str:
     """The kind a specialisation is made for: ``kind_of``, except that a plain ``np.ndarray`` is ``ARR``
-    (its NumPy operations are inlined into the generated code)."""
-    return ARR if type(x) is np.ndarray else kind_of(x)
+    (its NumPy operations are inlined into the generated code) unless it is complex."""
+    return ARR if type(x) is np.ndarray and x.dtype.kind != "c" else kind_of(x)
 
 
 # -- gradient arithmetic --------------------------------------------------------------------------------

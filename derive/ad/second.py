@@ -27,7 +27,7 @@ from ...errors import UnsupportedError
 from .rules import structures
 from .rules.numpy import _BINARY, _UNARY
 from .rules.operators import BINOPS, UNARY, _NUMERIC, _PYOP, unbroadcast
-from .runtime import HELPERS, RULES, STORE, acc
+from .runtime import HELPERS, RULES, STORE, acc, is_complex
 from .tangent import JVP, JVP_RULES
 
 
@@ -123,6 +123,8 @@ def pair_jvp(f, rule, args, ts):
     y, back = rule(*args)
     if all(t is None for t in ts):
         return (y, back), None
+    if is_complex(y) or any(map(is_complex, args)):
+        raise UnsupportedError("forward over reverse (ad.hessian, ad.hvp) of complex values is not supported")
     how = CROSS.get(f)
     if how is None:
         name = getattr(f, "__qualname__", repr(f))
@@ -152,7 +154,6 @@ def reverse_rule_owner(r):
     owners = _OWNERS.get(len(RULES))
     if owners is None:
         owners = {id(rule): f for f, rule in RULES.items()}
-        owners.update({id(rule): _PYOP[op] for op, rule in BINOPS.items()})
         owners.update({id(UNARY["-"]): operator.neg, id(UNARY["+"]): operator.pos,
                        id(structures.getitem): structures.getitem, id(structures.getattr_): structures.getattr_})
         _OWNERS.clear()

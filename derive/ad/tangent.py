@@ -32,7 +32,7 @@ TSTORE: list = [{}]          # TSTORE[0]: id(object) -> (object, tangent) for th
 # -- tangent arithmetic (a sum of tangents is ``runtime.acc``, the sum of gradients) ---------------------
 def zero(x):
     """A zero tangent for a number or an array (None for other values)."""
-    if kind_of(x) in (INT, NUM) and type(x) is not bool:
+    if kind_of(x) in (INT, NUM) and type(x) is not bool or isinstance(x, (complex, np.complexfloating)):
         return 0 * x
     if type(x) is np.ndarray:
         return np.zeros(x.shape, dtype=np.result_type(x.dtype, float))

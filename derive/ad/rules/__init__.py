@@ -1,4 +1,5 @@
 """The rule library, apart from the core transform: scalar rules inlined into generated code
 (``scalar``), operators on values of unknown kind (``operators``), data structures and mutation
-(``structures``), ``math``, Python builtins and NumPy.  Importing the package registers them all."""
+(``structures``), ``math``, Python builtins, NumPy, and complex numbers (``complexes``).  Importing the package registers them all."""
 from . import builtins, math, numpy, operators, scalar, structures  # noqa: F401
+from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)

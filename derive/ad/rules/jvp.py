@@ -24,6 +24,7 @@ from ..lower import as_sequence
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
+from .complexes import _CMATH
 from .numpy import _BINARY, _UNARY
 from .operators import _DUNDER, _NUMERIC, _PYOP, _numeric
 from .scalar import INLINE_CALLS
@@ -473,6 +474,22 @@ JVP_METHOD_RULES.update({
     (dict, "values"): lambda d, t, args, ts: (list(d.values()), [None if t is None else t.get(k) for k in d]),
     (dict, "keys"): lambda d, t, args, ts: (list(d.keys()), None),
 })
+
+def _angle(args, ts, deg=False):
+    z, t = args[0], ts[0]
+    y = np.angle(z, deg)
+    scale = 180 / np.pi if deg else 1.0
+    return y, None if t is None else scale * np.imag(np.conj(z) * t) / np.abs(z) ** 2
+
+
+def _complex(args, ts):
+    re, im = (*args, 0.0)[:2]
+    tre, tim = (*ts, None)[:2]
+    return complex(*args), tadd(None if tre is None else tre + 0j, None if tim is None else 1j * tim)
+
+
+JVP_RULES.update({f: _unary(f, d) for f, d in _CMATH.items()})
+JVP_RULES.update({np.angle: _angle, complex: _complex})
 
 # the names generated forward code binds (``forward.generate``)
 HELPERS = {

@@ -48,7 +48,7 @@ def pow_da(a, b):
 
 
 def _numeric(a) -> bool:
-    return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, np.generic)
+    return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, (np.generic, complex))
 
 
 # the gradients of a OP b, for numbers and arrays

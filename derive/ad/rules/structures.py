@@ -11,7 +11,8 @@ import types
 
 import numpy as np
 
-from ..runtime import BOX_METHODS, HELPERS, J, METHOD_RULES, STORE, ZERO, _own, box_grad, field_grad, register
+from ..runtime import (BOX_METHODS, HELPERS, RULES, J, METHOD_RULES, STORE, ZERO, _own, box_grad, field_grad,
+                       is_complex, register)
 
 
 class _Like:
@@ -104,6 +105,8 @@ def setitem(obj, idx, val):
 
 
 def getattr_(obj, name):
+    if name in ("real", "imag") and is_complex(obj):
+        return RULES[np.real if name == "real" else np.imag](obj)
     t = type(obj)
     if t is np.ndarray:
         return _array_attr(obj, name)
