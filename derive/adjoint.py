@@ -36,7 +36,7 @@ from tensorlang.nodes import (
 )
 from tensorlang.normalize.tensor_ssa import rhs_kind, ssa_access
 from tensorlang.predicates import simplify
-from tensorlang.substitute import fresh_var, substitute_index
+from tensorlang.substitute import fresh_name, substitute_index, used_names
 from tensorlang.traversal import free_vars
 
 from .simplify import solve_sums
@@ -170,7 +170,7 @@ class Adjoint:
         statements = [parse_statement(v, e, self.inputs) for v, e in bindings]
         self.state = AdjointState(statements)
         self.by_var = {id(s.var): s for s in statements}
-        self.names = [program, dy]
+        self.names = used_names([program, dy])  # grows with each differential made
         self.visited: set = set()  # ids of the statements transposed so far
         self.current = None  # (statement, predicate): the inner product <dX | D[E]>_[p] being transposed
         self.checker = None if check is None else ExtendedCost(self, dict(check))
@@ -239,8 +239,8 @@ class Adjoint:
             left = acc if isinstance(acc, Guard) or acc_pred is TRUE else Guard(acc_pred, acc)
             acc, acc_pred = Add(left, guard(c.pred, c.body)), disj(acc_pred, c.pred)
         acc_pred = simplify(acc_pred, variables, bounds)
-        dx = fresh_var("d" + x.name, x.type, avoid=self.names)
-        self.names.append(dx)
+        dx = Var(fresh_name("d" + x.name, self.names), x.type)
+        self.names.add(dx.name)
         self.state.adjoint.append((dx, gens(dims, acc)))
         return dx, acc_pred, dims
 

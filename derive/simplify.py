@@ -26,13 +26,13 @@ each application), and each is named:
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import sympy
 
 from tensorlang.nodes import (
     FALSE, TRUE, Access, Add, Affine, And, Call, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
-    conj, guard, strip_accesses, strip_gens, strip_guards, sum_chain, sums, zero,
+    build_lets, conj, guard, let_chain, strip_accesses, strip_gens, strip_guards, sum_chain, sums, zero,
 )
 from tensorlang.predicates import implies, solve_unique
 from tensorlang.predicates import simplify as simplify_pred
@@ -230,30 +230,62 @@ def _injective(indices: Sequence[Affine], dims) -> bool:
 
 
 def _inline_lets(e: Expr, trace) -> Expr:
-    if not isinstance(e, Let):
+    """S3 over the let chain at the top of ``e``, innermost binding first.  The values after a binding
+    and the chain's output are its slots; an index from each variable to the slots that read it keeps
+    every decision and rewrite to the slots it concerns, so the pass is linear in the program (not in
+    the chain's length times the program)."""
+    bindings, out = let_chain(e)
+    if not bindings:
         return e
-    body = _inline_lets(e.body, trace)
-    if _is_path(e.value):  # an alias of an input (or of a part of one): read it directly
-        out = substitute_vars(body, {e.var: e.value})
+    slots = [value for _, value in bindings] + [out]
+    kept = [True] * len(bindings)
+    readers: dict[Var, set[int]] = {}
+    end: dict[Var, int] = {}  # a shadowing binding of the same variable: reads after it are its own
+
+    def index(s: int) -> None:
+        for v in free_vars(slots[s]):
+            readers.setdefault(v, set()).add(s)
+
+    def rest(j: int) -> Expr:
+        return build_lets([(bindings[s][0], slots[s]) for s in range(j + 1, len(bindings)) if kept[s]], slots[-1])
+
+    index(len(bindings))
+    for j in reversed(range(len(bindings))):
+        var, value = bindings[j]
+        reading = sorted(s for s in readers.get(var, ()) if j < s <= end.get(var, len(bindings)))
+        end[var] = j
+        rewrite = _inlining(var, value, [use for s in reading for use in _occurrences(slots[s], var)])
+        if rewrite is None:
+            index(j)
+            continue
+        before = Let(var, value, rest(j)) if trace is not None else None
+        for s in reading:
+            slots[s] = rewrite(slots[s])
+            index(s)
+        kept[j] = False
         if trace is not None:
-            trace.append(("S3 inline", Let(e.var, e.value, body), out))
-        return out
-    gen_dims, value = strip_gens(e.value)
+            trace.append(("S3 inline", before, rest(j)))
+    return build_lets([(var, slots[s]) for s, (var, _) in enumerate(bindings) if kept[s]], slots[-1])
+
+
+def _inlining(var: Var, value: Expr, uses: list) -> Callable | None:
+    """How S3 rewrites a slot (a function of it) when ``let var = value`` is inlined at ``uses`` (the
+    reads in the slots, with the loops around each, as ``_occurrences`` gives them), or None when the
+    binding stays."""
+    if _is_path(value):  # an alias of an input (or of a part of one): read it directly
+        return lambda slot: substitute_vars(slot, {var: value})
+    gen_dims, body = strip_gens(value)
     dims = [v for v, _ in gen_dims]
-    uses = _occurrences(body, e.var)
-    full = all(len(strip_accesses(n)[0]) == len(dims) for n, _ in uses)
-    cheap = _is_free(e.value) and full
+    full = all(len(strip_accesses(node)[0]) == len(dims) for node, _ in uses)
+    cheap = _is_free(value) and full
     single = len(uses) == 1 and full and _injective(strip_accesses(uses[0][0])[0], uses[0][1])
-    if uses and (cheap or single):
-        replaced = body
-        for node, _ in uses:
-            mapping = dict(zip(dims, strip_accesses(node)[0]))
-            replaced = _replace(replaced, node, substitute_index(freshen(value), mapping))
-        out = replaced
-        if trace is not None:
-            trace.append(("S3 inline", Let(e.var, e.value, body), out))
-        return out
-    return e if body is e.body else Let(e.var, e.value, body)
+    if not uses or not (cheap or single):
+        return None
+    copies: dict[int, Expr] = {}
+    for node, _ in uses:
+        mapping = dict(zip(dims, strip_accesses(node)[0]))
+        copies.setdefault(id(node), substitute_index(freshen(body), mapping))
+    return lambda slot: _replace(slot, copies, var)
 
 
 def _is_path(e: Expr) -> bool:
@@ -262,29 +294,38 @@ def _is_path(e: Expr) -> bool:
     return isinstance(e, Var)
 
 
-def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
-    if e is old:
-        return new
-    if not isinstance(e, Expr) or not _contains(e, old):
-        return e
-    return rebuild(e, lambda c: _replace(c, old, new))
+def _replace(e: Expr, copies: dict[int, Expr], var: Var) -> Expr:
+    """``e`` with each read of ``var`` whose node id ``copies`` maps replaced by its copy, in one pass
+    that enters only the nodes where ``var`` is free (each once)."""
+    memo: dict[int, Expr] = {}
 
+    def visit(n):
+        if not isinstance(n, Expr) or var not in free_vars(n):
+            return n
+        if id(n) in copies:
+            return copies[id(n)]
+        if id(n) not in memo:
+            memo[id(n)] = rebuild(n, visit)
+        return memo[id(n)]
 
-def _contains(e: Expr, node: Expr) -> bool:
-    from tensorlang.nodes import walk
-
-    return id(node) in e.memo("subterm_ids", lambda: frozenset(id(n) for n in walk(e)))
+    return visit(e)
 
 
 # S4 -----------------------------------------------------------------------------------------------
 
 
 def _drop_dead(e: Expr, trace) -> Expr:
-    if not isinstance(e, Let):
-        return e
-    body = _drop_dead(e.body, trace)
-    if e.var not in free_vars(body):
-        if trace is not None:
-            trace.append(("S4 dead let", Let(e.var, e.value, body), body))
-        return body
-    return e if body is e.body else Let(e.var, e.value, body)
+    """S4 over the let chain at the top of ``e``, innermost binding first, with the set of variables the
+    kept values and the output read (linear in the chain)."""
+    bindings, out = let_chain(e)
+    read = set(free_vars(out))
+    live = []
+    for var, value in reversed(bindings):
+        if var in read:
+            read.discard(var)  # reads above this binding are of an outer binding of the same name
+            read.update(free_vars(value))
+            live.append((var, value))
+        elif trace is not None:
+            body = build_lets(live[::-1], out)
+            trace.append(("S4 dead let", Let(var, value, body), body))
+    return build_lets(live[::-1], out)

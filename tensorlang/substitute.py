@@ -115,18 +115,28 @@ def _subst_vars(node, mapping: dict, memo: dict):
 
 def fresh_var(name: str, type_: Type, avoid) -> Var:
     """A ``Var`` named ``name`` or ``name<k>``, distinct from every name used in the nodes of ``avoid``."""
+    return Var(fresh_name(name, used_names(avoid)), type_)
+
+
+def used_names(nodes) -> set[str]:
+    """The names of the free variables and of the bound names of ``nodes``."""
     from .traversal import bound_names
 
     used: set[str] = set()
-    for n in avoid:
+    for n in nodes:
         used.update(v.name for v in free_vars(n))
         used.update(bound_names(n))
+    return used
+
+
+def fresh_name(name: str, used: set[str]) -> str:
+    """``name``, or ``name<k>`` for the least k >= 1 that is not in ``used``."""
     if name not in used:
-        return Var(name, type_)
+        return name
     k = 1
     while f"{name}{k}" in used:
         k += 1
-    return Var(f"{name}{k}", type_)
+    return f"{name}{k}"
 
 
 def substitute_inputs(expr: Expr, replacements: Mapping[str, object]) -> Expr:
