@@ -92,6 +92,13 @@ def explain(expr: Expr, target: str = "c", dtype: str = "float64") -> str:
     return "\n".join(f"== {name}\n{text.rstrip()}" for name, text in stages) + "\n"
 
 
+def _lazy(value) -> bool:
+    """A Dask collection (or a pair holding one), recognised without importing Dask."""
+    if isinstance(value, (tuple, list)):
+        return any(_lazy(v) for v in value)
+    return hasattr(value, "__dask_graph__")
+
+
 class Kernel:
     """A compiled program: ``kernel(**inputs)`` returns what ``tl.evaluate(expr, **inputs)`` does (NumPy
     arrays, floats, tuples for pairs), computed by generated code; ``kernel.source`` is that code."""
@@ -109,11 +116,33 @@ class Kernel:
         self.timings = {"generate_s": t1 - t0, "build_s": time.perf_counter() - t1}
 
     def __call__(self, **inputs):
+        if any(_lazy(v) for v in inputs.values()):
+            return self.blocks(inputs).collection(inputs)
         return self._runner(**inputs)
 
     def explain(self) -> str:
         """Every stage of this kernel's compilation as text (``codegen.kernel.explain``)."""
         return explain(self.expr, self.target, self.dtype)
+
+
+    _blocked = None  # the program as statements with their block programs (codegen.blocks), once built
+
+    def blocks(self, inputs: dict, chunks: int | None = None):
+        """The blockwise plan of this kernel on ``inputs`` (Dask arrays, NumPy arrays, relations, sizes):
+        printable (every block and the footprint isl computed for it); ``plan.collection(inputs)`` is
+        the lazy Dask collection ``kernel(**inputs)`` returns.  ``chunks`` cuts every split dimension
+        into blocks of that many elements instead of following the inputs' chunks."""
+        from .blocks import Blocked
+
+        accepted = set(self._runner.names) | set(self.meta["sizes"])
+        unknown = [k for k in inputs if k not in accepted]
+        if unknown:
+            raise ShapeError(f"unknown input {unknown[0]!r} (this program's inputs and sizes: "
+                             f"{', '.join(sorted(accepted)) or 'none'})")
+        with _ADJOINT_LOCK:
+            if self._blocked is None:
+                self._blocked = Blocked(self.expr, self.target, self.dtype)
+        return self._blocked.plan(inputs, chunks)
 
     # ---------------------------------------------------------------------------------------------
     # tensorlang.ad: a compiled kernel is a primitive whose pullback is its compiled adjoint

@@ -32,6 +32,41 @@ class Binding:
 
 def bind(expr: Expr, inputs: Mapping[str, object], *, need_values: bool = True) -> Binding:
     """Match ``inputs`` (input values and sizes by name) against the free inputs of ``expr``."""
+    free, sizes, values, arrays, equations = _equations(expr, inputs, need_values)
+    binding = Binding(sizes)
+    for name, value in values.items():
+        var = free[name]
+        if isinstance(var.type, RelType):
+            binding.values[var] = relation_array(name, var.type, value, binding)
+        else:
+            binding.values[var] = arrays[name]
+    _check_shapes(equations, binding)
+    return binding
+
+
+def infer_sizes(expr: Expr, inputs: Mapping[str, object]) -> dict[str, int]:
+    """The sizes of ``expr`` at ``inputs``, the shape equations solved and checked as ``bind`` does, reading
+    only shapes: no value is converted or copied (a Dask array is not computed, a sparse relation is not
+    made dense)."""
+    stand_ins = {name: _shape_only(v) for name, v in inputs.items()}
+    _, sizes, _, _, equations = _equations(expr, stand_ins, True)
+    _check_shapes(equations, Binding(sizes))
+    return sizes
+
+
+def _shape_only(value):
+    """A lazy array (anything with a shape and a ``__dask_graph__``) as a zero-strided NumPy array of its
+    shape; pairs element-wise; anything else as it is."""
+    if isinstance(value, (tuple, list)) and not isinstance(value, np.ndarray):
+        return type(value)(_shape_only(v) for v in value) if len(value) == 2 else value
+    if hasattr(value, "__dask_graph__") and hasattr(value, "shape"):
+        return np.broadcast_to(np.float64(0), tuple(int(d) for d in value.shape))
+    return value
+
+
+def _equations(expr: Expr, inputs: Mapping[str, object], need_values: bool):
+    """``(free vars by name, sizes, values by name, arrays by name, shape equations)`` with every size
+    solved (``ShapeError`` naming the input where one cannot be)."""
     free = {v.name: v for v in free_vars(expr)}
     size_names = [s.name for s in size_vars(expr)]
     sizes: dict[str, int] = {}
@@ -67,15 +102,7 @@ def bind(expr: Expr, inputs: Mapping[str, object], *, need_values: bool = True) 
             f"size(s) {', '.join(missing)} cannot be inferred from the inputs' shapes; pass them by name, "
             f"e.g. {missing[0]}=10"
         )
-    binding = Binding(sizes)
-    for name, value in values.items():
-        var = free[name]
-        if isinstance(var.type, RelType):
-            binding.values[var] = relation_array(name, var.type, value, binding)
-        else:
-            binding.values[var] = arrays[name]
-    _check_shapes(equations, binding)
-    return binding
+    return free, sizes, values, arrays, equations
 
 
 def _size_value(name: str, value) -> int:

@@ -1,0 +1,169 @@
+"""Blockwise plans (``codegen.blocks``) as lazy Dask collections.
+
+Every block of a statement is one task: ``run_block(library, sizes, windows)`` runs the statement's
+block program on the windows of its inputs and intermediates that isl computed for it, and returns the
+block as a NumPy array.  A split generator's blocks are concatenated (``da.concatenate``), a split sum's
+partial results are added by ``da.stack(...).sum(axis=0)`` (Dask's tree reduction), a statement left
+whole is one task.  Windows of Dask arrays are slices of them (Dask fetches only the chunks they
+overlap); windows of NumPy inputs and of relations are cut on the client and travel with their task.
+
+**Workers build nothing.**  A block program's compiled library travels as data: a ``BlockLibrary``
+(the shared library's bytes and the runtime's plain-data description of its arguments) is one key of
+the graph, so Dask sends it once to each worker that needs it.  Unpickled, it writes the library to a
+worker-local cache named by the hash of its bytes (atomically: a temporary name, then a rename) and
+loads it with ``codegen.runtime`` (NumPy and ctypes).  Workers need NumPy, Dask and this package; no C
+compiler and no tensorlang build step.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+
+import numpy as np
+
+from tensorlang.errors import ShapeError
+
+from .blocks import Plan, StatementPlan
+
+__all__ = ["BlockLibrary", "collection", "run_block"]
+
+_RUNNERS: dict = {}  # library key -> Runner, per process
+_LOCK = threading.Lock()
+
+
+class BlockLibrary:
+    """A compiled block program that can travel to a worker (module docstring): the bytes of the shared
+    library holding its entry point, and the runtime's description of its arguments."""
+
+    def __init__(self, meta: dict, data: bytes):
+        self.meta, self.data = meta, data
+        self.library_key = hashlib.sha256(data).hexdigest()[:32]
+        self.key = f"{self.library_key}-{meta['entry']}"
+
+    def __reduce__(self):
+        return BlockLibrary, (self.meta, self.data)
+
+    def __dask_tokenize__(self):
+        return self.key
+
+    def runner(self):
+        """The runtime's ``Runner`` of this entry point in this process, loading the library on first use."""
+        with _LOCK:
+            if self.key not in _RUNNERS:
+                from tensorlang.codegen.build import load
+                from tensorlang.codegen.runtime import Runner
+
+                _RUNNERS[self.key] = Runner(self.meta, load(self._materialise()), error=ShapeError)
+            return _RUNNERS[self.key]
+
+    def _materialise(self) -> str:
+        directory = os.path.join(tempfile.gettempdir(), f"tensorlang-dask-{os.getuid()}")
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"{self.library_key}.so")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(self.data)
+            os.replace(tmp, path)
+        return path
+
+
+def run_block(library: BlockLibrary, sizes: dict, args: dict) -> np.ndarray:
+    """One task: the block program on its windows; a scalar result as a 0-d array."""
+    return np.asarray(library.runner()(**args, **sizes))
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def collection(plan: Plan, inputs: dict):
+    """The lazy Dask collection of ``plan`` on ``inputs``: an array (0-d for a scalar), or tuples."""
+    import dask
+    import dask.array as da
+
+    dtype = np.float32 if plan.dtype == "float32" else np.float64
+    env: dict = {}
+    for sp in plan.statements:
+        for v in sp.stmt.reads:
+            if v.name in inputs and v not in env:
+                env[v] = _input(v, inputs[v.name])
+    done: dict = {}
+    for sp in plan.statements:
+        result = _statement(sp, env, plan.sizes, dtype, dask, da)
+        done[id(sp.stmt)] = result
+        if sp.stmt.var is not None:
+            env[sp.stmt.var] = result
+
+    def build(o):
+        if isinstance(o, tuple):
+            return tuple(build(p) for p in o)
+        if id(o) in done:
+            return done[id(o)]
+        value = env.get(o, inputs.get(getattr(o, "name", None)))
+        return value if hasattr(value, "__dask_graph__") else da.asarray(np.asarray(value, dtype=dtype))
+
+    return build(plan.output)
+
+
+def _input(var, value):
+    """An input as the graph holds it: Dask arrays as they are; relations as given (cut on the client);
+    NumPy arrays as arrays; pairs as tuples."""
+    from tensorlang.nodes import RelType
+
+    if hasattr(value, "__dask_graph__") or isinstance(var.type, RelType):
+        if isinstance(var.type, RelType) and hasattr(value, "tocsr"):
+            return value.tocsr()
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(value)
+    return np.asarray(value) if not isinstance(value, (int, float)) else value
+
+
+def _statement(sp: StatementPlan, env: dict, sizes: dict, dtype, dask, da):
+    bp = sp.program
+    library = dask.delayed(bp.library, pure=True)
+    wanted = set(bp.library.meta["sizes"])
+    parts = []
+    for block, boxes in zip(sp.blocks, sp.boxes):
+        call_sizes = dict(sizes)
+        args = {}
+        if block is not None:
+            lo, hi = block
+            call_sizes[bp.off.name] = lo
+            call_sizes[bp.length.name] = hi - lo
+        for v in sp.stmt.reads:
+            if v in bp.windows:
+                w, los, lens = bp.windows[v]
+                bx = boxes.get(v)
+                bx = bx if bx is not None else tuple((0, 0) for _ in los)
+                for s, t, (a, b) in zip(los, lens, bx):
+                    call_sizes[s.name], call_sizes[t.name] = a, b - a
+                args[w.name] = _window(env[v], bx, v)
+            else:
+                args[v.name] = env[v]
+        call_sizes = {k: int(x) for k, x in call_sizes.items() if k in wanted}
+        task = dask.delayed(run_block, pure=True)(library, call_sizes, args)
+        shape = list(sp.shape)
+        if block is not None and bp.split.kind == "gen":
+            shape[bp.split.axis] = block[1] - block[0]
+        parts.append(da.from_delayed(task, shape=tuple(shape), dtype=dtype))
+    if len(parts) == 1:
+        return parts[0]
+    if bp.split.kind == "gen":
+        return da.concatenate(parts, axis=bp.split.axis)
+    return da.stack(parts).sum(axis=0)
+
+
+def _window(value, bx: tuple, var):
+    """The part of ``value`` (a Dask or NumPy array, or a relation) in the box ``bx``."""
+    from tensorlang.nodes import RelType
+
+    index = tuple(slice(a, b) for a, b in bx)
+    if not isinstance(var.type, RelType) or hasattr(value, "tocsr") or isinstance(value, np.ndarray):
+        return value[index]
+    pts = np.array([tuple(t) if isinstance(t, (tuple, list, np.ndarray)) else (t,) for t in value],
+                   dtype=np.int64).reshape(-1, len(bx))
+    keep = np.all([(pts[:, k] >= a) & (pts[:, k] < b) for k, (a, b) in enumerate(bx)], axis=0)
+    return [tuple(int(c) for c in p) for p in pts[keep] - np.array([a for a, _ in bx])]

@@ -1,0 +1,223 @@
+"""Kernels over Dask arrays (LANGUAGE.md section 2): lazy collections computed blockwise, equal to the
+kernel on whole arrays on every scheduler; the footprint of each block is the isl box and nothing more;
+a LocalCluster of two worker processes runs graphs built here without building anything.
+
+The n = 10^7 deconvolution on the cluster is marked ``slow`` (run with ``-m slow``); the default run
+checks the same graph at n = 2 * 10^5.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensorlang as tl
+from tensorlang.errors import ShapeError, UnsupportedError
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
+    from strategies import program_and_inputs, type_shape
+    from test_codegen import close, collect
+except ImportError:  # tests/ as a package
+    from tests.strategies import program_and_inputs, type_shape
+    from tests.test_codegen import close, collect
+
+ROOT = Path(__file__).resolve().parent.parent
+DECONV = (ROOT / "examples" / "deconv_loss.tl").read_text()
+STENCIL = ("u : [n + 2][n + 2]R\nsum(i:n, j:n) (4 * u[i + 1, j + 1] - u[i, j + 1] - u[i + 2, j + 1] - "
+           "u[i + 1, j] - u[i + 1, j + 2]) * (4 * u[i + 1, j + 1] - u[i, j + 1] - u[i + 2, j + 1] - "
+           "u[i + 1, j] - u[i + 1, j + 2])")
+
+
+def random_chunks(extent: int, rng) -> tuple:
+    """Chunks of ``extent`` elements: one of size 1 where possible, the rest uneven."""
+    if extent == 0:
+        return (0,)
+    out, left = [], extent
+    while left:
+        c = int(min(left, rng.integers(1, max(2, extent // 2) + 1)))
+        out.append(c)
+        left -= c
+    if out[0] > 1:
+        out[:1] = [1, out[0] - 1]
+    return tuple(out)
+
+
+def lazy(value, rng):
+    arr = np.asarray(value)
+    return da.from_array(arr, chunks=tuple(random_chunks(d, rng) for d in arr.shape))
+
+
+def computed(v, scheduler="sync"):
+    if isinstance(v, tuple):
+        return tuple(computed(x, scheduler) for x in v)
+    return v.compute(scheduler=scheduler) if hasattr(v, "compute") else v
+
+
+def deconv_inputs(n, m, rng):
+    return {"x": rng.standard_normal(n + m - 1), "c": rng.standard_normal(m), "z": rng.standard_normal(n)}
+
+
+# -- the core package does not need Dask ---------------------------------------------------------------
+
+
+def test_import_tensorlang_does_not_import_dask():
+    code = "import sys, tensorlang as tl; k = tl.compile(tl.parse('sum(i:n) x[i]', x='[n]R')); " \
+           "import numpy as np; assert k(x=np.ones(3)) == 3; print(any(m.split('.')[0] in ('dask', " \
+           "'distributed') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+# -- the deconvolution loss and its gradient, on every local scheduler ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def deconv():
+    loss = tl.parse(DECONV)
+    return tl.compile(loss), tl.compile(tl.grad(loss, ["x", "c"]))
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_deconvolution_loss_and_gradient_on_local_schedulers(deconv, scheduler):
+    loss, grad = deconv
+    rng = np.random.default_rng(1)
+    ins = deconv_inputs(300, 7, rng)
+    lz = {"x": lazy(ins["x"], rng), "c": ins["c"], "z": lazy(ins["z"], rng)}
+    value = loss(**lz)
+    assert isinstance(value, da.Array) and value.shape == ()
+    assert close(float(value.compute(scheduler=scheduler)), loss(**ins))
+    g = grad(**lz)
+    assert isinstance(g, tuple) and all(isinstance(p, da.Array) for p in g)
+    assert close(computed(g, scheduler), grad(**ins))
+
+
+def test_user_chunks_and_a_lazy_small_input(deconv):
+    loss, grad = deconv
+    rng = np.random.default_rng(2)
+    ins = deconv_inputs(100, 4, rng)
+    lz = {"x": ins["x"], "c": da.from_array(ins["c"], chunks=2), "z": ins["z"]}
+    plan = grad.blocks(lz, chunks=7)
+    assert all(len(sp.blocks) == -(-sp.extent // 7) for sp in plan.statements if sp.program.split)
+    assert close(computed(plan.collection(lz)), grad(**ins))
+
+
+def test_bad_inputs_are_shape_errors(deconv):
+    loss, _ = deconv
+    rng = np.random.default_rng(3)
+    ins = deconv_inputs(20, 3, rng)
+    with pytest.raises(ShapeError, match="declared shape"):
+        loss(x=da.from_array(ins["x"]), c=ins["c"], z=da.from_array(ins["z"][:-1]))
+    with pytest.raises(ShapeError, match="missing"):
+        loss(x=da.from_array(ins["x"]), c=ins["c"])
+    with pytest.raises(ShapeError, match="unknown input 'w'"):
+        loss(x=da.from_array(ins["x"]), c=ins["c"], z=ins["z"], w=1)
+    with pytest.raises(UnsupportedError, match="chunks"):
+        loss.blocks({"x": da.from_array(ins["x"]), "c": ins["c"], "z": ins["z"]}, chunks=0)
+
+
+# -- footprints: what each task reads is the isl box --------------------------------------------------
+
+
+def recorded_reads(kernel, inputs, monkeypatch):
+    """``[(sizes, {argument: shape})]`` of every task of ``kernel(**inputs)``, computed synchronously."""
+    from tensorlang.codegen import dask_graph
+
+    seen = []
+    run = dask_graph.run_block
+
+    def spy(library, sizes, args):
+        seen.append((library.meta["entry"], sizes, {k: np.shape(v) for k, v in args.items()}))
+        return run(library, sizes, args)
+
+    monkeypatch.setattr(dask_graph, "run_block", spy)
+    value = computed(kernel(**inputs))
+    return value, seen
+
+
+def test_convolution_blocks_read_their_m_minus_1_halo(deconv, monkeypatch):
+    loss, _ = deconv
+    rng = np.random.default_rng(4)
+    n, m = 1000, 9
+    ins = deconv_inputs(n, m, rng)
+    value, seen = recorded_reads(loss, {**ins, "x": da.from_array(ins["x"], chunks=100)}, monkeypatch)
+    assert close(value, loss(**ins))
+    conv = [(sizes, shapes) for _, sizes, shapes in seen if "x" in shapes]
+    assert len(conv) == 11  # x's 11 chunks (the last of 8 elements): one block each
+    for sizes, shapes in conv:
+        lo, length = sizes["blk_off"], sizes["blk_len"]
+        assert shapes["x"] == (min(length + m - 1, n + m - 1 - lo),)  # the block and its m - 1 halo
+        assert shapes["c"] == (m,)
+
+
+def test_stencil_blocks_read_their_one_cell_border(monkeypatch):
+    energy = tl.parse(STENCIL)
+    grad = tl.compile(tl.grad(energy, "u"))
+    n = 40
+    u = np.random.default_rng(5).standard_normal((n + 2, n + 2))
+    value, seen = recorded_reads(grad, {"u": da.from_array(u, chunks=(9, n + 2))}, monkeypatch)
+    assert close(value, grad(u=u))
+    first = [(s, sh) for _, s, sh in seen if "u" in sh]
+    assert first
+    for sizes, shapes in first:  # the residual's block of rows [lo, lo + B) reads u's rows [lo, lo + B + 2)
+        assert shapes["u"] == (sizes["blk_len"] + 2, n + 2)
+    last = [(s, sh) for _, s, sh in seen if any(k.startswith("dX") for k in sh)]
+    assert last
+    for sizes, shapes in last:  # the adjoint's block of rows [lo, hi) of u reads dX's rows [lo - 2, hi)
+        lo, hi = sizes["blk_off"], sizes["blk_off"] + sizes["blk_len"]
+        (name, shape), = ((k, v) for k, v in shapes.items() if k.startswith("dX"))
+        assert shape == (min(hi, n) - max(lo - 2, 0), n)
+
+
+def test_plan_prints_the_footprints(deconv):
+    loss, _ = deconv
+    x = da.from_array(np.zeros(103), chunks=((50, 53),))
+    text = str(loss.blocks({"x": x, "c": np.zeros(4), "z": np.zeros(100)}))
+    assert "i in [0, 50): x[0:53]  c[0:4]" in text
+    assert "partial sums, added" in text
+
+
+# -- generated programs and their gradients, random chunkings -------------------------------------------
+
+
+def _lazy_inputs(expr, ins, rng):
+    out = {}
+    for name, value in ins.items():
+        t = expr.free_vars.get(name)
+        if isinstance(value, np.ndarray) and value.ndim and t is not None and "rel" not in str(t):
+            out[name] = lazy(value, rng)
+        else:
+            out[name] = value
+    return out
+
+
+def test_generated_programs_on_random_chunkings():
+    cases = collect(program_and_inputs(max_size=7, allow_zero=False), 14)
+    rng = np.random.default_rng(6)
+    lazy_runs = 0
+    for expr, ins in cases:
+        k = tl.compile(expr)
+        lz = _lazy_inputs(expr, ins, rng)
+        lazy_runs += any(hasattr(v, "dask") for v in lz.values())
+        assert close(computed(k(**lz)), k(**ins)), str(expr)
+    assert lazy_runs >= len(cases) // 2
+
+
+def test_gradients_of_generated_programs_on_random_chunkings():
+    cases = collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7, allow_zero=False), 10)
+    rng = np.random.default_rng(7)
+    for expr, ins in cases:
+        wrt = [n for n, t in expr.free_vars.items() if "rel" not in str(t)]
+        if not wrt:
+            continue
+        g = tl.grad(expr, wrt)
+        k = tl.compile(g)
+        ins = {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
+        got = computed(k(**_lazy_inputs(expr, ins, rng)))
+        assert close(got, k(**ins)), str(expr)
