@@ -10,9 +10,9 @@ whose output is a tree of pairs).  Each statement is split along one loop dimens
   is a partial result, and the partials are added (a tree reduction on Dask).
 
 The dimension is the one of largest extent at the call's sizes (the first on ties); a statement whose
-extent is below 2 is one block.  The boundaries are those of an input's chunks where one of its axes has
-that extent, otherwise the extent is cut into as many even blocks as the most finely chunked input has
-chunks (or into blocks of ``chunks`` elements when the caller gives it).
+extent is below 2 is one block.  The blocks are cut at the chunk edges of the Dask input axis whose extent
+is nearest the dimension's (or every ``chunks`` elements when the caller asks); where no Dask input is
+chunked, the statement is one block.
 
 **Footprints.**  Every place the value reads a variable (``x[a0, a1]``, a relation atom ``R(a0, a1)``)
 is evaluated on a set of loop points: its enclosing loops, cut by its enclosing Iverson guards (a
@@ -448,18 +448,18 @@ def _chunked_axes(inputs: dict) -> list[tuple]:
 
 
 def _boundaries(extent: int, axes: list, chunks) -> list[tuple[int, int]]:
-    """Blocks ``[(lo, hi)]`` cutting ``range(extent)`` (module docstring)."""
+    """Blocks ``[(lo, hi)]`` cutting ``range(extent)``: every ``chunks`` elements when given; otherwise at
+    the chunk edges of the input axis whose extent is nearest (a convolution's ``[n + m - 1]`` input cuts
+    its ``n`` outputs where it is cut), the edges beyond ``extent`` dropped."""
     if extent < 2:
         return []
     if chunks is not None:
-        lengths = [min(int(chunks), extent - lo) for lo in range(0, extent, int(chunks))]
+        edges = list(range(0, extent, int(chunks))) + [extent]
     else:
-        same = [ax for ax in axes if sum(ax) == extent]
-        if same:
-            lengths = [c for c in same[0] if c]
-        else:
-            count = min(max((len(ax) for ax in axes), default=1), extent)
-            cuts = np.linspace(0, extent, count + 1).round().astype(int)
-            lengths = [int(b - a) for a, b in zip(cuts[:-1], cuts[1:])]
-    edges = np.concatenate(([0], np.cumsum(lengths))).astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        cut = [ax for ax in axes if len(ax) > 1]
+        if not cut:
+            return []
+        nearest = min(cut, key=lambda ax: abs(sum(ax) - extent))
+        inner = [int(e) for e in np.cumsum(nearest)[:-1] if 0 < e < extent]
+        edges = [0] + sorted(set(inner)) + [extent]
+    return [(a, b) for a, b in zip(edges[:-1], edges[1:])]

@@ -7,6 +7,7 @@ checks the same graph at n = 2 * 10^5.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,7 +150,7 @@ def test_convolution_blocks_read_their_m_minus_1_halo(deconv, monkeypatch):
     value, seen = recorded_reads(loss, {**ins, "x": da.from_array(ins["x"], chunks=100)}, monkeypatch)
     assert close(value, loss(**ins))
     conv = [(sizes, shapes) for _, sizes, shapes in seen if "x" in shapes]
-    assert len(conv) == 11  # x's 11 chunks (the last of 8 elements): one block each
+    assert len(conv) == 10  # blocks cut where x is cut: [0, 100), ..., [900, 1000)
     for sizes, shapes in conv:
         lo, length = sizes["blk_off"], sizes["blk_len"]
         assert shapes["x"] == (min(length + m - 1, n + m - 1 - lo),)  # the block and its m - 1 halo
@@ -200,13 +201,15 @@ def _lazy_inputs(expr, ins, rng):
 def test_generated_programs_on_random_chunkings():
     cases = collect(program_and_inputs(max_size=7, allow_zero=False), 14)
     rng = np.random.default_rng(6)
-    lazy_runs = 0
+    lazy_runs = split = 0
     for expr, ins in cases:
         k = tl.compile(expr)
         lz = _lazy_inputs(expr, ins, rng)
-        lazy_runs += any(hasattr(v, "dask") for v in lz.values())
+        if any(hasattr(v, "dask") for v in lz.values()):
+            lazy_runs += 1
+            split += sum(sp.program.split is not None for sp in k.blocks(lz).statements)
         assert close(computed(k(**lz)), k(**ins)), str(expr)
-    assert lazy_runs >= len(cases) // 2
+    assert lazy_runs >= len(cases) // 2 and split >= lazy_runs // 2
 
 
 def test_gradients_of_generated_programs_on_random_chunkings():
@@ -221,3 +224,47 @@ def test_gradients_of_generated_programs_on_random_chunkings():
         ins = {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
         got = computed(k(**_lazy_inputs(expr, ins, rng)))
         assert close(got, k(**ins)), str(expr)
+
+
+# -- a LocalCluster of two worker processes ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as c, distributed.Client(c) as client:
+        yield client
+
+
+def _deconvolution_on_cluster(client, deconv, n, chunk, m=16):
+    loss, grad = deconv
+    state = da.random.RandomState(8)
+    x = state.standard_normal(n + m - 1, chunks=chunk)
+    z = state.standard_normal(n, chunks=chunk)
+    c = np.random.default_rng(8).standard_normal(m)
+    value, (gx, gc) = dask.compute(loss(x=x, c=c, z=z), grad(x=x, c=c, z=z))  # one graph
+    assert len(client.scheduler_info()["workers"]) == 2
+    xs, zs = dask.compute(x, z)
+    assert close(float(value), loss(x=xs, c=c, z=zs))
+    assert close((gx, gc), grad(x=xs, c=c, z=zs))
+
+
+def test_deconvolution_on_two_worker_processes(cluster, deconv):
+    _deconvolution_on_cluster(cluster, deconv, 200_000, 20_000)
+
+
+@pytest.mark.skipif(not os.environ.get("TENSORLANG_SLOW"), reason="n = 10^7: set TENSORLANG_SLOW=1")
+def test_deconvolution_at_ten_million_on_two_worker_processes(cluster, deconv):
+    _deconvolution_on_cluster(cluster, deconv, 10_000_000, 1_000_000)
+
+
+def test_stencil_energy_gradient_on_two_worker_processes(cluster):
+    energy = tl.parse(STENCIL)
+    value_k, grad_k = tl.compile(energy), tl.compile(tl.grad(energy, "u"))
+    n = 300
+    u = da.random.RandomState(9).standard_normal((n + 2, n + 2), chunks=(64, n + 2))
+    value, g = dask.compute(value_k(u=u), grad_k(u=u))
+    us = u.compute()
+    assert close(float(value), value_k(u=us))
+    assert close(g, grad_k(u=us))
