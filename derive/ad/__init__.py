@@ -7,6 +7,7 @@ function and argument kinds (``emit``).  Rules live apart from the core, in ``ru
 """
 from .api import checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullback, rule
 from .mixed import forwarddiff, hessian, hvp, jacobian, jvp, wirtinger
+from . import threads  # noqa: F401,E402  (rules for ThreadPoolExecutor and threading.Thread)
 
 __all__ = ["gradient", "grad", "pullback", "rule", "code_ir", "code_adjoint", "checkpoint", "hook", "jvp", "jacobian",
            "hessian", "hvp", "forwarddiff", "wirtinger"]

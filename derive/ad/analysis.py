@@ -56,13 +56,17 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
         if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
             _maybe_rule(v)
+    # a container passed to a call of user code may be written to there (``fill(out)``): values of
+    # unknown kind are then active, as in a function that writes itself
+    written = {ANY, ARR} if mutates else {ANY} if any(isinstance(v, Instr) and v.op == "call" for v in values) \
+        else set()
     for v in values:
         v.active = False
     changed = True
     while changed:
         changed = False
         for v in values:
-            a = _active(v, arg_kinds, mutates)
+            a = _active(v, arg_kinds, written)
             if a and not v.active:
                 v.active = True
                 changed = True
@@ -208,7 +212,7 @@ def _maybe_rule(v: Instr):
         v.op, v.args, v.attr = "rule", v.args[1:], (RULES[f], getattr(f, "__name__", repr(f)))
 
 
-def _active(v, arg_kinds, mutates):
+def _active(v, arg_kinds, written):
     if v.kind == INT:
         return False
     if isinstance(v, Phi):
@@ -219,12 +223,12 @@ def _active(v, arg_kinds, mutates):
     if op in ("const", "global", "compare", "slice"):
         return False
     if op == "nondiff":   # an array it makes (np.zeros) becomes active when an active value is written in
-        return mutates and v.kind in (ANY, ARR)
+        return v.kind in written
     if op == "deref":
         return True
     if op == "binop" and v.attr in ("//", "&", "|", "^", "<<", ">>"):
         return False
-    if v.kind in (ANY, ARR) and mutates:
+    if v.kind in written:
         return True
     return any(a.active for a in v.args)
 

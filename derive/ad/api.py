@@ -14,7 +14,7 @@ from .analysis import analyse
 from .emit import _boxfree, compile_function
 from .ir import ARR, INT
 from .lower import lower
-from .runtime import HELPERS, RULES, STORE, J, _Store, acc, spec_kind
+from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, J, _Store, acc, spec_kind
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -42,7 +42,8 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     key = (id(code), kinds)
     spec = _SPECS.get(key)
     if spec is None or spec.code is not code:   # code objects compare by content: key by identity
-        spec = _SPECS[key] = _build(f, kinds)
+        with BUILD_LOCK:
+            spec = _SPECS[key] = _build(f, kinds)
     return spec
 
 

@@ -21,7 +21,7 @@ from .emit import Gen, _dispatch, _factory, _params, exec_generated
 from .ir import ARR, INT, NUM, Instr
 from .primal import terminator
 from .rules.numpy import ARRAY_BINOPS
-from .runtime import RULES, spec_kind
+from .runtime import BUILD_LOCK, RULES, spec_kind
 
 _INLINE_BINOPS = {"+", "-", "*", "/", "**", "%"}
 # the tangent of an inlined NumPy reduction over the whole array (``{t}`` the argument's tangent)
@@ -85,7 +85,7 @@ class ForwardGen(Gen):
             i = self.fn.freevars.index(ins.attr)
             return [f"{v} = _ad_deref(_self, {i})", f"{f} = _ad_field(_tself, {ins.attr!r})"]
         if op in ("compare", "slice", "nondiff") or not active and op not in ("setitem", "setattr", "method"):
-            return self.plain(ins, v, a) + ([f"{f} = None"] if ins in self.tracked else [])
+            return self.plain(ins, v, a) + ([f"{f} = None"] if self.has_tangent(ins) else [])
         if op == "binop" and ins.kind in (NUM, ARR) and ins.attr in _INLINE_BINOPS | {"@"}:
             return [f"{v} = {a[0]} {ins.attr} {a[1]}", f"{f} = {self.binop_tangent(ins, v)}"]
         if op == "unary" and ins.kind in (NUM, ARR) and ins.attr in ("-", "+"):
@@ -273,7 +273,8 @@ def specialised_jvp(f: types.FunctionType, args):
     key = (id(code), kinds)
     hit = _JVPS.get(key)
     if hit is None or hit[0] is not code:
-        hit = _JVPS[key] = (code, _build(f, kinds))
+        with BUILD_LOCK:
+            hit = _JVPS[key] = (code, _build(f, kinds))
     return hit[1]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import numbers
+import threading
 import types
 
 import numpy as np
@@ -246,8 +247,9 @@ def acc_into(v, d, c):
     s = STORE[0]
     if s.boxes:
         if id(v) in s.boxes:
-            old = s.grads.get(id(v))
-            s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
+            with BOX_LOCK:   # pullbacks of work that ran in threads run in parallel (threads.py)
+                old = s.grads.get(id(v))
+                s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
             return d
         root = _view_of_box(v)
         if root is not None:
@@ -257,12 +259,27 @@ def acc_into(v, d, c):
     return acc(d, c)
 
 
+BOX_LOCK = threading.Lock()
+# transforming a function is done by one thread at a time (CPython 3.11's ast module is not thread-safe)
+BUILD_LOCK = threading.RLock()
+
+
+class _Shared(threading.local):
+    """Per thread: the boxes this thread's pullback shares with pullbacks running beside it (the
+    arguments of work sent to threads, ``threads.py``); their gradients stay in the store until the
+    thread that made them takes them."""
+    ids = frozenset()
+
+
+SHARED = _Shared()
+
+
 def take(v, d):
     """The gradient of ``v`` where it was made: the local ``d`` plus (and emptying) its box's."""
     s = STORE[0]
     if s.boxes:
         if id(v) in s.boxes:
-            return acc(d, s.grads.pop(id(v), None))
+            return d if id(v) in SHARED.ids else acc(d, s.grads.pop(id(v), None))
         root = _view_of_box(v)
         if root is not None and id(root) in s.grads:
             g = _grad_view(root, v, s.grads[id(root)])
@@ -396,7 +413,7 @@ def Jkw(names, f, *args):
         rule = None
     if rule is not None:
         y, back = rule(*pos, **kw)
-        return y, lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *back(dy), *(None,) * k)
+        return y, _RulePullback(back, len(args))   # a rule may give the keyword arguments' gradients too
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
         y, back = hook(*pos, **kw)

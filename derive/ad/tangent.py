@@ -164,6 +164,8 @@ def JVPkw(names, f, tf, args, ts):
     except TypeError:
         rule = None
     if rule is not None:
+        if getattr(rule, "keyword_tangents", False):   # the rule takes the keywords' tangents too
+            return rule(pos, tpos, tkw=tkw, **kw)
         if any(v is not None for v in tkw.values()):
             raise UnsupportedError(f"tensorlang.ad.jvp: a differentiable keyword argument of {f!r}")
         return rule(pos, tpos, **kw)
