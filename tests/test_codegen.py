@@ -363,6 +363,15 @@ def test_two_processes_build_at_once(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
 
 
+def test_a_pair_input_returned_whole():
+    """An output that is a pair-valued input (no pair literal left after normalisation) is compiled as its
+    two components; found by a generated program."""
+    e = tl.parse("p : ([n]R, ([n]R, R)); (p.1, p)")
+    p = (np.arange(3.0), (np.ones(3), 5.0))
+    got, ref = tl_compile(e)(p=p), tl.evaluate(e, p=p)
+    assert close(got, ref) and close(tl_compile(tl.parse("p : ([n]R, R); p"))(p=p[1]), p[1])
+
+
 # -- export -------------------------------------------------------------------------------------------
 
 
