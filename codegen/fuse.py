@@ -10,8 +10,8 @@ into its uses (``t[a]`` becomes ``body[g := a]``) when
   become guarded scalars that isl then collapses), or
 * it is used by exactly one access node, *element by element*: the map from the use's iteration
   domain (the consumer's generator variables, the sums around the access and the guards on the way,
-  an isl set) to the index ``a`` is injective (``solve_unique_many``), so every element is computed at
-  most once where it is used.  A use inside a loop that re-reads elements (``t[i]`` under ``gen(k)``)
+  an isl set) to the index ``a`` is injective (``predicates.injective``, the test rule S3 of
+  ``derive.simplify`` makes too), so every element is computed at most once where it is used.  A use inside a loop that re-reads elements (``t[i]`` under ``gen(k)``)
   keeps ``t`` stored.
 
 Scalar lets (0-dimensional) that stay are computed once before every loop: the loop-invariant scalars,
@@ -20,8 +20,9 @@ hoisted.  Everything that remains is one loop nest per binding.
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    Access, Add, Affine, Call, Expr, Guard, IndexVar, Mul, Proj, Sum, Var, box, compare, conj, strip_accesses, walk,
+    Access, Add, Call, Expr, Guard, Mul, Proj, Sum, Var, conj, strip_accesses, walk,
 )
+from tensorlang.predicates import injective
 from tensorlang.substitute import rebuild, substitute_index
 
 from .ir import Reduce
@@ -79,21 +80,6 @@ def _uses(var: Var, depth: int, body: Expr, gen_ctx) -> list:
     return list(found.values())
 
 
-def _injective(index: tuple[Affine, ...], ctx, guards) -> bool:
-    """Whether ``ctx -> index`` is injective on the use's domain (isl; conservative when unsure)."""
-    if not ctx:
-        return True
-    from tensorlang.predicates import solve_unique_many
-
-    ks = tuple(IndexVar("k") for _ in index)
-    pred = conj(box(ctx), *guards, *(compare("=", k, a) for k, a in zip(ks, index)))
-    try:
-        sol = solve_unique_many(pred, tuple(v for v, _ in ctx), ks + tuple(v for v, _ in ctx))
-    except Exception:  # noqa: BLE001 - any doubt keeps the tensor stored
-        return False
-    return sol is not None
-
-
 def _replace(body: Expr, repl: dict[int, Expr]) -> Expr:
     memo: dict[int, Expr] = {}
 
@@ -128,7 +114,7 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
         if not inline and total == 1:
             (use,) = [u for us in uses for u in us]
             _, index, ctx, guards = use
-            inline = _injective(index, ctx, guards)
+            inline = injective(index, ctx, conj(*guards))
         if not inline:
             kept.append([var, gv, gs, body])
             continue

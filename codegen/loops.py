@@ -122,7 +122,7 @@ def _walk(node, depth: int, leaves: dict | None = None):
         if leaves is not None:
             try:
                 us = leaves.get(node.get_annotation().get_name())
-            except Exception:  # noqa: BLE001 - no annotation: the leaf's domain is unknown
+            except isl.Error:  # no annotation: the leaf's domain is unknown
                 us = None
             if us is not None:
                 sets = []
@@ -161,6 +161,7 @@ def loop_nest(stmts: Sequence[tuple[str, isl.Set]], context: isl.Set, iterators:
             ids = ids.add(isl.Id(it))
         build = build.set_iterators(ids)
     leaves: dict = {}
+    failures: list = []
 
     def at_leaf(node, b):
         # never raise inside an isl callback (it would turn into a crash at exit): record and go on
@@ -168,12 +169,17 @@ def loop_nest(stmts: Sequence[tuple[str, isl.Set]], context: isl.Set, iterators:
             key = f"leaf{len(leaves)}"
             leaves[key] = b.get_schedule().domain()
             return node.set_annotation(isl.Id(key))
-        except Exception:  # noqa: BLE001
+        except isl.Error:  # the leaf stays without its domain
+            return node
+        except Exception as exc:  # noqa: BLE001 - a bug: raised again once isl has returned
+            failures.append(exc)
             return node
 
     build, handle = build.set_at_each_domain(at_leaf)
     node = build.node_from_schedule_map(umap)
     del handle
+    if failures:
+        raise failures[0]
     tree = _walk(node, 0, leaves)
     if separate and iterators and _users(tree) > MAX_SEPARATE_COPIES:
         # separation can copy a statement once per piece of a complicated domain: fall back to isl's

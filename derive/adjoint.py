@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from tensorlang.cost import cost, type_size
 from tensorlang.errors import TensorLangError, UnsupportedError
 from tensorlang.functions import vjp
 from tensorlang.nodes import (
@@ -210,7 +211,7 @@ class Adjoint:
                 leaves(out.second, _project(cot, 1))
             elif isinstance(out, Var) and id(out) in self.by_var:
                 dims = _index_space(out.type)
-                body = _read(cot, [v for v, _ in dims])
+                body = read(cot, [v for v, _ in dims])
                 self.contribute(out, Contribution(dims, body, TRUE, "6.16 output"))
             else:
                 raise UnsupportedError(f"the output of a Tensor SSA program must be variables, not {out!r}")
@@ -251,13 +252,13 @@ class Adjoint:
         differentials of E's operands."""
         if stmt.kind == "input":  # 6.21: the inner product has reached an input
             if any(stmt.base is w for w in self.wrt):
-                c = Contribution(dims, _read(dx, [v for v, _ in dims]), pred, "6.21 input")
+                c = Contribution(dims, read(dx, [v for v, _ in dims]), pred, "6.21 input")
                 self.state.gradient.setdefault((id(stmt.base), stmt.path), []).append(c)
             self._applied("6.21 input")
             return
         pred = substitute_index(pred, {t: Affine.var(v) for (t, _), (v, _) in zip(dims, stmt.dims)})
         variables = tuple(v for v, _ in stmt.dims)
-        cot = lambda: _read(dx, variables)  # noqa: E731
+        cot = lambda: read(dx, variables)  # noqa: E731
         if stmt.kind == "addition":  # 6.26
             for p, o in zip(stmt.term_preds, stmt.operands):
                 self.contribute(o.var, Contribution(stmt.dims, cot(), conj(p, pred), "6.26 addition"))
@@ -296,7 +297,7 @@ class Adjoint:
         left = tuple((v, s) for v, s in loops if v not in mapping)
         bounds = box((a.terms[0][0], size_of[id(v)]) for v, a in mapping.items())
         where = conj(substitute_index(conj(stmt.pred, pred, *eqs), mapping), bounds)
-        factors = [_read(dx, [mapping.get(v, Affine.var(v)) for v, _ in stmt.dims])]
+        factors = [read(dx, [mapping.get(v, Affine.var(v)) for v, _ in stmt.dims])]
         factors += [f.read(mapping) for f in others]
         body = factors[0] if len(factors) == 1 else Mul(factors[0], factors[1])
         variables = tuple(t for t, _ in dims)
@@ -323,7 +324,7 @@ class Adjoint:
             for c in self.state.gradient.pop((id(w), path), []):
                 for k, component in enumerate((t.first, t.second)):
                     dims = _index_space(component)
-                    body = _read(_project(c.body, k), [v for v, _ in dims])
+                    body = read(_project(c.body, k), [v for v, _ in dims])
                     part = Contribution(dims, body, c.pred, c.rule)
                     self.state.gradient.setdefault((id(w), path + (k,)), []).append(part)
             return Pair(self._gradient_of(w, t.first, path + (0,)), self._gradient_of(w, t.second, path + (1,)))
@@ -367,7 +368,8 @@ def _project(e: Expr, k: int) -> Expr:
     return (e.first if k == 0 else e.second) if isinstance(e, Pair) else Proj(k, e)
 
 
-def _read(e: Expr, indices) -> Expr:
+def read(e: Expr, indices) -> Expr:
+    """``e[a0][a1]...``: ``e`` read at ``indices`` (affine forms or index variables)."""
     for a in indices:
         e = Access(e, _as_index(a))
     return e
@@ -438,16 +440,12 @@ class ExtendedCost:
         if excess is None:
             return 0
         if excess[0] == "inputs":
-            from .api import type_size
-
             return 2 * sum(type_size(t, self.sizes) for t in excess[1])
         k, dims, p = excess
         return k * self._count(dims, p)
 
     def _cost(self, e: Expr) -> int:
         """Exact cost at the sizes, memoised on the (immutable) node."""
-        from tensorlang.cost import cost
-
         hit = self.memo.get(id(e))
         if hit is None:
             hit = (e, cost(e, **self.sizes))

@@ -7,13 +7,13 @@ readably, evaluate, cost, normalise and can be differentiated again.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from tensorlang.cost import concrete_cost, ratio, sizes_and_relations, type_size
 from tensorlang.errors import TypeCheckError
 from tensorlang.nodes import (
-    Const, Expr, Guard, IndexVar, PairType, RealType, RelType, TensorType, Type, Var, compare, conj, gens,
+    Const, Expr, Guard, IndexVar, RealType, RelType, Var, compare, conj, gens,
     tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
@@ -116,17 +116,6 @@ def hessian(expr: Expr, wrt) -> Expr:
 # certificates
 
 
-def type_size(t: Type, sizes: dict) -> int:
-    """$(T) of Fig. 17: the number of scalars in a value of type T."""
-    if isinstance(t, PairType):
-        return type_size(t.first, sizes) + type_size(t.second, sizes)
-    if isinstance(t, TensorType):
-        return t.size.evaluate({v: sizes[v.name] for v in t.size.size_vars}) * type_size(t.elem, sizes)
-    if isinstance(t, RelType):
-        return 0
-    return 1
-
-
 @dataclass(frozen=True)
 class Certificate:
     """The costs of a program, its forward derivative and its adjoint at given sizes, and the ratios of
@@ -179,24 +168,16 @@ class Certificate:
         return markdown_table(self.title(), ("", "value", "bound"), self.rows())
 
 
-def _ratio(a: int, b: int) -> float:
-    if b == 0:
-        return 0.0 if a == 0 else math.inf
-    return a / b
-
-
 def certify(expr: Expr, wrt, **sizes_or_inputs) -> Certificate:
     """``tl.certify``: costs and the ratios of Theorems 6.1 and 6.35 at the given sizes (or inputs)."""
-    from tensorlang.cost import _sizes_and_relations, concrete_cost
-
     variables = wrt_vars(expr, wrt)
-    sizes, relations = _sizes_and_relations(expr, sizes_or_inputs)
+    sizes, relations = sizes_and_relations(expr, sizes_or_inputs)
     d, a = derivative(expr, variables), adjoint(expr, variables)
     primal = concrete_cost(expr, sizes, relations)
     fwd = concrete_cost(d, sizes, relations)
     adj = concrete_cost(a, sizes, relations)
     io = sum(type_size(v.type, sizes) for v in free_vars(expr)) + type_size(expr.type, sizes)
     return Certificate(
-        primal, fwd, adj, primal + io, adj + io, _ratio(fwd, primal), _ratio(adj + io, primal + io),
+        primal, fwd, adj, primal + io, adj + io, ratio(fwd, primal), ratio(adj + io, primal + io),
         dict(sizes), tuple(v.name for v in variables),
     )

@@ -23,7 +23,7 @@ def forward(expr: Expr, sigma: Mapping[Var, Var], trace=None) -> Expr:
     ``trace``: optional; a list that receives the name of the rule applied at each node (``"6.5
     product"``...), once per node and sigma (shared subterms are derived once), or a
     ``collections.Counter`` that counts them.  ``proofs/specs_derive.py`` uses it; off, it costs nothing."""
-    derivative = _Forward(expr, trace).d(expr, dict(sigma))
+    derivative = Forward(expr, trace).d(expr, dict(sigma))
     return zero(expr.type) if derivative is None else derivative
 
 
@@ -35,7 +35,7 @@ RULE_NAMES = {  # the rule each node kind is derived by (Fig. 13); Var: 6.1 or 6
 FORWARD_RULES = ("6.1 variable", "6.2 variable not in sigma") + tuple(RULE_NAMES.values())
 
 
-class _Forward:
+class Forward:
     """One derivation: a memo of D[e | sigma] per node and the relevant part of sigma."""
 
     def __init__(self, root: Expr, trace=None):

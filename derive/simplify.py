@@ -11,9 +11,10 @@ each application), and each is named:
   around them; a bracket they imply disappears, an empty one makes its operand the zero.
 * ``S3 inline``: a let-bound tensor is computed where it is read instead of being stored, when that
   cannot cost more: its value costs nothing (a constant, an access), or it is read once and at
-  distinct points (the index map from the loops around the read is injective, so each element is
-  computed at most once, as before).  This is what turns the adjoint of a convolution back into a
-  correlation and keeps the pathological programs' gradients free of n-by-n temporaries.
+  distinct points (the index map from the loops around the read is injective: ``predicates.injective``,
+  the test ``codegen.fuse`` makes too; so each element is computed at most once, as before).  This is
+  what turns the adjoint of a convolution back into a correlation and keeps the pathological programs'
+  gradients free of n-by-n temporaries.
 * ``S4 dead let``: a binding nothing reads is dropped (6.20).
 * ``S5 unit``: ``1 * e`` and ``e * 1`` are ``e`` (one multiplication fewer), as left by ``tl.grad``'s
   ``dy = 1``.
@@ -28,13 +29,11 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import sympy
-
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, And, Call, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
+    FALSE, TRUE, Access, Add, And, Call, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
     build_lets, conj, guard, let_chain, strip_accesses, strip_gens, strip_guards, sum_chain, sums, zero,
 )
-from tensorlang.predicates import implies, solve_unique
+from tensorlang.predicates import implies, injective, solve_unique
 from tensorlang.predicates import simplify as simplify_pred
 from tensorlang.substitute import freshen, rebuild, substitute_index, substitute_vars
 from tensorlang.traversal import free_vars
@@ -220,15 +219,6 @@ def _is_free(value: Expr) -> bool:
     return isinstance(value, (Const, Var))
 
 
-def _injective(indices: Sequence[Affine], dims) -> bool:
-    """The integer affine map from the loop variables ``dims`` to ``indices`` is one-to-one."""
-    variables = [v for v, _ in dims]
-    if not variables:
-        return True
-    matrix = sympy.Matrix([[a.coeff(v) for v in variables] for a in indices])
-    return matrix.rank() == len(variables)
-
-
 def _inline_lets(e: Expr, trace) -> Expr:
     """S3 over the let chain at the top of ``e``, innermost binding first.  The values after a binding
     and the chain's output are its slots; an index from each variable to the slots that read it keeps
@@ -278,7 +268,7 @@ def _inlining(var: Var, value: Expr, uses: list) -> Callable | None:
     dims = [v for v, _ in gen_dims]
     full = all(len(strip_accesses(node)[0]) == len(dims) for node, _ in uses)
     cheap = _is_free(value) and full
-    single = len(uses) == 1 and full and _injective(strip_accesses(uses[0][0])[0], uses[0][1])
+    single = len(uses) == 1 and full and injective(strip_accesses(uses[0][0])[0], uses[0][1])
     if not uses or not (cheap or single):
         return None
     copies: dict[int, Expr] = {}

@@ -158,7 +158,7 @@ def why_not_tensor_ssa(e) -> str | None:
     from tensorlang.alpha import canonical
     from tensorlang.traversal import free_vars
 
-    from .tensor_ssa import _copy_of, output_ok, rhs_kind
+    from .tensor_ssa import copy_of, output_ok, rhs_kind
 
     inputs = frozenset(value_inputs(e))
     bindings, out = let_chain(e)
@@ -170,7 +170,7 @@ def why_not_tensor_ssa(e) -> str | None:
         kind = rhs_kind(value, inputs)
         if kind is None:
             return f"{var.name} = {_show(value)} is not one of the SSA forms"
-        if _copy_of(value, inputs) is not None:
+        if copy_of(value, inputs) is not None:
             return f"{var.name} = {_show(value)} is a copy (fix-up 1)"
         for v in free_vars(value):
             if not isinstance(v.type, RelType) and v not in inputs and v not in bound:

@@ -43,6 +43,9 @@ canonical index names, dead statements) and 5.25 (SSA names ``X0, X1, ...`` in o
 """
 from __future__ import annotations
 
+import islpy as isl
+
+from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
     FALSE, TRUE, Access, Add, Affine, Call, Const, Gen, Guard, IndexVar, Let, Mul, Pair, Proj, R, Sum, Var,
     box, build_lets, compare, conj, gens, guard, has_pair, let_chain, strip_accesses, strip_gens, strip_guards,
@@ -212,7 +215,7 @@ def _statement(rule_fn):
     return fn
 
 
-def _copy_of(v, inputs):
+def copy_of(v, inputs):
     """The variable Y when ``v`` is Y (let-bound) or ``gen(i..) Y[i..]`` over all of Y's dimensions."""
     if isinstance(v, Var):
         return v if v not in inputs else None
@@ -232,7 +235,7 @@ def _copy_of(v, inputs):
 @rule("5.26 variable", Let, equations=("5.26", "fix-up 1"))
 def ssa_variable(e, ctx):
     """``[[X]] = X``, and fix-up 1: ``let y = X in S  ->  [y -> X] S`` (also for ``y = gen(i..) X[i..]``)."""
-    y = _copy_of(e.value, _inputs(ctx))
+    y = copy_of(e.value, _inputs(ctx))
     if y is None:
         return None
     return substitute_vars(e.body, {e.var: y})
@@ -530,7 +533,7 @@ def _pred_simplify(p, binders):
     ranges = box(binders)
     try:
         return simplify(p, dims, ranges)
-    except Exception:  # noqa: BLE001 - a predicate isl cannot take stays as it is
+    except (UnsupportedError, isl.Error):  # a predicate isl cannot take stays as it is
         return p
 
 
@@ -619,7 +622,7 @@ def _eliminate_pinned(dims, sdims, p, factors):
             binders = [v for v, _ in dims] + [v for v, _ in sdims]
             try:
                 sol = solve_unique(conj(p, box([(s, size)])), s, binders)
-            except Exception:  # noqa: BLE001 - a predicate isl cannot take: leave the sum
+            except (UnsupportedError, isl.Error):  # a predicate isl cannot take: leave the sum
                 sol = None
             if not sol or len(sol) != 1:
                 continue
@@ -669,7 +672,7 @@ def cse(e, ctx):
         if rhs_kind(value, inputs) is None:
             return None  # not an SSA program: leave it to the recogniser
         value = _canonical_rhs(value, pos, inputs, cache)
-        copied = _copy_of(value, inputs)  # a bracket simplified away can leave a copy (fix-up 1)
+        copied = copy_of(value, inputs)  # a bracket simplified away can leave a copy (fix-up 1)
         if copied is not None:
             mapping[var] = copied
             continue

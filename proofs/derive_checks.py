@@ -42,8 +42,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import tensorlang as tl
-from tensorlang.derive.adjoint import Adjoint, ExtendedCost, _read
-from tensorlang.derive.forward import FORWARD_RULES, _Forward, forward
+from tensorlang.derive.adjoint import Adjoint, ExtendedCost, read
+from tensorlang.derive.forward import FORWARD_RULES, Forward, forward
 from tensorlang.derive.simplify import simplify_program
 from tensorlang.nodes import (
     Const, Guard, IndexVar, Let, Pair, PairType, R, RelType, Var, compare, conj, gens, guard, let_chain,
@@ -197,7 +197,7 @@ def _forward_program(expr, input_sets, stats, per_rule) -> None:
     for var, value in bindings:
         local = {u: active[u] for u in free_vars(value) if u in active}
         rules: list = []
-        dvalue = _Forward(value, rules).d(value, local)
+        dvalue = Forward(value, rules).d(value, local)
         if dvalue is not None:
             active[var] = Var("d" + var.name, var.type)
             per_statement.append((var, value, dvalue, set(rules)))
@@ -276,7 +276,7 @@ def _all_zero(value) -> bool:
 
 
 def _read_all(e, dims):
-    return _read(e, [v for v, _ in dims])
+    return read(e, [v for v, _ in dims])
 
 
 class _AdjointCheck:

@@ -7,18 +7,16 @@ so canonical forms are unique and sharing is kept.
 """
 from __future__ import annotations
 
-from .nodes import Affine, Exists, Gen, Let, Node, Sum, Type, Var, _CANONICAL, canonical_index
+from .nodes import BINDERS, Affine, Let, Node, Type, Var, CANONICAL_INDICES, canonical_index
 from .substitute import rebuild
 from .traversal import free_index_vars, free_vars
-
-_BINDERS = (Gen, Sum, Exists)
 
 
 def canonical(node: Node) -> Node:
     """The alpha-canonical form of an expression or predicate (memoised)."""
 
     def compute():
-        canon_ids = {id(v): k for k, v in enumerate(_CANONICAL)}
+        canon_ids = {id(v): k for k, v in enumerate(CANONICAL_INDICES)}
         used = [canon_ids[id(v)] for v in free_index_vars(node) if id(v) in canon_ids]
         start = max(used) + 1 if used else 0
         lets = 1 + max((int(v.name[1:]) for v in free_vars(node) if v.name.startswith("%")), default=-1)
@@ -40,7 +38,7 @@ def _canon(node, depth: tuple[int, int], env: dict, memo: dict):
     if key in memo:
         return memo[key]
     index_depth, let_depth = depth
-    if isinstance(node, _BINDERS):
+    if isinstance(node, BINDERS):
         new = canonical_index(index_depth)
         inner = dict(env)
         inner[node.var] = Affine.var(new)

@@ -204,7 +204,8 @@ def _symbolic(path, expr, variables) -> dict:
     import sympy
 
     import tensorlang as tl
-    from tensorlang.derive.api import Certificate, _ratio, type_size
+    from tensorlang.cost import ratio, type_size
+    from tensorlang.derive.api import Certificate
     from tensorlang.traversal import free_vars
 
     d = tl.derivative(expr, variables)
@@ -226,8 +227,8 @@ def _symbolic(path, expr, variables) -> dict:
         values = {k: int(sympy.sympify(p).subs(subs)) for k, p in polys.items()}
         io_here = sum(type_size(v.type, point) for v in free_vars(expr)) + type_size(expr.type, point)
         assert values["io_primal"] == values["primal"] + io_here
-        fr = _ratio(values["forward"], values["primal"])
-        ar = _ratio(values["io_adjoint"], values["io_primal"])
+        fr = ratio(values["forward"], values["primal"])
+        ar = ratio(values["io_adjoint"], values["io_primal"])
         samples.append({"sizes": point, **values, "forward_ratio": _finite(fr), "adjoint_ratio": _finite(ar)})
         if worst_f is None or fr > worst_f[0]:
             worst_f = (fr, point)

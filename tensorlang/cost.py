@@ -10,6 +10,7 @@ the size variables where all predicates are affine.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -17,8 +18,8 @@ import sympy
 
 from .errors import TypeCheckError, UnsupportedError
 from .nodes import (
-    TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, Pred,
-    Proj, RelType, Sum, Var, box, conj, strip_guards, sum_chain,
+    TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType, Pred,
+    Proj, RelType, Sum, TensorType, Type, Var, box, conj, strip_guards, sum_chain,
 )
 from .traversal import free_vars
 
@@ -135,7 +136,7 @@ def cost(expr: Expr, **sizes_or_inputs):
     are taken), or, with no sizes, a SymPy expression in the size variables."""
     if not sizes_or_inputs and expr.sizes:
         return symbolic_cost(expr)
-    sizes, relations = _sizes_and_relations(expr, sizes_or_inputs)
+    sizes, relations = sizes_and_relations(expr, sizes_or_inputs)
     return concrete_cost(expr, sizes, relations)
 
 
@@ -157,7 +158,9 @@ def symbolic_cost(expr: Expr) -> sympy.Expr:
     return count_symbolic_sum([(t.coeff, t.domain(), t.variables) for t in cost_terms(expr)])
 
 
-def _sizes_and_relations(expr: Expr, given: Mapping[str, object]):
+def sizes_and_relations(expr: Expr, given: Mapping[str, object]):
+    """``(sizes, relations)`` of ``expr`` bound from ``given`` (sizes by name, or inputs whose shapes give
+    them); relations are needed, since the cost depends on their data."""
     from .inputs import bind
 
     binding = bind(expr, given, need_values=False)
@@ -166,3 +169,21 @@ def _sizes_and_relations(expr: Expr, given: Mapping[str, object]):
     if needed:
         raise TypeCheckError(f"the cost depends on the data of relation(s) {', '.join(needed)}: pass them")
     return binding.sizes, relations
+
+
+def type_size(t: Type, sizes: dict) -> int:
+    """$(T) of Fig. 17: the number of scalars in a value of type T."""
+    if isinstance(t, PairType):
+        return type_size(t.first, sizes) + type_size(t.second, sizes)
+    if isinstance(t, TensorType):
+        return t.size.evaluate({v: sizes[v.name] for v in t.size.size_vars}) * type_size(t.elem, sizes)
+    if isinstance(t, RelType):
+        return 0
+    return 1
+
+
+def ratio(a: int, b: int) -> float:
+    """``a / b``, with ``0 / 0 = 0`` and ``a / 0 = inf``: the ratios of Theorems 6.1 and 6.35."""
+    if b == 0:
+        return 0.0 if a == 0 else math.inf
+    return a / b

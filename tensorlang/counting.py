@@ -41,7 +41,7 @@ from .errors import UnsupportedError
 from .nodes import Affine, Cmp, Exists, IndexVar, Pred, RelAtom, SizeVar, box, compare, conj
 from .substitute import substitute_index
 from .predicates import (
-    _check_dims, _nonneg, _position, dt, has_relations, is_exact, isl_val, pairs, param_context,
+    check_dims, dt, has_relations, is_exact, isl_val, nonneg, pairs, param_context, position,
     param_names, render_constraint, to_isl, val_int,
 )
 
@@ -113,7 +113,7 @@ def count(pred: Pred, dims: Sequence[IndexVar], sizes: Mapping, relations: Mappi
     ``relations`` maps relation names to their data: a boolean NumPy array, a SciPy sparse matrix
     (its nonzero pattern) or a list of index tuples.  Raises ValueError for an infinite count.
     """
-    dims = _check_dims(dims)
+    dims = check_dims(dims)
     if is_exact(pred):
         s = to_isl(pred, dims)
         return _count_affine_set(s, sizes, lambda: count_symbolic(pred, dims))
@@ -127,8 +127,8 @@ def count_projection(
 ) -> int:
     """The number of points of the dims other than ``inner_vars`` where ``exists inner_vars. pred``
     (the ``#[exists i. p]`` of the cost model's rule 4.30)."""
-    dims = _check_dims(dims)
-    inner_pos = sorted(_position(v, dims) for v in inner_vars)
+    dims = check_dims(dims)
+    inner_pos = sorted(position(v, dims) for v in inner_vars)
     if is_exact(pred):
         s = _project(to_isl(pred, dims), inner_pos)
         return _count_affine_set(s, sizes, lambda: count_projection_symbolic(pred, inner_vars, dims))
@@ -359,7 +359,7 @@ def _eval_affine(a: Affine, dims: Sequence[IndexVar], cols, data: _Data, n: int)
                 raise ValueError(f"the size {v.name} is needed to count points")
             out += c * data.sizes[v.name]
         else:
-            out += c * cols[_position(v, dims)]
+            out += c * cols[position(v, dims)]
     return out
 
 
@@ -507,7 +507,7 @@ def count_symbolic(pred: Pred, dims: Sequence[IndexVar]) -> sympy.Expr:
 
     Raises ``UnsupportedError`` for relation atoms, strides (integer divisions) and non-unit
     coefficients where a dimension must be summed; use ``count`` then.  Results are cached."""
-    dims = _check_dims(dims)
+    dims = check_dims(dims)
     key = ("count", id(pred), tuple(id(d) for d in dims))
     return _cached(key, (pred, dims), lambda: _combine(_raw_terms(pred, dims, ())))
 
@@ -515,7 +515,7 @@ def count_symbolic(pred: Pred, dims: Sequence[IndexVar]) -> sympy.Expr:
 def count_projection_symbolic(pred: Pred, inner_vars: Sequence[IndexVar], dims: Sequence[IndexVar]):
     """``count_projection`` as a SymPy expression: the number of outer points where
     ``exists inner_vars. pred``."""
-    dims = _check_dims(dims)
+    dims = check_dims(dims)
     inner = tuple(inner_vars)
     key = ("projection", id(pred), tuple(id(d) for d in dims), tuple(id(v) for v in inner))
     return _cached(key, (pred, dims, inner), lambda: _combine(_raw_terms(pred, dims, inner)))
@@ -529,7 +529,7 @@ def count_symbolic_sum(terms: Sequence[tuple]) -> sympy.Expr:
     piecewise counts.  Raises ``UnsupportedError`` as ``count_symbolic`` does."""
     pieces: list = []
     for term in terms:
-        coeff, pred, dims = term[0], term[1], _check_dims(term[2])
+        coeff, pred, dims = term[0], term[1], check_dims(term[2])
         inner = tuple(term[3]) if len(term) > 3 else ()
         pieces.extend((s, coeff * poly) for s, poly in _raw_terms(pred, dims, inner))
     return _combine(pieces)
@@ -542,7 +542,7 @@ def _raw_terms(pred: Pred, dims: tuple, inner: tuple) -> list:
     def compute():
         s = to_isl(pred, dims)
         if inner:
-            s = _project(s, [_position(v, dims) for v in inner])
+            s = _project(s, [position(v, dims) for v in inner])
         return _symbolic_terms(pred, s)
 
     return _cached(key, (pred, dims, inner), compute)
@@ -571,7 +571,7 @@ def _symbolic_terms(pred: Pred, s: isl.Set) -> list:
     if has_relations(pred):
         raise UnsupportedError("a count over data relations depends on the data; count concretely")
     params = param_names(s)
-    s = _nonneg(s).coalesce()
+    s = nonneg(s).coalesce()
     if s.is_empty():
         return []
     nd = s.dim(dt.set)
@@ -613,7 +613,7 @@ def _rows_to_set(rows, nd: int, params: Sequence[str]) -> isl.Set:
                 c = c.set_coefficient_val(dt.param, j, isl_val(co[nd + j]))
         c = c.set_constant_val(isl_val(co[-1]))
         bs = bs.add_constraint(c)
-    return _nonneg(isl.Set.from_basic_set(bs))
+    return nonneg(isl.Set.from_basic_set(bs))
 
 
 def _normalise(rows, nd: int, params) -> list | None:

@@ -113,14 +113,14 @@ class IndexVar:
         return (IndexVar, (self.name,))
 
 
-_CANONICAL: list[IndexVar] = []
+CANONICAL_INDICES: list[IndexVar] = []
 
 
 def canonical_index(k: int) -> IndexVar:
     """The k-th canonical index variable ``i<k>``, used for alpha-canonical forms and Tensor SSA."""
-    while len(_CANONICAL) <= k:
-        _CANONICAL.append(IndexVar(f"i{len(_CANONICAL)}"))
-    return _CANONICAL[k]
+    while len(CANONICAL_INDICES) <= k:
+        CANONICAL_INDICES.append(IndexVar(f"i{len(CANONICAL_INDICES)}"))
+    return CANONICAL_INDICES[k]
 
 
 class SizeVar(Node):
@@ -810,7 +810,7 @@ class Let(Expr):
         self._set_type(self.body.type)
 
 
-BINDERS = (Gen, Sum)
+BINDERS = (Gen, Sum, Exists)  # the nodes that bind an index variable: ``var`` over ``[0, size)`` in ``body``
 
 
 def gens(pairs: Iterable[tuple[IndexVar, object]], body: Expr) -> Expr:

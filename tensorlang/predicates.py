@@ -15,6 +15,7 @@ its literals imply.  ``to_isl`` gives the union of the affine parts: an over-app
 The queries: ``to_isl``/``from_isl``; ``is_empty``, ``is_satisfiable``, ``implies``; ``simplify`` (isl's
 ``gist`` against what the context implies); ``project`` (exact elimination of ``exists``);
 ``solve_unique``/``solve_unique_many`` ("this sum has at most one solution, and here it is");
+``injective`` ("this read of a tensor reads each element at most once");
 ``sample_point`` (a concrete witness for error messages); and point counts (``count``,
 ``count_projection``, ``count_symbolic``, ``count_projection_symbolic``, ``count_symbolic_sum``),
 implemented in ``tensorlang.counting``.
@@ -32,7 +33,7 @@ import islpy as isl
 
 from .errors import UnsupportedError
 from .nodes import (
-    FALSE, TRUE, Affine, And, Cmp, Exists, IndexVar, Or, Pred, RelAtom, SizeVar, box, conj, disj, walk,
+    FALSE, TRUE, Affine, And, Cmp, Exists, IndexVar, Or, Pred, RelAtom, SizeVar, box, compare, conj, disj, walk,
 )
 from .traversal import free_index_vars, size_vars
 
@@ -41,7 +42,7 @@ CTX = isl.DEFAULT_CONTEXT
 
 __all__ = [
     "to_isl", "from_isl", "is_exact", "has_relations", "over_approximation", "pairs",
-    "is_empty", "is_satisfiable", "implies", "simplify", "project", "solve_unique", "solve_unique_many",
+    "is_empty", "is_satisfiable", "implies", "simplify", "project", "solve_unique", "solve_unique_many", "injective",
     "sample_point", "count", "count_projection", "count_symbolic", "count_projection_symbolic",
     "count_symbolic_sum",
     "param_context", "isl_val",
@@ -80,7 +81,7 @@ def param_context(space: isl.Space) -> isl.Set:
     return s
 
 
-def _nonneg(s: isl.Set) -> isl.Set:
+def nonneg(s: isl.Set) -> isl.Set:
     """``s`` intersected with ``n >= 0`` for each of its parameters."""
     return s & param_context(s.get_space())
 
@@ -258,7 +259,8 @@ _CACHE_SIZE = 4096
 _ISL_CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
 
 
-def _check_dims(dims: Sequence) -> tuple:
+def check_dims(dims: Sequence) -> tuple:
+    """``dims`` as a tuple, checked: distinct index variables."""
     dims = tuple(dims)
     for d in dims:
         if not isinstance(d, IndexVar):
@@ -283,7 +285,7 @@ def to_isl(pred: Pred, dims: Sequence[IndexVar], params: Iterable = ()) -> isl.S
     names) to the space.  The set is intersected with ``n >= 0`` for every size and coalesced.
     Raises ValueError when ``pred`` has a free index variable that is not in ``dims``.
     """
-    dims = _check_dims(dims)
+    dims = check_dims(dims)
     names = _param_list(pred, params)
     key = (id(pred), tuple(id(d) for d in dims), names)
     hit = _ISL_CACHE.get(key)
@@ -299,18 +301,11 @@ def to_isl(pred: Pred, dims: Sequence[IndexVar], params: Iterable = ()) -> isl.S
         )
     builder = _Builder(names, _dim_names(dims, names))
     pos = {id(d): k for k, d in enumerate(dims)}
-    s = _nonneg(builder.build(pred, pos, len(dims))).coalesce()
+    s = nonneg(builder.build(pred, pos, len(dims))).coalesce()
     _ISL_CACHE[key] = (pred, dims, s)
     if len(_ISL_CACHE) > _CACHE_SIZE:
         _ISL_CACHE.popitem(last=False)
     return s
-
-
-def space_for(dims: Sequence[IndexVar], params: Iterable = ()) -> isl.Space:
-    """The isl space ``to_isl`` uses for ``dims`` and the given size variables."""
-    dims = _check_dims(dims)
-    names = tuple(sorted(p.name if isinstance(p, SizeVar) else str(p) for p in params))
-    return _space(len(dims), names, _dim_names(dims, names))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -532,7 +527,7 @@ def bracket(t: isl.BasicSet | isl.Set, k: int) -> tuple[Affine, Affine] | None:
     """Affine bounds ``lo <= x_k <= hi`` in the size variables that hold on all of ``t`` (verified by
     isl), or None.  Used to write a div or a projected variable as ``exists(x': hi - lo + 1)``."""
     t = isl.Set.from_basic_set(t) if isinstance(t, isl.BasicSet) else t
-    t = _nonneg(t)
+    t = nonneg(t)
     if t.is_empty():
         return Affine.const_(0), Affine.const_(-1)
     space = t.get_space()
@@ -569,7 +564,7 @@ def from_isl(s: isl.Set | isl.BasicSet, dims: Sequence[IndexVar], context: isl.S
     set over the same space), constraints the context implies are left out (isl ``gist``): the result
     then means ``s`` only where the context holds.
     """
-    dims = _check_dims(dims)
+    dims = check_dims(dims)
     if isinstance(s, isl.BasicSet):
         s = isl.Set.from_basic_set(s)
     if s.dim(dt.set) != len(dims):
@@ -834,8 +829,8 @@ def project(pred: Pred, var: IndexVar, dims: Sequence[IndexVar]) -> Pred:
     the other dims.  Relation literals that do not mention ``var`` are kept beside the projected affine
     part; a pair whose literals mention ``var`` becomes ``exists(var': hi - lo + 1)`` over the range isl
     proves for ``var`` (UnsupportedError if there is none, i.e. var is unbounded)."""
-    dims = _check_dims(dims)
-    k = _position(var, dims)
+    dims = check_dims(dims)
+    k = position(var, dims)
     rest = dims[:k] + dims[k + 1:]
     if is_exact(pred):
         return from_isl(to_isl(pred, dims).project_out(dt.set, k, 1).coalesce(), rest)
@@ -859,7 +854,8 @@ def project(pred: Pred, var: IndexVar, dims: Sequence[IndexVar]) -> Pred:
     return disj(*out)
 
 
-def _position(var: IndexVar, dims: Sequence) -> int:
+def position(var: IndexVar, dims: Sequence) -> int:
+    """The position of ``var`` among ``dims`` (by identity)."""
     for k, d in enumerate(dims):
         if d is var:
             return k
@@ -894,10 +890,10 @@ def solve_unique_many(
     With relation atoms, uniqueness is decided on the affine over-approximation (sound), and each guard
     carries ``pred`` with the solution substituted (the relation atoms at the solution).
     """
-    dims = _check_dims(dims)
+    dims = check_dims(dims)
     vars = tuple(vars)
     for v in vars:
-        _position(v, dims)
+        position(v, dims)
     others = tuple(d for d in dims if all(d is not v for v in vars))
     s = to_isl(pred, dims)
     m = isl.Map.from_range(s)
@@ -912,7 +908,7 @@ def solve_unique_many(
         return None
     found: list[list] = []  # [domain, solution], pieces with the same solution joined
     for dom, maff in pieces_of(m.as_pw_multi_aff()):
-        dom = _nonneg(dom) & ctx
+        dom = nonneg(dom) & ctx
         if dom.is_empty():
             continue
         sol = [_aff_to_affine(maff.get_at(j), others) for j in range(len(out_vars))]
@@ -940,6 +936,24 @@ def solve_unique_many(
     return result
 
 
+def injective(index: Sequence[Affine], loops: Sequence[tuple[IndexVar, Affine]], pred: Pred = TRUE) -> bool:
+    """Whether the points of the ``loops`` (each ``(var, size)``) where ``pred`` holds go one-to-one to
+    ``index`` (affine in the loop variables and the sizes), whatever the sizes: a tensor read at
+    ``index`` there reads each element at most once.  ``False`` where isl cannot tell."""
+    if not loops:
+        return True
+    variables = tuple(v for v, _ in loops)
+    ks = tuple(IndexVar("k") for _ in index)
+    p = conj(box(loops), pred, *(compare("=", k, a) for k, a in zip(ks, index)))
+    try:
+        s = to_isl(p, ks + variables)
+    except UnsupportedError:
+        return False
+    # the map from the index to the loop points is single-valued: at most one point reads each element
+    m = isl.Map.from_range(s).move_dims(dt.in_, 0, dt.out, 0, len(ks))
+    return m.is_single_valued()
+
+
 def solve_unique(
     pred: Pred, var: IndexVar, dims: Sequence[IndexVar], context: Pred = TRUE
 ) -> list[tuple[Pred, Affine]] | None:
@@ -961,7 +975,7 @@ def sample_point(pred: Pred, dims: Sequence[IndexVar], context: Pred = TRUE) -> 
     point lexicographically least where it is bounded.  With relation atoms the point satisfies the
     affine over-approximation (a point where the predicate *may* hold).
     """
-    dims = _check_dims(dims)
+    dims = check_dims(dims)
     s = _set(pred, dims, context)
     if s.is_empty():
         return None

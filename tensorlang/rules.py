@@ -247,7 +247,6 @@ class RewriteContext:
         self.root = root
         self.taken: set[str] = set()
         self.cache: dict = {}
-        self.inputs = None  # set by passes that need the program's inputs
 
     def names_in_use(self) -> set[str]:
         return {v.name for v in var_objects(self.root)} | self.taken

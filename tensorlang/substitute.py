@@ -8,10 +8,8 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from .errors import TypeCheckError
-from .nodes import Affine, Exists, Expr, Gen, IndexVar, Let, Node, RelAtom, Sum, Type, Var, as_affine
+from .nodes import BINDERS, Affine, Expr, IndexVar, Let, Node, RelAtom, Type, Var, as_affine
 from .traversal import free_index_vars, free_vars
-
-_INDEX_BINDERS = (Gen, Sum, Exists)
 
 
 def rebuild(node: Node, f: Callable) -> Node:
@@ -49,7 +47,7 @@ def _subst_index(node, mapping: dict, memo: dict):
     key = id(node)
     if key in memo:
         return memo[key]
-    if isinstance(node, _INDEX_BINDERS):
+    if isinstance(node, BINDERS):
         inner = {k: v for k, v in mapping.items() if k is not node.var}
         var, body = _apart(node, inner.values())
         out = type(node)(var, node.size, _subst_index(body, inner, {}))
@@ -104,7 +102,7 @@ def _subst_vars(node, mapping: dict, memo: dict):
             body = substitute_vars(body, {var: fresh})
             var = fresh
         out = Let(var, value, _subst_vars(body, inner, {}))
-    elif isinstance(node, _INDEX_BINDERS):
+    elif isinstance(node, BINDERS):
         var, body = _apart(node, mapping.values())
         out = type(node)(var, node.size, _subst_vars(body, mapping, {}))
     else:
@@ -168,7 +166,7 @@ def freshen(node):
     binders of the same variables without shadowing them)."""
     if isinstance(node, (Affine, Type)) or not isinstance(node, Node):
         return node
-    if isinstance(node, _INDEX_BINDERS):
+    if isinstance(node, BINDERS):
         var = node.var.fresh()
         body = rename_index(freshen(node.body), node.var, var)
         return type(node)(var, node.size, body)

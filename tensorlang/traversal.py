@@ -6,11 +6,9 @@ are deterministic whatever the hash seed.
 from __future__ import annotations
 
 from .nodes import (
-    Access, Affine, Exists, Expr, Gen, IndexVar, Let, Node, Pred, RelAtom, RelType, SizeVar, Sum, Type, Var,
+    BINDERS, Access, Affine, Expr, IndexVar, Let, Node, Pred, RelAtom, RelType, SizeVar, Type, Var,
     type_size_vars,
 )
-
-_BINDERS = (Gen, Sum, Exists)
 
 
 def _merge(*groups) -> tuple:
@@ -57,7 +55,7 @@ def free_index_vars(node) -> tuple[IndexVar, ...]:
         return ()
 
     def compute():
-        if isinstance(node, _BINDERS):
+        if isinstance(node, BINDERS):
             return tuple(v for v in free_index_vars(node.body) if v is not node.var)
         return _merge(*(free_index_vars(c) for c in _field_nodes(node)))
 
@@ -85,7 +83,7 @@ def bound_names(node: Node) -> tuple[str, ...]:
         own = ()
         if isinstance(node, Let):
             own = (node.var.name,)
-        elif isinstance(node, _BINDERS):
+        elif isinstance(node, BINDERS):
             own = (node.var.name,)
         return _merge(own, *(bound_names(c) for c in _field_nodes(node) if isinstance(c, (Expr, Pred))))
 

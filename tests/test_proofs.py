@@ -90,7 +90,7 @@ def test_a_wrong_forward_rule_is_caught(monkeypatch):
     import tensorlang.derive.forward as fwd
     from proofs.derive_checks import check_forward
 
-    monkeypatch.setattr(fwd._Forward, "mul", lambda self, e, sigma: (
+    monkeypatch.setattr(fwd.Forward, "mul", lambda self, e, sigma: (
         None if self.d(e.left, sigma) is None else fwd.Mul(self.d(e.left, sigma), e.right)))
     _, _, stats = check_forward(programs=4, per_rule=20)
     assert stats["6.5 product"].meaning_fail > 0

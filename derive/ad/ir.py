@@ -27,7 +27,8 @@ op             args                                    attr
 ``list``       elements                                --
 ``dict``       keys and values, interleaved            --
 ``slice``      lower, upper, step                      --
-``closure``    captured values                         (factory index, captured names)
+``closure``    captured values                         (factory index, captured names, the function's own
+                                                       name where it calls itself, else None)
 =============  ======================================  =============================================
 
 Terminators: ``("jump", block)``, ``("branch", cond, then_block, else_block)``, ``("return", value)``

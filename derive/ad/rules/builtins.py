@@ -86,7 +86,6 @@ def _zip(*seqs):
 def _enumerate(xs, start=0):
     y = list(enumerate(xs, start))
     return y, lambda dy: (_seq_grad(xs, [None if d is None else d[1] for d in dy]), None)
-    return y, back
 
 
 def _map(f, *seqs):
