@@ -16,6 +16,10 @@ joined into one let (6.25) and the rule of its SSA form (6.21, 6.26-6.29) replac
 ``<dX | D[E]>`` by inner products against the differentials of E's operands.  Finally the inner
 products on each input are joined (6.17, 6.18) into the gradient.
 
+The rules are the named ``Rule``s of the table ``ADJOINT`` (in the order of the proofs' rows;
+``proofs/`` reads the table); ``TRANSPOSITIONS`` picks the rule for each SSA form.  A new SSA form needs
+one rule here, one entry in ``TRANSPOSITIONS`` and its check in ``proofs/derive_checks.py``.
+
 Two things keep this cheap, as the paper requires.  Only *active* statements (those that depend on
 ``wrt``) are visited, so nothing is ever multiplied by a zero differential.  And the index equalities of
 a contraction are solved, not enumerated: in 6.28 the generator over X0's indices takes the place of the
@@ -37,6 +41,7 @@ from tensorlang.nodes import (
 )
 from tensorlang.normalize.tensor_ssa import rhs_kind, ssa_access
 from tensorlang.predicates import simplify
+from tensorlang.rules import Rule, RuleTable
 from tensorlang.substitute import fresh_name, substitute_index, used_names
 from tensorlang.traversal import free_vars
 
@@ -180,18 +185,14 @@ class Adjoint:
 
     def run(self) -> Expr:
         self._activity()
-        self._start()  # 6.14-6.16
+        START.fn(self)
         for stmt in reversed(self.state.statements):  # 6.19: last statement first
             contributions = self.state.pending.pop(id(stmt.var), [])
             if not contributions or id(stmt.var) not in self.state.active:
-                self.visited.add(id(stmt.var))
-                self._applied("6.20 unused differential")
+                UNUSED.fn(self, stmt)
                 continue
-            dx, pred, dims = self.join(stmt.var, contributions)  # 6.25
-            self.current = (stmt, dims, pred)
-            self._applied("6.25 join")
-            self.transpose(stmt, dx, pred, dims)
-        return self.finish()  # 6.17, 6.18
+            JOIN.fn(self, stmt, contributions)
+        return GRADIENT.fn(self)
 
     def _activity(self) -> None:
         wrt = {id(v) for v in self.wrt}
@@ -217,7 +218,6 @@ class Adjoint:
                 raise UnsupportedError(f"the output of a Tensor SSA program must be variables, not {out!r}")
 
         leaves(self.output, self.dy)
-        self._applied("6.14-6.16 start")
 
     def contribute(self, x: Var, c: Contribution) -> None:
         """Add an inner product on dX; on an inactive X (a constant, 6.23, or a variable that does not
@@ -249,37 +249,15 @@ class Adjoint:
 
     def transpose(self, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
         """Replace <dx | D[E]>_[pred] (``pred`` over ``dims``, X's index space) by inner products on the
-        differentials of E's operands."""
-        if stmt.kind == "input":  # 6.21: the inner product has reached an input
-            if any(stmt.base is w for w in self.wrt):
-                c = Contribution(dims, read(dx, [v for v, _ in dims]), pred, "6.21 input")
-                self.state.gradient.setdefault((id(stmt.base), stmt.path), []).append(c)
-            self._applied("6.21 input")
-            return
+        differentials of E's operands: the rule of ``TRANSPOSITIONS`` for E's SSA form."""
+        transposition(stmt).fn(self, stmt, dx, pred, dims)
+
+    def at_statement(self, stmt: Statement, dx: Var, pred: Pred, dims):
+        """``(pred, cot)``: the predicate over the statement's own generator variables, and a function
+        making the cotangent ``dX[g]`` there."""
         pred = substitute_index(pred, {t: Affine.var(v) for (t, _), (v, _) in zip(dims, stmt.dims)})
         variables = tuple(v for v, _ in stmt.dims)
-        cot = lambda: read(dx, variables)  # noqa: E731
-        if stmt.kind == "addition":  # 6.26
-            for p, o in zip(stmt.term_preds, stmt.operands):
-                self.contribute(o.var, Contribution(stmt.dims, cot(), conj(p, pred), "6.26 addition"))
-            self._applied("6.26 addition")
-        elif stmt.kind == "map":  # 6.27
-            args = [o.read() for o in stmt.operands]
-            live = [k for k, o in enumerate(stmt.operands) if id(o.var) in self.state.active]
-            for k in live:
-                body = vjp(stmt.fn, k, args, cot())
-                self.contribute(stmt.operands[k].var, Contribution(stmt.dims, body, conj(stmt.pred, pred), "6.27 map"))
-            # The paper's D^T f(X, dY) is one black box with a tuple value; ours are scalar-valued, so
-            # j > 1 live arguments cost j black boxes and j inner products where the forward had one.
-            excess = (2 * len(live) - 2, stmt.dims, conj(stmt.pred, pred)) if len(live) > 1 else None
-            self._applied("6.27 map", excess)
-        else:  # 6.28 (two factors), 6.29 (one)
-            rule = "6.28 binary contraction" if len(stmt.operands) == 2 else "6.29 unary contraction"
-            for k, o in enumerate(stmt.operands):
-                if id(o.var) in self.state.active:
-                    others = [f for j, f in enumerate(stmt.operands) if j != k]
-                    self.contribute(o.var, self._contraction(stmt, o, others, dx, pred, rule))
-            self._applied(rule)
+        return pred, lambda: read(dx, variables)
 
     def _contraction(self, stmt: Statement, o: Operand, others, dx: Var, pred: Pred, rule: str):
         """dX_k[t] = sum(g, s) [p and pred(g) and t = idx_k] * dY[g] * X_other[idx_other], with the
@@ -312,11 +290,7 @@ class Adjoint:
         out = outputs[-1]
         for g in reversed(outputs[:-1]):
             out = Pair(g, out)
-        program = _let_chain_build(self.state.statements, self.state.adjoint, out)
-        # 6.17 may raise the cost and the output's predicates are dropped here: the proof of Theorem 6.35
-        # absorbs both in an allowance of 2 $(T_I), the size of the inputs differentiated
-        self._applied("6.17-6.18 gradient", ("inputs", tuple(w.type for w in self.wrt)))
-        return program
+        return _let_chain_build(self.state.statements, self.state.adjoint, out)
 
     def _gradient_of(self, w: Var, t: Type, path: tuple) -> Expr:
         if isinstance(t, PairType):
@@ -346,14 +320,140 @@ class Adjoint:
                 acc, acc_pred = Add(left, term), disj(acc_pred, p)
         return gens(dims, acc)
 
-    def _applied(self, rule: str, excess=None) -> None:
-        if self.current is not None and rule[:4] in ("6.21", "6.26", "6.27", "6.28", "6.29"):
+    def _applied(self, rule: Rule, excess=None) -> None:
+        if self.current is not None and rule in TRANSPOSITIONS.values():
             self.visited.add(id(self.current[0].var))
             self.current = None
         if self.checker is not None:
-            self.checker.step(rule, excess)
+            self.checker.step(rule.name, excess)
         if self.on_step is not None:
-            self.on_step(rule, self, excess)
+            self.on_step(rule.name, self, excess)
+
+
+# ------------------------------------------------------------------------------------------------
+# the rules (Fig. 14-16): the table ``ADJOINT``, in the order of the proofs' rows
+
+
+def _adjoint_rule(name: str, *equations: str):
+    """Decorator: an adjoint rule as a named ``Rule`` (its function gets the ``Adjoint`` and the rule's
+    operands; its docstring is the rule)."""
+    def wrap(fn):
+        return Rule(name, fn, (), (fn.__doc__ or "").strip(), equations=equations)
+
+    return wrap
+
+
+@_adjoint_rule("6.14-6.16 start", "6.14", "6.15", "6.16")
+def start(adj: Adjoint) -> None:
+    """<dy | D[OUT]>: every statement gets its differential, and the output's inner product splits over
+    its pairs, one inner product per leaf."""
+    adj._start()
+    adj._applied(START)
+
+
+@_adjoint_rule("6.25 join", "6.19", "6.25")
+def join(adj: Adjoint, stmt: Statement, contributions) -> None:
+    """The statements are visited last to first (6.19); the inner products on dX join into one let
+    ``dX = gen(t) [p1] * e1 + [p2] * e2 ...`` (6.25), and the rule of X's SSA form transposes
+    ``<dX | D[E]>``."""
+    dx, pred, dims = adj.join(stmt.var, contributions)
+    adj.current = (stmt, dims, pred)
+    adj._applied(JOIN)
+    adj.transpose(stmt, dx, pred, dims)
+
+
+@_adjoint_rule("6.20 unused differential", "6.20", "6.24")
+def unused(adj: Adjoint, stmt: Statement) -> None:
+    """A statement whose differential no inner product mentions (or that does not depend on wrt) is
+    dropped."""
+    adj.visited.add(id(stmt.var))
+    adj._applied(UNUSED)
+
+
+@_adjoint_rule("6.21 input")
+def input_(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
+    """<dX | D[x]>_[p] with x an input differentiated: an inner product on the gradient of x."""
+    if any(stmt.base is w for w in adj.wrt):
+        c = Contribution(dims, read(dx, [v for v, _ in dims]), pred, INPUT.name)
+        adj.state.gradient.setdefault((id(stmt.base), stmt.path), []).append(c)
+    adj._applied(INPUT)
+
+
+# 6.22 and 6.23 are applied where an inner product is made: on an inactive variable or a constant it
+# is the zero, and ``Adjoint.contribute`` never builds it
+INACTIVE = Rule("6.22 inactive operand", Adjoint.contribute, doc="<e | dY> = 0 for Y that does not depend on wrt")
+CONSTANT = Rule("6.23 constant", Adjoint.contribute, doc="<e | dC> = 0 for a constant C")
+
+
+@_adjoint_rule("6.26 addition")
+def addition(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
+    """<dX | D[[p1] Y1[g] + [p2] Y2[g]]>_[p] = <dX | dY1>_[p and p1] + <dX | dY2>_[p and p2]."""
+    pred, cot = adj.at_statement(stmt, dx, pred, dims)
+    for p, o in zip(stmt.term_preds, stmt.operands):
+        adj.contribute(o.var, Contribution(stmt.dims, cot(), conj(p, pred), ADDITION.name))
+    adj._applied(ADDITION)
+
+
+@_adjoint_rule("6.27 map")
+def map_(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
+    """<dX | D[[q] f(Y1[g], ...)]>_[p] = sum_k <f_k(Y[g]...) * dX[g] | dYk>_[p and q] (``functions.vjp``)."""
+    pred, cot = adj.at_statement(stmt, dx, pred, dims)
+    args = [o.read() for o in stmt.operands]
+    live = [k for k, o in enumerate(stmt.operands) if id(o.var) in adj.state.active]
+    for k in live:
+        body = vjp(stmt.fn, k, args, cot())
+        adj.contribute(stmt.operands[k].var, Contribution(stmt.dims, body, conj(stmt.pred, pred), MAP.name))
+    # The paper's D^T f(X, dY) is one black box with a tuple value; ours are scalar-valued, so
+    # j > 1 live arguments cost j black boxes and j inner products where the forward had one.
+    excess = (2 * len(live) - 2, stmt.dims, conj(stmt.pred, pred)) if len(live) > 1 else None
+    adj._applied(MAP, excess)
+
+
+def _contraction_rule(rule: Rule, adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
+    pred, _ = adj.at_statement(stmt, dx, pred, dims)
+    for k, o in enumerate(stmt.operands):
+        if id(o.var) in adj.state.active:
+            others = [f for j, f in enumerate(stmt.operands) if j != k]
+            adj.contribute(o.var, adj._contraction(stmt, o, others, dx, pred, rule.name))
+    adj._applied(rule)
+
+
+@_adjoint_rule("6.28 binary contraction")
+def binary_contraction(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
+    """<dX | D[sum(s) [q] Y1[a] * Y2[b]]>_[p]: on dY1, ``dY1[t] = sum [q and p and t = a] dX[g] * Y2[b]``
+    with the equalities solved (and the same on dY2)."""
+    _contraction_rule(BINARY, adj, stmt, dx, pred, dims)
+
+
+@_adjoint_rule("6.29 unary contraction")
+def unary_contraction(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
+    """<dX | D[sum(s) [q] Y[a]]>_[p]: ``dY[t] = sum [q and p and t = a] dX[g]``, the equalities solved."""
+    _contraction_rule(UNARY, adj, stmt, dx, pred, dims)
+
+
+@_adjoint_rule("6.17-6.18 gradient", "6.17", "6.18")
+def gradient(adj: Adjoint) -> Expr:
+    """The inner products on each input join into its gradient; the gradients pair up as the output."""
+    program = adj.finish()
+    # 6.17 may raise the cost and the output's predicates are dropped here: the proof of Theorem 6.35
+    # absorbs both in an allowance of 2 $(T_I), the size of the inputs differentiated
+    adj._applied(GRADIENT, ("inputs", tuple(w.type for w in adj.wrt)))
+    return program
+
+
+START, JOIN, UNUSED, INPUT = start, join, unused, input_
+ADDITION, MAP, BINARY, UNARY, GRADIENT = addition, map_, binary_contraction, unary_contraction, gradient
+ADJOINT = RuleTable("adjoint", [START, JOIN, UNUSED, INPUT, INACTIVE, CONSTANT, ADDITION, MAP, BINARY, UNARY,
+                                GRADIENT], doc="Fig. 14-16: the adjoint by inner-product rewriting")
+TRANSPOSITIONS = {"input": INPUT, "addition": ADDITION, "map": MAP, "binary contraction": BINARY,
+                  "unary contraction": UNARY}
+
+
+def transposition(stmt: Statement) -> Rule:
+    """The rule that transposes a statement of ``stmt``'s SSA form."""
+    if stmt.kind == "contraction":
+        return TRANSPOSITIONS["binary contraction" if len(stmt.operands) == 2 else "unary contraction"]
+    return TRANSPOSITIONS[stmt.kind]
 
 
 def _exists(dims, pred: Pred) -> Pred:

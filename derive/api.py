@@ -46,7 +46,7 @@ def wrt_vars(expr: Expr, wrt) -> list[Var]:
 
 
 def simplify(expr: Expr) -> Expr:
-    """Let-lifting, pair elimination and gen pushout, then the simplification rules S1-S5: what makes
+    """Let-lifting, pair elimination and gen pushout, then the simplification rules S1-S8: what makes
     a composed program (a trace of a Jacobian, say) cost what it should."""
     return simplify_program(gen_pushout(pair_elim(let_lift(expr))))
 

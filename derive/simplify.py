@@ -1,7 +1,9 @@
 """Simplification of what the derivative rules produce, through the predicate module.
 
 Every rule here obeys the law of DESIGN.md: it never raises the cost of Fig. 6 (``proofs/`` checks
-each application), and each is named:
+each application).  Each is a named ``Rule`` of the table ``SIMPLIFY`` (which ``proofs/`` reads too): S1,
+S2 and S5-S8 run in one pass of ``rules.ScopedDriver``, which gives each rule the loops and brackets
+around its node; S3 and S4 work on the let chain.
 
 * ``S1 one-point sum``: a summed variable that the predicate pins to one value at every other point is
   substituted away, ``sum(v) [p] * e -> [p'] * e[v -> a]`` (``p'``: where the solution exists).  A sum
@@ -30,11 +32,12 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, And, Call, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
+    FALSE, Access, Add, And, Const, Expr, Gen, Guard, Let, Mul, Pred, Proj, Sum, Var, box,
     build_lets, conj, guard, let_chain, strip_accesses, strip_gens, strip_guards, sum_chain, sums, zero,
 )
 from tensorlang.predicates import implies, injective, solve_unique
 from tensorlang.predicates import simplify as simplify_pred
+from tensorlang.rules import Rule, RuleTable, Scope, ScopedDriver, rule
 from tensorlang.substitute import freshen, rebuild, substitute_index, substitute_vars
 from tensorlang.traversal import free_vars
 
@@ -72,84 +75,95 @@ def solve_sums(dims: Sequence, pred: Pred, body: Expr, outer_dims: Sequence) -> 
 
 
 def simplify_program(expr: Expr, trace: list | None = None) -> Expr:
-    """S1-S7 to a fixed point.  ``trace`` (a list) receives ``(rule, before, after)`` for each step."""
+    """The rules of ``SIMPLIFY`` to a fixed point: S1, S2, S5-S8 in one pass with the loops and brackets
+    around each node as context (``rules.ScopedDriver``), then S3 and S4 on the let chain.  ``trace`` (a
+    list) receives ``(rule, before, after)`` for each step."""
     while True:
-        new = _Simplifier(trace).expr(expr, (), TRUE)
-        new = _inline_lets(new, trace)
-        new = _drop_dead(new, trace)
+        new = ScopedDriver(SIMPLIFY, trace).run(expr)
+        new = INLINE.fn(new, trace)
+        new = DEAD_LET.fn(new, trace)
         if new is expr:
             return expr
         expr = new
 
 
-class _Simplifier:
-    """S1, S2 and S5-S7, with the loops and brackets around each node as context."""
+@rule("S1 one-point sum", Sum)
+def one_point_sum(e: Sum, scope: Scope) -> Expr:
+    """``sum(v) [p] * e -> [p'] * e[v -> a]`` where p pins v to one value a (see the module docstring);
+    the sum chain's body is simplified first, with the summed loops and the brackets as context."""
+    dims, context = scope.loops, scope.guard
+    summed, brackets, inner = sum_chain(e)
+    preds = conj(*brackets)
+    body = scope.visit(inner, tuple(summed), preds)
+    solved = solve_sums(summed, conj(context, preds), body, dims)
+    solved = _drop_context(solved, context, dims)
+    if _same_sum(solved, summed, preds, body):
+        return e if body is inner else sums(summed, guard(preds, body))
+    return scope.record(one_point_sum, e, solved)
 
-    def __init__(self, trace):
-        self.trace = trace
 
-    def record(self, rule: str, before: Expr, after: Expr) -> Expr:
-        if self.trace is not None and after is not before:
-            self.trace.append((rule, before, after))
-        return after
-
-    def expr(self, e: Expr, dims: tuple, context: Pred) -> Expr:
-        if isinstance(e, (Gen, Sum)) and any(e.var is v for v, _ in dims):
-            e = freshen(e)  # a binder shadowing an enclosing one: give it its own variable
-        if isinstance(e, Gen):
-            body = self.expr(e.body, dims + ((e.var, e.size),), context)
-            return Gen(e.var, e.size, body) if body is not e.body else e
-        if isinstance(e, Sum):
-            summed, brackets, inner = sum_chain(e)
-            preds = conj(*brackets)
-            local = dims + tuple(summed)
-            body = self.expr(inner, local, conj(context, preds))
-            solved = solve_sums(summed, conj(context, preds), body, dims)
-            solved = self._drop_context(solved, context, dims)
-            if _same_sum(solved, summed, preds, body):
-                return e if body is inner else sums(summed, guard(preds, body))
-            return self.record("S1 one-point sum", e, solved)
-        if isinstance(e, Guard):
-            brackets, inner = strip_guards(e)
-            preds = conj(*brackets)
-            variables = tuple(v for v, _ in dims)
-            p = simplify_pred(preds, variables, conj(box(dims), context))
-            if p is FALSE:
-                return self.record("S2 bracket", e, zero(e.type))
-            body = self.expr(inner, dims, conj(context, p))
-            out = guard(p, body)
-            if out is e:
-                return e
-            out = self.record("S2 bracket", e, out) if p is not preds or isinstance(e.body, Guard) else out
-            implied = _implied_by_sum(p, body, dims)
-            return out if implied is p else self.record("S8 implied by the sum", out, guard(implied, body))
-        if isinstance(e, Let):
-            value = self.expr(e.value, dims, context)
-            body = self.expr(e.body, dims, context)
-            return e if value is e.value and body is e.body else Let(e.var, value, body)
-        if isinstance(e, Mul) and (_is_one(e.left) or _is_one(e.right)):
-            kept = e.right if _is_one(e.left) else e.left
-            return self.record("S5 unit", e, self.expr(kept, dims, context))
-        if isinstance(e, Mul) and (isinstance(e.left, Guard) or isinstance(e.right, Guard)):
-            if isinstance(e.left, Guard):
-                hoisted = Guard(e.left.pred, Mul(e.left.body, e.right))
-            else:
-                hoisted = Guard(e.right.pred, Mul(e.left, e.right.body))
-            return self.record("S6 hoist bracket", e, self.expr(hoisted, dims, context))
-        if isinstance(e, (Add, Mul)) and isinstance(e.left, Const) and isinstance(e.right, Const):
-            value = e.left.value + e.right.value if isinstance(e, Add) else e.left.value * e.right.value
-            return self.record("S7 constant", e, Const(value))
-        if isinstance(e, (Add, Mul, Call, Pair, Proj, Access)):
-            return rebuild(e, lambda c: self.expr(c, dims, context) if isinstance(c, Expr) else c)
+@rule("S2 bracket", Guard)
+def bracket(e: Guard, scope: Scope) -> Expr:
+    """Stacked brackets are one, simplified against the loops and brackets around them; then S8 on what
+    is left."""
+    dims, context = scope.loops, scope.guard
+    brackets, inner = strip_guards(e)
+    preds = conj(*brackets)
+    p = simplify_pred(preds, scope.variables, conj(box(dims), context))
+    if p is FALSE:
+        return scope.record(bracket, e, zero(e.type))
+    body = scope.visit(inner, (), p)
+    out = guard(p, body)
+    if out is e:
         return e
+    out = scope.record(bracket, e, out) if p is not preds or isinstance(e.body, Guard) else out
+    return implied_by_sum.fn(out, scope) if isinstance(out, Guard) else out
 
-    def _drop_context(self, e: Expr, context: Pred, dims) -> Expr:
-        """The brackets S1 left on a sum restate the context: gist them against it."""
-        if isinstance(e, Guard):
-            variables = tuple(v for v, _ in dims)
-            p = simplify_pred(e.pred, variables, conj(box(dims), context))
-            return zero(e.type) if p is FALSE else guard(p, e.body)
-        return e
+
+@rule("S5 unit", Mul)
+def unit(e: Mul, scope: Scope) -> Expr | None:
+    """``1 * e -> e`` and ``e * 1 -> e``."""
+    if not (_is_one(e.left) or _is_one(e.right)):
+        return None
+    kept = e.right if _is_one(e.left) else e.left
+    return scope.record(unit, e, scope.visit(kept))
+
+
+@rule("S6 hoist bracket", Mul)
+def hoist_bracket(e: Mul, scope: Scope) -> Expr | None:
+    """``([p] * a) * b -> [p] * (a * b)`` (and on the right)."""
+    if isinstance(e.left, Guard):
+        hoisted = Guard(e.left.pred, Mul(e.left.body, e.right))
+    elif isinstance(e.right, Guard):
+        hoisted = Guard(e.right.pred, Mul(e.left, e.right.body))
+    else:
+        return None
+    return scope.record(hoist_bracket, e, scope.visit(hoisted))
+
+
+@rule("S7 constant", (Add, Mul))
+def constant(e: Expr, scope: Scope) -> Expr | None:
+    """``c0 + c1`` and ``c0 * c1`` of constants are one constant."""
+    if not (isinstance(e.left, Const) and isinstance(e.right, Const)):
+        return None
+    value = e.left.value + e.right.value if isinstance(e, Add) else e.left.value * e.right.value
+    return scope.record(constant, e, Const(value))
+
+
+@rule("S8 implied by the sum", Guard)
+def implied_by_sum(e: Guard, scope: Scope) -> Expr:
+    """``[p and q] * sum(v) [c] * e -> [p] * sum(v) [c] * e`` where c implies q (run on what S2 leaves)."""
+    implied = _implied_by_sum(e.pred, e.body, scope.loops)
+    return e if implied is e.pred else scope.record(implied_by_sum, e, guard(implied, e.body))
+
+
+def _drop_context(e: Expr, context: Pred, dims) -> Expr:
+    """The brackets S1 left on a sum restate the context: gist them against it."""
+    if isinstance(e, Guard):
+        variables = tuple(v for v, _ in dims)
+        p = simplify_pred(e.pred, variables, conj(box(dims), context))
+        return zero(e.type) if p is FALSE else guard(p, e.body)
+    return e
 
 
 def _implied_by_sum(p: Pred, body: Expr, dims) -> Pred:
@@ -254,7 +268,7 @@ def _inline_lets(e: Expr, trace) -> Expr:
             index(s)
         kept[j] = False
         if trace is not None:
-            trace.append(("S3 inline", before, rest(j)))
+            trace.append((INLINE.name, before, rest(j)))
     return build_lets([(var, slots[s]) for s, (var, _) in enumerate(bindings) if kept[s]], slots[-1])
 
 
@@ -317,5 +331,12 @@ def _drop_dead(e: Expr, trace) -> Expr:
             live.append((var, value))
         elif trace is not None:
             body = build_lets(live[::-1], out)
-            trace.append(("S4 dead let", Let(var, value, body), body))
+            trace.append((DEAD_LET.name, Let(var, value, body), body))
     return build_lets(live[::-1], out)
+
+
+INLINE = Rule("S3 inline", _inline_lets, (Let,), "a let-bound tensor computed where it is read (see the module "
+              "docstring); on the let chain, root=True", root=True)
+DEAD_LET = Rule("S4 dead let", _drop_dead, (Let,), "a binding nothing reads is dropped (6.20)", root=True)
+SIMPLIFY = RuleTable("simplify", [one_point_sum, bracket, INLINE, DEAD_LET, unit, hoist_bracket, constant,
+                                  implied_by_sum], doc="the simplification rules S1-S8, none raising the cost")

@@ -1,8 +1,9 @@
 """The checks behind ``proofs/specs_derive.py`` (imported when they run): the derivatives' obligations (section 6): rules 6.1-6.13 (Fig. 13), 6.14-6.29 (Fig. 14-16, with the
-extended cost of Fig. 17) and the simplification rules S1-S7 (``derive/simplify.py``).
+extended cost of Fig. 17) and the simplification rules S1-S8 (``derive/simplify.py``).
 
-The rules of section 6 are not a rewrite table: the forward derivative is one method per node kind, the
-adjoint a driver over the SSA statements.  So each spec here is a ``CheckSpec`` that draws its own
+The rules of section 6 are the tables ``FORWARD``, ``ADJOINT`` and ``SIMPLIFY`` of ``derive/``, but not run
+by the rewrite driver: the forward derivative is one rule per node kind, the adjoint a driver over the SSA
+statements.  So each spec here is a ``CheckSpec`` that draws its own
 programs from ``tests/strategies.py`` (black boxes from ``SMOOTH_FUNCTIONS``, sizes 1..5) and observes
 the rules through hooks that cost nothing when off: ``forward(expr, sigma, trace=...)`` and
 ``Adjoint(..., on_step=...)``.
@@ -27,7 +28,7 @@ the rules through hooks that cost nothing when off: ``forward(expr, sigma, trace
   transposed statements that are inactive (a constant statement: 6.23; anything else: 6.22); the
   obligation is that the dropped term is zero (the operand's forward tangent is 0) and dropping it costs
   nothing.
-* **simplify (S1-S7)** on what the derivative rules produce (forward and adjoint programs, gradients with
+* **simplify (S1-S8)** on what the derivative rules produce (forward and adjoint programs, gradients with
   ``dy = 1``, Jacobians by one-hot probing): each recorded step is replayed on the whole program (the
   program before and after that one step, with the steps inside it already made); meaning on two random
   input sets (rtol 1e-6), cost (``tl.cost``) not rising at both sets' sizes.
@@ -42,9 +43,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import tensorlang as tl
-from tensorlang.derive.adjoint import Adjoint, ExtendedCost, read
-from tensorlang.derive.forward import FORWARD_RULES, Forward, forward
-from tensorlang.derive.simplify import simplify_program
+from tensorlang.derive.adjoint import (
+    ADJOINT, CONSTANT, GRADIENT, INACTIVE, INPUT, JOIN, TRANSPOSITIONS, Adjoint, ExtendedCost, read,
+)
+from tensorlang.derive.forward import FORWARD, Forward, forward
+from tensorlang.derive.simplify import SIMPLIFY, simplify_program
 from tensorlang.nodes import (
     Const, Guard, IndexVar, Let, Pair, PairType, R, RelType, Var, compare, conj, gens, guard, let_chain,
     tensor_dims,
@@ -136,7 +139,7 @@ def _raised(exc) -> str:
 # forward: 6.1-6.13
 
 
-_FORWARD_ROWS = tuple((name, (name.split()[0],)) for name in FORWARD_RULES)
+_FORWARD_ROWS = tuple((r.name, r.realises) for r in FORWARD)
 
 
 def _forward_sources(programs_per_unit: int):
@@ -221,8 +224,8 @@ def _forward_program(expr, input_sets, stats, per_rule) -> None:
 # adjoint: 6.14-6.29
 
 
-from .specs_derive import ADJOINT_ROWS as _ADJOINT_ROWS  # noqa: E402  (one table of rows)
-_TRANSPOSING = ("6.26 addition", "6.27 map", "6.28 binary contraction", "6.29 unary contraction")
+_ADJOINT_ROWS = tuple((r.name, r.realises) for r in ADJOINT)
+_TRANSPOSING = tuple(r.name for r in TRANSPOSITIONS.values() if r is not INPUT)
 
 
 def _adjoint_sources(programs_per_unit: int):
@@ -334,7 +337,7 @@ class _AdjointCheck:
         self.extended = ExtendedCost(self.adj, self.sizes) if self.costed else None
         result = self.adj.run()
         # the inner-product identity on the returned program
-        s = self.stats["6.17-6.18 gradient"]
+        s = self.stats[GRADIENT.name]
         back = _evaluate(result, self.env)
         grads = [back]
         for _ in self.wrt[1:]:
@@ -392,15 +395,15 @@ class _AdjointCheck:
         s = self.stats[rule]
         s.seen += 1
         inferred = []
-        if rule in _TRANSPOSING or rule == "6.21 input":
+        if rule in _TRANSPOSING or rule == INPUT.name:
             stmt = self._transposed
             if rule in _TRANSPOSING:
                 for o in stmt.operands:
                     if id(o.var) not in adj.state.active:
                         other = adj.by_var[id(o.var)]
-                        kind = "6.23 constant" if other.kind == "constant" else "6.22 inactive operand"
+                        kind = CONSTANT.name if other.kind == "constant" else INACTIVE.name
                         inferred.append((kind, o.var))
-        if rule == "6.25 join":
+        if rule == JOIN.name:
             self._transposed = adj.current[0]
         try:
             value, scale = self.value()
@@ -430,10 +433,10 @@ class _AdjointCheck:
 
 
 # ------------------------------------------------------------------------------------------------
-# simplification: S1-S7
+# simplification: S1-S8
 
 
-from .specs_derive import SIMPLIFY_ROWS as _SIMPLIFY_ROWS  # noqa: E402
+_SIMPLIFY_ROWS = tuple((r.name, r.realises) for r in SIMPLIFY)
 
 
 def _unsimplified(expr, inputs):
@@ -537,16 +540,16 @@ def _chain_steps(program, trace):
 
 def _simplify_rounds(program):
     """``simplify_program`` round by round, each phase with its own trace: [(phase input, steps)]."""
-    from tensorlang.derive import simplify as S
-    from tensorlang.nodes import TRUE
+    from tensorlang.derive.simplify import DEAD_LET, INLINE
+    from tensorlang.rules import ScopedDriver
 
     out = []
     expr = program
     while True:
         t1, t2, t3 = [], [], []
-        p1 = S._Simplifier(t1).expr(expr, (), TRUE)
-        p2 = S._inline_lets(p1, t2)
-        p3 = S._drop_dead(p2, t3)
+        p1 = ScopedDriver(SIMPLIFY, t1).run(expr)
+        p2 = INLINE.fn(p1, t2)
+        p3 = DEAD_LET.fn(p2, t3)
         out += [(list(_whole_steps(expr, t1))), list(_chain_steps(p1, t2)), list(_chain_steps(p2, t3))]
         if p3 is expr:
             break

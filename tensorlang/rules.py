@@ -19,6 +19,8 @@ equation numbers; the code reads the same way (DESIGN.md, "Rules are data").
   program and ``apply_once(expr, rule, position)`` applies one of them, so a proof can check one rule
   application at a time; ``rewrite(..., trace=Trace())`` records every step with the whole program
   before and after it.
+* ``ScopedDriver(table).run(expr)`` is the driver for rules that need the loops and brackets around a
+  node (a ``Scope``): one top-down pass, the first applicable rule giving each node's result.
 
 A position is a tuple of child slots from the root (see ``expr_children``).  Rules rewrite expressions
 only: predicates, affine indices and types are fields, not positions.
@@ -37,7 +39,7 @@ from .nodes import Affine, Expr, Node, Type, Var
 __all__ = [
     "Rule", "RuleTable", "RewriteContext", "Step", "Trace", "rewrite", "run_pass", "applications",
     "apply_once", "expr_children", "replace_child", "subterm", "replace_at", "all_tables",
-    "register_table",
+    "register_table", "Scope", "ScopedDriver",
 ]
 
 
@@ -487,3 +489,73 @@ def apply_once(expr: Expr, rule: Rule, position: Sequence = ()) -> Expr:
     if out is None:
         raise ValueError(f"{rule.name} does not match at {list(position)}")
     return replace_at(expr, position, out)
+
+
+# --------------------------------------------------------------------------------------------------
+# the driver with scope: the loops and brackets around each node
+
+
+class Scope:
+    """What holds around a node: the loops around it (``loops``, ``(var, size)`` outermost first) and
+    what the brackets on the way say (``guard``).  ``visit(child, loops=..., guard=...)`` rewrites a
+    child in this scope, extended; ``record(rule, before, after)`` notes a step in the trace."""
+
+    __slots__ = ("driver", "loops", "guard")
+
+    def __init__(self, driver: "ScopedDriver", loops: tuple, guard):
+        self.driver, self.loops, self.guard = driver, loops, guard
+
+    @property
+    def variables(self) -> tuple:
+        return tuple(v for v, _ in self.loops)
+
+    def visit(self, e: Expr, loops: tuple = (), guard=None) -> Expr:
+        from .nodes import conj
+
+        return self.driver.visit(e, Scope(self.driver, self.loops + tuple(loops),
+                                          self.guard if guard is None else conj(self.guard, guard)))
+
+    def record(self, rule: Rule, before: Expr, after: Expr) -> Expr:
+        trace = self.driver.trace
+        if trace is not None and after is not before:
+            trace.append((rule.name, before, after))
+        return after
+
+
+class ScopedDriver:
+    """One top-down pass of a table whose rules need the loops and brackets around a node (the
+    simplification rules of ``derive/simplify.py``).  At each node the first rule of the table for its
+    kind that applies (``fn(node, scope)`` returns a node, not ``None``) gives the result, and is
+    responsible for the node's children (through ``scope.visit``); where none applies, the children are
+    visited (a generator's body with its loop added) and the node rebuilt.  A binder that shadows an
+    enclosing loop variable gets a fresh variable first.  ``trace`` (a list) receives ``(rule name,
+    before, after)`` for every step."""
+
+    def __init__(self, table: RuleTable, trace: list | None = None):
+        self.table, self.trace = table, trace
+
+    def run(self, expr: Expr) -> Expr:
+        from .nodes import TRUE
+
+        _ensure_recursion()
+        return self.visit(expr, Scope(self, (), TRUE))
+
+    def visit(self, e: Expr, scope: Scope) -> Expr:
+        from .nodes import Gen, Let, Sum
+        from .substitute import freshen, rebuild
+
+        if isinstance(e, (Gen, Sum)) and any(e.var is v for v, _ in scope.loops):
+            e = freshen(e)  # a binder shadowing an enclosing one: give it its own variable
+        for r in self.table.rules_for(e):
+            out = r.fn(e, scope)
+            if out is not None:
+                return out
+        if isinstance(e, Gen):
+            body = scope.visit(e.body, ((e.var, e.size),))
+            return Gen(e.var, e.size, body) if body is not e.body else e
+        if isinstance(e, Let):
+            value, body = scope.visit(e.value), scope.visit(e.body)
+            return e if value is e.value and body is e.body else Let(e.var, value, body)
+        if expr_children(e):
+            return rebuild(e, lambda c: scope.visit(c) if isinstance(c, Expr) else c)
+        return e
