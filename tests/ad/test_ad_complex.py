@@ -29,7 +29,7 @@ LOSSES = {
     "cmath": lambda z: abs(cmath.sin(z) + cmath.exp(z) - cmath.sqrt(z)),
     "attributes": lambda z: z.real * z.imag + abs(z) ** 2,
     "methods": lambda z: (z.conjugate() * z * 3).real - (z - 2j).imag ** 2,
-    "division": lambda z: abs(1 / (z - 0.5) + z / (z + 2)),
+    "division": lambda z: abs(1 / (z + 0.5) + z / (z + 2)),
 }
 
 # the right half-plane, away from the branch cuts of log, sqrt and angle

@@ -152,3 +152,39 @@ def test_jvp_arguments_are_checked():
 def ad_error():
     from tensorlang.errors import TensorLangError
     return TensorLangError
+
+
+W = np.array([[0.5, -1.0, 0.25], [1.5, 0.2, -0.3], [0.1, 0.4, 0.9]])
+
+
+def array_expr(draw, depth=0):
+    """An expression over the arrays ``a`` and ``b`` (shape (3,)) from the NumPy rules, as source text."""
+    kind = draw(st.integers(0, 12 if depth < 3 else 0))
+    if kind == 0:
+        return draw(st.sampled_from(["a", "b", "(a * 0.5)", "(b - 0.25)"]))
+    x, y = array_expr(draw, depth + 1), array_expr(draw, depth + 1)
+    return [None, f"({x} + {y})", f"({x} * {y})", f"({x} / (1.0 + {y} * {y}))", f"np.sin({x})",
+            f"np.tanh({x})", f"np.exp(-{x} * {x})", f"(W @ {x})", f"np.maximum({x}, 0.1)",
+            f"np.where({x} > 0.2, {x}, {y})", f"np.concatenate([{x}[1:], {y}[:1]])",
+            f"np.sum({x}.reshape(3, 1) * {y}, axis=0)", f"np.mean(np.stack([{x}, {y}]), axis=0)"][kind]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_generated_numpy_programs_jvp_matches_reverse_and_differences(data):
+    expr = array_expr(data.draw)
+    src = f"def f(a, b):\n    return np.sum({expr} ** 2) + np.linalg.norm(a - b + 4.0)\n"
+    f = compile_program(src)
+    f.__globals__["W"] = W
+    a = np.array(data.draw(st.lists(st.floats(-1.5, 1.5), min_size=3, max_size=3)))
+    b = np.array(data.draw(st.lists(st.floats(-1.5, 1.5), min_size=3, max_size=3)))
+    va, vb = _directions((a, b), seed=data.draw(st.integers(0, 99)))
+    y, t = ad.jvp(f, (a, b), (va, vb))
+    assert y == f(a, b), src
+    ga, gb = ad.gradient(f, a, b)
+    assert np.isclose(t, ga @ va + gb @ vb, rtol=1e-9, atol=1e-9), src
+    h = 1e-6
+    num = (f(a + h * va, b + h * vb) - f(a - h * va, b - h * vb)) / (2 * h)
+    kink = (f(a + 1e-4 * va, b + 1e-4 * vb) - f(a, b)) / 1e-4 - (f(a, b) - f(a - 1e-4 * va, b - 1e-4 * vb)) / 1e-4
+    if abs(num) < 1e4 and abs(kink) < 1e-2 * (1 + abs(num)):   # no branch of where/maximum between
+        assert np.isclose(t, num, rtol=1e-5, atol=1e-5), src
