@@ -2,17 +2,19 @@
 computed by isl.
 
 The program is normalised to statements (``pair_elim(let_lift(e))``: a chain ``let t = value in ...``
-whose output is a tree of pairs).  Each statement is split along one loop dimension ``v``:
+whose output is a tree of pairs).  Each statement is split along the loop dimensions of its top nest
+that follow a chunked array:
 
-* a dimension of the generator nest at the top of its value: each block is a slab of the result, and
-  the slabs are concatenated;
-* or a dimension of the summation chain right below that nest (``gen(k:m) sum(i:n) ...``): each block
-  is a partial result, and the partials are added (a tree reduction on Dask).
+* a dimension of the generator nest at the top of its value: its blocks are slabs of the result, and
+  the slabs are concatenated (``gen(i:n, j:n)`` over a 2-D chunked input: a grid of tiles);
+* a dimension of the summation chain right below that nest (``gen(k:m) sum(i:n) ...``): its blocks
+  are partial results, and the partials are added (a tree reduction on Dask).
 
-The dimension is the one of largest extent at the call's sizes (the first on ties); a statement whose
-extent is below 2 is one block.  The blocks are cut at the chunk edges of the Dask input axis whose extent
-is nearest the dimension's (or every ``chunks`` elements when the caller asks); where no Dask input is
-chunked, the statement is one block.
+A dimension ``v`` follows an array when some read of the array indexes one of its axes by ``v`` with
+coefficient +-1 (``x[i + j]`` follows ``i``); its blocks are cut at that axis's chunk edges (inputs'
+Dask chunks, or an intermediate's blocks), clipped to ``v``'s range; with ``chunks`` given, every
+dimension of the nest is cut every ``chunks`` elements.  A statement with no dimension cut into two
+blocks or more is one block.
 
 **Footprints.**  Every place the value reads a variable (``x[a0, a1]``, a relation atom ``R(a0, a1)``)
 is evaluated on a set of loop points: its enclosing loops, cut by its enclosing Iverson guards (a
@@ -23,13 +25,15 @@ its reads: a convolution's block ``[lo, hi)`` of ``x[i + j]`` reads ``x[lo : hi 
 stencil's block its one-cell border, nothing more.  A variable read whole, or by partial accesses, or of
 pair type is passed whole.
 
-**Block programs.**  A block runs the statement's *block program*: its value with ``v``'s range replaced
-by the size ``tl_B`` and ``v`` by ``v + tl_off``, every windowed variable ``x`` replaced by a window of
-type ``[tl_len_x_0]...R`` read at ``a_k - tl_lo_x_k``.  It is compiled once per statement; a block's
+**Block programs.**  A block runs the statement's *block program*: its value with each split dimension
+``v``'s range replaced by a size ``blk_len`` and ``v`` by ``v + blk_off`` (``blk_off_1``... for the next
+ones), every windowed variable ``x`` replaced by a window of type ``[len_x_0]...R`` read at
+``a_k - lo_x_k``.  It is compiled once per statement; a block's
 offsets and window lengths are sizes passed at the call.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -136,15 +140,15 @@ def _value(a: Affine, sizes: dict) -> int:
 # footprints
 
 
-def footprint(read: Read, sizes: dict, block: tuple | None = None) -> tuple | None:
+def footprint(read: Read, sizes: dict, block: tuple = ()) -> tuple | None:
     """The box ``((lo_0, hi_0), ...)`` of the indices ``read`` evaluates at ``sizes`` (for the points
-    with ``lo <= v < hi`` when ``block = (v, lo, hi)``), or None when it evaluates none."""
+    with ``lo <= v < hi`` for every ``(v, lo, hi)`` of ``block``), or None when it evaluates none."""
     extra = tuple(IndexVar(f"tl_a{k}") for k in range(len(read.indices)))
     dims = tuple(v for v, _ in read.dims) + extra
     where = [box(read.dims), read.pred]
-    if block is not None and any(v is block[0] for v in dims):
-        v, lo, hi = block
-        where += [compare("<=", lo, v), compare("<", v, hi)]
+    for v, lo, hi in block:
+        if any(v is d for d in dims):
+            where += [compare("<=", lo, v), compare("<", v, hi)]
     where += [compare("=", Affine.var(t), a) for t, a in zip(extra, read.indices)]
     from tensorlang.predicates import to_isl
 
@@ -230,24 +234,28 @@ class _Names:
 
 @dataclass
 class BlockProgram:
-    """The block program of a statement split along ``split`` (None: the statement whole), the names of
-    its block sizes, and its windows: variable -> (window variable, [lo size], [len size])."""
+    """The block program of a statement split along ``splits`` (none: the statement whole), the names of
+    its block sizes (offset and length per split) and its windows: variable -> (window variable,
+    [lo size], [len size])."""
 
     expr: Expr
-    split: Split | None
-    off: SizeVar | None = None
-    length: SizeVar | None = None
+    splits: tuple = ()
+    sizes: tuple = ()  # ((off, len), ...) SizeVars, one pair per split
     windows: dict = field(default_factory=dict)
     library: object = None  # the compiled block program: a dask_graph.BlockLibrary
 
 
-def block_program(stmt: Statement, split: Split | None) -> BlockProgram:
-    """The statement's value with ``split``'s dimension over one block, windowed (module docstring)."""
-    if split is None:
-        return BlockProgram(stmt.value, None)
+def block_program(stmt: Statement, splits: tuple) -> BlockProgram:
+    """The statement's value with the dimensions of ``splits`` over one block, windowed (module
+    docstring)."""
+    if not splits:
+        return BlockProgram(stmt.value)
     names = _Names(stmt.value)
-    off, length = names("blk_off"), names("blk_len")
-    value = _reblock(stmt.value, split.var, Affine.var(off), Affine.var(length))
+    value, sizes = stmt.value, []
+    for split in splits:
+        off, length = names("blk_off"), names("blk_len")
+        value = _reblock(value, split.var, Affine.var(off), Affine.var(length))
+        sizes.append((off, length))
     windows = {}
     for v in stmt.windowed:
         nd = len(v.type.sizes) if isinstance(v.type, RelType) else _ndims(v.type)
@@ -256,7 +264,7 @@ def block_program(stmt: Statement, split: Split | None) -> BlockProgram:
         wtype = RelType(tuple(Affine.var(s) for s in lens)) if isinstance(v.type, RelType) else tensor(
             [Affine.var(s) for s in lens])
         windows[v] = (Var(v.name, wtype), los, lens)
-    return BlockProgram(_windowed(value, windows, {}), split, off, length, windows)
+    return BlockProgram(_windowed(value, windows, {}), tuple(splits), tuple(sizes), windows)
 
 
 def _reblock(e: Expr, v: IndexVar, off: Affine, length: Affine) -> Expr:
@@ -295,13 +303,13 @@ def _windowed(node, windows: dict, memo: dict):
 
 @dataclass
 class StatementPlan:
-    """A statement at the call's sizes: its block program, its blocks ``[(lo, hi)]`` along the split
-    dimension (one block ``None`` when whole) and, per block, the window box of every windowed variable
-    (None for an empty window)."""
+    """A statement at the call's sizes: its block program, the cuts ``[(lo, hi), ...]`` of each split
+    dimension, its blocks (every combination of cuts, as ``((lo, hi), ...)``, in row-major order; one
+    ``()`` when whole) and, per block, the window box of every windowed variable (None: empty)."""
 
     stmt: Statement
     program: BlockProgram
-    extent: int
+    cuts: list
     blocks: list
     boxes: list  # per block: {Var: box or None}
     shape: tuple
@@ -311,15 +319,16 @@ class StatementPlan:
 
         name = self.stmt.var.name if self.stmt.var is not None else "out"
         head = f"{name} = {expr_str(self.stmt.value)}"
-        sp = self.program.split
-        if sp is None:
+        splits = self.program.splits
+        if not splits:
             return head + "\n  one block (whole inputs)"
-        what = "slabs, concatenated" if sp.kind == "gen" else "partial sums, added"
-        lines = [head, f"  split along {sp.kind} {sp.var.name} ({self.extent}) in {len(self.blocks)} blocks "
-                       f"({what})"]
-        for (lo, hi), bx in zip(self.blocks, self.boxes):
+        what = {"gen": "slabs, concatenated", "sum": "partial sums, added"}
+        lines = [head, "  split along " + ", ".join(
+            f"{sp.kind} {sp.var.name} in {len(cut)} ({what[sp.kind]})" for sp, cut in zip(splits, self.cuts))]
+        for block, bx in zip(self.blocks, self.boxes):
             reads = "  ".join(_box_str(v, b) for v, b in bx.items()) or "-"
-            lines.append(f"  {sp.var.name} in [{lo}, {hi}): {reads}")
+            at = ", ".join(f"{sp.var.name} in [{lo}, {hi})" for sp, (lo, hi) in zip(splits, block))
+            lines.append(f"  {at}: {reads}")
         whole = [v.name for v in self.stmt.reads if v not in self.stmt.windowed]
         if whole:
             lines.append(f"  whole: {', '.join(whole)}")
@@ -364,6 +373,7 @@ class Blocked:
         self.statements = [Statement.of(v, e) for v, e in bindings]
         self.output = self._output(out)
         self._programs: dict = {}
+        self._plans: dict = {}  # (sizes, input chunks, chunks) -> Plan
 
     def _output(self, e: Expr):
         if isinstance(e, Pair):
@@ -374,6 +384,7 @@ class Blocked:
         return self.statements[-1]
 
     def plan(self, inputs: dict, chunks: int | None = None) -> Plan:
+        """The plan at ``inputs``' sizes and chunks (cached: an optimiser's loop calls with the same)."""
         from tensorlang.inputs import infer_sizes
 
         if self.target != "c":
@@ -382,34 +393,49 @@ class Blocked:
                                    or chunks < 1):
             raise UnsupportedError(f"chunks must be a positive number of elements per block, got {chunks!r}")
         sizes = infer_sizes(self.expr, inputs)
-        axes = _chunked_axes(inputs)
-        choices = [self._choice(stmt, sizes, axes, chunks) for stmt in self.statements]
-        self._compile([(k, split) for k, (split, _, _) in enumerate(choices)])
+        layout = _input_chunks(self.expr, inputs)
+        key = (tuple(sorted(sizes.items())), tuple(sorted((v.name, c) for v, c in layout.items())), chunks)
+        if key not in self._plans:
+            if len(self._plans) >= 8:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key] = self._plan(sizes, layout, chunks)
+        return self._plans[key]
+
+    def _plan(self, sizes: dict, layout: dict, chunks) -> Plan:
+        choices = []
+        for stmt in self.statements:
+            splits, cuts = self._choice(stmt, sizes, layout, chunks)
+            choices.append((splits, cuts))
+            if stmt.var is not None and splits:
+                layout[stmt.var] = _result_chunks(stmt, sizes, splits, cuts)
+        self._compile([(k, splits) for k, (splits, _) in enumerate(choices)])
         plans = []
-        for k, (stmt, (split, extent, bounds)) in enumerate(zip(self.statements, choices)):
+        for k, (stmt, (splits, cuts)) in enumerate(zip(self.statements, choices)):
             shape = _shape(stmt.value.type, sizes) if _ndims(stmt.value.type) >= 0 else ()
-            bp = self._programs[self._key(k, split)]
-            if split is None:
-                plans.append(StatementPlan(stmt, bp, 0, [None], [{}], shape))
-                continue
-            boxes = [{v: _hull([footprint(r, sizes, (split.var, lo, hi)) for r in stmt.reads[v]])
-                      for v in stmt.windowed} for lo, hi in bounds]
-            plans.append(StatementPlan(stmt, bp, extent, bounds, boxes, shape))
+            bp = self._programs[self._key(k, splits)]
+            blocks = list(itertools.product(*cuts))
+            boxes = [{v: _hull([footprint(r, sizes, tuple((sp.var, lo, hi) for sp, (lo, hi) in zip(splits, b)))
+                                for r in stmt.reads[v]]) for v in stmt.windowed} for b in blocks] \
+                if splits else [{}]
+            plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, shape))
         return Plan(sizes, plans, self.output, self.dtype)
 
     @staticmethod
-    def _choice(stmt: Statement, sizes: dict, axes: list, chunks):
-        """``(split, extent, blocks)`` for a statement at ``sizes`` (``(None, 0, [])``: whole)."""
-        options = [(_value(s.size, sizes), -j, s) for j, s in enumerate(splits(stmt.value))]
-        if not options:
-            return None, 0, []
-        extent, _, split = max(options, key=lambda o: o[:2])
-        bounds = _boundaries(extent, axes, chunks)
-        return (split, extent, bounds) if len(bounds) >= 2 else (None, 0, [])
+    def _choice(stmt: Statement, sizes: dict, layout: dict, chunks):
+        """``(splits, cuts)`` for a statement: the dimensions cut into two blocks or more, and their cuts."""
+        chosen, cuts = [], []
+        for sp in splits(stmt.value):
+            extent = _value(sp.size, sizes)
+            edges = _edges(sp, extent, stmt, layout, chunks)
+            if edges:
+                bounds = [0] + edges + [extent]
+                chosen.append(sp)
+                cuts.append([(a, b) for a, b in zip(bounds[:-1], bounds[1:])])
+        return tuple(chosen), cuts
 
     @staticmethod
-    def _key(k: int, split: Split | None):
-        return k, None if split is None else (split.kind, split.axis, id(split.var))
+    def _key(k: int, splits: tuple):
+        return k, tuple((sp.kind, sp.axis, id(sp.var)) for sp in splits)
 
     def _compile(self, wanted: list) -> None:
         """Compile the block programs not compiled yet, all in one library (one compiler run)."""
@@ -419,10 +445,10 @@ class Blocked:
         from .kernel import emitter_for
 
         todo: list = []
-        for k, split in wanted:
-            key = self._key(k, split)
+        for k, splits in wanted:
+            key = self._key(k, splits)
             if key not in self._programs and all(t[0] != key for t in todo):
-                todo.append((key, block_program(self.statements[k], split)))
+                todo.append((key, block_program(self.statements[k], splits)))
         if not todo:
             return
         emitters, metas = [], []
@@ -437,29 +463,43 @@ class Blocked:
             self._programs[key] = bp
 
 
-def _chunked_axes(inputs: dict) -> list[tuple]:
-    """The chunks of every axis of every Dask input (in input order), as tuples of block lengths."""
-    out = []
-    for v in inputs.values():
-        for w in (v if isinstance(v, (tuple, list)) else (v,)):
-            if hasattr(w, "__dask_graph__") and hasattr(w, "chunks"):
-                out.extend(tuple(int(c) for c in ax) for ax in w.chunks)
+def _input_chunks(expr: Expr, inputs: dict) -> dict:
+    """``{Var: chunks}`` for every Dask input of ``expr`` (its ``.chunks``: block lengths per axis)."""
+    out = {}
+    for v in free_vars(expr):
+        value = inputs.get(v.name)
+        if hasattr(value, "__dask_graph__") and hasattr(value, "chunks"):
+            out[v] = tuple(tuple(int(c) for c in ax) for ax in value.chunks)
     return out
 
 
-def _boundaries(extent: int, axes: list, chunks) -> list[tuple[int, int]]:
-    """Blocks ``[(lo, hi)]`` cutting ``range(extent)``: every ``chunks`` elements when given; otherwise at
-    the chunk edges of the input axis whose extent is nearest (a convolution's ``[n + m - 1]`` input cuts
-    its ``n`` outputs where it is cut), the edges beyond ``extent`` dropped."""
+def _result_chunks(stmt: Statement, sizes: dict, splits: tuple, cuts: list) -> tuple:
+    """The chunks of a split statement's result: its gen splits' cuts on their axes, whole elsewhere."""
+    shape = _shape(stmt.value.type, sizes)
+    chunks = [(d,) for d in shape]
+    for sp, cut in zip(splits, cuts):
+        if sp.kind == "gen":
+            chunks[sp.axis] = tuple(hi - lo for lo, hi in cut)
+    return tuple(chunks)
+
+
+def _edges(sp: Split, extent: int, stmt: Statement, layout: dict, chunks) -> list[int]:
+    """The inner cut points of dimension ``sp`` (module docstring): every ``chunks`` elements when given,
+    otherwise the chunk edges of the first chunked axis some read indexes by ``sp.var`` with
+    coefficient +-1, clipped to ``(0, extent)``."""
     if extent < 2:
         return []
     if chunks is not None:
-        edges = list(range(0, extent, int(chunks))) + [extent]
-    else:
-        cut = [ax for ax in axes if len(ax) > 1]
-        if not cut:
-            return []
-        nearest = min(cut, key=lambda ax: abs(sum(ax) - extent))
-        inner = [int(e) for e in np.cumsum(nearest)[:-1] if 0 < e < extent]
-        edges = [0] + sorted(set(inner)) + [extent]
-    return [(a, b) for a, b in zip(edges[:-1], edges[1:])]
+        return list(range(int(chunks), extent, int(chunks)))
+    for var, rs in stmt.reads.items():
+        axes = layout.get(var)
+        if axes is None:
+            continue
+        for r in rs:
+            for k, a in enumerate(r.indices[:len(axes)]):
+                if abs(a.coeff(sp.var)) == 1 and len(axes[k]) > 1:
+                    inner = np.cumsum(axes[k])[:-1]
+                    edges = sorted({int(e) for e in inner if 0 < e < extent})
+                    if edges:
+                        return edges
+    return []

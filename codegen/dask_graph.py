@@ -125,14 +125,15 @@ def _statement(sp: StatementPlan, env: dict, sizes: dict, dtype, dask, da):
     bp = sp.program
     library = dask.delayed(bp.library, pure=True)
     wanted = set(bp.library.meta["sizes"])
-    parts = []
+    parts = {}
     for block, boxes in zip(sp.blocks, sp.boxes):
         call_sizes = dict(sizes)
         args = {}
-        if block is not None:
-            lo, hi = block
-            call_sizes[bp.off.name] = lo
-            call_sizes[bp.length.name] = hi - lo
+        shape = list(sp.shape)
+        for split, (off, length), (lo, hi) in zip(bp.splits, bp.sizes, block):
+            call_sizes[off.name], call_sizes[length.name] = lo, hi - lo
+            if split.kind == "gen":
+                shape[split.axis] = hi - lo
         for v in sp.stmt.reads:
             if v in bp.windows:
                 w, los, lens = bp.windows[v]
@@ -145,15 +146,20 @@ def _statement(sp: StatementPlan, env: dict, sizes: dict, dtype, dask, da):
                 args[v.name] = env[v]
         call_sizes = {k: int(x) for k, x in call_sizes.items() if k in wanted}
         task = dask.delayed(run_block, pure=True)(library, call_sizes, args)
-        shape = list(sp.shape)
-        if block is not None and bp.split.kind == "gen":
-            shape[bp.split.axis] = block[1] - block[0]
-        parts.append(da.from_delayed(task, shape=tuple(shape), dtype=dtype))
-    if len(parts) == 1:
-        return parts[0]
-    if bp.split.kind == "gen":
-        return da.concatenate(parts, axis=bp.split.axis)
-    return da.stack(parts).sum(axis=0)
+        parts[block] = da.from_delayed(task, shape=tuple(shape), dtype=dtype)
+    return _assemble(bp.splits, sp.cuts, parts, (), da)
+
+
+def _assemble(splits: tuple, cuts: list, parts: dict, prefix: tuple, da):
+    """The statement's result from its blocks: the gen splits' slabs concatenated along their axes (in
+    nest order), the sum splits' partial results added (``da.stack(...).sum``: Dask's tree reduction)."""
+    k = len(prefix)
+    if k == len(splits):
+        return parts[prefix]
+    pieces = [_assemble(splits, cuts, parts, prefix + (cut,), da) for cut in cuts[k]]
+    if splits[k].kind == "gen":
+        return da.concatenate(pieces, axis=splits[k].axis)
+    return da.stack(pieces).sum(axis=0)
 
 
 def _window(value, bx: tuple, var):

@@ -91,12 +91,12 @@ def test_deconvolution_loss_and_gradient_on_local_schedulers(deconv, scheduler):
     rng = np.random.default_rng(1)
     ins = deconv_inputs(300, 7, rng)
     lz = {"x": lazy(ins["x"], rng), "c": ins["c"], "z": lazy(ins["z"], rng)}
-    value = loss(**lz)
+    value, g = loss(**lz), grad(**lz)
     assert isinstance(value, da.Array) and value.shape == ()
-    assert close(float(value.compute(scheduler=scheduler)), loss(**ins))
-    g = grad(**lz)
     assert isinstance(g, tuple) and all(isinstance(p, da.Array) for p in g)
-    assert close(computed(g, scheduler), grad(**ins))
+    got_value, got_g = dask.compute(value, g, scheduler=scheduler)
+    assert close(float(got_value), loss(**ins))
+    assert close(got_g, grad(**ins))
 
 
 def test_user_chunks_and_a_lazy_small_input(deconv):
@@ -105,7 +105,9 @@ def test_user_chunks_and_a_lazy_small_input(deconv):
     ins = deconv_inputs(100, 4, rng)
     lz = {"x": ins["x"], "c": da.from_array(ins["c"], chunks=2), "z": ins["z"]}
     plan = grad.blocks(lz, chunks=7)
-    assert all(len(sp.blocks) == -(-sp.extent // 7) for sp in plan.statements if sp.program.split)
+    for sp in plan.statements:
+        for cut in sp.cuts:
+            assert all(hi - lo == 7 for lo, hi in cut[:-1]) and 0 < cut[-1][1] - cut[-1][0] <= 7
     assert close(computed(plan.collection(lz)), grad(**ins))
 
 
@@ -176,6 +178,18 @@ def test_stencil_blocks_read_their_one_cell_border(monkeypatch):
         assert shape == (min(hi, n) - max(lo - 2, 0), n)
 
 
+def test_stencil_tiles_read_their_one_cell_border(monkeypatch):
+    energy = tl.parse(STENCIL)
+    value_k = tl.compile(energy)
+    n = 40
+    u = np.random.default_rng(6).standard_normal((n + 2, n + 2))
+    value, seen = recorded_reads(value_k, {"u": da.from_array(u, chunks=(11, 16))}, monkeypatch)
+    assert close(float(value), value_k(u=u))
+    assert len(seen) == 4 * 3  # u's 4 x 3 chunks cut the sum over i and j into tiles
+    for _, sizes, shapes in seen:  # the tile [i0, i0 + B0) x [j0, j0 + B1) reads u[i0 : i0 + B0 + 2, j0 : j0 + B1 + 2]
+        assert shapes["u"] == (sizes["blk_len"] + 2, sizes["blk_len_1"] + 2)
+
+
 def test_plan_prints_the_footprints(deconv):
     loss, _ = deconv
     x = da.from_array(np.zeros(103), chunks=((50, 53),))
@@ -198,32 +212,42 @@ def _lazy_inputs(expr, ins, rng):
     return out
 
 
+def _check_blockwise(k, expr, ins, rng) -> int:
+    """``k`` on lazy inputs with random chunks, blocks following them and blocks of 1 to 3 elements,
+    against ``k`` on the whole arrays; returns how many statements the second plan split."""
+    lz = _lazy_inputs(expr, ins, rng)
+    ref = k(**ins)
+    assert close(computed(k(**lz)), ref), str(expr)
+    plan = k.blocks(lz, chunks=int(rng.integers(1, 4)))
+    assert close(computed(plan.collection(lz)), ref), f"{expr}\n{plan}"
+    return sum(bool(sp.program.splits) for sp in plan.statements)
+
+
+def _with_loops(cases: list, count: int) -> list:
+    """The first ``count`` cases whose program has a loop (the smallest draws are single accesses)."""
+    return [(e, ins) for e, ins in cases if "sum(" in str(e) or "gen(" in str(e)][:count]
+
+
 def test_generated_programs_on_random_chunkings():
-    cases = collect(program_and_inputs(max_size=7, allow_zero=False), 14)
+    cases = _with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 60), 16)
     rng = np.random.default_rng(6)
-    lazy_runs = split = 0
-    for expr, ins in cases:
-        k = tl.compile(expr)
-        lz = _lazy_inputs(expr, ins, rng)
-        if any(hasattr(v, "dask") for v in lz.values()):
-            lazy_runs += 1
-            split += sum(sp.program.split is not None for sp in k.blocks(lz).statements)
-        assert close(computed(k(**lz)), k(**ins)), str(expr)
-    assert lazy_runs >= len(cases) // 2 and split >= lazy_runs // 2
+    split = [_check_blockwise(tl.compile(expr), expr, ins, rng) for expr, ins in cases]
+    assert sum(s > 0 for s in split) >= len(cases) // 2, split
 
 
 def test_gradients_of_generated_programs_on_random_chunkings():
-    cases = collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7, allow_zero=False), 10)
+    cases = _with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
+                                                   allow_zero=False), 60), 12)
     rng = np.random.default_rng(7)
+    split = 0  # gradients with a split statement
     for expr, ins in cases:
         wrt = [n for n, t in expr.free_vars.items() if "rel" not in str(t)]
         if not wrt:
             continue
         g = tl.grad(expr, wrt)
-        k = tl.compile(g)
         ins = {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
-        got = computed(k(**_lazy_inputs(expr, ins, rng)))
-        assert close(got, k(**ins)), str(expr)
+        split += _check_blockwise(tl.compile(g), g, ins, rng) > 0
+    assert split >= len(cases) // 2
 
 
 # -- a LocalCluster of two worker processes ------------------------------------------------------------
@@ -263,7 +287,7 @@ def test_stencil_energy_gradient_on_two_worker_processes(cluster):
     energy = tl.parse(STENCIL)
     value_k, grad_k = tl.compile(energy), tl.compile(tl.grad(energy, "u"))
     n = 300
-    u = da.random.RandomState(9).standard_normal((n + 2, n + 2), chunks=(64, n + 2))
+    u = da.random.RandomState(9).standard_normal((n + 2, n + 2), chunks=(64, 128))  # tiles
     value, g = dask.compute(value_k(u=u), grad_k(u=u))
     us = u.compute()
     assert close(float(value), value_k(u=us))
