@@ -70,9 +70,11 @@ class BlockLibrary:
         return path
 
 
-def run_block(library: BlockLibrary, sizes: dict, args: dict) -> np.ndarray:
-    """One task: the block program on its windows; a scalar result as a 0-d array."""
-    return np.asarray(library.runner()(**args, **sizes))
+def run_block(library: BlockLibrary, sizes: dict, args: dict, pieces: dict) -> np.ndarray:
+    """One task: the block program on its windows; a scalar result as a 0-d array.  ``pieces`` holds the
+    windows of Dask arrays as the grids of their chunks' parts (nested lists), joined here."""
+    joined = {name: np.block(grid) for name, grid in pieces.items()}
+    return np.asarray(library.runner()(**args, **joined, **sizes))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -128,7 +130,7 @@ def _statement(sp: StatementPlan, env: dict, sizes: dict, dtype, dask, da):
     parts = {}
     for block, boxes in zip(sp.blocks, sp.boxes):
         call_sizes = dict(sizes)
-        args = {}
+        args, pieces = {}, {}
         shape = list(sp.shape)
         for split, (off, length), (lo, hi) in zip(bp.splits, bp.sizes, block):
             call_sizes[off.name], call_sizes[length.name] = lo, hi - lo
@@ -141,11 +143,15 @@ def _statement(sp: StatementPlan, env: dict, sizes: dict, dtype, dask, da):
                 bx = bx if bx is not None else tuple((0, 0) for _ in los)
                 for s, t, (a, b) in zip(los, lens, bx):
                     call_sizes[s.name], call_sizes[t.name] = a, b - a
-                args[w.name] = _window(env[v], bx, v)
+                window = _window(env[v], bx, v)
+                if hasattr(window, "to_delayed"):  # one task per chunk part, joined in run_block
+                    pieces[w.name] = window.to_delayed().tolist()
+                else:
+                    args[w.name] = window
             else:
                 args[v.name] = env[v]
         call_sizes = {k: int(x) for k, x in call_sizes.items() if k in wanted}
-        task = dask.delayed(run_block, pure=True)(library, call_sizes, args)
+        task = dask.delayed(run_block, pure=True)(library, call_sizes, args, pieces)
         parts[block] = da.from_delayed(task, shape=tuple(shape), dtype=dtype)
     return _assemble(bp.splits, sp.cuts, parts, (), da)
 
