@@ -312,3 +312,30 @@ def test_sparse_least_squares_gradient_with_a_scipy_sparse_relation():
     value, g = dask.compute(value_k(**lz), grad_k(**lz))
     assert close(float(value), value_k(E=E, y=y, z=z))
     assert close(g, grad_k(E=E, y=y, z=z))
+
+
+def test_a_block_program_runs_where_nothing_can_be_built(deconv, tmp_path):
+    """What a worker gets: a pickled block library, run in a fresh process whose C compiler fails and
+    whose build cache is empty; it loads the shipped bytes and builds nothing."""
+    import pickle
+
+    loss, _ = deconv
+    rng = np.random.default_rng(11)
+    ins = deconv_inputs(50, 4, rng)
+    plan = loss.blocks({**ins, "x": da.from_array(ins["x"], chunks=20)})
+    sp = plan.statements[0]
+    sizes = {**plan.sizes, "blk_off": 0, "blk_len": 20, "lo_x_0": 0, "len_x_0": 23, "lo_c_0": 0, "len_c_0": 4}
+    payload = tmp_path / "task.pkl"
+    payload.write_bytes(pickle.dumps((sp.program.library, sizes, {"x": ins["x"][:23], "c": ins["c"]})))
+    code = ("import pickle, sys, numpy as np; lib, sizes, args = pickle.load(open(sys.argv[1], 'rb')); "
+            "wanted = set(lib.meta['sizes']); "
+            "print(float(np.sum(lib.runner()(**args, **{k: v for k, v in sizes.items() if k in wanted}))))")
+    env = {**os.environ, "CC": "false", "TENSORLANG_CACHE": str(tmp_path / "empty-cache"),
+           "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code, str(payload)], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    f = np.array([ins["x"][i:i + 4] @ ins["c"] for i in range(20)])
+    assert np.isclose(float(out.stdout), f.sum(), rtol=1e-12)
+    assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").iterdir())
+    assert list(tmp_path.glob("tensorlang-dask-*/*.so"))  # the shipped bytes, written to the local cache
