@@ -40,7 +40,7 @@ import sympy
 from .errors import UnsupportedError
 from .nodes import Affine, Cmp, Exists, IndexVar, Pred, RelAtom, SizeVar, box, compare, conj
 from .substitute import substitute_index
-from .predicates import (
+from .isl_sets import (
     check_dims, dt, has_relations, is_exact, isl_val, nonneg, pairs, param_context, position,
     param_names, render_constraint, to_isl, val_int,
 )
