@@ -619,3 +619,17 @@ def test_count_relation_large_and_sparse():
     rows = conj(rng(i, 0, n), Exists(l, A(n), conj(RelAtom(R, (A(i), A(l))), compare("<", l, i))))
     assert count(rows, [i], {"n": nv}, {"R": sparse_tuples}) == want  # rule 4.30's #[exists j. p]
     assert count_projection(pred, [j], [i, j], {"n": nv}, {"R": sparse_tuples}) == want
+
+
+def test_injective_reads_each_element_at_most_once():
+    i, j = IndexVar("i"), IndexVar("j")
+    n, m = SizeVar("n"), SizeVar("m")
+    loops = ((i, Affine.var(n)), (j, Affine.var(m)))
+    ai, aj = Affine.var(i), Affine.var(j)
+    assert P.injective((ai, aj), loops)
+    assert P.injective((aj, ai + 2 * aj), loops)
+    assert not P.injective((ai,), loops)  # every j reads x[i] again
+    assert not P.injective((ai + aj,), loops)
+    assert P.injective((ai + aj,), loops, compare("=", j, 0))  # the bracket leaves one j
+    assert P.injective((2 * ai,), loops[:1])  # a stride: still one point per element
+    assert P.injective((), ())
