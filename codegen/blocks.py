@@ -18,18 +18,18 @@ blocks or more is one block.
 
 **Footprints.**  Every place the value reads a variable (``x[a0, a1]``, a relation atom ``R(a0, a1)``)
 is evaluated on a set of loop points: its enclosing loops, cut by its enclosing Iverson guards (a
-guarded access is not evaluated where its guard is false).  For the block ``lo <= v < hi`` that set is
-built by the predicates module as an isl set at the call's sizes, and the box of the read is the exact
-minimum and maximum of each index over it.  The window of a variable for the block is the box hull of
-its reads: a convolution's block ``[lo, hi)`` of ``x[i + j]`` reads ``x[lo : hi + m - 1]``, a 5-point
-stencil's block its one-cell border, nothing more.  A variable read whole, or by partial accesses, or of
+guarded access is not evaluated where its guard is false).  For a block (``lo_k <= v_k < hi_k`` for each
+split dimension) that set is built by the predicates module as an isl set at the call's sizes, and the
+box of the read is the exact minimum and maximum of each index over it.  The window of a variable for
+the block is the box hull of its reads: a convolution's block ``[lo, hi)`` of ``x[i + j]`` reads
+``x[lo : hi + m - 1]``, a 5-point stencil's tile its one-cell border, nothing more.  A variable read whole, or by partial accesses, or of
 pair type is passed whole.
 
 **Block programs.**  A block runs the statement's *block program*: its value with each split dimension
 ``v``'s range replaced by a size ``blk_len`` and ``v`` by ``v + blk_off`` (``blk_off_1``... for the next
 ones), every windowed variable ``x`` replaced by a window of type ``[len_x_0]...R`` read at
-``a_k - lo_x_k``.  It is compiled once per statement; a block's
-offsets and window lengths are sizes passed at the call.
+``a_k - lo_x_k``.  The block programs a plan needs are compiled once, together (one compiler run); a
+block's offsets and window lengths are sizes passed at the call.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    TRUE, Access, Affine, And, Exists, Expr, Gen, Guard, IndexVar, Node, Or, PairType, Pred, R, RelAtom,
+    TRUE, Access, Affine, And, Exists, Expr, Gen, Guard, IndexVar, Node, Or, Pred, R, RelAtom,
     RelType, SizeVar, Sum, TensorType, Type, Var, box, compare, conj, let_chain, Pair, strip_accesses,
     strip_gens, tensor,
 )
@@ -217,7 +217,7 @@ class Statement:
 
 
 class _Names:
-    """Fresh size names for a block program (``tl_off``, ``tl_lo_x_0``...), none equal to a name of the
+    """Fresh size names for a block program (``blk_off``, ``lo_x_0``...), none equal to a name of the
     program."""
 
     def __init__(self, expr: Expr):
@@ -363,7 +363,8 @@ class Plan:
 
 
 class Blocked:
-    """A kernel's program as statements, with their block programs compiled once each (on demand)."""
+    """A kernel's program as statements, with their block programs, each compiled once, when a
+    plan first needs it."""
 
     def __init__(self, expr: Expr, target: str, dtype: str):
         from tensorlang.normalize import let_lift, pair_elim

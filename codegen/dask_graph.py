@@ -1,11 +1,12 @@
 """Blockwise plans (``codegen.blocks``) as lazy Dask collections.
 
-Every block of a statement is one task: ``run_block(library, sizes, windows)`` runs the statement's
-block program on the windows of its inputs and intermediates that isl computed for it, and returns the
-block as a NumPy array.  A split generator's blocks are concatenated (``da.concatenate``), a split sum's
-partial results are added by ``da.stack(...).sum(axis=0)`` (Dask's tree reduction), a statement left
-whole is one task.  Windows of Dask arrays are slices of them (Dask fetches only the chunks they
-overlap); windows of NumPy inputs and of relations are cut on the client and travel with their task.
+Every block of a statement is one task: ``run_block(library, sizes, args, pieces)`` runs the
+statement's block program on the windows of its inputs and intermediates that isl computed for it, and
+returns the block as a NumPy array.  A split generator's blocks are concatenated (``da.concatenate``), a
+split sum's partial results are added by ``da.stack(...).sum(axis=0)`` (Dask's tree reduction), a
+statement left whole is one task.  A window of a Dask array is the grid of its chunks' parts (a slicing
+task per chunk it overlaps, run where the chunk lives; none for a whole chunk), joined in the block's
+task; windows of NumPy inputs and of relations are cut on the client and travel with their task.
 
 **Workers build nothing.**  A block program's compiled library travels as data: a ``BlockLibrary``
 (the shared library's bytes and the runtime's plain-data description of its arguments) is one key of

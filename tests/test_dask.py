@@ -22,10 +22,10 @@ da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
-    from strategies import program_and_inputs, type_shape
+    from strategies import program_and_inputs
     from test_codegen import close, collect
 except ImportError:  # tests/ as a package
-    from tests.strategies import program_and_inputs, type_shape
+    from tests.strategies import program_and_inputs
     from tests.test_codegen import close, collect
 
 ROOT = Path(__file__).resolve().parent.parent
