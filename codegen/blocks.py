@@ -150,7 +150,7 @@ def footprint(read: Read, sizes: dict, block: tuple = ()) -> tuple | None:
         if any(v is d for d in dims):
             where += [compare("<=", lo, v), compare("<", v, hi)]
     where += [compare("=", Affine.var(t), a) for t, a in zip(extra, read.indices)]
-    from tensorlang.predicates import to_isl
+    from tensorlang.isl_sets import to_isl
 
     s = to_isl(conj(*where), dims)
     for k in reversed(range(s.dim(isl.dim_type.param))):
