@@ -136,8 +136,8 @@ def _kind(v, arg_kinds):
         return ARR   # an entry (a NumPy scalar) or a sub-array
     if _array_inline(v) is not None:
         return NUM if _array_inline(v).reduce or kinds[-1] != ARR else ARR
-    if op == "call" and v.args[0].op == "const":
-        f = v.args[0].attr
+    f = _callee(v)
+    if f is not None:
         if _hashable(f) and f in INT_RESULT_CALLS:
             return INT
         if _hashable(f) and f in INLINE_CALLS and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
@@ -164,15 +164,21 @@ def _array_inline(v):
         if f is None or kw or len(v.args) != 1 or v.args[0].kind != ARR:
             return None
         return ARRAY_INLINE[f]
-    if v.op != "call" or v.attr or len(v.args) != 2 or v.args[0].op != "const":
-        return None
-    f = v.args[0].attr
-    if not _hashable(f) or f not in ARRAY_INLINE:
+    f = _callee(v)
+    if f is None or v.attr or len(v.args) != 2 or not _hashable(f) or f not in ARRAY_INLINE:
         return None
     entry, k = ARRAY_INLINE[f], v.args[1].kind
     if k == ARR or k in (INT, NUM) and not entry.reduce:
         return entry
     return None
+
+
+def _callee(v):
+    """The function a ``call`` calls when it is a constant (known when transforming), else None."""
+    if v.op != "call":
+        return None
+    f = v.args[0]
+    return f.attr if isinstance(f, Instr) and f.op == "const" else None
 
 
 def _hashable(f):
@@ -190,9 +196,7 @@ def _maybe_inline(v: Instr):
         f = ARRAY_METHODS[v.attr[0]] if v.op == "method" else v.args[0].attr
         v.op, v.args, v.attr = "aprim", v.args[-1:], (f, entry.name)
         return
-    if v.op != "call":
-        return
-    f = v.args[0].attr if v.args[0].op == "const" else None
+    f = _callee(v)
     if f is None or not _hashable(f) or f not in INLINE_CALLS or v.attr:
         return
     args = v.args[1:]
@@ -203,7 +207,7 @@ def _maybe_inline(v: Instr):
 def _maybe_rule(v: Instr):
     """A call of a primitive known when transforming becomes ``rule``: its rule is called directly."""
     from .runtime import NONDIFF, RULES
-    f = v.args[0].attr if v.op == "call" and v.args[0].op == "const" else None
+    f = _callee(v)
     if f is None or not _hashable(f) or v.attr:
         return
     if f in NONDIFF:

@@ -297,15 +297,29 @@ def _J_rule(f, *args):
         spec = specialised(f, args).generic
         y, back = J(spec.pb, f, *args)
         return y, lambda dy: back(dy)[1:]
-    if r is not None:
-        y, back = J(_call_rule, r, len(args), *args)
-        return y, lambda dy: (None, *back(dy)[3:])
+    if r is not None and len(args) <= len(_CALL_RULES):
+        y, back = J(_CALL_RULES[len(args) - 1], r, *args)
+        return y, lambda dy: (None, *back(dy)[2:])
     raise UnsupportedError(f"nested differentiation through {f!r} is not supported")
 
 
-def _call_rule(r, n, *args):
-    y, back = r(*args)
-    return y, _Padded(back, n)
+# a rule called as J calls it, one function per number of arguments (the transform takes no *args)
+def _call_rule1(r, a):
+    y, back = r(a)
+    return y, _Padded(back, 1)
+
+
+def _call_rule2(r, a, b):
+    y, back = r(a, b)
+    return y, _Padded(back, 2)
+
+
+def _call_rule3(r, a, b, c):
+    y, back = r(a, b, c)
+    return y, _Padded(back, 3)
+
+
+_CALL_RULES = [_call_rule1, _call_rule2, _call_rule3]
 
 
 def _rule_grad1(r, a):
@@ -354,4 +368,5 @@ RULES.update({
     HELPERS["_ad_addn"]: lambda d, g: (d if g is None else d + g, lambda dy: (dy, None if g is None else dy)),
     HELPERS["_ad_acci"]: lambda v, d, c: (HELPERS["_ad_acci"](v, d, c), lambda dy: (None, dy, dy)),
     HELPERS["_ad_take"]: lambda v, d: (HELPERS["_ad_take"](v, d), lambda dy: (None, dy)),
+    HELPERS["_ad_like"]: lambda x, g: (HELPERS["_ad_like"](x, g), lambda dy: (None, dy)),
 })

@@ -188,7 +188,9 @@ def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False) -> list[str]:
         if not p.active or p.kind == INT:
             grads.append("None")
         elif p.kind in (ANY, ARR) and not (fast and g.boxfree):
-            grads.append(f"_ad_take(_v{p.id}, _d{p.id})")
+            grads.append(f"_ad_like(_v{p.id}, _ad_take(_v{p.id}, _d{p.id}))")
+        elif p.kind in (ANY, ARR):
+            grads.append(f"_ad_like(_v{p.id}, _d{p.id})")
         else:
             grads.append(f"_d{p.id}")
     if fast:

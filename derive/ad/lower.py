@@ -458,6 +458,9 @@ class _Lowerer:
                 return self.emit("method", [obj] + args, (func.attr, tuple(kwnames)))
             f = self.const(target)
         else:
+            if isinstance(func, ast.Name) and func.id in _FRAME_CALLS and not self.is_local(func.id) \
+                    and func.id not in self.fglobals:
+                raise self.fail(f"'{func.id}()' (it reads the frame, which the transform replaces) is", e)
             f = self.expr(func)
         args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
         return self.emit("call", [f] + args, tuple(kwnames))
@@ -575,6 +578,9 @@ class _Lowerer:
         self.fn.factory_nodes.append(node)
         recursive = name if name is not None and name in _loaded_names(node) else None
         return self.emit("closure", values, (index, tuple(captured), recursive))
+
+
+_FRAME_CALLS = {"eval", "exec", "locals", "vars", "globals", "dir"}
 
 
 def _is_ufunc(obj):

@@ -93,6 +93,16 @@ def acc(a, b):
     return a + b
 
 
+def like(x, g):
+    """Gradient ``g`` of argument ``x`` in ``x``'s precision: a float32 (or float16, complex64) array gets a
+    gradient of its own dtype, however wide the arithmetic that made it (a complex gradient of a real
+    array is kept as it is)."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype != x.dtype and x.dtype.kind in "fc" \
+            and (g.dtype.kind == "f" or x.dtype.kind == "c"):
+        return g.astype(x.dtype)
+    return g
+
+
 def addn(d, g):
     """``d + g`` for a number gradient ``d``, where ``g`` may be None."""
     return d if g is None else d + g
@@ -247,6 +257,8 @@ def acc_into(v, d, c):
     s = STORE[0]
     if s.boxes:
         if id(v) in s.boxes:
+            if type(v) is list and type(c) is np.ndarray:   # from a NumPy rule that read the list as an array
+                c = list(c)
             with BOX_LOCK:   # pullbacks of work that ran in threads run in parallel (threads.py)
                 old = s.grads.get(id(v))
                 s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
@@ -407,13 +419,26 @@ def Jkw(names, f, *args):
     """J for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
     k = len(names)
     pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
+    if "out" in kw and kw["out"] is not None:
+        return _with_out(names, f, args)
     try:
         rule = RULES.get(f)
     except TypeError:
         rule = None
     if rule is not None:
         y, back = rule(*pos, **kw)
-        return y, _RulePullback(back, len(args))   # a rule may give the keyword arguments' gradients too
+        where = _keyword_places(rule, len(pos), names)
+
+        def rule_back(dy):
+            if dy is None:
+                return (None,) * (len(args) + 1)
+            g = back(dy)
+            if len(g) == len(args):   # the rule gave the keyword arguments' gradients, in call order
+                return (None, *g)
+            return (None, *g[:len(pos)], *(g[i] if i is not None and i < len(g) else None for i in where))
+        return y, rule_back
+    if f is dict and not pos:
+        return dict(**kw), lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *(dy.get(n) for n in names))
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
         y, back = hook(*pos, **kw)
@@ -438,6 +463,39 @@ def Jkw(names, f, *args):
     if _in(f, NONDIFF) or not any(_differentiable(a) for a in args):
         return f(*pos, **kw), ZERO
     raise UnsupportedError(f"no derivative rule for {f!r} called with keyword arguments")
+
+
+_PLACES: dict = {}
+
+
+def _keyword_places(rule, npos, names) -> tuple:
+    """Where the gradient of each keyword argument is in ``rule``'s pullback: the position of the parameter
+    of that name (rules name their parameters as NumPy does), None for keywords it takes as ``**kw``."""
+    key = (rule, npos, names)
+    places = _PLACES.get(key)
+    if places is None:
+        params = [p.name for p in inspect.signature(rule).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        places = _PLACES[key] = tuple(params.index(n) if n in params[npos:] else None for n in names)
+    return places
+
+
+def _with_out(names, f, args):
+    """``f(..., out=o)``: the result computed as without ``out`` and written into ``o`` by the box rules."""
+    from .rules.structures import setitem
+    i = len(args) - len(names) + names.index("out")
+    out = args[i]
+    target = out[0] if type(out) is tuple and len(out) == 1 else out
+    if type(target) is not np.ndarray:
+        raise UnsupportedError(f"tensorlang.ad differentiates out= only for one array, not {type(out).__name__}")
+    rest = tuple(n for n in names if n != "out")
+    y, back = Jkw(rest, f, *args[:i], *args[i + 1:]) if rest else J(f, *args[:i], *args[i + 1:])
+    _, write_back = setitem(target, Ellipsis, y)
+
+    def out_back(dy):
+        g = back(acc(dy, write_back(None)[2]))
+        return (*g[:i + 1], None, *g[i + 1:])
+    return out, out_back
 
 
 def _construct(cls, args):
@@ -474,6 +532,8 @@ def Jm(name, kwnames, obj, *args):
     else:
         pos, kw = args, None
     rule = METHOD_RULES.get((t, name))
+    if rule is None and isinstance(obj, np.generic):   # a NumPy scalar has the methods of a 0-d array
+        rule = METHOD_RULES.get((np.ndarray, name))
     if rule is None and t is not np.ndarray:
         for base in t.__mro__[1:]:
             rule = METHOD_RULES.get((base, name))
@@ -490,6 +550,9 @@ def Jm(name, kwnames, obj, *args):
         y, back = Jkw(kwnames, f, *args) if kwnames else J(f, *args)
         return y, lambda dy: back(dy)
     attr = inspect.getattr_static(obj, name, None)
+    if isinstance(attr, types.FunctionType) and name in getattr(obj, "__dict__", ()):   # not a method
+        y, back = Jkw(kwnames, attr, *args) if kwnames else J(attr, *args)
+        return y, lambda dy: (lambda g: (None if g[0] is None else field_grad(obj, name, g[0]), *g[1:]))(back(dy))
     if isinstance(attr, types.FunctionType):
         y, back = Jkw(kwnames, attr, obj, *args) if kwnames else J(attr, obj, *args)
         return y, lambda dy: back(dy)[1:]
@@ -510,5 +573,5 @@ _NONDIFF_METHODS = {"index", "count", "keys", "startswith", "endswith", "format"
 HELPERS = {
     "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
     "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
-    "_ad_snap": snap,
+    "_ad_snap": snap, "_ad_like": like,
 }

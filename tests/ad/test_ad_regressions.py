@@ -215,3 +215,57 @@ def test_writes_through_views_and_in_place(f, check):
 def test_writes_through_a_view_of_a_float32_array():
     g, = ad.gradient(_float32_written, X3.copy())   # y = [0, 2 x0, 2 x1] (float32): 8 x0, 8 x1, 0
     np.testing.assert_allclose(g, [8 * X3[0], 8 * X3[1], 0.0], rtol=1e-6)
+
+
+def test_numpy_keywords_and_constructors_of_numbers(check):
+    check(lambda x: np.sum(np.max(x, axis=None, keepdims=True) * x), X3.copy())
+    check(lambda x: np.sum(np.clip(x, a_min=-1.0, a_max=1.0) * x), X3.copy())
+    check(lambda x: np.sum(np.transpose(x.reshape(3, 1), axes=(1, 0)) * x), X3.copy())
+    check(lambda x: np.sum(x * np.array(3.0)) + np.array(x[0]) * 2.0, X3.copy())
+    check(lambda a: np.sum(np.full(3, fill_value=a) ** 2), 2.0)
+    check(lambda x: np.sum(x.reshape(3, 1) * np.ones((2, 3, 3))), X3.copy())
+    check(lambda a: np.sum([i * 3 for i in a]), X3.copy())
+    check(lambda a: np.sum(np.array([[v * v for v in a] for _ in range(2)])), X3.copy())
+    check(lambda x: np.sum(np.r_[x, x * x]) + np.sum(np.c_[x, x] ** 2), X3.copy())
+    check(lambda x: dict(a=x * x, b=x)["a"], 1.5)
+
+
+def _out_multiply(x):
+    y = np.empty(3)
+    np.multiply(x, x, out=y)
+    return np.sum(y * x)
+
+
+def test_out_argument_writes_by_the_box_rules(check):
+    check(_out_multiply, X3.copy())
+
+
+def _helper(x):
+    return x * x * x
+
+
+def _branch_calls(x):
+    if x > 0:
+        return _helper(x)
+    return -_helper(x)
+
+
+def test_second_order_through_a_branch_that_calls_a_function():
+    d2 = ad.gradient(lambda x: ad.gradient(_branch_calls, x)[0], 2.0)[0]
+    assert abs(d2 - 12.0) < 1e-12
+    d2 = ad.gradient(lambda x: ad.gradient(lambda y: np.cosh(y), x)[0], 0.5)[0]
+    assert abs(d2 - np.cosh(0.5)) < 1e-12
+
+
+def _uses_eval(x):
+    return eval("x * x")
+
+
+def _uses_locals(x):
+    return locals()["x"]
+
+
+@pytest.mark.parametrize("f", [_uses_eval, _uses_locals])
+def test_frame_readers_are_refused(f):
+    with pytest.raises(UnsupportedError, match="reads the frame"):
+        ad.gradient(f, 2.0)

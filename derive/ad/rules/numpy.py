@@ -11,48 +11,92 @@ from .operators import _matmul_back, matmul_grad, pow_da, unbroadcast
 
 
 def _unary(f, d):
-    """``f`` elementwise with derivative ``d(x, y)``."""
-    def rule(x, *rest, **kw):
-        y = f(x, *rest, **kw)
+    """``f`` elementwise with derivative ``d(x, y)`` (written so that it can be differentiated again)."""
+    def rule(x):
+        y = f(x)
         return y, lambda dy: (dy * d(x, y),)
     return rule
 
 
+def _real_only(name, d):
+    """The derivative ``d`` of a function that tensorlang.ad differentiates for real arguments only."""
+    def real(x, y):
+        if np.iscomplexobj(x):
+            raise UnsupportedError(f"tensorlang.ad differentiates np.{name} of real arguments only")
+        return d(x, y)
+    return real
+
+
+def _sinc_d(x, y):
+    safe = np.where(x == 0, 1.0, x)
+    return np.where(x == 0, 0.0, (np.cos(np.pi * x) - y) / safe)
+
+
+_LN2, _LN10 = np.log(2.0), np.log(10.0)
 _UNARY = {
     np.exp: lambda x, y: y, np.log: lambda x, y: 1 / x, np.tanh: lambda x, y: 1 - y * y,
     np.sin: lambda x, y: np.cos(x), np.cos: lambda x, y: -np.sin(x), np.tan: lambda x, y: 1 + y * y,
     np.sqrt: lambda x, y: 0.5 / y, np.abs: lambda x, y: np.sign(x), np.negative: lambda x, y: -1,
     np.square: lambda x, y: 2 * x, np.log1p: lambda x, y: 1 / (1 + x), np.expm1: lambda x, y: y + 1,
     np.arctan: lambda x, y: 1 / (1 + x * x), np.sinh: lambda x, y: np.cosh(x), np.cosh: lambda x, y: np.sinh(x),
-    np.log2: lambda x, y: 1 / (x * np.log(2)), np.log10: lambda x, y: 1 / (x * np.log(10)),
+    np.log2: lambda x, y: 1 / (x * _LN2), np.log10: lambda x, y: 1 / (x * _LN10),
     np.positive: lambda x, y: 1, np.reciprocal: lambda x, y: -y * y,
+    np.arcsin: lambda x, y: 1 / np.sqrt(1 - x * x), np.arccos: lambda x, y: -1 / np.sqrt(1 - x * x),
+    np.arcsinh: lambda x, y: 1 / np.sqrt(x * x + 1), np.arccosh: lambda x, y: 1 / np.sqrt(x * x - 1),
+    np.arctanh: lambda x, y: 1 / (1 - x * x), np.exp2: lambda x, y: y * _LN2, np.cbrt: lambda x, y: 1 / (3 * y * y),
+    np.fabs: _real_only("fabs", lambda x, y: np.sign(x)), np.sinc: _sinc_d,
+    np.deg2rad: lambda x, y: np.pi / 180, np.rad2deg: lambda x, y: 180 / np.pi,
+    np.real: _real_only("real", lambda x, y: 1), np.imag: _real_only("imag", lambda x, y: 0),
+    np.conj: _real_only("conj", lambda x, y: 1), np.angle: _real_only("angle", lambda x, y: 0),
 }
+_UNARY[np.radians], _UNARY[np.degrees], _UNARY[np.absolute] = _UNARY[np.deg2rad], _UNARY[np.rad2deg], _UNARY[np.abs]
 
 
 def _binary(f, d):
-    """``f(a, b)`` elementwise with partial derivatives ``d(a, b, y) -> (da, db)``; un-broadcast."""
+    """``f(a, b)`` elementwise with partial derivatives ``d = (da(a, b, y), db(a, b, y))``, each computed
+    only for an argument that can have a gradient; un-broadcast."""
+    da, db = d
+
     def rule(a, b):
         y = f(a, b)
 
         def back(dy):
-            pa, pb = d(a, b, y)
-            return unbroadcast(dy * pa, a), unbroadcast(dy * pb, b)
+            ga = unbroadcast(dy * da(a, b, y), a) if _has_grad(a) else None
+            gb = unbroadcast(dy * db(a, b, y), b) if _has_grad(b) else None
+            return ga, gb
         return y, back
     return rule
+
+
+def _has_grad(x):
+    return not (isinstance(x, (int, np.integer, bool, np.bool_))
+                or type(x) is np.ndarray and x.dtype.kind in "biu")
 
 
 def _gt(a, b):
     return (np.asarray(a) > np.asarray(b)).astype(float)
 
 
+def _ge(a, b):
+    return 1 - _gt(b, a)
+
+
 _BINARY = {
-    np.add: lambda a, b, y: (1, 1), np.subtract: lambda a, b, y: (1, -1),
-    np.multiply: lambda a, b, y: (b, a), np.divide: lambda a, b, y: (1 / b, -y / b),
-    np.power: lambda a, b, y: (pow_da(a, b), y * np.log(np.where(np.asarray(a) > 0, a, 1))),
-    np.maximum: lambda a, b, y: (1 - _gt(b, a), _gt(b, a)), np.minimum: lambda a, b, y: (1 - _gt(a, b), _gt(a, b)),
-    np.arctan2: lambda a, b, y: (b / (a * a + b * b), -a / (a * a + b * b)),
-    np.logaddexp: lambda a, b, y: (np.exp(a - y), np.exp(b - y)),
+    np.add: (lambda a, b, y: 1, lambda a, b, y: 1), np.subtract: (lambda a, b, y: 1, lambda a, b, y: -1),
+    np.multiply: (lambda a, b, y: b, lambda a, b, y: a),
+    np.divide: (lambda a, b, y: 1 / b, lambda a, b, y: -y / b),
+    np.power: (lambda a, b, y: pow_da(a, b), lambda a, b, y: y * np.log(np.where(np.asarray(a) > 0, a, 1))),
+    np.maximum: (lambda a, b, y: _ge(a, b), lambda a, b, y: _gt(b, a)),
+    np.minimum: (lambda a, b, y: _ge(b, a), lambda a, b, y: _gt(a, b)),
+    np.arctan2: (lambda a, b, y: b / (a * a + b * b), lambda a, b, y: -a / (a * a + b * b)),
+    np.logaddexp: (lambda a, b, y: np.exp(a - y), lambda a, b, y: np.exp(b - y)),
+    np.logaddexp2: (lambda a, b, y: np.exp2(a - y), lambda a, b, y: np.exp2(b - y)),
+    np.hypot: (lambda a, b, y: a / y, lambda a, b, y: b / y),
+    np.mod: (lambda a, b, y: 1, lambda a, b, y: -np.floor_divide(a, b)),
+    np.fmod: (lambda a, b, y: 1, lambda a, b, y: -np.trunc(np.divide(a, b))),
 }
+_BINARY[np.fmax], _BINARY[np.fmin] = _BINARY[np.maximum], _BINARY[np.minimum]
+_BINARY[np.true_divide], _BINARY[np.remainder] = _BINARY[np.divide], _BINARY[np.mod]
 
 
 def _expand(dy, axis, keepdims):
@@ -62,19 +106,109 @@ def _expand(dy, axis, keepdims):
     return np.expand_dims(dy, axis)
 
 
-def _sum(x, axis=None, keepdims=False, **kw):
-    x = np.asarray(x) if not isinstance(x, np.ndarray) else x
-    y = np.sum(x, axis=axis, keepdims=keepdims, **kw)
+def _spread(dy, x, axis, keepdims):
+    """The gradient ``dy`` of a reduction of ``x`` over ``axis``, copied along the reduced axes."""
+    return np.broadcast_to(_expand(dy, axis, keepdims), x.shape).astype(np.result_type(x, dy, 0.0))
+
+
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False):
+    x = np.asarray(a)
+    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
     if axis is None:
         return y, lambda dy: (np.full(x.shape, dy, dtype=np.result_type(x, dy, 0.0)),)
-    return y, lambda dy: (np.broadcast_to(_expand(dy, axis, keepdims), x.shape).astype(np.result_type(x, dy, 0.0)),)
+    return y, lambda dy: (_spread(dy, x, axis, keepdims),)
 
 
-def _mean(x, axis=None, keepdims=False):
-    x = np.asarray(x)
-    y = np.mean(x, axis=axis, keepdims=keepdims)
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    x = np.asarray(a)
+    y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
     n = x.size / max(np.size(y), 1)
-    return y, lambda dy: (np.broadcast_to(_expand(dy, axis, keepdims), x.shape) / n,)
+    return y, lambda dy: (_spread(dy, x, axis, keepdims) / n,)
+
+
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    x = np.asarray(a)
+    y = np.var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    n = x.size / max(np.size(y), 1)
+    return y, lambda dy: (_spread(dy, x, axis, keepdims) * (x - np.mean(x, axis=axis, keepdims=True)) * (2 / (n - ddof)),)
+
+
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    x = np.asarray(a)
+    y = np.std(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    n = x.size / max(np.size(y), 1)
+    # where y == 0 every entry equals the mean, so the gradient is 0 there (not 0/0)
+    return y, lambda dy: (_spread(dy / (np.where(y == 0, 1, y) * (n - ddof)), x, axis, keepdims)
+                          * (x - np.mean(x, axis=axis, keepdims=True)),)
+
+
+def _exclusive(x, axis):
+    """The product of the other entries along ``axis``, for each entry (exact where entries are 0)."""
+    ones = np.ones_like(np.take(x, [0], axis=axis))
+    left = np.cumprod(np.concatenate([ones, np.delete(x, -1, axis=axis)], axis=axis), axis=axis)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.delete(np.flip(x, axis), -1, axis=axis)], axis=axis),
+                               axis=axis), axis)
+    return left * right
+
+
+def _prod(a, axis=None, dtype=None, out=None, keepdims=False):
+    x = np.asarray(a)
+    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    if axis is None:
+        return y, lambda dy: (np.reshape(dy * _exclusive(np.ravel(x), 0), x.shape),)
+    if not isinstance(axis, (int, np.integer)):
+        raise UnsupportedError("tensorlang.ad differentiates np.prod over one axis or all of them")
+    return y, lambda dy: (_expand(dy, axis, keepdims) * _exclusive(x, axis),)
+
+
+def _cumsum(a, axis=None, dtype=None, out=None):
+    x = np.asarray(a)
+    y = np.cumsum(x, axis=axis, dtype=dtype)
+    if axis is None:
+        return y, lambda dy: (np.reshape(np.flip(np.cumsum(np.flip(dy))), x.shape),)
+    return y, lambda dy: (np.flip(np.cumsum(np.flip(dy, axis), axis=axis), axis),)
+
+
+def _cumprod(a, axis=None, dtype=None, out=None):
+    x = np.asarray(a)
+    if axis is None:
+        y, back = _cumprod(np.ravel(x), 0, dtype)
+        return y, lambda dy: (np.reshape(back(dy)[0], x.shape),)
+    y = np.cumprod(x, axis=axis, dtype=dtype)
+    if np.any(x == 0):
+        raise UnsupportedError("tensorlang.ad differentiates np.cumprod of arrays without zeros")
+    return y, lambda dy: (np.flip(np.cumsum(np.flip(dy * y, axis), axis=axis), axis) / x,)
+
+
+def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    if prepend is not np._NoValue or append is not np._NoValue:
+        raise UnsupportedError("tensorlang.ad differentiates np.diff without prepend/append")
+    x = np.asarray(a)
+    y = np.diff(x, n, axis)
+
+    def back(dy):
+        g = dy
+        for _ in range(n):   # the transpose of one difference: -g[0], g[0] - g[1], ..., g[-1]
+            pad = [(0, 0)] * np.ndim(g)
+            pad[axis] = (1, 1)
+            g = -np.diff(np.pad(g, pad), 1, axis)
+        return (g,)
+    return y, back
+
+
+def _sort(a, axis=-1, kind=None, order=None):
+    x = np.asarray(a)
+    if axis is None:
+        y, back = _sort(np.ravel(x), -1, kind)
+        return y, lambda dy: (np.reshape(back(dy)[0], x.shape),)
+    i = np.argsort(x, axis=axis, kind="stable")
+    y = np.take_along_axis(x, i, axis=axis)
+
+    def back(dy):
+        g = np.zeros(x.shape, dtype=np.result_type(x, dy, 0.0))
+        np.put_along_axis(g, i, dy, axis=axis)
+        return (g,)
+    return y, back
 
 
 def _extremum(f):
@@ -85,7 +219,7 @@ def _extremum(f):
         def back(dy):
             if axis is None:  # the whole gradient goes to the first extremal entry
                 g = np.zeros(x.shape, dtype=np.result_type(x.dtype, 0.0))
-                g.flat[np.argmax(x == y)] = dy
+                g.flat[np.argmax(x == y)] = np.reshape(dy, ())
                 return (g,)
             ye = _expand(y, axis, keepdims)
             mask = (x == ye).astype(float)
@@ -130,17 +264,22 @@ def _outer(a, b):
     return np.outer(a, b), lambda dy: (dy @ np.ravel(b), np.ravel(a) @ dy)
 
 
-def _reshape(x, *shape, **kw):
-    s = np.shape(x)
-    y = np.reshape(x, shape[0] if len(shape) == 1 else shape, **kw)
+def _reshape(a, *shape, **kw):
+    s = np.shape(a)
+    y = np.reshape(a, shape[0] if len(shape) == 1 else shape, **kw)
     return y, lambda dy: (np.reshape(dy, s), *(None,) * len(shape))
 
 
+def _transpose_axes(a, axes=None):
+    y = np.transpose(a, axes)
+    inv = None if axes is None else np.argsort(axes)
+    return y, lambda dy: (np.transpose(dy, inv), None)
+
+
 def _transpose(x, *axes):
-    ax = axes[0] if len(axes) == 1 else (axes or None)
-    y = np.transpose(x, ax)
-    inv = None if ax is None else np.argsort(ax)
-    return y, lambda dy: (np.transpose(dy, inv), *(None,) * len(axes))
+    """``x.transpose(1, 0)``, ``x.transpose((1, 0))``"""
+    y, back = _transpose_axes(x, axes[0] if len(axes) == 1 else (axes or None))
+    return y, lambda dy: (back(dy)[0], *(None,) * len(axes))
 
 
 def _ravel(x):
@@ -173,22 +312,32 @@ def _where(c, a, b):
     return y, lambda dy: (None, unbroadcast(np.where(c, dy, 0), a), unbroadcast(np.where(c, 0, dy), b))
 
 
-def _clip(x, lo, hi):
-    y = np.clip(x, lo, hi)
-    inside = (np.asarray(x) >= (lo if lo is not None else -np.inf)) & (np.asarray(x) <= (hi if hi is not None else np.inf))
-    return y, lambda dy: (unbroadcast(dy * inside, x), None, None)
+def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, min=np._NoValue, max=np._NoValue):
+    lo = a_min if a_min is not np._NoValue else None if min is np._NoValue else min
+    hi = a_max if a_max is not np._NoValue else None if max is np._NoValue else max
+    y = np.clip(a, lo, hi)
+    x = np.asarray(a)
+    inside = (x >= (lo if lo is not None else -np.inf)) & (x <= (hi if hi is not None else np.inf))
+    return y, lambda dy: (unbroadcast(dy * inside, a), None, None, None, None, None)
 
 
-def _array(xs, dtype=None):
-    y = np.array(xs, dtype=dtype)
-    kind = type(xs)
+def _array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, like=None):
+    y = np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin)
+    if type(object) is not np.ndarray and np.ndim(object) == 0:
+        return y, lambda dy: (np.reshape(dy, ())[()],)
+    kind = type(object)
 
     def back(dy):
         if kind is np.ndarray:
-            return (dy, None)
-        g = np.asarray(dy).tolist() if kind in (list, tuple) and y.ndim == 1 else list(np.asarray(dy))
-        return (tuple(g) if kind is tuple else g, None)
+            return (np.reshape(dy, object.shape),)
+        g = np.asarray(dy).reshape(np.shape(object))
+        g = g.tolist() if kind in (list, tuple) and g.ndim == 1 else list(g)
+        return (tuple(g) if kind is tuple else g,)
     return y, back
+
+
+def _asarray(a, dtype=None, order=None):
+    return _array(a, dtype, None)
 
 
 def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
@@ -222,15 +371,17 @@ RULES.update({f: _binary(f, d) for f, d in _BINARY.items()})
 RULES.update({
     np.sum: _sum, np.mean: _mean, np.max: _extremum(np.max), np.min: _extremum(np.min),
     np.amax: _extremum(np.max), np.amin: _extremum(np.min), np.dot: _dot, np.matmul: _matmul,
-    np.outer: _outer, np.reshape: _reshape, np.transpose: _transpose, np.ravel: _ravel, np.squeeze: _squeeze,
+    np.outer: _outer, np.reshape: _reshape, np.ravel: _ravel, np.squeeze: _squeeze,
     np.expand_dims: _expand_dims, np.concatenate: _concatenate, np.stack: _stack, np.where: _where,
-    np.clip: _clip, np.array: _array, np.asarray: _array, np.linalg.norm: _norm, np.linspace: _linspace,
-    np.full: _full, np.full_like: _full_like, np.tensordot: _tensordot,
+    np.clip: _clip, np.array: _array, np.asarray: _asarray, np.linalg.norm: _norm, np.linspace: _linspace,
+    np.full: _full, np.full_like: _full_like, np.tensordot: _tensordot, np.transpose: _transpose_axes,
+    np.var: _var, np.std: _std, np.prod: _prod, np.cumsum: _cumsum, np.cumprod: _cumprod, np.diff: _diff,
+    np.sort: _sort,
 })
 NONDIFF.update({np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
                 np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.sign, np.floor,
                 np.ceil, np.round, np.isnan, np.isfinite, np.eye, np.allclose,
-                np.isclose, np.array_equal})
+                np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes})
 
 
 def _astype(x, dtype, **kw):
@@ -246,6 +397,8 @@ METHOD_RULES.update({
     (np.ndarray, "transpose"): _transpose, (np.ndarray, "ravel"): _ravel, (np.ndarray, "flatten"): _ravel,
     (np.ndarray, "squeeze"): _squeeze, (np.ndarray, "clip"): _clip, (np.ndarray, "astype"): _astype,
     (np.ndarray, "copy"): lambda x: (x.copy(), lambda dy: (dy,)),
+    (np.ndarray, "var"): _var, (np.ndarray, "std"): _std, (np.ndarray, "prod"): _prod,
+    (np.ndarray, "cumsum"): _cumsum, (np.ndarray, "cumprod"): _cumprod,
 })
 
 

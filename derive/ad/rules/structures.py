@@ -13,6 +13,9 @@ import numpy as np
 
 from ..runtime import (BOX_METHODS, HELPERS, RULES, J, METHOD_RULES, STORE, ZERO, _own, box_grad, field_grad,
                        is_complex, register)
+from .layout import concatenator_getitem
+
+AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
 
 
 class _Like:
@@ -57,6 +60,8 @@ def getitem(obj, idx):
     if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple):
         like = _Like(obj)
         return obj[idx], lambda dy: (None, None) if dy is None else (_index_grad(like, idx, dy), None)
+    if isinstance(obj, AxisConcatenator):
+        return concatenator_getitem(obj, idx)
     m = getattr(t, "__getitem__", None)
     if isinstance(m, types.FunctionType):
         y, back = J(m, obj, idx)

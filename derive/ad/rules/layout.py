@@ -1,0 +1,120 @@
+"""NumPy functions that only move, copy or drop entries (``roll``, ``tile``, ``repeat``, ``flip``,
+``tril``, ``pad``, ``diag``, ``select``, the stack and split families, ``np.r_`` ...), differentiated by
+one driver: the function runs once more on the *positions* of the entries of its array arguments
+(1, 2, ... with 0 for "no entry"), so that each entry of that result names the argument entry it came
+from, and the gradient is the incoming gradient summed into those positions, whatever the function did.
+
+``layout_rule(f, arrays, sequences, zero)``: the arguments at ``arrays`` are arrays (or numbers), those
+at ``sequences`` are sequences of them; keywords in ``zero`` (values that put other numbers into the
+result: ``constant_values`` of ``pad``, ``default`` of ``select``), by name or position, are 0 for the run on
+positions.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ....errors import UnsupportedError
+from ..runtime import RULES
+
+
+def _is_entry(x) -> bool:
+    """Whether ``x`` holds entries of the result (an array, a number, a list of numbers)."""
+    return isinstance(x, (np.ndarray, numbers.Number, list)) and not isinstance(x, bool)
+
+
+class _Positions:
+    """Numbers the entries of arguments in turn (from 1) and sums gradients back to them."""
+
+    def __init__(self):
+        self.next, self.parts = 1, []
+
+    def of(self, x):
+        if not _is_entry(x):
+            self.parts.append(None)
+            return x
+        a = np.asarray(x)
+        if a.dtype.kind not in "biufc":
+            raise UnsupportedError("tensorlang.ad differentiates layout functions of numeric arrays only")
+        p = np.arange(self.next, self.next + a.size, dtype=np.int64).reshape(a.shape)
+        self.next += a.size
+        self.parts.append((p, x))
+        return p
+
+    def grads(self, dys, wheres) -> list:
+        g = None
+        for dy, w in zip(dys, wheres):
+            if dy is not None:
+                if g is None:
+                    g = np.zeros(self.next, dtype=np.result_type(dy, 0.0))
+                np.add.at(g, np.ravel(w), np.ravel(dy))
+        out = []
+        for part in self.parts:
+            if part is None or g is None:
+                out.append(None)
+                continue
+            p, x = part
+            gx = g[p.ravel()].reshape(p.shape)
+            out.append(gx if isinstance(x, np.ndarray) else gx[()] if gx.ndim == 0 else list(gx))
+        return out
+
+
+def _items(y):
+    """The arrays of a result: itself, or the items of a list or tuple (``split``)."""
+    return list(y) if isinstance(y, (list, tuple)) else [y]
+
+
+def layout_rule(f, arrays=(0,), sequences=(), zero=()):
+    def rule(*args, **kw):
+        y = f(*args, **kw)
+        pos = _Positions()
+        run = list(args)
+        for i, a in enumerate(args):
+            if i in arrays:
+                run[i] = pos.of(a)
+            elif i in sequences:
+                run[i] = [pos.of(x) for x in a]
+            elif i in zero:
+                run[i] = 0
+        where = f(*run, **{k: (0 if k in zero else v) for k, v in kw.items()})
+
+        def back(dy):
+            g = pos.grads(_items(dy), _items(where))
+            out, k = [], 0
+            for i, a in enumerate(args):
+                if i in arrays:
+                    out.append(g[k])
+                    k += 1
+                elif i in sequences:
+                    part = g[k:k + len(a)]
+                    k += len(a)
+                    out.append(tuple(part) if type(a) is tuple else part)
+                else:
+                    out.append(None)
+            return tuple(out)
+        return y, back
+    rule.__name__ = f"rule_{getattr(f, '__name__', 'layout')}"
+    return rule
+
+
+def concatenator_getitem(obj, key):
+    """``np.r_[...]``, ``np.c_[...]``: the entries of the items of ``key`` (arrays, numbers, lists)."""
+    items = key if type(key) is tuple else (key,)
+    y, back = layout_rule(lambda *xs: obj[xs], arrays=tuple(range(len(items))))(*items)
+    if type(key) is tuple:
+        return y, lambda dy: (None, back(dy))
+    return y, lambda dy: (None, back(dy)[0])
+
+
+_ONE = [np.roll, np.tile, np.repeat, np.flip, np.fliplr, np.flipud, np.rot90, np.tril, np.triu, np.diag,
+        np.diagonal, np.moveaxis, np.swapaxes, np.rollaxis, np.broadcast_to, np.atleast_1d, np.atleast_2d,
+        np.atleast_3d, np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit, np.take,
+        np.take_along_axis, np.resize, np.copy, np.diagflat, np.ascontiguousarray]
+_SEQUENCE = [np.vstack, np.hstack, np.dstack, np.column_stack] + ([np.row_stack] if hasattr(np, "row_stack") else [])
+
+RULES.update({f: layout_rule(f) for f in _ONE})
+RULES.update({f: layout_rule(f, arrays=(), sequences=(0,)) for f in _SEQUENCE})
+RULES.update({np.pad: layout_rule(np.pad, zero=("constant_values",)),
+              np.append: layout_rule(np.append, arrays=(0, 1)),
+              np.select: layout_rule(np.select, arrays=(), sequences=(1,), zero=("default", 2))})

@@ -1,0 +1,127 @@
+"""Contractions and ``numpy.linalg``: ``einsum``, ``inner``, ``kron``, ``cross``, ``trace``, and the
+solvers ``det``, ``slogdet``, ``inv``, ``solve`` (batched over leading axes as NumPy's are)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import UnsupportedError
+from ..runtime import METHOD_RULES, RULES
+from .operators import unbroadcast
+
+
+def _parse_einsum(spec, n):
+    """``(inputs, output)`` subscripts of an explicit or implicit ``einsum`` spec without ellipsis."""
+    spec = spec.replace(" ", "")
+    if "." in spec:
+        raise UnsupportedError("tensorlang.ad differentiates np.einsum without '...'")
+    ins, _, out = spec.partition("->")
+    inputs = ins.split(",")
+    if len(inputs) != n:
+        raise UnsupportedError(f"np.einsum: {spec!r} names {len(inputs)} operands, {n} given")
+    if "->" not in spec:
+        letters = "".join(inputs)
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return inputs, out
+
+
+def _einsum(spec, *ops, **kw):
+    if not isinstance(spec, str):
+        raise UnsupportedError("tensorlang.ad differentiates np.einsum with a subscripts string")
+    y = np.einsum(spec, *ops, **kw)
+    inputs, out = _parse_einsum(spec, len(ops))
+
+    def back(dy):
+        grads = [None]
+        for k, sub in enumerate(inputs):
+            if len(set(sub)) != len(sub):
+                raise UnsupportedError(f"tensorlang.ad differentiates np.einsum without repeated subscripts "
+                                       f"in one operand ({sub!r})")
+            others = [s for i, s in enumerate(inputs) if i != k]
+            known = set(out).union(*others)
+            kept = "".join(c for c in sub if c in known)
+            g = np.einsum(f"{','.join([out] + others)}->{kept}", dy, *(o for i, o in enumerate(ops) if i != k))
+            shape = np.shape(ops[k])
+            g = np.broadcast_to(np.expand_dims(g, tuple(i for i, c in enumerate(sub) if c not in known)), shape)
+            grads.append(np.array(g) if np.ndim(ops[k]) else g[()])
+        return tuple(grads)
+    return y, back
+
+
+def _inner(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return np.inner(a, b), lambda dy: (unbroadcast(dy * b, a), unbroadcast(dy * a, b))
+    y, back = RULES[np.tensordot](a, b, ([a.ndim - 1], [b.ndim - 1]))
+    return y, lambda dy: back(dy)[:2]
+
+
+def _kron(a, b):
+    a, b = np.atleast_1d(a), np.atleast_1d(b)
+    nd = max(a.ndim, b.ndim)
+    a2, b2 = a.reshape((1,) * (nd - a.ndim) + a.shape), b.reshape((1,) * (nd - b.ndim) + b.shape)
+    y = np.kron(a, b)
+
+    def back(dy):
+        g = np.reshape(dy, tuple(x for pair in zip(a2.shape, b2.shape) for x in pair))
+        ax_a, ax_b = tuple(range(1, 2 * nd, 2)), tuple(range(0, 2 * nd, 2))
+        da = np.tensordot(g, b2, (ax_a, tuple(range(nd)))).reshape(a.shape)
+        db = np.tensordot(g, a2, (ax_b, tuple(range(nd)))).reshape(b.shape)
+        return da, db
+    return y, back
+
+
+def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
+        raise UnsupportedError("tensorlang.ad differentiates np.cross along the last axis")
+    if np.shape(a)[-1] != 3 or np.shape(b)[-1] != 3:
+        raise UnsupportedError("tensorlang.ad differentiates np.cross of 3-vectors")
+    y = np.cross(a, b)
+    return y, lambda dy: (unbroadcast(np.cross(b, dy), a), unbroadcast(np.cross(dy, a), b))
+
+
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    a = np.asarray(a)
+    y = np.trace(a, offset, axis1, axis2, dtype)
+
+    def back(dy):
+        eye = np.eye(a.shape[axis1], a.shape[axis2], offset)
+        g = np.expand_dims(np.asarray(dy), (0, 1)) * np.expand_dims(eye, tuple(range(2, a.ndim)))
+        return (np.moveaxis(g, (0, 1), (axis1, axis2)),)
+    return y, back
+
+
+def _mT(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _det(a):
+    y = np.linalg.det(a)
+    return y, lambda dy: (np.expand_dims(dy * y, (-1, -2)) * _mT(np.linalg.inv(a)),)
+
+
+def _slogdet(a):
+    y = np.linalg.slogdet(a)
+    return y, lambda dy: (None if dy is None or dy[1] is None
+                          else np.expand_dims(dy[1], (-1, -2)) * _mT(np.linalg.inv(a)),)
+
+
+def _inv(a):
+    y = np.linalg.inv(a)
+    return y, lambda dy: (-_mT(y) @ dy @ _mT(y),)
+
+
+def _solve(a, b):
+    y = np.linalg.solve(a, b)
+    vector = np.ndim(b) == 1
+
+    def back(dy):
+        gb = np.linalg.solve(_mT(a), dy)
+        ga = -np.outer(gb, y) if vector else -gb @ _mT(y)
+        return unbroadcast(ga, a), unbroadcast(gb, b)
+    return y, back
+
+
+RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _cross, np.trace: _trace,
+              np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.inv: _inv,
+              np.linalg.solve: _solve})
+METHOD_RULES[(np.ndarray, "trace")] = _trace
