@@ -180,7 +180,7 @@ class ForwardGen(Gen):
 
     def binop_fn(self, op):
         from .rules.operators import _PYOP
-        return _PYOP[op]
+        return _PYOP[op.rstrip("=")]   # ``a op= b`` on an array: its tangent as ``a op b`` (not in place)
 
     def binop_tangent(self, ins, y) -> str:
         """``d(a op b)`` for numbers and arrays, from the gradient templates; ``@`` is bilinear."""

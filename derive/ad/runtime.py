@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .analysis import CONST_KIND
+from .cotangent import Indexed, dense
 from .ir import ANY, ARR, INT, NUM
 
 # -- kinds of run-time values --------------------------------------------------------------------------
@@ -85,6 +86,8 @@ def acc(a, b):
         for k, v in vars(b).items():
             setattr(out, k, acc(getattr(out, k, None), v))
         return out
+    if type(b) is Indexed:   # stays lazy: O(1)
+        return b + a
     if isinstance(a, tuple) and hasattr(a, "_fields"):
         return t(*(acc(x, y) for x, y in zip(a, b)))
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
@@ -97,6 +100,7 @@ def like(x, g):
     """Gradient ``g`` of argument ``x`` in ``x``'s precision: a float32 (or float16, complex64) array gets a
     gradient of its own dtype, however wide the arithmetic that made it (a complex gradient of a real
     array is kept as it is)."""
+    g = dense(g)
     if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype != x.dtype and x.dtype.kind in "fc" \
             and (g.dtype.kind == "f" or x.dtype.kind == "c"):
         return g.astype(x.dtype)
@@ -229,8 +233,8 @@ def _own(g):
         return list(g)
     if type(g) is dict:
         return dict(g)
-    if type(g) is np.ndarray:
-        return np.array(g, dtype=np.result_type(g, 0.0))
+    if type(g) is np.ndarray or type(g) is Indexed:
+        return np.array(dense(g), dtype=np.result_type(g.dtype, 0.0))
     if type(g) is types.SimpleNamespace:
         return types.SimpleNamespace(**vars(g))
     if dataclasses.is_dataclass(g):
@@ -261,7 +265,14 @@ def acc_into(v, d, c):
                 c = list(c)
             with BOX_LOCK:   # pullbacks of work that ran in threads run in parallel (threads.py)
                 old = s.grads.get(id(v))
-                s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
+                if type(old) is np.ndarray and getattr(c, "shape", None) == old.shape \
+                        and np.can_cast(c.dtype, old.dtype, "same_kind"):
+                    if type(c) is Indexed:   # the store owns old: added in place, O(size of c's parts)
+                        c.add_into(old)
+                    else:
+                        old += c
+                else:
+                    s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
             return d
         root = _view_of_box(v)
         if root is not None:
@@ -289,6 +300,7 @@ SHARED = _Shared()
 def take(v, d):
     """The gradient of ``v`` where it was made: the local ``d`` plus (and emptying) its box's."""
     s = STORE[0]
+    d = dense(d)
     if s.boxes:
         if id(v) in s.boxes:
             return d if id(v) in SHARED.ids else acc(d, s.grads.pop(id(v), None))

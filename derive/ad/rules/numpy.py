@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import UnsupportedError
+from ..cotangent import Indexed, dense
 from ..runtime import METHOD_RULES, NONDIFF, RULES, ZERO
 from .operators import _matmul_back, matmul_grad, pow_da, unbroadcast
 
@@ -16,15 +17,6 @@ def _unary(f, d):
         y = f(x)
         return y, lambda dy: (dy * d(x, y),)
     return rule
-
-
-def _real_only(name, d):
-    """The derivative ``d`` of a function that tensorlang.ad differentiates for real arguments only."""
-    def real(x, y):
-        if np.iscomplexobj(x):
-            raise UnsupportedError(f"tensorlang.ad differentiates np.{name} of real arguments only")
-        return d(x, y)
-    return real
 
 
 def _sinc_d(x, y):
@@ -44,56 +36,39 @@ _UNARY = {
     np.arcsin: lambda x, y: 1 / np.sqrt(1 - x * x), np.arccos: lambda x, y: -1 / np.sqrt(1 - x * x),
     np.arcsinh: lambda x, y: 1 / np.sqrt(x * x + 1), np.arccosh: lambda x, y: 1 / np.sqrt(x * x - 1),
     np.arctanh: lambda x, y: 1 / (1 - x * x), np.exp2: lambda x, y: y * _LN2, np.cbrt: lambda x, y: 1 / (3 * y * y),
-    np.fabs: _real_only("fabs", lambda x, y: np.sign(x)), np.sinc: _sinc_d,
+    np.fabs: lambda x, y: np.sign(x), np.sinc: _sinc_d,
     np.deg2rad: lambda x, y: np.pi / 180, np.rad2deg: lambda x, y: 180 / np.pi,
-    np.real: _real_only("real", lambda x, y: 1), np.imag: _real_only("imag", lambda x, y: 0),
-    np.conj: _real_only("conj", lambda x, y: 1), np.angle: _real_only("angle", lambda x, y: 0),
 }
 _UNARY[np.radians], _UNARY[np.degrees], _UNARY[np.absolute] = _UNARY[np.deg2rad], _UNARY[np.rad2deg], _UNARY[np.abs]
 
 
 def _binary(f, d):
-    """``f(a, b)`` elementwise with partial derivatives ``d = (da(a, b, y), db(a, b, y))``, each computed
-    only for an argument that can have a gradient; un-broadcast."""
-    da, db = d
-
+    """``f(a, b)`` elementwise with partial derivatives ``d(a, b, y) -> (da, db)``; un-broadcast."""
     def rule(a, b):
         y = f(a, b)
 
         def back(dy):
-            ga = unbroadcast(dy * da(a, b, y), a) if _has_grad(a) else None
-            gb = unbroadcast(dy * db(a, b, y), b) if _has_grad(b) else None
-            return ga, gb
+            pa, pb = d(a, b, y)
+            return unbroadcast(dy * pa, a), unbroadcast(dy * pb, b)
         return y, back
     return rule
-
-
-def _has_grad(x):
-    return not (isinstance(x, (int, np.integer, bool, np.bool_))
-                or type(x) is np.ndarray and x.dtype.kind in "biu")
 
 
 def _gt(a, b):
     return (np.asarray(a) > np.asarray(b)).astype(float)
 
 
-def _ge(a, b):
-    return 1 - _gt(b, a)
-
-
 _BINARY = {
-    np.add: (lambda a, b, y: 1, lambda a, b, y: 1), np.subtract: (lambda a, b, y: 1, lambda a, b, y: -1),
-    np.multiply: (lambda a, b, y: b, lambda a, b, y: a),
-    np.divide: (lambda a, b, y: 1 / b, lambda a, b, y: -y / b),
-    np.power: (lambda a, b, y: pow_da(a, b), lambda a, b, y: y * np.log(np.where(np.asarray(a) > 0, a, 1))),
-    np.maximum: (lambda a, b, y: _ge(a, b), lambda a, b, y: _gt(b, a)),
-    np.minimum: (lambda a, b, y: _ge(b, a), lambda a, b, y: _gt(a, b)),
-    np.arctan2: (lambda a, b, y: b / (a * a + b * b), lambda a, b, y: -a / (a * a + b * b)),
-    np.logaddexp: (lambda a, b, y: np.exp(a - y), lambda a, b, y: np.exp(b - y)),
-    np.logaddexp2: (lambda a, b, y: np.exp2(a - y), lambda a, b, y: np.exp2(b - y)),
-    np.hypot: (lambda a, b, y: a / y, lambda a, b, y: b / y),
-    np.mod: (lambda a, b, y: 1, lambda a, b, y: -np.floor_divide(a, b)),
-    np.fmod: (lambda a, b, y: 1, lambda a, b, y: -np.trunc(np.divide(a, b))),
+    np.add: lambda a, b, y: (1, 1), np.subtract: lambda a, b, y: (1, -1),
+    np.multiply: lambda a, b, y: (b, a), np.divide: lambda a, b, y: (1 / b, -y / b),
+    np.power: lambda a, b, y: (pow_da(a, b), y * np.log(np.where(np.asarray(a) > 0, a, 1))),
+    np.maximum: lambda a, b, y: (1 - _gt(b, a), _gt(b, a)), np.minimum: lambda a, b, y: (1 - _gt(a, b), _gt(a, b)),
+    np.arctan2: lambda a, b, y: (b / (a * a + b * b), -a / (a * a + b * b)),
+    np.logaddexp: lambda a, b, y: (np.exp(a - y), np.exp(b - y)),
+    np.logaddexp2: lambda a, b, y: (np.exp2(a - y), np.exp2(b - y)),
+    np.hypot: lambda a, b, y: (a / y, b / y),
+    np.mod: lambda a, b, y: (1, -np.floor_divide(a, b)),
+    np.fmod: lambda a, b, y: (1, -np.trunc(np.divide(a, b))),
 }
 _BINARY[np.fmax], _BINARY[np.fmin] = _BINARY[np.maximum], _BINARY[np.minimum]
 _BINARY[np.true_divide], _BINARY[np.remainder] = _BINARY[np.divide], _BINARY[np.mod]
@@ -474,11 +449,12 @@ def _onehot(x, i, dy):
 
 def _rsum(g):
     """An array gradient summed to the gradient of a number operand that was broadcast."""
-    return g.sum() if type(g) is np.ndarray else g
+    return g.sum() if type(g) is np.ndarray or type(g) is Indexed else g
 
 
 def _vdot(g, x):
     """``(g * x).sum()`` without the temporary, for the gradient of a number operand of ``*``."""
+    g = dense(g)
     if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape and g.dtype.kind == "f" \
             and x.dtype.kind == "f":
         return np.dot(g.ravel(), x.ravel())
@@ -493,10 +469,8 @@ def _unb(g, x):
 
 
 def _scatter(x, i, dy):
-    """The gradient of ``x[i]``: ``dy`` at ``i``, zero elsewhere."""
-    g = np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, dy, 0.0))
-    g[i] = dy
-    return g
+    """The gradient of ``x[i]``: ``dy`` at ``i``, zero elsewhere (an indexed cotangent)."""
+    return Indexed.at(np.shape(x), np.result_type(np.asarray(x).dtype, 0.0), i, dy)
 
 
 def _register_inline_helpers():

@@ -11,6 +11,7 @@ import types
 
 import numpy as np
 
+from ..cotangent import Indexed, _basic
 from ..runtime import (BOX_METHODS, HELPERS, RULES, J, METHOD_RULES, STORE, ZERO, _own, box_grad, field_grad,
                        is_complex, register)
 from .layout import concatenator_getitem
@@ -37,22 +38,12 @@ def _index_grad(like: _Like, idx, dy):
     if k is dict:
         return {idx: dy}
     if k is np.ndarray:
-        g = np.zeros(like.shape, dtype=like.dtype)
-        if _basic(idx):
-            g[idx] += dy
-        else:
-            np.add.at(g, idx, dy)
-        return g
+        return Indexed.at(like.shape, like.dtype, idx, dy)
     g = [None] * like.n
     g[idx] = dy
     if k is list:
         return g
     return tuple(g) if k is tuple else k(*g)
-
-
-def _basic(idx):
-    items = idx if type(idx) is tuple else (idx,)
-    return all(type(i) in (int, slice, type(None), type(Ellipsis)) or isinstance(i, np.integer) for i in items)
 
 
 def getitem(obj, idx):
