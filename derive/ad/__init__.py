@@ -6,8 +6,8 @@ with loop values on a stack (``adjoint``), and both are emitted as Python source
 function and argument kinds (``emit``).  Rules live apart from the core, in ``rules``.
 """
 from .api import checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullback, rule
-from .mixed import forwarddiff, hessian, hvp, jacobian, jvp, wirtinger
+from .mixed import forwarddiff, hessian, hvp, jacobian, jvp, jvp_rule, wirtinger
 from . import threads  # noqa: F401,E402  (rules for ThreadPoolExecutor and threading.Thread)
 
 __all__ = ["gradient", "grad", "pullback", "rule", "code_ir", "code_adjoint", "checkpoint", "hook", "jvp", "jacobian",
-           "hessian", "hvp", "forwarddiff", "wirtinger"]
+           "hessian", "hvp", "forwarddiff", "wirtinger", "jvp_rule"]

@@ -117,6 +117,12 @@ def JVP(f, tf, args, ts):
     owner = reverse_rule_owner(f)
     if owner is not None:
         return pair_jvp(owner, f, args, ts)
+    try:
+        back_rule = RULES.get(f)
+    except TypeError:
+        back_rule = None
+    if back_rule is not None:   # a pullback (also a user's @ad.rule on a Python function) and no forward rule
+        return transposed(back_rule, args, ts)
     if t is types.FunctionType:
         from .forward import specialised_jvp
         n = f.__code__.co_argcount
@@ -130,12 +136,6 @@ def JVP(f, tf, args, ts):
         return f(*args), None
     if isinstance(f, type):
         return _construct(f, args, ts)
-    try:
-        back_rule = RULES.get(f)
-    except TypeError:
-        back_rule = None
-    if back_rule is not None:
-        return transposed(back_rule, args, ts)
     hook = getattr(f, "__ad_jvp__", None)
     if hook is not None:
         return hook(args, ts)

@@ -188,3 +188,36 @@ def test_generated_numpy_programs_jvp_matches_reverse_and_differences(data):
     kink = (f(a + 1e-4 * va, b + 1e-4 * vb) - f(a, b)) / 1e-4 - (f(a, b) - f(a - 1e-4 * va, b - 1e-4 * vb)) / 1e-4
     if abs(num) < 1e4 and abs(kink) < 1e-2 * (1 + abs(num)):   # no branch of where/maximum between
         assert np.isclose(t, num, rtol=1e-5, atol=1e-5), src
+
+
+def softsign(x):
+    return x / (1 + abs(x))
+
+
+def test_user_rules_in_forward_mode():
+    calls = []
+
+    @ad.jvp_rule(softsign)
+    def _(primals, tangents):
+        calls.append(1)
+        x, = primals
+        return softsign(x), None if tangents[0] is None else tangents[0] / (1 + abs(x)) ** 2
+
+    def f(x):
+        return softsign(x) * 3.0
+    assert ad.jvp(f, (0.5,), (2.0,)) == (1.0, pytest.approx(6.0 / 2.25)) and calls
+
+
+def hardtanh(x):
+    return min(max(x, -1.0), 1.0)
+
+
+@ad.rule(hardtanh)
+def _hardtanh(x):
+    return hardtanh(x), lambda dy: (dy if -1.0 < x < 1.0 else 0.0,)
+
+
+def test_a_pullback_only_rule_is_transposed_in_forward_mode():
+    # no forward rule: J v from the pullback (exact for real outputs)
+    assert ad.jvp(lambda x: hardtanh(x) * 2.0, (0.25,), (1.5,)) == (0.5, 3.0)
+    assert ad.jvp(lambda x: hardtanh(x) * 2.0, (3.0,), (1.5,)) == (2.0, 0.0)
