@@ -227,3 +227,12 @@ def test_rule_second_order(name):
         want = central_difference(H, [args[0]], 0, h=1e-5)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
     run()
+
+
+def test_docs_table_of_numpy_coverage_is_in_sync():
+    from pathlib import Path
+
+    from tensorlang.derive.ad.coverage import numpy_coverage
+    text = (Path(__file__).resolve().parents[2] / "docs" / "ad.md").read_text()
+    table = text.split("<!-- numpy-coverage -->\n")[1].split("<!-- /numpy-coverage -->")[0]
+    assert table == numpy_coverage(), "regenerate the table in docs/ad.md from derive/ad/coverage.py"

@@ -1,0 +1,51 @@
+"""The table of NumPy functions that have a reverse rule, generated from the rule registry
+(``runtime.RULES``), grouped by the module of the rule library that holds the rule; ``docs/ad.md``
+carries it (a test checks that the two agree)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import rules  # noqa: F401  (registers the rule library)
+from .runtime import METHOD_RULES, RULES
+
+_GROUPS = {
+    "numpy": "elementwise functions, reductions, products, shapes",
+    "layout": "functions that move, copy or drop entries (one driver over entry positions)",
+    "linalg": "contractions and `numpy.linalg`",
+    "complexes": "complex numbers (Zygote's convention)",
+    "structures": "indexing helpers",
+}
+
+
+def _numpy_name(f):
+    """``f``'s public NumPy name (``linalg.det``, ``r_``), or None when ``f`` is not NumPy's."""
+    name = getattr(f, "__name__", None)
+    if name is None:
+        return None
+    if getattr(np.linalg, name, None) is f:
+        return f"linalg.{name}"
+    return name if getattr(np, name, None) is f else None
+
+
+def numpy_coverage() -> str:
+    """The markdown table: one row per group, the functions in alphabetical order."""
+    groups: dict = {}
+    for f, rule in list(RULES.items()):
+        name = _numpy_name(f)
+        if name is None:
+            continue
+        module = getattr(rule, "__module__", "") or ""
+        group = module.rsplit(".", 1)[-1] if module.startswith(__package__ + ".rules") else "numpy"
+        groups.setdefault(group if group in _GROUPS else "numpy", set()).add(name)
+    methods = sorted(name for (t, name) in METHOD_RULES if t is np.ndarray)
+    lines = ["| rules | what | NumPy functions |", "| --- | --- | --- |"]
+    for group in _GROUPS:
+        if group in groups:
+            names = ", ".join(f"`{n}`" for n in sorted(groups[group]))
+            lines.append(f"| `{group}` | {_GROUPS[group]} | {names} |")
+    lines.append(f"| methods | `np.ndarray` methods | {', '.join(f'`.{n}`' for n in methods)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(numpy_coverage(), end="")
