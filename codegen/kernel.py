@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
+
 from tensorlang.errors import ShapeError, UnsupportedError
 from tensorlang.nodes import Expr
 
@@ -194,7 +196,7 @@ class Kernel:
             accepted |= set(meta["sizes"])
             call = {k: v for k, v in inputs.items() if k in accepted}
             if adj.dy_name is not None:
-                call[adj.dy_name] = dy
+                call[adj.dy_name] = _zeros_where_none(dy, y)
             out = adj(**call)
             grads = {}
             rest = out
@@ -235,3 +237,12 @@ class Kernel:
         from tensorlang.display import markdown_table
 
         return markdown_table(*self._table())
+
+
+def _zeros_where_none(dy, y):
+    """The cotangent ``dy`` of output ``y`` with zeros for the parts of a pair that got no gradient
+    (``tensorlang.ad`` gives None for a component the caller did not use)."""
+    if isinstance(y, tuple):
+        parts = (None,) * len(y) if dy is None else dy
+        return tuple(_zeros_where_none(d, v) for d, v in zip(parts, y))
+    return np.zeros_like(y, dtype=float) if dy is None else dy

@@ -269,3 +269,19 @@ def _uses_locals(x):
 def test_frame_readers_are_refused(f):
     with pytest.raises(UnsupportedError, match="reads the frame"):
         ad.gradient(f, 2.0)
+
+
+def test_one_component_of_a_compiled_kernels_pair_output():
+    import tensorlang as tl
+    from tensorlang.codegen import compile as tl_compile
+    k = tl_compile(tl.parse("(gen(i:n) x[i] * x[i], sum(i:n) x[i])", x="[n]R"))
+
+    def f(x):
+        p = k(x=x)
+        return np.sum(p[0] * X3) + 0.0 * x[0]
+
+    def g(x):
+        return k(x=x)[1] * 3.0
+
+    np.testing.assert_allclose(ad.gradient(f, X3.copy())[0], 2 * X3 * X3)
+    np.testing.assert_allclose(ad.gradient(g, X3.copy())[0], [3.0, 3.0, 3.0])
