@@ -134,3 +134,20 @@ def test_forwarddiff_refuses_captured_values():
         return ad.forwarddiff(lambda u: u * c, x)
     with pytest.raises(UnsupportedError, match="captures 'c'"):
         ad.gradient(loss, 1.0)
+
+
+def test_hessian_through_indexed_reads_in_a_loop():
+    def cyclic(x):
+        s = 0.0
+        for i in range(3):
+            s = s + x[i] * x[i] * x[(i + 1) % 3]
+        return s
+
+    x = np.array([0.3, -0.7, 1.1])
+    hand = np.zeros((3, 3))
+    for i in range(3):
+        j = (i + 1) % 3
+        hand[i, i] += 2 * x[j]
+        hand[i, j] += 2 * x[i]
+        hand[j, i] += 2 * x[i]
+    assert np.allclose(ad.hessian(cyclic)(x), hand)

@@ -21,7 +21,7 @@ import types
 import numpy as np
 
 from ..lower import as_sequence
-from ..cotangent import dense
+from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
@@ -529,7 +529,8 @@ def _register_reverse_helpers():
         h["_ad_unb"]: _multilinear(h["_ad_unb"], (0,)), h["_ad_mm0"]: _multilinear(h["_ad_mm0"], (0, 2)),
         h["_ad_mm1"]: _multilinear(h["_ad_mm1"], (0, 1)), h["_ad_scatter"]: _multilinear(h["_ad_scatter"], (2,)),
         h["_ad_fngrad"]: _multilinear(h["_ad_fngrad"], (1,)), h["_ad_fold"]: _multilinear(h["_ad_fold"], (0,)),
-        h["_ad_like"]: _multilinear(h["_ad_like"], (1,)), dense: _multilinear(dense, (0,)),
+        h["_ad_like"]: _multilinear(h["_ad_like"], (1,)),
+        dense_cotangent: _multilinear(dense_cotangent, (0,)),
         h["_ad_deref"]: lambda args, ts: (h["_ad_deref"](*args),
                                           h["_ad_field"](ts[0], args[0].__code__.co_freevars[args[1]])),
     })
