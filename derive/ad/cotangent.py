@@ -31,7 +31,9 @@ class Indexed:
 
     @classmethod
     def at(cls, shape, dtype, idx, dy):
-        return cls(shape, np.result_type(dtype, dy), ("at", idx, dy))
+        t = type(dy)
+        same = dtype == np.float64 and (t is float or t is np.float64)   # the common case, without result_type
+        return cls(shape, dtype if same else np.result_type(dtype, dy), ("at", idx, dy))
 
     @property
     def ndim(self):
@@ -73,7 +75,8 @@ class Indexed:
         if other is None:
             return self
         if type(other) is Indexed and other.shape == self.shape:
-            return Indexed(self.shape, np.result_type(self.dtype, other.dtype), ("sum", self, other))
+            dtype = self.dtype if self.dtype == other.dtype else np.result_type(self.dtype, other.dtype)
+            return Indexed(self.shape, dtype, ("sum", self, other))
         if type(other) is np.ndarray and other.shape == self.shape:
             leaf = Indexed(self.shape, other.dtype, ("dense", other))
             return Indexed(self.shape, np.result_type(self.dtype, other.dtype), ("sum", self, leaf))

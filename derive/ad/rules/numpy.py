@@ -470,6 +470,8 @@ def _unb(g, x):
 
 def _scatter(x, i, dy):
     """The gradient of ``x[i]``: ``dy`` at ``i``, zero elsewhere (an indexed cotangent)."""
+    if type(x) is np.ndarray and x.dtype == np.float64:
+        return Indexed.at(x.shape, x.dtype, i, dy)
     return Indexed.at(np.shape(x), np.result_type(np.asarray(x).dtype, 0.0), i, dy)
 
 
