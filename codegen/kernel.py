@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from tensorlang.errors import ShapeError, UnsupportedError
+from tensorlang.errors import ShapeError, TensorLangError, UnsupportedError, check_keywords, user_traceback
 from tensorlang.nodes import Expr
 
 from .ir import Program, affine_meta
@@ -117,10 +117,25 @@ class Kernel:
         self._runner, self.library = target_of(target).load(self.source, self.meta, ShapeError)
         self.timings = {"generate_s": t1 - t0, "build_s": time.perf_counter() - t1}
 
-    def __call__(self, **inputs):
+    @property
+    def input_names(self) -> list[str]:
+        """The names the kernel is called with: its inputs (relations included), then its sizes."""
+        return [i["name"] for i in self.meta["inputs"]] + [r["name"] for r in self.meta["relations"]]
+
+    def __call__(self, *args, **inputs):
+        if args:
+            call = ", ".join(f"{n}=..." for n in self.input_names)
+            raise TensorLangError(
+                f"a kernel takes its inputs by name (keywords), not by position: kernel({call}) (sizes, where "
+                f"they cannot be inferred from the shapes, by name too: {', '.join(self.meta['sizes']) or 'none'})"
+            )
+        check_keywords(inputs, self.input_names, self.meta["sizes"])
         if any(_lazy(v) for v in inputs.values()):
             return self.blocks(inputs).collection(inputs)
-        return self._runner(**inputs)
+        try:
+            return self._runner(**inputs)
+        except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's
+            raise err.with_traceback(user_traceback(err.__traceback__)) from None
 
     def explain(self) -> str:
         """Every stage of this kernel's compilation as text (``codegen.kernel.explain``)."""
@@ -182,19 +197,14 @@ class Kernel:
         """``(kernel(**inputs), back)`` for ``tensorlang.ad``: ``back(dy)`` runs the compiled adjoint
         and returns one gradient per keyword argument in call order (``None`` for relations and
         sizes)."""
-        if args:
-            raise TypeError("a compiled kernel takes its inputs by name: kernel(x=..., c=...)")
-        y = self(**inputs)
+        y = self(*args, **inputs)
         names = list(inputs)
 
         def back(dy):
             if not self.differentiable_inputs():
                 return (None,) * len(names)
             adj = self.adjoint()
-            meta = adj.meta
-            accepted = {i["name"] for i in meta["inputs"]} | {r["name"] for r in meta["relations"]}
-            accepted |= set(meta["sizes"])
-            call = {k: v for k, v in inputs.items() if k in accepted}
+            call = dict(inputs)  # the adjoint declares every input of its primal
             if adj.dy_name is not None:
                 call[adj.dy_name] = _zeros_where_none(dy, y)
             out = adj(**call)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import keyword
 import re
 
+from tensorlang.declarations import body_of
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
     FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, IndexVar, Mul, Pair, PairType, Proj, R,
@@ -235,7 +236,7 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
     contractions for BLAS (``codegen.contract``)."""
     from .fuse import fuse
 
-    bindings, out = let_chain(normalize(expr))
+    bindings, out = let_chain(normalize(body_of(expr)))  # every input of expr is an argument
     namer = Namer()
     sizes = [s.name for s in size_vars(expr)]
     for s in size_vars(out):

@@ -548,7 +548,8 @@ class ExtendedCost:
         """Exact cost at the sizes, memoised on the (immutable) node."""
         hit = self.memo.get(id(e))
         if hit is None:
-            hit = (e, cost(e, **self.sizes))
+            names = {*e.sizes, *e.free_vars}  # a statement mentions some of the program's sizes
+            hit = (e, cost(e, **{k: v for k, v in self.sizes.items() if k in names}))
             self.memo[id(e)] = hit
         return hit[1]
 

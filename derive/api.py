@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from tensorlang.cost import concrete_cost, ratio, sizes_and_relations, type_size
-from tensorlang.errors import TypeCheckError
+from tensorlang.declarations import body_of, declare, keeps_declarations
+from tensorlang.errors import TypeCheckError, did_you_mean
 from tensorlang.nodes import (
     Const, Expr, Guard, IndexVar, RealType, RelType, Var, compare, conj, gens,
     tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
 from tensorlang.substitute import fresh_var, substitute_vars
-from tensorlang.traversal import free_vars
+from tensorlang.traversal import free_vars, size_vars, value_inputs
 
 from .adjoint import adjoint_ssa
 from .forward import forward
@@ -27,16 +28,25 @@ from .simplify import simplify_program
 
 def wrt_vars(expr: Expr, wrt) -> list[Var]:
     """``wrt`` (a name, an input variable, or a list of them) as the input variables of ``expr``."""
-    items = [wrt] if isinstance(wrt, (str, Var)) else list(wrt)
+    inputs = {v.name: v for v in free_vars(expr)}
+    items = [wrt] if isinstance(wrt, (str, Var)) else list(wrt) if isinstance(wrt, (list, tuple)) else None
+    if items is None or not all(isinstance(item, (str, Var)) for item in items):
+        values = [v.name for v in value_inputs(expr)]
+        hint = f'; did you mean "{values[0]}"?' if len(values) == 1 else f" (inputs: {', '.join(values)})"
+        raise TypeCheckError(
+            f"wrt is a name or an input variable, or a list of them, not {type(wrt).__name__} (a value)" + hint
+        )
     if not items:
         raise TypeCheckError("wrt names no variable")
-    inputs = {v.name: v for v in free_vars(expr)}
     out = []
     for item in items:
         name = item.name if isinstance(item, Var) else item
         var = inputs.get(name)
         if var is None:
-            raise TypeCheckError(f"{name} is not an input of this program (inputs: {', '.join(inputs) or 'none'})")
+            raise TypeCheckError(
+                f"{name} is not an input of this program (inputs: {', '.join(inputs) or 'none'})"
+                f"{did_you_mean(name, inputs)}"
+            )
         if isinstance(var.type, RelType):
             raise TypeCheckError(f"{name} is a relation: a sparsity pattern has no derivative")
         if any(v is var for v in out):
@@ -45,34 +55,44 @@ def wrt_vars(expr: Expr, wrt) -> list[Var]:
     return out
 
 
+@keeps_declarations
 def simplify(expr: Expr) -> Expr:
     """Let-lifting, pair elimination and gen pushout, then the simplification rules S1-S8: what makes
     a composed program (a trace of a Jacobian, say) cost what it should."""
     return simplify_program(gen_pushout(pair_elim(let_lift(expr))))
 
 
+def _derived(result: Expr, primal: Expr, new_inputs=()) -> Expr:
+    """A derived program: it takes its primal's inputs and sizes, and its own new inputs after them."""
+    return declare(result, [*free_vars(primal), *new_inputs], size_vars(primal))
+
+
 def derivative(expr: Expr, wrt) -> Expr:
     """``tl.derivative``: D (Fig. 13), with a new input ``d<name>`` per variable in wrt."""
-    return _derivative(expr, wrt_vars(expr, wrt))[0]
+    d, sigma = _derivative(expr, wrt_vars(expr, wrt))
+    return _derived(d, expr, sigma.values())
 
 
 def _derivative(expr: Expr, variables: Sequence[Var]) -> tuple[Expr, dict]:
+    """D of the program's expression (its declarations are the caller's) and the tangent inputs."""
     sigma: dict = {}
     for v in variables:
         sigma[v] = fresh_var("d" + v.name, v.type, avoid=[expr, *sigma.values()])
-    return simplify_program(forward(to_ssa(expr), sigma)), sigma
+    return simplify_program(forward(to_ssa(body_of(expr)), sigma)), sigma
 
 
 def adjoint(expr: Expr, wrt, check: dict | None = None) -> Expr:
     """``tl.adjoint``: D^T (Fig. 14-16) with the new input ``dy`` of expr's type; for several wrt
     variables the output is right-nested pairs in the order given.  ``check`` (sizes by name) verifies
     every rule application against the extended cost of Fig. 17."""
-    return _adjoint(expr, wrt_vars(expr, wrt), check)[0]
+    a, dy = _adjoint(expr, wrt_vars(expr, wrt), check)
+    return _derived(a, expr, [dy])
 
 
 def _adjoint(expr: Expr, variables: Sequence[Var], check: dict | None = None) -> tuple[Expr, Var]:
+    """D^T of the program's expression (its declarations are the caller's) and the cotangent input."""
     dy = fresh_var("dy", expr.type, avoid=[expr])
-    return simplify_program(adjoint_ssa(to_ssa(expr), variables, dy, check)), dy
+    return simplify_program(adjoint_ssa(to_ssa(body_of(expr)), variables, dy, check)), dy
 
 
 def grad(expr: Expr, wrt) -> Expr:
@@ -80,7 +100,7 @@ def grad(expr: Expr, wrt) -> Expr:
     if not isinstance(expr.type, RealType):
         raise TypeCheckError(f"grad needs a scalar program, this one has type {expr.type}; use adjoint")
     a, dy = _adjoint(expr, wrt_vars(expr, wrt))
-    return simplify_program(substitute_vars(a, {dy: Const(1)}))
+    return _derived(simplify_program(substitute_vars(a, {dy: Const(1)})), expr)
 
 
 def jacobian(expr: Expr, wrt) -> Expr:
@@ -103,7 +123,7 @@ def jacobian(expr: Expr, wrt) -> Expr:
     for i in outputs:
         entry = entry[i]
     jac = gens(list(zip(outputs, out_sizes)) + list(zip(inputs, in_sizes)), entry)
-    return simplify(jac)
+    return _derived(simplify(jac), expr)
 
 
 def hessian(expr: Expr, wrt) -> Expr:

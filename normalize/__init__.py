@@ -5,6 +5,7 @@
 and a cost no higher (Fig. 6); ``normal_forms`` recognises each pass's postcondition.  The rule tables
 (``LET_LIFT``, ``PAIR_ELIM``, ...) are data: ``proofs/`` checks each rule's obligations.
 """
+from tensorlang.declarations import keeps_declarations
 from tensorlang.nodes import Var, build_lets, let_chain
 from tensorlang.rules import Trace, run_pass
 from tensorlang.traversal import value_inputs
@@ -27,6 +28,7 @@ PASSES = {
 }
 
 
+@keeps_declarations
 def to_ssa(expr, trace=None):
     """``tl.to_ssa``: the four normalisation passes in order; the program in Tensor SSA form (Fig. 10).
 

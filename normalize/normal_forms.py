@@ -5,6 +5,7 @@ the ``why_not_*`` twins return ``None`` or a sentence naming the first offending
 """
 from __future__ import annotations
 
+from tensorlang.declarations import body_of
 from tensorlang.nodes import Access, Gen, Guard, Let, Pair, Proj, RelType, has_pair, let_chain, strip_gens, walk
 from tensorlang.traversal import value_inputs
 
@@ -31,6 +32,7 @@ def _show(e) -> str:
 
 def why_not_let_lifted(e) -> str | None:
     """``Le ::= e | let x = e in Le`` with e let-free."""
+    e = body_of(e)  # the program's expression (declarations are not statements)
     bindings, out = let_chain(e)
     for _, value in bindings:
         for n in walk(value):
@@ -89,6 +91,7 @@ def _pair_out(o, inputs) -> str | None:
 def why_not_pair_eliminated(e) -> str | None:
     """Let-lifted; every let-bound variable of a type without pairs; pairs built only at the output;
     projections only of inputs."""
+    e = body_of(e)  # the program's expression (declarations are not statements)
     reason = why_not_let_lifted(e)
     if reason:
         return reason
@@ -132,6 +135,7 @@ def _pushed_out(o, inputs) -> str | None:
 
 def why_not_gen_pushed_out(e) -> str | None:
     """Pair-eliminated, and every right-hand side ``Ge ::= gen(i) Ge | e`` with e as in ``_pushed_e``."""
+    e = body_of(e)  # the program's expression (declarations are not statements)
     reason = why_not_pair_eliminated(e)
     if reason:
         return reason
@@ -155,6 +159,7 @@ def is_gen_pushed_out(e) -> bool:
 def why_not_tensor_ssa(e) -> str | None:
     """Fig. 10: every right-hand side one of the SSA forms over earlier statements, no copies, no two
     equal right-hand sides, the output variables (or their pairs)."""
+    e = body_of(e)  # the program's expression (declarations are not statements)
     from tensorlang.alpha import canonical
     from tensorlang.traversal import free_vars
 

@@ -12,17 +12,20 @@ from . import normalize  # tl.normalize.let_lift, ...: the passes one by one
 from .codegen import api as _codegen
 from .derive import api as _derive
 from .derive.api import Certificate
-from .errors import UnsupportedError
+from .errors import TensorLangError, UnsupportedError, user_traceback
 
 
 def _reported(fn):
-    """``fn`` with a ``RecursionError`` (a program nested more deeply than the recursive passes can
-    follow, e.g. thousands of chained ``+``) reported as an ``UnsupportedError`` instead of a traceback."""
+    """``fn`` with its errors raised as the user's: a ``TensorLangError`` without the library's own
+    frames in its traceback, and a ``RecursionError`` (a program nested more deeply than the recursive
+    passes can follow, e.g. thousands of chained ``+``) reported as an ``UnsupportedError``."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except TensorLangError as err:
+            raise err.with_traceback(user_traceback(err.__traceback__)) from None
         except RecursionError:
             raise UnsupportedError(
                 f"tl.{fn.__name__}: the program is nested too deeply for Python's recursion limit "

@@ -7,11 +7,12 @@ Relation atoms in guards count as the bounds they imply (an over-approximation, 
 """
 from __future__ import annotations
 
-from .errors import BoundsError, TypeCheckError
+from .errors import BoundsError, TypeCheckError, did_you_mean
 from .nodes import (
-    TRUE, Access, Affine, Expr, Gen, Guard, IndexVar, Pred, Sum, TensorType, box, compare, conj, disj,
+    TRUE, Access, Affine, Exists, Expr, Gen, Guard, IndexVar, Let, Pred, Sum, TensorType, box, compare, conj,
+    disj, type_size_vars, walk,
 )
-from .traversal import free_index_vars
+from .traversal import free_index_vars, free_vars
 
 
 def check(expr: Expr) -> Expr:
@@ -19,8 +20,34 @@ def check(expr: Expr) -> Expr:
     free = free_index_vars(expr)
     if free:
         raise TypeCheckError(f"index variable(s) {', '.join(v.name for v in free)} used but not bound")
-    expr.memo("checked", lambda: _check_bounds(expr, (), TRUE, set()) or True)
+    try:
+        expr.memo("checked", lambda: _check_bounds(expr, (), TRUE, set()) or True)
+    except BoundsError as err:
+        hint = _stray_size_hint(expr, err)
+        if not hint:
+            raise
+        new = BoundsError(f"{err.message}; {hint}")
+        new.node = err.node
+        raise new from None
     return expr
+
+
+def _stray_size_hint(expr: Expr, err: BoundsError) -> str:
+    """Where the failed access reads a name bound nowhere (``c[jj]`` under ``sum(j:m)``), which is a size
+    variable only because it appears in an index: say so, and name the closest index in scope."""
+    sized = set()  # sizes that a type or a range gives a meaning to
+    for v in free_vars(expr):
+        sized.update(type_size_vars(v.type))
+    for n in walk(expr):
+        if isinstance(n, (Gen, Sum, Exists)):
+            sized.update(n.size.size_vars)
+        elif isinstance(n, Let):
+            sized.update(type_size_vars(n.var.type))
+    for s in err.node.index.size_vars:
+        if s not in sized:
+            guess = did_you_mean(s.name, err.scope)
+            return f"{s.name} is bound nowhere, so it is taken as a size variable here{guess}"
+    return ""
 
 
 def _check_bounds(e, dims: tuple, pred: Pred, seen: set) -> None:
@@ -53,7 +80,9 @@ def _prove_in_range(e: Access, dims: tuple, pred: Pred) -> None:
         return
     bad = conj(where, disj(compare("<", e.index, 0), compare(">=", e.index, size)))
     point = sample_point(bad, variables)
-    raise _bounds_error(e, size, point)
+    err = _bounds_error(e, size, point)
+    err.scope = [v.name for v in variables]  # the index variables in scope, innermost last
+    raise err
 
 
 def _bounds_error(e: Access, size: Affine, point: dict | None) -> BoundsError:

@@ -16,6 +16,7 @@ from typing import Mapping
 
 import sympy
 
+from .declarations import body_of
 from .errors import TypeCheckError, UnsupportedError
 from .nodes import (
     TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType, Pred,
@@ -64,7 +65,7 @@ def cost_terms(expr: Expr) -> list[CostTerm]:
 
     def compute():
         acc: list[CostTerm] = []
-        _terms(expr, _Context(), acc)
+        _terms(body_of(expr), _Context(), acc)
         return _merge(acc)
 
     return expr.memo("cost_terms", compute)

@@ -5,7 +5,12 @@ a ``SourceLocation`` and render as ``FILE:line:col: message`` followed by the of
 """
 from __future__ import annotations
 
+import difflib
+import os
+import sys
+import types
 from dataclasses import dataclass
+from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -74,3 +79,60 @@ class UnsupportedError(TensorLangError):
 
 class CompileError(TensorLangError):
     """A generated kernel the compiler rejected: carries the generated source and the compiler's message."""
+
+
+def closest_name(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate a misspelt ``name`` most likely meant (``N`` for ``n``, ``jj`` for ``j``), or None."""
+    candidates = list(candidates)
+    same_case = [c for c in candidates if c.lower() == name.lower()]
+    if same_case:
+        return same_case[0]
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest candidate, or ``""``."""
+    close = closest_name(name, candidates)
+    return f"; did you mean {close!r}?" if close else ""
+
+
+def check_keywords(given: Iterable[str], inputs: Iterable[str], sizes: Iterable[str], error=None) -> None:
+    """Every keyword of a call (``tl.evaluate``, ``tl.cost``, ``tl.certify``, a kernel) names an input or a
+    size of the program; otherwise ``error`` (a ``ShapeError``) names it and the closest name."""
+    inputs, sizes = list(inputs), list(sizes)
+    for name in given:
+        if name not in inputs and name not in sizes:
+            known = ", ".join(inputs) or "none"
+            known_sizes = f"; its sizes: {', '.join(sizes)}" if sizes else ""
+            raise (error or ShapeError)(
+                f"unknown input {name!r}: it is neither an input nor a size of this program (its inputs: "
+                f"{known}{known_sizes}){did_you_mean(name, inputs + sizes)}"
+            )
+
+
+_INTERNAL = ("tensorlang", "tensorlang.normalize", "tensorlang.derive", "tensorlang.codegen")
+
+
+def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` as the user needs it: the frames of the caller's code, and of the user's functions that
+    tensorlang ran (``tensorlang.ad`` compiles the code it generates against the user's file and lines),
+    without tensorlang's own frames or those of the libraries it called.  Raise an error at a public
+    entry point with ``err.with_traceback(user_traceback(err.__traceback__))``."""
+    internal = tuple(
+        os.path.dirname(m.__file__) + os.sep for m in map(sys.modules.get, _INTERNAL) if m is not None
+    )
+    library = tuple({os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    kept = []
+    inside = False  # below the first frame of tensorlang: only the user's own code is shown
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith(internal) or filename.startswith("<tensorlang"):
+            inside = True
+        elif not inside or not filename.startswith(library):
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out

@@ -22,8 +22,8 @@ from .errors import BoundsError, TypeCheckError
 from .functions import lookup
 from .inputs import Binding, bind
 from .nodes import (
-    Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let, Mul,
-    Or, Pair, PairType, Pred, Proj, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
+    Access, Add, Affine, And, Call, Cmp, Const, Declare, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let,
+    Mul, Or, Pair, PairType, Pred, Proj, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
 )
 from .traversal import free_vars
 
@@ -117,7 +117,7 @@ class Evaluator:
         self.rules: dict[type, Callable] = {
             Const: self._const, Var: self._var, Add: self._add, Mul: self._mul, Call: self._call,
             Pair: self._pair, Proj: self._proj, Gen: self._gen, Sum: self._sum, Access: self._access,
-            Guard: self._guard, Let: self._let,
+            Guard: self._guard, Let: self._let, Declare: lambda e, scope: self.expr(e.body, scope),
         }
         self.pred_rules: dict[type, Callable] = {
             TruePred: lambda p, s: True, FalsePred: lambda p, s: False, Cmp: self._cmp, And: self._and,

@@ -14,7 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .errors import ShapeError
+from .errors import ShapeError, check_keywords
 from .nodes import Affine, Expr, PairType, RealType, RelType, TensorType, Type, Var
 from .traversal import free_vars, size_vars
 
@@ -69,21 +69,18 @@ def _equations(expr: Expr, inputs: Mapping[str, object], need_values: bool):
     solved (``ShapeError`` naming the input where one cannot be)."""
     free = {v.name: v for v in free_vars(expr)}
     size_names = [s.name for s in size_vars(expr)]
+    check_keywords(inputs, free, size_names)
     sizes: dict[str, int] = {}
     values: dict[str, object] = {}
     for name, value in inputs.items():
         if name in free:
             values[name] = value
-        elif name in size_names:
+        else:
             sizes[name] = _size_value(name, value)
-        # other names are inputs this program does not use (a derivative is called with all of its
-        # primal's inputs, used or not); a misspelt input that is needed is reported as missing below
     if need_values:
         missing = [n for n in free if n not in values]
         if missing:
-            extra = [n for n in inputs if n not in free and n not in size_names]
-            hint = f" (given but not used: {', '.join(extra)})" if extra else ""
-            raise ShapeError(f"missing input(s): {', '.join(missing)}{hint}")
+            raise ShapeError(f"missing input(s): {', '.join(missing)}")
     equations: list[tuple[Affine, int, str, str]] = []
     arrays: dict[str, object] = {}
     for name, value in values.items():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from .declarations import body_of
 from .nodes import Const, Let, Mul
 from .printer import UNARY, TextPrinter
 from .substitute import rebuild
@@ -135,7 +136,7 @@ def to_latex(e) -> str:
     printer = LatexPrinter(e)
     if isinstance(e, Pred):
         return printer.pred(e, printer.root_env)
-    lines = printer.lines(_negations_first(e, {}), printer.root_env)
+    lines = printer.lines(_negations_first(body_of(e), {}), printer.root_env)
     if len(lines) == 1:
         return lines[0]
     return r"\begin{aligned}" + r" \\ ".join("&" + line for line in lines) + r"\end{aligned}"

@@ -588,34 +588,46 @@ class Expr(Node):
 
         return substitute_inputs(self, replacements)
 
-    # building expressions from Python
+    # building expressions from Python (a program's declarations carry over to what is built from it)
     def __add__(self, other) -> "Expr":
-        return Add(self, as_expr(other))
+        return _built(Add, self, as_expr(other))
 
     def __radd__(self, other) -> "Expr":
-        return Add(as_expr(other), self)
+        return _built(Add, as_expr(other), self)
 
     def __mul__(self, other) -> "Expr":
-        return Mul(self, as_expr(other))
+        return _built(Mul, self, as_expr(other))
 
     def __rmul__(self, other) -> "Expr":
-        return Mul(as_expr(other), self)
+        return _built(Mul, as_expr(other), self)
 
     def __neg__(self) -> "Expr":
-        return Mul(Const(-1), self)
+        return _built(Mul, Const(-1), self)
 
     def __sub__(self, other) -> "Expr":
-        return Add(self, -as_expr(other))
+        return self + (-as_expr(other))
 
     def __rsub__(self, other) -> "Expr":
-        return Add(as_expr(other), -self)
+        return as_expr(other) + (-self)
 
     def __getitem__(self, index) -> "Expr":
         indices = index if isinstance(index, tuple) else (index,)
         out = self
         for a in indices:
-            out = Access(out, as_affine(a))
+            out = _built(lambda e: Access(e, as_affine(a)), out)
         return out
+
+
+def _built(make, *operands: Expr) -> Expr:
+    """``make(*operands)`` on the operands' expressions, declaring what their programs declare."""
+    programs = [e for e in operands if isinstance(e, Declare)]
+    out = make(*(e.body if isinstance(e, Declare) else e for e in operands))
+    if not programs:
+        return out
+    from .declarations import declare
+
+    sizes = [s for e in programs for s in e.declared_sizes]
+    return declare(out, [v for e in programs for v in e.inputs], sizes)
 
 
 def as_expr(x) -> Expr:
@@ -807,6 +819,29 @@ class Let(Expr):
             raise TypeCheckError(
                 f"let {self.var.name} : {self.var.type} is bound to a value of type {self.value.type}"
             )
+        self._set_type(self.body.type)
+
+
+class Declare(Expr):
+    """``x : T; ...; body`` where ``body`` does not read some of the inputs ``x``: a program keeps the
+    declarations of inputs it ignores, so that it is called with the same inputs as the program it came
+    from (a derivative with its primal's).  ``declared_sizes`` are size variables of that program that
+    neither the body nor the declarations mention (a derivative still takes its primal's sizes).  It
+    only ever stands at the root of a program; build it with ``tensorlang.declarations.declare``, which
+    gives the body itself where it reads every input and mentions every size."""
+
+    __slots__ = ()
+    _fields = ("inputs", "declared_sizes", "body")
+
+    def _check(self) -> None:
+        if not isinstance(self.body, Expr) or isinstance(self.body, Declare):
+            raise TypeCheckError("a declaration scopes over one expression")
+        names = [v.name for v in self.inputs]
+        if any(not isinstance(v, Var) for v in self.inputs) or len(set(names)) != len(names):
+            raise TypeCheckError(f"malformed declarations {self.inputs!r}")
+        sizes = self.declared_sizes
+        if any(not isinstance(s, SizeVar) for s in sizes) or not (names or sizes):
+            raise TypeCheckError(f"malformed size declarations {sizes!r}")
         self._set_type(self.body.type)
 
 

@@ -29,6 +29,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from .errors import ParseError, SourceLocation, TensorLangError, TypeCheckError
+from .declarations import declare
 from .functions import is_function, lookup
 from .nodes import (
     FALSE, R, TRUE, Access, Add, Affine, And, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Or,
@@ -430,7 +431,8 @@ class _Elaborator:
             if name in self.external and self.external.pop(name) is t:
                 continue  # the same declaration given both as an argument and in the text
             self.bind(name, "relation" if isinstance(t, RelType) else "input", Var(name, t), name_tree)
-        return self.expr(body)
+        declared = [b.obj for b in self.scope.values() if b.kind in ("input", "relation")]
+        return declare(self.expr(body), declared)
 
     # -- types -------------------------------------------------------------------------------------
 

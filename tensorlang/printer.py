@@ -27,6 +27,7 @@ from .nodes import (
     Pair, PairType, Pred, Proj, RealType, RelAtom, RelType, SizeVar, Sum, TensorType, TruePred, Type, Var,
     walk,
 )
+from .declarations import body_of
 from .traversal import free_index_vars, free_vars, size_vars
 
 __all__ = ["affine_str", "type_str", "pred_str", "expr_str", "to_source", "TextPrinter", "KEYWORDS"]
@@ -400,7 +401,7 @@ class TextPrinter:
 
     def program(self, e: Expr) -> str:
         lines = [f"{self.name(v.name)} : {self.type(v.type, self.root_env)}" for v in free_vars(e)]
-        lines.append(self.expr(e, self.root_env))
+        lines.append(self.expr(body_of(e), self.root_env))
         return "\n".join(lines)
 
 
@@ -426,7 +427,7 @@ def pred_str(p: Pred) -> str:
 def expr_str(e: Expr) -> str:
     """The expression alone (no declarations)."""
     printer = TextPrinter(e)
-    return printer.expr(e, printer.root_env)
+    return printer.expr(body_of(e), printer.root_env)
 
 
 def to_source(e: Expr) -> str:

@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
+from .declarations import keeps_declarations
 from .nodes import Affine, Expr, Node, Type, Var
 
 __all__ = [
@@ -342,8 +343,10 @@ def rewrite(expr: Expr, table: RuleTable, trace: Trace | None = None, max_steps:
     return _Driver(table, ctx, trace, max_steps).run(expr)
 
 
+@keeps_declarations
 def run_pass(expr: Expr, tables: Sequence[RuleTable], trace: Trace | None = None) -> Expr:
-    """Run each table of a pass to its fixed point, in order."""
+    """Run each table of a pass to its fixed point, in order (on the program's expression: its
+    declarations are kept)."""
     for table in tables:
         expr = rewrite(expr, table, trace)
     return expr

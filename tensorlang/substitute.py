@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from .declarations import body_of, declare
 from .errors import TypeCheckError
 from .nodes import BINDERS, Affine, Expr, IndexVar, Let, Node, RelAtom, Type, Var, as_affine
-from .traversal import free_index_vars, free_vars
+from .traversal import free_index_vars, free_vars, size_vars
 
 
 def rebuild(node: Node, f: Callable) -> Node:
@@ -150,7 +151,7 @@ def substitute_inputs(expr: Expr, replacements: Mapping[str, object]) -> Expr:
         var = free[name]
         if isinstance(value, str):
             decls = {v.name: v.type for v in free.values() if v.name != name}
-            value = parse(value, **decls)
+            value = body_of(parse(value, **decls))
         if not isinstance(value, Expr):
             from .nodes import as_expr
 
@@ -158,7 +159,8 @@ def substitute_inputs(expr: Expr, replacements: Mapping[str, object]) -> Expr:
         if value.type is not var.type:
             raise TypeCheckError(f"cannot substitute {name} : {var.type} by a value of type {value.type}")
         mapping[var] = value
-    return substitute_vars(expr, mapping)
+    kept = [v for v in free.values() if v not in mapping]
+    return declare(substitute_vars(body_of(expr), mapping), kept, size_vars(expr))
 
 
 def freshen(node):

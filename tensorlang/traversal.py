@@ -68,6 +68,8 @@ def size_vars(node) -> tuple[SizeVar, ...]:
         return node.size_vars
     if isinstance(node, Type):
         return type_size_vars(node)
+    if isinstance(node, SizeVar):  # a size a program declares (``Declare.sizes``)
+        return (node,)
 
     def compute():
         own = type_size_vars(node.type) if isinstance(node, Var) else ()

@@ -110,8 +110,8 @@ def test_adjoint_of_convolution_is_a_correlation():
 
 def test_trace_and_eye_transpose_into_each_other():
     trace, eye = tl.parse(open("examples/trace.tl").read()), tl.parse(open("examples/eye.tl").read())
-    assert tl.adjoint(trace, "A") == tl.parse("dy : R; gen(i:n, j:n) [j = i] * dy")
-    assert tl.adjoint(eye, "x") == tl.parse("dy : [n][n]R; sum(i:n) dy[i, i]")
+    assert tl.adjoint(trace, "A") == tl.parse("A : [n][n]R; dy : R; gen(i:n, j:n) [j = i] * dy")
+    assert tl.adjoint(eye, "x") == tl.parse("x : R; dy : [n][n]R; sum(i:n) dy[i, i]")
 
 
 PATHOLOGICAL = {
@@ -137,7 +137,7 @@ def test_pathological_gradients_are_linear(name):
 def test_hessian_of_quadratic_form_is_a_plus_a_transpose():
     q = tl.parse("x : [n]R; A : [n][n]R; sum(i:n, j:n) x[i] * A[i, j] * x[j]")
     H = tl.hessian(q, "x")
-    assert H == tl.parse("A : [n][n]R; gen(i:n, j:n) A[i, j] + A[j, i]")
+    assert H == tl.parse("x : [n]R; A : [n][n]R; gen(i:n, j:n) A[i, j] + A[j, i]")
     assert tl.cost(H, n=200) == 200 * 200
     A = np.random.default_rng(2).normal(size=(5, 5))
     np.testing.assert_allclose(tl.evaluate(H, A=A, x=np.ones(5)), A + A.T)

@@ -643,7 +643,7 @@ def test_sparse_product_gradient_costs_nnz():
     assert np.allclose(g(E=E, y=y, z=z), 2 * (E.T @ (E @ y - z)))
     k = tl_compile(adj)
     dy = rng.standard_normal(n)
-    assert np.allclose(k(E=E, dy=dy), E.T @ dy)
+    assert np.allclose(k(E=E, y=y, dy=dy), E.T @ dy)  # the adjoint takes its primal's inputs
 
 
 # -- CUDA -----------------------------------------------------------------------------------------------

@@ -98,13 +98,15 @@ def test_shape_error_names_input_and_shapes():
         e(A=np.ones(3))
 
 
-def test_missing_and_unused_inputs():
+def test_missing_unknown_and_unused_inputs():
     e = tl.parse("x : [n]R; sum(i:n) x[i]")
     with pytest.raises(ShapeError, match="missing"):
         e()
-    assert e(x=np.ones(2), y=1.0) == 2.0  # inputs the program does not use are ignored
-    with pytest.raises(ShapeError, match="missing input.*x.*given but not used: xx"):
+    with pytest.raises(ShapeError, match="unknown input 'y'"):  # a name the program does not declare
+        e(x=np.ones(2), y=1.0)
+    with pytest.raises(ShapeError, match="unknown input 'xx'.*did you mean 'x'"):
         e(xx=np.ones(2))
+    assert tl.parse("x : [n]R; y : R; sum(i:n) x[i]")(x=np.ones(2), y=1.0) == 2.0  # declared, not read
     with pytest.raises(ShapeError, match="cannot be inferred"):
         tl.parse("gen(i:n) 1")()
 

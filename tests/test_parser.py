@@ -2,6 +2,7 @@
 and every error is of the right kind and placed (line, column, caret) at the construct it is about."""
 import pytest
 
+from tensorlang.declarations import body_of
 from tensorlang.errors import BoundsError, ParseError, TypeCheckError
 from tensorlang.functions import define_function
 from tensorlang.nodes import (
@@ -22,7 +23,9 @@ DECLS = dict(x="R", y="R", z="R", v="[n]R", A="[n][m]R", Rel="rel[n, m]")
 
 
 def p(src, **decls):
-    return parse(src, **{**DECLS, **decls})
+    """The expression of ``src`` parsed with DECLS (the inputs every test may read) declared: without
+    the declarations of the inputs it does not read."""
+    return body_of(parse(src, **{**DECLS, **decls}))
 
 
 def located(exc_type, src, line, column, **decls):
@@ -61,8 +64,9 @@ def test_declarations_comments_and_separators():
     """
     e = parse(src)
     a, b = Var("a", R), Var("b", tensor([N + 1]))
-    assert isinstance(e, Add) and e.left is a and e.right.body is Access(b, Affine.var(e.right.var))
-    assert e.free_vars == {"a": R, "b": tensor([N + 1])}
+    body = body_of(e)  # c is declared and not read: the program keeps its declaration
+    assert isinstance(body, Add) and body.left is a and body.right.body is Access(b, Affine.var(body.right.var))
+    assert e.free_vars == {"a": R, "b": tensor([N + 1]), "c": PairType(R, tensor([M]))}
 
 
 def test_keyword_declarations_string_and_type():

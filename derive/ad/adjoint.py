@@ -12,6 +12,7 @@ import math
 import re
 
 from .ir import ANY, ARR, INT, NUM, Instr
+from .primal import source_line
 
 _PURE = {"binop", "unary", "prim", "rule", "getattr", "getitem", "tuple", "list", "dict", "closure", "deref"}
 
@@ -185,7 +186,9 @@ class BlockAdjoint:
             rv = b.term[1]
             self.add(rv, "_dy", mode != "pop")   # the fused gradient entries seed _dy = 1
         for ins in reversed(b.instrs):
+            start = len(self.lines)
             self.instr(ins)
+            self.lines[start:] = source_line(self.lines[start:], ins)
         self.lines += self.leave(mode)
         head = []
         if self.need:

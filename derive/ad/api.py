@@ -8,10 +8,10 @@ import types
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...errors import TensorLangError, UnsupportedError, user_traceback
 from . import rules  # noqa: F401  (registers the rule library)
 from .analysis import analyse
-from .emit import _boxfree, compile_function
+from .emit import _boxfree, compile_function, scalar_seed
 from .ir import ARR, INT
 from .lower import lower
 from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, J, _Store, acc, spec_kind
@@ -42,6 +42,8 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     key = (id(code), kinds)
     spec = _SPECS.get(key)
     if spec is None or spec.code is not code:   # code objects compare by content: key by identity
+        if code is _grad_pick.__code__ or code is _grad_picks.__code__:
+            return _GradSpecialisation
         with BUILD_LOCK:
             spec = _SPECS[key] = _build(f, kinds)
     return spec
@@ -87,47 +89,144 @@ def _build(f, kinds) -> Specialisation:
 
 def gradient(f, *args):
     """The gradient of scalar-valued ``f`` at ``args``: a tuple with one entry per argument, mirroring
-    its structure; ``None`` for arguments that are not differentiable (ints, strings ...)."""
+    its structure; ``None`` for arguments that are not differentiable (ints, strings ...).  An error
+    shows the user's frames only (generated code is compiled at the lines of f's source)."""
     # the cached path, kept short (it is the whole per-call overhead): one dict lookup by the identity
     # of the code object, the argument types checked against the entry, the generated entry called
     try:
-        code = f.__code__
+        code = getattr(f, "__code__", None)
         if len(args) == 1:
-            x, = args
-            entry = _FAST1[id(code)]
-            if entry[0] is not code or type(x) is not entry[1]:
+            entry = _FAST1.get(id(code))
+            if entry is None or entry[0] is not code or type(args[0]) is not entry[1]:
                 return _gradient(f, args)
-            if entry[3]:   # box-free: the entry touches no store
-                return entry[2](f, x)
         else:
-            entry = _FAST[(id(code), *map(type, args))]
-            if entry[0] is not code:
+            entry = _FAST.get((id(code), *map(type, args)))
+            if entry is None or entry[0] is not code:
                 return _gradient(f, args)
-            if entry[3]:
-                return entry[2](f, *args)
-    except (AttributeError, KeyError):
-        return _gradient(f, args)
-    return _with_store(entry[2], f, args)
+        if entry[3]:   # box-free: the entry touches no store
+            return entry[2](f, *args)
+        return _with_store(entry[2], f, args)
+    except Exception as err:
+        raise err.with_traceback(user_traceback(err.__traceback__))
 
 
-def grad(f):
-    """``jax.grad`` style: the gradient function of scalar-valued ``f``; ``grad(f)(*args)`` equals
+def grad(f, argnums=0):
+    """``jax.grad``: the gradient function of scalar-valued ``f``.  For an int ``argnums``,
+    ``grad(f)(*args)`` is the gradient with respect to that argument (``gradient(f, *args)[argnums]``);
+    for a tuple of ints, the tuple of those gradients.  The result can be differentiated again
+    (``grad(grad(f))``).  See ``gradients`` for how the gradients of all arguments are computed."""
+    pick = _argnums(argnums)
+    code = _grad_pick if isinstance(pick, int) else _grad_picks
+    g = types.FunctionType(code.__code__, code.__globals__, f"grad({getattr(f, '__name__', 'f')})")
+    g.__kwdefaults__ = {"_ad_all": gradients(f), "_ad_f": f, "_ad_i": pick}
+    g.__qualname__ = f"grad({getattr(f, '__qualname__', repr(f))})"
+    g.__doc__ = f"The gradient of {g.__qualname__[5:-1]} (``tensorlang.ad.grad``) in argument(s) {argnums}."
+    g.__wrapped__ = f
+    return g
+
+
+def value_and_grad(f, argnums=0):
+    """``jax.value_and_grad``: a function returning ``(f(*args), grad(f, argnums)(*args))``."""
+    pick = _argnums(argnums)
+
+    def value_and_grad_f(*args):
+        try:
+            y, back = pullback(f, *args)
+            grads = back(scalar_seed(y))
+        except Exception as err:
+            raise err.with_traceback(user_traceback(err.__traceback__))
+        return y, _picked(grads, pick, args)
+
+    value_and_grad_f.__qualname__ = f"value_and_grad({getattr(f, '__qualname__', repr(f))})"
+    value_and_grad_f.__wrapped__ = f
+    return value_and_grad_f
+
+
+def _argnums(argnums):
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        return argnums
+    if isinstance(argnums, (tuple, list)) and all(type(i) is int for i in argnums):
+        return tuple(argnums)
+    raise TensorLangError(f"argnums must be an int or a tuple of ints (argument positions), not {argnums!r}")
+
+
+def _picked(grads, pick, args):
+    try:
+        return grads[pick] if isinstance(pick, int) else tuple(grads[i] for i in pick)
+    except IndexError:
+        raise TensorLangError(
+            f"argnums={pick!r} names an argument that the call does not have (it passed {len(args)})"
+        ) from None
+
+
+def _grad_pick(*args, _ad_all, _ad_f, _ad_i):
+    # the code of ``grad(f, argnums=int)``
+    try:
+        grads = _ad_all(*args)
+    except Exception as err:
+        raise err.with_traceback(user_traceback(err.__traceback__))
+    return grads[_ad_i] if -len(grads) <= _ad_i < len(grads) else _picked(grads, _ad_i, args)
+
+
+def _grad_picks(*args, _ad_all, _ad_f, _ad_i):
+    # the code of ``grad(f, argnums=tuple)``
+    try:
+        grads = _ad_all(*args)
+    except Exception as err:
+        raise err.with_traceback(user_traceback(err.__traceback__))
+    return _picked(grads, _ad_i, args)
+
+
+_THIRD_ORDER = ("ad.grad composes to second derivatives (ad.grad(ad.grad(f))), not to third ones; for a "
+                "third derivative, nest ad.gradient calls in a Python function")
+
+
+class _GradSpecialisation:
+    """What ``specialised`` gives for a function made by ``grad``: its pullback differentiates
+    ``gradient(f, *args)`` (the rule of nested gradients) and passes the cotangent of the picked
+    gradients through, so ``grad(grad(f))`` and a ``grad(f)`` called inside a differentiated function
+    work."""
+
+    @staticmethod
+    def pb(g, *args):
+        f, pick = g.__kwdefaults__["_ad_f"], g.__kwdefaults__["_ad_i"]
+        grads, back = J(gradient, f, *args)
+        y = _picked(grads, pick, args)
+
+        def back_picked(dy):
+            full = [None] * len(args)  # the cotangent of every gradient: zero but for the picked ones
+            picks, dys = ((pick,), (dy,)) if isinstance(pick, int) else (pick, dy)
+            for i, d in zip(picks, dys):
+                full[i] = d
+            return (None, *back(tuple(full))[2:])
+
+        return y, back_picked
+
+    @staticmethod
+    def grad(g, x):
+        raise UnsupportedError(_THIRD_ORDER)
+
+
+_GradSpecialisation.generic = _GradSpecialisation   # (it assumes nothing about globals)
+
+
+def gradients(f):
+    """The gradient function of scalar-valued ``f`` in every argument: ``gradients(f)(*args)`` equals
     ``gradient(f, *args)``.  The first call specialises ``f`` for the argument types; from then on the
     returned function object runs the compiled gradient code itself (no cache lookup).  A function of
     ``float``/``int`` arguments with one basic block of inlined arithmetic and ``math`` calls gets a
     tight straight-line gradient (``straight.py``; other argument types hand over to ``gradient``);
     any other function calls ``gradient``'s cached entry directly.  Like ``jax.grad`` it differentiates
     ``f`` as it is at that first call: rebinding ``f.__code__`` afterwards is not seen."""
-    g = types.FunctionType(_grad_first.__code__, _grad_first.__globals__, f"grad({getattr(f, '__name__', 'f')})")
+    g = types.FunctionType(_grad_first.__code__, _grad_first.__globals__, f"gradients({getattr(f, '__name__', 'f')})")
     g.__kwdefaults__ = {"_ad_self": g, "_ad_f": f}
-    g.__qualname__ = f"grad({getattr(f, '__qualname__', repr(f))})"
-    g.__doc__ = f"The gradient of {g.__qualname__[5:-1]} (``tensorlang.ad.grad``)."
+    g.__qualname__ = f"gradients({getattr(f, '__qualname__', repr(f))})"
     g.__wrapped__ = f
     return g
 
 
 def _grad_first(*args, _ad_self, _ad_f):
-    # the code of a fresh ``grad(f)``: it replaces itself on the first call (its code and defaults)
+    # the code of a fresh ``gradients(f)``: it replaces itself on the first call (its code and defaults)
     return _grad_install(_ad_self, _ad_f, args)
 
 
@@ -175,7 +274,12 @@ def _gradient(f, args):
         else:
             _FAST[key] = entry
         return entry[2](f, *args) if entry[3] else _with_store(entry[2], f, args)
-    return _with_store(lambda f, *args: tuple(J(f, *args)[1](1)[1:]), f, args)
+    return _with_store(_gradient_by_J, f, args)
+
+
+def _gradient_by_J(f, *args):
+    y, back = J(f, *args)
+    return tuple(back(scalar_seed(y))[1:])
 
 
 def _with_store(run, f, args):
@@ -200,6 +304,8 @@ def pullback(f, *args):
     outer, STORE[0] = STORE[0], store
     try:
         y, inner = J(f, *args)
+    except Exception as err:
+        raise err.with_traceback(user_traceback(err.__traceback__))
     finally:
         STORE[0] = outer
 
@@ -208,6 +314,8 @@ def pullback(f, *args):
         store.grads.clear()
         try:
             g = inner(dy)
+        except Exception as err:
+            raise err.with_traceback(user_traceback(err.__traceback__))
         finally:
             STORE[0] = outer
         back.closure_gradient = g[0]

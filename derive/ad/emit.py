@@ -20,6 +20,12 @@ from __future__ import annotations
 import ast
 import linecache
 import math
+import numbers
+import re
+
+import numpy as np
+
+from ...errors import TensorLangError
 
 from . import adjoint as adj
 from . import primal
@@ -242,15 +248,19 @@ def generate(fn: Function, guard: dict | None = None) -> tuple[str, dict]:
     used = {name for name in _helper_names() if any(name in x for x in body)}
     mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
     lines += [f"    {name} = _ad_env[{name!r}]" for name in sorted(used | set(g.env) | mks)]
+    returned = fn.exit.term[1] if fn.exit is not None and fn.exit.term[0] == "return" else None
+    seed = ["        _dy = 1 if type(_y) is float else _ad_seed(_y)"]  # at the line of the returned value
+    seed = primal.source_line(seed, returned) if isinstance(returned, Instr) else seed
+    lines.append("    _ad_seed = _ad_env['_ad_seed']")
     lines.append(f"    def _ad_grad({params}):")
-    lines += ["        " + x for x in checks.get("grad", []) + prologue + ["_dy = 1"]] + prim + adj_pop
+    lines += ["        " + x for x in checks.get("grad", []) + prologue] + prim + seed + adj_pop
     lines.append(f"    def _ad_pb({params}):")
     lines += ["        " + x for x in checks.get("pb", []) + prologue] + prim
     lines.append("        def _ad_back(_dy):")
     lines += adj_index
     lines.append("        return _y, _ad_back")
     lines.append(f"    def _ad_fast({params}):")
-    lines += ["        " + x for x in checks.get("fast", []) + prologue + ["_dy = 1"]] + prim + adj_fast
+    lines += ["        " + x for x in checks.get("fast", []) + prologue] + prim + seed + adj_fast
     lines.append("    return _ad_grad, _ad_pb, _ad_fast")
     return "\n".join(lines) + "\n", g.env
 
@@ -269,6 +279,54 @@ def _helper_names():
     return set(runtime.HELPERS)
 
 
+_LINE = re.compile(r"  # line (\d+)$")
+
+
+def _at_source_lines(src: str, gen_name: str, filename: str, text: str):
+    """The generated ``src`` compiled at the lines of the user's source ``text`` (in ``filename``) that
+    each statement came from (``primal.source_line`` marks them; an unmarked statement belongs to the
+    last marked one before it), so that a traceback through generated code shows the user's lines;
+    source without marks is compiled as itself (``gen_name``, whose text ``linecache`` holds)."""
+    marks = [_LINE.search(line) for line in src.splitlines()]
+    if not any(marks):
+        return compile(src, gen_name, "exec")
+    user = text.splitlines()
+    where, last = {}, None
+    for k, m in enumerate(marks, 1):
+        last = int(m.group(1)) if m else last
+        where[k] = last
+    first = next(v for v in where.values() if v)
+    tree = ast.parse(src)
+    for node in ast.walk(tree):
+        if hasattr(node, "lineno"):
+            line = where.get(node.lineno) or first
+            shown = user[line - 1] if 0 < line <= len(user) else ""
+            node.lineno = node.end_lineno = line
+            node.col_offset = len(shown) - len(shown.lstrip())
+            node.end_col_offset = max(len(shown.rstrip()), node.col_offset)
+    return compile(tree, filename, "exec")
+
+
+def scalar_seed(y):
+    """The seed ``dy = 1`` of a gradient, whose function must return a real scalar: a Python or NumPy
+    real number or a 0-d real array; any other output is an error naming it (a gradient of ``sum(y)``
+    silently taken for a vector ``y`` would be a wrong answer)."""
+    if isinstance(y, numbers.Real) or (isinstance(y, np.ndarray) and y.shape == () and y.dtype.kind in "biuf"):
+        return 1
+    if isinstance(y, np.ndarray):
+        what = f"an array of shape {y.shape} and dtype {y.dtype}"
+    elif isinstance(y, numbers.Complex):
+        what = f"the complex number {y!r}"
+    else:
+        what = f"a value of type {type(y).__name__}"
+    raise TensorLangError(
+        f"a gradient needs a function whose output is a real scalar, and this one returned {what}: for the "
+        f"derivative of a non-scalar output use ad.pullback(f, *args), whose back(dy) gives the "
+        f"vector-Jacobian product for a cotangent dy of the output's shape (for a gradient of sum(y), "
+        f"make f return the sum)"
+    )
+
+
 _COUNTER = [0]
 
 
@@ -281,7 +339,7 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
     gen_name = f"<tensorlang.ad:{qualname}:{_COUNTER[0]}>"
     linecache.cache[gen_name] = (len(src), None, src.splitlines(True), gen_name)
     ns: dict = {"_ad_gen_name": gen_name}
-    exec(compile(src, gen_name, "exec"), fglobals, ns)
+    exec(_at_source_lines(src, gen_name, filename, text), fglobals, ns)
     env.update(helpers)
     for i, node in enumerate(fn.factory_nodes):
         mk = ns[f"_ad_mk{i}"]
@@ -299,7 +357,8 @@ def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str,
     from . import runtime
     src, env = generate(fn, guard)
     env = dict(env)
-    ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, {**runtime.HELPERS, **(fallbacks or {})})
+    helpers = {**runtime.HELPERS, "_ad_seed": scalar_seed, **(fallbacks or {})}
+    ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, helpers)
     gen_name = ns["_ad_gen_name"]
     grad, pb, fast = ns["_ad_factory"](env)
     tree = ast.parse(src)

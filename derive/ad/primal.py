@@ -97,11 +97,17 @@ def _call_args(args, kw):
     return ", ".join(pos + kws)
 
 
+def source_line(lines: list[str], ins: Instr) -> list[str]:
+    """``lines``, generated for ``ins``, each marked with the line of the user's source it came from
+    (``emit.compile_function`` compiles the generated code against that line)."""
+    return [f"{x}  # line {ins.line}" for x in lines] if ins.line else lines
+
+
 def block(g, b) -> list[str]:
     """The statements of block ``b``: instructions, alpha pushes, and the terminator with its edges."""
     lines = []
     for ins in b.instrs:
-        lines += instr(g, ins)
+        lines += source_line(instr(g, ins), ins)
     need = g.needs.get(b)
     if need:
         lines.append(f"_t.append({_tuple(need)})")

@@ -7,6 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from tensorlang import TensorLangError
 from tensorlang import ad
 
 RNG = np.random.default_rng(7)
@@ -113,7 +114,9 @@ def test_fast_path_keeps_types_and_respecialises():
     assert ad.gradient(sq, 2.0) == (7.0,)
     assert ad.gradient(sq, Fraction(1, 3)) == (Fraction(11, 3),)
     assert ad.gradient(sq, 2) == (None,)
-    assert np.allclose(ad.gradient(sq, np.array([1.0, 2.0]))[0], [5.0, 7.0])
+    assert np.allclose(ad.gradient(lambda x: np.sum(sq(x)), np.array([1.0, 2.0]))[0], [5.0, 7.0])
+    with pytest.raises(TensorLangError, match=r"real scalar.*shape \(2,\)"):  # not the gradient of a sum
+        ad.gradient(sq, np.array([1.0, 2.0]))
     assert ad.gradient(lambda x, y: math.sin(x) * y, 0.5, 2.0) == (2.0 * math.cos(0.5), math.sin(0.5))
 
 
