@@ -32,6 +32,7 @@ from . import primal
 from .analysis import loop_blocks, reverse_postorder
 from .ir import ANY, ARR, INT, NUM, Function, Instr
 from .rules.numpy import ARRAY_INLINE
+from .runtime import NONDIFF
 from .rules.scalar import INLINE_BINOPS, INLINE_CALLS, INLINE_UNARY
 from .source import register
 
@@ -249,18 +250,18 @@ def generate(fn: Function, guard: dict | None = None) -> tuple[str, dict]:
     mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
     lines += [f"    {name} = _ad_env[{name!r}]" for name in sorted(used | set(g.env) | mks)]
     returned = fn.exit.term[1] if fn.exit is not None and fn.exit.term[0] == "return" else None
-    seed = ["        _dy = 1 if type(_y) is float else _ad_seed(_y)"]  # at the line of the returned value
+    seed = ["        if type(_y) is not float:", "            _ad_seed(_y)"]  # a real scalar, or an error
     seed = primal.source_line(seed, returned) if isinstance(returned, Instr) else seed
     lines.append("    _ad_seed = _ad_env['_ad_seed']")
     lines.append(f"    def _ad_grad({params}):")
-    lines += ["        " + x for x in checks.get("grad", []) + prologue] + prim + seed + adj_pop
+    lines += ["        " + x for x in checks.get("grad", []) + prologue + ["_dy = 1"]] + prim + seed + adj_pop
     lines.append(f"    def _ad_pb({params}):")
     lines += ["        " + x for x in checks.get("pb", []) + prologue] + prim
     lines.append("        def _ad_back(_dy):")
     lines += adj_index
     lines.append("        return _y, _ad_back")
     lines.append(f"    def _ad_fast({params}):")
-    lines += ["        " + x for x in checks.get("fast", []) + prologue] + prim + seed + adj_fast
+    lines += ["        " + x for x in checks.get("fast", []) + prologue + ["_dy = 1"]] + prim + seed + adj_fast
     lines.append("    return _ad_grad, _ad_pb, _ad_fast")
     return "\n".join(lines) + "\n", g.env
 
@@ -307,25 +308,33 @@ def _at_source_lines(src: str, gen_name: str, filename: str, text: str):
     return compile(tree, filename, "exec")
 
 
-def scalar_seed(y):
-    """The seed ``dy = 1`` of a gradient, whose function must return a real scalar: a Python or NumPy
-    real number or a 0-d real array; any other output is an error naming it (a gradient of ``sum(y)``
-    silently taken for a vector ``y`` would be a wrong answer)."""
-    if isinstance(y, numbers.Real) or (isinstance(y, np.ndarray) and y.shape == () and y.dtype.kind in "biuf"):
-        return 1
-    if isinstance(y, np.ndarray):
-        what = f"an array of shape {y.shape} and dtype {y.dtype}"
-    elif isinstance(y, numbers.Complex):
-        what = f"the complex number {y!r}"
-    else:
-        what = f"a value of type {type(y).__name__}"
-    raise TensorLangError(
-        f"a gradient needs a function whose output is a real scalar, and this one returned {what}: for the "
-        f"derivative of a non-scalar output use ad.pullback(f, *args), whose back(dy) gives the "
-        f"vector-Jacobian product for a cotangent dy of the output's shape (for a gradient of sum(y), "
-        f"make f return the sum)"
-    )
+class _ScalarSeed:
+    """``scalar_seed(y)``: the seed ``dy = 1`` of a gradient, whose function must return a real scalar:
+    a Python or NumPy real number or a 0-d real array; any other output is an error naming it (a
+    gradient of ``sum(y)`` silently taken for a vector ``y`` would be a wrong answer).  The generated
+    gradient entries call it on an output that is not a float.  It is an object, not a Python function,
+    so that the transforms (forward over reverse differentiates the gradient code) take it as the
+    primitive without a derivative that it is (``NONDIFF``) instead of transforming its source."""
 
+    def __call__(self, y):
+        if isinstance(y, numbers.Real) or (isinstance(y, np.ndarray) and y.shape == () and y.dtype.kind in "biuf"):
+            return 1
+        if isinstance(y, np.ndarray):
+            what = f"an array of shape {y.shape} and dtype {y.dtype}"
+        elif isinstance(y, numbers.Complex):
+            what = f"the complex number {y!r}"
+        else:
+            what = f"a value of type {type(y).__name__}"
+        raise TensorLangError(
+            f"a gradient needs a function whose output is a real scalar, and this one returned {what}: for "
+            f"the derivative of a non-scalar output use ad.jacobian(f)(*args), or ad.pullback(f, *args), whose "
+            f"back(dy) gives the vector-Jacobian product for a cotangent dy of the output's shape (for a "
+            f"gradient of sum(y), make f return the sum)"
+        )
+
+
+scalar_seed = _ScalarSeed()
+NONDIFF.add(scalar_seed)
 
 _COUNTER = [0]
 
