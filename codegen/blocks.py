@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 import numpy as np
 
+from tensorlang.declarations import body_of
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
     TRUE, Access, Affine, And, Exists, Expr, Gen, Guard, IndexVar, Node, Or, Pred, R, RelAtom,
@@ -370,7 +371,7 @@ class Blocked:
         from tensorlang.normalize import let_lift, pair_elim
 
         self.expr, self.target, self.dtype = expr, target, dtype
-        bindings, out = let_chain(pair_elim(let_lift(expr)))
+        bindings, out = let_chain(pair_elim(let_lift(body_of(expr))))  # every input of expr is an argument
         self.statements = [Statement.of(v, e) for v, e in bindings]
         self.output = self._output(out)
         self._programs: dict = {}

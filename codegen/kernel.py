@@ -151,11 +151,7 @@ class Kernel:
         into blocks of that many elements instead of following the inputs' chunks."""
         from .blocks import Blocked
 
-        accepted = set(self._runner.names) | set(self.meta["sizes"])
-        unknown = [k for k in inputs if k not in accepted]
-        if unknown:
-            raise ShapeError(f"unknown input {unknown[0]!r} (this program's inputs and sizes: "
-                             f"{', '.join(sorted(accepted)) or 'none'})")
+        check_keywords(inputs, self.input_names, self.meta["sizes"])
         with _ADJOINT_LOCK:
             if self._blocked is None:
                 self._blocked = Blocked(self.expr, self.target, self.dtype)
