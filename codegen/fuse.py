@@ -24,6 +24,7 @@ from tensorlang.nodes import (
 )
 from tensorlang.predicates import injective
 from tensorlang.substitute import rebuild, substitute_index
+from tensorlang.traversal import free_vars
 
 from .ir import Reduce
 
@@ -104,9 +105,8 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
     kept = []
     for k, (var, gv, gs, body) in enumerate(lets):
         consumers = lets[k + 1:] + leaves
-        uses = []
-        for c in consumers:
-            uses.append(_uses(var, len(gv), c[3], zip(c[1], c[2])))
+        # only the consumers that read var are searched (each consumer's free variables are memoised)
+        uses = [_uses(var, len(gv), c[3], zip(c[1], c[2])) if var in free_vars(c[3]) else [] for c in consumers]
         total = sum(len(u) for u in uses)
         if total == 0:
             continue  # dead

@@ -32,10 +32,10 @@ _TABLE: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary
 
 
 def _key(field) -> object:
-    if isinstance(field, Node) or isinstance(field, IndexVar):
+    if isinstance(field, (Node, IndexVar)):
         return id(field)
     if isinstance(field, tuple):
-        return tuple(_key(f) for f in field)
+        return tuple([_key(f) for f in field])  # a list comprehension: no generator per call
     return (type(field), field)
 
 
