@@ -151,6 +151,9 @@ def footprint(read: Read, sizes: dict, block: tuple = ()) -> tuple | None:
         if any(v is d for d in dims):
             where += [compare("<=", lo, v), compare("<", v, hi)]
     where += [compare("=", Affine.var(t), a) for t, a in zip(extra, read.indices)]
+    if isinstance(read.var.type, RelType):  # an atom outside its relation's extent holds nowhere
+        for t, extent in zip(extra, _shape(read.var.type, sizes)):
+            where += [compare("<=", 0, t), compare("<", t, extent)]
     from tensorlang.isl_sets import to_isl
 
     s = to_isl(conj(*where), dims)

@@ -12,3 +12,13 @@ from hypothesis import settings
 settings.register_profile("repeatable", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+if settings().derandomize:
+    # Hypothesis also draws literal constants it finds in the source of every loaded local module, so
+    # any edit anywhere in the package (or a different set of imported modules) would change the
+    # "repeatable" draws; with no local constants the draws depend on the strategies alone.
+    from hypothesis.internal.conjecture import providers
+
+    if hasattr(providers, "_get_local_constants"):
+        providers._get_local_constants = lambda: providers._local_constants
+

@@ -203,6 +203,21 @@ def test_plan_prints_the_footprints(deconv):
 # -- generated programs and their gradients, random chunkings -------------------------------------------
 
 
+def test_relation_atoms_outside_their_extent_are_clipped_from_the_window():
+    # E(n - i1 - 1, i1 - k0 + m - 1) reads columns below 0 and past m for some k0: such atoms hold nowhere,
+    # so the block's window of E is clipped to E's extent (it was a negative window start)
+    g = tl.parse("E : rel[n, m]\ny : [m]R\n"
+                 "gen(k0:m + n - 1) sum(i1:n) [E(n - i1 - 1, i1 - k0 + m - 1)]"
+                 " * (1 + [2*i1 + m <= 2*k0 + 1] * -y[2*i1 - 2*k0 + 2*m - 2])")
+    k = tl.compile(g)
+    rng = np.random.default_rng(3)
+    ins = {"E": rng.random((4, 4)) < 0.6, "y": rng.standard_normal(4)}
+    lz = {"E": ins["E"], "y": da.from_array(ins["y"], chunks=((1, 2, 1),))}
+    plan = k.blocks(lz, chunks=2)
+    assert "E[2:4, -" not in str(plan) and "E[2:3, 0:1]" in str(plan)
+    assert close(computed(plan.collection(lz)), k(**ins))
+
+
 def _lazy_inputs(expr, ins, rng):
     out = {}
     for name, value in ins.items():
