@@ -246,10 +246,10 @@ def _with_loops(cases: list, count: int) -> list:
 
 
 def test_generated_programs_on_random_chunkings():
-    cases = _with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 60), 16)
+    cases = _with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 80), 24)
     rng = np.random.default_rng(6)
     split = [_check_blockwise(tl.compile(expr), expr, ins, rng) for expr, ins in cases]
-    assert sum(s > 0 for s in split) >= len(cases) // 2, split
+    assert sum(s > 0 for s in split) >= len(cases) // 4, split  # the splitting is exercised
 
 
 def test_gradients_of_generated_programs_on_random_chunkings():

@@ -20,7 +20,7 @@ except ImportError:
 
 
 def test_the_normalisation_rules_pass(capsys):
-    assert run(programs=2, per_rule=4, symbolic=1, only=["gen_pushout"]) == 0
+    assert run(programs=3, per_rule=4, symbolic=1, only=["gen_pushout"]) == 0
     out = capsys.readouterr().out
     assert "5.21 access gen" in out and "0 failure(s)" in out
 
