@@ -12,13 +12,14 @@ from . import normalize  # tl.normalize.let_lift, ...: the passes one by one
 from .codegen import api as _codegen
 from .derive import api as _derive
 from .derive.api import Certificate
-from .errors import TensorLangError, UnsupportedError, user_traceback
+from .errors import ParseError, TensorLangError, UnsupportedError, user_traceback
 
 
 def _reported(fn):
     """``fn`` with its errors raised as the user's: a ``TensorLangError`` without the library's own
-    frames in its traceback, and a ``RecursionError`` (a program nested more deeply than the recursive
-    passes can follow, e.g. thousands of chained ``+``) reported as an ``UnsupportedError``."""
+    frames in its traceback, a ``RecursionError`` (a program nested more deeply than the recursive
+    passes can follow, e.g. thousands of chained ``+``) reported as an ``UnsupportedError``, and an
+    integer longer than Python converts as a ``ParseError``."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
@@ -31,6 +32,11 @@ def _reported(fn):
                 f"tl.{fn.__name__}: the program is nested too deeply for Python's recursion limit "
                 f"({sys.getrecursionlimit()}); a long chain of '+' or '*' can often be a sum over an index"
             ) from None
+        except ValueError as exc:  # Python's limit on converting long integers (sys.set_int_max_str_digits)
+            if not str(exc).startswith("Exceeds the limit"):
+                raise
+            raise ParseError(f"tl.{fn.__name__}: an integer has more than {sys.get_int_max_str_digits()} "
+                             f"digits ({exc}); a real constant that large can be written 1e5000") from None
 
     return call
 

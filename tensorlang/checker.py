@@ -21,7 +21,7 @@ def check(expr: Expr) -> Expr:
     if free:
         raise TypeCheckError(f"index variable(s) {', '.join(v.name for v in free)} used but not bound")
     try:
-        expr.memo("checked", lambda: _check_bounds(expr, (), TRUE, set()) or True)
+        expr.memo("checked", lambda: _check_bounds(expr, (), (), TRUE, set()) or True)
     except BoundsError as err:
         hint = _stray_size_hint(expr, err)
         if not hint:
@@ -50,22 +50,23 @@ def _stray_size_hint(expr: Expr, err: BoundsError) -> str:
     return ""
 
 
-def _check_bounds(e, dims: tuple, pred: Pred, seen: set) -> None:
-    key = (id(e), tuple(id(v) for v, _ in dims), id(pred))
+def _check_bounds(e, dims: tuple, ids: tuple, pred: Pred, seen: set) -> None:
+    """``ids`` are the ids of the loop variables of ``dims``: the key of a visit, hashed in C."""
+    key = (id(e), ids, id(pred))
     if key in seen or not isinstance(e, Expr):
         return
     seen.add(key)
     if isinstance(e, Access):
         _prove_in_range(e, dims, pred)
-        _check_bounds(e.tensor, dims, pred, seen)
+        _check_bounds(e.tensor, dims, ids, pred, seen)
     elif isinstance(e, (Gen, Sum)):
-        _check_bounds(e.body, dims + ((e.var, e.size),), pred, seen)
+        _check_bounds(e.body, dims + ((e.var, e.size),), ids + (id(e.var),), pred, seen)
     elif isinstance(e, Guard):
-        _check_bounds(e.body, dims, conj(pred, e.pred), seen)
+        _check_bounds(e.body, dims, ids, conj(pred, e.pred), seen)
     else:
         for child in e.children:
             for c in child if isinstance(child, tuple) else (child,):
-                _check_bounds(c, dims, pred, seen)
+                _check_bounds(c, dims, ids, pred, seen)
 
 
 def _prove_in_range(e: Access, dims: tuple, pred: Pred) -> None:
@@ -73,16 +74,28 @@ def _prove_in_range(e: Access, dims: tuple, pred: Pred) -> None:
 
     size = e.tensor.type.size
     assert isinstance(e.tensor.type, TensorType)
-    variables = tuple(v for v, _ in dims)
-    where = conj(box(dims), pred)
     in_range = box([(e.index, size)])
+    where, variables = _relevant(dims, pred, e.index)
     if implies(where, in_range, variables):
         return
+    variables = tuple(v for v, _ in dims)
+    where = conj(box(dims), pred)
     bad = conj(where, disj(compare("<", e.index, 0), compare(">=", e.index, size)))
     point = sample_point(bad, variables)
     err = _bounds_error(e, size, point)
     err.scope = [v.name for v in variables]  # the index variables in scope, innermost last
     raise err
+
+
+def _relevant(dims: tuple, pred: Pred, index: Affine) -> tuple[Pred, tuple]:
+    """Where the access is evaluated, with every loop that neither the guards nor the index mention
+    projected out exactly: ``exists(v) 0 <= v < s`` is ``0 < s``.  The proof then grows with the
+    variables the access involves, not with the nesting depth."""
+    mentioned = {id(v) for v in free_index_vars(pred) + index.index_vars}
+    kept = [(v, s) for v, s in dims if id(v) in mentioned]
+    nonempty = dict.fromkeys(s for v, s in dims if id(v) not in mentioned)
+    where = conj(pred, box(kept), *(compare("<", 0, s) for s in nonempty))
+    return where, tuple(v for v, _ in kept)
 
 
 def _bounds_error(e: Access, size: Affine, point: dict | None) -> BoundsError:

@@ -120,6 +120,8 @@ def _load(path: str):
             src = f.read()
     except OSError as exc:
         raise _Usage(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise _Usage(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     try:
         return tl.parse(src, filename=path)
     except TensorLangError as exc:

@@ -18,22 +18,58 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import BoundsError, TypeCheckError
+from .errors import BoundsError, ShapeError, TypeCheckError
 from .functions import lookup
 from .inputs import Binding, bind
 from .nodes import (
     Access, Add, Affine, And, Call, Cmp, Const, Declare, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let,
     Mul, Or, Pair, PairType, Pred, Proj, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
 )
-from .traversal import free_vars
+from .traversal import _field_nodes, free_vars
 
 
 def evaluate(expr: Expr, **inputs):
     """``tl.evaluate(expr, **inputs)``: the value of ``expr`` as a float, a NumPy array or a tuple."""
     binding = bind(expr, inputs)
-    with np.errstate(all="ignore"):
-        value = Evaluator(binding).expr(expr, Scope.top(binding))
-    return _to_output(value)
+    try:
+        with np.errstate(all="ignore"):
+            return _to_output(Evaluator(binding).expr(expr, Scope.top(binding)))
+    except (MemoryError, ValueError) as exc:
+        if isinstance(exc, ValueError) and not str(exc).startswith(_NUMPY_TOO_LARGE):
+            raise
+        raise too_large(expr, binding, exc) from None
+
+
+# how NumPy says that an array is larger than the address space (a MemoryError says it cannot be had)
+_NUMPY_TOO_LARGE = ("Maximum allowed", "array is too big")
+
+
+def too_large(expr: Expr, binding: Binding, exc: Exception) -> ShapeError:
+    """The error for sizes whose arrays cannot be allocated: names the sizes, the largest loop nest and
+    its bytes as float64."""
+    points, nest = _largest_nest(expr, binding)
+    sizes = ", ".join(f"{k} = {v}" for k, v in binding.sizes.items())
+    return ShapeError(
+        f"the arrays of this program are too large to allocate at {sizes}: the loops {nest} span {points:,} "
+        f"points ({8 * points:,} bytes as float64) ({type(exc).__name__}: {exc})"
+    )
+
+
+def _largest_nest(node, binding: Binding, memo=None) -> tuple[int, str]:
+    """The largest product of loop extents along one nesting of ``gen``, ``sum`` and ``exists`` in
+    ``node``, and those loops as text (``i:n, j:n``)."""
+    memo = {} if memo is None else memo
+    hit = memo.get(id(node))
+    if hit is None:
+        inner = [_largest_nest(c, binding, memo) for c in _field_nodes(node) if isinstance(c, (Expr, Pred))]
+        hit = max(inner, key=lambda r: r[0], default=(1, ""))
+        if isinstance(node, (Gen, Sum, Exists)):
+            from .printer import affine_str
+
+            loop = f"{node.var.name}:{affine_str(node.size)}"
+            hit = (binding.size(node.size) * hit[0], loop + (", " + hit[1] if hit[1] else ""))
+        memo[id(node)] = hit
+    return hit
 
 
 def _to_output(value):
@@ -135,7 +171,7 @@ class Evaluator:
         return hit
 
     def _const(self, e: Const, scope: Scope):  # 4.2
-        return np.full((1,) * scope.depth, float(e.value))
+        return np.full((1,) * scope.depth, e.real)
 
     def _var(self, e: Var, scope: Scope):  # 4.1
         try:
@@ -227,6 +263,7 @@ class Evaluator:
             if live.any():
                 self._out_of_range(e, np.broadcast_to(index, live.shape), extent, scope, live)
             index = np.where(outside, 0, index)
+        index = np.asarray(index, dtype=np.int64)  # in range now, whatever it was computed in
         if all(s == 1 for s in v.shape[:d]):
             return v.reshape(v.shape[d:])[index]
         ctx = tuple(scope.index(scope.axes[k]) if v.shape[k] != 1 else 0 for k in range(d))
@@ -274,14 +311,18 @@ class Evaluator:
     # predicates and indices (Fig. 5)
 
     def affine(self, a: Affine, scope: Scope):
-        """An integer, or an integer array over the scope (4.13-4.17)."""
+        """An integer, or an integer array over the scope (4.13-4.17).  Where a value may leave int64
+        (a huge constant or coefficient), the array holds Python integers, which are exact."""
+        terms = [(self._variable(v, scope), c) for v, c in a.terms]
+        wide = abs(a.const) + sum(abs(c) * int(np.max(x, initial=0)) for x, c in terms) >= _INT64_SAFE
         value = a.const
-        for v, c in a.terms:
-            if isinstance(v, IndexVar):
-                value = value + c * scope.index(v)
-            else:
-                value = value + c * self.binding.sizes[v.name]
+        for x, c in terms:
+            value = value + c * (x.astype(object) if wide and isinstance(x, np.ndarray) else x)
         return value
+
+    def _variable(self, v, scope: Scope):
+        """An index variable's values over the scope, or a size variable's value."""
+        return scope.index(v) if isinstance(v, IndexVar) else self.binding.sizes[v.name]
 
     def pred(self, p: Pred, scope: Scope):
         """``True``/``False`` or a boolean array over the scope."""
@@ -330,12 +371,17 @@ class Evaluator:
 
     def _rel(self, p: RelAtom, scope: Scope):  # 4.20
         table = scope.env[p.rel][0]
+        if table.size == 0:  # an empty relation holds nowhere (and has no entry to look at)
+            return False
         args = [self.affine(a, scope) for a in p.args]
         inside = True
         for a, extent in zip(args, table.shape):
             inside = inside & (np.asarray(a) >= 0) & (np.asarray(a) < extent)
-        clipped = tuple(np.where(inside, a, 0) for a in args)
+        clipped = tuple(np.asarray(np.where(inside, a, 0), dtype=np.int64) for a in args)
         return np.asarray(table[clipped]) & inside
+
+
+_INT64_SAFE = 2**62  # an affine value bounded by this cannot overflow int64 on the way
 
 
 def _strided_window(index: Affine, v: np.ndarray, scope: Scope, binding: Binding, d: int):

@@ -61,10 +61,44 @@ def _register(name, arity, body, numpy_fn=None, positive=()) -> FunctionSpec:
 def define_function(name: str, body: Callable, *, positive: tuple[int, ...] = ()) -> FunctionSpec:
     """Register ``name`` as a scalar function given by a SymPy body, e.g.
     ``tl.define_function("softplus", lambda u: sympy.log(1 + sympy.exp(u)))``."""
-    if not name.isidentifier():
-        raise TypeCheckError(f"{name!r} is not a valid function name")
-    arity = len(inspect.signature(body).parameters)
-    return _register(name, arity, body, positive=positive)
+    if not isinstance(name, str) or not name.isidentifier() or name in KEYWORDS:
+        raise TypeCheckError(f"{name!r} is not a valid function name (an identifier, not a keyword)")
+    if not callable(body):
+        raise TypeCheckError(
+            f"the body of {name} must be a function of SymPy symbols, e.g. lambda u: sympy.exp(u), "
+            f"not {body!r}"
+        )
+    params = tuple(sympy.Symbol(f"u{k}", real=True) for k in range(len(inspect.signature(body).parameters)))
+    try:
+        expr = sympy.sympify(body(*params))
+    except Exception as exc:  # noqa: BLE001 - a user's body may fail in any way on symbols
+        raise TypeCheckError(f"the body of {name} fails on SymPy symbols: {type(exc).__name__}: {exc}") from None
+    _check_numeric(name, params, expr)
+    return _register(name, len(params), sympy.Lambda(params, expr), positive=positive)
+
+
+# the words of the grammar, which a function cannot be called by
+KEYWORDS = frozenset({"let", "in", "gen", "sum", "exists", "and", "or", "not", "true", "false", "R", "rel"})
+
+
+def _check_numeric(name: str, params: tuple, expr) -> None:
+    """A body must be a SymPy expression in its arguments alone that NumPy can evaluate."""
+    if not isinstance(expr, sympy.Expr):
+        raise TypeCheckError(f"the body of {name} is not a SymPy expression: {expr!r}")
+    unknown = sorted(str(s) for s in expr.free_symbols - set(params))
+    undefined = sorted(str(f.func) for f in expr.atoms(sympy.core.function.AppliedUndef))
+    if unknown or undefined:
+        raise TypeCheckError(
+            f"the body of {name} ({expr}) uses {', '.join(unknown + undefined)}, which are not its arguments "
+            f"or functions SymPy can evaluate numerically"
+        )
+    try:
+        with np.errstate(all="ignore"):
+            np.asarray(sympy.lambdify(params, expr, modules="numpy")(*([np.full(2, 0.5)] * len(params))), float)
+    except Exception as exc:  # noqa: BLE001 - whatever NumPy makes of SymPy's printing
+        raise TypeCheckError(
+            f"the body of {name} ({expr}) cannot be evaluated by NumPy: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def lookup(name: str) -> FunctionSpec:

@@ -8,8 +8,10 @@ they are bound as dense boolean arrays of their declared shape.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
+from collections.abc import Iterable
 from typing import Mapping
 
 import numpy as np
@@ -27,7 +29,8 @@ class Binding:
     values: dict[Var, object] = field(default_factory=dict)
 
     def size(self, a: Affine) -> int:
-        return int(a.evaluate({v: self.sizes[v.name] for v in a.size_vars}))
+        """The extent ``a`` at these sizes; one that is negative is empty, as in Python's ``range``."""
+        return max(0, int(a.evaluate({v: self.sizes[v.name] for v in a.size_vars})))
 
 
 def bind(expr: Expr, inputs: Mapping[str, object], *, need_values: bool = True) -> Binding:
@@ -112,10 +115,10 @@ def _as_value(name: str, t: Type, value, equations: list, path: str = ""):
     """Convert ``value`` to the evaluator's representation of type ``t``, collecting shape equations."""
     where = f"{name}{path}"
     if isinstance(t, RealType):
-        if isinstance(value, (int, float, Fraction, np.floating, np.integer)) and not isinstance(value, bool):
+        if isinstance(value, (int, float, Fraction, np.floating, np.integer, np.bool_)):
             return float(value)
-        arr = np.asarray(value)
-        if arr.shape != () or not np.issubdtype(arr.dtype, np.number):
+        arr = _real_array(where, t, value)
+        if arr.shape != ():
             raise ShapeError(f"input {where} must be a real scalar of type R, got shape {arr.shape}")
         return float(arr)
     if isinstance(t, PairType):
@@ -139,9 +142,9 @@ def _as_value(name: str, t: Type, value, equations: list, path: str = ""):
             _as_value(name, lift(elem.first), value[0], equations, path + ".0"),
             _as_value(name, lift(elem.second), value[1], equations, path + ".1"),
         )
-    arr = np.asarray(value, dtype=np.float64) if not _is_sparse(value) else None
-    if arr is None:
+    if _is_sparse(value):
         raise ShapeError(f"input {where} of type {t} must be a dense array, got a sparse matrix")
+    arr = _real_array(where, t, value)
     if arr.ndim != len(dims):
         raise ShapeError(
             f"input {where} has shape {arr.shape}, but its type {t} needs {len(dims)} dimension(s)"
@@ -149,6 +152,28 @@ def _as_value(name: str, t: Type, value, equations: list, path: str = ""):
     for k, (size, extent) in enumerate(zip(dims, arr.shape)):
         equations.append((size, int(extent), where, (k, t)))
     return arr
+
+
+# NumPy kinds that are real numbers: bool (as 0 and 1), signed and unsigned integers, floats
+_REAL_KINDS = "biuf"
+
+
+def _real_array(where: str, t: Type, value) -> np.ndarray:
+    """``value`` as a float64 array; anything that is not real numbers (complex, strings, dates,
+    ragged nestings, dicts, None) is a ``ShapeError`` naming the input."""
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # a ragged nesting of lists
+        raise ShapeError(f"input {where} of type {t} is ragged: its rows have different lengths") from None
+    if arr.dtype.kind == "O":  # Python objects: real numbers (Fraction, ...) convert, nothing else does
+        bad = [x for x in arr.flat if not isinstance(x, numbers.Real)][:1]
+        if bad:
+            what = f"a {type(bad[0]).__name__}" + (f" in a {type(value).__name__}" if arr.ndim else "")
+            raise ShapeError(f"input {where} of type {t} must hold real numbers, got {what}")
+        arr = arr.astype(np.float64)
+    if arr.dtype.kind not in _REAL_KINDS:
+        raise ShapeError(f"input {where} of type {t} must hold real numbers, got dtype {arr.dtype}")
+    return arr.astype(np.float64, copy=False)
 
 
 def _wrap(dims, elem: Type) -> Type:
@@ -174,23 +199,57 @@ def relation_array(name: str, t: RelType, value, binding: Binding) -> np.ndarray
     """The relation as a dense boolean array of its declared shape."""
     shape = tuple(binding.size(s) for s in t.sizes)
     if _is_sparse(value):
-        coo = value.tocoo()
+        rows, cols = _sparse_pattern(name, value)
         out = np.zeros(shape, dtype=bool)
-        keep = coo.data != 0
-        out[coo.row[keep], coo.col[keep]] = True
+        out[rows, cols] = True
         return out
     if isinstance(value, np.ndarray) and value.ndim == len(shape) and value.dtype != object:
         if value.shape != shape:
             raise ShapeError(f"relation {name} has shape {value.shape}, but its type {t} needs {shape}")
+        if value.dtype.kind not in _REAL_KINDS:
+            raise ShapeError(f"relation {name} must be a boolean array, got dtype {value.dtype}")
         return value.astype(bool)
-    tuples = list(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ShapeError(
+            f"relation {name} must be a boolean array, a scipy.sparse matrix or a list of index tuples, "
+            f"got a {type(value).__name__}"
+        )
     out = np.zeros(shape, dtype=bool)
-    for tup in tuples:
-        tup = tuple(int(a) for a in (tup if isinstance(tup, (tuple, list, np.ndarray)) else (tup,)))
+    for tup in value:
+        tup = tuple(_index(name, a) for a in (tup if isinstance(tup, (tuple, list, np.ndarray)) else (tup,)))
         if len(tup) != len(shape) or any(not 0 <= a < s for a, s in zip(tup, shape)):
             raise ShapeError(f"relation {name}: index tuple {tup} is outside its declared shape {shape}")
         out[tup] = True
     return out
+
+
+def _index(name: str, a) -> int:
+    """One index of a relation's tuple: an integer (never a float, a bool or a string)."""
+    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+        raise ShapeError(f"relation {name}: an index tuple holds {a!r}, which is not an integer")
+    return int(a)
+
+
+def _sparse_pattern(name: str, value) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and columns of the stored nonzeros of a ``scipy.sparse`` matrix, after checking its
+    structure (a malformed CSR, with an index past its extent or a decreasing row pointer, is an
+    error, never read)."""
+    try:
+        if hasattr(value, "check_format"):
+            value.check_format(full_check=True)
+        coo = value.tocoo()
+    except (ValueError, IndexError) as exc:
+        raise ShapeError(f"relation {name} is a malformed sparse matrix: {exc}") from None
+    rows, cols = np.asarray(coo.row), np.asarray(coo.col)
+    bad = (rows < 0) | (rows >= coo.shape[0]) | (cols < 0) | (cols >= coo.shape[1])
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ShapeError(
+            f"relation {name} is a malformed sparse matrix: entry ({rows[k]}, {cols[k]}) is outside its "
+            f"shape {coo.shape}"
+        )
+    keep = np.asarray(coo.data) != 0
+    return rows[keep], cols[keep]
 
 
 def _solve(equations: list, sizes: dict[str, int]) -> None:

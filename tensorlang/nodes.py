@@ -465,34 +465,30 @@ class Exists(Pred):
 
 def conj(*parts: Pred) -> Pred:
     """The conjunction, flattened, with ``true`` dropped and ``false`` absorbing; keeps the given order."""
-    flat: list[Pred] = []
+    flat: dict[Pred, None] = {}  # ordered, and membership by (alpha-)hash: linear in the parts
     for p in parts:
         if p is FALSE:
             return FALSE
         if p is TRUE:
             continue
-        for q in p.parts if isinstance(p, And) else (p,):
-            if q not in flat:
-                flat.append(q)
+        flat.update(dict.fromkeys(p.parts if isinstance(p, And) else (p,)))
     if not flat:
         return TRUE
-    return flat[0] if len(flat) == 1 else And(tuple(flat))
+    return next(iter(flat)) if len(flat) == 1 else And(tuple(flat))
 
 
 def disj(*parts: Pred) -> Pred:
     """The disjunction, flattened, with ``false`` dropped and ``true`` absorbing; keeps the given order."""
-    flat: list[Pred] = []
+    flat: dict[Pred, None] = {}
     for p in parts:
         if p is TRUE:
             return TRUE
         if p is FALSE:
             continue
-        for q in p.parts if isinstance(p, Or) else (p,):
-            if q not in flat:
-                flat.append(q)
+        flat.update(dict.fromkeys(p.parts if isinstance(p, Or) else (p,)))
     if not flat:
         return FALSE
-    return flat[0] if len(flat) == 1 else Or(tuple(flat))
+    return next(iter(flat)) if len(flat) == 1 else Or(tuple(flat))
 
 
 _NEGATED = {"<": "<=", "<=": "<", "=": "!=", "!=": "="}
@@ -671,6 +667,14 @@ class Const(Expr):
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float, Fraction)):
             raise TypeCheckError(f"{self.value!r} is not a number")
         self._set_type(R)
+
+    @property
+    def real(self) -> float:
+        """The value as a float64: the nearest one, and +-inf beyond the range (as ``1e999`` is)."""
+        try:
+            return float(self.value)
+        except OverflowError:
+            return float("inf") if self.value > 0 else float("-inf")
 
 
 class Add(Expr):
