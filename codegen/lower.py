@@ -38,6 +38,30 @@ C_RESERVED = set(keyword.kwlist) | {
 }
 
 
+def split_pairs(e: Expr) -> Expr:
+    """``e`` with every pair in its type at the top: a tensor of pairs ``[n](T0, T1)`` becomes the pair of
+    ``gen(i:n) e[i].0`` and ``gen(i:n) e[i].1`` (the struct of arrays the evaluator returns), so every
+    output the kernel writes is a tensor of reals."""
+    t, dims = e.type, []
+    while isinstance(t, TensorType):
+        dims.append(t.size)
+        t = t.elem
+    if not isinstance(t, PairType):
+        return e
+    loops = [IndexVar("s") for _ in dims]
+    point = e
+    for v in loops:
+        point = Access(point, Affine.var(v))
+
+    def component(k: int) -> Expr:
+        out = Proj(k, point)
+        for v, size in reversed(list(zip(loops, dims))):
+            out = Gen(v, size, out)
+        return split_pairs(out)
+
+    return Pair(component(0), component(1))
+
+
 def normalize(expr: Expr) -> Expr:
     """The gen-pushout normal form (let-lifted, pair-eliminated, generators at the top)."""
     from tensorlang.normalize import gen_pushout, let_lift, pair_elim
@@ -236,7 +260,7 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
     contractions for BLAS (``codegen.contract``)."""
     from .fuse import fuse
 
-    bindings, out = let_chain(normalize(body_of(expr)))  # every input of expr is an argument
+    bindings, out = let_chain(normalize(split_pairs(body_of(expr))))  # every input of expr is an argument
     namer = Namer()
     sizes = [s.name for s in size_vars(expr)]
     for s in size_vars(out):
