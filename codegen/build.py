@@ -26,9 +26,10 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 
-from tensorlang.errors import CompileError
+from tensorlang.errors import CompileError, TensorLangError
 
 __all__ = ["cache_dir", "c_compiler", "compiler_id", "c_flags", "build_c", "load", "openmp_available", "vector_math_available",
            "VECTOR_MATH_FLAG", "VECTOR_MATH_DECLS", "nvcc_path",
@@ -40,9 +41,72 @@ _PROBES: dict[str, object] = {}
 
 
 def cache_dir() -> str:
+    """The kernel cache: ``$TENSORLANG_CACHE`` or ``~/.cache/tensorlang``, made if missing; one that cannot
+    be made or written (a file, no permission) is a ``TensorLangError`` naming it."""
     path = os.environ.get("TENSORLANG_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tensorlang")
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise TensorLangError(f"the kernel cache {path} (TENSORLANG_CACHE) is not a usable directory: "
+                              f"{exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise TensorLangError(f"the kernel cache {path} (TENSORLANG_CACHE) is not writable")
     return path
+
+
+# -- cache entries that heal: a library is used only when its seal (size and SHA-256, written beside it
+# after it) matches its bytes; anything else at its name (a truncated or garbage file, a folder, a
+# library without a seal) is removed and rebuilt.  Loading a truncated library would kill the process
+# (SIGBUS when the loader touches a page past its end), so nothing unchecked is ever loaded.
+
+def _digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _seal_of(path: str) -> str:
+    return f"{os.path.getsize(path)} {_digest(path)}\n"
+
+
+def intact(path: str) -> bool:
+    """Whether the cache entry at ``path`` is a regular file whose seal matches it."""
+    try:
+        if not os.path.isfile(path) or os.path.islink(path):
+            return False
+        with open(path + ".sum") as f:
+            return f.read() == _seal_of(path)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _settled(path: str, tries: int = 20) -> bool:
+    """``intact(path)``, allowing another process the moment between renaming its build into place and
+    writing its seal (two builds of one source differ in the temporary file name they record)."""
+    for k in range(tries):
+        if intact(path):
+            return True
+        time.sleep(0.005 * (k + 1))
+    return False
+
+
+def _install(tmp: str, target: str) -> None:
+    """Move the freshly built ``tmp`` to ``target`` (atomically), then write its seal beside it."""
+    _discard(target)
+    seal = _seal_of(tmp)
+    os.replace(tmp, target)
+    seal_tmp = f"{target}.{os.getpid()}.{uuid.uuid4().hex[:8]}.sum.tmp"
+    with open(seal_tmp, "w") as f:
+        f.write(seal)
+    os.replace(seal_tmp, target + ".sum")
+
+
+def _discard(target: str) -> None:
+    """Remove a damaged entry: a folder at its name (``os.replace`` cannot replace one)."""
+    if os.path.isdir(target) and not os.path.islink(target):
+        shutil.rmtree(target, ignore_errors=True)
 
 
 def c_compiler() -> str:
@@ -178,7 +242,7 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
     directory = directory or cache_dir()
     os.makedirs(directory, exist_ok=True)
     target = os.path.join(directory, (name or key) + ".so")
-    if name is None and os.path.exists(target):
+    if name is None and intact(target):
         return target
     src_tmp, so_tmp = _staged(source, directory, key, ".c", ".so")
     try:
@@ -194,16 +258,22 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
             os.unlink(so_tmp)
         raise _rejected(f"the C compiler ({cc} {' '.join(flags)}) rejected the generated kernel", source, r.stderr)
     os.replace(src_tmp, os.path.join(directory, (name or key) + ".c"))
-    os.replace(so_tmp, target)
+    _install(so_tmp, target)
     return target
 
 
 def load(path: str) -> ctypes.CDLL:
-    """The library at ``path``, loaded once per process."""
+    """The library at ``path``, loaded once per process, after checking it against its seal."""
     with _LOCK:
         lib = _LOADED.get(path)
         if lib is None:
-            lib = ctypes.CDLL(path)
+            if not _settled(path):
+                raise TensorLangError(f"the kernel library {path} is damaged (its size or checksum does not "
+                                      f"match {path}.sum); remove it to rebuild")
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as exc:
+                raise TensorLangError(f"the kernel library {path} cannot be loaded: {exc}") from None
             _LOADED[path] = lib
         return lib
 
@@ -228,7 +298,7 @@ def build_cuda_object(source: str, arch: str | None = None) -> str:
     key = _key(source, nvcc, " ".join(flags))
     directory = cache_dir()
     target = os.path.join(directory, key + ".cu.o")
-    if os.path.exists(target):
+    if intact(target):
         return target
     src_tmp, obj_tmp = _staged(source, directory, key, ".cu", ".o")
     r = subprocess.run([nvcc, *flags, src_tmp, "-o", obj_tmp], capture_output=True, text=True)
@@ -236,5 +306,5 @@ def build_cuda_object(source: str, arch: str | None = None) -> str:
         os.unlink(src_tmp)
         raise _rejected("nvcc rejected the generated CUDA kernel", source, r.stderr)
     os.replace(src_tmp, os.path.join(directory, key + ".cu"))
-    os.replace(obj_tmp, target)
+    _install(obj_tmp, target)
     return target

@@ -208,3 +208,70 @@ def test_define_function_still_defines():
 @pytest.mark.parametrize("src", ["relu(a)", "max(a, 1)", "min(a, 1)", "max(1, a)", "min(1, a)"])
 def test_nan_propagates_in_the_evaluator(src):
     assert np.isnan(tl.evaluate(tl.parse(f"a : R; {src}"), a=float("nan")))
+
+
+# --------------------------------------------------------------------------------------------------
+# the kernel cache heals: an entry is used only when its seal (size and checksum) matches
+
+
+DAMAGES = {
+    "truncated": lambda p: os.truncate(p, os.path.getsize(p) // 2),
+    "empty": lambda p: os.truncate(p, 0),
+    "garbage": lambda p: open(p, "wb").write(b"garbage" * 100),
+    "folder": lambda p: (os.unlink(p), os.mkdir(p), open(os.path.join(p, "f"), "w").close()),
+    "no seal": lambda p: os.unlink(p + ".sum"),
+    "wrong seal": lambda p: open(p + ".sum", "w").write("12 34\n"),
+}
+
+
+@pytest.mark.parametrize("k, damage", list(enumerate(DAMAGES.values())), ids=list(DAMAGES))
+def test_a_damaged_cache_entry_is_rebuilt(tmp_path, monkeypatch, k, damage):
+    from tensorlang.codegen.build import build_c, intact
+    from tensorlang.codegen.kernel import generate
+
+    monkeypatch.setenv("TENSORLANG_CACHE", str(tmp_path))
+    # a library this process has never loaded (damaging a loaded one in place would kill the process)
+    e = tl.parse(f"gen(i:n) x[i] * {k + 2.5} + 0.125", x="[n]R")
+    path = build_c(generate(e)[0])
+    assert intact(path)
+    damage(path)
+    assert not intact(path)
+    kernel = tl.compile(e)
+    assert kernel.library == path and intact(path)
+    assert kernel(x=np.arange(3.0)).tolist() == [0.125, k + 2.625, 2 * k + 5.125]
+
+
+def test_a_truncated_library_is_never_loaded(tmp_path):
+    # in a fresh process (loading a truncated library used to kill it with SIGBUS)
+    code = textwrap.dedent("""
+        import os, numpy as np, tensorlang as tl
+        from tensorlang.codegen.build import build_c, load
+        from tensorlang.codegen.kernel import generate
+        e = tl.parse("gen(i:n) x[i] * 4.5", x="[n]R")
+        path = build_c(generate(e)[0])  # built, not loaded
+        os.truncate(path, os.path.getsize(path) // 3)
+        try:
+            load(path)
+        except tl.TensorLangError as exc:
+            print("refused:", "damaged" in str(exc))
+        print(tl.compile(e)(x=np.ones(2)).tolist())
+    """)
+    env = {**os.environ, "TENSORLANG_CACHE": str(tmp_path / "fresh")}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["refused: True", "[4.5, 4.5]"]
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "read-only"])
+def test_an_unusable_cache_location_is_a_tensorlang_error(tmp_path, monkeypatch, where):
+    spot = tmp_path / "spot"
+    if where == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes anywhere")
+        spot.mkdir()
+        spot.chmod(0o500)
+    else:
+        spot.write_text("not a folder")
+    monkeypatch.setenv("TENSORLANG_CACHE", str(spot / "sub" if where == "under a file" else spot))
+    with pytest.raises(TensorLangError, match="kernel cache .* (not a usable directory|not writable)"):
+        tl.compile(tl.parse("gen(i:n) x[i] * 3.5", x="[n]R"))
