@@ -29,6 +29,12 @@ _MIN_MAX = r"""#define tl_min(a, b) ((a) < (b) ? (a) : (b))
 #define tl_max(a, b) ((a) > (b) ? (a) : (b))
 """
 
+# max, min and sign in black boxes (relu, max, min, abs' derivative): NaN in, NaN out, as in NumPy
+_NAN_MIN_MAX = r"""%s double tl_fmax(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
+%s double tl_fmin(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+%s double tl_sign(double a) { return a != a ? a : (double)((a > 0) - (a < 0)); }
+"""
+
 # the bytes a temporary takes in a C kernel's workspace: 64-byte aligned, one element more than it holds
 _WORKSPACE = r"""#define TL_WS_BYTES(n) (((size_t)((n) + 1) * sizeof(real) + 63) & ~(size_t)63)
 """
@@ -50,14 +56,15 @@ _CSR_HAS = r"""%s int tl_csr_has(const int32_t *ptr, const int32_t *idx, int64_t
 def c_prelude(real: str) -> str:
     """The helpers of a C translation unit whose scalars are ``real``."""
     qual = "static inline"
-    return (_C_HEADERS % real + _MIN_MAX + _WORKSPACE + _FLOORD % qual + VECTOR_MATH_DECLS.lstrip("\n")
-            + _CSR_HAS % qual)
+    return (_C_HEADERS % real + _MIN_MAX + _NAN_MIN_MAX % (qual, qual, qual) + _WORKSPACE + _FLOORD % qual
+            + VECTOR_MATH_DECLS.lstrip("\n") + _CSR_HAS % qual)
 
 
 def cuda_prelude(real: str) -> str:
     """The helpers of a CUDA translation unit whose scalars are ``real``."""
     qual = "__device__ static inline"
-    return _CUDA_HEADERS + _MIN_MAX + _FLOORD % qual + _CSR_HAS % qual + f"typedef {real} real;\n"
+    return (_CUDA_HEADERS + _MIN_MAX + _NAN_MIN_MAX % (qual, qual, qual) + _FLOORD % qual + _CSR_HAS % qual
+            + f"typedef {real} real;\n")
 
 
 BLAS_HELPERS = r"""

@@ -222,7 +222,11 @@ def _shared_reduce(r: Expr, memo: dict) -> Expr:
 
 
 class Namer:
-    """Unique C identifiers: sizes keep their names where possible, everything else gets a suffix."""
+    """Unique C identifiers.  A name from the program (an input, a relation, a size, a let, an index
+    variable) is the user's name with ``_`` appended, so it can never be a C keyword, a macro of the C
+    library or the compiler (``M_PI``, ``INFINITY``, ``linux``, ``_Bool``) or one of the kernel's own
+    names (``tl_...``, ``out0``, ``sizes``), none of which ends with ``_``; a clash between two program
+    names gets a further numeric suffix."""
 
     def __init__(self):
         self.taken: set[str] = set(C_RESERVED)
@@ -234,19 +238,23 @@ class Namer:
             base = "v" + base
         name = base
         k = 0
-        while name in self.taken or name.startswith("tl_"):
+        while name in self.taken:
             k += 1
-            name = f"{base}_{k}"
+            name = f"{base}{k}_" if base.endswith("_") else f"{base}_{k}"
         self.taken.add(name)
         return name
 
+    def user(self, name: str) -> str:
+        """The C name of a program's name."""
+        return self.fresh(name + "_")
+
     def size(self, name: str) -> str:
-        return self.fresh(name if not re.fullmatch(r".*_\d+", name) else "sz_" + name)
+        return self.user(name)
 
     def var(self, v: IndexVar) -> str:
         name = self.index.get(id(v))
         if name is None:
-            name = self.fresh(v.name + "_")
+            name = self.user(v.name)
             self.index[id(v)] = name
         return name
 
@@ -293,18 +301,18 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
     relations: list[Relation] = []
     for v in free_vars(expr):
         if isinstance(v.type, RelType):
-            relations.append(Relation(v, namer.fresh(v.name), tuple(v.type.sizes)))
+            relations.append(Relation(v, namer.user(v.name), tuple(v.type.sizes)))
         else:
             for projs, dims in components(v.type):
                 label = v.name + "".join(f".{k}" for k in projs)
-                inputs.append(Array(namer.fresh(label.replace(".", "_")), dims, "input", (v, projs), label))
+                inputs.append(Array(namer.user(label.replace(".", "_")), dims, "input", (v, projs), label))
 
     stmts: list[Stmt] = []
     temps: list[Array] = []
     let_arrays: dict[int, Array] = {}
     memo: dict = {}
     for var, gv, gs, body in lets:
-        arr = Array(namer.fresh(var.name), gs, "temp", var, var.name)
+        arr = Array(namer.user(var.name), gs, "temp", var, var.name)
         temps.append(arr)
         let_arrays[id(var)] = arr
         stmts.append(Stmt(arr, gv, canon(body, memo)))

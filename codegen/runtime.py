@@ -100,9 +100,10 @@ class RuntimeShapeError(ValueError):
 
 
 def aff_value(a, sizes) -> int:
-    """The value of the affine form ``a`` (``[const, [[size, coeff], ...]]``) at ``sizes``."""
+    """The extent given by the affine form ``a`` (``[const, [[size, coeff], ...]]``) at ``sizes``: 0 where
+    it is negative, as in Python's ``range`` (and the evaluator)."""
     const, terms = a
-    return int(const + sum(c * sizes[s] for s, c in terms))
+    return max(0, int(const + sum(c * sizes[s] for s, c in terms)))
 
 
 def _aff_str(a) -> str:
@@ -272,20 +273,40 @@ class Arguments:
         """The relation's index tuples as arrays (one per dimension), without duplicates."""
         name = rel["name"]
         if _is_sparse(v):
-            coo = v.tocoo()
+            coo = self._checked_sparse(name, v).tocoo()
             keep = np.asarray(coo.data) != 0
             cols = [np.asarray(coo.row)[keep], np.asarray(coo.col)[keep]]
         elif isinstance(v, np.ndarray) and v.dtype != object and v.ndim == len(shape):
+            if v.dtype.kind not in "biuf":
+                self._fail(f"relation {name} must be a boolean array, got dtype {v.dtype}")
             cols = list(np.nonzero(v))
         else:
-            tuples = [tuple(int(a) for a in (t if isinstance(t, (tuple, list, np.ndarray)) else (t,)))
-                      for t in v]
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+                self._fail(f"relation {name} must be a boolean array, a scipy.sparse matrix or a list of index "
+                           f"tuples, got a {type(v).__name__}")
+            rows = [t if isinstance(t, (tuple, list, np.ndarray)) else (t,) for t in v]
+            tuples = [tuple(self._index(name, a) for a in t) for t in rows]
             for t in tuples:
                 if len(t) != len(shape) or any(not 0 <= a < s for a, s in zip(t, shape)):
                     self._fail(f"relation {name}: index tuple {t} is outside its declared shape {shape}")
             arr = np.array(tuples, dtype=np.int64).reshape(-1, len(shape))
             cols = [arr[:, k] for k in range(len(shape))]
         return [np.asarray(c, dtype=np.int64) for c in cols]
+
+    def _index(self, name, a) -> int:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            self._fail(f"relation {name}: an index tuple holds {a!r}, which is not an integer")
+        return int(a)
+
+    def _checked_sparse(self, name, v):
+        """``v`` after checking its structure: a malformed CSR/CSC (an index past its extent, a row pointer
+        that decreases or runs past the end) is refused, never read by a kernel."""
+        try:
+            if hasattr(v, "check_format"):
+                v.check_format(full_check=True)
+            return v
+        except (ValueError, IndexError) as exc:
+            self._fail(f"relation {name} is a malformed sparse matrix: {exc}")
 
     @staticmethod
     def _csr(rows, cols, nrows, ncols):
@@ -322,7 +343,7 @@ class Arguments:
         fast = None
         if _is_sparse(v) and getattr(v, "format", None) == "csr":
             # a canonical CSR matrix without stored zeros is used as it is (no copy for int32 indices)
-            if v.has_canonical_format and np.count_nonzero(v.data) == v.nnz:
+            if self._checked_sparse(rel["name"], v).has_canonical_format and np.count_nonzero(v.data) == v.nnz:
                 fast = (np.asarray(v.indptr, dtype=np.int32), np.asarray(v.indices, dtype=np.int32))
         pairs = None
         for view in views:
@@ -420,7 +441,7 @@ class Runner(Arguments):
         for dims in self.meta["workspace"]:
             n = 1
             for d in dims:
-                n *= max(aff_value(d, sizes), 0)
+                n *= aff_value(d, sizes)
             total += ((n + 1) * item + 63) & ~63
         try:
             ws = self._workspaces.pop()

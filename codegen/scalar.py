@@ -8,8 +8,6 @@ what the scope knows (its isl context); relation atoms become CSR or mask lookup
 """
 from __future__ import annotations
 
-from fractions import Fraction
-
 from sympy.printing.c import C99CodePrinter
 
 from tensorlang.errors import UnsupportedError
@@ -34,6 +32,22 @@ class _FnPrinter(C99CodePrinter):
     def _print_Integer(self, expr):
         return f"{int(expr)}.0"
 
+    # NaN propagates through max, min and sign, as in NumPy and the evaluator (C's fmax/fmin drop a NaN)
+    def _print_Max(self, expr):
+        return self._fold("tl_fmax", expr.args)
+
+    def _print_Min(self, expr):
+        return self._fold("tl_fmin", expr.args)
+
+    def _print_sign(self, expr):  # abs' derivative: NaN at NaN, as NumPy's sign
+        return f"tl_sign({self._print(expr.args[0])})"
+
+    def _fold(self, fn: str, args) -> str:
+        out = self._print(args[0])
+        for a in args[1:]:
+            out = f"{fn}({out}, {self._print(a)})"
+        return out
+
 
 def function_c(name: str, cname: str, qual: str = "static inline") -> str:
     """A black box as a C function from its SymPy body (``spec.expr`` over ``spec.params``)."""
@@ -47,14 +61,19 @@ def function_c(name: str, cname: str, qual: str = "static inline") -> str:
 
 
 def literal(value) -> str:
-    if isinstance(value, Fraction):
-        value = float(value)
-    if isinstance(value, int):
+    """A constant as C: an integer that int64 holds as it is, anything else as the float64 the evaluator
+    uses (``Const.real``: the nearest double, +-inf beyond the range)."""
+    if isinstance(value, int) and -2**63 <= value < 2**63:
         return f"((real){value})"
-    f = float(value)
+    f = Const(value).real
     if f != f or f in (float("inf"), float("-inf")):
         return {True: "((real)NAN)"}.get(f != f, "((real)INFINITY)" if f > 0 else "(-(real)INFINITY)")
     return f"((real){f!r})"
+
+
+def _nonnegative(a: Affine) -> bool:
+    """Whether an affine size is >= 0 for all sizes >= 0 (no negative constant or coefficient)."""
+    return a.const >= 0 and all(c >= 0 for _, c in a.terms)
 
 
 class Scope:
@@ -130,9 +149,12 @@ class ScalarPrinter:
         return f"{arr.cname}[{self.linear(self.layout(arr), idx)}]"
 
     def size_product(self, sizes) -> str:
+        """The number of points of a box of extents ``sizes``; an extent that may be negative at some sizes
+        (``n - 1``) counts as 0 there, as an empty loop does."""
         if not sizes:
             return "1"
-        return " * ".join(f"(int64_t)({self.affine(s)})" for s in sizes)
+        factors = (f"(int64_t)({self.affine(s)})" for s in sizes)
+        return " * ".join(f if _nonnegative(s) else f"tl_max({f}, 0)" for f, s in zip(factors, sizes))
 
     # ---------------------------------------------------------------------------------------------
     # scalar expressions

@@ -275,3 +275,101 @@ def test_an_unusable_cache_location_is_a_tensorlang_error(tmp_path, monkeypatch,
     monkeypatch.setenv("TENSORLANG_CACHE", str(spot / "sub" if where == "under a file" else spot))
     with pytest.raises(TensorLangError, match="kernel cache .* (not a usable directory|not writable)"):
         tl.compile(tl.parse("gen(i:n) x[i] * 3.5", x="[n]R"))
+
+
+# --------------------------------------------------------------------------------------------------
+# compiled kernels agree with the evaluator on all of the above
+
+
+def _both(src: str, **inputs):
+    """``(evaluator value, kernel value)`` of ``src`` at ``inputs``."""
+    e = tl.parse(src)
+    with np.errstate(all="ignore"):
+        return tl.evaluate(e, **inputs), tl.compile(e)(**inputs)
+
+
+@pytest.mark.parametrize("src, x, value", [
+    ("x : R; x * 99999999999999999999", 1.0, 1e20),
+    ("x : R; x + 18446744073709551617", 0.0, 18446744073709551617.0),
+    ("x : R; x + 18446744073709551616", 0.0, 2.0**64),
+    ("x : R; x + -9223372036854775808", 0.0, -(2.0**63)),
+    ("x : R; x * " + "9" * 400, 1.0, float("inf")),
+])
+def test_integer_literals_beyond_int64_in_a_kernel(src, x, value):
+    assert _both(src, x=x) == (value, value)
+
+
+@pytest.mark.parametrize("src, inputs, value", [
+    ("a : R; sum(i:n - 1, j:n - 1) a", {"a": 1.0, "n": 0}, 0.0),
+    ("a : R; sum(i:n - 1, j:n - 1) a", {"a": 1.0, "n": 3}, 4.0),
+    ("a : R; sum(i:n - 1) a", {"a": 1.0, "n": 0}, 0.0),
+    ("x : [n]R; sum(i:n - 3) x[0]", {"x": np.zeros(0)}, 0.0),
+    ("x : [n]R; sum(i:n - 3) x[0]", {"x": np.ones(5)}, 2.0),
+])
+def test_negative_extents_in_a_kernel(src, inputs, value):
+    assert _both(src, **inputs) == (value, value)
+
+
+def test_negative_extent_of_a_kernel_output():
+    for x in (np.zeros(0), np.arange(3.0)):
+        ref, got = _both("x : [n]R; gen(i:n - 1) x[i] * 2", x=x)
+        assert got.shape == ref.shape == (max(len(x) - 1, 0),) and np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("body", ["relu(a)", "max(a, 1)", "min(a, 1)", "max(1, a)", "min(1, a)", "abs(a)"])
+def test_nan_propagates_in_a_kernel_and_its_gradient(body):
+    e = tl.parse(f"a : R; {body}")
+    assert np.isnan(tl.compile(e)(a=float("nan")))
+    g = tl.grad(e, "a")
+    for a in (float("nan"), 2.0, -2.0):
+        ref, got = tl.evaluate(g, a=a), tl.compile(g)(a=a)
+        assert got == ref or (np.isnan(got) and np.isnan(ref))
+
+
+@pytest.mark.parametrize("name", ["M_PI", "INFINITY", "NAN", "linux", "unix", "INT64_MAX", "_Bool", "errno",
+                                  "int", "tl_x", "sizes", "out0", "x_"])
+def test_names_that_clash_with_c(name):
+    assert _both(f"{name} : [n]R; a : R; sum(i:n) {name}[i] * a", **{name: np.arange(3.0), "a": 2.0}) == (6.0, 6.0)
+
+
+def test_names_that_start_with_tl_compile():
+    src = "tl_a : R; x : [tl_n]R; sum(tl_i:tl_n) let tl_t = x[tl_i] in tl_t * tl_a"
+    assert _both(src, tl_a=2.0, x=np.ones(3)) == (6.0, 6.0)
+
+
+@pytest.mark.parametrize("src, inputs", [
+    ("p : (R, [n]R); p", {"p": (1.0, np.arange(3.0))}),
+    ("p : [n](R, R); p", {"p": (np.arange(3.0), np.ones(3))}),
+    ("p : [n](R, [m]R); p", {"p": (np.arange(3.0), np.ones((3, 2)))}),
+    ("x : [n]R; gen(i:n) (x[i], x[i] * 2)", {"x": np.arange(3.0)}),
+    ("a : R; x : [n]R; gen(i:n) (a, (x[i], a))", {"a": 2.0, "x": np.arange(3.0)}),
+])
+def test_pair_inputs_and_tensors_of_pairs_as_outputs(src, inputs):
+    ref, got = _both(src, **inputs)
+
+    def same(a, b):
+        if isinstance(a, tuple):
+            return isinstance(b, tuple) and len(a) == len(b) and all(same(p, q) for p, q in zip(a, b))
+        return np.array_equal(a, b)
+
+    assert same(got, ref), (got, ref)
+
+
+def test_bool_scalar_is_the_same_number_in_both_paths():
+    assert _both("a : R; a * 2", a=True) == (2.0, 2.0)
+    assert _both("a : R; a * 2", a=np.bool_(False)) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("matrix", [
+    _malformed_csr("indices", 0, 5), _malformed_csr("indptr", 1, 7), _malformed_csr("indptr", 2, 0),
+])
+def test_malformed_csr_is_refused_by_a_kernel(matrix):
+    k = tl.compile(tl.parse(REL))
+    with pytest.raises(ShapeError, match="relation R is a malformed sparse matrix"):
+        k(R=matrix, x=np.ones(3))
+
+
+@pytest.mark.parametrize("value", [1.5, None, "abc", [(0, 1.5)]])
+def test_relation_of_the_wrong_kind_in_a_kernel(value):
+    with pytest.raises(ShapeError, match="relation R"):
+        tl.compile(tl.parse(REL))(R=value, x=np.ones(2))
