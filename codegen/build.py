@@ -82,6 +82,15 @@ def intact(path: str) -> bool:
         return False
 
 
+def _asan_loaded() -> bool:
+    """Whether the AddressSanitizer runtime is mapped into this process (it must come first)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return "libasan" in f.read()
+    except OSError:
+        return False
+
+
 def _settled(path: str, tries: int = 20) -> bool:
     """``intact(path)``, allowing another process the moment between renaming its build into place and
     writing its seal (two builds of one source differ in the temporary file name they record)."""
@@ -186,10 +195,26 @@ def vector_math_available(cc: str | None = None) -> bool:
     return bool(_PROBES[key])
 
 
+#: ``TENSORLANG_SANITIZE=1``: kernels are built with AddressSanitizer and UndefinedBehaviorSanitizer, any
+#: finding fatal (a report on stderr, then the process ends).  A process that loads such a kernel must
+#: start with the ASan runtime, and the C++ runtime after it (islpy throws C++ exceptions, which ASan
+#: intercepts): ``SANITIZE_PRELOAD``.
+SANITIZE_PRELOAD = 'LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libstdc++.so)"'
+SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+                  "-fno-sanitize-recover=all"]
+
+
+def sanitizing() -> bool:
+    return os.environ.get("TENSORLANG_SANITIZE", "") not in ("", "0")
+
+
 def c_flags(openmp: bool | None = None, vector_math: bool | None = None, native: bool = True) -> list[str]:
     """The C compiler's flags for a kernel; OpenMP and libmvec where the machine has them (unless
     ``False`` is given).  ``native=False`` builds for the compiler's baseline CPU (every x86-64, for
-    instance) instead of this machine's (``-march=native``): what ``tl.export`` does by default."""
+    instance) instead of this machine's (``-march=native``): what ``tl.export`` does by default.  Under
+    ``TENSORLANG_SANITIZE``, the sanitizers' flags instead of optimisation."""
+    if sanitizing():
+        return SANITIZE_FLAGS + ["-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
     target = "-march=native" if native else "-mtune=generic"
     flags = ["-O3", target, "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
     if openmp is None:
@@ -267,6 +292,10 @@ def load(path: str) -> ctypes.CDLL:
     with _LOCK:
         lib = _LOADED.get(path)
         if lib is None:
+            if sanitizing() and not _asan_loaded():
+                raise TensorLangError(
+                    "TENSORLANG_SANITIZE is set, but this process does not have the AddressSanitizer runtime: "
+                    f"start it with {SANITIZE_PRELOAD} (and ASAN_OPTIONS=detect_leaks=0 for Python)")
             if not _settled(path):
                 raise TensorLangError(f"the kernel library {path} is damaged (its size or checksum does not "
                                       f"match {path}.sum); remove it to rebuild")
