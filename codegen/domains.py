@@ -18,6 +18,7 @@ from typing import Sequence
 
 import islpy as isl
 
+from tensorlang.inputs import MAX_SIZE
 from tensorlang.nodes import IndexVar, Pred
 from tensorlang.predicates import has_relations, over_approximation, to_isl
 
@@ -94,11 +95,13 @@ def lift_to_context(dom: isl.Set) -> isl.Set:
 
 
 def base_context(sizes: Sequence[str], names: Names) -> isl.Set:
-    """``{ : n >= 0 }`` for every size."""
+    """``{ : 0 <= n <= 2^53 }`` for every size (the runtime refuses larger ones): so no loop bound or
+    condition isl writes holds a constant that int64 cannot (a guard ``[i = 2^63 - 1]`` is dead code)."""
     space = isl.Space.create_from_names(CTX, set=[], params=[names.size(s) for s in sizes])
     s = isl.Set.universe(space)
     v = isl.affs_from_space(space)
     for s_name in sizes:
-        s = s & v[0].le_set(v[names.size(s_name)])
+        size = v[names.size(s_name)]
+        s = s & v[0].le_set(size) & size.le_set(v[0] + MAX_SIZE)
     return s.params()
 

@@ -95,6 +95,10 @@ def blas_table(dtype):
     return hit
 
 
+# the largest size (tensorlang.inputs.MAX_SIZE, which this NumPy-only module cannot import)
+MAX_SIZE = 2**53
+
+
 class RuntimeShapeError(ValueError):
     """Raised for bad inputs when no error class is given (the exported module's ShapeError)."""
 
@@ -192,6 +196,8 @@ class Arguments:
             if name in size_names:
                 if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 0:
                     self._fail(f"size {name} must be a non-negative integer, got {v!r}")
+                if v > MAX_SIZE:
+                    self._fail(f"size {name} = {v} is larger than 2**53, the largest size there is")
                 sizes[name] = int(v)
             else:
                 known = ", ".join(self.names + size_names) or "none"

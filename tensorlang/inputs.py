@@ -105,9 +105,16 @@ def _equations(expr: Expr, inputs: Mapping[str, object], need_values: bool):
     return free, sizes, values, arrays, equations
 
 
+# the largest size: loop counters and offsets stay exact in int64 (and counts in float64) beyond any
+# array that can exist; compiled kernels assume it too (codegen.domains.base_context)
+MAX_SIZE = 2**53
+
+
 def _size_value(name: str, value) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ShapeError(f"size {name} must be a non-negative integer, got {value!r}")
+    if value > MAX_SIZE:
+        raise ShapeError(f"size {name} = {value} is larger than 2**53, the largest size there is")
     return int(value)
 
 
