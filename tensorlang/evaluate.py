@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import BoundsError, ShapeError, TypeCheckError
+from .errors import BoundsError, ShapeError, TypeCheckError, UnsupportedError
 from .functions import lookup
 from .inputs import Binding, bind
 from .nodes import (
@@ -35,6 +35,9 @@ def evaluate(expr: Expr, **inputs):
         with np.errstate(all="ignore"):
             return _to_output(Evaluator(binding).expr(expr, Scope.top(binding)))
     except (MemoryError, ValueError) as exc:
+        if isinstance(exc, ValueError) and str(exc).startswith("maximum supported dimension"):
+            raise UnsupportedError(f"the evaluator holds one array axis per enclosing loop, and NumPy at most "
+                                   f"64: this program nests its loops deeper ({exc})") from None
         if isinstance(exc, ValueError) and not str(exc).startswith(_NUMPY_TOO_LARGE):
             raise
         raise too_large(expr, binding, exc) from None
@@ -184,7 +187,19 @@ class Evaluator:
         return self.expr(e.left, scope) + self.expr(e.right, scope)
 
     def _mul(self, e: Mul, scope: Scope):  # 4.4
-        return self.expr(e.left, scope) * self.expr(e.right, scope)
+        return self._strong_zeros(e, self.expr(e.left, scope) * self.expr(e.right, scope), scope)
+
+    def _strong_zeros(self, product: Expr, value, scope: Scope):
+        """Iverson's strong zero: a product is 0 where one of its brackets is false, whatever its other
+        factors are there (inf, NaN), as in a kernel, which does not compute them there."""
+        if np.isfinite(value).all():
+            return value
+        for f in _factors(product):
+            if isinstance(f, Guard):
+                live = self.pred(f.pred, scope)
+                if live is not True:
+                    value = np.where(live, value, 0.0)
+        return value
 
     def _call(self, e: Call, scope: Scope):  # 4.5
         args = [self.expr(a, scope) for a in e.args]
@@ -208,6 +223,8 @@ class Evaluator:
             return contraction
         n = self.binding.size(e.size)
         d = scope.depth
+        if n == 0:  # the empty sum is 0, whatever its body would be (inf, NaN)
+            return np.zeros((1,) * d)
         body = self.expr(e.body, scope.push(e.var, n))
         if body.shape[d] == 1:
             return np.take(body, 0, axis=d) * n
@@ -222,8 +239,12 @@ class Evaluator:
         factors = _factors(body)
         if len(factors) < 2:
             return None
-        values = [self.expr(f, inner) for f in factors]
         d, depth = scope.depth, inner.depth
+        if 0 in inner.extents[d:]:
+            return np.zeros((1,) * d)
+        values = [self.expr(f, inner) for f in factors]
+        if any(isinstance(f, Guard) for f in factors) and not all(np.isfinite(v).all() for v in values):
+            return None  # a bracket's strong zero against an inf or NaN: the product one point at a time
         operands, used = [], set()
         for v in values:
             keep = [k for k in range(depth) if v.shape[k] != 1]
