@@ -150,12 +150,21 @@ def test_huge_constant_in_a_relation_atom():
 
 @pytest.mark.parametrize("src, sizes", [
     ("gen(i:n, j:n) 1.0", {"n": 10**9}),
-    ("gen(i:n) 1.0", {"n": 10**20}),
+    ("gen(i:n) 1.0", {"n": 10**15}),
     (f"x : [n]R; sum(i:n) [exists(j:{BIG}) i = j] * x[i]", {"x": np.ones(3)}),
 ])
 def test_sizes_too_large_to_allocate(src, sizes):
     with pytest.raises(ShapeError, match="too large to allocate at .* points .* bytes"):
         tl.evaluate(tl.parse(src), **sizes)
+
+
+def test_sizes_beyond_2_to_the_53_are_refused():
+    e = tl.parse("a : R; sum(i:n) a")
+    assert tl.evaluate(e, a=1.0, n=2**53) == 2.0**53
+    with pytest.raises(ShapeError, match="size n = 100000000000000000000 is larger than 2"):
+        tl.evaluate(e, a=1.0, n=10**20)
+    with pytest.raises(ShapeError, match="size n = 100000000000000000000 is larger than 2"):
+        tl.compile(e)(a=1.0, n=10**20)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -310,6 +319,15 @@ def test_negative_extents_in_a_kernel(src, inputs, value):
     assert _both(src, **inputs) == (value, value)
 
 
+def test_a_constant_beyond_every_size_leaves_no_loop_in_a_kernel():
+    # isl wrote a loop from 2^63 (wrapping to -2^63 in C: writes far outside the output, for ever)
+    e = tl.parse("a : R; gen(k:n + 1) [k = 9223372036854775807] * a")
+    assert "9223372036854775808" not in tl.compile(e).source
+    for n in (0, 2):
+        ref, got = _both("a : R; gen(k:n + 1) [k = 9223372036854775807] * a", a=1.0, n=n)
+        assert np.array_equal(got, ref) and not got.any()
+
+
 def test_negative_extent_of_a_kernel_output():
     for x in (np.zeros(0), np.arange(3.0)):
         ref, got = _both("x : [n]R; gen(i:n - 1) x[i] * 2", x=x)
@@ -373,3 +391,26 @@ def test_malformed_csr_is_refused_by_a_kernel(matrix):
 def test_relation_of_the_wrong_kind_in_a_kernel(value):
     with pytest.raises(ShapeError, match="relation R"):
         tl.compile(tl.parse(REL))(R=value, x=np.ones(2))
+
+
+# --------------------------------------------------------------------------------------------------
+# non-finite values: an empty sum is 0 and a false bracket is a strong zero, in both paths
+
+
+@pytest.mark.parametrize("src, inputs, value", [
+    ("a : R; sum(i:n - 1) a", {"a": float("nan"), "n": 0}, 0.0),
+    ("a : R; sum(i:n) a * a", {"a": float("inf"), "n": 0}, 0.0),
+    ("x : [n]R; y : [m]R; sum(i:n, j:m) x[i] * y[j]", {"x": np.array([np.inf]), "y": np.zeros(0)}, 0.0),
+    ("r : R; ([n > 3] * 1e999) * sin(r)", {"r": float("nan"), "n": 3}, 0.0),
+    ("x : [n]R; y : [n]R; sum(i:n) [i > 0] * x[i] * y[i]", {"x": np.array([np.inf, 1.0]), "y": np.array([0.0, 2.0])},
+     2.0),
+])
+def test_empty_sums_and_false_brackets_are_zero_whatever_they_hold(src, inputs, value):
+    assert _both(src, **inputs) == (value, value)
+
+
+def test_more_nested_loops_than_numpy_has_axes():
+    e = tl.parse("x : R; " + "".join(f"sum(z{k}:1) " for k in range(70)) + "x")
+    with pytest.raises(tl.UnsupportedError, match="NumPy at most 64"):
+        tl.evaluate(e, x=1.0)
+    assert tl.compile(e)(x=1.5) == 1.5
