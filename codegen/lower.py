@@ -39,15 +39,15 @@ C_RESERVED = set(keyword.kwlist) | {
 
 
 def split_pairs(e: Expr) -> Expr:
-    """``e`` with every pair in its type at the top: a tensor of pairs ``[n](T0, T1)`` becomes the pair of
+    """``e`` with every tensor of pairs in its type split: ``[n](T0, T1)`` becomes the pair of
     ``gen(i:n) e[i].0`` and ``gen(i:n) e[i].1`` (the struct of arrays the evaluator returns), so every
-    output the kernel writes is a tensor of reals."""
+    output the kernel writes is a tensor of reals.  A type without a tensor of pairs is left as it is."""
+    if not _holds_tensor_of_pairs(e.type):
+        return e
     t, dims = e.type, []
     while isinstance(t, TensorType):
         dims.append(t.size)
         t = t.elem
-    if not isinstance(t, PairType):
-        return e
     loops = [IndexVar("s") for _ in dims]
     point = e
     for v in loops:
@@ -60,6 +60,14 @@ def split_pairs(e: Expr) -> Expr:
         return split_pairs(out)
 
     return Pair(component(0), component(1))
+
+
+def _holds_tensor_of_pairs(t: Type, under_tensor: bool = False) -> bool:
+    if isinstance(t, TensorType):
+        return _holds_tensor_of_pairs(t.elem, True)
+    if isinstance(t, PairType):
+        return under_tensor or _holds_tensor_of_pairs(t.first) or _holds_tensor_of_pairs(t.second)
+    return False
 
 
 def normalize(expr: Expr) -> Expr:
