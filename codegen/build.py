@@ -101,7 +101,7 @@ def _settled(path: str, tries: int = 20) -> bool:
     return False
 
 
-def _install(tmp: str, target: str) -> None:
+def install(tmp: str, target: str) -> None:
     """Move the freshly built ``tmp`` to ``target`` (atomically), then write its seal beside it."""
     _discard(target)
     seal = _seal_of(tmp)
@@ -283,7 +283,7 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
             os.unlink(so_tmp)
         raise _rejected(f"the C compiler ({cc} {' '.join(flags)}) rejected the generated kernel", source, r.stderr)
     os.replace(src_tmp, os.path.join(directory, (name or key) + ".c"))
-    _install(so_tmp, target)
+    install(so_tmp, target)
     return target
 
 
@@ -335,5 +335,5 @@ def build_cuda_object(source: str, arch: str | None = None) -> str:
         os.unlink(src_tmp)
         raise _rejected("nvcc rejected the generated CUDA kernel", source, r.stderr)
     os.replace(src_tmp, os.path.join(directory, key + ".cu"))
-    _install(obj_tmp, target)
+    install(obj_tmp, target)
     return target

@@ -11,8 +11,8 @@ task; windows of NumPy inputs and of relations are cut on the client and travel 
 **Workers build nothing.**  A block program's compiled library travels as data: a ``BlockLibrary``
 (the shared library's bytes and the runtime's plain-data description of its arguments) is one key of
 the graph, so Dask sends it once to each worker that needs it.  Unpickled, it writes the library to a
-worker-local cache named by the hash of its bytes (atomically: a temporary name, then a rename) and
-loads it with ``codegen.runtime`` (NumPy and ctypes).  Workers need NumPy, Dask and this package; no C
+worker-local cache named by the hash of its bytes (atomically: a temporary name, then a rename; sealed
+with its size and checksum like the kernel cache's entries) and loads it with ``codegen.runtime`` (NumPy and ctypes).  Workers need NumPy, Dask and this package; no C
 compiler and no tensorlang build step.
 """
 from __future__ import annotations
@@ -60,14 +60,16 @@ class BlockLibrary:
             return _RUNNERS[self.key]
 
     def _materialise(self) -> str:
+        from tensorlang.codegen.build import install, intact
+
         directory = os.path.join(tempfile.gettempdir(), f"tensorlang-dask-{os.getuid()}")
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"{self.library_key}.so")
-        if not os.path.exists(path):
+        if not intact(path):  # sealed like the kernel cache's entries (codegen.build)
             tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
             with open(tmp, "wb") as f:
                 f.write(self.data)
-            os.replace(tmp, path)
+            install(tmp, path)
         return path
 
 
