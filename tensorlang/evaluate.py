@@ -23,7 +23,7 @@ from .functions import lookup
 from .inputs import Binding, bind
 from .nodes import (
     Access, Add, Affine, And, Call, Cmp, Const, Declare, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let,
-    Mul, Or, Pair, PairType, Pred, Proj, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
+    Mul, Or, Pair, PairType, Pred, Proj, R, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
 )
 from .traversal import _field_nodes, free_vars
 
@@ -153,6 +153,7 @@ class Evaluator:
 
     def __init__(self, binding: Binding):
         self.binding = binding
+        self.let_brackets: dict = {}  # scalar let variable -> (where a false bracket zeroes it, its depth)
         self.rules: dict[type, Callable] = {
             Const: self._const, Var: self._var, Add: self._add, Mul: self._mul, Call: self._call,
             Pair: self._pair, Proj: self._proj, Gen: self._gen, Sum: self._sum, Access: self._access,
@@ -191,15 +192,28 @@ class Evaluator:
 
     def _strong_zeros(self, product: Expr, value, scope: Scope):
         """Iverson's strong zero: a product is 0 where one of its brackets is false, whatever its other
-        factors are there (inf, NaN), as in a kernel, which does not compute them there."""
+        factors are there (inf, NaN), as in a kernel, which does not compute them there; a bracket
+        reaches through a scalar let (which a kernel inlines)."""
         if np.isfinite(value).all():
             return value
-        for f in _factors(product):
+        dead = self._bracketed(product, scope)
+        return value if dead is None else np.where(dead, 0.0, value)
+
+    def _bracketed(self, e: Expr, scope: Scope):
+        """Where ``e`` is zero by a false bracket among its factors: None (nowhere known), True or a
+        boolean array over the scope."""
+        dead = None
+        for f in _factors(e):
             if isinstance(f, Guard):
                 live = self.pred(f.pred, scope)
-                if live is not True:
-                    value = np.where(live, value, 0.0)
-        return value
+                here = (not live) if isinstance(live, bool) else ~live
+            elif isinstance(f, Var) and f in self.let_brackets:
+                mask, depth = self.let_brackets[f]
+                here = mask if isinstance(mask, bool) else _lift(mask, depth, scope.depth)
+            else:
+                continue
+            dead = here if dead is None else (dead | here)
+        return dead
 
     def _call(self, e: Call, scope: Scope):  # 4.5
         args = [self.expr(a, scope) for a in e.args]
@@ -313,6 +327,10 @@ class Evaluator:
 
     def _let(self, e: Let, scope: Scope):  # 4.9
         value = self.expr(e.value, scope)
+        if e.value.type is R:
+            dead = self._bracketed(e.value, scope)
+            if dead is not None:
+                self.let_brackets[e.var] = (dead, scope.depth)
         return self.expr(e.body, scope.bind(e.var, value))
 
     def zeros(self, t: Type, depth: int):
