@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import time
 from dataclasses import dataclass, field
 
@@ -49,12 +50,13 @@ class Report:
     gradients: int = 0
     not_parsed: list = field(default_factory=list)
     mismatches: list = field(default_factory=list)
+    slow: list = field(default_factory=list)  # programs that took longer than the limit: (source, stage)
     seconds: float = 0.0
 
     def __str__(self) -> str:
         return (f"{self.programs} programs, {self.parsed} parsed; {self.gradients} gradients; {self.runs} runs: "
                 f"{self.agreed_values} equal values, {self.agreed_errors} same error, "
-                f"{len(self.mismatches)} mismatches; {self.seconds:.0f} s")
+                f"{len(self.mismatches)} mismatches, {len(self.slow)} over the time limit; {self.seconds:.0f} s")
 
 
 class Generator:
@@ -288,30 +290,52 @@ def check(report: Report, expr, inputs: list[dict], src: str, what: str) -> None
             report.mismatches.append((what, src, ins, ref, got))
 
 
-def run(seed: int, count: int | None = None, seconds: float | None = None) -> Report:
-    """Fuzz ``count`` programs (or until ``seconds`` have passed) from ``seed``."""
+class _OverTime(Exception):
+    pass
+
+
+def _over_time(signum, frame):
+    raise _OverTime
+
+
+def run(seed: int, count: int | None = None, seconds: float | None = None, limit: int = 60) -> Report:
+    """Fuzz ``count`` programs (or until ``seconds`` have passed) from ``seed``; a program that takes
+    more than ``limit`` seconds (in Python code: a hang in C is not interrupted) is recorded as slow."""
     rng = random.Random(seed)
     gen = Generator(rng)
     report = Report()
     start = time.perf_counter()
-    while (count is None or report.programs < count) and (seconds is None or time.perf_counter() - start < seconds):
-        src, decls = gen.program()
-        report.programs += 1
-        try:
-            expr = tl.parse(src)
-        except tl.TensorLangError as exc:
-            report.not_parsed.append((src, f"{type(exc).__name__}: {exc}"))
-            continue
-        report.parsed += 1
-        inputs = inputs_for(rng, decls, expr)
-        check(report, expr, inputs, src, "primal")
-        reals = [n for n, d in decls.items() if d[0] != "rel" and n in expr.free_vars]
-        if expr.type is R and reals:
-            wrt = rng.choice(reals)
-            grad = outcome(lambda: tl.grad(expr, wrt))
-            if grad[0] == "value":
-                report.gradients += 1
-                check(report, grad[1], inputs, src, f"grad wrt {wrt}")
+    previous = signal.signal(signal.SIGALRM, _over_time)
+    try:
+        while ((count is None or report.programs < count)
+               and (seconds is None or time.perf_counter() - start < seconds)):
+            src, decls = gen.program()
+            report.programs += 1
+            try:
+                expr = tl.parse(src)
+            except tl.TensorLangError as exc:
+                report.not_parsed.append((src, f"{type(exc).__name__}: {exc}"))
+                continue
+            report.parsed += 1
+            inputs = inputs_for(rng, decls, expr)
+            reals = [n for n, d in decls.items() if d[0] != "rel" and n in expr.free_vars]
+            wrt = rng.choice(reals) if expr.type is R and reals else None
+            stage = "primal"
+            signal.alarm(limit)
+            try:
+                check(report, expr, inputs, src, stage)
+                if wrt is not None:
+                    stage = f"grad wrt {wrt}"
+                    grad = outcome(lambda: tl.grad(expr, wrt))
+                    if grad[0] == "value":
+                        report.gradients += 1
+                        check(report, grad[1], inputs, src, stage)
+            except _OverTime:
+                report.slow.append((src, stage))
+            finally:
+                signal.alarm(0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -325,6 +349,8 @@ def main(argv=None) -> int:
     print(report)
     for what, src, ins, ref, got in report.mismatches:
         print(f"--- {what}\n{src}\ninputs {ins}\nevaluator {ref}\nkernel    {got}")
+    for src, stage in report.slow:
+        print(f"--- over the time limit ({stage})\n{src}")
     for src, msg in report.not_parsed[:10]:
         print(f"--- not parsed\n{src}\n{msg}")
     return 1 if report.mismatches else 0

@@ -110,9 +110,11 @@ def test_malformed_csr_is_an_error(matrix):
 
 def test_queried_relation_of_extent_zero():
     e = tl.parse("R : rel[n]; a : R; [R(0)] * a")
-    assert tl.evaluate(e, R=np.zeros(0, bool), a=1.0) == 0.0
-    assert tl.evaluate(e, R=[], n=0, a=1.0) == 0.0
-    assert tl.evaluate(e, R=[0], n=1, a=3.0) == 3.0
+    k = tl.compile(e)
+    for f in (tl.evaluate, lambda e, **ins: k(**ins)):
+        assert f(e, R=np.zeros(0, bool), a=1.0) == 0.0
+        assert f(e, R=[], n=0, a=1.0) == 0.0
+        assert f(e, R=[0], n=1, a=3.0) == 3.0
 
 
 # --------------------------------------------------------------------------------------------------
