@@ -230,11 +230,10 @@ def _shared_reduce(r: Expr, memo: dict) -> Expr:
 
 
 class Namer:
-    """Unique C identifiers.  A name from the program (an input, a relation, a size, a let, an index
-    variable) is the user's name with ``_`` appended, so it can never be a C keyword, a macro of the C
-    library or the compiler (``M_PI``, ``INFINITY``, ``linux``, ``_Bool``) or one of the kernel's own
-    names (``tl_...``, ``out0``, ``sizes``), none of which ends with ``_``; a clash between two program
-    names gets a further numeric suffix."""
+    """Unique C identifiers: sizes keep their names where possible, everything else gets a suffix.  A
+    program's name that C or its library may define as a macro (``M_PI``, ``INFINITY``, ``linux``,
+    ``_Bool``: macro-like or reserved) gets a trailing ``_``, and one that starts with ``tl_`` (the
+    kernel's own names) a leading ``u``."""
 
     def __init__(self):
         self.taken: set[str] = set(C_RESERVED)
@@ -244,27 +243,44 @@ class Namer:
         base = re.sub(r"\W", "_", base) or "v"
         if base[0].isdigit():
             base = "v" + base
+        if base.startswith("tl_"):
+            base = "u" + base
+        if _macro_like(base):
+            base += "_"
         name = base
         k = 0
         while name in self.taken:
             k += 1
-            name = f"{base}{k}_" if base.endswith("_") else f"{base}_{k}"
+            name = f"{base}_{k}"
         self.taken.add(name)
         return name
 
-    def user(self, name: str) -> str:
-        """The C name of a program's name."""
-        return self.fresh(name + "_")
-
     def size(self, name: str) -> str:
-        return self.user(name)
+        return self.fresh(name if not re.fullmatch(r".*_\d+", name) else "sz_" + name)
 
     def var(self, v: IndexVar) -> str:
         name = self.index.get(id(v))
         if name is None:
-            name = self.user(v.name)
+            name = self.fresh(v.name + "_")
             self.index[id(v)] = name
         return name
+
+
+# lower-case names that C, its library or the compiler define as macros
+_LOWER_MACROS = frozenset({
+    "linux", "unix", "i386", "errno", "stdin", "stdout", "stderr", "assert", "isnan", "isinf", "isfinite",
+    "isnormal", "signbit", "fpclassify", "isgreater", "isgreaterequal", "isless", "islessequal",
+    "islessgreater", "isunordered", "offsetof", "alloca", "major", "minor", "makedev", "setjmp", "va_arg",
+    "va_start", "va_end", "va_copy", "static_assert", "noreturn", "alignas", "alignof", "complex",
+    "imaginary",
+})
+
+
+def _macro_like(name: str) -> bool:
+    """Whether a name may be a macro: reserved (a leading underscore), upper case (``M_PI``, ``NAN``,
+    ``INT64_MAX``; one letter, like a matrix ``A``, is not), or a known lower-case macro."""
+    return (name.startswith("_") or name in _LOWER_MACROS
+            or (len(name) > 1 and name.upper() == name and any(c.isalpha() for c in name)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -309,18 +325,18 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
     relations: list[Relation] = []
     for v in free_vars(expr):
         if isinstance(v.type, RelType):
-            relations.append(Relation(v, namer.user(v.name), tuple(v.type.sizes)))
+            relations.append(Relation(v, namer.fresh(v.name), tuple(v.type.sizes)))
         else:
             for projs, dims in components(v.type):
                 label = v.name + "".join(f".{k}" for k in projs)
-                inputs.append(Array(namer.user(label.replace(".", "_")), dims, "input", (v, projs), label))
+                inputs.append(Array(namer.fresh(label.replace(".", "_")), dims, "input", (v, projs), label))
 
     stmts: list[Stmt] = []
     temps: list[Array] = []
     let_arrays: dict[int, Array] = {}
     memo: dict = {}
     for var, gv, gs, body in lets:
-        arr = Array(namer.user(var.name), gs, "temp", var, var.name)
+        arr = Array(namer.fresh(var.name), gs, "temp", var, var.name)
         temps.append(arr)
         let_arrays[id(var)] = arr
         stmts.append(Stmt(arr, gv, canon(body, memo)))

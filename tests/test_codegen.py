@@ -252,7 +252,7 @@ def test_pinned_sum_variable_is_an_assignment():
 def test_empty_guard_produces_no_code():
     e = tl.parse("sum(i:n) [i < 0] * x[i]", x="[n]R")
     body = _body(tl_compile(e))
-    assert "for (" not in body and "x_[" not in body.split("out0")[-1]
+    assert "for (" not in body and "x[" not in body.split("out0")[-1]
 
 
 def test_guards_become_loop_bounds():

@@ -21,7 +21,7 @@ def test_explain_shows_the_program_its_normal_form_its_statements_and_the_source
 def test_the_statement_form_prints_contractions_and_temporaries():
     e = tl.parse("gen(i:n, j:n) sum(k:m) A[i, k] * A[j, k]", A="[n][m]R")
     prog, _ = lower(e)
-    assert str(prog).splitlines() == ["sizes n, m", "input A_[n][m]  (A)",
+    assert str(prog).splitlines() == ["sizes n, m", "input A[n][m]  (A)",
                                       "out0[i][j] = gemm: sum(k:m) A[i, k] * A[j, k]", "output out0"]
 
 
