@@ -34,10 +34,14 @@ def evaluate(expr: Expr, **inputs):
     try:
         with np.errstate(all="ignore"):
             return _to_output(Evaluator(binding).expr(expr, Scope.top(binding)))
-    except (MemoryError, ValueError) as exc:
-        if isinstance(exc, ValueError) and str(exc).startswith("maximum supported dimension"):
+    except (MemoryError, ValueError, RuntimeError) as exc:
+        too_deep = str(exc).startswith("maximum supported dimension") or "supports up to 32 dimensions" in str(exc)
+        if isinstance(exc, RuntimeError) and not too_deep:
+            raise
+        if too_deep:
             raise UnsupportedError(f"the evaluator holds one array axis per enclosing loop, and NumPy at most "
-                                   f"64: this program nests its loops deeper ({exc})") from None
+                                   f"64 (32 in some functions): this program nests its loops deeper ({exc})"
+                                   ) from None
         if isinstance(exc, ValueError) and not str(exc).startswith(_NUMPY_TOO_LARGE):
             raise
         raise too_large(expr, binding, exc) from None

@@ -47,6 +47,7 @@ class Report:
     runs: int = 0  # evaluator-vs-kernel comparisons (primal and gradient, each at several sizes)
     agreed_values: int = 0
     agreed_errors: int = 0
+    disagreed: int = 0  # runs whose outcomes differ (the first 20 are kept in ``mismatches``)
     gradients: int = 0
     not_parsed: list = field(default_factory=list)
     mismatches: list = field(default_factory=list)
@@ -56,7 +57,7 @@ class Report:
     def __str__(self) -> str:
         return (f"{self.programs} programs, {self.parsed} parsed; {self.gradients} gradients; {self.runs} runs: "
                 f"{self.agreed_values} equal values, {self.agreed_errors} same error, "
-                f"{len(self.mismatches)} mismatches, {len(self.slow)} over the time limit; {self.seconds:.0f} s")
+                f"{self.disagreed} mismatches, {len(self.slow)} over the time limit; {self.seconds:.0f} s")
 
 
 class Generator:
@@ -286,8 +287,10 @@ def check(report: Report, expr, inputs: list[dict], src: str, what: str) -> None
                 report.agreed_values += 1
             else:
                 report.agreed_errors += 1
-        elif len(report.mismatches) < 20:
-            report.mismatches.append((what, src, ins, ref, got))
+        else:
+            report.disagreed += 1
+            if len(report.mismatches) < 20:
+                report.mismatches.append((what, src, ins, ref, got))
 
 
 class _OverTime(Exception):
