@@ -25,7 +25,7 @@ from .nodes import (
     Access, Add, Affine, And, Call, Cmp, Const, Declare, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let,
     Mul, Or, Pair, PairType, Pred, Proj, R, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
 )
-from .traversal import _field_nodes, free_vars
+from .traversal import free_vars
 
 
 def evaluate(expr: Expr, **inputs):
@@ -68,7 +68,8 @@ def _largest_nest(node, binding: Binding, memo=None) -> tuple[int, str]:
     memo = {} if memo is None else memo
     hit = memo.get(id(node))
     if hit is None:
-        inner = [_largest_nest(c, binding, memo) for c in _field_nodes(node) if isinstance(c, (Expr, Pred))]
+        children = [c for f in node.children for c in (f if isinstance(f, tuple) else (f,))]
+        inner = [_largest_nest(c, binding, memo) for c in children if isinstance(c, (Expr, Pred))]
         hit = max(inner, key=lambda r: r[0], default=(1, ""))
         if isinstance(node, (Gen, Sum, Exists)):
             from .printer import affine_str
