@@ -17,20 +17,24 @@ blocking, OpenMP: ``codegen.schedule``), relations (``codegen.sparse``), and the
 """
 from __future__ import annotations
 
+import re
+
 import islpy as isl
 
 from tensorlang.nodes import TRUE, Add, Affine, Call, Expr, Guard, Mul, box, conj
 from tensorlang.predicates import has_relations, over_approximation
+from tensorlang.substitute import rebuild
 from tensorlang.traversal import free_index_vars
 
 from . import domains as D
 from .build import build_c, load as load_library
 from .c_runtime import BLAS_HELPERS, c_prelude
 from .ir import Array, Program, Reduce, Stmt
+from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
-from .schedule import INTERCHANGE_MAX_TARGET, Leaf, Schedule
+from .schedule import INTERCHANGE_MAX_TARGET, Leaf, Schedule, has_reduce, outer_reductions
 from .sparse import Sparse
 from .target import Capabilities
 
@@ -57,6 +61,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         self.counter = 0
         self.base_ctx = D.base_context(prog.sizes, self.names)
         self._entry_text: str | None = None
+        self._entry_names: tuple | None = None
 
     def emit(self) -> str:
         """The whole translation unit (prelude, black boxes, entry point)."""
@@ -66,12 +71,73 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         """The entry point's definition (emitted once; fills ``self.functions`` and relation views)."""
         if self._entry_text is None:
             body: list[str] = []
-            top = Scope(body, 1, self.base_ctx, ())
+            outlined: dict[str, tuple[str, str]] = {}  # the statements' functions: text -> (name, definition)
             for stmt in self.prog.stmts:
-                top.line(f"/* {stmt.target.label} */")
-                self.emit_stmt(stmt, top)
-            self._entry_text = self.entry_function(body)
+                body.append(f"  /* {stmt.target.label} */")
+                lines: list[str] = []
+                self.emit_stmt(stmt, Scope(lines, 1, self.base_ctx, ()))
+                body += self.outlined(stmt, lines, outlined)
+            self._entry_text = "\n".join([self.entry_function(body), *(d for _, d in outlined.values())])
         return self._entry_text
+
+    def outlined(self, stmt: Stmt, lines: list[str], functions: dict) -> list[str]:
+        """A statement's C as a call of a function of the arrays it reads and writes, when it reads no
+        other local of the entry point (relation views, scalar temporaries, the BLAS table).
+        Statements whose text is the same once their arrays, loop counters and index variables are
+        named by order of first appearance (the layers of a deep network, each layer's adjoint) share
+        one function, the first one's text: the compiler builds it once, and the source grows with the
+        number of distinct statements, not with the program.  ``functions`` (that canonical text ->
+        (name, definition)) collects the definitions, which follow the entry point (declared before it)."""
+        words = _WORD.findall("\n".join(lines))
+        arrays, locals_ = self.entry_names
+        if any(w in locals_ for w in words):
+            return lines
+        renames: dict[str, str] = {}
+        params: list[str] = []
+        sizes = [self.names.size(s) for s in self.prog.sizes]
+        for w in words:
+            if w in renames:
+                continue
+            if w in arrays:
+                renames[w] = f"tl_p{len(params)}"
+                params.append(w)
+            elif _FRESH.fullmatch(w):  # the emitter's fresh names keep what they name (tl_acc, tl_lacc...)
+                renames[w] = f"{_FRESH.fullmatch(w).group(1)}{len(renames) - len(params)}"
+            elif w in self.namer.taken and w not in C_RESERVED and w not in sizes:  # index variables
+                renames[w] = f"tl_v{len(renames) - len(params)}"
+
+        def rename(line: str) -> str:
+            # a pragma names no array, but its words may be spelled like one (an input called dynamic)
+            pragma = line.lstrip().startswith("#pragma")
+            return _WORD.sub(lambda m: m.group(0) if pragma and m.group(0) in arrays
+                             else renames.get(m.group(0), m.group(0)), line)
+
+        def signature(named) -> str:
+            decls = [f"const int64_t {s}" for s in sizes]
+            decls += [("real *" if w == stmt.target.cname else "const real *") + f"{self.caps.restrict} {named(w)}"
+                      for w in params]
+            return ", ".join(decls) or "void"
+
+        key = signature(renames.get) + "\n" + "\n".join(rename(line) for line in lines)
+        if key not in functions:
+            # the function is the first such statement's text, with its own names
+            name = f"{self.entry}_s{len(functions)}"
+            head = f"static void __attribute__((noinline)) {name}({signature(str)})"
+            self.functions[name] = head + ";"
+            functions[key] = (name, head + " {\n" + "\n".join(lines) + "\n}")
+        return [f"  {functions[key][0]}({', '.join(sizes + params)});"]
+
+    @property
+    def entry_names(self) -> tuple[set, set]:
+        """The entry point's arrays (pointers a statement's function can take) and its other locals."""
+        if self._entry_names is None:
+            arrays = {a.cname for a in self.prog.inputs + self.prog.output_arrays()}
+            arrays |= {a.cname for a in self.prog.temps if not a.is_scalar}
+            others = {a.cname for a in self.prog.temps if a.is_scalar} | {"tl_ws", "tl_blas", "tl_args", "tl_sizes"}
+            # every view a relation may be passed as (which ones are decided while emitting)
+            others |= {r.cname + view for r in self.prog.relations for view in ("_ptr", "_idx", "_tptr", "_tidx", "_mask")}
+            self._entry_names = (arrays, others)
+        return self._entry_names
 
     def entry_function(self, body: list[str]) -> str:
         decls = self.declarations()
@@ -181,8 +247,9 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
         dom_z = dom_all - dom_c
         its = [self.fresh("c") for _ in gv]
-        pieces = self.split_by_guards(dom_c, body, gv, scope)
-        stmts = [(f"C{k}", piece) for k, piece in enumerate(pieces)] + [("Z", dom_z)]
+        pieces = self.split_by_reductions(self.split_by_guards(dom_c, body, gv, scope), body, gv, scope)
+        bodies = {f"C{k}": b for k, (_, b) in enumerate(pieces)}
+        stmts = [(f"C{k}", piece) for k, (piece, _) in enumerate(pieces)] + [("Z", dom_z)]
         tree = loop_nest(stmts, scope.ctx, its)
         if tree is None:
             return
@@ -200,19 +267,20 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             inner = sc.child(ctx=(D.lift_to_context(known) & sc.ctx), bound=sc.bound + gv, indent_by=0,
                              parallel_ok=False)
             cond = None if exact else self.pred(pred, inner)
+            here = bodies[node.name]
             if cond is None:
-                value = self.expr(body, inner)
+                value = self.expr(here, inner)
                 sc.line(f"{ref} = {value};")
             elif cond == "0":
                 sc.line(f"{ref} = 0;")
             else:
                 sc.line(f"if ({cond}) {{")
                 sub = inner.child()
-                value = self.expr(body, sub)
+                value = self.expr(here, sub)
                 sub.line(f"{ref} = {value};")
                 sc.line(f"}} else {ref} = 0;")
 
-        leaf = Leaf(user, gv, body if exact else None, dom_c, plain=("Z",))
+        leaf = Leaf(user, gv, body if exact else None, dom_c, plain=("Z",), bodies=bodies if exact else {})
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work)
 
     def emit_contraction(self, stmt: Stmt, con, scope: Scope) -> None:
@@ -265,6 +333,37 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             pieces = new
         return pieces
 
+    def split_by_reductions(self, pieces, body: Expr, gv, scope: Scope, limit: int = 16) -> list:
+        """Boundary splitting: each piece of a gather's domain cut by the interior of each reduction in
+        the body (outside other reductions) whose guard depends on the generator variables: the points
+        where the guard holds over the reduction's whole box.  There the reduction is the same sum over
+        its box with no guard (the piece's body says so), whose loops have constant bounds and which lane
+        blocking and vectorisation take as in a forward convolution; the few edge points keep the
+        guarded sum.  ``[(piece, body)]``, at most ``limit`` pieces."""
+        out = [(piece, body) for piece in pieces]
+        for red in _guarded_reductions(body, gv):
+            inner = self.interior(red, gv, scope)
+            full = Reduce(red.vars, red.sizes, TRUE, red.body)
+            new = []
+            for piece, b in out:
+                for part, pb in ((piece & inner, _replaced(b, red, full)), (piece - inner, b)):
+                    part = part.coalesce()
+                    if not part.intersect_params(scope.ctx).is_empty():
+                        new.append((part, pb))
+            if len(new) > limit:
+                break
+            out = new
+        return out
+
+    def interior(self, red: Reduce, gv, scope: Scope):
+        """The points of ``gv`` (an isl set over them) where ``red``'s guard holds at every point of its
+        box: the box less the projection of the points of both boxes where the guard fails."""
+        allv = tuple(gv) + tuple(red.vars)
+        both = D.domain(box(zip(red.vars, red.sizes)), allv, scope.bound, self.names)
+        held = D.domain(conj(box(zip(red.vars, red.sizes)), red.pred), allv, scope.bound, self.names)
+        failing = (both - held).project_out(isl.dim_type.set, len(gv), len(red.vars))
+        return D.domain(TRUE, gv, scope.bound, self.names) - failing
+
     def emit_scalar_stmt(self, arr: Array, pred, body: Expr, scope: Scope) -> None:
         ref = self.array_ref(arr, [])
         cond = self.pred(pred, scope) if pred is not TRUE else None
@@ -299,14 +398,14 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         csr = self._csr_choice(e)
         exact = not has_relations(e.pred)
 
-        def add(inner: Scope) -> None:
+        def add(inner: Scope, into: str = acc) -> None:
             if csr is not None:
                 k, atom, transposed = csr
-                self._csr_loop(acc, e, atom, transposed, e.vars[k], e.sizes[k], inner)
+                self._csr_loop(into, e, atom, transposed, e.vars[k], e.sizes[k], inner)
             elif exact:
-                inner.line(f"{acc} += {self.expr(e.body, inner)};")
+                inner.line(f"{into} += {self.expr(e.body, inner)};")
             else:
-                self._filtered_add(acc, e.pred, e.body, inner)
+                self._filtered_add(into, e.pred, e.body, inner)
 
         self.reduce_nest(e, scope, add, None if csr is None else csr[0], acc,
                          blockable=csr is None and exact)
@@ -325,14 +424,18 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             return
         names = self.names
 
-        def user(node: User, sc: Scope):
+        def user(node: User, sc: Scope, into: str | None = None):
             for w, a in zip(bound_vars, node.args):
                 sc.line(f"const int64_t {names.var(w)} = {a};")
             ctx = D.lift_to_context(node.domain if node.domain is not None else dom) & sc.ctx
-            add(sc.child(ctx=ctx, bound=sc.bound + bound_vars, indent_by=0, parallel_ok=False))
+            inner = sc.child(ctx=ctx, bound=sc.bound + bound_vars, indent_by=0, parallel_ok=False)
+            add(inner) if into is None else add(inner, into)
 
         leaf = Leaf(user, bound_vars, e.body if blockable else None, dom)
         work = self.size_product(e.sizes[:1]) + " * " + f"({self.body_work(e.body)})"
+        if reduction is not None and scope.parallel_ok and self.caps.openmp and self.reassociable(tree):
+            self.emit_reassociated(tree, scope, leaf, reduction, work, in_order=has_reduce(e.body))
+            return
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work, reduction=reduction)
 
     def _filtered_add(self, acc: str, pred, body, scope: Scope) -> None:
@@ -346,6 +449,22 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         inner = scope.child()
         inner.line(f"{acc} += {self.expr(body, inner)};")
         scope.line("}")
+
+
+_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+_FRESH = re.compile(r"(tl_[a-z]+)\d+")  # the emitter's fresh names (ScalarPrinter.fresh)
+
+
+def _guarded_reductions(body: Expr, gv) -> list[Reduce]:
+    """The reductions of ``body`` outside other reductions whose guard is affine and depends on ``gv``."""
+    return [e for e in outer_reductions(body, guards=True)
+            if not has_relations(e.pred) and any(v in free_index_vars(e.pred) for v in gv)][:4]
+
+
+def _replaced(e: Expr, old: Expr, new: Expr) -> Expr:
+    if e is old:
+        return new
+    return rebuild(e, lambda c: _replaced(c, old, new) if isinstance(c, Expr) else c) if e.children else e
 
 
 def _comment(text: str) -> str:

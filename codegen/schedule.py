@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import islpy as isl
 
-from tensorlang.nodes import Add, Affine, Call, Expr, IndexVar, Mul, box, conj, walk
+from tensorlang.nodes import Add, Affine, Call, Expr, Guard, IndexVar, Mul, box, conj, walk
 from tensorlang.predicates import has_relations
 from tensorlang.traversal import free_index_vars
 
@@ -24,12 +24,15 @@ from .ir import Reduce, Stmt
 from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
 
-__all__ = ["Schedule", "Leaf", "unparen", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES"]
+__all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
+           "REDUCE_CHUNK", "REDUCE_CHUNKS"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
 PARALLEL_CHUNKS = 32  # dynamic scheduling of gather loops: about this many chunks per loop
 LANES = 8  # points of an innermost loop that lane blocking computes at once (two AVX2 vectors of doubles)
+REDUCE_CHUNK = 4096  # the shortest chunk of a reassociated reduction (a multiple of LANES)
+REDUCE_CHUNKS = 1024  # the most chunks a reassociated reduction is cut into
 
 
 @dataclass
@@ -44,12 +47,13 @@ class Leaf:
     body: Expr | None = None
     domain: object = None
     plain: tuple = ()
+    bodies: dict = field(default_factory=dict)  # the body of a statement (by name) that has its own
 
-    def __call__(self, node: User, sc: Scope) -> None:
-        self.run(node, sc)
+    def __call__(self, node: User, sc: Scope, *into) -> None:
+        self.run(node, sc, *into)
 
     def body_at(self, node: User) -> Expr | None:
-        return None if node.name in self.plain else self.body
+        return None if node.name in self.plain else self.bodies.get(node.name, self.body)
 
 
 class Schedule:
@@ -191,20 +195,7 @@ class Schedule:
         if body is None or self.trip(tree) is None:
             return []
         moving = self.moving_vars(tree, node, leaf)
-        out, seen, stack = [], set(), [body]
-        while stack:
-            e = stack.pop()
-            if id(e) in seen:
-                continue
-            seen.add(id(e))
-            if isinstance(e, Reduce):
-                if lane_blockable(e, moving):
-                    out.append(e)
-            elif isinstance(e, (Add, Mul)):
-                stack += [e.right, e.left]
-            elif isinstance(e, Call):
-                stack += reversed(e.args)
-        return out
+        return [e for e in outer_reductions(body, guards=False) if lane_blockable(e, moving)]
 
     @staticmethod
     def moving_vars(tree: For, node: User, leaf: Leaf) -> tuple[IndexVar, ...]:
@@ -286,6 +277,80 @@ class Schedule:
         pt.line("}")
         sc.line("}")
 
+    # ---------------------------------------------------------------------------------------------
+    # reassociated reductions
+
+    def reassociable(self, tree) -> bool:
+        """A reduction whose loops are one loop with an evident trip count (a long sum of one index)."""
+        return isinstance(tree, For) and not tree.degenerate and isinstance(tree.body, User) and \
+            self.trip(tree) is not None
+
+    def emit_reassociated(self, tree: For, scope: Scope, leaf: Leaf, acc: str, work: str, in_order: bool) -> None:
+        """``acc += sum of the loop's terms``, reassociated in a fixed order that does not depend on the
+        number of threads: the iterations are cut into chunks (at least ``REDUCE_CHUNK`` long, at most
+        ``REDUCE_CHUNKS`` of them: the cut depends on the trip count only), each chunk's partial sum is
+        computed by one thread, and the partial sums are added in order.  In a chunk, term ``k`` goes to
+        lane ``k mod LANES`` (a vectorisable loop over the lanes) and the lanes are combined by a fixed
+        pairwise tree; where the terms hold reductions (``in_order``: a convolution inside the loss,
+        whose sums lane blocking runs for several points at once), the chunk adds its terms in order
+        instead.  Every run, with any number of threads, adds the same numbers in the same order."""
+        n, chunk, nch, part, q, lo, hi = (self.fresh(b) for b in ("len", "chunk", "nch", "part", "q", "lo", "hi"))
+        scope.line("{")
+        sc = scope.child()
+        sc.line(f"const int64_t {n} = tl_max(0, {self.trip(tree)});")
+        sc.line(f"const int64_t {chunk} = tl_max({REDUCE_CHUNK}, "
+                f"({n} + {REDUCE_CHUNKS - 1}) / {REDUCE_CHUNKS} / {LANES} * {LANES} + {LANES});")
+        sc.line(f"const int64_t {nch} = ({n} + {chunk} - 1) / {chunk};")
+        sc.line(f"real {part}[{REDUCE_CHUNKS}];")
+        if self.caps.openmp:
+            self.parallel_pragma(sc, work, None, "1")
+        sc.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {{")
+        body = sc.child()
+        body.line(f"const int64_t {lo} = ({tree.init}) + {q} * {chunk};")
+        body.line(f"const int64_t {hi} = tl_min({lo} + {chunk}, ({tree.init}) + {n});")
+        span = For(tree.var, lo, f"{tree.var} < {hi}", "1", tree.body)
+        if in_order:
+            self.emit_chunk_in_order(span, body, leaf, f"{part}[{q}]")
+        else:
+            self.emit_chunk_in_lanes(span, body, leaf, f"{part}[{q}]", hi)
+        sc.line("}")
+        sc.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {acc} += {part}[{q}];")
+        scope.line("}")
+
+    def emit_chunk_in_order(self, span: For, sc: Scope, leaf: Leaf, out: str) -> None:
+        """``out = `` the sum of the terms of ``span`` in order (its reductions lane-blocked)."""
+        total = self.fresh("sum")
+        sc.line(f"real {total} = 0;")
+        into = Leaf(lambda node, s, *_: leaf.run(node, s, total), leaf.vars, leaf.body, leaf.domain, leaf.plain,
+                    leaf.bodies)
+        self.emit_tree(span, sc, into)
+        sc.line(f"{out} = {total};")
+
+    def emit_chunk_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, end: str) -> None:
+        """``out = `` the sum of the terms of ``span`` (from its start to ``end``): term ``k`` into lane
+        ``k mod LANES``, the lanes combined by a pairwise tree."""
+        lane, k, j = self.fresh("lane"), self.fresh("k"), self.fresh("j")
+
+        def term(s: Scope, at: str, into: str) -> None:
+            s.line(f"const int64_t {span.var} = {at};")
+            s.line("{")
+            leaf(span.body, s.child(), into)
+            s.line("}")
+
+        sc.line(f"real {lane}[{LANES}] = {{0}};")
+        sc.line(f"int64_t {k} = {span.init};")
+        sc.line(f"for (; {k} + {LANES} <= {end}; {k} += {LANES}) {{")
+        block = sc.child()
+        block.line("#pragma omp simd")
+        block.line(f"for (int {j} = 0; {j} < {LANES}; {j} += 1) {{")
+        term(block.child(), f"{k} + {j}", f"{lane}[{j}]")
+        block.line("}")
+        sc.line("}")
+        sc.line(f"for (; {k} < {end}; {k} += 1) {{")
+        term(sc.child(), k, f"{lane}[({k} - {span.init}) % {LANES}]")
+        sc.line("}")
+        sc.line(f"{out} = {_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
+
     def parallel_pragma(self, scope: Scope, work: str, reduction: str | None, chunk: str | None = None) -> None:
         """Gather loops (every element written by one iteration) are scheduled dynamically in chunks of
         about 1/32 of the loop, so that on a shared machine a thread that is descheduled does not make
@@ -294,6 +359,14 @@ class Schedule:
         red = f" reduction(+:{reduction})" if reduction else ""
         sched = f"dynamic, {chunk}" if chunk is not None else "static"
         scope.line(f"#pragma omp parallel for schedule({sched}){red} if(({work}) >= {PARALLEL_WORK})")
+
+
+def _pairwise(terms: list[str]) -> str:
+    """The sum of ``terms`` as a balanced tree of additions: ``((a + b) + (c + d))``."""
+    if len(terms) == 1:
+        return terms[0]
+    half = len(terms) // 2
+    return f"({_pairwise(terms[:half])} + {_pairwise(terms[half:])})"
 
 
 def unparen(c: str) -> str:
@@ -316,6 +389,26 @@ def lane_blockable(red: Reduce, moving) -> bool:
     return (not has_relations(red.pred) and not has_reduce(red.body)
             and not any(v in moving for v in free_index_vars(red.pred))
             and any(v in moving for v in summand) and any(v in summand for v in red.vars))
+
+
+def outer_reductions(body: Expr, guards: bool) -> list[Reduce]:
+    """The reductions of ``body`` that no other reduction holds, reached through sums, products and
+    calls (and brackets, if ``guards``: else only those evaluated unconditionally), each once."""
+    out, seen, stack = [], set(), [body]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, Reduce):
+            out.append(e)
+        elif isinstance(e, Guard) and guards:
+            stack.append(e.body)
+        elif isinstance(e, (Add, Mul)):
+            stack += [e.right, e.left]
+        elif isinstance(e, Call):
+            stack += reversed(e.args)
+    return out
 
 
 def has_reduce(e: Expr) -> bool:

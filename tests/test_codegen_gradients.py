@@ -1,0 +1,143 @@
+"""Compiled gradients of convolutions and stencils: boundary splitting (edge slabs and one interior slab
+whose reductions have constant bounds), against the reference evaluator at the sizes where the slabs
+appear, vanish and overlap.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensorlang as tl
+from tensorlang.codegen import compile as tl_compile
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+CONV2D = """
+x : [n + m - 1][n + m - 1]R
+w : [m][m]R
+z : [n][n]R
+let f = gen(i:n, j:n) sum(a:m, b:m) x[i + a, j + b] * w[a, b] in
+sum(i:n, j:n) (f[i, j] - z[i, j]) * (f[i, j] - z[i, j])
+"""
+
+
+def close(got, ref) -> bool:
+    if isinstance(ref, tuple):
+        return all(close(a, b) for a, b in zip(got, ref))
+    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    scale = max(1.0, float(np.abs(ref).max())) if ref.size else 1.0
+    return got.shape == ref.shape and np.allclose(got, ref, rtol=1e-10, atol=1e-10 * scale)
+
+
+def _output_part(k) -> str:
+    """The C of the kernel's last statement (the gradient's output)."""
+    body = k.source[k.source.index("void tl_kernel"):]
+    return body[body.rindex("/* output"):]
+
+
+M = 5
+
+
+@pytest.mark.parametrize("n", [0, 1, M - 1, M, M + 1, 1000])
+def test_deconvolution_gradient_in_x_is_split_into_edges_and_interior(n):
+    """dx[k] = sum(i:m) [k < i + n and i <= k] * dX[k - i] * c[i]: the sum runs over all of c for
+    m - 1 <= k < n; there the loop is lane-blocked with bounds 0 .. m, the edges keep max/min bounds."""
+    e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
+    r = np.random.default_rng(n)
+    ins = {"x": r.standard_normal(n + M - 1), "c": r.standard_normal(M), "z": r.standard_normal(n)}
+    for wrt in ("x", ["c", "x"]):
+        g = tl.grad(e, wrt)
+        k = tl_compile(g)
+        assert close(k(**ins), tl.evaluate(g, **ins))
+    out = _output_part(tl_compile(tl.grad(e, "x")))
+    assert "tl_lacc" in out  # the interior is lane-blocked
+    assert re.search(r"for \(int64_t (tl_r\d+) = 0; \1 < m; \1 \+= 1\)", out)  # with constant bounds
+    assert "tl_min" in out or "tl_max" in out  # the edges keep their bounds
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 12])
+def test_two_dimensional_convolution_gradients(n):
+    """The image gradient of a 2-D convolution loss is split in both dimensions; the kernel's gradient
+    and both at once agree with the evaluator too."""
+    m = 3
+    e = tl.parse(CONV2D)
+    r = np.random.default_rng(n)
+    ins = {"x": r.standard_normal((n + m - 1, n + m - 1)), "w": r.standard_normal((m, m)),
+           "z": r.standard_normal((n, n))}
+    for wrt in ("x", "w", ["x", "w"]):
+        g = tl.grad(e, wrt)
+        assert close(tl_compile(g)(**ins), tl.evaluate(g, **ins)), wrt
+    assert "tl_lacc" in _output_part(tl_compile(tl.grad(e, "x")))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 50])
+def test_stencil_adjoint_edges(n):
+    """A 1-D three-point stencil's gradient: guards on the outer index only near both ends."""
+    e = tl.parse("u : [n + 2]R\nsum(i:n) (u[i] - 2 * u[i + 1] + u[i + 2]) * (u[i] - 2 * u[i + 1] + u[i + 2])")
+    g = tl.grad(e, "u")
+    u = np.random.default_rng(n).standard_normal(n + 2)
+    assert close(tl_compile(g)(u=u), tl.evaluate(g, u=u))
+
+
+def test_reduction_guarded_by_the_outer_index_on_one_side():
+    """``sum(j:m) [j <= i] * y[j]`` (a prefix sum): the interior is i >= m - 1, the edge i < m - 1; a
+    guard whose interior is empty (``j < i - m``) leaves only edges."""
+    for body, sizes in (("[j <= i] * y[j] * x[i]", [(0, 4), (3, 4), (4, 4), (9, 4), (40, 7)]),
+                        ("[j + m < i] * y[j] * x[i]", [(0, 3), (5, 3), (20, 3)])):
+        e = tl.parse(f"x : [n]R\ny : [m]R\ngen(i:n) sum(j:m) {body}")
+        k = tl_compile(e)
+        for n, m in sizes:
+            r = np.random.default_rng(n + m)
+            ins = {"x": r.standard_normal(n), "y": r.standard_normal(m)}
+            assert close(k(**ins), tl.evaluate(e, **ins)), (body, n, m)
+
+
+# -- reassociated reductions --------------------------------------------------------------------------
+
+_THREADS_SCRIPT = """
+import sys
+import numpy as np
+import tensorlang as tl
+n = 2 ** 21 + 3  # past the work at which a loop runs on several threads, with a remainder
+r = np.random.default_rng(7)
+x, y = r.standard_normal(n), r.standard_normal(n)
+c, z = r.standard_normal(16), r.standard_normal(n - 15)
+deconv = tl.parse(open(sys.argv[1]).read())
+out = [tl.compile(tl.parse("x : [n]R\\nsum(i:n) exp(x[i])"))(x=x),
+       tl.compile(tl.parse("x : [n]R\\ny : [n]R\\nsum(i:n) x[i] * y[i]"))(x=x, y=y),
+       tl.compile(deconv)(x=x, c=c, z=z)]
+print(repr([float(v) for v in out]))
+"""
+
+
+def test_long_sums_are_the_same_with_any_number_of_threads(tmp_path):
+    """A long sum is cut into chunks by its length only, each chunk summed in lanes (or in order, where
+    its terms hold lane-blocked reductions) and the chunks added in order: the same bits with 1 and 2
+    threads, and within rounding of the evaluator."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "sums.py"
+    script.write_text(_THREADS_SCRIPT)
+    results = []
+    for threads in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "OMP_DYNAMIC": "false"}
+        r = subprocess.run([sys.executable, str(script), str(EXAMPLES / "deconv_loss.tl")], env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        results.append(r.stdout.strip().splitlines()[-1])
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 4095, 4096, 4097, 40000])
+def test_reassociated_sums_agree_with_the_evaluator(n):
+    """Chunks, full lane blocks and remainders at the sizes where each appears."""
+    e = tl.parse("x : [n]R\ny : [n]R\nsum(i:n) exp(x[i]) * y[i]")
+    ins = {"x": np.random.default_rng(n).standard_normal(n), "y": np.random.default_rng(n + 1).standard_normal(n)}
+    k = tl_compile(e)
+    assert "% 8]" in k.source  # the reassociated form
+    assert close(k(**ins), tl.evaluate(e, **ins))
