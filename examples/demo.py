@@ -55,7 +55,6 @@ def main() -> None:
     print(indented(inspect.getsource(smooth_max).rstrip()))
     x = np.array([0.5, -1.0, 2.0])
     g = ad.grad(smooth_max)(x, 3)
-    g = g[0] if isinstance(g, tuple) else g
     h = 1e-6
     fd = np.array([(smooth_max(x + h * e, 3) - smooth_max(x - h * e, 3)) / (2 * h) for e in np.eye(3)])
     shown = np.array2string(g, precision=5, suppress_small=True)
