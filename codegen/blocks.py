@@ -22,7 +22,8 @@ guarded access is not evaluated where its guard is false).  For a block (``lo_k 
 split dimension) that set is built by the predicates module as an isl set at the call's sizes, and the
 box of the read is the exact minimum and maximum of each index over it.  The window of a variable for
 the block is the box hull of its reads: a convolution's block ``[lo, hi)`` of ``x[i + j]`` reads
-``x[lo : hi + m - 1]``, a 5-point stencil's tile its one-cell border, nothing more.  A variable read whole, or by partial accesses, or of
+``x[lo : hi + m - 1]``, a 5-point stencil's tile its one-cell border, nothing more; a relation's window
+is also clipped to its extent (an atom outside it holds nowhere).  A variable read whole, or by partial accesses, or of
 pair type is passed whole.
 
 **Block programs.**  A block runs the statement's *block program*: its value with each split dimension

@@ -119,7 +119,7 @@ class Kernel:
 
     @property
     def input_names(self) -> list[str]:
-        """The names the kernel is called with: its inputs (relations included), then its sizes."""
+        """The inputs the kernel is called with, relations included (its sizes are ``meta["sizes"]``)."""
         return [i["name"] for i in self.meta["inputs"]] + [r["name"] for r in self.meta["relations"]]
 
     def __call__(self, *args, **inputs):
@@ -129,9 +129,9 @@ class Kernel:
                 f"a kernel takes its inputs by name (keywords), not by position: kernel({call}) (sizes, where "
                 f"they cannot be inferred from the shapes, by name too: {', '.join(self.meta['sizes']) or 'none'})"
             )
-        check_keywords(inputs, self.input_names, self.meta["sizes"])
         if any(_lazy(v) for v in inputs.values()):
-            return self.blocks(inputs).collection(inputs)
+            return self.blocks(inputs).collection(inputs)  # blocks() checks the keywords
+        check_keywords(inputs, self.input_names, self.meta["sizes"])
         try:
             return self._runner(**inputs)
         except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's
@@ -140,7 +140,6 @@ class Kernel:
     def explain(self) -> str:
         """Every stage of this kernel's compilation as text (``codegen.kernel.explain``)."""
         return explain(self.expr, self.target, self.dtype)
-
 
     _blocked = None  # the program as statements with their block programs (codegen.blocks), once built
 
