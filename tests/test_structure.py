@@ -90,17 +90,10 @@ def _cycles(top_only: bool) -> list[list[str]]:
     return out
 
 
-# modules of tensorlang.ad import each other's private names while the AD layer is being rewritten;
-# imports of theirs from outside it are still checked
-PRIVATE_IMPORTS_UNCHECKED_WITHIN = "tensorlang.derive.ad."
-
-
 def test_no_module_imports_a_private_name_of_another():
     found = [f"{MODULES[m].relative_to(ROOT)}:{line} imports {name} from {target}"
              for m in MODULES for target, name, line in _imports(m, top_only=False)
-             if name is not None and name.startswith("_") and not name.startswith("__") and target != m
-             and not (m.startswith(PRIVATE_IMPORTS_UNCHECKED_WITHIN)
-                      and target.startswith(PRIVATE_IMPORTS_UNCHECKED_WITHIN))]
+             if name is not None and name.startswith("_") and not name.startswith("__") and target != m]
     assert not found, "\n".join(found)
 
 

@@ -138,9 +138,9 @@ def _kind(v, arg_kinds):
         return NUM if _array_inline(v).reduce or kinds[-1] != ARR else ARR
     f = _callee(v)
     if f is not None:
-        if _hashable(f) and f in INT_RESULT_CALLS:
+        if hashable(f) and f in INT_RESULT_CALLS:
             return INT
-        if _hashable(f) and f in INLINE_CALLS and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
+        if hashable(f) and f in INLINE_CALLS and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
             return INT if f in (abs, min, max) and all(k == INT for k in kinds[1:]) else NUM
     return ANY
 
@@ -165,7 +165,7 @@ def _array_inline(v):
             return None
         return ARRAY_INLINE[f]
     f = _callee(v)
-    if f is None or v.attr or len(v.args) != 2 or not _hashable(f) or f not in ARRAY_INLINE:
+    if f is None or v.attr or len(v.args) != 2 or not hashable(f) or f not in ARRAY_INLINE:
         return None
     entry, k = ARRAY_INLINE[f], v.args[1].kind
     if k == ARR or k in (INT, NUM) and not entry.reduce:
@@ -181,7 +181,7 @@ def _callee(v):
     return f.attr if isinstance(f, Instr) and f.op == "const" else None
 
 
-def _hashable(f):
+def hashable(f):
     try:
         hash(f)
         return True
@@ -197,7 +197,7 @@ def _maybe_inline(v: Instr):
         v.op, v.args, v.attr = "aprim", v.args[-1:], (f, entry.name)
         return
     f = _callee(v)
-    if f is None or not _hashable(f) or f not in INLINE_CALLS or v.attr:
+    if f is None or not hashable(f) or f not in INLINE_CALLS or v.attr:
         return
     args = v.args[1:]
     if all(a.kind in (INT, NUM) for a in args) and INLINE_CALLS[f].arity(len(args)):
@@ -208,7 +208,7 @@ def _maybe_rule(v: Instr):
     """A call of a primitive known when transforming becomes ``rule``: its rule is called directly."""
     from .runtime import NONDIFF, RULES
     f = _callee(v)
-    if f is None or not _hashable(f) or v.attr:
+    if f is None or not hashable(f) or v.attr:
         return
     if f in NONDIFF:
         v.op, v.args, v.attr = "nondiff", v.args, None

@@ -11,10 +11,10 @@ import numpy as np
 from ...errors import TensorLangError, UnsupportedError, user_traceback
 from . import rules  # noqa: F401  (registers the rule library)
 from .analysis import analyse
-from .emit import _boxfree, compile_function, scalar_seed
+from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT
 from .lower import lower
-from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, J, _Store, acc, spec_kind
+from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, J, Store, acc, spec_kind
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -49,7 +49,7 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     return spec
 
 
-def _ir(f, kinds, globals_kinds=None):
+def analysed_ir(f, kinds, globals_kinds=None):
     code = f.__code__
     node, filename, text = function_node(f)
     fn = lower(node, filename, text, code.co_freevars, f.__globals__)
@@ -61,7 +61,7 @@ def _ir(f, kinds, globals_kinds=None):
 
 
 def _build(f, kinds) -> Specialisation:
-    fn, filename, text = _ir(f, kinds)
+    fn, filename, text = analysed_ir(f, kinds)
     grad, pb, fast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
     spec = Specialisation(f.__code__, fn, grad, pb, fast, boxfree, src)
     if boxfree:
@@ -78,8 +78,8 @@ def _build(f, kinds) -> Specialisation:
                 guard[ins.attr] = t
     if not guard:
         return spec
-    fn2, _, _ = _ir(f, kinds, {name: ARR if t is np.ndarray else INT for name, t in guard.items()})
-    if not _boxfree(fn2):
+    fn2, _, _ = analysed_ir(f, kinds, {name: ARR if t is np.ndarray else INT for name, t in guard.items()})
+    if not is_boxfree(fn2):
         return spec
     fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": lambda f, *args: _with_store(fast, f, args)}
     grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, guard,
@@ -289,7 +289,7 @@ def _with_store(run, f, args):
     """``run(f, *args)`` with a box store of its own (the current one is kept when it is empty)."""
     outer = STORE[0]
     if outer.boxes:
-        STORE[0] = _Store()
+        STORE[0] = Store()
     try:
         return run(f, *args)
     finally:
@@ -303,7 +303,7 @@ def _with_store(run, f, args):
 def pullback(f, *args):
     """``(y, back)`` where ``back(dy)`` returns the tuple of argument gradients.  The function's own
     gradient (its captured variables, for a closure) is ``back.closure_gradient`` after a call."""
-    store = _Store()
+    store = Store()
     outer, STORE[0] = STORE[0], store
     try:
         y, inner = J(f, *args)
@@ -352,7 +352,7 @@ class Listing:
 def code_ir(f, *args) -> Listing:
     """The SSA IR of ``f`` (kinds from ``args`` when given, else unknown)."""
     kinds = tuple(map(spec_kind, args)) if args else ("any",) * f.__code__.co_argcount
-    return Listing(str(_ir(f, kinds)[0]))
+    return Listing(str(analysed_ir(f, kinds)[0]))
 
 
 def code_adjoint(f, *args) -> Listing:

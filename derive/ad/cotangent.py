@@ -14,7 +14,7 @@ import operator
 import numpy as np
 
 
-def _basic(idx) -> bool:
+def basic_index(idx) -> bool:
     items = idx if type(idx) is tuple else (idx,)
     return all(type(i) in (int, slice, type(None), type(Ellipsis)) or isinstance(i, np.integer) for i in items)
 
@@ -61,7 +61,7 @@ class Indexed:
                 continue
             node = c.node
             if node[0] == "at":
-                if _basic(node[1]):
+                if basic_index(node[1]):
                     g[node[1]] += node[2]
                 else:
                     np.add.at(g, node[1], node[2])

@@ -9,7 +9,7 @@ with two entry points, both taking the function object itself first (Zygote's hi
   adjoint (reading the stack by index, so it can be called more than once);
 * ``_ad_fast(f, *args)`` is ``_ad_grad`` returning the argument gradients only: the cached entry of
   ``ad.gradient``.  For a *box-free* function (only numbers and arrays, no calls that could write to
-  objects, see ``_boxfree``) it does not consult the box store at all, so ``ad.gradient`` calls it without
+  objects, see ``is_boxfree``) it does not consult the box store at all, so ``ad.gradient`` calls it without
   setting a store up.
 
 Blocks are laid out in reverse postorder inside a ``while True`` dispatch on the block number ``_b``
@@ -64,7 +64,7 @@ class Gen:
         # arrays written in place (x[i] = v, x += v) and the views they may share memory with: operations
         # copy them when they keep them (copy on capture)
         self.written = _written(fn)
-        self.boxfree = _boxfree(fn)
+        self.boxfree = is_boxfree(fn)
 
     def val(self, v) -> str:
         if isinstance(v, Instr) and v.op == "const":
@@ -137,7 +137,7 @@ def _written(fn: Function) -> set:
 _BOXFREE_OPS = {"param", "const", "global", "compare", "slice", "nondiff", "prim", "aprim", "tuple"}
 
 
-def _boxfree(fn: Function) -> bool:
+def is_boxfree(fn: Function) -> bool:
     """Whether no box can be made or read while the function runs: its instructions are arithmetic on
     numbers and arrays, inlined primitives and NumPy rules (no user code, no writes, no closures).  Its
     arrays' gradients are then plain local variables, and its fast entry needs no box store."""
@@ -154,7 +154,7 @@ def _boxfree(fn: Function) -> bool:
     return True
 
 
-def _dispatch(blocks: list, bodies: dict, indent: str) -> list[str]:
+def block_dispatch(blocks: list, bodies: dict, indent: str) -> list[str]:
     if len(blocks) == 1:
         return [indent + x for x in bodies[blocks[0]]]
     out = [f"{indent}_b = {blocks[0].id}", f"{indent}while True:"]
@@ -164,7 +164,7 @@ def _dispatch(blocks: list, bodies: dict, indent: str) -> list[str]:
     return out
 
 
-def _params(fn):
+def param_instrs(fn):
     return [ins for ins in fn.blocks[0].instrs if ins.op == "param"]
 
 
@@ -185,13 +185,13 @@ def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False) -> list[str]:
     for z, names in zeros.items():
         for k in range(0, len(names), 32):
             lines.append(f"{indent}{' = '.join(names[k:k + 32])} = {z}")
-    for p in _params(fn):
+    for p in param_instrs(fn):
         if p.active and p.kind == NUM:
             lines.append(f"{indent}_d{p.id} = 0 * _v{p.id}")
     blocks = [b for b in g.adj_order if b is fn.exit or _reaches_exit(b, fn)]
-    lines += _dispatch(blocks, bodies, indent)
+    lines += block_dispatch(blocks, bodies, indent)
     grads = []
-    for p in _params(fn):
+    for p in param_instrs(fn):
         if not p.active or p.kind == INT:
             grads.append("None")
         elif p.kind in (ANY, ARR) and not (fast and g.boxfree):
@@ -225,17 +225,17 @@ def generate(fn: Function, guard: dict | None = None) -> tuple[str, dict]:
     specialisation assumed those globals' types), each entry first checks the types and otherwise hands
     over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded specialisation)."""
     g = Gen(fn)
-    params = ", ".join(["_self"] + [f"_v{p.id}" for p in _params(fn)])
+    params = ", ".join(["_self"] + [f"_v{p.id}" for p in param_instrs(fn)])
     adj_pop = _adjoint(g, "pop", "        ")
     adj_fast = _adjoint(g, "pop", "        ", fast=True)
     adj_index = _adjoint(g, "index", "            ")
     bodies = {b: primal.block(g, b) for b in g.order}
     prologue = ["_t = []"] if g.loops else []
-    prim = _dispatch(g.order, bodies, "        ")
+    prim = block_dispatch(g.order, bodies, "        ")
     captured = {ins.attr[0]: ins.attr[1] for ins in fn.values() if isinstance(ins, Instr) and ins.op == "closure"}
     lines = []
     for i, node in enumerate(fn.factory_nodes):
-        lines += _factory(i, node, captured.get(i, ()))
+        lines += factory_lines(i, node, captured.get(i, ()))
     checks = {}
     if guard:
         cond = " and ".join(f"type({name}) is {g.const(t)}" for name, t in guard.items())
@@ -266,7 +266,7 @@ def generate(fn: Function, guard: dict | None = None) -> tuple[str, dict]:
     return "\n".join(lines) + "\n", g.env
 
 
-def _factory(i, node, captured) -> list[str]:
+def factory_lines(i, node, captured) -> list[str]:
     """``_ad_mk<i>(captured...)`` returns the nested function, closed over the captured values."""
     params = ", ".join(captured)
     if isinstance(node, ast.Lambda):
@@ -376,4 +376,4 @@ def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str,
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in codes:
             register(codes[node.name], node, gen_name, src)
-    return grad, pb, fast, _boxfree(fn), src
+    return grad, pb, fast, is_boxfree(fn), src

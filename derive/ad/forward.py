@@ -17,7 +17,7 @@ import math
 import re
 import types
 
-from .emit import Gen, _dispatch, _factory, _params, exec_generated
+from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_instrs
 from .ir import ARR, INT, NUM, Instr
 from .primal import terminator
 from .rules.numpy import ARRAY_BINOPS
@@ -179,8 +179,8 @@ class ForwardGen(Gen):
         raise AssertionError(op)
 
     def binop_fn(self, op):
-        from .rules.operators import _PYOP
-        return _PYOP[op.rstrip("=")]   # ``a op= b`` on an array: its tangent as ``a op b`` (not in place)
+        from .rules.operators import PYOP
+        return PYOP[op.rstrip("=")]   # ``a op= b`` on an array: its tangent as ``a op b`` (not in place)
 
     def binop_tangent(self, ins, y) -> str:
         """``d(a op b)`` for numbers and arrays, from the gradient templates; ``@`` is bilinear."""
@@ -219,7 +219,7 @@ class ForwardGen(Gen):
 
     def prologue(self) -> list[str]:
         out = []
-        for p in _params(self.fn):
+        for p in param_instrs(self.fn):
             if not p.active or p.kind == INT:
                 continue
             if p.kind in (NUM, ARR):
@@ -241,16 +241,16 @@ def _call_args(args, kw):
 def generate(fn) -> tuple[str, dict]:
     """The source text of the factory of ``_ad_jvp`` and the names it binds."""
     g = ForwardGen(fn)
-    ps = _params(fn)
+    ps = param_instrs(fn)
     params = ", ".join(["_self", "_tself"] + [f"_v{p.id}" for p in ps] + [f"_f{p.id}" for p in ps])
     bodies = {b: g.block(b) for b in g.order}
-    body = g.prologue() + [x.replace("        ", "", 0) for x in _dispatch(g.order, bodies, "")]
+    body = g.prologue() + [x.replace("        ", "", 0) for x in block_dispatch(g.order, bodies, "")]
     body.append("return _y, _fw_tan(_y, _fy)")
     lines = []
     for i, node in enumerate(fn.factory_nodes):
         captured = next(ins.attr[1] for ins in fn.values() if isinstance(ins, Instr) and ins.op == "closure"
                         and ins.attr[0] == i)
-        lines += _factory(i, node, captured)
+        lines += factory_lines(i, node, captured)
     lines.append("def _ad_factory(_ad_env):")
     helpers = _helpers()
     used = {name for name in helpers if any(name in x for x in body)}
@@ -279,18 +279,11 @@ def specialised_jvp(f: types.FunctionType, args):
 
 
 def _build(f, kinds):
-    from .api import _ir
-    fn, filename, text = _ir(f, kinds)
+    from .api import analysed_ir
+    fn, filename, text = analysed_ir(f, kinds)
     src, env = generate(fn)
     ns = exec_generated(src, fn, f.__globals__, f"jvp {f.__qualname__}", filename, text, env, _helpers())
     return ns["_ad_factory"](env)
-
-
-def code_jvp(f, *args) -> str:
-    """The generated forward-mode source of ``f`` (for the kinds of ``args``)."""
-    from .api import _ir
-    kinds = tuple(map(spec_kind, args)) if args else ("any",) * f.__code__.co_argcount
-    return generate(_ir(f, kinds)[0])[0]
 
 
 def _helpers() -> dict:

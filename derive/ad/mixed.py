@@ -10,8 +10,8 @@ import numpy as np
 
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
-from .analysis import _hashable
-from .runtime import RULES, J, _RulePullback, kind_of
+from .analysis import hashable
+from .runtime import RULES, J, RulePullback, kind_of
 from .ir import NUM
 from .second import PullbackTangent, pair_jvp
 from .tangent import JVP, JVP_RULES, TSTORE, zero
@@ -241,14 +241,14 @@ def _jvp_J(args, ts):
     and ``back`` is a closure whose tangent is that of what it captured) or of f's generated pullback."""
     from .api import specialised
     f, *xs = args
-    rule = RULES.get(f) if _hashable(f) else None
+    rule = RULES.get(f) if hashable(f) else None
     if rule is not None:
         (y, back), tpair = pair_jvp(f, rule, tuple(xs), ts[1:])
         n = len(xs)
         if tpair is None:
-            return (y, _RulePullback(back, n)), None
+            return (y, RulePullback(back, n)), None
         ty, tback = tpair
-        return (y, _RulePullback(back, n)), (ty, PullbackTangent(lambda dy: _RulePullback(tback.cross, n)(dy)))
+        return (y, RulePullback(back, n)), (ty, PullbackTangent(lambda dy: RulePullback(tback.cross, n)(dy)))
     if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
         return JVP(specialised(f, xs).generic.pb, None, args, ts)
     raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through the pullback of {f!r} is not "

@@ -91,7 +91,7 @@ def acc(a, b):
     if isinstance(a, tuple) and hasattr(a, "_fields"):
         return t(*(acc(x, y) for x, y in zip(a, b)))
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
-        return _make_like(a, {f.name: acc(getattr(a, f.name, None), getattr(b, f.name, None))
+        return make_like(a, {f.name: acc(getattr(a, f.name, None), getattr(b, f.name, None))
                               for f in dataclasses.fields(a)})
     return a + b
 
@@ -112,7 +112,7 @@ def addn(d, g):
     return d if g is None else d + g
 
 
-def _make_like(obj, fields: dict):
+def make_like(obj, fields: dict):
     """A gradient shaped like ``obj``: same dataclass (built without ``__init__``) or a namespace."""
     if dataclasses.is_dataclass(obj):
         out = object.__new__(type(obj))
@@ -126,7 +126,7 @@ def field_grad(obj, name, dy):
     """The gradient of ``obj`` when only its attribute ``name`` has gradient ``dy``."""
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         return type(obj)(*(dy if f == name else None for f in obj._fields))
-    return _make_like(obj, {name: dy})
+    return make_like(obj, {name: dy})
 
 
 def field(g, name):
@@ -165,7 +165,7 @@ def snap(x):
 
 
 # -- the box store ----------------------------------------------------------------------------------------
-class _Store:
+class Store:
     """Boxes (objects written to) and their gradients, for one differentiation."""
 
     __slots__ = ("boxes", "grads")
@@ -175,13 +175,7 @@ class _Store:
         self.grads: dict[int, object] = {}
 
 
-STORE = [_Store()]  # the current store is STORE[0]; entry points swap it
-
-
-def new_store():
-    old = STORE[0]
-    STORE[0] = _Store()
-    return old
+STORE = [Store()]  # the current store is STORE[0]; entry points swap it
 
 
 def register(obj) -> None:
@@ -228,7 +222,7 @@ def _root_grad(root):
     return g
 
 
-def _own(g):
+def own(g):
     if type(g) is list:
         return list(g)
     if type(g) is dict:
@@ -238,7 +232,7 @@ def _own(g):
     if type(g) is types.SimpleNamespace:
         return types.SimpleNamespace(**vars(g))
     if dataclasses.is_dataclass(g):
-        return _make_like(g, {f.name: getattr(g, f.name) for f in dataclasses.fields(g)})
+        return make_like(g, {f.name: getattr(g, f.name) for f in dataclasses.fields(g)})
     return g
 
 
@@ -272,7 +266,7 @@ def acc_into(v, d, c):
                     else:
                         old += c
                 else:
-                    s.grads[id(v)] = _own(c) if old is None else _own(acc(old, c))
+                    s.grads[id(v)] = own(c) if old is None else own(acc(old, c))
             return d
         root = _view_of_box(v)
         if root is not None:
@@ -319,7 +313,7 @@ NONDIFF: set = set()       # functions whose result has no derivative (print, is
 BOX_METHODS: set = set()   # (type, name) of methods that write to their object: pullback runs without dy
 
 
-class _RulePullback:
+class RulePullback:
     """Adapts a rule's pullback (argument gradients) to J's convention (the function's own first)."""
 
     __slots__ = ("back", "n")
@@ -357,28 +351,28 @@ def J(f, *args):
         rule = None
     if rule is not None:
         y, back = rule(*args)
-        return y, _RulePullback(back, len(args))
+        return y, RulePullback(back, len(args))
     t = type(f)
     if t is types.FunctionType:
         from .api import specialised
         n = f.__code__.co_argcount
         if len(args) == n or f.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
             return specialised(f, args).pb(f, *args)
-        full = _with_defaults(f, args)
+        full = with_defaults(f, args)
         y, back = specialised(f, full).pb(f, *full)
         return y, lambda dy: back(dy)[:len(args) + 1]
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
         y, back = hook(*args)
-        return y, _RulePullback(back, len(args))
+        return y, RulePullback(back, len(args))
     if t is types.MethodType:
         y, back = J(f.__func__, f.__self__, *args)
         return y, lambda dy: _method_grads(back(dy))
-    if _in(f, NONDIFF):
+    if in_table(f, NONDIFF):
         return f(*args), ZERO
     if isinstance(f, type):
         return _construct(f, args)
-    if not any(_differentiable(a) for a in args):
+    if not any(differentiable(a) for a in args):
         return f(*args), ZERO
     call = getattr(t, "__call__", None)
     if isinstance(call, types.FunctionType):
@@ -389,7 +383,7 @@ def J(f, *args):
                            f"register one with @tensorlang.ad.rule")
 
 
-def _in(f, table) -> bool:
+def in_table(f, table) -> bool:
     try:
         return f in table
     except TypeError:
@@ -407,7 +401,7 @@ def _method_grads(g):
     return (types.SimpleNamespace(__self__=dself) if dself is not None else None, *g[2:])
 
 
-def _with_defaults(f, args):
+def with_defaults(f, args):
     n = f.__code__.co_argcount
     defaults = f.__defaults__ or ()
     missing = n - len(args)
@@ -416,7 +410,7 @@ def _with_defaults(f, args):
     return args + defaults[len(defaults) - missing:]
 
 
-def _differentiable(x) -> bool:
+def differentiable(x) -> bool:
     k = kind_of(x)
     if k == NUM:
         return True
@@ -454,7 +448,7 @@ def Jkw(names, f, *args):
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
         y, back = hook(*pos, **kw)
-        return y, _RulePullback(back, len(args))
+        return y, RulePullback(back, len(args))
     if type(f) is types.FunctionType:
         sig = inspect.signature(f)
         bound = sig.bind(*pos, **kw)
@@ -472,7 +466,7 @@ def Jkw(names, f, *args):
         y = f(*pos, **kw)
         return y, lambda dy: (None, *(field(dy, f_.name) for f_ in dataclasses.fields(f)[:len(pos)]),
                               *(field(dy, n) for n in names))
-    if _in(f, NONDIFF) or not any(_differentiable(a) for a in args):
+    if in_table(f, NONDIFF) or not any(differentiable(a) for a in args):
         return f(*pos, **kw), ZERO
     raise UnsupportedError(f"no derivative rule for {f!r} called with keyword arguments")
 
@@ -530,7 +524,7 @@ def _construct(cls, args):
             acc_into(obj, None, dy)
             return (None, *back(None)[2:])
         return obj, ctor_back
-    if not any(_differentiable(a) for a in args):
+    if not any(differentiable(a) for a in args):
         return cls(*args), ZERO
     raise UnsupportedError(f"no derivative rule for constructing {cls.__qualname__}")
 
@@ -573,7 +567,7 @@ def Jm(name, kwnames, obj, *args):
         y, back = Jkw(kwnames, f, *args) if kwnames else J(f, *args)
         return y, lambda dy: (None, *back(dy)[1:])
     bound = getattr(obj, name)
-    if not _differentiable(obj) and not any(_differentiable(a) for a in args) or name in _NONDIFF_METHODS:
+    if not differentiable(obj) and not any(differentiable(a) for a in args) or name in _NONDIFF_METHODS:
         return (bound(*pos, **kw) if kw else bound(*pos)), ZERO
     raise UnsupportedError(f"no derivative rule for the method {t.__qualname__}.{name}")
 

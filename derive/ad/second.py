@@ -11,8 +11,8 @@ forward mode the pair gets a tangent ``(ty, tback)``: ``ty`` from the primitive'
 * linear primitives (sums, reshapes, indexing, ``+``): the pullback does not depend on the primal
   values, so ``tback`` is zero;
 * elementwise NumPy functions and operators: their partial derivatives are Python lambdas
-  (``rules.numpy._UNARY``/``_BINARY``, ``rules.operators._NUMERIC``), whose own forward mode gives the
-  derivative of the pullback;
+  (``rules.numpy.ELEMENTWISE_UNARY``/``ELEMENTWISE_BINARY``, ``rules.operators.NUMERIC_GRADS``), whose
+  own forward mode gives the derivative of the pullback;
 * bilinear primitives (``@``, ``dot``, ``outer``, ``*``): the pullback at ``(a, tb)`` and ``(ta, b)``.
 
 Any other rule raises ``UnsupportedError`` naming it, as does a pullback through mutation (boxes).
@@ -25,8 +25,8 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .rules import structures
-from .rules.numpy import _BINARY, _UNARY
-from .rules.operators import BINOPS, UNARY, _NUMERIC, _PYOP, unbroadcast
+from .rules.numpy import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, unbroadcast
 from .runtime import HELPERS, RULES, STORE, acc, is_complex
 from .tangent import JVP, JVP_RULES
 
@@ -102,9 +102,9 @@ CROSS: dict = {}     # primitive -> _LINEAR or cross(args, tangents, y, ty) -> (
 
 
 def _register():
-    CROSS.update({f: _partials_unary(d) for f, d in _UNARY.items()})
-    CROSS.update({f: _partials_binary(d) for f, d in _BINARY.items()})
-    CROSS.update({_PYOP[op]: _partials_operator(g) for op, g in _NUMERIC.items() if op not in ("+", "-")})
+    CROSS.update({f: _partials_unary(d) for f, d in ELEMENTWISE_UNARY.items()})
+    CROSS.update({f: _partials_binary(d) for f, d in ELEMENTWISE_BINARY.items()})
+    CROSS.update({PYOP[op]: _partials_operator(g) for op, g in NUMERIC_GRADS.items() if op not in ("+", "-")})
     for f in (operator.add, operator.sub, operator.neg, operator.pos, np.sum, np.mean, np.reshape, np.transpose,
               np.ravel, np.squeeze, np.expand_dims, np.concatenate, np.stack, np.add, np.subtract, np.negative,
               np.positive, np.array, np.asarray, structures.getitem, structures.getattr_, np.real, np.imag,

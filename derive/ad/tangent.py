@@ -20,7 +20,7 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError
-from .runtime import METHOD_RULES, NONDIFF, RULES, _differentiable, _in, _make_like, _with_defaults, kind_of
+from .runtime import METHOD_RULES, NONDIFF, RULES, differentiable, in_table, kind_of, make_like, with_defaults
 from .ir import INT, NUM
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
@@ -127,12 +127,12 @@ def JVP(f, tf, args, ts):
         from .forward import specialised_jvp
         n = f.__code__.co_argcount
         if len(args) != n:
-            full = _with_defaults(f, args)
+            full = with_defaults(f, args)
             args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
         return specialised_jvp(f, args)(f, tf, *args, *ts)
     if t is types.MethodType:
         return JVP(f.__func__, None, (f.__self__, *args), (_field(tf, "__self__"), *ts))
-    if all(x is None for x in ts) and tf is None or _in(f, NONDIFF):
+    if all(x is None for x in ts) and tf is None or in_table(f, NONDIFF):
         return f(*args), None
     if isinstance(f, type):
         return _construct(f, args, ts)
@@ -142,7 +142,7 @@ def JVP(f, tf, args, ts):
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
         return transposed(hook, args, ts)
-    if not any(_differentiable(a) for a in args):
+    if not any(differentiable(a) for a in args):
         return f(*args), None
     call = getattr(t, "__call__", None)
     if isinstance(call, types.FunctionType):
@@ -181,8 +181,8 @@ def JVPkw(names, f, tf, args, ts):
         y = f(*pos, **kw)
         fields = [fd.name for fd in dataclasses.fields(f)]
         tans = dict(zip(fields, tpos), **tkw)
-        return y, _make_like(y, tans) if any(v is not None for v in tans.values()) else None
-    if _in(f, NONDIFF) or all(x is None for x in ts):
+        return y, make_like(y, tans) if any(v is not None for v in tans.values()) else None
+    if in_table(f, NONDIFF) or all(x is None for x in ts):
         return f(*pos, **kw), None
     try:
         back_rule = RULES.get(f)
@@ -243,7 +243,7 @@ def _construct(cls, args, ts):
     if dataclasses.is_dataclass(cls):
         y = cls(*args)
         names = [f.name for f in dataclasses.fields(cls) if f.init]
-        return y, _make_like(y, dict(zip(names, ts)))
+        return y, make_like(y, dict(zip(names, ts)))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         y = cls(*args)
         return y, cls(*ts)
@@ -253,7 +253,7 @@ def _construct(cls, args, ts):
         tobj = mutable(obj, None)
         JVP(init, None, (obj, *args), (tobj, *ts))
         return obj, tobj
-    if not any(_differentiable(a) for a in args):
+    if not any(differentiable(a) for a in args):
         return cls(*args), None
     raise UnsupportedError(f"no forward-mode rule for constructing {cls.__qualname__}")
 

@@ -61,7 +61,7 @@ def _cmath(f, d):
     return rule
 
 
-_CMATH = {
+CMATH = {
     cmath.exp: lambda z, w: w, cmath.log: lambda z, w: 1 / z, cmath.sqrt: lambda z, w: 0.5 / w,
     cmath.sin: lambda z, w: cmath.cos(z), cmath.cos: lambda z, w: -cmath.sin(z), cmath.tanh: lambda z, w: 1 - w * w,
     cmath.sinh: lambda z, w: cmath.cosh(z), cmath.cosh: lambda z, w: cmath.sinh(z), cmath.tan: lambda z, w: 1 + w * w,
@@ -74,7 +74,7 @@ def _complex_ctor(re=0.0, im=0.0):
 
 RULES.update({np.real: _real, np.imag: _imag, np.conj: _conj, np.conjugate: _conj, np.angle: _angle,
               complex: _complex_ctor})
-RULES.update({f: _cmath(f, d) for f, d in _CMATH.items()})
+RULES.update({f: _cmath(f, d) for f, d in CMATH.items()})
 METHOD_RULES.update({(t, name): rule for t in (np.ndarray, complex) for name, rule in
                      (("conj", _conj), ("conjugate", _conj))})
 
@@ -109,12 +109,12 @@ _COUNT = itertools.count()
 def _wrap_holomorphic():
     from . import numpy as rnp
     from . import operators
-    for f in [*rnp._UNARY, *rnp._BINARY, np.dot, np.matmul, np.outer, np.tensordot]:
+    for f in [*rnp.ELEMENTWISE_UNARY, *rnp.ELEMENTWISE_BINARY, np.dot, np.matmul, np.outer, np.tensordot]:
         if f is not np.abs and f in RULES:
             RULES[f] = zygote(RULES[f])
-    for op, name in operators._DUNDER.items():   # a op b, then a op= b made again over the wrapped a op b
-        operators.BINOPS[op] = RULES[operators._PYOP[op]] = zygote(operators.BINOPS[op])
-        operators.BINOPS[op + "="] = RULES[getattr(operator, f"i{name}")] = operators._make_inplace(op)
+    for op, name in operators.DUNDER.items():   # a op b, then a op= b made again over the wrapped a op b
+        operators.BINOPS[op] = RULES[operators.PYOP[op]] = zygote(operators.BINOPS[op])
+        operators.BINOPS[op + "="] = RULES[getattr(operator, f"i{name}")] = operators.make_inplace(op)
     operators.UNARY["-"] = RULES[operator.neg] = zygote(operators.UNARY["-"])
     METHOD_RULES[(np.ndarray, "dot")] = zygote(METHOD_RULES[(np.ndarray, "dot")])
     NONDIFF.add(is_complex)

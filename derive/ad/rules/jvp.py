@@ -1,12 +1,12 @@
 """Forward-mode rules (JVPs): ``rule(args, tangents) -> (y, ty)``, None being the zero tangent.
 
 Most are derived from the data the reverse rules are made of, so each derivative is written once:
-elementwise NumPy functions from their partial derivatives (``rules.numpy._UNARY``/``_BINARY``: the
-tangent is the partial times the argument's tangent, summed over the arguments, where the pullback
-multiplies the incoming gradient), ``math`` from the scalar templates (``rules.scalar``), operators on
-numbers and arrays from ``rules.operators._NUMERIC``.  Linear functions (reshapes, reductions, ``real``)
-apply themselves to the tangent; bilinear ones (``dot``, ``@``, ``outer``) take the product rule; data
-structures carry their tangents alongside.  A primitive with a reverse rule and no forward rule is
+elementwise NumPy functions from their partial derivatives (``rules.numpy.ELEMENTWISE_UNARY``/
+``ELEMENTWISE_BINARY``: the tangent is the partial times the argument's tangent, summed over the
+arguments, where the pullback multiplies the incoming gradient), ``math`` from the scalar templates
+(``rules.scalar``), operators on numbers and arrays from ``rules.operators.NUMERIC_GRADS``.  Linear
+functions (reshapes, reductions, ``real``) apply themselves to the tangent; bilinear ones (``dot``, ``@``,
+``outer``) take the product rule; data structures carry their tangents alongside.  A primitive with a reverse rule and no forward rule is
 handled by ``tangent.transposed``.
 """
 from __future__ import annotations
@@ -25,9 +25,9 @@ from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
-from .complexes import _CMATH
-from .numpy import _BINARY, _UNARY
-from .operators import _DUNDER, _NUMERIC, _PYOP, _numeric
+from .complexes import CMATH
+from .numpy import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from .operators import DUNDER, NUMERIC_GRADS, PYOP, is_numeric
 from .scalar import INLINE_CALLS
 
 
@@ -82,12 +82,12 @@ def _from_template(f, spec):
 
 # -- operators on values of unknown kind ------------------------------------------------------------------------
 def _binop(op):
-    pyop, grads, name = _PYOP[op], _NUMERIC.get(op), _DUNDER[op]
+    pyop, grads, name = PYOP[op], NUMERIC_GRADS.get(op), DUNDER[op]
 
     def rule(args, ts):
         a, b = args
         ta, tb = ts
-        if _numeric(a) and _numeric(b):
+        if is_numeric(a) and is_numeric(b):
             y = pyop(a, b)
             if op == "@":
                 return y, _bilinear_tangent(pyop, a, b, ta, tb)
@@ -144,7 +144,7 @@ def _bilinear(f):
 def _unary_op(op, x, t):
     if op in ("not", "~"):
         return (not x) if op == "not" else ~x, None
-    if _numeric(x):
+    if is_numeric(x):
         return (-x, None if t is None else -t) if op == "-" else (+x, t)
     return JVP(getattr(type(x), "__neg__" if op == "-" else "__pos__"), None, (x,), (t,))
 
@@ -436,11 +436,11 @@ def _astype(x, t, args, ts, **kw):
     return y, None if t is None or y.dtype.kind not in "fc" else np.asarray(t).astype(np.result_type(y.dtype, float))
 
 
-JVP_RULES.update({f: _unary(f, d) for f, d in _UNARY.items()})
-JVP_RULES.update({f: _binary(f, d) for f, d in _BINARY.items()})
+JVP_RULES.update({f: _unary(f, d) for f, d in ELEMENTWISE_UNARY.items()})
+JVP_RULES.update({f: _binary(f, d) for f, d in ELEMENTWISE_BINARY.items()})
 JVP_RULES.update({f: _from_template(f, spec) for f, spec in INLINE_CALLS.items()
                   if getattr(f, "__module__", None) == "math"})
-JVP_RULES.update({_PYOP[op]: _binop(op) for op in _DUNDER})
+JVP_RULES.update({PYOP[op]: _binop(op) for op in DUNDER})
 JVP_RULES.update({f: _linear(f) for f in (np.sum, np.mean, np.reshape, np.transpose, np.ravel, np.squeeze,
                                            np.expand_dims, np.real, np.imag, np.conj, np.conjugate, np.negative,
                                            np.positive, np.cumsum, np.trace, np.diag)})
@@ -489,7 +489,7 @@ def _complex(args, ts):
     return complex(*args), tadd(None if tre is None else tre + 0j, None if tim is None else 1j * tim)
 
 
-JVP_RULES.update({f: _unary(f, d) for f, d in _CMATH.items()})
+JVP_RULES.update({f: _unary(f, d) for f, d in CMATH.items()})
 JVP_RULES.update({np.angle: _angle, complex: _complex})
 
 # the names generated forward code binds (``forward.generate``)

@@ -8,7 +8,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
 from ..runtime import METHOD_RULES, NONDIFF, RULES, ZERO
-from .operators import _matmul_back, matmul_grad, pow_da, unbroadcast
+from .operators import matmul_back, matmul_grad, pow_da, unbroadcast
 
 
 def _unary(f, d):
@@ -25,7 +25,7 @@ def _sinc_d(x, y):
 
 
 _LN2, _LN10 = np.log(2.0), np.log(10.0)
-_UNARY = {
+ELEMENTWISE_UNARY = {
     np.exp: lambda x, y: y, np.log: lambda x, y: 1 / x, np.tanh: lambda x, y: 1 - y * y,
     np.sin: lambda x, y: np.cos(x), np.cos: lambda x, y: -np.sin(x), np.tan: lambda x, y: 1 + y * y,
     np.sqrt: lambda x, y: 0.5 / y, np.abs: lambda x, y: np.sign(x), np.negative: lambda x, y: -1,
@@ -39,7 +39,8 @@ _UNARY = {
     np.fabs: lambda x, y: np.sign(x), np.sinc: _sinc_d,
     np.deg2rad: lambda x, y: np.pi / 180, np.rad2deg: lambda x, y: 180 / np.pi,
 }
-_UNARY[np.radians], _UNARY[np.degrees], _UNARY[np.absolute] = _UNARY[np.deg2rad], _UNARY[np.rad2deg], _UNARY[np.abs]
+for _alias, _f in ((np.radians, np.deg2rad), (np.degrees, np.rad2deg), (np.absolute, np.abs)):
+    ELEMENTWISE_UNARY[_alias] = ELEMENTWISE_UNARY[_f]
 
 
 def _binary(f, d):
@@ -58,7 +59,7 @@ def _gt(a, b):
     return (np.asarray(a) > np.asarray(b)).astype(float)
 
 
-_BINARY = {
+ELEMENTWISE_BINARY = {
     np.add: lambda a, b, y: (1, 1), np.subtract: lambda a, b, y: (1, -1),
     np.multiply: lambda a, b, y: (b, a), np.divide: lambda a, b, y: (1 / b, -y / b),
     np.power: lambda a, b, y: (pow_da(a, b), y * np.log(np.where(np.asarray(a) > 0, a, 1))),
@@ -70,8 +71,8 @@ _BINARY = {
     np.mod: lambda a, b, y: (1, -np.floor_divide(a, b)),
     np.fmod: lambda a, b, y: (1, -np.trunc(np.divide(a, b))),
 }
-_BINARY[np.fmax], _BINARY[np.fmin] = _BINARY[np.maximum], _BINARY[np.minimum]
-_BINARY[np.true_divide], _BINARY[np.remainder] = _BINARY[np.divide], _BINARY[np.mod]
+for _alias, _f in ((np.fmax, np.maximum), (np.fmin, np.minimum), (np.true_divide, np.divide), (np.remainder, np.mod)):
+    ELEMENTWISE_BINARY[_alias] = ELEMENTWISE_BINARY[_f]
 
 
 def _expand(dy, axis, keepdims):
@@ -232,7 +233,7 @@ def _dot(a, b):
 
 
 def _matmul(a, b):
-    return np.matmul(a, b), lambda dy: _matmul_back(dy, a, b)
+    return np.matmul(a, b), lambda dy: matmul_back(dy, a, b)
 
 
 def _outer(a, b):
@@ -341,8 +342,8 @@ def _norm(x, ord=None, axis=None):
     return y, lambda dy: (dy * np.asarray(x) / y, None, None)
 
 
-RULES.update({f: _unary(f, d) for f, d in _UNARY.items()})
-RULES.update({f: _binary(f, d) for f, d in _BINARY.items()})
+RULES.update({f: _unary(f, d) for f, d in ELEMENTWISE_UNARY.items()})
+RULES.update({f: _binary(f, d) for f, d in ELEMENTWISE_BINARY.items()})
 RULES.update({
     np.sum: _sum, np.mean: _mean, np.max: _extremum(np.max), np.min: _extremum(np.min),
     np.amax: _extremum(np.max), np.amin: _extremum(np.min), np.dot: _dot, np.matmul: _matmul,

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir import INT, NUM
 from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, kind_of
-from .structures import _extend, setitem
+from .structures import extend_list, setitem
 
 
 def unbroadcast(g, x):
@@ -47,12 +47,12 @@ def pow_da(a, b):
     return b * np.power(np.where(b == 0, 1.0, a), np.where(b == 0, 1.0, b - 1))
 
 
-def _numeric(a) -> bool:
+def is_numeric(a) -> bool:
     return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, (np.generic, complex))
 
 
 # the gradients of a OP b, for numbers and arrays
-_NUMERIC = {
+NUMERIC_GRADS = {
     "+": lambda dy, a, b, y: (dy, dy),
     "-": lambda dy, a, b, y: (dy, -dy),
     "*": lambda dy, a, b, y: (dy * b, dy * a),
@@ -61,9 +61,9 @@ _NUMERIC = {
                                dy * y * np.log(np.where(a > 0, a, 1)) if _is_active(b) else None),
     "%": lambda dy, a, b, y: (dy, -dy * (a // b)),
 }
-_DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow", "%": "mod", "@": "matmul",
+DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow", "%": "mod", "@": "matmul",
            "//": "floordiv", "&": "and", "|": "or", "^": "xor", "<<": "lshift", ">>": "rshift"}
-_PYOP = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
+PYOP = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
          "%": operator.mod, "@": operator.matmul, "//": operator.floordiv, "&": operator.and_,
          "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
 
@@ -89,20 +89,20 @@ def matmul_grad(dy, a, b, which):
     return unbroadcast(np.swapaxes(a2, -1, -2) @ dy, b2).reshape(b.shape)
 
 
-def _matmul_back(dy, a, b):
+def matmul_back(dy, a, b):
     return matmul_grad(dy, a, b, 0), matmul_grad(dy, a, b, 1)
 
 
 def _make_binop(op):
-    pyop = _PYOP[op]
-    grads = _NUMERIC.get(op)
-    name = _DUNDER[op]
+    pyop = PYOP[op]
+    grads = NUMERIC_GRADS.get(op)
+    name = DUNDER[op]
 
     def rule(a, b):
-        if _numeric(a) and _numeric(b):
+        if is_numeric(a) and is_numeric(b):
             y = pyop(a, b)
             if op == "@":
-                return y, lambda dy: _matmul_back(dy, a, b)
+                return y, lambda dy: matmul_back(dy, a, b)
             if grads is None:
                 return y, ZERO
             return y, lambda dy: tuple(unbroadcast(g, x) for g, x in zip(grads(dy, a, b, y), (a, b)))
@@ -143,7 +143,7 @@ def _fold(dy, n):
     return out
 
 
-def _make_inplace(op):
+def make_inplace(op):
     """``a op= b``: on a float array a write in place (``a[...] = a op b``, by the box rules of
     ``structures.setitem``), on a list ``+=`` extends it, otherwise ``a op b``."""
     plain = BINOPS[op]
@@ -157,22 +157,22 @@ def _make_inplace(op):
             _, write_back = setitem(a, Ellipsis, y)
             return a, lambda dy: back(acc(dy, write_back(None)[2]))
         if type(a) is list and op == "+":
-            _, extend_back = _extend(a, b)
+            _, extend_back = extend_list(a, b)
             return a, lambda dy: extend_back(acc_into(a, None, dy))   # the result's gradient is the list's
         return plain(a, b)
 
-    rule.__name__ = f"J_i{_DUNDER[op]}"
+    rule.__name__ = f"J_i{DUNDER[op]}"
     return rule
 
 
-BINOPS = {op: _make_binop(op) for op in _DUNDER}
-BINOPS.update({op + "=": _make_inplace(op) for op in _DUNDER})
-RULES.update({_PYOP[op]: rule for op, rule in BINOPS.items() if op in _PYOP})
-RULES.update({getattr(operator, f"i{name}"): BINOPS[op + "="] for op, name in _DUNDER.items()})
+BINOPS = {op: _make_binop(op) for op in DUNDER}
+BINOPS.update({op + "=": make_inplace(op) for op in DUNDER})
+RULES.update({PYOP[op]: rule for op, rule in BINOPS.items() if op in PYOP})
+RULES.update({getattr(operator, f"i{name}"): BINOPS[op + "="] for op, name in DUNDER.items()})
 
 
 def _neg(a):
-    if _numeric(a):
+    if is_numeric(a):
         return -a, lambda dy: (-dy,)
     m = getattr(type(a), "__neg__", None)
     if isinstance(m, types.FunctionType):

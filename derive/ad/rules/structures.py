@@ -11,8 +11,8 @@ import types
 
 import numpy as np
 
-from ..cotangent import Indexed, _basic
-from ..runtime import (BOX_METHODS, HELPERS, RULES, J, METHOD_RULES, STORE, ZERO, _own, box_grad, field_grad,
+from ..cotangent import Indexed, basic_index
+from ..runtime import (BOX_METHODS, HELPERS, RULES, J, METHOD_RULES, STORE, ZERO, own, box_grad, field_grad,
                        is_complex, register)
 from .layout import concatenator_getitem
 
@@ -65,7 +65,7 @@ def _written_grad(g, idx, val):
     slots it wrote (the last write wins where a fancy index repeats), summed down to ``val``'s shape."""
     from .operators import unbroadcast
     dv = np.array(g[idx])
-    if not _basic(idx):
+    if not basic_index(idx):
         last = np.full(g.shape, -1)
         last[idx] = np.arange(dv.size).reshape(dv.shape)
         dv = np.where(last[idx] == np.arange(dv.size).reshape(dv.shape), dv, 0)
@@ -153,7 +153,7 @@ def _append(lst, x):
     return None, back
 
 
-def _extend(lst, xs):
+def extend_list(lst, xs):
     register(lst)
     n = len(lst)
     lst.extend(xs)
@@ -229,11 +229,11 @@ def _dict_values(d):
 
 
 def _copy(x):
-    return x.copy(), lambda dy: (_own(dy) if dy is not None else None,)
+    return x.copy(), lambda dy: (own(dy) if dy is not None else None,)
 
 
 METHOD_RULES.update({
-    (list, "append"): _append, (list, "extend"): _extend, (list, "insert"): _insert, (list, "pop"): _pop,
+    (list, "append"): _append, (list, "extend"): extend_list, (list, "insert"): _insert, (list, "pop"): _pop,
     (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get, (dict, "update"): _dict_update,
     (dict, "items"): _dict_items, (dict, "values"): _dict_values,
     (dict, "keys"): lambda d: (list(d.keys()), ZERO),
