@@ -28,9 +28,13 @@ class BlockAdjoint:
 
     # -- naming -------------------------------------------------------------------------------------------
     def ref(self, v) -> str:
-        """The name of primal value ``v`` as seen from this block's adjoint."""
+        """The name of primal value ``v`` as seen from this block's adjoint; an entry ``x[i]`` of a vector
+        argument read in a loop is read again (the arrays of a box-free function do not change) instead
+        of being stored."""
         if isinstance(v, Instr) and v.op == "const":
             return self.g.val(v)
+        if isinstance(v, Instr) and v.op == "getitem" and v.kind == NUM and self.loop:
+            return f"{self.ref(v.args[0])}[{self.ref(v.args[1])}]"
         return self._alpha(self.g.val(v), v)
 
     def pbref(self, ins) -> str:
@@ -78,6 +82,9 @@ class BlockAdjoint:
         g, op = self.g, ins.op
         if op == "aprim" or op in ("binop", "unary", "getitem") and ins.kind == ARR:
             self._inline_array(ins)
+            return
+        if op == "getitem" and ins.kind == NUM and ins.args[0].kind == ARR:
+            self._entry(ins)
             return
         if op == "prim" or op in ("binop", "unary") and self._inlined(ins):
             self._inline(ins)
@@ -136,6 +143,16 @@ class BlockAdjoint:
                 # math.cos(...) through a bound name rather than an attribute lookup
                 expr = re.sub(r"_ad_math\.(\w+)", lambda m: g.const(getattr(math, m.group(1))), expr)
                 self.add(a, expr, False)
+
+    def _entry(self, ins):
+        """``x[i]``, a number read from a vector argument (box-free functions only): a float gradient is
+        appended with its index to ``x``'s entries (``cotangent.entries``), another added to ``x``'s
+        gradient as an indexed cotangent."""
+        x, i = ins.args
+        e, n, xi = self.dy(ins), x.id, self.ref(i)
+        self.lines += [f"if type({e}) is _ad_f64 or type({e}) is float:",
+                       f"    _i{n}.append({xi})", f"    _g{n}.append({e})",
+                       "else:", f"    _d{n} = _ad_addat(_d{n}, {self.ref(x)}, {xi}, {e})"]
 
     def _inline_array(self, ins):
         """An inlined NumPy rule (``rules.numpy.ARRAY_INLINE``/``ARRAY_BINOPS``): the gradients written as

@@ -5,7 +5,8 @@
   argument, or the result of arithmetic or an inlined NumPy function on arrays and numbers) or ``ANY``;
   found by a fixed point over the blocks from the kinds of the arguments this specialisation was made
   for.  A function that writes to anything (``x[i] = v``, ``o.a = v``, mutating methods) has no ``ARR``
-  values: inlined array rules read their arguments in the adjoint, so those must not change.
+  values: inlined array rules read their arguments in the adjoint, so those must not change.  An argument
+  of kind ``VEC`` is an ``ARR`` assumed 1-D and real (``vector_params``): its entries ``x[i]`` are numbers.
 * activity: whether a value may carry a gradient.  Numbers are exact (a number computed from constants
   is inactive); other values are conservatively active when the function mutates anything, since a list
   built from constants becomes active when an active value is appended to it.
@@ -16,7 +17,7 @@
 """
 from __future__ import annotations
 
-from .ir import ANY, ARR, INT, NUM, Function, Instr, Phi
+from .ir import ANY, ARR, INT, NUM, VEC, Function, Instr, Phi
 from .rules.scalar import INLINE_CALLS, INT_RESULT_CALLS
 
 _ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
@@ -40,7 +41,8 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
     guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``."""
     gk = globals_kinds or {}
     values = list(fn.values())
-    _fix_kinds(values, arg_kinds, gk, True)
+    ints = python_ints(values)
+    _fix_kinds(values, arg_kinds, gk, True, ints)
     for v in values:   # ``x += y`` on a number rebinds x; on anything else it may write in place
         if _augmented(v) and v.args[0].kind in (INT, NUM):
             v.attr = v.attr[:-1]
@@ -49,9 +51,9 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
                                             or v.op == "call" and "out" in v.attr)
                   for v in values)
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
-        arg_kinds = tuple(ANY if k == ARR else k for k in arg_kinds)
+        arg_kinds = tuple(ANY if k in (ARR, VEC) else k for k in arg_kinds)
         gk = {}
-    _fix_kinds(values, arg_kinds, gk, False)
+    _fix_kinds(values, arg_kinds, gk, False, ints)
     for v in values:
         if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
@@ -77,7 +79,7 @@ def _augmented(v) -> bool:
     return isinstance(v, Instr) and v.op == "binop" and v.attr.endswith("=")
 
 
-def _fix_kinds(values, arg_kinds, gk, aug_plain):
+def _fix_kinds(values, arg_kinds, gk, aug_plain, ints):
     """The kinds of ``values`` (a fixed point); ``aug_plain``: augmented assignments count as their
     plain operation, else as ANY (an in-place write)."""
     for v in values:
@@ -91,7 +93,7 @@ def _fix_kinds(values, arg_kinds, gk, aug_plain):
             elif _augmented(v) and not aug_plain:
                 k = ANY
             else:
-                k = _kind(v, arg_kinds)
+                k = _kind(v, arg_kinds, ints)
             if k != v.kind:
                 v.kind = k
                 changed = True
@@ -103,7 +105,7 @@ def _const_kind(value):
     return ANY if k == CONST_KIND else k
 
 
-def _kind(v, arg_kinds):
+def _kind(v, arg_kinds, ints):
     if isinstance(v, Phi):
         k = None
         for u in v.incoming.values():
@@ -112,7 +114,7 @@ def _kind(v, arg_kinds):
     op = v.op
     if op == "param":
         k = arg_kinds[v.attr[0]]
-        return ANY if k == CONST_KIND else k
+        return ANY if k == CONST_KIND else ARR if k == VEC else k
     if op == "const":
         return _const_kind(v.attr)
     if op == "compare" or op == "unary" and v.attr == "not":
@@ -133,7 +135,8 @@ def _kind(v, arg_kinds):
     if op == "unary":
         return kinds[0] if kinds[0] in (INT, NUM) or kinds[0] == ARR and v.attr in ("-", "+") else ANY
     if op == "getitem" and kinds[0] == ARR and kinds[1] == INT:
-        return ARR   # an entry (a NumPy scalar) or a sub-array
+        x = v.args[0]   # an entry (a NumPy scalar) or a sub-array; a number for a vector argument
+        return NUM if _param(x) and arg_kinds[x.attr[0]] == VEC and v.args[1] in ints else ARR
     if _array_inline(v) is not None:
         return NUM if _array_inline(v).reduce or kinds[-1] != ARR else ARR
     f = _callee(v)
@@ -143,6 +146,48 @@ def _kind(v, arg_kinds):
         if hashable(f) and f in INLINE_CALLS and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
             return INT if f in (abs, min, max) and all(k == INT for k in kinds[1:]) else NUM
     return ANY
+
+
+def vector_params(fn: Function) -> list[int]:
+    """The positions of the array arguments read at an int index (``x[i]``): specialised again with those
+    assumed to be vectors (``VEC``), their entries are numbers and take the inlined scalar rules."""
+    values = list(fn.values())
+    ints = python_ints(values)
+    return sorted({v.args[0].attr[0] for v in values
+                   if isinstance(v, Instr) and v.op == "getitem" and _param(v.args[0]) and v.args[0].kind == ARR
+                   and v.args[1] in ints})
+
+
+def _param(v) -> bool:
+    return isinstance(v, Instr) and v.op == "param"
+
+
+_INT_OPS = {"+", "-", "*", "//", "%"}
+
+
+def python_ints(values) -> set:
+    """The values that are Python ints, never bools (``x[i]`` of a vector is then a number, where
+    ``x[True]`` is an array): int constants, ``len(...)``, ``+ - * // %`` and ``-i`` of those, and phis of
+    those (a greatest fixed point, so that a loop counter is one)."""
+    def is_int(v, found):
+        if isinstance(v, Phi):
+            return all(u in found for u in v.incoming.values())
+        if v.op == "const":
+            return type(v.attr) is int
+        if v.op == "binop" or v.op == "unary" and v.attr == "-":
+            return v.attr.rstrip("=") in _INT_OPS and all(a in found for a in v.args)
+        f = v.args[0] if v.op in ("call", "nondiff") and len(v.args) == 2 and not v.attr else None
+        return isinstance(f, Instr) and f.op == "const" and f.attr is len
+
+    found = set(values)
+    changed = True
+    while changed:
+        changed = False
+        for v in values:
+            if v in found and not is_int(v, found):
+                found.discard(v)
+                changed = True
+    return found
 
 
 def _array_binop(op, a, b) -> bool:

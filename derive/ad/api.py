@@ -10,9 +10,9 @@ import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError, user_traceback
 from . import rules  # noqa: F401  (registers the rule library)
-from .analysis import analyse
+from .analysis import analyse, vector_params
 from .emit import compile_function, is_boxfree, scalar_seed
-from .ir import ARR, INT
+from .ir import ARR, INT, VEC
 from .lower import lower
 from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, J, Store, acc, spec_kind
 from .source import function_node, unsupported
@@ -64,26 +64,28 @@ def _build(f, kinds) -> Specialisation:
     fn, filename, text = analysed_ir(f, kinds)
     grad, pb, fast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
     spec = Specialisation(f.__code__, fn, grad, pb, fast, boxfree, src)
-    if boxfree:
-        return spec
-    # Globals that are arrays or ints now (the data of a model: ``X @ w``, ``z[LABEL]``) are assumed to
-    # keep their types: when that makes the function box-free (NumPy and arithmetic only, so nothing can
-    # rebind a global while it runs), its entries check the globals' types once at the start and hand
-    # over to the specialisation above when they changed.
+    # Assumptions that make the function box-free or its loops cheaper, checked by its entries once at the
+    # start (handing over to the specialisation above when they do not hold): globals that are arrays or
+    # ints now (the data of a model: ``X @ w``, ``z[LABEL]``) keep their types (box-free, NumPy and
+    # arithmetic only, nothing can rebind a global while it runs); array arguments read at an int index
+    # are vectors (their entries ``x[i]`` are numbers, with the inlined scalar rules).
     guard = {}
     for ins in fn.values():
-        if getattr(ins, "op", None) == "global" and ins.attr in f.__globals__:
+        if not boxfree and getattr(ins, "op", None) == "global" and ins.attr in f.__globals__:
             t = type(f.__globals__[ins.attr])
             if t is np.ndarray or t is int:
                 guard[ins.attr] = t
-    if not guard:
+    vectors = vector_params(fn)
+    if not guard and not vectors:
         return spec
-    fn2, _, _ = analysed_ir(f, kinds, {name: ARR if t is np.ndarray else INT for name, t in guard.items()})
+    kinds2 = tuple(VEC if k in vectors else kind for k, kind in enumerate(kinds))
+    fn2, _, _ = analysed_ir(f, kinds2, {name: ARR if t is np.ndarray else INT for name, t in guard.items()})
     if not is_boxfree(fn2):
         return spec
-    fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": lambda f, *args: _with_store(fast, f, args)}
+    fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb,
+                 "_ad_fb_fast": fast if boxfree else lambda f, *args: _with_store(fast, f, args)}
     grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, guard,
-                                                  fallbacks)
+                                                  fallbacks, vectors)
     return Specialisation(f.__code__, fn2, grad2, pb2, fast2, True, src2, spec)
 
 

@@ -4,12 +4,15 @@ set, so that the adjoint of ``for i in range(n): s = s + x[i] * x[i]`` costs O(n
 transposed gather of JAX, the indexed references of Dex).
 
 Sums of indexed cotangents stay lazy (a tree of ``+`` nodes, O(1) each); the first use other than a sum
-scatters every part into one dense buffer (``dense``), once.  An indexed cotangent is used as the array it
+scatters every part into one dense buffer (``dense``), once.  The numbers read from a vector in a loop
+(``x[i]`` in a specialisation that knows ``x`` is 1-D) add their gradients to one leaf of entries, two
+C arrays appended to in place (``entries``), scattered by one ``np.add.at``.  An indexed cotangent is used as the array it
 stands for by any NumPy operation (``__array__``, ``__array_ufunc__``, arithmetic), and the runtime turns
 it into that array wherever a gradient leaves the adjoint (``runtime.take``, ``runtime.like``)."""
 from __future__ import annotations
 
 import operator
+from array import array
 
 import numpy as np
 
@@ -21,7 +24,8 @@ def basic_index(idx) -> bool:
 
 class Indexed:
     """The cotangent of an array of ``shape`` (gradient dtype ``dtype``): a leaf ``("at", idx, dy)``
-    (``dy`` at ``idx``), a dense array ``("dense", g)``, or the sum ``("sum", left, right)``."""
+    (``dy`` at ``idx``), a dense array ``("dense", g)``, the entries ``("entries", indices, dys)`` (two
+    ``array.array``: ``dys[k]`` at ``indices[k]``), or the sum ``("sum", left, right)``."""
 
     __slots__ = ("shape", "dtype", "node", "_dense")
     __array_priority__ = 100
@@ -65,6 +69,8 @@ class Indexed:
                     g[node[1]] += node[2]
                 else:
                     np.add.at(g, node[1], node[2])
+            elif node[0] == "entries":
+                np.add.at(g, np.frombuffer(node[1], dtype=np.int64), np.frombuffer(node[2]))
             elif node[0] == "dense":
                 g += node[1]
             else:
@@ -118,6 +124,27 @@ for _name, _op in [("sub", operator.sub), ("mul", operator.mul), ("truediv", ope
     setattr(Indexed, f"__{_name}__", _dense_op(_op, False))
     setattr(Indexed, f"__r{_name}__", _dense_op(_op, True))
 Indexed.__neg__ = lambda self: -self.dense()
+
+
+def entries():
+    """Two empty C arrays, for the indices and the float64 gradients of the entries read from a vector
+    (``x[i]``, a number, in a specialisation that knows ``x`` is 1-D): the generated adjoint appends to
+    them in place, keeping no Python object alive per read, and ``with_entries`` adds them up once."""
+    return array("q"), array("d")
+
+
+def with_entries(d, x, idx, dys):
+    """The gradient ``d`` of vector ``x`` plus ``dys[k]`` at each entry ``idx[k]``."""
+    if not idx:
+        return d
+    leaf = Indexed(x.shape, np.result_type(x.dtype, np.float64), ("entries", idx, dys))
+    return leaf if d is None else leaf + d
+
+
+def add_at(d, x, i, dy):
+    """The gradient ``d`` of vector ``x`` plus ``dy`` at entry ``i``, for a ``dy`` that is not a float."""
+    leaf = Indexed.at(x.shape, np.result_type(x.dtype, 0.0), i, dy)
+    return leaf if d is None else leaf + d
 
 
 def dense(g):

@@ -146,7 +146,8 @@ def is_boxfree(fn: Function) -> bool:
     for v in fn.values():
         if not isinstance(v, Instr) or v.op in _BOXFREE_OPS:
             continue
-        if v.op in ("binop", "unary") and v.kind in (INT, NUM, ARR) or v.op == "getitem" and v.kind == ARR:
+        if v.op in ("binop", "unary") and v.kind in (INT, NUM, ARR) or v.op == "getitem" and v.args[0].kind == ARR \
+                and v.kind in (ARR, NUM):
             continue
         if v.op == "rule" and str(getattr(v.attr[0], "__module__", "")).endswith("rules.numpy"):
             continue
@@ -185,19 +186,23 @@ def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False) -> list[str]:
     for z, names in zeros.items():
         for k in range(0, len(names), 32):
             lines.append(f"{indent}{' = '.join(names[k:k + 32])} = {z}")
+    read = {v.args[0] for v in fn.values() if isinstance(v, Instr) and v.op == "getitem" and v.kind == NUM}
     for p in param_instrs(fn):
         if p.active and p.kind == NUM:
             lines.append(f"{indent}_d{p.id} = 0 * _v{p.id}")
+        if p in read:   # the gradients of its entries x[i] (adjoint.BlockAdjoint._entry)
+            lines.append(f"{indent}_i{p.id}, _g{p.id} = _ad_ents()")
     blocks = [b for b in g.adj_order if b is fn.exit or _reaches_exit(b, fn)]
     lines += block_dispatch(blocks, bodies, indent)
     grads = []
     for p in param_instrs(fn):
+        d = f"_ad_withents(_d{p.id}, _v{p.id}, _i{p.id}, _g{p.id})" if p in read else f"_d{p.id}"
         if not p.active or p.kind == INT:
             grads.append("None")
         elif p.kind in (ANY, ARR) and not (fast and g.boxfree):
-            grads.append(f"_ad_like(_v{p.id}, _ad_take(_v{p.id}, _d{p.id}))")
+            grads.append(f"_ad_like(_v{p.id}, _ad_take(_v{p.id}, {d}))")
         elif p.kind in (ANY, ARR):
-            grads.append(f"_ad_like(_v{p.id}, _d{p.id})")
+            grads.append(f"_ad_like(_v{p.id}, {d})")
         else:
             grads.append(f"_d{p.id}")
     if fast:
@@ -220,9 +225,10 @@ def _reaches_exit(b, fn) -> bool:
     return False
 
 
-def generate(fn: Function, guard: dict | None = None) -> tuple[str, dict]:
+def generate(fn: Function, guard: dict | None = None, vectors=()) -> tuple[str, dict]:
     """The source text of the factory and the names it binds.  With ``guard`` (global name -> type: the
-    specialisation assumed those globals' types), each entry first checks the types and otherwise hands
+    specialisation assumed those globals' types) or ``vectors`` (the positions of arguments it assumed to
+    be 1-D real arrays, ``analysis.VEC``), each entry first checks the assumptions and otherwise hands
     over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded specialisation)."""
     g = Gen(fn)
     params = ", ".join(["_self"] + [f"_v{p.id}" for p in param_instrs(fn)])
@@ -237,13 +243,13 @@ def generate(fn: Function, guard: dict | None = None) -> tuple[str, dict]:
     for i, node in enumerate(fn.factory_nodes):
         lines += factory_lines(i, node, captured.get(i, ()))
     checks = {}
-    if guard:
-        cond = " and ".join(f"type({name}) is {g.const(t)}" for name, t in guard.items())
-        args = params
+    conds = [f"type({name}) is {g.const(t)}" for name, t in (guard or {}).items()]
+    conds += [f"_v{p.id}.ndim == 1 and _v{p.id}.dtype.kind == 'f'" for p in param_instrs(fn) if p.attr[0] in vectors]
+    if conds:
         for entry in ("grad", "pb", "fast"):
-            checks[entry] = [f"if not ({cond}):", f"    return _ad_fb_{entry}({args})"]
+            checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"]
     lines.append("def _ad_factory(_ad_env):")
-    if guard:
+    if conds:
         lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in ("grad", "pb", "fast")]
     body = prim + adj_pop + adj_fast + adj_index + [x for b in bodies.values() for x in b]
     used = {name for name in _helper_names() if any(name in x for x in body)}
@@ -360,11 +366,11 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
 
 
 def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
-                     guard: dict | None = None, fallbacks: dict | None = None):
+                     guard: dict | None = None, fallbacks: dict | None = None, vectors=()):
     """Compile the generated source in the function's own module namespace; returns
-    (grad, pb, fast, boxfree, source).  ``guard``/``fallbacks``: see ``generate``."""
+    (grad, pb, fast, boxfree, source).  ``guard``/``vectors``/``fallbacks``: see ``generate``."""
     from . import runtime
-    src, env = generate(fn, guard)
+    src, env = generate(fn, guard, vectors)
     env = dict(env)
     helpers = {**runtime.HELPERS, "_ad_seed": scalar_seed, **(fallbacks or {})}
     ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, helpers)

@@ -38,8 +38,9 @@ from __future__ import annotations
 
 # value kinds found by analysis: known int/bool (never differentiated), known scalar number, anything;
 # ARR: a NumPy array (or NumPy scalar) made by an inlined NumPy operation, handled as ANY wherever no
-# inlined array rule applies
-INT, NUM, ANY, ARR = "int", "num", "any", "arr"
+# inlined array rule applies; VEC, a kind of arguments only: a 1-D real array (an assumption that a
+# specialisation checks when it is entered), an ARR whose entries ``x[i]`` are numbers
+INT, NUM, ANY, ARR, VEC = "int", "num", "any", "arr", "vec"
 
 
 class Value:

@@ -5,7 +5,7 @@ predecessor it came from (the branch tag: on the stack inside loops, in a local 
 """
 from __future__ import annotations
 
-from .ir import ANY, ARR, Instr
+from .ir import ANY, ARR, NUM, Instr
 
 def instr(g, ins: Instr) -> list[str]:
     """The primal statements of one instruction."""
@@ -59,7 +59,7 @@ def instr(g, ins: Instr) -> list[str]:
         if generic or op == "setattr" and g.any_active:
             return [f"{v}, {g.pb(ins)} = _ad_{op}({a[0]}, {ins.attr!r}{''.join(', ' + x for x in a[1:])})"]
         return [f"{v} = {a[0]}.{ins.attr}"] if op == "getattr" else [f"{a[0]}.{ins.attr} = {a[1]}", f"{v} = None"]
-    if op == "getitem" and ins.kind == ARR:
+    if op == "getitem" and ins.kind in (ARR, NUM) and ins.args[0].kind == ARR:   # x[i]: inlined
         return [f"{v} = {a[0]}[{a[1]}]"]
     if op in ("getitem", "setitem"):
         if generic or op == "setitem" and g.any_active:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .analysis import CONST_KIND
-from .cotangent import Indexed, dense
+from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, ARR, INT, NUM
 
 # -- kinds of run-time values --------------------------------------------------------------------------
@@ -579,5 +579,6 @@ _NONDIFF_METHODS = {"index", "count", "keys", "startswith", "endswith", "format"
 HELPERS = {
     "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
     "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
-    "_ad_snap": snap, "_ad_like": like,
+    "_ad_snap": snap, "_ad_like": like, "_ad_addat": add_at,
+    "_ad_ents": entries, "_ad_withents": with_entries, "_ad_f64": np.float64,
 }
