@@ -25,7 +25,7 @@ from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
 
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
-           "REDUCE_CHUNK", "REDUCE_CHUNKS"]
+           "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
@@ -33,6 +33,7 @@ PARALLEL_CHUNKS = 32  # dynamic scheduling of gather loops: about this many chun
 LANES = 8  # points of an innermost loop that lane blocking computes at once (two AVX2 vectors of doubles)
 REDUCE_CHUNK = 4096  # the shortest chunk of a reassociated reduction (a multiple of LANES)
 REDUCE_CHUNKS = 1024  # the most chunks a reassociated reduction is cut into
+REDUCE_TILE = 2048  # points of the last summed variable per tile of an interchanged reduction (in L1)
 
 
 @dataclass
@@ -40,7 +41,8 @@ class Leaf:
     """What a loop nest runs at each of its points (``run(node, scope)``), with what lane blocking needs
     to know of it: the index variables the point's coordinates bind, the body whose reductions may be
     computed for several points at once (``None``: none may), the isl statements (by name) that do not
-    run that body, and the nest's domain, for leaves isl gives none."""
+    run that body, and the nest's domain, for leaves isl gives none; ``loop(tree, scope)``, if given,
+    may emit an innermost loop itself (it says whether it did)."""
 
     run: Callable
     vars: tuple = ()
@@ -48,6 +50,7 @@ class Leaf:
     domain: object = None
     plain: tuple = ()
     bodies: dict = field(default_factory=dict)  # the body of a statement (by name) that has its own
+    loop: Callable | None = None
 
     def __call__(self, node: User, sc: Scope, *into) -> None:
         self.run(node, sc, *into)
@@ -75,34 +78,68 @@ class Schedule:
         return bool(self.lanes) and lane_blockable(red, gv[-1:])
 
     def emit_interchanged(self, stmt: Stmt, pred, red: Reduce, scope: Scope) -> None:
-        """``T[g] = sum(r) e`` as ``T = 0; for r: for g: T[g] += e``: the reduction's loops outside, the
-        target's inside.  Every element still sums its terms in the order of ``r`` (the same result as
-        the gather form), but the chains of additions of different elements interleave (and vectorise)
-        instead of running one after another, each a long chain of dependent additions: the gradient
-        of the convolution loss in ``c`` (16 sums of length n) is one pass over the data instead of m.
-        Used when the target is small (it stays in L1); sequential."""
-        arr = stmt.target
-        gv = stmt.vars
-        names = self.names
-        scope.line(f"memset({arr.cname}, 0, sizeof(real) * (size_t)({self.size_product(self.layout(arr))}));")
-        allv = tuple(red.vars) + tuple(gv)
+        """``T[g] = sum(r) e`` with the reduction's loops outside and the target's inside: ``for r': for
+        tile: for g: for r_last in tile: ...`` (``r'`` the summed variables but the last, ``tile`` a cut
+        of the last one into ``REDUCE_TILE`` consecutive points).  So the data a tile reads is read once
+        for every element of the target while it stays in cache (the 2-D convolution's kernel gradient
+        streams the image rows once), and the innermost loop runs over the reduction's last variable,
+        usually the contiguous one: vectorised, each element's terms go to ``LANES`` accumulators (term
+        ``r_last`` of a tile into lane ``(r_last - start) mod LANES``, as ``emit_lanes_sum``), which are
+        combined by a fixed pairwise tree at the end.  The order of the additions depends on the sizes
+        only: the same bits in every run (sequential).  Used when the target is small (it and its lanes
+        stay in L1)."""
+        arr, gv, names = stmt.target, stmt.vars, self.names
+        acc, tile = self.fresh("tacc"), self.fresh("tile")
+        scope.line(f"real {acc}[{INTERCHANGE_MAX_TARGET * LANES}];")
+        scope.line(f"memset({acc}, 0, sizeof(real) * {LANES} * (size_t)({self.size_product(arr.dims)}));")
+        order = tuple(red.vars[:-1]) + tuple(gv) + tuple(red.vars[-1:])
         full = conj(box(zip(gv, arr.dims)), pred, box(zip(red.vars, red.sizes)), red.pred)
-        dom = D.domain(full, allv, scope.bound, names)
-        its = [self.fresh("x") for _ in allv]
+        dom = _tiled(D.domain(full, order, scope.bound, names), len(red.vars) - 1, tile, REDUCE_TILE)
+        vars_ = order[:len(red.vars) - 1] + (None,) + order[len(red.vars) - 1:]
+        its = [self.fresh("x") for _ in vars_]
         tree = loop_nest([("S", dom)], scope.ctx, its)
-        if tree is None:
-            return
+        lanes_of = f"{acc} + {LANES} * ({self.linear(arr.dims, [Affine.var(v) for v in gv])})"
 
-        def user(node: User, sc: Scope):
-            for v, a in zip(allv, node.args):
+        def user(node: User, sc: Scope, into: str | None = None):
+            for v, a in zip(vars_, node.args):
+                if v is not None:
+                    sc.line(f"const int64_t {names.var(v)} = {a};")
+            inner = sc.child(ctx=D.lift_to_context(node.domain if node.domain is not None else dom) & sc.ctx,
+                             bound=sc.bound + tuple(gv) + tuple(red.vars), indent_by=0, parallel_ok=False)
+            sc.line(f"{into or f'({lanes_of})[0]'} += {self.expr(red.body, inner)};")
+
+        def innermost(loop: For, sc: Scope) -> bool:
+            if loop.var != its[-1] or not isinstance(loop.body, User) or self.trip(loop) is None:
+                return False
+            lane = self.fresh("lane")
+            sc.line("{")
+            s = sc.child()
+            for v, a in zip(vars_, loop.body.args):
+                if v in gv:
+                    s.line(f"const int64_t {names.var(v)} = {a};")
+            s.line(f"real {lane}[{LANES}];")
+            s.line(f"memcpy({lane}, {lanes_of}, sizeof {lane});")
+            self.emit_lanes_sum(loop, s, leaf, lane, f"({loop.init}) + {self.trip(loop)}")
+            s.line(f"memcpy({lanes_of}, {lane}, sizeof {lane});")
+            sc.line("}")
+            return True
+
+        leaf = Leaf(user, domain=dom, loop=innermost)
+        if tree is not None:
+            self.emit_tree(tree, scope, leaf, parallel=False)
+        whole = D.domain(box(zip(gv, arr.dims)), gv, scope.bound, names)
+        tree = loop_nest([("S", whole)], scope.ctx, [self.fresh("x") for _ in gv])
+        lane = self.fresh("lane")
+
+        def combine(node: User, sc: Scope) -> None:
+            for v, a in zip(gv, node.args):
                 sc.line(f"const int64_t {names.var(v)} = {a};")
-            ref = self.array_ref(arr, [Affine.var(v) for v in gv])
-            known = node.domain if node.domain is not None else dom
-            inner = sc.child(ctx=(D.lift_to_context(known) & sc.ctx), bound=sc.bound + allv, indent_by=0,
-                             parallel_ok=False)
-            sc.line(f"{ref} += {self.expr(red.body, inner)};")
+            sc.line(f"const real *{lane} = {lanes_of};")
+            sc.line(f"{self.array_ref(arr, [Affine.var(v) for v in gv])} = "
+                    f"{_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
 
-        self.emit_tree(tree, scope, user, parallel=False)
+        if tree is not None:
+            self.emit_tree(tree, scope, combine, parallel=False)
 
     def body_work(self, e: Expr, depth: int = 0) -> str:
         """A rough C estimate of the work per point of a body: 1 plus, for each outermost reduction in
@@ -138,6 +175,8 @@ class Schedule:
                 inner.line(f"const int64_t {tree.var} = {tree.init};")
                 self.emit_tree(tree.body, inner, user, parallel, work, reduction)
                 scope.line("}")
+                return
+            if isinstance(user, Leaf) and user.loop is not None and user.loop(tree, scope):
                 return
             reds = self.lane_reductions(tree, user)
             if reds:
@@ -329,7 +368,15 @@ class Schedule:
     def emit_chunk_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, end: str) -> None:
         """``out = `` the sum of the terms of ``span`` (from its start to ``end``): term ``k`` into lane
         ``k mod LANES``, the lanes combined by a pairwise tree."""
-        lane, k, j = self.fresh("lane"), self.fresh("k"), self.fresh("j")
+        lane = self.fresh("lane")
+        sc.line(f"real {lane}[{LANES}] = {{0}};")
+        self.emit_lanes_sum(span, sc, leaf, lane, end)
+        sc.line(f"{out} = {_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
+
+    def emit_lanes_sum(self, span: For, sc: Scope, leaf: Leaf, lane: str, end: str) -> None:
+        """``lane[(k - start) mod LANES] += `` term ``k`` of the innermost loop ``span``, for ``k`` from its
+        start to ``end``: blocks of ``LANES`` terms in a vectorised loop, then the rest."""
+        k, j = self.fresh("k"), self.fresh("j")
 
         def term(s: Scope, at: str, into: str) -> None:
             s.line(f"const int64_t {span.var} = {at};")
@@ -337,7 +384,6 @@ class Schedule:
             leaf(span.body, s.child(), into)
             s.line("}")
 
-        sc.line(f"real {lane}[{LANES}] = {{0}};")
         sc.line(f"int64_t {k} = {span.init};")
         sc.line(f"for (; {k} + {LANES} <= {end}; {k} += {LANES}) {{")
         block = sc.child()
@@ -349,7 +395,6 @@ class Schedule:
         sc.line(f"for (; {k} < {end}; {k} += 1) {{")
         term(sc.child(), k, f"{lane}[({k} - {span.init}) % {LANES}]")
         sc.line("}")
-        sc.line(f"{out} = {_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
 
     def parallel_pragma(self, scope: Scope, work: str, reduction: str | None, chunk: str | None = None) -> None:
         """Gather loops (every element written by one iteration) are scheduled dynamically in chunks of
@@ -367,6 +412,15 @@ def _pairwise(terms: list[str]) -> str:
         return terms[0]
     half = len(terms) // 2
     return f"({_pairwise(terms[:half])} + {_pairwise(terms[half:])})"
+
+
+def _tiled(dom, pos: int, name: str, size: int):
+    """``dom`` with a new set dimension ``name`` at ``pos``: the tile (of ``size`` consecutive points) of
+    its last dimension."""
+    dom = dom.insert_dims(isl.dim_type.set, pos, 1).set_dim_name(isl.dim_type.set, pos, name)
+    v = isl.affs_from_space(dom.get_space())
+    last = v[dom.get_dim_name(isl.dim_type.set, dom.dim(isl.dim_type.set) - 1)]
+    return dom & (v[name] * size).le_set(last) & last.lt_set(v[name] * size + size)
 
 
 def unparen(c: str) -> str:

@@ -569,7 +569,7 @@ def test_temporaries_live_in_a_reused_workspace():
         ins = dict(x=rng.standard_normal(n + m - 1), c=rng.standard_normal(m), z=rng.standard_normal(n))
         assert close(gk(**ins), tl.evaluate(grad(e, "c"), **ins))
     assert len(gk._runner._workspaces) == 1
-    assert "memset(out0" in _body(gk)  # sum(i0:n) dX[i0] * x[i0 + k0] runs with k0 innermost
+    assert "tl_tacc" in _body(gk)  # sum(i0:n) dX[i0] * x[i0 + k0] runs with k0 inside, i0 in lanes
 
 
 # -- relations as CSR ---------------------------------------------------------------------------------

@@ -95,6 +95,74 @@ def test_reduction_guarded_by_the_outer_index_on_one_side():
             assert close(k(**ins), tl.evaluate(e, **ins)), (body, n, m)
 
 
+# -- reductions into small targets, interchanged and summed in lanes ----------------------------------
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 7, 8, 9, 17, 40])
+def test_kernel_gradient_of_a_two_dimensional_convolution_in_lanes(n):
+    """dw[a, b] = sum(i:n, j:n) dX[i, j] * x[i + a, j + b] into a target of m^2 <= 256 elements: the image
+    rows stream once (``for i: for a, b: for j``), each element's terms in 8 lanes over ``j``, combined
+    by a fixed tree; the sizes where there is no row, no full block of lanes, one, and a remainder (the
+    form is chosen at run time when the sum is at least 4 times longer than the target)."""
+    e = tl.parse(CONV2D)
+    for m in (2, 5):
+        r = np.random.default_rng(n + m)
+        ins = {"x": r.standard_normal((n + m - 1, n + m - 1)), "w": r.standard_normal((m, m)),
+               "z": r.standard_normal((n, n))}
+        for wrt in ("w", ["x", "w"]):
+            g = tl.grad(e, wrt)
+            k = tl_compile(g)
+            assert close(k(**ins), tl.evaluate(g, **ins)), (m, wrt)
+    assert "tl_tacc" in _output_part(k)  # the lanes
+
+
+@pytest.mark.parametrize("n", [0, 1, M - 1, M, M + 1, 8, 9, 2 * 2048 + 9])
+def test_deconvolution_gradient_in_a_short_kernel_in_tiles_of_lanes(n):
+    """dc[k] = sum(i:n) dX[i] * x[i + k] with m = 3: the sum over ``i`` cut into tiles of ``REDUCE_TILE``
+    points, each read once for the 3 elements; several tiles and a last partial one at 2 * 2048 + 9."""
+    m = 3
+    e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
+    r = np.random.default_rng(n)
+    ins = {"x": r.standard_normal(n + m - 1), "c": r.standard_normal(m), "z": r.standard_normal(n)}
+    g = tl.grad(e, "c")
+    k = tl_compile(g)
+    assert "tl_tacc" in _output_part(k) and "2048 * tl_x" in _output_part(k)  # lanes, tiles
+    assert close(k(**ins), tl.evaluate(g, **ins))
+
+
+_CONV_THREADS_SCRIPT = """
+import hashlib
+import sys
+import numpy as np
+import tensorlang as tl
+n, m = 301, 5  # enough work for the image gradient and the forward to run on several threads
+r = np.random.default_rng(5)
+x, w, z = r.standard_normal((n + m - 1, n + m - 1)), r.standard_normal((m, m)), r.standard_normal((n, n))
+e = tl.parse(open(sys.argv[1]).read())
+dx, dw = tl.compile(tl.grad(e, ["x", "w"]))(x=x, w=w, z=z)
+print(hashlib.sha256(dx.tobytes()).hexdigest(), dw.tobytes().hex())
+"""
+
+
+def test_kernel_gradient_in_lanes_is_the_same_with_any_number_of_threads(tmp_path):
+    """The order of the lanes' additions depends on the sizes only: the same bits with 1 and 2 threads."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "conv.tl").write_text(CONV2D)
+    script = tmp_path / "conv.py"
+    script.write_text(_CONV_THREADS_SCRIPT)
+    results = []
+    for threads in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "OMP_DYNAMIC": "false"}
+        r = subprocess.run([sys.executable, str(script), str(tmp_path / "conv.tl")], env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        results.append(r.stdout.strip().splitlines()[-1])
+    assert results[0] == results[1]
+
+
 # -- reassociated reductions --------------------------------------------------------------------------
 
 _THREADS_SCRIPT = """
