@@ -206,18 +206,20 @@ class Adjoint:
 
     def _start(self) -> None:
         """6.14-6.16: <dy | D[OUT]> split over the output's pairs, one inner product per leaf."""
-        def leaves(out: Expr, cot: Expr):
+        # the leaves first to last, each cotangent projected when its leaf is reached (a loop: a recursive
+        # closure over self would make the whole adjoint a reference cycle)
+        stack = [(self.output, self.dy, None)]
+        while stack:
+            out, cot, k = stack.pop()
+            cot = cot if k is None else _project(cot, k)
             if isinstance(out, Pair):
-                leaves(out.first, _project(cot, 0))
-                leaves(out.second, _project(cot, 1))
+                stack += [(out.second, cot, 1), (out.first, cot, 0)]
             elif isinstance(out, Var) and id(out) in self.by_var:
                 dims = _index_space(out.type)
                 body = read(cot, [v for v, _ in dims])
                 self.contribute(out, Contribution(dims, body, TRUE, "6.16 output"))
             else:
                 raise UnsupportedError(f"the output of a Tensor SSA program must be variables, not {out!r}")
-
-        leaves(self.output, self.dy)
 
     def contribute(self, x: Var, c: Contribution) -> None:
         """Add an inner product on dX; on an inactive X (a constant, 6.23, or a variable that does not

@@ -203,25 +203,27 @@ def _occurrences(e: Expr, var: Var) -> list[tuple[Expr, tuple]]:
     """Every read of ``var`` in ``e`` (counted in the tree, with multiplicity), each with the loops
     around it: ``(node, dims)`` where node is the outermost access chain over var (or var itself)."""
     found: list = []
-
-    def visit(n, dims):
-        if var not in free_vars(n):
-            return
-        if isinstance(n, Access) or n is var:
-            _, base = strip_accesses(n)
-            if base is var:
-                found.append((n, dims))
-                return
-        if isinstance(n, (Gen, Sum)):
-            visit(n.body, dims + ((n.var, n.size),))
-            return
-        for c in n.children:
-            for x in c if isinstance(c, tuple) else (c,):
-                if isinstance(x, Expr):
-                    visit(x, dims)
-
-    visit(e, ())
+    _visit_occurrences(e, (), var, found)
     return found
+
+
+def _visit_occurrences(n: Expr, dims: tuple, var: Var, found: list) -> None:
+    # a module function, not a closure: a recursive closure is a reference cycle, and everything it holds
+    # would wait for the cycle collector
+    if var not in free_vars(n):
+        return
+    if isinstance(n, Access) or n is var:
+        _, base = strip_accesses(n)
+        if base is var:
+            found.append((n, dims))
+            return
+    if isinstance(n, (Gen, Sum)):
+        _visit_occurrences(n.body, dims + ((n.var, n.size),), var, found)
+        return
+    for c in n.children:
+        for x in c if isinstance(c, tuple) else (c,):
+            if isinstance(x, Expr):
+                _visit_occurrences(x, dims, var, found)
 
 
 def _is_free(value: Expr) -> bool:
@@ -301,18 +303,17 @@ def _is_path(e: Expr) -> bool:
 def _replace(e: Expr, copies: dict[int, Expr], var: Var) -> Expr:
     """``e`` with each read of ``var`` whose node id ``copies`` maps replaced by its copy, in one pass
     that enters only the nodes where ``var`` is free (each once)."""
-    memo: dict[int, Expr] = {}
+    return _replace_in(e, copies, var, {})
 
-    def visit(n):
-        if not isinstance(n, Expr) or var not in free_vars(n):
-            return n
-        if id(n) in copies:
-            return copies[id(n)]
-        if id(n) not in memo:
-            memo[id(n)] = rebuild(n, visit)
-        return memo[id(n)]
 
-    return visit(e)
+def _replace_in(n, copies: dict[int, Expr], var: Var, memo: dict[int, Expr]):
+    if not isinstance(n, Expr) or var not in free_vars(n):
+        return n
+    if id(n) in copies:
+        return copies[id(n)]
+    if id(n) not in memo:
+        memo[id(n)] = rebuild(n, lambda c: _replace_in(c, copies, var, memo))
+    return memo[id(n)]
 
 
 # S4 -----------------------------------------------------------------------------------------------

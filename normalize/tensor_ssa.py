@@ -275,23 +275,23 @@ def ssa_input(e, ctx):
 def substitute_paths(node, path, new):
     """``node`` with every occurrence of the subterm ``path`` replaced by ``new`` (no binders in between
     can capture: ``new`` mentions the index variables ``path`` mentions)."""
-    memo = {}
+    return _substitute_path(node, path, new, {})
 
-    def go(n):
-        if n is path:
-            return new
-        if not hasattr(n, "type"):
-            return n
-        key = id(n)
-        if key in memo:
-            return memo[key]
-        from tensorlang.substitute import rebuild
 
-        out = rebuild(n, lambda c: go(c) if hasattr(c, "type") else c)
-        memo[key] = out
-        return out
+def _substitute_path(n, path, new, memo: dict):
+    # a module function, not a recursive closure (a reference cycle that only the cycle collector frees)
+    if n is path:
+        return new
+    if not hasattr(n, "type"):
+        return n
+    key = id(n)
+    if key in memo:
+        return memo[key]
+    from tensorlang.substitute import rebuild
 
-    return go(node)
+    out = rebuild(n, lambda c: _substitute_path(c, path, new, memo) if hasattr(c, "type") else c)
+    memo[key] = out
+    return out
 
 
 @rule("5.27 gen under guard", Let)

@@ -39,6 +39,9 @@ def _key(field) -> object:
     return (type(field), field)
 
 
+_ITSELF = object()  # a memoised value that is the node itself (Node.memo)
+
+
 class Node:
     """An interned, immutable tree node; subclasses list their ``_fields`` and may define ``_check``."""
 
@@ -75,11 +78,16 @@ class Node:
         return self._values
 
     def memo(self, key, compute):
-        """A per-node cache for derived data (free variables, types, canonical forms)."""
+        """A per-node cache for derived data (free variables, types, canonical forms).  A value that is
+        the node itself (an expression already in canonical form) is kept as a marker: a node's cache
+        never refers to the node, so no reference cycle keeps a dropped node alive until the cycle
+        collector runs (and a deep program's derivation does not end up paying for full collections)."""
         memo = self._memo
         if key not in memo:
-            memo[key] = compute()
-        return memo[key]
+            value = compute()
+            memo[key] = _ITSELF if value is self else value
+        value = memo[key]
+        return self if value is _ITSELF else value
 
 
 # --------------------------------------------------------------------------------------------------

@@ -223,11 +223,11 @@ def replace_at(expr: Expr, position: Sequence, new: Expr) -> Expr:
 
 def var_objects(node: Node) -> tuple[Var, ...]:
     """Every ``Var`` object below ``node``, free or bound (let binders included), first occurrence first."""
+    if isinstance(node, Var):  # not memoised: the cache of a variable would refer to the variable
+        return (node,)
 
     def compute():
         out: dict = {}
-        if isinstance(node, Var):
-            out[node] = None
         for k, v in enumerate(node.children):
             if isinstance(v, Node) and not isinstance(v, _SKIP):
                 out.update(dict.fromkeys(var_objects(v)))

@@ -28,10 +28,10 @@ def _field_nodes(node: Node):
 
 def free_vars(node: Node) -> tuple[Var, ...]:
     """Free ``Var``s (inputs and relations) of an expression or predicate."""
+    if isinstance(node, Var):  # not memoised: the cache of a variable would refer to the variable
+        return (node,)
 
     def compute():
-        if isinstance(node, Var):
-            return (node,)
         if isinstance(node, Let):
             body = tuple(v for v in free_vars(node.body) if v is not node.var)
             return _merge(free_vars(node.value), body)
