@@ -146,21 +146,26 @@ print(hashlib.sha256(dx.tobytes()).hexdigest(), dw.tobytes().hex())
 
 def test_kernel_gradient_in_lanes_is_the_same_with_any_number_of_threads(tmp_path):
     """The order of the lanes' additions depends on the sizes only: the same bits with 1 and 2 threads."""
+    (tmp_path / "conv.tl").write_text(CONV2D)
+    assert _same_with_1_and_2_threads(tmp_path, _CONV_THREADS_SCRIPT, tmp_path / "conv.tl")
+
+
+def _same_with_1_and_2_threads(tmp_path, script_text: str, *args) -> bool:
+    """Whether the last line a script prints is the same with 1 and with 2 OpenMP threads."""
     import os
     import subprocess
     import sys
 
-    (tmp_path / "conv.tl").write_text(CONV2D)
-    script = tmp_path / "conv.py"
-    script.write_text(_CONV_THREADS_SCRIPT)
+    script = tmp_path / "threads.py"
+    script.write_text(script_text)
     results = []
     for threads in ("1", "2"):
         env = {**os.environ, "OMP_NUM_THREADS": threads, "OMP_DYNAMIC": "false"}
-        r = subprocess.run([sys.executable, str(script), str(tmp_path / "conv.tl")], env=env,
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run([sys.executable, str(script), *map(str, args)], env=env, capture_output=True, text=True,
+                           timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
         results.append(r.stdout.strip().splitlines()[-1])
-    assert results[0] == results[1]
+    return results[0] == results[1]
 
 
 # -- reassociated reductions --------------------------------------------------------------------------
@@ -185,20 +190,7 @@ def test_long_sums_are_the_same_with_any_number_of_threads(tmp_path):
     """A long sum is cut into chunks by its length only, each chunk summed in lanes (or in order, where
     its terms hold lane-blocked reductions) and the chunks added in order: the same bits with 1 and 2
     threads, and within rounding of the evaluator."""
-    import os
-    import subprocess
-    import sys
-
-    script = tmp_path / "sums.py"
-    script.write_text(_THREADS_SCRIPT)
-    results = []
-    for threads in ("1", "2"):
-        env = {**os.environ, "OMP_NUM_THREADS": threads, "OMP_DYNAMIC": "false"}
-        r = subprocess.run([sys.executable, str(script), str(EXAMPLES / "deconv_loss.tl")], env=env,
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stderr[-2000:]
-        results.append(r.stdout.strip().splitlines()[-1])
-    assert results[0] == results[1]
+    assert _same_with_1_and_2_threads(tmp_path, _THREADS_SCRIPT, EXAMPLES / "deconv_loss.tl")
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 4095, 4096, 4097, 40000])
