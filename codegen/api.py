@@ -6,11 +6,13 @@ from .kernel import Kernel
 __all__ = ["compile", "export"]
 
 
-def compile(expr, target: str = "c", dtype: str = "float64") -> Kernel:  # noqa: A001 - the API's name
+def compile(expr, target: str = "c", dtype: str = "float64", sanitize: bool = False) -> Kernel:  # noqa: A001
     """A ``Kernel`` for ``expr``: loop nests from isl emitted as C (``target="c"``: built with the system
     compiler at -O3, OpenMP where available, loaded in-process) or CUDA (``target="cuda"``: built with
-    nvcc, run through CuPy where a GPU is); float64 by default, ``dtype="float32"`` on request."""
-    return Kernel(expr, target=target, dtype=dtype)
+    nvcc, run through CuPy where a GPU is); float64 by default, ``dtype="float32"`` on request.
+    ``sanitize=True`` builds the C kernel (and its adjoint) with AddressSanitizer and UBSan instead of
+    optimisation, cached apart; the process must have their runtime (docs/reliability.md)."""
+    return Kernel(expr, target=target, dtype=dtype, sanitize=sanitize)
 
 
 def export(kernels, name: str, directory: str, native: bool = False):

@@ -195,8 +195,8 @@ def vector_math_available(cc: str | None = None) -> bool:
     return bool(_PROBES[key])
 
 
-#: ``TENSORLANG_SANITIZE=1``: kernels are built with AddressSanitizer and UndefinedBehaviorSanitizer, any
-#: finding fatal (a report on stderr, then the process ends).  A process that loads such a kernel must
+#: ``tl.compile(expr, sanitize=True)``, or ``TENSORLANG_SANITIZE=1`` for every kernel: built with AddressSanitizer
+#: and UndefinedBehaviorSanitizer, any finding fatal (a report on stderr, then the process ends).  A process that loads such a kernel must
 #: start with the ASan runtime, and the C++ runtime after it (islpy throws C++ exceptions, which ASan
 #: intercepts): ``SANITIZE_PRELOAD``.
 SANITIZE_PRELOAD = 'LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libstdc++.so)"'
@@ -204,16 +204,20 @@ SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,un
                   "-fno-sanitize-recover=all"]
 
 
-def sanitizing() -> bool:
-    return os.environ.get("TENSORLANG_SANITIZE", "") not in ("", "0")
+def sanitizing(requested: bool = False) -> bool:
+    """Whether a kernel is built with the sanitizers: ``requested`` (``sanitize=True``) or
+    ``TENSORLANG_SANITIZE`` set (to anything but ``0``)."""
+    return bool(requested) or os.environ.get("TENSORLANG_SANITIZE", "") not in ("", "0")
 
 
-def c_flags(openmp: bool | None = None, vector_math: bool | None = None, native: bool = True) -> list[str]:
+def c_flags(openmp: bool | None = None, vector_math: bool | None = None, native: bool = True,
+            sanitize: bool = False) -> list[str]:
     """The C compiler's flags for a kernel; OpenMP and libmvec where the machine has them (unless
     ``False`` is given).  ``native=False`` builds for the compiler's baseline CPU (every x86-64, for
-    instance) instead of this machine's (``-march=native``): what ``tl.export`` does by default.  Under
-    ``TENSORLANG_SANITIZE``, the sanitizers' flags instead of optimisation."""
-    if sanitizing():
+    instance) instead of this machine's (``-march=native``): what ``tl.export`` does by default.  With
+    ``sanitize`` (or under ``TENSORLANG_SANITIZE``), the sanitizers' flags instead of optimisation: the
+    flags are part of the cache key, so sanitized libraries are cached apart."""
+    if sanitizing(sanitize):
         return SANITIZE_FLAGS + ["-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
     target = "-march=native" if native else "-mtune=generic"
     flags = ["-O3", target, "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
@@ -287,15 +291,18 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
     return target
 
 
-def load(path: str) -> ctypes.CDLL:
-    """The library at ``path``, loaded once per process, after checking it against its seal."""
+def load(path: str, sanitize: bool = False) -> ctypes.CDLL:
+    """The library at ``path``, loaded once per process, after checking it against its seal; a library
+    built with the sanitizers (``sanitize``, or under ``TENSORLANG_SANITIZE``) only into a process that has
+    their runtime."""
     with _LOCK:
         lib = _LOADED.get(path)
         if lib is None:
-            if sanitizing() and not _asan_loaded():
+            if sanitizing(sanitize) and not _asan_loaded():
                 raise TensorLangError(
-                    "TENSORLANG_SANITIZE is set, but this process does not have the AddressSanitizer runtime: "
-                    f"start it with {SANITIZE_PRELOAD} (and ASAN_OPTIONS=detect_leaks=0 for Python)")
+                    "this kernel is built with the sanitizers (sanitize=True or TENSORLANG_SANITIZE), but this "
+                    f"process does not have the AddressSanitizer runtime: start it with {SANITIZE_PRELOAD} "
+                    "(and ASAN_OPTIONS=detect_leaks=0 for Python)")
             if not _settled(path):
                 raise TensorLangError(f"the kernel library {path} is damaged (its size or checksum does not "
                                       f"match {path}.sum); remove it to rebuild")

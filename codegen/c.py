@@ -27,7 +27,7 @@ from tensorlang.substitute import rebuild
 from tensorlang.traversal import free_index_vars
 
 from . import domains as D
-from .build import build_c, load as load_library
+from .build import build_c, c_flags, load as load_library
 from .c_runtime import BLAS_HELPERS, c_prelude
 from .ir import Array, Program, Reduce, Stmt
 from .lower import C_RESERVED
@@ -475,7 +475,9 @@ def emit_c(prog: Program, namer, dtype: str = "float64", entry: str = "tl_kernel
     return CEmitter(prog, namer, dtype, entry).emit()
 
 
-def load(source: str, meta: dict, error) -> tuple[Runner, str]:
-    """The ``Target.load`` of C: the library built (cached) and loaded in-process, and its runner."""
-    library = build_c(source)
-    return Runner(meta, load_library(library), error=error), library
+def load(source: str, meta: dict, error, sanitize: bool = False) -> tuple[Runner, str, list[str]]:
+    """The ``Target.load`` of C: the library built (cached) with the flags of ``codegen.build.c_flags``
+    and loaded in-process, its runner, its path and those flags."""
+    flags = c_flags(sanitize=sanitize)
+    library = build_c(source, flags=flags)
+    return Runner(meta, load_library(library, sanitize), error=error), library, flags

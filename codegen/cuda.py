@@ -303,7 +303,11 @@ class CudaRunner:
         return host.results([cp.asnumpy(o) for o in d_outs])
 
 
-def load(source: str, meta: dict, error) -> tuple[CudaRunner, str | None]:
-    """The ``Target.load`` of CUDA: the runner and the object nvcc built (``None`` without nvcc)."""
+def load(source: str, meta: dict, error, sanitize: bool = False) -> tuple[CudaRunner, str | None, None]:
+    """The ``Target.load`` of CUDA: the runner and the object nvcc built (``None`` without nvcc); the
+    sanitizers are the C target's (CUDA has ``compute-sanitizer``, run from outside the process)."""
+    if sanitize:
+        raise UnsupportedError("sanitize=True builds C kernels with AddressSanitizer and UBSan; the CUDA "
+                               "target has no such build (run the process under compute-sanitizer)")
     runner = CudaRunner(source, meta, error=error)
-    return runner, runner.object_path
+    return runner, runner.object_path, None

@@ -1,11 +1,12 @@
 """``Kernel``: a compiled program, callable like ``tl.evaluate``.
 
-``Kernel(expr, target="c", dtype="float64")`` lowers the program (``codegen.lower``: normalisation,
-fusion, canonical bodies), emits it with the emitter of its target (``TARGETS``: C, ``codegen.c``, or
-CUDA, ``codegen.cuda``), builds and loads it (``codegen.build``), and wraps the entry point in a runner
-whose ``codegen.runtime.Arguments`` check every input's shape and dtype (raising ``ShapeError``) before
-any generated code runs.  ``kernel.source`` is the generated code; ``kernel.meta`` the plain-data
-description of its arguments that ``tl.export`` writes out; ``kernel.explain()`` prints every stage.
+``Kernel(expr, target="c", dtype="float64", sanitize=False)`` lowers the program (``codegen.lower``:
+normalisation, fusion, canonical bodies), emits it with the emitter of its target (``TARGETS``: C,
+``codegen.c``, or CUDA, ``codegen.cuda``), builds and loads it (``codegen.build``; with the sanitizers
+where ``sanitize``), and wraps the entry point in a runner whose ``codegen.runtime.Arguments`` check every
+input's shape and dtype (raising ``ShapeError``) before any generated code runs.  ``kernel.source`` is
+the generated code; ``kernel.flags`` the C compiler's flags; ``kernel.meta`` the plain-data description
+of its arguments that ``tl.export`` writes out; ``kernel.explain()`` prints every stage.
 """
 from __future__ import annotations
 
@@ -105,16 +106,19 @@ class Kernel:
     """A compiled program: ``kernel(**inputs)`` returns what ``tl.evaluate(expr, **inputs)`` does (NumPy
     arrays, floats, tuples for pairs), computed by generated code; ``kernel.source`` is that code."""
 
-    def __init__(self, expr: Expr, target: str = "c", dtype: str = "float64"):
+    def __init__(self, expr: Expr, target: str = "c", dtype: str = "float64", sanitize: bool = False):
         if not isinstance(expr, Expr):
             raise TypeError(f"tl.compile needs an Expr, got {type(expr).__name__}")
         t0 = time.perf_counter()
         self.expr = expr
         self.target = target
         self.dtype = dtype
+        self.sanitize = sanitize
         self.source, self.meta = generate(expr, target, dtype)
         t1 = time.perf_counter()
-        self._runner, self.library = target_of(target).load(self.source, self.meta, ShapeError)
+        # flags: the C compiler's (codegen.build.c_flags), -fsanitize=... among them when sanitized
+        self._runner, self.library, self.flags = target_of(target).load(self.source, self.meta, ShapeError,
+                                                                        sanitize)
         self.timings = {"generate_s": t1 - t0, "build_s": time.perf_counter() - t1}
 
     @property
@@ -170,8 +174,8 @@ class Kernel:
         return [v.name for v in value_inputs(self.expr)]
 
     def adjoint(self) -> "Kernel":
-        """``tl.compile(tl.adjoint(expr, wrt=differentiable_inputs()))`` with this kernel's target and
-        dtype, built on first use and cached (thread-safe: built at most once)."""
+        """``tl.compile(tl.adjoint(expr, wrt=differentiable_inputs()))`` with this kernel's target, dtype
+        and sanitizers, built on first use and cached (thread-safe: built at most once)."""
         if self.adjoint_kernel is None:
             with _ADJOINT_LOCK:
                 if self.adjoint_kernel is None:
@@ -182,7 +186,7 @@ class Kernel:
                     aexpr = tl_adjoint(self.expr, wrt)
                     known = {v.name for v in free_vars(self.expr)}
                     dy = [v.name for v in free_vars(aexpr) if v.name not in known]
-                    k = Kernel(aexpr, target=self.target, dtype=self.dtype)
+                    k = Kernel(aexpr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
                     k.wrt = wrt
                     k.dy_name = dy[0] if dy else None
                     self.adjoint_kernel = k

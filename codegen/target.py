@@ -28,9 +28,10 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class Target:
-    """``emitter(prog, namer, dtype, entry)`` writes the source; ``load(source, meta, error)`` returns
-    ``(runner, library path or None)``, where ``runner(**inputs)`` checks the inputs (raising ``error``)
-    and runs the kernel.  Both live in ``module``."""
+    """``emitter(prog, namer, dtype, entry)`` writes the source; ``load(source, meta, error, sanitize)``
+    returns ``(runner, library path or None, compiler flags or None)``, where ``runner(**inputs)`` checks
+    the inputs (raising ``error``) and runs the kernel, built with the sanitizers where ``sanitize`` (an
+    ``UnsupportedError`` where the target has none).  Both live in ``module``."""
 
     name: str
     module: str
