@@ -32,6 +32,7 @@ from typing import Sequence
 
 import islpy as isl
 
+from .alpha import alpha_equal
 from .errors import UnsupportedError
 from .nodes import (
     FALSE, TRUE, Affine, And, Cmp, Exists, IndexVar, Pred, RelAtom, SizeVar, box, compare, conj, disj,
@@ -485,10 +486,17 @@ def simplify(pred: Pred, dims: Sequence[IndexVar], context: Pred = TRUE) -> Pred
 
     TRUE when the context implies ``pred``, FALSE when ``pred and context`` is empty; otherwise isl's
     ``gist`` of each pair's affine part against the context (and the bounds of the pair's relation
-    literals, which are kept beside it), coalesced and converted back.
+    literals, which are kept beside it), coalesced and converted back.  A result equal to ``pred`` up to
+    the names of its bound variables is ``pred`` itself (converting back names an ``exists`` afresh), so
+    that a rewriting driver that simplifies to a fixed point reaches one.
     """
     if pred is TRUE or pred is FALSE:
         return pred
+    out = _simplified(pred, dims, context)
+    return pred if out is not pred and alpha_equal(out, pred) else out
+
+
+def _simplified(pred: Pred, dims: Sequence[IndexVar], context: Pred) -> Pred:
     if implies(context, pred, dims):
         return TRUE
     if is_empty(pred, dims, context):
