@@ -196,10 +196,11 @@ class Evaluator:
         return self._strong_zeros(e, self.expr(e.left, scope) * self.expr(e.right, scope), scope)
 
     def _strong_zeros(self, product: Expr, value, scope: Scope):
-        """Iverson's strong zero: a product is 0 where one of its brackets is false, whatever its other
-        factors are there (inf, NaN), as in a kernel, which does not compute them there; a bracket
-        reaches through a scalar let (which a kernel inlines)."""
-        if np.isfinite(value).all():
+        """Iverson's strong zero: a product is +0 where one of its brackets is false, whatever its other
+        factors are there (inf, NaN, a negative number), as in a kernel, which does not compute them
+        there; a bracket reaches through the operand of a bracket, the body of a let and a scalar let
+        (which a kernel inlines)."""
+        if (np.isfinite(value) & (value != 0)).all():
             return value
         dead = self._bracketed(product, scope)
         return value if dead is None else np.where(dead, 0.0, value)
@@ -211,13 +212,15 @@ class Evaluator:
         for f in _factors(e):
             if isinstance(f, Guard):
                 live = self.pred(f.pred, scope)
-                here = (not live) if isinstance(live, bool) else ~live
+                here = _either((not live) if isinstance(live, bool) else ~live, self._bracketed(f.body, scope))
+            elif isinstance(f, Let):
+                here = self._bracketed(f.body, scope)
             elif isinstance(f, Var) and f in self.let_brackets:
                 mask, depth = self.let_brackets[f]
                 here = mask if isinstance(mask, bool) else _lift(mask, depth, scope.depth)
             else:
                 continue
-            dead = here if dead is None else (dead | here)
+            dead = _either(dead, here)
         return dead
 
     def _call(self, e: Call, scope: Scope):  # 4.5
@@ -245,9 +248,10 @@ class Evaluator:
         if n == 0:  # the empty sum is 0, whatever its body would be (inf, NaN)
             return np.zeros((1,) * d)
         body = self.expr(e.body, scope.push(e.var, n))
+        # + 0.0: a sum starts from +0, as a kernel's accumulator does (a sum of -0 is +0 there)
         if body.shape[d] == 1:
-            return np.take(body, 0, axis=d) * n
-        return body.sum(axis=d)
+            return np.take(body, 0, axis=d) * n + 0.0
+        return body.sum(axis=d) + 0.0
 
     def _contraction(self, e: Sum, scope: Scope):
         """``sum(i...) f0 * f1 * ...`` as one einsum over the factors (BLAS where it applies)."""
@@ -262,8 +266,10 @@ class Evaluator:
         if 0 in inner.extents[d:]:
             return np.zeros((1,) * d)
         values = [self.expr(f, inner) for f in factors]
-        if any(isinstance(f, Guard) for f in factors) and not all(np.isfinite(v).all() for v in values):
-            return None  # a bracket's strong zero against an inf or NaN: the product one point at a time
+        if not all(np.isfinite(v).all() for v in values):
+            # an inf or NaN: the product one point at a time (a bracket's strong zero against it), summed
+            # as written (einsum would factor, (a0 + a1) * inf, where a kernel computes a0 * inf + a1 * inf)
+            return None
         operands, used = [], set()
         for v in values:
             keep = [k for k in range(depth) if v.shape[k] != 1]
@@ -278,7 +284,7 @@ class Evaluator:
             if k not in used:
                 result = result * inner.extents[k]
         shape = [scope.extents[k] if k in used else 1 for k in range(d)]
-        return np.asarray(result, dtype=np.float64).reshape(shape)
+        return np.asarray(result, dtype=np.float64).reshape(shape) + 0.0  # from +0, as in _sum
 
     def _access(self, e: Access, scope: Scope):  # 4.11
         value = self.expr(e.tensor, scope)
@@ -449,6 +455,11 @@ def _strided_window(index: Affine, v: np.ndarray, scope: Scope, binding: Binding
     return np.lib.stride_tricks.as_strided(
         base, tuple(shape) + v.shape[d + 1:], tuple(strides) + v.strides[d + 1:], writeable=False
     )
+
+
+def _either(a, b):
+    """The union of two places (None: nowhere; True; a boolean array)."""
+    return b if a is None else a if b is None else (a | b)
 
 
 def _factors(e: Expr) -> list[Expr]:

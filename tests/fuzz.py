@@ -9,9 +9,19 @@ extents that are 0, 1 or negative at the given sizes (``n - 3`` at n = 0), names
 relations, and deep nesting.  Every access is guarded so that it is in range, so a program that does not
 parse is a defect of the generator, and is counted.
 
+The comparison is the contract of docs/reliability.md, no looser: where every input and every value the
+program computes as written is finite (``finite_throughout``, asked of the element-by-element
+interpreter of ``tests/interpreter.py``), the two paths give equal values to rounding or the same error.
+Where some value is infinite or NaN, the rewrites (exact over the reals, not in IEEE arithmetic) may
+combine it differently: the run must still give a value (of the same shape) or the same error in both,
+and a difference is counted apart (``nonfinite_differing``), not as a mismatch.  Where the evaluator
+refuses a program nested deeper than NumPy's axes (its documented limit) and a kernel computes it, the
+run is counted as ``unchecked``.  A program that takes longer than the time limit (60 s by default) is
+recorded as slow, and is a failure like a mismatch.
+
 The draws are a function of the seed alone.  ``run(seed, count)`` returns a ``Report``; from the command
 line, ``python tests/fuzz.py --seconds 600 --seed 1`` runs until the time is up and prints the figures
-(docs/reliability.md records the last long run).
+(docs/reliability.md records the last long run); it exits 1 on a mismatch or a slow program.
 """
 from __future__ import annotations
 
@@ -26,6 +36,11 @@ import scipy.sparse as sp
 
 import tensorlang as tl
 from tensorlang.nodes import R
+
+try:  # tests/ on sys.path (pytest's default for a folder without __init__.py, or run as a script)
+    from interpreter import Violation, naive_evaluate
+except ImportError:  # tests/ as a package
+    from tests.interpreter import Violation, naive_evaluate
 
 # names that are C keywords, macros of the C library, predefined macros or the kernels' own prefix
 VALUE_NAMES = ("x", "y", "M_PI", "INFINITY", "NAN", "linux", "unix", "INT64_MAX", "_Bool", "tl_x", "int",
@@ -48,6 +63,9 @@ class Report:
     agreed_values: int = 0
     agreed_errors: int = 0
     disagreed: int = 0  # runs whose outcomes differ (the first 20 are kept in ``mismatches``)
+    nonfinite_runs: int = 0  # runs where an input or a value computed on the way is infinite or NaN
+    nonfinite_differing: int = 0  # of those, runs whose values differ (allowed: the module docstring)
+    unchecked: int = 0  # runs the evaluator refuses as nested too deep, where a kernel computes
     gradients: int = 0
     not_parsed: list = field(default_factory=list)
     mismatches: list = field(default_factory=list)
@@ -57,6 +75,8 @@ class Report:
     def __str__(self) -> str:
         return (f"{self.programs} programs, {self.parsed} parsed; {self.gradients} gradients; {self.runs} runs: "
                 f"{self.agreed_values} equal values, {self.agreed_errors} same error, "
+                f"{self.nonfinite_differing} differing with a non-finite value on the way (of "
+                f"{self.nonfinite_runs} such runs), {self.unchecked} too deep for the evaluator, "
                 f"{self.disagreed} mismatches, {len(self.slow)} over the time limit; {self.seconds:.0f} s")
 
 
@@ -245,12 +265,12 @@ def _value(rng: random.Random, d, sizes: dict):
 
 
 def outcome(f):
-    """``("value", v)`` or ``("error", class name)``; anything else (a raw exception) propagates."""
+    """``("value", v)`` or ``("error", class name, message)``; anything else (a raw exception) propagates."""
     try:
         with np.errstate(all="ignore"):
             return ("value", f())
     except tl.TensorLangError as exc:
-        return ("error", type(exc).__name__)
+        return ("error", type(exc).__name__, str(exc))
 
 
 def same(a, b) -> bool:
@@ -259,6 +279,34 @@ def same(a, b) -> bool:
     if a[0] == "error":
         return a[1] == b[1]
     return _close(a[1], b[1])
+
+
+def same_shape(a, b) -> bool:
+    """Both values, of the same structure and shapes (what a run with a non-finite value must keep)."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
+                and all(same_shape(p, q) for p, q in zip(a, b)))
+    return np.shape(a) == np.shape(b)
+
+
+def finite_throughout(expr, ins: dict) -> bool:
+    """Whether every input of ``expr`` and every value it computes as written at ``ins`` is finite (sums,
+    products, function values: ``tests/interpreter.py``, one element at a time)."""
+    for v in ins.values():
+        if not sp.issparse(v) and not np.isfinite(np.asarray(v, dtype=np.float64)).all():
+            return False
+    try:
+        with np.errstate(all="ignore"):
+            naive_evaluate(expr, ins)
+    except Violation:
+        return False
+    return True
+
+
+def too_deep(ref, got) -> bool:
+    """The evaluator's documented limit: a program nested deeper than NumPy's axes, which a kernel computes."""
+    return ref[0] == "error" and ref[1] == "UnsupportedError" and "nests its loops deeper" in ref[2] \
+        and got[0] == "value"
 
 
 def _close(got, ref) -> bool:
@@ -282,11 +330,17 @@ def check(report: Report, expr, inputs: list[dict], src: str, what: str) -> None
         ref = outcome(lambda: tl.evaluate(expr, **ins))
         got = kernel if kernel[0] == "error" else outcome(lambda: kernel[1](**ins))
         report.runs += 1
+        finite = finite_throughout(expr, ins) if ref[0] == got[0] == "value" else True
+        report.nonfinite_runs += not finite
         if same(got, ref):
             if ref[0] == "value":
                 report.agreed_values += 1
             else:
                 report.agreed_errors += 1
+        elif too_deep(ref, got):
+            report.unchecked += 1
+        elif not finite and same_shape(got[1], ref[1]):
+            report.nonfinite_differing += 1
         else:
             report.disagreed += 1
             if len(report.mismatches) < 20:
@@ -356,7 +410,7 @@ def main(argv=None) -> int:
         print(f"--- over the time limit ({stage})\n{src}")
     for src, msg in report.not_parsed[:10]:
         print(f"--- not parsed\n{src}\n{msg}")
-    return 1 if report.mismatches else 0
+    return 1 if report.mismatches or report.slow else 0
 
 
 if __name__ == "__main__":

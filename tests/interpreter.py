@@ -3,8 +3,10 @@ floats and nested lists, no vectorisation and no sharing.
 
 ``holds`` decides a predicate at one point (also the brute-force oracle of ``test_predicates``);
 ``naive_evaluate`` evaluates a program and fails (``Violation``) on an out-of-range access, an
-out-of-domain black-box argument or a non-finite value, so it checks the generator's programs and is an
-oracle for the reference evaluator (``test_strategies``).
+out-of-domain black-box argument or a non-finite value (any sum, product or function value on the way,
+not only the result), so it checks the generator's programs and is an oracle for the reference
+evaluator (``test_strategies``); the differential fuzzer (``fuzz.py``) asks it whether every value of a
+program is finite at given inputs.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import numpy as np
 
 from tensorlang.functions import lookup
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, And, Call, Cmp, Const, Exists, Expr, Gen, Guard, Let, Mul, Or, Pair, PairType,
+    FALSE, TRUE, Access, Add, And, Call, Cmp, Const, Declare, Exists, Expr, Gen, Guard, Let, Mul, Or, Pair, PairType,
     Proj, R, RelAtom, SizeVar, Sum, Var,
 )
 
@@ -58,6 +60,12 @@ def naive_evaluate(expr: Expr, inputs: dict):
     return out
 
 
+def _finite(value: float) -> float:
+    if not np.isfinite(value):
+        raise Violation(f"non-finite value {value}")
+    return value
+
+
 def _zero(t, env):
     if t is R:
         return 0.0
@@ -82,11 +90,11 @@ def _eval(e, env, lets, inputs):
     if isinstance(e, Var):
         return lets[e.name] if e.name in lets else inputs[e.name]
     if isinstance(e, Const):
-        return float(e.value)
+        return _finite(float(e.value))
     if isinstance(e, Add):
-        return _eval(e.left, env, lets, inputs) + _eval(e.right, env, lets, inputs)
+        return _finite(_eval(e.left, env, lets, inputs) + _eval(e.right, env, lets, inputs))
     if isinstance(e, Mul):
-        return _eval(e.left, env, lets, inputs) * _eval(e.right, env, lets, inputs)
+        return _finite(_eval(e.left, env, lets, inputs) * _eval(e.right, env, lets, inputs))
     if isinstance(e, Call):
         spec = lookup(e.fn)
         args = [float(_eval(a, env, lets, inputs)) for a in e.args]
@@ -96,9 +104,9 @@ def _eval(e, env, lets, inputs):
         with np.errstate(all="raise"):
             try:
                 out = float(spec.numpy(*args))
-            except FloatingPointError as exc:
+            except (FloatingPointError, ZeroDivisionError, OverflowError) as exc:  # Python's floats raise too
                 raise Violation(f"{e.fn}{tuple(args)}: {exc}") from None
-        return out
+        return _finite(out)
     if isinstance(e, Pair):
         return (_eval(e.first, env, lets, inputs), _eval(e.second, env, lets, inputs))
     if isinstance(e, Proj):
@@ -106,7 +114,8 @@ def _eval(e, env, lets, inputs):
     if isinstance(e, Gen):
         return [_eval(e.body, {**env, e.var: k}, lets, inputs) for k in range(e.size.evaluate(env))]
     if isinstance(e, Sum):
-        return float(sum(_eval(e.body, {**env, e.var: k}, lets, inputs) for k in range(e.size.evaluate(env))))
+        return _finite(float(sum(_eval(e.body, {**env, e.var: k}, lets, inputs)
+                                 for k in range(e.size.evaluate(env)))))
     if isinstance(e, Access):
         t = _eval(e.tensor, env, lets, inputs)
         size = e.tensor.type.size.evaluate(env)
@@ -123,6 +132,8 @@ def _eval(e, env, lets, inputs):
     if isinstance(e, Let):
         value = _eval(e.value, env, lets, inputs)
         return _eval(e.body, env, {**lets, e.var.name: value}, inputs)
+    if isinstance(e, Declare):  # inputs the body does not read
+        return _eval(e.body, env, lets, inputs)
     raise TypeError(e)
 
 
