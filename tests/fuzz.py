@@ -401,8 +401,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--limit", type=int, default=60, help="seconds one program may take (else: slow)")
     args = parser.parse_args(argv)
-    report = run(args.seed, seconds=args.seconds)
+    report = run(args.seed, seconds=args.seconds, limit=args.limit)
     print(report)
     for what, src, ins, ref, got in report.mismatches:
         print(f"--- {what}\n{src}\ninputs {ins}\nevaluator {ref}\nkernel    {got}")
