@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from .ir import ANY, ARR, INT, NUM, VEC, Function, Instr, Phi
+from .lower import as_sequence
 from .rules.scalar import INLINE_CALLS, INT_RESULT_CALLS
 
 _ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
@@ -43,6 +44,7 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
     values = list(fn.values())
     ints = python_ints(values)
     _fix_kinds(values, arg_kinds, gk, True, ints)
+    values = _index_arrays_directly(fn, values)
     for v in values:   # ``x += y`` on a number rebinds x; on anything else it may write in place
         if _augmented(v) and v.args[0].kind in (INT, NUM):
             v.attr = v.attr[:-1]
@@ -72,6 +74,25 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
             if a and not v.active:
                 v.active = True
                 changed = True
+
+
+def _index_arrays_directly(fn: Function, values: list) -> list:
+    """A ``for`` loop (or comprehension) over an array indexes the array itself: the uses of
+    ``as_sequence(x)`` (``lower.py``, which returns an array as it is) for an ``x`` of kind ``ARR`` become
+    uses of ``x`` and the call is dropped, so ``for v in x`` reads entries as ``x[i]`` does."""
+    same = {v: v.args[1] for v in values if isinstance(v, Instr) and v.op == "call" and len(v.args) == 2
+            and not v.attr and _callee(v) is as_sequence and v.args[1].kind == ARR}
+    if not same:
+        return values
+    for v in values:
+        if isinstance(v, Phi):
+            v.incoming = {b: same.get(u, u) for b, u in v.incoming.items()}
+        else:
+            v.args = [same.get(a, a) for a in v.args]
+    for b in fn.blocks:
+        b.instrs = [v for v in b.instrs if v not in same]
+        b.term = tuple(same.get(t, t) if isinstance(t, Instr) else t for t in b.term)
+    return [v for v in values if v not in same]
 
 
 def _augmented(v) -> bool:

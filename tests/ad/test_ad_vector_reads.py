@@ -2,7 +2,8 @@
 a specialisation that checks that assumption when it is entered: the loops over them take the inlined
 scalar rules, and the gradients of the entries are collected in C arrays.  Checked against central
 differences, and against the same functions called with arguments that break the assumption (2-D, int,
-float32 arrays, bool and int-parameter indices), which take the general specialisation."""
+float32 arrays, bool and int-parameter indices), which take the general specialisation.  ``for v in x``
+over an array indexes it the same way."""
 import numpy as np
 import pytest
 
@@ -46,6 +47,17 @@ def with_index_argument(x, k):
     return s
 
 
+def for_each(x):
+    s = 0.0
+    for v in x:
+        s = s + np.sin(v) * v
+    return np.sum(s)
+
+
+def comprehension(x):
+    return np.sum(sum([v * v for v in x]))
+
+
 def rows(x):
     s = 0.0
     for i in range(len(x)):
@@ -60,6 +72,10 @@ def rows(x):
     (complex_values, (np.array([0.3, -1.2, 0.7]),)),
     (with_index_argument, (np.array([0.3, -1.2, 0.7]), 1)),
     (with_index_argument, (np.array([0.3, -1.2, 0.7]), -1)),
+    (for_each, (np.linspace(-1, 2, 5),)),
+    (for_each, (np.arange(6.0).reshape(3, 2) / 5,)),
+    (comprehension, (np.linspace(-1, 2, 5),)),
+    (comprehension, (np.arange(6.0).reshape(3, 2) / 5,)),
     (rows, (np.arange(6.0).reshape(3, 2) / 5,)),
     (rows, (np.linspace(-1, 2, 4),)),
 ])
@@ -99,3 +115,5 @@ def test_the_specialisation_checks_its_assumption_and_reads_entries_again():
     src = str(ad.code_adjoint(sum_of_squares, np.ones(3)))
     assert "ndim == 1" in src and "_i1.append" in src
     assert "_ad_J" not in src and "_B" not in src     # no generic rule, no pullback closure
+    src = str(ad.code_adjoint(for_each, np.ones(3)))
+    assert "as_sequence" not in src and "_i1.append" in src   # for v in x: x indexed as it is
