@@ -50,6 +50,11 @@ from tensorlang.nodes import (
 from tensorlang.substitute import rebuild, substitute_index
 from tensorlang.traversal import free_vars, size_vars
 
+from .build import build_c
+from .c import CEmitter
+from .dask_graph import BlockLibrary, collection
+from .generate import emitter_for
+
 __all__ = ["Blocked", "Plan", "StatementPlan", "Read", "reads", "footprint"]
 
 
@@ -362,8 +367,6 @@ class Plan:
 
     def collection(self, inputs: dict):
         """The lazy Dask collection of the program on ``inputs`` (see ``codegen.dask_graph``)."""
-        from .dask_graph import collection
-
         return collection(self, inputs)
 
 
@@ -445,11 +448,6 @@ class Blocked:
 
     def _compile(self, wanted: list) -> None:
         """Compile the block programs not compiled yet, all in one library (one compiler run)."""
-        from .build import build_c
-        from .c import CEmitter
-        from .dask_graph import BlockLibrary
-        from .kernel import emitter_for
-
         todo: list = []
         for k, splits in wanted:
             key = self._key(k, splits)

@@ -166,7 +166,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         return "\n".join([prelude, *functions.values(), *entries]) + "\n"
 
     def target_meta(self) -> dict:
-        """What the runner needs besides ``kernel.program_meta`` (nothing, for C)."""
+        """What the runner needs besides ``generate.program_meta`` (nothing, for C)."""
         return {}
 
     def blas_calls(self) -> bool:

@@ -229,7 +229,7 @@ class CudaEmitter(CEmitter):
             scope.line("}")
 
     def target_meta(self) -> dict:
-        """What the runner needs besides ``kernel.program_meta``: the kernels and how to launch them."""
+        """What the runner needs besides ``generate.program_meta``: the kernels and how to launch them."""
         return {"launch": self.launch_meta()}
 
     def launch_meta(self) -> dict:

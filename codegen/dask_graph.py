@@ -26,8 +26,6 @@ import numpy as np
 
 from tensorlang.errors import ShapeError
 
-from .blocks import Plan, StatementPlan
-
 __all__ = ["BlockLibrary", "collection", "run_block"]
 
 _RUNNERS: dict = {}  # library key -> Runner, per process
@@ -83,8 +81,9 @@ def run_block(library: BlockLibrary, sizes: dict, args: dict, pieces: dict) -> n
 # --------------------------------------------------------------------------------------------------
 
 
-def collection(plan: Plan, inputs: dict):
-    """The lazy Dask collection of ``plan`` on ``inputs``: an array (0-d for a scalar), or tuples."""
+def collection(plan, inputs: dict):
+    """The lazy Dask collection of ``plan`` (a ``codegen.blocks.Plan``) on ``inputs``: an array (0-d for a
+    scalar), or tuples."""
     import dask
     import dask.array as da
 
@@ -126,7 +125,8 @@ def _input(var, value):
     return np.asarray(value) if not isinstance(value, (int, float)) else value
 
 
-def _statement(sp: StatementPlan, env: dict, sizes: dict, dtype, dask, da):
+def _statement(sp, env: dict, sizes: dict, dtype, dask, da):
+    """The statement plan ``sp`` (a ``codegen.blocks.StatementPlan``) as a Dask array: one task a block."""
     bp = sp.program
     library = dask.delayed(bp.library, pure=True)
     wanted = set(bp.library.meta["sizes"])

@@ -24,7 +24,8 @@ from tensorlang.nodes import Expr
 
 from .build import compiler_id, build_c, c_compiler, c_flags
 from .c import CEmitter
-from .kernel import Kernel, emitter_for
+from .generate import emitter_for
+from .kernel import Kernel
 
 __all__ = ["export"]
 

@@ -1,7 +1,7 @@
 """``Kernel``: a compiled program, callable like ``tl.evaluate``.
 
-``Kernel(expr, target="c", dtype="float64", sanitize=False)`` lowers the program (``codegen.lower``:
-normalisation, fusion, canonical bodies), emits it with the emitter of its target (``TARGETS``: C,
+``Kernel(expr, target="c", dtype="float64", sanitize=False)`` generates the program's source
+(``codegen.generate``: lowered by ``codegen.lower``, emitted by the emitter of its target, ``TARGETS``: C,
 ``codegen.c``, or CUDA, ``codegen.cuda``), builds and loads it (``codegen.build``; with the sanitizers
 where ``sanitize``), and wraps the entry point in a runner whose ``codegen.runtime.Arguments`` check every
 input's shape and dtype (raising ``ShapeError``) before any generated code runs.  ``kernel.source`` is
@@ -15,84 +15,15 @@ import time
 
 import numpy as np
 
-from tensorlang.errors import ShapeError, TensorLangError, UnsupportedError, check_keywords, user_traceback
+from tensorlang.errors import ShapeError, TensorLangError, check_keywords, user_traceback
 from tensorlang.nodes import Expr
 
-from .ir import Program, affine_meta
-from .lower import component_type, lower, normalize
+from .generate import explain, generate
 from .target import TARGETS, target_of
 
-__all__ = ["Kernel", "TARGETS", "program_meta", "generate", "explain"]
+__all__ = ["Kernel", "TARGETS", "generate", "explain"]
 
 _ADJOINT_LOCK = threading.RLock()
-
-
-def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
-    """The runtime's description of the kernel's arguments (after emission: relation views are known)."""
-    inputs = []
-    by_var: dict = {}
-    for a in prog.inputs:
-        var, projs = a.key
-        if id(var) not in by_var:
-            by_var[id(var)] = {"name": var.name, "type": str(var.type), "components": []}
-            inputs.append(by_var[id(var)])
-        by_var[id(var)]["components"].append(
-            {"projs": list(projs), "dims": [affine_meta(d) for d in a.dims], "type": str(component_type(var.type, projs))})
-    relations = []
-    for r in prog.relations:
-        relations.append({"name": r.var.name, "type": str(r.var.type), "dims": [affine_meta(d) for d in r.dims],
-                          "views": [view for _, view, _ in emitter_cls.relation_views(r)]})
-    outs = prog.output_arrays()
-    index = {id(a): k for k, a in enumerate(outs)}
-
-    def structure(o):
-        if isinstance(o, tuple):
-            return [structure(p) for p in o]
-        return index[id(o)]
-
-    return {
-        "entry": entry,
-        "dtype": dtype,
-        "sizes": list(prog.sizes),
-        "inputs": inputs,
-        "relations": relations,
-        "outputs": [{"dims": [affine_meta(d) for d in a.dims]} for a in outs],
-        "structure": structure(prog.outputs),
-        "blas": emitter_cls.caps.blas and prog.blas,
-        "workspace": [[affine_meta(d) for d in emitter_cls.layout(a)] for a in prog.temps if not a.is_scalar]
-        if emitter_cls.caps.workspace else [],
-    }
-
-
-def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
-    """``(emitter, meta)`` for ``expr`` after emission (``emitter.emit()`` is the translation unit;
-    several emitters of one dtype can share one with ``translation_unit``)."""
-    if dtype not in ("float64", "float32"):
-        raise UnsupportedError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
-    cls = target_of(target).emitter
-    prog, namer = lower(expr)
-    emitter = cls(prog, namer, dtype, entry)
-    emitter.emit_entry()
-    meta = program_meta(prog, cls, dtype, entry)
-    meta.update(emitter.target_meta())
-    return emitter, meta
-
-
-def generate(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
-    """``(source, meta)`` for ``expr``: lowering and emission, no compiler involved."""
-    emitter, meta = emitter_for(expr, target, dtype, entry)
-    return emitter.emit(), meta
-
-
-def explain(expr: Expr, target: str = "c", dtype: str = "float64") -> str:
-    """Every stage of compiling ``expr``, as text: the program, its normal form, the statement form of
-    ``codegen.ir`` (after fusion and contraction marking) and the generated source."""
-    cls = target_of(target).emitter
-    prog, namer = lower(expr)
-    emitter = cls(prog, namer, dtype, "tl_kernel")
-    stages = [("program", str(expr)), ("normal form", str(normalize(expr))), ("statements", str(prog)),
-              (f"{target} source", emitter.emit())]
-    return "\n".join(f"== {name}\n{text.rstrip()}" for name, text in stages) + "\n"
 
 
 def _lazy(value) -> bool:
@@ -142,7 +73,7 @@ class Kernel:
             raise err.with_traceback(user_traceback(err.__traceback__)) from None
 
     def explain(self) -> str:
-        """Every stage of this kernel's compilation as text (``codegen.kernel.explain``)."""
+        """Every stage of this kernel's compilation as text (``codegen.generate.explain``)."""
         return explain(self.expr, self.target, self.dtype)
 
     _blocked = None  # the program as statements with their block programs (codegen.blocks), once built

@@ -22,7 +22,7 @@ import tensorlang as tl
 from tensorlang.codegen import Kernel, compile as tl_compile, export as tl_export
 from tensorlang.codegen.build import build_c, c_flags, load, nvcc_path, vector_math_available
 from tensorlang.codegen.c import CEmitter
-from tensorlang.codegen.kernel import program_meta
+from tensorlang.codegen.generate import program_meta
 from tensorlang.codegen.lower import lower
 from tensorlang.codegen.runtime import Runner
 from tensorlang.errors import CompileError, ShapeError

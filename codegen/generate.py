@@ -1,0 +1,87 @@
+"""A program's generated source and the runtime's description of its arguments: lowering and emission,
+no compiler involved.
+
+``generate(expr, target, dtype, entry)`` is ``(source, meta)``: the program lowered (``codegen.lower``)
+and emitted by its target's emitter class (``TARGETS``); ``meta`` is the plain data ``codegen.runtime``
+checks inputs against (``program_meta``) and ``tl.export`` writes out.  ``emitter_for`` stops before the
+translation unit, so that several programs of one dtype can share one library (``tl.export``, the
+block programs of ``codegen.blocks``); ``explain`` shows every stage as text.
+"""
+from __future__ import annotations
+
+from tensorlang.errors import UnsupportedError
+from tensorlang.nodes import Expr
+
+from .ir import Program, affine_meta
+from .lower import component_type, lower, normalize
+from .target import target_of
+
+__all__ = ["program_meta", "emitter_for", "generate", "explain"]
+
+
+def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
+    """The runtime's description of the kernel's arguments (after emission: relation views are known)."""
+    inputs = []
+    by_var: dict = {}
+    for a in prog.inputs:
+        var, projs = a.key
+        if id(var) not in by_var:
+            by_var[id(var)] = {"name": var.name, "type": str(var.type), "components": []}
+            inputs.append(by_var[id(var)])
+        by_var[id(var)]["components"].append(
+            {"projs": list(projs), "dims": [affine_meta(d) for d in a.dims], "type": str(component_type(var.type, projs))})
+    relations = []
+    for r in prog.relations:
+        relations.append({"name": r.var.name, "type": str(r.var.type), "dims": [affine_meta(d) for d in r.dims],
+                          "views": [view for _, view, _ in emitter_cls.relation_views(r)]})
+    outs = prog.output_arrays()
+    index = {id(a): k for k, a in enumerate(outs)}
+
+    def structure(o):
+        if isinstance(o, tuple):
+            return [structure(p) for p in o]
+        return index[id(o)]
+
+    return {
+        "entry": entry,
+        "dtype": dtype,
+        "sizes": list(prog.sizes),
+        "inputs": inputs,
+        "relations": relations,
+        "outputs": [{"dims": [affine_meta(d) for d in a.dims]} for a in outs],
+        "structure": structure(prog.outputs),
+        "blas": emitter_cls.caps.blas and prog.blas,
+        "workspace": [[affine_meta(d) for d in emitter_cls.layout(a)] for a in prog.temps if not a.is_scalar]
+        if emitter_cls.caps.workspace else [],
+    }
+
+
+def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
+    """``(emitter, meta)`` for ``expr`` after emission (``emitter.emit()`` is the translation unit;
+    several emitters of one dtype can share one with ``translation_unit``)."""
+    if dtype not in ("float64", "float32"):
+        raise UnsupportedError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
+    cls = target_of(target).emitter
+    prog, namer = lower(expr)
+    emitter = cls(prog, namer, dtype, entry)
+    emitter.emit_entry()
+    meta = program_meta(prog, cls, dtype, entry)
+    meta.update(emitter.target_meta())
+    return emitter, meta
+
+
+def generate(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
+    """``(source, meta)`` for ``expr``: lowering and emission, no compiler involved."""
+    emitter, meta = emitter_for(expr, target, dtype, entry)
+    return emitter.emit(), meta
+
+
+def explain(expr: Expr, target: str = "c", dtype: str = "float64") -> str:
+    """Every stage of compiling ``expr``, as text: the program, its normal form, the statement form of
+    ``codegen.ir`` (after fusion and contraction marking) and the generated source."""
+    cls = target_of(target).emitter
+    prog, namer = lower(expr)
+    emitter = cls(prog, namer, dtype, "tl_kernel")
+    stages = [("program", str(expr)), ("normal form", str(normalize(expr))), ("statements", str(prog)),
+              (f"{target} source", emitter.emit())]
+    return "\n".join(f"== {name}\n{text.rstrip()}" for name, text in stages) + "\n"
