@@ -39,8 +39,10 @@ from tensorlang.nodes import R
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py, or run as a script)
     from interpreter import Violation, naive_evaluate
+    from oracles import close
 except ImportError:  # tests/ as a package
     from tests.interpreter import Violation, naive_evaluate
+    from tests.oracles import close
 
 # names that are C keywords, macros of the C library, predefined macros or the kernels' own prefix
 VALUE_NAMES = ("x", "y", "M_PI", "INFINITY", "NAN", "linux", "unix", "INT64_MAX", "_Bool", "tl_x", "int",
@@ -278,7 +280,7 @@ def same(a, b) -> bool:
         return False
     if a[0] == "error":
         return a[1] == b[1]
-    return _close(a[1], b[1])
+    return close(a[1], b[1], tol=1e-9)
 
 
 def same_shape(a, b) -> bool:
@@ -307,17 +309,6 @@ def too_deep(ref, got) -> bool:
     """The evaluator's documented limit: a program nested deeper than NumPy's axes, which a kernel computes."""
     return ref[0] == "error" and ref[1] == "UnsupportedError" and "nests its loops deeper" in ref[2] \
         and got[0] == "value"
-
-
-def _close(got, ref) -> bool:
-    if isinstance(ref, tuple):
-        return isinstance(got, tuple) and len(got) == len(ref) and all(_close(g, r) for g, r in zip(got, ref))
-    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    if got.shape != ref.shape:
-        return False
-    finite = np.abs(ref[np.isfinite(ref)])
-    scale = max(1.0, float(finite.max())) if finite.size else 1.0
-    return bool(np.allclose(got, ref, rtol=1e-9, atol=1e-9 * scale, equal_nan=True))
 
 
 def check(report: Report, expr, inputs: list[dict], src: str, what: str) -> None:

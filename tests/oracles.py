@@ -1,4 +1,5 @@
-"""Shared derivative oracles for the tests: central finite differences and the inner-product identity.
+"""Shared oracles for the tests: central finite differences, the inner-product identity, and agreement
+of two results to a tolerance.
 
 Values are the evaluator's: floats, arrays and tuples (pairs); these helpers work on any of them.
 """
@@ -63,6 +64,20 @@ def checkable_difference(expr, inputs: dict, direction: dict, h: float = 1e-6):
 
 def _leaves(value):
     return [x for part in value for x in _leaves(part)] if isinstance(value, tuple) else [value]
+
+
+def close(got, ref, tol: float = 1e-10) -> bool:
+    """``got`` is ``ref`` (a compiled kernel's result against the evaluator's): the same structure and
+    shapes, every element within ``tol`` relative, or ``tol`` times the largest finite magnitude of
+    ``ref`` (at least 1) absolute; NaN where ``ref`` has NaN."""
+    if isinstance(ref, tuple):
+        return isinstance(got, tuple) and len(got) == len(ref) and all(close(g, r, tol) for g, r in zip(got, ref))
+    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return False
+    finite = np.abs(ref[np.isfinite(ref)])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    return bool(np.allclose(got, ref, rtol=tol, atol=tol * scale, equal_nan=True))
 
 
 def assert_close(actual, expected, rtol=1e-5, atol=1e-6):

@@ -28,8 +28,10 @@ from tensorlang.codegen.runtime import Runner
 from tensorlang.errors import CompileError, ShapeError
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
+    from oracles import close
     from strategies import nested_let_programs, program_and_inputs, type_shape
 except ImportError:  # tests/ as a package
+    from tests.oracles import close
     from tests.strategies import nested_let_programs, program_and_inputs, type_shape
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -48,17 +50,6 @@ def collect(strategy, n: int) -> list:
 
     run()
     return cases
-
-
-def close(got, ref) -> bool:
-    if isinstance(ref, tuple):
-        return isinstance(got, tuple) and len(got) == len(ref) and all(close(a, b) for a, b in zip(got, ref))
-    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    if got.shape != ref.shape:
-        return False
-    finite = ref[np.isfinite(ref)]
-    scale = max(1.0, float(np.abs(finite).max())) if finite.size else 1.0
-    return np.allclose(got, ref, rtol=1e-10, atol=1e-10 * scale, equal_nan=True)
 
 
 def run_batch(exprs_and_inputs, fuse: bool = True, dtype: str = "float64", lanes: int = CEmitter.lanes,
