@@ -15,13 +15,15 @@ and calls the entry point ``void entry(const int64_t *sizes, void **args)``.
 from __future__ import annotations
 
 import ctypes
+import difflib
 import glob
 import os
 import weakref
 
 import numpy as np
 
-__all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value"]
+__all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value", "closest_name", "did_you_mean",
+           "unknown_input"]
 
 # ---- BLAS for dense contractions ------------------------------------------------------------------
 # A kernel with matrix products (codegen.contract) takes a table {gemm, gemv, ilp64 flag} of Fortran
@@ -101,6 +103,33 @@ MAX_SIZE = 2**53
 
 class RuntimeShapeError(ValueError):
     """Raised for bad inputs when no error class is given (the exported module's ShapeError)."""
+
+
+# ---- misspelt names: the one place that guesses them (tensorlang.errors asks here too, so that a call
+# of an exported module says what tl.evaluate says)
+
+def closest_name(name, candidates):
+    """The candidate a misspelt ``name`` most likely meant (``N`` for ``n``, ``jj`` for ``j``), or None."""
+    candidates = list(candidates)
+    same_case = [c for c in candidates if c.lower() == name.lower()]
+    if same_case:
+        return same_case[0]
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+def did_you_mean(name, candidates) -> str:
+    """``"; did you mean 'x'?"`` for the closest candidate, or ``""``."""
+    close = closest_name(name, candidates)
+    return f"; did you mean {close!r}?" if close else ""
+
+
+def unknown_input(name, inputs, sizes) -> str:
+    """The message for a keyword ``name`` of a call that is neither one of ``inputs`` nor of ``sizes``."""
+    inputs, sizes = list(inputs), list(sizes)
+    known_sizes = f"; its sizes: {', '.join(sizes)}" if sizes else ""
+    return (f"unknown input {name!r}: it is neither an input nor a size of this program (its inputs: "
+            f"{', '.join(inputs) or 'none'}{known_sizes}){did_you_mean(name, inputs + sizes)}")
 
 
 def aff_value(a, sizes) -> int:
@@ -200,8 +229,7 @@ class Arguments:
                     self._fail(f"size {name} = {v} is larger than 2**53, the largest size there is")
                 sizes[name] = int(v)
             else:
-                known = ", ".join(self.names + size_names) or "none"
-                self._fail(f"unknown input {name!r} (this program's inputs and sizes: {known})")
+                self._fail(unknown_input(name, self.names, size_names))
         missing = [n for n in self.names if n not in inputs]
         if missing:
             self._fail(f"missing input(s): {', '.join(missing)}")

@@ -5,7 +5,6 @@ a ``SourceLocation`` and render as ``FILE:line:col: message`` followed by the of
 """
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 import types
@@ -81,34 +80,26 @@ class CompileError(TensorLangError):
     """A generated kernel the compiler rejected: carries the generated source and the compiler's message."""
 
 
-def closest_name(name: str, candidates: Iterable[str]) -> str | None:
-    """The candidate a misspelt ``name`` most likely meant (``N`` for ``n``, ``jj`` for ``j``), or None."""
-    candidates = list(candidates)
-    same_case = [c for c in candidates if c.lower() == name.lower()]
-    if same_case:
-        return same_case[0]
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.5)
-    return close[0] if close else None
-
+# A misspelt name is guessed, and an unknown keyword worded, by ``codegen.runtime`` alone: it is copied
+# into exported modules, which import nothing from tensorlang, and they say what tl.evaluate says.  It is
+# imported on use, because importing the codegen package imports this module.
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest candidate, or ``""``."""
-    close = closest_name(name, candidates)
-    return f"; did you mean {close!r}?" if close else ""
+    from tensorlang.codegen import runtime
+
+    return runtime.did_you_mean(name, candidates)
 
 
 def check_keywords(given: Iterable[str], inputs: Iterable[str], sizes: Iterable[str], error=None) -> None:
     """Every keyword of a call (``tl.evaluate``, ``tl.cost``, ``tl.certify``, a kernel) names an input or a
     size of the program; otherwise ``error`` (a ``ShapeError``) names it and the closest name."""
+    from tensorlang.codegen import runtime
+
     inputs, sizes = list(inputs), list(sizes)
     for name in given:
         if name not in inputs and name not in sizes:
-            known = ", ".join(inputs) or "none"
-            known_sizes = f"; its sizes: {', '.join(sizes)}" if sizes else ""
-            raise (error or ShapeError)(
-                f"unknown input {name!r}: it is neither an input nor a size of this program (its inputs: "
-                f"{known}{known_sizes}){did_you_mean(name, inputs + sizes)}"
-            )
+            raise (error or ShapeError)(runtime.unknown_input(name, inputs, sizes))
 
 
 _INTERNAL = ("tensorlang", "tensorlang.normalize", "tensorlang.derive", "tensorlang.codegen")

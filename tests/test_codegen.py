@@ -410,6 +410,10 @@ def test_export_runs_with_numpy_alone(tmp_path):
         print(float(np.abs(mykernels.mm(A=A, B=A.T) - A @ A).max()))
         print(mykernels.blas_table(np.float64)[1])
         print(repr(mykernels.softmax(x=np.linspace(-3, 3, 1001), y=np.linspace(0, 1, 1001))))
+        try:
+            mykernels.loss(x=x, C=c, z=z)
+        except mykernels.ShapeError as e:
+            print(e)
     """)
     r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
                        env={"PATH": os.environ.get("PATH", "")}, timeout=120)
@@ -425,6 +429,9 @@ def test_export_runs_with_numpy_alone(tmp_path):
     assert not lines[5].startswith("scipy")
     ref = tl.evaluate(softmax, x=np.linspace(-3, 3, 1001), y=np.linspace(0, 1, 1001))
     assert float(lines[6]) == pytest.approx(ref, rel=1e-12)
+    with pytest.raises(ShapeError) as in_process:  # a misspelt keyword: the same message as tl.evaluate's
+        tl.evaluate(loss, x=x, C=c, z=z)
+    assert lines[7] == in_process.value.message and "did you mean 'c'" in lines[7]
 
 
 def _load_module(path: str):
