@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import linecache
 import math
-import sys
 import textwrap
 import timeit
 
 import numpy as np
 
 from tensorlang import ad
+
+from harness import options
 
 SOURCES = {
     "sincos": """
@@ -178,7 +179,7 @@ def jax_gradient(name, jit):
     return best(lambda: jax.block_until_ready(g(*args)), *_reps(name))
 
 
-QUICK = "--quick" in sys.argv
+QUICK = False  # --quick
 
 
 def _reps(name):
@@ -221,4 +222,5 @@ def main():
 
 
 if __name__ == "__main__":
+    QUICK = options(__doc__, "fewer repetitions").parse_args().quick
     main()

@@ -11,12 +11,13 @@ preempted and waits for a core far more often than one of 1 ms, which would infl
 longer run (the gradient) by the machine's load, not by its own work."""
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
 
 from tensorlang import ad
+
+from harness import options
 
 
 def sum_of_squares(x):
@@ -44,8 +45,7 @@ def ratio(n, rounds=5):
     return fwd, grad, grad / fwd
 
 
-def main(argv=()):
-    quick = "--quick" in argv
+def main(quick: bool = False):
     print(f"{'n':>7} {'forward ms':>11} {'gradient ms':>12} {'ratio':>7}")
     for n in (1000, 4000, 16000):
         fwd, grad, r = ratio(n, 3 if quick else 7)
@@ -53,4 +53,4 @@ def main(argv=()):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(options(__doc__, "fewer repetitions").parse_args().quick)

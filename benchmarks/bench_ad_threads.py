@@ -13,7 +13,6 @@ Run: ``python benchmarks/bench_ad_threads.py [--quick]``.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,6 +22,8 @@ import numpy as np
 import tensorlang as tl
 from tensorlang import ad
 from tensorlang.codegen import compile as tl_compile
+
+from harness import options
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,8 +81,7 @@ def measure(name, make, arg, repeats):
           f"{d2 * 1e3:.1f} ms | {d1 / d2:.2f}x |")
 
 
-def main():
-    quick = "--quick" in sys.argv
+def main(quick: bool = False):
     repeats = 3 if quick else 7
     print(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start, best of {repeats}")
     print("| work per chunk | forward, 1 thread | forward, 2 threads | speed-up | gradient, 1 thread | "
@@ -94,4 +94,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(options(__doc__, "smaller chunks, 3 repeats instead of 7").parse_args().quick)

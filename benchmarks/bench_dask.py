@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,17 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 import tensorlang as tl  # noqa: E402
+from harness import best as best_of, options  # noqa: E402
 
 REPEATS = 3
 
 
-def best(fn, repeats=REPEATS) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def best(fn) -> float:
+    """The best of ``REPEATS`` runs after a warming one (the first run puts the libraries on the workers)."""
+    return best_of(fn, REPEATS, budget=float("inf"))
 
 
 def tasks(*collections) -> int:
@@ -66,12 +62,10 @@ def main(n: int = 4_000_000, m: int = 16) -> str:
                 xd = da.from_array(x, chunks=size).persist()
                 zd = da.from_array(z, chunks=size).persist()
                 graph = lambda: dask.compute(loss_k(x=xd, z=zd, c=c), grad_k(x=xd, z=zd, c=c))  # noqa: E731
-                graph()  # warm: libraries on the workers
                 t = best(graph)
                 ntasks = tasks(loss_k(x=xd, z=zd, c=c), grad_k(x=xd, z=zd, c=c))
                 xt = da.from_array(np.ones(chunks * 1000), chunks=1000).persist()
                 tiny_graph = lambda: tiny(x=xt).compute()  # noqa: E731
-                tiny_graph()
                 t_tiny = best(tiny_graph)
                 tiny_tasks = tasks(tiny(x=xt))
                 lines.append(f"| {workers} | {chunks} | {t * 1e3:.0f} | {n / t / 1e6:.0f} | "
@@ -86,6 +80,8 @@ def main(n: int = 4_000_000, m: int = 16) -> str:
 
 
 if __name__ == "__main__":
-    text = main(int(sys.argv[1]) if len(sys.argv) > 1 else 4_000_000)
+    ap = options(__doc__)
+    ap.add_argument("n", type=int, nargs="?", default=4_000_000, help="the signal's length (4,000,000)")
+    text = main(ap.parse_args().n)
     print(text)
     (ROOT / "docs" / "dask_bench.md").write_text(text)

@@ -3,7 +3,7 @@ deep programs.  Standalone: ``python benchmarks/bench_gradients.py [--quick]``.
 
 * The deconvolution loss of section 2.1 (n = 2^21, m = 16) with gradients in ``c``, in ``x`` and in both;
   a 2-D convolution loss (image and kernel gradients, and both); a long reduction (the log of a sum of
-  exponentials, n = 10^6).  Every time is the best of several runs (``bench_codegen.best``), every
+  exponentials, n = 10^6).  Every time is the best of several runs (``harness.best``), every
   ours and PyTorch on one thread, JAX with its default thread pool; the ratio gradient / forward is
   taken from this one run, in one process, forward and gradients timed in alternation.  JAX (``jax.jit``, float64) and
   PyTorch (eager, float64, one thread, ``.backward()``) run in a worker process per program and per
@@ -22,13 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from harness import best, empty_build_cache, options, pyplot, report, run_peer
 
 # ours on one thread: on this machine (2 cores shared with other agents) a parallel region waits for its
 # slowest thread at every barrier, and timings of 2-thread runs varied 10-fold between runs.  JAX keeps
@@ -37,9 +38,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from bench_codegen import best  # noqa: E402
 
 DECONV = (ROOT / "examples" / "deconv_loss.tl").read_text()
 CONV2D = """x : [n + m - 1][n + m - 1]R
@@ -146,7 +144,7 @@ def peer_worker(pk: str, name: str, folder: str, what: str) -> None:
                 return [leaves[argnames.index(w)].grad for w in wrt]
             got = grad()
             out = {"time": best(grad, budget=3.0), "ok": _agrees([g.numpy() for g in got], ref[what])}
-    print("RESULT " + json.dumps(out), flush=True)
+    report(out)
 
 
 def _agrees(got, ref) -> bool:
@@ -186,18 +184,16 @@ def kernels_table(quick: bool, rng) -> list[str]:
             for pk in ("jax", "torch"):
                 for what in ["fwd", *gks]:
                     for _ in range(3):  # JAX 0.10's XLA segfaults now and then on the deconvolution's gradients
-                        r = subprocess.run([sys.executable, __file__, "--peer", pk, "--program", name, "--dir",
-                                            folder, "--what", what], capture_output=True, text=True)
-                        res = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-                        if res:
+                        res, r = run_peer(__file__, "--peer", pk, "--program", name, "--dir", folder, "--what", what)
+                        if res is not None:
                             break
-                    if not res and pk == "jax" and name in WITH_ALTERNATIVE:
-                        r = subprocess.run([sys.executable, __file__, "--peer", pk, "--program", name + ALTERNATIVE,
-                                            "--dir", folder, "--what", what], capture_output=True, text=True)
-                        res = [ln[:-1] + ', "alternative": true}' for ln in r.stdout.splitlines()
-                               if ln.startswith("RESULT ")]
-                    peers[(pk, what)] = json.loads(res[-1][7:]) if res else None
-                    if not res:
+                    if res is None and pk == "jax" and name in WITH_ALTERNATIVE:
+                        res, r = run_peer(__file__, "--peer", pk, "--program", name + ALTERNATIVE, "--dir", folder,
+                                          "--what", what)
+                        if res is not None:
+                            res["alternative"] = True
+                    peers[(pk, what)] = res
+                    if res is None:
                         print(f"  {pk} failed on {name} ({what}): exit {r.returncode} {r.stderr[-300:]}", flush=True)
         for k in gks:
             cells = [name, k, f"{times['fwd']*1e3:.3f}", f"{times[k]*1e3:.3f}", f"{times[k]/times['fwd']:.2f}"]
@@ -240,14 +236,8 @@ def depth_table(ks, repeats: int = 3):
             g = tl.grad(e, [f"{prefix}{l}" for l in range(1, k + 1)])
             derive.append(time.process_time() - t)
             if r == 0 or k <= 16:
-                with tempfile.TemporaryDirectory() as cache:
-                    old = os.environ.get("TENSORLANG_CACHE")
-                    os.environ["TENSORLANG_CACHE"] = cache
+                with empty_build_cache():
                     kern = Kernel(g)
-                    if old is None:
-                        del os.environ["TENSORLANG_CACHE"]
-                    else:
-                        os.environ["TENSORLANG_CACHE"] = old
                 gen.append(kern.timings["generate_s"])
                 build.append(kern.timings["build_s"])
                 size = len(kern.source)
@@ -258,11 +248,7 @@ def depth_table(ks, repeats: int = 3):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="small sizes (rows keep their names), k up to 16")
-    ap.add_argument("--peer", help=argparse.SUPPRESS)
-    ap.add_argument("--program", help=argparse.SUPPRESS)
-    ap.add_argument("--dir", help=argparse.SUPPRESS)
+    ap = options(__doc__, "small sizes (rows keep their names), k up to 16", peers=True)
     ap.add_argument("--what", help=argparse.SUPPRESS)
     ap.add_argument("--depth-only", action="store_true", help="only the k-layer table")
     args = ap.parse_args()
@@ -288,12 +274,8 @@ def main() -> None:
     out = ROOT / "docs" / "gradients_bench.md"
     out.write_text("\n".join(text) + "\n")
     print("\n".join(text))
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(5, 3.6))
     kk = [r[0] for r in depth]

@@ -19,6 +19,8 @@ import tensorlang as tl  # noqa: E402
 from tensorlang.nodes import walk  # noqa: E402
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, tensor_ssa, to_ssa  # noqa: E402
 
+from harness import options  # noqa: E402
+
 
 def layers(k: int, tag: str = "") -> str:
     """k layers; ``tag`` renames the inputs, so that programs share no nodes (and no memoised data)."""
@@ -69,4 +71,5 @@ def main():
 
 
 if __name__ == "__main__":
+    options(__doc__).parse_args()
     main()

@@ -1,4 +1,4 @@
-"""Sparse products against SciPy (issue 6, item 4): a relation passed as a ``scipy.sparse`` CSR matrix is
+"""Sparse products against SciPy: a relation passed as a ``scipy.sparse`` CSR matrix is
 iterated as CSR inside the kernel, so a sparse matrix-vector product and its gradient should run at
 SciPy's speed.  Standalone: ``python benchmarks/bench_sparse.py``; writes ``docs/sparse_bench.md``.
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import tensorlang as tl  # noqa: E402
-from bench_codegen import best  # noqa: E402 - the same timing as the dense benchmarks
+from harness import best, options  # noqa: E402 - the same timing as the dense benchmarks
 
 SPMV = "gen(i:n) sum(j:m) [E(i, j)] * y[j]"
 LOSS = "sum(i:n) ((sum(j:m) [E(i, j)] * y[j]) - z[i]) * ((sum(j:m) [E(i, j)] * y[j]) - z[i])"
@@ -81,4 +81,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    options(__doc__).parse_args()
     main()

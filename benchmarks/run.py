@@ -1,4 +1,5 @@
-"""``make bench``: every benchmark, one after the other; each prints ratios measured in its own run."""
+"""``make bench``: every benchmark, one after the other; each prints ratios measured in its own run (what
+the benchmarks share, their command line and timing, is ``harness.py``)."""
 import runpy
 import sys
 from pathlib import Path
