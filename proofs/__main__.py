@@ -2,7 +2,7 @@
 
 Options: ``--programs K`` (programs per unit of source weight, default 10), ``--per-rule N`` (instances
 checked per rule, default 20), ``--symbolic S`` (SymPy instances per polynomial rule, default 2),
-``--pass NAME`` (only that pass; repeatable).
+``--pass NAME`` (only that pass; repeatable).  The draws are the same in every run (``proofs.runner``).
 """
 import argparse
 import os

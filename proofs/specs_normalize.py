@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from tensorlang.nodes import Gen, Guard, IndexVar, Let, Pair, Proj, Var, compare
+from tensorlang.nodes import Affine, Gen, Guard, IndexVar, Let, Pair, Proj, Sum, Var, compare
 from tensorlang.normalize import (
     GEN_PUSHOUT, LET_LIFT, PAIR_ELIM, PAIR_OUTPUT, SSA, SSA_FINISH, SSA_NAMES, SSA_OUTPUT, gen_pushout, let_lift,
     pair_elim,
@@ -40,12 +40,45 @@ def _projected_lets(draw):
     return Proj(1, Let(t, a, Pair(b, t)))
 
 
+def _small_polynomials(draw):
+    """Two scalar programs of depth 1 without relations or black boxes."""
+    return tuple(draw(programs(max_depth=1, scalar_output=True, allow_relations=False, allow_black_boxes=False))
+                 for _ in range(2))
+
+
+@st.composite
+def _projections(draw):
+    """Polynomial programs small enough for the symbolic check with a projection right above a bracket
+    (5.16), a generator (5.12) or another tensor of pairs (5.14)."""
+    a, b = _small_polynomials(draw)
+    pairs = Gen(IndexVar("i"), N, Pair(a, b))
+    how = draw(st.integers(0, 2))
+    if how == 0:
+        return Proj(1, Guard(compare("<", 1, N), Pair(a, b)))
+    if how == 1:
+        return Guard(compare("<", 0, N), Proj(0, pairs[N - 1]))
+    return Guard(compare("<", 0, N), Proj(1, Guard(compare("<", 1, N), pairs)[N - 1]))
+
+
+@st.composite
+def _copies(draw):
+    """``let t = gen(i:n) (a, b) in let u = gen(k:n) t[k] in sum(k:n) u[k].0 * b``: a statement that copies
+    another (5.26), polynomial and small enough for the symbolic check."""
+    a, b = _small_polynomials(draw)
+    pairs = Gen(IndexVar("i"), N, Pair(a, b))
+    k = IndexVar("k")
+    t, u = Var("t_copied", pairs.type), Var("u_copy", pairs.type)
+    return Let(t, pairs, Let(u, Gen(k, N, t[Affine.var(k)]), Sum(k, N, Proj(0, u[Affine.var(k)]) * b)))
+
+
 _SOURCES = (
     ("programs", programs(), 4),
     ("nested lets", nested_let_programs(), 3),
     ("polynomial", programs(allow_black_boxes=False), 2),
     ("pair outputs", _pair_outputs(), 1),
     ("projected lets", _projected_lets(), 1),
+    ("projections", _projections(), 1),
+    ("copies", _copies(), 1),
 )
 
 

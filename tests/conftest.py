@@ -9,16 +9,13 @@ import os
 
 from hypothesis import settings
 
+from strategies import without_local_constants
+
 settings.register_profile("repeatable", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 if settings().derandomize:
-    # Hypothesis also draws literal constants it finds in the source of every loaded local module, so
-    # any edit anywhere in the package (or a different set of imported modules) would change the
-    # "repeatable" draws; with no local constants the draws depend on the strategies alone.
-    from hypothesis.internal.conjecture import providers
-
-    if hasattr(providers, "_get_local_constants"):
-        providers._get_local_constants = lambda: providers._local_constants
+    # the "repeatable" draws depend on the strategies alone, not on what the process has imported
+    without_local_constants()
 

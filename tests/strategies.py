@@ -37,6 +37,10 @@ matching range, a reversal, or a variable bound by ``exists`` over the relation'
 **Determinism.**  The program is a function of Hypothesis's draws alone: no global random state, no
 iteration over sets or dicts of objects; names come from a per-program counter (``i j k ...`` for
 indices, ``t0 t1 ...`` for lets), so two programs built from the same draws are the same object.
+Hypothesis itself also draws, now and then, literal constants it finds in the source of every loaded
+local module, so that any edit anywhere in the package, or another set of imported modules, would
+change derandomised draws; ``without_local_constants()`` turns that off (``tests/conftest.py`` for the
+repeatable profile, ``python -m proofs`` always), and the draws depend on the strategies alone.
 
 Public strategies: ``programs``, ``scalar_programs``, ``nested_let_programs``, ``program_and_inputs``,
 ``inputs_for``, ``values`` and ``sizes``; the input declarations are ``INPUTS``.
@@ -80,6 +84,14 @@ T_RR = PairType(R, R)
 T_NR = PairType(T_N, R)
 T_RM = PairType(R, T_M)
 T_NRR = TensorType(N, T_RR)  # an intermediate tensor of pairs (never an input or an output)
+
+def without_local_constants() -> None:
+    """Hypothesis draws no constants from the source of loaded modules (module docstring, Determinism)."""
+    from hypothesis.internal.conjecture import providers
+
+    if hasattr(providers, "_get_local_constants"):
+        providers._get_local_constants = lambda: providers._local_constants
+
 
 #: The inputs a program may use, in a fixed order: name -> type.
 INPUTS: tuple[tuple[str, Type], ...] = (
