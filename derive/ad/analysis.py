@@ -17,7 +17,7 @@
 """
 from __future__ import annotations
 
-from .ir import ANY, ARR, INT, NUM, VEC, Function, Instr, Phi
+from .ir import ANY, ARR, CONST_KIND, INT, NUM, VEC, Function, Instr, Phi, kind_of
 from .lower import as_sequence
 from .rules.scalar import INLINE_CALLS, INT_RESULT_CALLS
 
@@ -27,7 +27,6 @@ _PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "co
                  "values", "items", "index", "count", "conj", "ravel", "flatten", "std", "var", "prod",
                  "squeeze", "item", "tolist", "all", "any", "argmax", "argmin", "cumsum", "real", "imag"}
 _ARITH = {"+", "-", "*", "/", "//", "%", "**"}
-CONST_KIND = "const"  # a specialisation kind: strings, None and the like (ANY, never differentiated)
 
 
 def join(a, b):
@@ -66,13 +65,19 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
         else set()
     for v in values:
         v.active = False
+    _fixed_point(values, "active", lambda v: _active(v, arg_kinds, written))
+
+
+def _fixed_point(values, attr: str, transfer) -> None:
+    """Set attribute ``attr`` of each value to ``transfer(value)``, sweeping over ``values`` in order,
+    until a sweep changes nothing (started from the bottom: kinds ``None``, activity ``False``)."""
     changed = True
     while changed:
         changed = False
         for v in values:
-            a = _active(v, arg_kinds, written)
-            if a and not v.active:
-                v.active = True
+            new = transfer(v)
+            if new != getattr(v, attr):
+                setattr(v, attr, new)
                 changed = True
 
 
@@ -103,25 +108,19 @@ def _augmented(v) -> bool:
 def _fix_kinds(values, arg_kinds, gk, aug_plain, ints):
     """The kinds of ``values`` (a fixed point); ``aug_plain``: augmented assignments count as their
     plain operation, else as ANY (an in-place write)."""
+    def transfer(v):
+        if isinstance(v, Instr) and v.op == "global":
+            return gk.get(v.attr, ANY)
+        if _augmented(v) and not aug_plain:
+            return ANY
+        return _kind(v, arg_kinds, ints)
+
     for v in values:
         v.kind = None
-    changed = True
-    while changed:
-        changed = False
-        for v in values:
-            if isinstance(v, Instr) and v.op == "global":
-                k = gk.get(v.attr, ANY)
-            elif _augmented(v) and not aug_plain:
-                k = ANY
-            else:
-                k = _kind(v, arg_kinds, ints)
-            if k != v.kind:
-                v.kind = k
-                changed = True
+    _fixed_point(values, "kind", transfer)
 
 
 def _const_kind(value):
-    from .runtime import kind_of
     k = kind_of(value)
     return ANY if k == CONST_KIND else k
 

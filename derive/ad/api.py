@@ -12,9 +12,9 @@ from ...errors import TensorLangError, UnsupportedError, user_traceback
 from . import rules  # noqa: F401  (registers the rule library)
 from .analysis import analyse, vector_params
 from .emit import compile_function, is_boxfree, scalar_seed
-from .ir import ARR, INT, VEC
+from .ir import ARR, INT, VEC, spec_kind
 from .lower import lower
-from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, J, Store, acc, spec_kind
+from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, J, Store, acc
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE

@@ -18,10 +18,10 @@ import re
 import types
 
 from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_instrs
-from .ir import ARR, INT, NUM, Instr
+from .ir import ARR, INT, NUM, Instr, spec_kind
 from .primal import terminator
 from .rules.numpy import ARRAY_BINOPS
-from .runtime import BUILD_LOCK, RULES, spec_kind
+from .runtime import BUILD_LOCK, RULES
 
 _INLINE_BINOPS = {"+", "-", "*", "/", "**", "%"}
 # the tangent of an inlined NumPy reduction over the whole array (``{t}`` the argument's tangent)

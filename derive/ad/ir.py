@@ -36,11 +36,45 @@ and ``("raise", value)``.
 """
 from __future__ import annotations
 
+import numbers
+import types
+
+import numpy as np
+
 # value kinds found by analysis: known int/bool (never differentiated), known scalar number, anything;
 # ARR: a NumPy array (or NumPy scalar) made by an inlined NumPy operation, handled as ANY wherever no
 # inlined array rule applies; VEC, a kind of arguments only: a 1-D real array (an assumption that a
 # specialisation checks when it is entered), an ARR whose entries ``x[i]`` are numbers
 INT, NUM, ANY, ARR, VEC = "int", "num", "any", "arr", "vec"
+CONST_KIND = "const"  # a specialisation kind: strings, None and the like (ANY, never differentiated)
+
+_KINDS: dict[type, str] = {}
+
+
+def kind_of(x) -> str:
+    """The kind of a run-time value: ``INT`` (ints, bools), ``NUM`` (other numbers), ``CONST_KIND``
+    (strings, None ...) or ``ANY``."""
+    t = type(x)
+    k = _KINDS.get(t)
+    if k is None:
+        if issubclass(t, (bool, int, np.integer, np.bool_)):
+            k = INT
+        elif issubclass(t, (complex, np.complexfloating)):
+            k = ANY   # through the generic rules, which follow the complex convention (rules.complexes)
+        elif issubclass(t, numbers.Number):
+            k = NUM
+        elif issubclass(t, (str, bytes, type(None), type, types.ModuleType, range, slice)):
+            k = CONST_KIND
+        else:
+            k = ANY
+        _KINDS[t] = k
+    return k
+
+
+def spec_kind(x) -> str:
+    """The kind a specialisation is made for: ``kind_of``, except that a plain ``np.ndarray`` is ``ARR``
+    (its NumPy operations are inlined into the generated code) unless it is complex."""
+    return ARR if type(x) is np.ndarray and x.dtype.kind != "c" else kind_of(x)
 
 
 class Value:

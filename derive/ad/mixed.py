@@ -11,8 +11,8 @@ import numpy as np
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .analysis import hashable
-from .runtime import RULES, J, RulePullback, kind_of
-from .ir import NUM
+from .ir import NUM, kind_of
+from .runtime import RULES, J, RulePullback
 from .second import PullbackTangent, pair_jvp
 from .tangent import JVP, JVP_RULES, TSTORE, zero
 

@@ -16,38 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import numbers
 import threading
 import types
 
 import numpy as np
 
 from ...errors import UnsupportedError
-from .analysis import CONST_KIND
 from .cotangent import Indexed, add_at, dense, entries, with_entries
-from .ir import ANY, ARR, INT, NUM
-
-# -- kinds of run-time values --------------------------------------------------------------------------
-_KINDS: dict[type, str] = {}
-
-
-def kind_of(x) -> str:
-    """``INT`` (ints, bools), ``NUM`` (other numbers), ``CONST_KIND`` (strings, None ...) or ``ANY``."""
-    t = type(x)
-    k = _KINDS.get(t)
-    if k is None:
-        if issubclass(t, (bool, int, np.integer, np.bool_)):
-            k = INT
-        elif issubclass(t, (complex, np.complexfloating)):
-            k = ANY   # through the generic rules, which follow the complex convention (rules.complexes)
-        elif issubclass(t, numbers.Number):
-            k = NUM
-        elif issubclass(t, (str, bytes, type(None), type, types.ModuleType, range, slice)):
-            k = CONST_KIND
-        else:
-            k = ANY
-        _KINDS[t] = k
-    return k
+from .ir import ANY, NUM, kind_of
 
 
 def is_complex(v) -> bool:
@@ -56,12 +32,6 @@ def is_complex(v) -> bool:
     if t is float or t is int:
         return False
     return t is complex or isinstance(v, np.complexfloating) or t is np.ndarray and v.dtype.kind == "c"
-
-
-def spec_kind(x) -> str:
-    """The kind a specialisation is made for: ``kind_of``, except that a plain ``np.ndarray`` is ``ARR``
-    (its NumPy operations are inlined into the generated code) unless it is complex."""
-    return ARR if type(x) is np.ndarray and x.dtype.kind != "c" else kind_of(x)
 
 
 # -- gradient arithmetic --------------------------------------------------------------------------------

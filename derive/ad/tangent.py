@@ -20,8 +20,8 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError
-from .runtime import METHOD_RULES, NONDIFF, RULES, differentiable, in_table, kind_of, make_like, with_defaults
-from .ir import INT, NUM
+from .ir import INT, NUM, kind_of
+from .runtime import METHOD_RULES, NONDIFF, RULES, differentiable, in_table, make_like, with_defaults
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
 JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)

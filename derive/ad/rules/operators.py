@@ -9,8 +9,8 @@ import types
 
 import numpy as np
 
-from ..ir import INT, NUM
-from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, kind_of
+from ..ir import INT, NUM, kind_of
+from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into
 from .structures import extend_list, setitem
 
 
