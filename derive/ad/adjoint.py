@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 
+from . import rules
 from .ir import ANY, ARR, INT, NUM, Instr
 from .primal import source_line
 
@@ -124,7 +125,7 @@ class BlockAdjoint:
     def _inline(self, ins):
         g = self.g
         if ins.op == "prim":
-            temps = g.inline_calls[ins.attr[0]].derivs
+            temps = rules.scalar_call(ins.attr[0]).derivs
         elif ins.op == "binop":
             temps = g.inline_binops[ins.attr]
         else:
@@ -158,17 +159,15 @@ class BlockAdjoint:
         """An inlined NumPy rule (``rules.numpy.ARRAY_INLINE``/``ARRAY_BINOPS``): the gradients written as
         expressions; an operand that is a number gets the sum over the array (``*_REDUCED``), an array
         operand of an array-array operation is un-broadcast (a no-op when the shapes match)."""
-        from .rules.numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM
-        g = self.g
         if ins.op == "aprim":
-            temps = [g.array_inline[ins.attr[0]].derivs[0]]
+            temps = [rules.array_call(ins.attr[0]).derivs[0]]
         elif ins.op == "getitem":
-            temps = [ARRAY_GETITEM, ""]
+            temps = [rules.ARRAY_GETITEM, ""]
         elif ins.op == "binop":
-            temps = list(ARRAY_BINOPS[ins.attr])
+            temps = list(rules.ARRAY_BINOPS[ins.attr])
             for i, a in enumerate(ins.args):
                 if a.kind != ARR:
-                    temps[i] = ARRAY_BINOPS_REDUCED[ins.attr][i]
+                    temps[i] = rules.ARRAY_BINOPS_REDUCED[ins.attr][i]
         else:
             temps = ["-{dy}" if ins.attr == "-" else "{dy}"]
         start = len(self.lines)

@@ -19,13 +19,10 @@ from __future__ import annotations
 
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, VEC, Function, Instr, Phi, kind_of
 from .lower import as_sequence
-from .rules.scalar import INLINE_CALLS, INT_RESULT_CALLS
+from .rules import array_call, array_method, int_result, is_nondiff, pure_method, rule_of, scalar_call
 
 _ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
 _ARR_BINOPS = {"+", "-", "*", "/", "**"}
-_PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "copy", "astype", "get", "keys",
-                 "values", "items", "index", "count", "conj", "ravel", "flatten", "std", "var", "prod",
-                 "squeeze", "item", "tolist", "all", "any", "argmax", "argmin", "cumsum", "real", "imag"}
 _ARITH = {"+", "-", "*", "/", "//", "%", "**"}
 
 
@@ -48,7 +45,7 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
         if _augmented(v) and v.args[0].kind in (INT, NUM):
             v.attr = v.attr[:-1]
     mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v)
-                                            or v.op == "method" and v.attr[0] not in _PURE_METHODS
+                                            or v.op == "method" and not pure_method(v.attr[0])
                                             or v.op == "call" and "out" in v.attr)
                   for v in values)
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
@@ -161,9 +158,9 @@ def _kind(v, arg_kinds, ints):
         return NUM if _array_inline(v).reduce or kinds[-1] != ARR else ARR
     f = _callee(v)
     if f is not None:
-        if hashable(f) and f in INT_RESULT_CALLS:
+        if int_result(f):
             return INT
-        if hashable(f) and f in INLINE_CALLS and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
+        if scalar_call(f) is not None and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
             return INT if f in (abs, min, max) and all(k == INT for k in kinds[1:]) else NUM
     return ANY
 
@@ -222,17 +219,17 @@ def _array_binop(op, a, b) -> bool:
 def _array_inline(v):
     """The ``rules.numpy.ArrayInline`` entry for a call (or an argument-less method call) of a NumPy
     function on an array, or on a number for elementwise functions; None when the rule is not inlined."""
-    from .rules.numpy import ARRAY_INLINE, ARRAY_METHODS
     if v.op == "method":
         name, kw = v.attr
-        f = ARRAY_METHODS.get(name)
+        f = array_method(name)
         if f is None or kw or len(v.args) != 1 or v.args[0].kind != ARR:
             return None
-        return ARRAY_INLINE[f]
+        return array_call(f)
     f = _callee(v)
-    if f is None or v.attr or len(v.args) != 2 or not hashable(f) or f not in ARRAY_INLINE:
+    entry = None if f is None or v.attr or len(v.args) != 2 else array_call(f)
+    if entry is None:
         return None
-    entry, k = ARRAY_INLINE[f], v.args[1].kind
+    k = v.args[1].kind
     if k == ARR or k in (INT, NUM) and not entry.reduce:
         return entry
     return None
@@ -246,39 +243,31 @@ def _callee(v):
     return f.attr if isinstance(f, Instr) and f.op == "const" else None
 
 
-def hashable(f):
-    try:
-        hash(f)
-        return True
-    except TypeError:
-        return False
-
-
 def _maybe_inline(v: Instr):
     entry = _array_inline(v)
     if entry is not None:
-        from .rules.numpy import ARRAY_METHODS
-        f = ARRAY_METHODS[v.attr[0]] if v.op == "method" else v.args[0].attr
+        f = array_method(v.attr[0]) if v.op == "method" else v.args[0].attr
         v.op, v.args, v.attr = "aprim", v.args[-1:], (f, entry.name)
         return
     f = _callee(v)
-    if f is None or not hashable(f) or f not in INLINE_CALLS or v.attr:
+    inline = None if f is None or v.attr else scalar_call(f)
+    if inline is None:
         return
     args = v.args[1:]
-    if all(a.kind in (INT, NUM) for a in args) and INLINE_CALLS[f].arity(len(args)):
-        v.op, v.args, v.attr = "prim", args, (f, INLINE_CALLS[f].name)
+    if all(a.kind in (INT, NUM) for a in args) and inline.arity(len(args)):
+        v.op, v.args, v.attr = "prim", args, (f, inline.name)
 
 
 def _maybe_rule(v: Instr):
     """A call of a primitive known when transforming becomes ``rule``: its rule is called directly."""
-    from .runtime import NONDIFF, RULES
     f = _callee(v)
-    if f is None or not hashable(f) or v.attr:
+    if f is None or v.attr:
         return
-    if f in NONDIFF:
+    rule = rule_of(f)
+    if is_nondiff(f):
         v.op, v.args, v.attr = "nondiff", v.args, None
-    elif f in RULES:
-        v.op, v.args, v.attr = "rule", v.args[1:], (RULES[f], getattr(f, "__name__", repr(f)))
+    elif rule is not None:
+        v.op, v.args, v.attr = "rule", v.args[1:], (rule, getattr(f, "__name__", repr(f)))
 
 
 def _active(v, arg_kinds, written):

@@ -31,9 +31,7 @@ from . import adjoint as adj
 from . import primal
 from .analysis import loop_blocks, reverse_postorder
 from .ir import ANY, ARR, INT, NUM, Function, Instr
-from .rules.numpy import ARRAY_INLINE
-from .runtime import NONDIFF
-from .rules.scalar import INLINE_BINOPS, INLINE_CALLS, INLINE_UNARY
+from . import rules
 from .source import register
 
 _LITERAL_TYPES = (int, float, bool, str, type(None))
@@ -42,13 +40,10 @@ _LITERAL_TYPES = (int, float, bool, str, type(None))
 class Gen:
     """Naming and layout shared by the primal and adjoint generators."""
 
-    inline_binops, inline_unary, inline_calls = INLINE_BINOPS, INLINE_UNARY, INLINE_CALLS
-    array_inline = ARRAY_INLINE
+    inline_binops, inline_unary = rules.INLINE_BINOPS, rules.INLINE_UNARY
 
     def __init__(self, fn: Function):
-        from .rules import operators
         self.fn = fn
-        self.operators = operators
         self.loops = loop_blocks(fn)
         self.order = reverse_postorder(fn)
         self.adj_order = self.order[::-1]
@@ -85,12 +80,6 @@ class Gen:
             self._const_names[id(obj)] = name
             self.env[name] = obj
         return name
-
-    def binop_rule(self, op):
-        return self.operators.BINOPS[op]
-
-    def unary_rule(self, op):
-        return self.operators.UNARY[op]
 
     def goto(self, src, dst, order) -> list[str]:
         if not self.dispatch:
@@ -149,7 +138,7 @@ def is_boxfree(fn: Function) -> bool:
         if v.op in ("binop", "unary") and v.kind in (INT, NUM, ARR) or v.op == "getitem" and v.args[0].kind == ARR \
                 and v.kind in (ARR, NUM):
             continue
-        if v.op == "rule" and str(getattr(v.attr[0], "__module__", "")).endswith("rules.numpy"):
+        if v.op == "rule" and rules.box_free(v.attr[0]):
             continue
         return False
     return True
@@ -340,7 +329,7 @@ class _ScalarSeed:
 
 
 scalar_seed = _ScalarSeed()
-NONDIFF.add(scalar_seed)
+rules.mark_nondiff(scalar_seed)
 
 _COUNTER = [0]
 

@@ -19,17 +19,14 @@ import types
 
 from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_instrs
 from .ir import ARR, INT, NUM, Instr, spec_kind
+from . import rules
 from .primal import terminator
-from .rules.numpy import ARRAY_BINOPS
-from .runtime import BUILD_LOCK, RULES
+from .runtime import BUILD_LOCK
 
 _INLINE_BINOPS = {"+", "-", "*", "/", "**", "%"}
 # the tangent of an inlined NumPy reduction over the whole array (``{t}`` the argument's tangent)
 _REDUCE = {"sum": "{t}.sum()", "mean": "{t}.mean()", "max": "{t}.flat[{0}.argmax()]",
            "min": "{t}.flat[{0}.argmin()]"}
-_MUTATING_OK = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "copy", "astype", "get", "keys",
-                "values", "items", "index", "count", "conj", "ravel", "flatten", "squeeze", "item", "tolist",
-                "argmax", "argmin", "real", "imag"}
 
 
 class ForwardGen(Gen):
@@ -37,11 +34,11 @@ class ForwardGen(Gen):
 
     def __init__(self, fn):
         super().__init__(fn)
-        self.owner = {id(r): f for f, r in RULES.items()}   # reverse rule -> the primitive it belongs to
+        self.owner = rules.owners()   # reverse rule -> the primitive it belongs to
         # objects written to (``x[i] = v``, ``o.a = v``, ``lst.append``) get a tangent even when their
         # value is inactive (``np.zeros(3)``): the write may give them one
         self.tracked = {ins.args[0] for ins in fn.values() if isinstance(ins, Instr) and (
-            ins.op in ("setitem", "setattr") or ins.op == "method" and ins.attr[0] not in _MUTATING_OK)}
+            ins.op in ("setitem", "setattr") or ins.op == "method" and not rules.pure_method(ins.attr[0]))}
 
     def has_tangent(self, v) -> bool:
         if v in self.tracked:
@@ -91,10 +88,10 @@ class ForwardGen(Gen):
         if op == "unary" and ins.kind in (NUM, ARR) and ins.attr in ("-", "+"):
             return [f"{v} = {ins.attr}{a[0]}", f"{f} = {ins.attr}{t[0]}"]
         if op == "prim":
-            temps = self.inline_calls[ins.attr[0]].derivs
+            temps = rules.scalar_call(ins.attr[0]).derivs
             return [f"{v} = {self.const(ins.attr[0])}({', '.join(a)})", f"{f} = {self.template_sum(temps, ins, v)}"]
         if op == "aprim":
-            entry = self.array_inline[ins.attr[0]]
+            entry = rules.array_call(ins.attr[0])
             primal = entry.primal.format(*a) if entry.primal else f"{self.const(ins.attr[0])}({a[0]})"
             if entry.reduce:
                 return [f"{v} = {primal}", f"{f} = {_REDUCE[entry.name].format(*a, t=self.dense(ins.args[0]))}"]
@@ -117,7 +114,7 @@ class ForwardGen(Gen):
         if op == "method":
             name, kw = ins.attr
             out = [f"{v}, {f} = _fw_Jm({name!r}, {kw!r}, {a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"]
-            if name not in _MUTATING_OK:
+            if not rules.pure_method(name):
                 out.append(f"{t[0]} = _fw_tan({a[0]}, {t[0]})")
             return out
         if op == "getitem":
@@ -158,7 +155,7 @@ class ForwardGen(Gen):
         if op == "prim":
             return [f"{v} = {self.const(ins.attr[0])}({', '.join(a)})"]
         if op == "aprim":
-            entry = self.array_inline[ins.attr[0]]
+            entry = rules.array_call(ins.attr[0])
             return [f"{v} = {entry.primal.format(*a) if entry.primal else self.const(ins.attr[0]) + '(' + a[0] + ')'}"]
         if op == "rule":
             return [f"{v} = {self.const(self.owner[id(ins.attr[0])])}({', '.join(a)})"]
@@ -179,8 +176,7 @@ class ForwardGen(Gen):
         raise AssertionError(op)
 
     def binop_fn(self, op):
-        from .rules.operators import PYOP
-        return PYOP[op.rstrip("=")]   # ``a op= b`` on an array: its tangent as ``a op b`` (not in place)
+        return rules.operator_function(op.rstrip("="))   # ``a op= b`` on an array: its tangent as ``a op b`` (not in place)
 
     def binop_tangent(self, ins, y) -> str:
         """``d(a op b)`` for numbers and arrays, from the gradient templates; ``@`` is bilinear."""
@@ -192,7 +188,7 @@ class ForwardGen(Gen):
             if self.tan(b) != "None":
                 terms.append(f"{self.val(a)} @ {self.tan(b)}")
             return " + ".join(terms)
-        temps = ARRAY_BINOPS[ins.attr] if ins.kind == ARR else self.inline_binops[ins.attr]
+        temps = rules.ARRAY_BINOPS[ins.attr] if ins.kind == ARR else self.inline_binops[ins.attr]
         expr = self.template_sum(temps, ins, y)
         return f"_fw_fit({expr}, {y})" if ins.kind == ARR else expr
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
-from .analysis import hashable
 from .ir import NUM, kind_of
+from .rules import rule_of
 from .runtime import RULES, J, RulePullback
 from .second import PullbackTangent, pair_jvp
 from .tangent import JVP, JVP_RULES, TSTORE, zero
@@ -241,7 +241,7 @@ def _jvp_J(args, ts):
     and ``back`` is a closure whose tangent is that of what it captured) or of f's generated pullback."""
     from .api import specialised
     f, *xs = args
-    rule = RULES.get(f) if hashable(f) else None
+    rule = rule_of(f)
     if rule is not None:
         (y, back), tpair = pair_jvp(f, rule, tuple(xs), ts[1:])
         n = len(xs)

@@ -5,7 +5,9 @@ predecessor it came from (the branch tag: on the stack inside loops, in a local 
 """
 from __future__ import annotations
 
+from . import rules
 from .ir import ANY, ARR, NUM, Instr
+
 
 def instr(g, ins: Instr) -> list[str]:
     """The primal statements of one instruction."""
@@ -22,20 +24,20 @@ def instr(g, ins: Instr) -> list[str]:
         return [f"{v} = _ad_deref(_self, {g.fn.freevars.index(ins.attr)})"]
     if op == "binop":
         if generic and ins.kind != ARR and (ins.kind == ANY or ins.attr not in g.inline_binops):
-            return [f"{v}, {g.pb(ins)} = {g.const(g.binop_rule(ins.attr))}({a[0]}, {a[1]})"]
+            return [f"{v}, {g.pb(ins)} = {g.const(rules.binop_rule(ins.attr))}({a[0]}, {a[1]})"]
         if ins.attr.endswith("="):   # in place (Python's semantics: the name is bound to the result)
             return [f"{v} = {a[0]}", f"{v} {ins.attr} {a[1]}"]
         return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
     if op == "unary":
         if generic and (ins.kind == ANY or ins.attr not in g.inline_unary):
-            return [f"{v}, {g.pb(ins)} = {g.const(g.unary_rule(ins.attr))}({a[0]})"]
+            return [f"{v}, {g.pb(ins)} = {g.const(rules.unary_rule(ins.attr))}({a[0]})"]
         return [f"{v} = {ins.attr} {a[0]}" if ins.attr == "not" else f"{v} = {ins.attr}{a[0]}"]
     if op == "compare":
         return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
     if op == "prim":
         return [f"{v} = {g.const(ins.attr[0])}({', '.join(a)})"]
     if op == "aprim":
-        entry = g.array_inline[ins.attr[0]]
+        entry = rules.array_call(ins.attr[0])
         if entry.primal:
             return [f"{v} = {entry.primal.format(*a)}"]
         return [f"{v} = {g.const(ins.attr[0])}({', '.join(a)})"]
@@ -78,17 +80,13 @@ def instr(g, ins: Instr) -> list[str]:
     raise AssertionError(op)
 
 
-# operations whose result may be a view of their first argument (which is therefore not copied)
-_VIEWS = {"reshape", "transpose", "ravel", "squeeze", "expand_dims", "swapaxes", "moveaxis", "view", "diagonal"}
-
-
 def _may_view(ins) -> bool:
     """Whether ``ins`` writes to its first argument or may return a view of it: copying that argument
     (copy on capture) would cut it off from the array it shares memory with."""
     op = ins.op
     if op in ("setitem", "getitem", "getattr") or op == "binop" and ins.attr.endswith("="):
         return True
-    return op == "method" and ins.attr[0] in _VIEWS or op == "rule" and ins.attr[1] in _VIEWS
+    return op == "method" and rules.view_method(ins.attr[0]) or op == "rule" and rules.view_method(ins.attr[1])
 
 
 def _call_args(args, kw):

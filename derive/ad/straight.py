@@ -13,15 +13,11 @@ import linecache
 import math
 import re
 
-from . import primal
+from . import primal, rules
 from .emit import Gen
 from .ir import INT, NUM, Instr
-from .rules.scalar import INLINE_BINOPS, INLINE_CALLS, INLINE_UNARY
 
 _SEED = "1.0"
-# results of these are floats whatever numbers go in
-_FLOAT_CALLS = {f for f in INLINE_CALLS if getattr(f, "__module__", None) == "math" and f is not math.fabs}
-_FLOAT_CALLS |= {math.fabs, float}
 
 
 def _eligible(fn, types_) -> bool:
@@ -34,11 +30,11 @@ def _eligible(fn, types_) -> bool:
         op = ins.op
         if op in ("param", "const"):
             continue
-        if op == "prim" and ins.attr[0] in INLINE_CALLS and ins.kind in (INT, NUM):
+        if op == "prim" and ins.kind in (INT, NUM):
             continue
-        if op == "binop" and ins.kind in (INT, NUM) and (ins.attr in INLINE_BINOPS or not ins.active):
+        if op == "binop" and ins.kind in (INT, NUM) and (ins.attr in rules.INLINE_BINOPS or not ins.active):
             continue
-        if op == "unary" and ins.kind in (INT, NUM) and (ins.attr in INLINE_UNARY or not ins.active):
+        if op == "unary" and ins.kind in (INT, NUM) and (ins.attr in rules.INLINE_UNARY or not ins.active):
             continue
         if op == "compare" and not ins.active:
             continue
@@ -56,7 +52,7 @@ def _is_float(v, floats) -> bool:
         return type(v.attr) is float
     if v.op == "prim":
         f = v.attr[0]
-        if f in _FLOAT_CALLS:
+        if rules.float_result(f):
             return True
         if f is abs:
             return v.args[0] in floats
@@ -117,11 +113,11 @@ def generate(fn, types_, qualname):
         if dy is None:
             continue
         if ins.op == "prim":
-            temps = INLINE_CALLS[ins.attr[0]].derivs
+            temps = rules.scalar_call(ins.attr[0]).derivs
         elif ins.op == "binop":
-            temps = INLINE_BINOPS[ins.attr]
+            temps = rules.INLINE_BINOPS[ins.attr]
         else:
-            temps = [INLINE_UNARY[ins.attr]]
+            temps = [rules.INLINE_UNARY[ins.attr]]
         fill = {"dy": dy, "m": "_ad_math", "y": g.val(ins)}
         args = [g.val(a) for a in ins.args]
         for t, a in zip(temps, ins.args):

@@ -2,6 +2,116 @@
 (``scalar``), operators on values of unknown kind (``operators``), data structures and mutation
 (``structures``), ``math``, Python builtins, NumPy (elementwise functions and reductions in ``numpy``,
 functions that move entries in ``layout``, contractions and ``numpy.linalg`` in ``linalg``), and complex
-numbers (``complexes``).  Importing the package registers them all."""
+numbers (``complexes``).  Importing the package registers them all.
+
+The core transform (``analysis``, ``emit``, ``primal``, ``adjoint``, ``straight``, ``forward``) reads the
+library through this module only:
+
+* callables known when transforming: ``rule_of(f)`` (its rule, ``rule(*args) -> (y, back)``),
+  ``is_nondiff(f)`` (a result without derivative), ``int_result(f)`` (an int, never differentiated),
+  ``float_result(f)`` (a float whatever numbers go in),
+  ``owners()`` (each rule's primitive), ``mark_nondiff(f)``;
+* rules inlined for numbers, derivative templates (``rules.scalar``): ``scalar_call(f)`` (an ``Inline``
+  or None), ``INLINE_BINOPS``, ``INLINE_UNARY``;
+* rules inlined for arrays (``rules.numpy``): ``array_call(f)`` (an ``ArrayInline`` or None),
+  ``array_method(name)`` (the function ``x.name()`` stands for), ``ARRAY_BINOPS``,
+  ``ARRAY_BINOPS_REDUCED``, ``ARRAY_GETITEM``, and ``box_free(rule)`` (a rule that neither makes nor
+  reads boxes);
+* operators on values of unknown kind: ``binop_rule(op)``, ``unary_rule(op)``, ``operator_function(op)``;
+* methods: ``pure_method(name)`` (does not write to its object), ``view_method(name)`` (its result may
+  share memory with its object).
+"""
+from ..runtime import NONDIFF, RULES
 from . import builtins, layout, linalg, math, numpy, operators, scalar, structures  # noqa: F401
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
+from .numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM  # noqa: F401  (the interface)
+from .scalar import INLINE_BINOPS, INLINE_UNARY  # noqa: F401  (the interface)
+
+_PURE_METHODS = numpy.PURE_METHODS | structures.PURE_METHODS
+
+
+def _get(table, f):
+    try:
+        return table.get(f)
+    except TypeError:   # an unhashable callable (a bound method of a list ...) has no entry
+        return None
+
+
+def _has(table, f) -> bool:
+    try:
+        return f in table
+    except TypeError:
+        return False
+
+
+def rule_of(f):
+    """The rule of callable ``f``, or None."""
+    return _get(RULES, f)
+
+
+def is_nondiff(f) -> bool:
+    """Whether ``f``'s result has no derivative (``print``, ``np.zeros_like`` ...)."""
+    return _has(NONDIFF, f)
+
+
+def mark_nondiff(f) -> None:
+    NONDIFF.add(f)
+
+
+def int_result(f) -> bool:
+    """Whether ``f`` returns an int (``len``, ``math.floor`` ...)."""
+    return _has(scalar.INT_RESULT_CALLS, f)
+
+
+def float_result(f) -> bool:
+    """Whether ``f`` returns a float whatever numbers it is given (``math.sin``, ``float`` ...)."""
+    return _has(scalar.FLOAT_RESULT_CALLS, f)
+
+
+def owners() -> dict:
+    """``id(rule) -> primitive`` for every rule."""
+    return {id(r): f for f, r in RULES.items()}
+
+
+def scalar_call(f):
+    """The inlined scalar rule (``rules.scalar.Inline``) of ``f`` on numbers, or None."""
+    return _get(scalar.INLINE_CALLS, f)
+
+
+def array_call(f):
+    """The inlined NumPy rule (``rules.numpy.ArrayInline``) of ``f`` on arrays, or None."""
+    return _get(numpy.ARRAY_INLINE, f)
+
+
+def array_method(name: str):
+    """The NumPy function that an argument-less ``x.name()`` on an array is inlined as, or None."""
+    return numpy.ARRAY_METHODS.get(name)
+
+
+def box_free(rule) -> bool:
+    """Whether ``rule`` neither makes nor reads boxes (the NumPy rules: values in, values out)."""
+    return str(getattr(rule, "__module__", "")).endswith("rules.numpy")
+
+
+def binop_rule(op: str):
+    """The rule of ``a op b`` (``op=`` for the augmented form) on values of any kind."""
+    return operators.BINOPS[op]
+
+
+def unary_rule(op: str):
+    return operators.UNARY[op]
+
+
+def operator_function(op: str):
+    """The function of binary operator ``op`` (``operator.add`` for ``+``)."""
+    return operators.PYOP[op]
+
+
+def pure_method(name: str) -> bool:
+    """Whether a method of this name never writes to its object (``sum``, ``reshape``, ``keys`` ...)."""
+    return name in _PURE_METHODS
+
+
+def view_method(name: str) -> bool:
+    """Whether a method (or NumPy function) of this name may return a view of its first argument."""
+    return name in numpy.VIEW_METHODS

@@ -414,6 +414,13 @@ ARRAY_INLINE = {
 ARRAY_INLINE[np.amax], ARRAY_INLINE[np.amin] = ARRAY_INLINE[np.max], ARRAY_INLINE[np.min]
 # ``x.sum()`` and the like (no arguments) on an array: the same entries
 ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+# array methods that never write to their array
+PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "copy", "astype", "conj", "ravel",
+                "flatten", "std", "var", "prod", "squeeze", "item", "tolist", "all", "any", "argmax", "argmin",
+                "cumsum", "real", "imag"}
+# methods and functions whose result may be a view of their first argument (sharing its memory)
+VIEW_METHODS = {"reshape", "transpose", "ravel", "squeeze", "expand_dims", "swapaxes", "moveaxis", "view",
+                "diagonal"}
 
 # y = a OP b with an array operand (the other an array or a number): the gradients of a and b before
 # un-broadcasting; ``reduced`` gives the gradient of an operand that is a number (summed over the array)

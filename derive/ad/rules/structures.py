@@ -240,5 +240,7 @@ METHOD_RULES.update({
 })
 
 BOX_METHODS.update({(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")})
+# methods of lists, tuples and dicts that never write to their object
+PURE_METHODS = {"get", "keys", "values", "items", "index", "count"}
 HELPERS.update({"_ad_getitem": getitem, "_ad_setitem": setitem, "_ad_getattr": getattr_,
                 "_ad_setattr": setattr_, "_ad_math": math})
