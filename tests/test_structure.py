@@ -3,8 +3,8 @@ imports do not go round in circles.
 
 Module-level imports never form a cycle.  Imports inside functions may, in two places only: the core
 language modules (an ``Expr`` prints, evaluates and renders itself through the modules above ``nodes``)
-and ``derive.ad``; everywhere else (``normalize``, ``derive``, ``codegen``, ``proofs``) the import graph,
-lazy imports included, is acyclic.
+and the forward mode of ``derive.ad``; everywhere else (``normalize``, ``derive``, reverse mode in
+``derive.ad``, ``codegen``, ``proofs``) the import graph, lazy imports included, is acyclic.
 """
 from __future__ import annotations
 
@@ -101,7 +101,12 @@ def test_module_level_imports_form_no_cycle():
     assert _cycles(top_only=True) == []
 
 
+# forward mode in tensorlang.ad (JVP calls the forward transform and the second-order rules, which call
+# JVP) is not untangled yet
+AD_FORWARD_MODE = {"tensorlang.derive.ad." + m for m in ("tangent", "forward", "second", "rules.jvp")}
+
+
 def test_lazy_imports_form_cycles_only_in_the_core_and_the_ad_layer():
     bad = [c for c in _cycles(top_only=False)
-           if not all(_core(m) for m in c) and not all(m.startswith("tensorlang.derive.ad.") for m in c)]
+           if not all(_core(m) for m in c) and not set(c) <= AD_FORWARD_MODE]
     assert not bad, bad

@@ -14,7 +14,7 @@ from .analysis import analyse, vector_params
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, VEC, spec_kind
 from .lower import lower
-from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, J, Store, acc
+from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -47,6 +47,9 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
         with BUILD_LOCK:
             spec = _SPECS[key] = _build(f, kinds)
     return spec
+
+
+TRANSFORM[0] = specialised
 
 
 def analysed_ir(f, kinds, globals_kinds=None):

@@ -66,6 +66,26 @@ def acc(a, b):
     return a + b
 
 
+def unbroadcast(g, x):
+    """Sum gradient ``g`` down to the shape of ``x`` (undoing NumPy broadcasting)."""
+    if g is None:
+        return None
+    if type(x) is np.ndarray:
+        shape = x.shape
+        if getattr(g, "shape", ()) == shape:
+            return g
+        g = np.asarray(g)
+        while g.ndim > len(shape):
+            g = g.sum(axis=0)
+        for axis, n in enumerate(shape):
+            if n == 1 and g.shape[axis] != 1:
+                g = g.sum(axis=axis, keepdims=True)
+        return g
+    if type(g) is np.ndarray:
+        return g.sum()
+    return g
+
+
 def like(x, g):
     """Gradient ``g`` of argument ``x`` in ``x``'s precision: a float32 (or float16, complex64) array gets a
     gradient of its own dtype, however wide the arithmetic that made it (a complex gradient of a real
@@ -281,6 +301,10 @@ RULES: dict = {}           # function -> rule(*args) returning (y, back); back(d
 METHOD_RULES: dict = {}    # (type, name) -> rule(obj, *args) returning (y, back); back -> (dobj, *dargs)
 NONDIFF: set = set()       # functions whose result has no derivative (print, isinstance, np.zeros_like ...)
 BOX_METHODS: set = set()   # (type, name) of methods that write to their object: pullback runs without dy
+KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyword changes what it does (out=)
+# [specialised(f, args)]: the source transformation, by which J differentiates a Python function (``api``
+# installs it; the transform itself calls into this module)
+TRANSFORM: list = [None]
 
 
 class RulePullback:
@@ -324,7 +348,7 @@ def J(f, *args):
         return y, RulePullback(back, len(args))
     t = type(f)
     if t is types.FunctionType:
-        from .api import specialised
+        specialised = TRANSFORM[0]
         n = f.__code__.co_argcount
         if len(args) == n or f.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
             return specialised(f, args).pb(f, *args)
@@ -396,7 +420,7 @@ def Jkw(names, f, *args):
     k = len(names)
     pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
     if "out" in kw and kw["out"] is not None:
-        return _with_out(names, f, args)
+        return KEYWORD_RULES["out"](names, f, *args)
     try:
         rule = RULES.get(f)
     except TypeError:
@@ -454,24 +478,6 @@ def _keyword_places(rule, npos, names) -> tuple:
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         places = _PLACES[key] = tuple(params.index(n) if n in params[npos:] else None for n in names)
     return places
-
-
-def _with_out(names, f, args):
-    """``f(..., out=o)``: the result computed as without ``out`` and written into ``o`` by the box rules."""
-    from .rules.structures import setitem
-    i = len(args) - len(names) + names.index("out")
-    out = args[i]
-    target = out[0] if type(out) is tuple and len(out) == 1 else out
-    if type(target) is not np.ndarray:
-        raise UnsupportedError(f"tensorlang.ad differentiates out= only for one array, not {type(out).__name__}")
-    rest = tuple(n for n in names if n != "out")
-    y, back = Jkw(rest, f, *args[:i], *args[i + 1:]) if rest else J(f, *args[:i], *args[i + 1:])
-    _, write_back = setitem(target, Ellipsis, y)
-
-    def out_back(dy):
-        g = back(acc(dy, write_back(None)[2]))
-        return (*g[:i + 1], None, *g[i + 1:])
-    return out, out_back
 
 
 def _construct(cls, args):

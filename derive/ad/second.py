@@ -26,8 +26,8 @@ import numpy as np
 from ...errors import UnsupportedError
 from .rules import structures
 from .rules.numpy import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
-from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, unbroadcast
-from .runtime import HELPERS, RULES, STORE, acc, is_complex
+from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY
+from .runtime import HELPERS, RULES, STORE, acc, is_complex, unbroadcast
 from .tangent import JVP, JVP_RULES
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..runtime import METHOD_RULES, RULES
-from .operators import unbroadcast
+from ..runtime import METHOD_RULES, RULES, unbroadcast
 
 
 def _parse_einsum(spec, n):

@@ -7,8 +7,8 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
-from ..runtime import METHOD_RULES, NONDIFF, RULES, ZERO
-from .operators import matmul_back, matmul_grad, pow_da, unbroadcast
+from ..runtime import METHOD_RULES, NONDIFF, RULES, ZERO, unbroadcast
+from .operators import matmul_back, matmul_grad, pow_da
 
 
 def _unary(f, d):

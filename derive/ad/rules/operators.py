@@ -10,29 +10,8 @@ import types
 import numpy as np
 
 from ..ir import INT, NUM, kind_of
-from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into
+from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, unbroadcast
 from .structures import extend_list, setitem
-
-
-def unbroadcast(g, x):
-    """Sum gradient ``g`` down to the shape of ``x`` (undoing NumPy broadcasting)."""
-    if g is None:
-        return None
-    if type(x) is np.ndarray:
-        shape = x.shape
-        if getattr(g, "shape", ()) == shape:
-            return g
-        g = np.asarray(g)
-        while g.ndim > len(shape):
-            g = g.sum(axis=0)
-        for axis, n in enumerate(shape):
-            if n == 1 and g.shape[axis] != 1:
-                g = g.sum(axis=axis, keepdims=True)
-        return g
-    if type(g) is np.ndarray:
-        s = g.sum()
-        return s if kind_of(x) == NUM or kind_of(x) == INT else s
-    return g
 
 
 def pow_da(a, b):

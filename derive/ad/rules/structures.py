@@ -11,9 +11,10 @@ import types
 
 import numpy as np
 
+from ....errors import UnsupportedError
 from ..cotangent import Indexed, basic_index
-from ..runtime import (BOX_METHODS, HELPERS, RULES, J, METHOD_RULES, STORE, ZERO, own, box_grad, field_grad,
-                       is_complex, register)
+from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, RULES, J, Jkw, METHOD_RULES, STORE, ZERO, acc, box_grad,
+                       field_grad, is_complex, own, register, unbroadcast)
 from .layout import concatenator_getitem
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
@@ -63,7 +64,6 @@ def getitem(obj, idx):
 def _written_grad(g, idx, val):
     """The gradient of ``val`` in ``a[idx] = val`` from the gradient ``g`` of ``a`` after the write: the
     slots it wrote (the last write wins where a fancy index repeats), summed down to ``val``'s shape."""
-    from .operators import unbroadcast
     dv = np.array(g[idx])
     if not basic_index(idx):
         last = np.full(g.shape, -1)
@@ -239,6 +239,24 @@ METHOD_RULES.update({
     (dict, "keys"): lambda d: (list(d.keys()), ZERO),
 })
 
+def with_out(names, f, *args):
+    """``f(..., out=o)``: the result computed as without ``out`` and written into ``o`` by the box rules."""
+    i = len(args) - len(names) + names.index("out")
+    out = args[i]
+    target = out[0] if type(out) is tuple and len(out) == 1 else out
+    if type(target) is not np.ndarray:
+        raise UnsupportedError(f"tensorlang.ad differentiates out= only for one array, not {type(out).__name__}")
+    rest = tuple(n for n in names if n != "out")
+    y, back = Jkw(rest, f, *args[:i], *args[i + 1:]) if rest else J(f, *args[:i], *args[i + 1:])
+    _, write_back = setitem(target, Ellipsis, y)
+
+    def out_back(dy):
+        g = back(acc(dy, write_back(None)[2]))
+        return (*g[:i + 1], None, *g[i + 1:])
+    return out, out_back
+
+
+KEYWORD_RULES["out"] = with_out
 BOX_METHODS.update({(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")})
 # methods of lists, tuples and dicts that never write to their object
 PURE_METHODS = {"get", "keys", "values", "items", "index", "count"}
