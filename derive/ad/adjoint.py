@@ -8,9 +8,6 @@ mutated) are routed through the box store at run time (``runtime.acc_into`` / ``
 """
 from __future__ import annotations
 
-import math
-import re
-
 from . import rules
 from .ir import ANY, ARR, INT, NUM, Instr
 from .primal import source_line
@@ -131,19 +128,8 @@ class BlockAdjoint:
         else:
             temps = [g.inline_unary[ins.attr]]
         e = self.dy(ins)
-        fill = {"dy": e, "m": "_ad_math"}
-        used = [t for t, a in zip(temps, ins.args) if a.active and a.kind != INT]
-        if any("{y}" in t for t in used):
-            fill["y"] = self.ref(ins)
-        for i, a in enumerate(ins.args):
-            if any("{%d}" % i in t for t in used):
-                fill[str(i)] = self.ref(a)
-        for t, a in zip(temps, ins.args):
-            if a.active and a.kind != INT:
-                expr = t.format(*[fill.get(str(i), "") for i in range(len(ins.args))], **fill)
-                # math.cos(...) through a bound name rather than an attribute lookup
-                expr = re.sub(r"_ad_math\.(\w+)", lambda m: g.const(getattr(math, m.group(1))), expr)
-                self.add(a, expr, False)
+        for _, a, expr in g.fill_templates(temps, ins, self.ref, e, lambda a: a.active and a.kind != INT):
+            self.add(a, expr, False)
 
     def _entry(self, ins):
         """``x[i]``, a number read from a vector argument (box-free functions only): a float gradient is
@@ -173,18 +159,9 @@ class BlockAdjoint:
         start = len(self.lines)
         e = self.dy(ins)
         body_start = len(self.lines)
-        fill = {"dy": e, "np": "_ad_np"}
-        live = [(t, a) for t, a in zip(temps, ins.args)
-                if a.active and a.kind != INT and not (isinstance(a, Instr) and a.op == "const")]
-        if any("{y}" in t for t, _ in live):
-            fill["y"] = self.ref(ins)
-        for i, a in enumerate(ins.args):
-            if any("{%d}" % i in t for t, _ in live):
-                fill[str(i)] = self.ref(a)
-        args = [fill.get(str(i), "") for i in range(len(ins.args))]
         both = ins.op == "binop" and ins.attr != "@" and all(a.kind == ARR for a in ins.args)
-        for t, a in live:
-            expr = t.format(*args, **fill)
+        live = lambda a: a.active and a.kind != INT and not (isinstance(a, Instr) and a.op == "const")  # noqa: E731
+        for _, a, expr in self.g.fill_templates(temps, ins, self.ref, e, live):
             if both:
                 expr = f"_ad_unb({expr}, {self.ref(a)})"
             self.add(a, expr, False)

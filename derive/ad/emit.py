@@ -81,6 +81,34 @@ class Gen:
             self.env[name] = obj
         return name
 
+    def fill_templates(self, temps, ins, name, dy, live, bound: set | None = None) -> list[tuple[str, object, str]]:
+        """The derivative templates ``temps`` of ``ins`` (one per argument, ``rules.scalar`` and
+        ``rules.numpy``) filled in: ``(template, argument, expression)`` for each argument ``a`` with
+        ``live(a)``.  ``{dy}`` becomes ``dy`` (a string, or a function of the argument), ``{y}`` and ``{i}``
+        the names ``name(v)`` of the result and the arguments (asked only for those the templates use),
+        ``{np}`` NumPy and ``{m}`` ``math``, whose functions are bound as constants (``bind_math``, which
+        adds their names to ``bound``)."""
+        used = [(t, a) for t, a in zip(temps, ins.args) if live(a)]
+        fill = {"m": "_ad_math", "np": "_ad_np"}
+        if any("{y}" in t for t, _ in used):
+            fill["y"] = name(ins)
+        for i, a in enumerate(ins.args):
+            if any("{%d}" % i in t for t, _ in used):
+                fill[str(i)] = name(a)
+        args = [fill.get(str(i), "") for i in range(len(ins.args))]
+        return [(t, a, self.bind_math(t.format(*args, **fill, dy=dy(a) if callable(dy) else dy), bound))
+                for t, a in used]
+
+    def bind_math(self, expr: str, bound: set | None = None) -> str:
+        """``expr`` with each ``math.f`` of a template as a constant's name (a local lookup rather than an
+        attribute lookup); the names used are added to ``bound``."""
+        def const(m):
+            name = self.const(getattr(math, m.group(1)))
+            if bound is not None:
+                bound.add(name)
+            return name
+        return re.sub(r"_ad_math\.(\w+)", const, expr)
+
     def goto(self, src, dst, order) -> list[str]:
         if not self.dispatch:
             return []

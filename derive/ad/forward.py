@@ -13,13 +13,11 @@ itself (a closure's captured variables, a ``SimpleNamespace``) and None, as for 
 """
 from __future__ import annotations
 
-import math
-import re
 import types
 
+from . import rules
 from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_instrs
 from .ir import ARR, INT, NUM, Instr, spec_kind
-from . import rules
 from .primal import terminator
 from .runtime import BUILD_LOCK
 
@@ -54,19 +52,12 @@ class ForwardGen(Gen):
         t = self.tan(v)
         return f"_fw_zero({self.val(v)})" if t == "None" else t
 
-    def m(self, expr: str) -> str:
-        return re.sub(r"_ad_math\.(\w+)", lambda m: self.const(getattr(math, m.group(1))), expr)
-
-    def template_sum(self, temps, ins, y, fill=None) -> str:
+    def template_sum(self, temps, ins) -> str:
         """The tangent ``sum_i d_i`` from templates written for a gradient ``{dy}``: each active
         argument's template with its tangent in place of ``{dy}``."""
-        args = [self.val(a) for a in ins.args]
-        terms = []
-        for t, a in zip(temps, ins.args):
-            if self.tan(a) != "None" and a.kind != INT:
-                terms.append(t.format(*args, dy=f"({self.tan(a)})", y=y, m="_ad_math", np="_ad_np",
-                                      **(fill or {})))
-        return self.m(" + ".join(f"({x})" for x in terms)) if terms else "None"
+        terms = self.fill_templates(temps, ins, self.val, lambda a: f"({self.tan(a)})",
+                                    lambda a: self.tan(a) != "None" and a.kind != INT)
+        return " + ".join(f"({x})" for _, _, x in terms) if terms else "None"
 
     # -- instructions -------------------------------------------------------------------------------------
     def instr(self, ins: Instr) -> list[str]:
@@ -89,13 +80,13 @@ class ForwardGen(Gen):
             return [f"{v} = {ins.attr}{a[0]}", f"{f} = {ins.attr}{t[0]}"]
         if op == "prim":
             temps = rules.scalar_call(ins.attr[0]).derivs
-            return [f"{v} = {self.const(ins.attr[0])}({', '.join(a)})", f"{f} = {self.template_sum(temps, ins, v)}"]
+            return [f"{v} = {self.const(ins.attr[0])}({', '.join(a)})", f"{f} = {self.template_sum(temps, ins)}"]
         if op == "aprim":
             entry = rules.array_call(ins.attr[0])
             primal = entry.primal.format(*a) if entry.primal else f"{self.const(ins.attr[0])}({a[0]})"
             if entry.reduce:
                 return [f"{v} = {primal}", f"{f} = {_REDUCE[entry.name].format(*a, t=self.dense(ins.args[0]))}"]
-            return [f"{v} = {primal}", f"{f} = {self.template_sum(entry.derivs, ins, v)}"]
+            return [f"{v} = {primal}", f"{f} = {self.template_sum(entry.derivs, ins)}"]
         if op == "getitem" and ins.kind == ARR:
             return [f"{v} = {a[0]}[{a[1]}]", f"{f} = {self.dense(ins.args[0])}[{a[1]}]"]
         if op == "binop":
@@ -176,7 +167,8 @@ class ForwardGen(Gen):
         raise AssertionError(op)
 
     def binop_fn(self, op):
-        return rules.operator_function(op.rstrip("="))   # ``a op= b`` on an array: its tangent as ``a op b`` (not in place)
+        # ``a op= b`` on an array: its tangent as ``a op b`` (not in place)
+        return rules.operator_function(op.rstrip("="))
 
     def binop_tangent(self, ins, y) -> str:
         """``d(a op b)`` for numbers and arrays, from the gradient templates; ``@`` is bilinear."""
@@ -189,7 +181,7 @@ class ForwardGen(Gen):
                 terms.append(f"{self.val(a)} @ {self.tan(b)}")
             return " + ".join(terms)
         temps = rules.ARRAY_BINOPS[ins.attr] if ins.kind == ARR else self.inline_binops[ins.attr]
-        expr = self.template_sum(temps, ins, y)
+        expr = self.template_sum(temps, ins)
         return f"_fw_fit({expr}, {y})" if ins.kind == ARR else expr
 
     # -- blocks -------------------------------------------------------------------------------------------

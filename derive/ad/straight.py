@@ -10,7 +10,6 @@ for the others, as when it was made) and otherwise hands over to ``ad.gradient``
 from __future__ import annotations
 
 import linecache
-import math
 import re
 
 from . import primal, rules
@@ -118,18 +117,7 @@ def generate(fn, types_, qualname):
             temps = rules.INLINE_BINOPS[ins.attr]
         else:
             temps = [rules.INLINE_UNARY[ins.attr]]
-        fill = {"dy": dy, "m": "_ad_math", "y": g.val(ins)}
-        args = [g.val(a) for a in ins.args]
-        for t, a in zip(temps, ins.args):
-            if not a.active or a.kind == INT:
-                continue
-            expr = t.format(*args, **fill)
-
-            def bind(m):
-                name = g.const(getattr(math, m.group(1)))
-                math_names.add(name)
-                return name
-            expr = re.sub(r"_ad_math\.(\w+)", bind, expr)
+        for t, a, expr in g.fill_templates(temps, ins, g.val, dy, lambda a: a.active and a.kind != INT, math_names):
             ok = is_safe(expr, t)
             if dy == _SEED:   # 1.0 * e -> e, where e is still a float
                 short = expr.replace(f"-{_SEED} * ", "-").replace(f"{_SEED} * ", "")

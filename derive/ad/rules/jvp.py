@@ -6,8 +6,8 @@ elementwise NumPy functions from their partial derivatives (``rules.numpy.ELEMEN
 arguments, where the pullback multiplies the incoming gradient), ``math`` from the scalar templates
 (``rules.scalar``), operators on numbers and arrays from ``rules.operators.NUMERIC_GRADS``.  Linear
 functions (reshapes, reductions, ``real``) apply themselves to the tangent; bilinear ones (``dot``, ``@``,
-``outer``) take the product rule; data structures carry their tangents alongside.  A primitive with a reverse rule and no forward rule is
-handled by ``tangent.transposed``.
+``outer``) take the product rule; data structures carry their tangents alongside.  A primitive with a
+reverse rule and no forward rule is handled by ``tangent.transposed``.
 """
 from __future__ import annotations
 
