@@ -10,8 +10,8 @@ forward mode the pair gets a tangent ``(ty, tback)``: ``ty`` from the primitive'
 
 * linear primitives (sums, reshapes, indexing, ``+``): the pullback does not depend on the primal
   values, so ``tback`` is zero;
-* elementwise NumPy functions and operators: their partial derivatives are Python lambdas
-  (``rules.numpy.ELEMENTWISE_UNARY``/``ELEMENTWISE_BINARY``, ``rules.operators.NUMERIC_GRADS``), whose
+* elementwise NumPy functions and operators: their partial derivatives are Python functions
+  (``rules.numpy.PARTIALS_UNARY``/``PARTIALS_BINARY``, ``rules.operators.NUMERIC_GRADS``), whose
   own forward mode gives the derivative of the pullback;
 * bilinear primitives (``@``, ``dot``, ``outer``, ``*``): the pullback at ``(a, tb)`` and ``(ta, b)``.
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .rules import structures
-from .rules.numpy import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY
 from .runtime import HELPERS, RULES, STORE, acc, is_complex, unbroadcast
 from .tangent import JVP, JVP_RULES
@@ -102,8 +102,8 @@ CROSS: dict = {}     # primitive -> _LINEAR or cross(args, tangents, y, ty) -> (
 
 
 def _register():
-    CROSS.update({f: _partials_unary(d) for f, d in ELEMENTWISE_UNARY.items()})
-    CROSS.update({f: _partials_binary(d) for f, d in ELEMENTWISE_BINARY.items()})
+    CROSS.update({f: _partials_unary(d) for f, d in PARTIALS_UNARY.items()})
+    CROSS.update({f: _partials_binary(d) for f, d in PARTIALS_BINARY.items()})
     CROSS.update({PYOP[op]: _partials_operator(g) for op, g in NUMERIC_GRADS.items() if op not in ("+", "-")})
     for f in (operator.add, operator.sub, operator.neg, operator.pos, np.sum, np.mean, np.reshape, np.transpose,
               np.ravel, np.squeeze, np.expand_dims, np.concatenate, np.stack, np.add, np.subtract, np.negative,

@@ -1,8 +1,8 @@
 """Forward-mode rules (JVPs): ``rule(args, tangents) -> (y, ty)``, None being the zero tangent.
 
 Most are derived from the data the reverse rules are made of, so each derivative is written once:
-elementwise NumPy functions from their partial derivatives (``rules.numpy.ELEMENTWISE_UNARY``/
-``ELEMENTWISE_BINARY``: the tangent is the partial times the argument's tangent, summed over the
+elementwise NumPy functions from their partial derivatives (``rules.numpy.PARTIALS_UNARY``/
+``PARTIALS_BINARY``: the tangent is the partial times the argument's tangent, summed over the
 arguments, where the pullback multiplies the incoming gradient), ``math`` from the scalar templates
 (``rules.scalar``), operators on numbers and arrays from ``rules.operators.NUMERIC_GRADS``.  Linear
 functions (reshapes, reductions, ``real``) apply themselves to the tangent; bilinear ones (``dot``, ``@``,
@@ -26,7 +26,7 @@ from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
 from .complexes import CMATH
-from .numpy import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from .numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .operators import DUNDER, NUMERIC_GRADS, PYOP, is_numeric
 from .scalar import INLINE_CALLS
 
@@ -436,8 +436,8 @@ def _astype(x, t, args, ts, **kw):
     return y, None if t is None or y.dtype.kind not in "fc" else np.asarray(t).astype(np.result_type(y.dtype, float))
 
 
-JVP_RULES.update({f: _unary(f, d) for f, d in ELEMENTWISE_UNARY.items()})
-JVP_RULES.update({f: _binary(f, d) for f, d in ELEMENTWISE_BINARY.items()})
+JVP_RULES.update({f: _unary(f, d) for f, d in PARTIALS_UNARY.items()})
+JVP_RULES.update({f: _binary(f, d) for f, d in PARTIALS_BINARY.items()})
 JVP_RULES.update({f: _from_template(f, spec) for f, spec in INLINE_CALLS.items()
                   if getattr(f, "__module__", None) == "math"})
 JVP_RULES.update({PYOP[op]: _binop(op) for op in DUNDER})

@@ -3,6 +3,8 @@ reductions with axes, ``dot``/``matmul``/``outer``, shape functions, indexing he
 ``stack``, ``where``/``maximum``/``minimum``/``clip``, and the array methods that mirror them."""
 from __future__ import annotations
 
+import linecache
+
 import numpy as np
 
 from ....errors import UnsupportedError
@@ -11,12 +13,60 @@ from ..runtime import METHOD_RULES, NONDIFF, RULES, ZERO, unbroadcast
 from .operators import matmul_back, matmul_grad, pow_da
 
 
-def _unary(f, d):
-    """``f`` elementwise with derivative ``d(x, y)`` (written so that it can be differentiated again)."""
-    def rule(x):
-        y = f(x)
-        return y, lambda dy: (dy * d(x, y),)
-    return rule
+# -- elementwise functions ----------------------------------------------------------------------------------
+# Each derivative is written once, as the template of the gradient: ``{dy}`` the incoming gradient, ``{0}``
+# and ``{1}`` the arguments, ``{y}`` the result, ``{np}`` NumPy, ``_ad_*`` the helpers of generated code
+# (``HELPERS``).  The templates are inlined as they stand where the arguments are known arrays
+# (``ARRAY_INLINE``, ``ARRAY_BINOPS``); elsewhere the rule multiplies the gradient by the partial
+# derivative, the template with ``{dy}`` taken out (``partial``), made a Python function whose source is
+# kept so that nested derivatives differentiate it in turn.
+ELEMENTWISE_UNARY = {
+    np.exp: "{dy} * {y}", np.log: "{dy} / {0}", np.tanh: "{dy} * (1 - {y} * {y})",
+    np.sin: "{dy} * {np}.cos({0})", np.cos: "-{dy} * {np}.sin({0})", np.tan: "{dy} * (1 + {y} * {y})",
+    np.sqrt: "{dy} * 0.5 / {y}", np.abs: "{dy} * {np}.sign({0})", np.negative: "-{dy}",
+    np.square: "{dy} * 2 * {0}", np.log1p: "{dy} / (1 + {0})", np.expm1: "{dy} * ({y} + 1)",
+    np.arctan: "{dy} / (1 + {0} * {0})", np.sinh: "{dy} * {np}.cosh({0})", np.cosh: "{dy} * {np}.sinh({0})",
+    np.log2: "{dy} / ({0} * _ad_ln2)", np.log10: "{dy} / ({0} * _ad_ln10)",
+    np.positive: "{dy}", np.reciprocal: "-{dy} * {y} * {y}",
+    np.arcsin: "{dy} / {np}.sqrt(1 - {0} * {0})", np.arccos: "-{dy} / {np}.sqrt(1 - {0} * {0})",
+    np.arcsinh: "{dy} / {np}.sqrt({0} * {0} + 1)", np.arccosh: "{dy} / {np}.sqrt({0} * {0} - 1)",
+    np.arctanh: "{dy} / (1 - {0} * {0})", np.exp2: "{dy} * {y} * _ad_ln2",
+    np.cbrt: "{dy} / (3 * {y} * {y})", np.fabs: "{dy} * {np}.sign({0})", np.sinc: "{dy} * _ad_sinc_d({0}, {y})",
+    np.deg2rad: "{dy} * ({np}.pi / 180)", np.rad2deg: "{dy} * (180 / {np}.pi)",
+}
+ELEMENTWISE_BINARY = {
+    np.add: ("{dy}", "{dy}"), np.subtract: ("{dy}", "-{dy}"),
+    np.multiply: ("{dy} * {1}", "{dy} * {0}"), np.divide: ("{dy} / {1}", "-{dy} * {y} / {1}"),
+    np.power: ("{dy} * _ad_powd({0}, {1})", "{dy} * {y} * {np}.log({np}.where({np}.asarray({0}) > 0, {0}, 1))"),
+    np.maximum: ("{dy} * (1 - _ad_gt({1}, {0}))", "{dy} * _ad_gt({1}, {0})"),
+    np.minimum: ("{dy} * (1 - _ad_gt({0}, {1}))", "{dy} * _ad_gt({0}, {1})"),
+    np.arctan2: ("{dy} * {1} / ({0} * {0} + {1} * {1})", "-{dy} * {0} / ({0} * {0} + {1} * {1})"),
+    np.logaddexp: ("{dy} * {np}.exp({0} - {y})", "{dy} * {np}.exp({1} - {y})"),
+    np.logaddexp2: ("{dy} * {np}.exp2({0} - {y})", "{dy} * {np}.exp2({1} - {y})"),
+    np.hypot: ("{dy} * {0} / {y}", "{dy} * {1} / {y}"),
+    np.mod: ("{dy}", "-{dy} * {np}.floor_divide({0}, {1})"),
+    np.fmod: ("{dy}", "-{dy} * {np}.trunc({np}.divide({0}, {1}))"),
+}
+for _alias, _f in ((np.radians, np.deg2rad), (np.degrees, np.rad2deg), (np.absolute, np.abs)):
+    ELEMENTWISE_UNARY[_alias] = ELEMENTWISE_UNARY[_f]
+for _alias, _f in ((np.fmax, np.maximum), (np.fmin, np.minimum), (np.true_divide, np.divide), (np.remainder, np.mod)):
+    ELEMENTWISE_BINARY[_alias] = ELEMENTWISE_BINARY[_f]
+
+
+def partial(template: str, args: tuple[str, ...]) -> str:
+    """The partial derivative in a gradient template (``{dy}`` times, or over, an expression), as an
+    expression in ``args`` (the names for ``{0}``, ``{1}``) and ``y``: ``"{dy} * {np}.cos({0})"`` gives
+    ``"np.cos(x)"``."""
+    expr = template.format(*args, dy="{dy}", y="y", np="np")
+    for head, tail in (("{dy} * ", ""), ("-{dy} * ", "-"), ("{dy} / ", "1 / "), ("-{dy} / ", "-1 / ")):
+        if expr.startswith(head):
+            return tail + expr[len(head):]
+    if expr in ("{dy}", "-{dy}"):
+        return expr.replace("{dy}", "1")
+    raise AssertionError(f"not a gradient template: {template}")
+
+
+_LN2, _LN10 = np.log(2.0), np.log(10.0)
 
 
 def _sinc_d(x, y):
@@ -24,23 +74,36 @@ def _sinc_d(x, y):
     return np.where(x == 0, 0.0, (np.cos(np.pi * x) - y) / safe)
 
 
-_LN2, _LN10 = np.log(2.0), np.log(10.0)
-ELEMENTWISE_UNARY = {
-    np.exp: lambda x, y: y, np.log: lambda x, y: 1 / x, np.tanh: lambda x, y: 1 - y * y,
-    np.sin: lambda x, y: np.cos(x), np.cos: lambda x, y: -np.sin(x), np.tan: lambda x, y: 1 + y * y,
-    np.sqrt: lambda x, y: 0.5 / y, np.abs: lambda x, y: np.sign(x), np.negative: lambda x, y: -1,
-    np.square: lambda x, y: 2 * x, np.log1p: lambda x, y: 1 / (1 + x), np.expm1: lambda x, y: y + 1,
-    np.arctan: lambda x, y: 1 / (1 + x * x), np.sinh: lambda x, y: np.cosh(x), np.cosh: lambda x, y: np.sinh(x),
-    np.log2: lambda x, y: 1 / (x * _LN2), np.log10: lambda x, y: 1 / (x * _LN10),
-    np.positive: lambda x, y: 1, np.reciprocal: lambda x, y: -y * y,
-    np.arcsin: lambda x, y: 1 / np.sqrt(1 - x * x), np.arccos: lambda x, y: -1 / np.sqrt(1 - x * x),
-    np.arcsinh: lambda x, y: 1 / np.sqrt(x * x + 1), np.arccosh: lambda x, y: 1 / np.sqrt(x * x - 1),
-    np.arctanh: lambda x, y: 1 / (1 - x * x), np.exp2: lambda x, y: y * _LN2, np.cbrt: lambda x, y: 1 / (3 * y * y),
-    np.fabs: lambda x, y: np.sign(x), np.sinc: _sinc_d,
-    np.deg2rad: lambda x, y: np.pi / 180, np.rad2deg: lambda x, y: 180 / np.pi,
-}
-for _alias, _f in ((np.radians, np.deg2rad), (np.degrees, np.rad2deg), (np.absolute, np.abs)):
-    ELEMENTWISE_UNARY[_alias] = ELEMENTWISE_UNARY[_f]
+def _gt(a, b):
+    return (np.asarray(a) > np.asarray(b)).astype(float)
+
+
+def _partials(f, templates, args):
+    """``d(*args, y)``: the partial derivatives of elementwise ``f`` (one, or a tuple of one per argument),
+    from its gradient templates, a Python function whose source is kept in ``linecache``."""
+    name = f"d_{f.__name__}"
+    exprs = [partial(t, args) for t in templates]
+    body = exprs[0] if len(exprs) == 1 else "(" + "".join(e + ", " for e in exprs) + ")"
+    src = f"def {name}({', '.join(args)}, y):\n    return {body}\n"
+    filename = f"<tensorlang.ad partial derivative of numpy.{f.__name__}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    env = {"np": np, **_TEMPLATE_HELPERS}
+    exec(compile(src, filename, "exec"), env)
+    return env[name]
+
+
+# the helpers that the templates of elementwise functions name
+_TEMPLATE_HELPERS = {"_ad_powd": pow_da, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d, "_ad_ln2": _LN2, "_ad_ln10": _LN10}
+PARTIALS_UNARY = {f: _partials(f, [t], ("x",)) for f, t in ELEMENTWISE_UNARY.items()}
+PARTIALS_BINARY = {f: _partials(f, ts, ("a", "b")) for f, ts in ELEMENTWISE_BINARY.items()}
+
+
+def _unary(f, d):
+    """``f`` elementwise with derivative ``d(x, y)``."""
+    def rule(x):
+        y = f(x)
+        return y, lambda dy: (dy * d(x, y),)
+    return rule
 
 
 def _binary(f, d):
@@ -53,26 +116,6 @@ def _binary(f, d):
             return unbroadcast(dy * pa, a), unbroadcast(dy * pb, b)
         return y, back
     return rule
-
-
-def _gt(a, b):
-    return (np.asarray(a) > np.asarray(b)).astype(float)
-
-
-ELEMENTWISE_BINARY = {
-    np.add: lambda a, b, y: (1, 1), np.subtract: lambda a, b, y: (1, -1),
-    np.multiply: lambda a, b, y: (b, a), np.divide: lambda a, b, y: (1 / b, -y / b),
-    np.power: lambda a, b, y: (pow_da(a, b), y * np.log(np.where(np.asarray(a) > 0, a, 1))),
-    np.maximum: lambda a, b, y: (1 - _gt(b, a), _gt(b, a)), np.minimum: lambda a, b, y: (1 - _gt(a, b), _gt(a, b)),
-    np.arctan2: lambda a, b, y: (b / (a * a + b * b), -a / (a * a + b * b)),
-    np.logaddexp: lambda a, b, y: (np.exp(a - y), np.exp(b - y)),
-    np.logaddexp2: lambda a, b, y: (np.exp2(a - y), np.exp2(b - y)),
-    np.hypot: lambda a, b, y: (a / y, b / y),
-    np.mod: lambda a, b, y: (1, -np.floor_divide(a, b)),
-    np.fmod: lambda a, b, y: (1, -np.trunc(np.divide(a, b))),
-}
-for _alias, _f in ((np.fmax, np.maximum), (np.fmin, np.minimum), (np.true_divide, np.divide), (np.remainder, np.mod)):
-    ELEMENTWISE_BINARY[_alias] = ELEMENTWISE_BINARY[_f]
 
 
 def _expand(dy, axis, keepdims):
@@ -342,8 +385,8 @@ def _norm(x, ord=None, axis=None):
     return y, lambda dy: (dy * np.asarray(x) / y, None, None)
 
 
-RULES.update({f: _unary(f, d) for f, d in ELEMENTWISE_UNARY.items()})
-RULES.update({f: _binary(f, d) for f, d in ELEMENTWISE_BINARY.items()})
+RULES.update({f: _unary(f, d) for f, d in PARTIALS_UNARY.items()})
+RULES.update({f: _binary(f, d) for f, d in PARTIALS_BINARY.items()})
 RULES.update({
     np.sum: _sum, np.mean: _mean, np.max: _extremum(np.max), np.min: _extremum(np.min),
     np.amax: _extremum(np.max), np.amin: _extremum(np.min), np.dot: _dot, np.matmul: _matmul,
@@ -393,24 +436,16 @@ class ArrayInline:
         self.name, self.derivs, self.primal, self.reduce = name, derivs, primal, reduce
 
 
-ARRAY_INLINE = {
-    np.exp: ArrayInline("exp", ["{dy} * {y}"]),
-    np.log: ArrayInline("log", ["{dy} / {0}"]),
-    np.tanh: ArrayInline("tanh", ["{dy} * (1 - {y} * {y})"]),
-    np.sin: ArrayInline("sin", ["{dy} * {np}.cos({0})"]),
-    np.cos: ArrayInline("cos", ["-{dy} * {np}.sin({0})"]),
-    np.tan: ArrayInline("tan", ["{dy} * (1 + {y} * {y})"]),
-    np.sqrt: ArrayInline("sqrt", ["{dy} * 0.5 / {y}"]),
-    np.square: ArrayInline("square", ["{dy} * 2 * {0}"]),
-    np.negative: ArrayInline("negative", ["-{dy}"]),
-    np.abs: ArrayInline("abs", ["{dy} * {np}.sign({0})"]),
-    np.log1p: ArrayInline("log1p", ["{dy} / (1 + {0})"]),
-    np.expm1: ArrayInline("expm1", ["{dy} * ({y} + 1)"]),
+# the elementwise functions inlined, by the name the IR shows
+_INLINED = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "tan": np.tan, "sqrt": np.sqrt,
+            "square": np.square, "negative": np.negative, "abs": np.abs, "log1p": np.log1p, "expm1": np.expm1}
+ARRAY_INLINE = {f: ArrayInline(name, [ELEMENTWISE_UNARY[f]]) for name, f in _INLINED.items()}
+ARRAY_INLINE.update({
     np.sum: ArrayInline("sum", ["_ad_full({0}, {dy})"], "{0}.sum()", True),
     np.mean: ArrayInline("mean", ["_ad_full({0}, {dy} / {0}.size)"], "{0}.mean()", True),
     np.max: ArrayInline("max", ["_ad_onehot({0}, {0}.argmax(), {dy})"], "{0}.max()", True),
     np.min: ArrayInline("min", ["_ad_onehot({0}, {0}.argmin(), {dy})"], "{0}.min()", True),
-}
+})
 ARRAY_INLINE[np.amax], ARRAY_INLINE[np.amin] = ARRAY_INLINE[np.max], ARRAY_INLINE[np.min]
 # ``x.sum()`` and the like (no arguments) on an array: the same entries
 ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
@@ -424,23 +459,17 @@ VIEW_METHODS = {"reshape", "transpose", "ravel", "squeeze", "expand_dims", "swap
 
 # y = a OP b with an array operand (the other an array or a number): the gradients of a and b before
 # un-broadcasting; ``reduced`` gives the gradient of an operand that is a number (summed over the array)
-ARRAY_BINOPS = {
-    "+": ["{dy}", "{dy}"],
-    "-": ["{dy}", "-{dy}"],
-    "*": ["{dy} * {1}", "{dy} * {0}"],
-    "/": ["{dy} / {1}", "-{dy} * {y} / {1}"],
-    "**": ["{dy} * _ad_powd({0}, {1})", "{dy} * {y} * {np}.log({np}.where({0} > 0, {0}, 1))"],
-    "@": ["_ad_mm0({dy}, {0}, {1})", "_ad_mm1({dy}, {0}, {1})"],
-}
+ARRAY_BINOPS = {op: list(ELEMENTWISE_BINARY[f]) for op, f in
+                (("+", np.add), ("-", np.subtract), ("*", np.multiply), ("/", np.divide), ("**", np.power))}
+ARRAY_BINOPS["@"] = ["_ad_mm0({dy}, {0}, {1})", "_ad_mm1({dy}, {0}, {1})"]
 # x[i] on an array with an int index
 ARRAY_GETITEM = "_ad_scatter({0}, {1}, {dy})"
-ARRAY_BINOPS_REDUCED = {
-    "+": ["_ad_rsum({dy})", "_ad_rsum({dy})"],
+ARRAY_BINOPS_REDUCED = {op: [f"_ad_rsum({t})" for t in ts] for op, ts in ARRAY_BINOPS.items() if op != "@"}
+ARRAY_BINOPS_REDUCED.update({   # the sum of a product without the product's array, a negation after the sum
     "-": ["_ad_rsum({dy})", "-_ad_rsum({dy})"],
     "*": ["_ad_vdot({dy}, {1})", "_ad_vdot({dy}, {0})"],
     "/": ["_ad_rsum({dy} / {1})", "-_ad_vdot({dy}, {y}) / {1}"],
-    "**": ["_ad_rsum({dy} * _ad_powd({0}, {1}))", "_ad_rsum({dy} * {y} * {np}.log({np}.where({0} > 0, {0}, 1)))"],
-}
+})
 
 
 def _full(x, dy):
@@ -486,9 +515,9 @@ def _scatter(x, i, dy):
 def _register_inline_helpers():
     from ..runtime import HELPERS
     HELPERS.update({"_ad_np": np, "_ad_full": _full, "_ad_onehot": _onehot, "_ad_rsum": _rsum,
-                    "_ad_vdot": _vdot, "_ad_powd": pow_da, "_ad_unb": _unb, "_ad_mm0": lambda dy, a, b: matmul_grad(dy, a, b, 0),
-                    "_ad_mm1": lambda dy, a, b: matmul_grad(dy, a, b, 1),
-                    "_ad_scatter": _scatter})
+                    "_ad_vdot": _vdot, "_ad_unb": _unb, "_ad_mm0": lambda dy, a, b: matmul_grad(dy, a, b, 0),
+                    "_ad_mm1": lambda dy, a, b: matmul_grad(dy, a, b, 1), "_ad_scatter": _scatter,
+                    **_TEMPLATE_HELPERS})
     # rules for the helpers, so that generated code can itself be differentiated (nested derivatives)
     RULES.update({
         _full: lambda x, dy: (_full(x, dy), lambda d: (None, _rsum(d))),
