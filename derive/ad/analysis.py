@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, VEC, Function, Instr, Phi, kind_of
 from .lower import as_sequence
-from .rules import array_call, array_method, int_result, is_nondiff, pure_method, rule_of, scalar_call
+from .rules import (array_call, array_method, int_preserving, int_result, is_nondiff, pure_method, rule_of,
+                    scalar_call)
 
 _ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
 _ARR_BINOPS = {"+", "-", "*", "/", "**"}
@@ -161,7 +162,7 @@ def _kind(v, arg_kinds, ints):
         if int_result(f):
             return INT
         if scalar_call(f) is not None and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:
-            return INT if f in (abs, min, max) and all(k == INT for k in kinds[1:]) else NUM
+            return INT if int_preserving(f) and all(k == INT for k in kinds[1:]) else NUM
     return ANY
 
 

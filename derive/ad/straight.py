@@ -53,9 +53,7 @@ def _is_float(v, floats) -> bool:
         f = v.attr[0]
         if rules.float_result(f):
             return True
-        if f is abs:
-            return v.args[0] in floats
-        return all(a in floats for a in v.args)   # min, max
+        return all(a in floats for a in v.args)   # abs, min, max: a float where every argument is one
     if v.op == "binop":
         return v.attr == "/" or any(a in floats for a in v.args)
     if v.op == "unary":

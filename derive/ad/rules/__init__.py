@@ -9,7 +9,7 @@ library through this module only:
 
 * callables known when transforming: ``rule_of(f)`` (its rule, ``rule(*args) -> (y, back)``),
   ``is_nondiff(f)`` (a result without derivative), ``int_result(f)`` (an int, never differentiated),
-  ``float_result(f)`` (a float whatever numbers go in),
+  ``float_result(f)`` (a float whatever numbers go in), ``int_preserving(f)`` (an int for ints),
   ``owners()`` (each rule's primitive), ``mark_nondiff(f)``;
 * rules inlined for numbers, derivative templates (``rules.scalar``): ``scalar_call(f)`` (an ``Inline``
   or None), ``INLINE_BINOPS``, ``INLINE_UNARY``;
@@ -66,6 +66,11 @@ def int_result(f) -> bool:
 def float_result(f) -> bool:
     """Whether ``f`` returns a float whatever numbers it is given (``math.sin``, ``float`` ...)."""
     return _has(scalar.FLOAT_RESULT_CALLS, f)
+
+
+def int_preserving(f) -> bool:
+    """Whether an inlined scalar call returns an int when its arguments are ints (``abs``, ``min``, ``max``)."""
+    return _has(scalar.INT_PRESERVING_CALLS, f)
 
 
 def owners() -> dict:

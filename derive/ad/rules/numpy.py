@@ -3,6 +3,7 @@ reductions with axes, ``dot``/``matmul``/``outer``, shape functions, indexing he
 ``stack``, ``where``/``maximum``/``minimum``/``clip``, and the array methods that mirror them."""
 from __future__ import annotations
 
+import itertools
 import linecache
 
 import numpy as np
@@ -78,6 +79,9 @@ def _gt(a, b):
     return (np.asarray(a) > np.asarray(b)).astype(float)
 
 
+_COUNT = itertools.count()
+
+
 def _partials(f, templates, args):
     """``d(*args, y)``: the partial derivatives of elementwise ``f`` (one, or a tuple of one per argument),
     from its gradient templates, a Python function whose source is kept in ``linecache``."""
@@ -85,7 +89,7 @@ def _partials(f, templates, args):
     exprs = [partial(t, args) for t in templates]
     body = exprs[0] if len(exprs) == 1 else "(" + "".join(e + ", " for e in exprs) + ")"
     src = f"def {name}({', '.join(args)}, y):\n    return {body}\n"
-    filename = f"<tensorlang.ad partial derivative of numpy.{f.__name__}>"
+    filename = f"<tensorlang.ad partial derivative {next(_COUNT)} of numpy.{f.__name__}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     env = {"np": np, **_TEMPLATE_HELPERS}
     exec(compile(src, filename, "exec"), env)

@@ -66,6 +66,9 @@ INLINE_CALLS = {
 # calls whose result is a float whatever numbers go in
 FLOAT_RESULT_CALLS = {f for f in INLINE_CALLS if getattr(f, "__module__", None) == "math"} | {builtins.float}
 
+# calls whose result is an int when their arguments are ints
+INT_PRESERVING_CALLS = {builtins.abs, builtins.min, builtins.max}
+
 # calls whose result is an int (never differentiated)
 INT_RESULT_CALLS = {builtins.len, builtins.int, builtins.round, builtins.bool, builtins.isinstance,
                     builtins.hash, builtins.id, math.floor, math.ceil, math.trunc, math.isnan, math.isinf,
