@@ -116,7 +116,7 @@ class BlockAdjoint:
             self.lines[body_start:] = [f"if {e} is not None:"] + ["    " + x for x in body]
 
     def _inlined(self, ins):
-        tbl = self.g.inline_binops if ins.op == "binop" else self.g.inline_unary
+        tbl = rules.INLINE_BINOPS if ins.op == "binop" else rules.INLINE_UNARY
         return ins.kind in (INT, NUM) and ins.attr in tbl
 
     def _inline(self, ins):
@@ -124,9 +124,9 @@ class BlockAdjoint:
         if ins.op == "prim":
             temps = rules.scalar_call(ins.attr[0]).derivs
         elif ins.op == "binop":
-            temps = g.inline_binops[ins.attr]
+            temps = rules.INLINE_BINOPS[ins.attr]
         else:
-            temps = [g.inline_unary[ins.attr]]
+            temps = [rules.INLINE_UNARY[ins.attr]]
         e = self.dy(ins)
         for _, a, expr in g.fill_templates(temps, ins, self.ref, e, lambda a: a.active and a.kind != INT):
             self.add(a, expr, False)

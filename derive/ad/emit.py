@@ -40,8 +40,6 @@ _LITERAL_TYPES = (int, float, bool, str, type(None))
 class Gen:
     """Naming and layout shared by the primal and adjoint generators."""
 
-    inline_binops, inline_unary = rules.INLINE_BINOPS, rules.INLINE_UNARY
-
     def __init__(self, fn: Function):
         self.fn = fn
         self.loops = loop_blocks(fn)

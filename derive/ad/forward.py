@@ -21,7 +21,6 @@ from .ir import ARR, INT, NUM, Instr, spec_kind
 from .primal import terminator
 from .runtime import BUILD_LOCK
 
-_INLINE_BINOPS = {"+", "-", "*", "/", "**", "%"}
 # the tangent of an inlined NumPy reduction over the whole array (``{t}`` the argument's tangent)
 _REDUCE = {"sum": "{t}.sum()", "mean": "{t}.mean()", "max": "{t}.flat[{0}.argmax()]",
            "min": "{t}.flat[{0}.argmin()]"}
@@ -74,7 +73,7 @@ class ForwardGen(Gen):
             return [f"{v} = _ad_deref(_self, {i})", f"{f} = _ad_field(_tself, {ins.attr!r})"]
         if op in ("compare", "slice", "nondiff") or not active and op not in ("setitem", "setattr", "method"):
             return self.plain(ins, v, a) + ([f"{f} = None"] if self.has_tangent(ins) else [])
-        if op == "binop" and ins.kind in (NUM, ARR) and ins.attr in _INLINE_BINOPS | {"@"}:
+        if op == "binop" and ins.kind in (NUM, ARR) and (ins.attr in rules.INLINE_BINOPS or ins.attr == "@"):
             return [f"{v} = {a[0]} {ins.attr} {a[1]}", f"{f} = {self.binop_tangent(ins, v)}"]
         if op == "unary" and ins.kind in (NUM, ARR) and ins.attr in ("-", "+"):
             return [f"{v} = {ins.attr}{a[0]}", f"{f} = {ins.attr}{t[0]}"]
@@ -180,7 +179,7 @@ class ForwardGen(Gen):
             if self.tan(b) != "None":
                 terms.append(f"{self.val(a)} @ {self.tan(b)}")
             return " + ".join(terms)
-        temps = rules.ARRAY_BINOPS[ins.attr] if ins.kind == ARR else self.inline_binops[ins.attr]
+        temps = rules.ARRAY_BINOPS[ins.attr] if ins.kind == ARR else rules.INLINE_BINOPS[ins.attr]
         expr = self.template_sum(temps, ins)
         return f"_fw_fit({expr}, {y})" if ins.kind == ARR else expr
 

@@ -23,13 +23,13 @@ def instr(g, ins: Instr) -> list[str]:
     if op == "deref":
         return [f"{v} = _ad_deref(_self, {g.fn.freevars.index(ins.attr)})"]
     if op == "binop":
-        if generic and ins.kind != ARR and (ins.kind == ANY or ins.attr not in g.inline_binops):
+        if generic and ins.kind != ARR and (ins.kind == ANY or ins.attr not in rules.INLINE_BINOPS):
             return [f"{v}, {g.pb(ins)} = {g.const(rules.binop_rule(ins.attr))}({a[0]}, {a[1]})"]
         if ins.attr.endswith("="):   # in place (Python's semantics: the name is bound to the result)
             return [f"{v} = {a[0]}", f"{v} {ins.attr} {a[1]}"]
         return [f"{v} = {a[0]} {ins.attr} {a[1]}"]
     if op == "unary":
-        if generic and (ins.kind == ANY or ins.attr not in g.inline_unary):
+        if generic and (ins.kind == ANY or ins.attr not in rules.INLINE_UNARY):
             return [f"{v}, {g.pb(ins)} = {g.const(rules.unary_rule(ins.attr))}({a[0]})"]
         return [f"{v} = {ins.attr} {a[0]}" if ins.attr == "not" else f"{v} = {ins.attr}{a[0]}"]
     if op == "compare":
