@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, VEC, Function, Instr, Phi, kind_of
 from .lower import as_sequence
-from .rules import (array_call, array_method, int_preserving, int_result, is_nondiff, pure_method, rule_of,
-                    scalar_call)
+from .rules import (ARRAY_BINOPS, array_call, array_method, int_preserving, int_result, is_nondiff, pure_method,
+                    rule_of, scalar_call)
 
 _ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
-_ARR_BINOPS = {"+", "-", "*", "/", "**"}
 _ARITH = {"+", "-", "*", "/", "//", "%", "**"}
 
 
@@ -212,7 +211,7 @@ def _array_binop(op, a, b) -> bool:
     """``a op b`` on an array and an array or number: arithmetic inlined for arrays."""
     if op == "@":
         return a == b == ARR
-    if op not in _ARR_BINOPS or ARR not in (a, b) or a not in (INT, NUM, ARR) or b not in (INT, NUM, ARR):
+    if op not in ARRAY_BINOPS or ARR not in (a, b) or a not in (INT, NUM, ARR) or b not in (INT, NUM, ARR):
         return False
     return op != "**" or a == ARR and b in (INT, NUM)
 

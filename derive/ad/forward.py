@@ -21,11 +21,6 @@ from .ir import ARR, INT, NUM, Instr, spec_kind
 from .primal import terminator
 from .runtime import BUILD_LOCK
 
-# the tangent of an inlined NumPy reduction over the whole array (``{t}`` the argument's tangent)
-_REDUCE = {"sum": "{t}.sum()", "mean": "{t}.mean()", "max": "{t}.flat[{0}.argmax()]",
-           "min": "{t}.flat[{0}.argmin()]"}
-
-
 class ForwardGen(Gen):
     """The forward statements of a function: primal and tangent per instruction, tangent phis."""
 
@@ -84,7 +79,7 @@ class ForwardGen(Gen):
             entry = rules.array_call(ins.attr[0])
             primal = entry.primal.format(*a) if entry.primal else f"{self.const(ins.attr[0])}({a[0]})"
             if entry.reduce:
-                return [f"{v} = {primal}", f"{f} = {_REDUCE[entry.name].format(*a, t=self.dense(ins.args[0]))}"]
+                return [f"{v} = {primal}", f"{f} = {entry.tangent.format(*a, t=self.dense(ins.args[0]))}"]
             return [f"{v} = {primal}", f"{f} = {self.template_sum(entry.derivs, ins)}"]
         if op == "getitem" and ins.kind == ARR:
             return [f"{v} = {a[0]}[{a[1]}]", f"{f} = {self.dense(ins.args[0])}[{a[1]}]"]

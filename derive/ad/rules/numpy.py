@@ -433,11 +433,13 @@ METHOD_RULES.update({
 # result, ``{0}`` the argument, ``{np}`` the numpy module.
 class ArrayInline:
     """``derivs[0]`` is the argument's gradient; ``primal`` (optional) replaces the call in the primal
-    (``x.sum()`` is several times cheaper than ``np.sum(x)``); a ``reduce`` takes an array to a scalar,
-    other entries are elementwise (array to array, number to number)."""
+    (``x.sum()`` is several times cheaper than ``np.sum(x)``); a reduction (array to scalar) has the
+    template of its ``tangent`` (forward mode: ``{t}`` the argument's tangent), other entries are
+    elementwise (array to array, number to number)."""
 
-    def __init__(self, name, derivs, primal=None, reduce=False):
-        self.name, self.derivs, self.primal, self.reduce = name, derivs, primal, reduce
+    def __init__(self, name, derivs, primal=None, tangent=None):
+        self.name, self.derivs, self.primal, self.tangent = name, derivs, primal, tangent
+        self.reduce = tangent is not None
 
 
 # the elementwise functions inlined, by the name the IR shows
@@ -445,10 +447,10 @@ _INLINED = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos":
             "square": np.square, "negative": np.negative, "abs": np.abs, "log1p": np.log1p, "expm1": np.expm1}
 ARRAY_INLINE = {f: ArrayInline(name, [ELEMENTWISE_UNARY[f]]) for name, f in _INLINED.items()}
 ARRAY_INLINE.update({
-    np.sum: ArrayInline("sum", ["_ad_full({0}, {dy})"], "{0}.sum()", True),
-    np.mean: ArrayInline("mean", ["_ad_full({0}, {dy} / {0}.size)"], "{0}.mean()", True),
-    np.max: ArrayInline("max", ["_ad_onehot({0}, {0}.argmax(), {dy})"], "{0}.max()", True),
-    np.min: ArrayInline("min", ["_ad_onehot({0}, {0}.argmin(), {dy})"], "{0}.min()", True),
+    np.sum: ArrayInline("sum", ["_ad_full({0}, {dy})"], "{0}.sum()", "{t}.sum()"),
+    np.mean: ArrayInline("mean", ["_ad_full({0}, {dy} / {0}.size)"], "{0}.mean()", "{t}.mean()"),
+    np.max: ArrayInline("max", ["_ad_onehot({0}, {0}.argmax(), {dy})"], "{0}.max()", "{t}.flat[{0}.argmax()]"),
+    np.min: ArrayInline("min", ["_ad_onehot({0}, {0}.argmin(), {dy})"], "{0}.min()", "{t}.flat[{0}.argmin()]"),
 })
 ARRAY_INLINE[np.amax], ARRAY_INLINE[np.amin] = ARRAY_INLINE[np.max], ARRAY_INLINE[np.min]
 # ``x.sum()`` and the like (no arguments) on an array: the same entries
