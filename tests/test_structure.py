@@ -110,3 +110,16 @@ def test_lazy_imports_form_cycles_only_in_the_core_and_the_ad_layer():
     bad = [c for c in _cycles(top_only=False)
            if not all(_core(m) for m in c) and not set(c) <= AD_FORWARD_MODE]
     assert not bad, bad
+
+
+# the core transform of tensorlang.ad and the one module of the rule library it may import besides the
+# interface: forward mode loads its own rules (they build on forward mode's names)
+AD_CORE = {"tensorlang.derive.ad." + m for m in ("analysis", "emit", "primal", "adjoint", "straight", "forward")}
+AD_CORE_LOADS = {("tensorlang.derive.ad.forward", "tensorlang.derive.ad.rules.jvp")}
+
+
+def test_the_ad_core_reads_its_rules_through_the_interface_of_the_rule_library():
+    found = [f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}" for m in sorted(AD_CORE)
+             for target, _, line in _imports(m, top_only=False)
+             if target.startswith("tensorlang.derive.ad.rules.") and (m, target) not in AD_CORE_LOADS]
+    assert not found, "\n".join(found)
