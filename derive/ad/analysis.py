@@ -17,6 +17,8 @@
 """
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, VEC, Function, Instr, Phi, kind_of
 from .lower import as_sequence
 from .rules import (ARRAY_BINOPS, array_call, array_method, int_preserving, int_result, is_nondiff, pure_method,
@@ -62,19 +64,22 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
         else set()
     for v in values:
         v.active = False
-    _fixed_point(values, "active", lambda v: _active(v, arg_kinds, written))
+    _fixed_point(values, attrgetter("active"), lambda v, a: setattr(v, "active", a),
+                 lambda v: _active(v, arg_kinds, written))
 
 
-def _fixed_point(values, attr: str, transfer) -> None:
-    """Set attribute ``attr`` of each value to ``transfer(value)``, sweeping over ``values`` in order,
-    until a sweep changes nothing (started from the bottom: kinds ``None``, activity ``False``)."""
+def _fixed_point(values, get, put, transfer) -> None:
+    """The one driver of the analysis's fixed points: sweeping over ``values`` in order, ``put(v, x)``
+    wherever ``x = transfer(v)`` differs from ``get(v)``, until a sweep changes nothing.  From the bottom
+    (kinds ``None``, activity ``False``) this is the least fixed point, from the top (every value a
+    Python int, ``python_ints``) the greatest."""
     changed = True
     while changed:
         changed = False
         for v in values:
             new = transfer(v)
-            if new != getattr(v, attr):
-                setattr(v, attr, new)
+            if new != get(v):
+                put(v, new)
                 changed = True
 
 
@@ -114,7 +119,7 @@ def _fix_kinds(values, arg_kinds, gk, aug_plain, ints):
 
     for v in values:
         v.kind = None
-    _fixed_point(values, "kind", transfer)
+    _fixed_point(values, attrgetter("kind"), lambda v, k: setattr(v, "kind", k), transfer)
 
 
 def _const_kind(value):
@@ -197,13 +202,8 @@ def python_ints(values) -> set:
         return isinstance(f, Instr) and f.op == "const" and f.attr is len
 
     found = set(values)
-    changed = True
-    while changed:
-        changed = False
-        for v in values:
-            if v in found and not is_int(v, found):
-                found.discard(v)
-                changed = True
+    _fixed_point(values, found.__contains__, lambda v, keep: found.add(v) if keep else found.discard(v),
+                 lambda v: is_int(v, found))
     return found
 
 
