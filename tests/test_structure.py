@@ -1,10 +1,10 @@
 """The layout's rules, read from the source: no module imports a private name (``_x``) of another, and
 imports do not go round in circles.
 
-Module-level imports never form a cycle.  Imports inside functions may, in two places only: the core
-language modules (an ``Expr`` prints, evaluates and renders itself through the modules above ``nodes``)
-and the forward mode of ``derive.ad``; everywhere else (``normalize``, ``derive``, reverse mode in
-``derive.ad``, ``codegen``, ``proofs``) the import graph, lazy imports included, is acyclic.
+Module-level imports never form a cycle.  Imports inside functions may, in one place only: the core
+language modules (an ``Expr`` prints, evaluates and renders itself through the modules above ``nodes``);
+everywhere else (``normalize``, ``derive`` and ``derive.ad``, ``codegen``, ``proofs``) the import graph,
+lazy imports included, is acyclic.
 """
 from __future__ import annotations
 
@@ -101,14 +101,8 @@ def test_module_level_imports_form_no_cycle():
     assert _cycles(top_only=True) == []
 
 
-# forward mode in tensorlang.ad (JVP calls the forward transform and the second-order rules, which call
-# JVP) is not untangled yet
-AD_FORWARD_MODE = {"tensorlang.derive.ad." + m for m in ("tangent", "forward", "second", "rules.jvp")}
-
-
-def test_lazy_imports_form_cycles_only_in_the_core_and_the_ad_layer():
-    bad = [c for c in _cycles(top_only=False)
-           if not all(_core(m) for m in c) and not set(c) <= AD_FORWARD_MODE]
+def test_lazy_imports_form_cycles_only_in_the_core():
+    bad = [c for c in _cycles(top_only=False) if not all(_core(m) for m in c)]
     assert not bad, bad
 
 

@@ -20,6 +20,7 @@ from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_inst
 from .ir import ARR, INT, NUM, Instr, spec_kind
 from .primal import terminator
 from .runtime import BUILD_LOCK
+from .tangent import TRANSFORM
 
 class ForwardGen(Gen):
     """The forward statements of a function: primal and tangent per instruction, tangent phis."""
@@ -258,6 +259,9 @@ def specialised_jvp(f: types.FunctionType, args):
         with BUILD_LOCK:
             hit = _JVPS[key] = (code, _build(f, kinds))
     return hit[1]
+
+
+TRANSFORM[0] = specialised_jvp
 
 
 def _build(f, kinds):

@@ -13,8 +13,8 @@ from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
 from .rules import rule_of
 from .runtime import RULES, J, RulePullback
-from .second import PullbackTangent, pair_jvp
-from .tangent import JVP, JVP_RULES, TSTORE, zero
+from .second import pair_jvp
+from .tangent import JVP, JVP_RULES, TSTORE, PullbackTangent, zero
 
 
 def jvp(f, primals, tangents):

@@ -28,28 +28,10 @@ from .rules import structures
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY
 from .runtime import HELPERS, RULES, STORE, acc, is_complex, unbroadcast
-from .tangent import JVP, JVP_RULES
-
-
-class PullbackTangent:
-    """The tangent of a pullback: ``cross(dy)`` is the derivative of ``back_x(dy)`` along x's tangent."""
-
-    __slots__ = ("cross",)
-
-    def __init__(self, cross):
-        self.cross = cross
+from .tangent import JVP, JVP_RULES, REVERSE_RULE_JVP, PullbackTangent
 
 
 ZERO = PullbackTangent(lambda dy: None)   # the tangent of a pullback that does not depend on the primal
-
-
-def call_pullback(back, tback, dy, tdy):
-    """``(back(dy), back(tdy) + tback(dy))``."""
-    g = back(dy)
-    tg = None if tdy is None else back(tdy)
-    if tback is not None:
-        tg = acc(tg, tback.cross(dy))
-    return g, tg
 
 
 # -- the derivative of a pullback, per primitive ---------------------------------------------------------------------
@@ -162,6 +144,15 @@ def reverse_rule_owner(r):
 
 
 _OWNERS: dict = {}
+
+
+def reverse_rule_jvp(r, args, ts):
+    """The JVP of a call of ``r`` when it is a primitive's reverse rule (``pair_jvp``), else None."""
+    owner = reverse_rule_owner(r)
+    return None if owner is None else pair_jvp(owner, r, args, ts)
+
+
+REVERSE_RULE_JVP[0] = reverse_rule_jvp
 
 
 def _no_boxes(f):

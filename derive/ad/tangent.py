@@ -21,12 +21,36 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
-from .runtime import METHOD_RULES, NONDIFF, RULES, differentiable, in_table, make_like, with_defaults
+from .runtime import METHOD_RULES, NONDIFF, RULES, acc, differentiable, in_table, make_like, with_defaults
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
 JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)
 
 TSTORE: list = [{}]          # TSTORE[0]: id(object) -> (object, tangent) for the current jvp
+# the transforms JVP hands calls over to, installed by the modules that make them (which call JVP in turn):
+# ``TRANSFORM[0](f, args)``, the compiled forward entry of a Python function (``forward``), and
+# ``REVERSE_RULE_JVP[0](r, args, ts)``, the JVP of a call of reverse rule ``r`` or None when ``r`` is not
+# one (forward over reverse, ``second``)
+TRANSFORM: list = [None]
+REVERSE_RULE_JVP: list = [None]
+
+
+class PullbackTangent:
+    """The tangent of a pullback: ``cross(dy)`` is the derivative of ``back_x(dy)`` along x's tangent."""
+
+    __slots__ = ("cross",)
+
+    def __init__(self, cross):
+        self.cross = cross
+
+
+def call_pullback(back, tback, dy, tdy):
+    """``(back(dy), back(tdy) + tback(dy))``."""
+    g = back(dy)
+    tg = None if tdy is None else back(tdy)
+    if tback is not None:
+        tg = acc(tg, tback.cross(dy))
+    return g, tg
 
 
 # -- tangent arithmetic (a sum of tangents is ``runtime.acc``, the sum of gradients) ---------------------
@@ -108,15 +132,14 @@ def JVP(f, tf, args, ts):
         rule = None
     if rule is not None:
         return rule(args, ts)
-    from .second import PullbackTangent, call_pullback, pair_jvp, reverse_rule_owner
     if type(tf) is PullbackTangent:
         return call_pullback(f, tf, args[0], ts[0])
     t = type(f)
     if t is types.FunctionType and tf is None and not TSTORE[0] and all(x is None for x in ts):
         return f(*args), None
-    owner = reverse_rule_owner(f)
-    if owner is not None:
-        return pair_jvp(owner, f, args, ts)
+    paired = REVERSE_RULE_JVP[0](f, args, ts)
+    if paired is not None:
+        return paired
     try:
         back_rule = RULES.get(f)
     except TypeError:
@@ -124,7 +147,7 @@ def JVP(f, tf, args, ts):
     if back_rule is not None:   # a pullback (also a user's @ad.rule on a Python function) and no forward rule
         return transposed(back_rule, args, ts)
     if t is types.FunctionType:
-        from .forward import specialised_jvp
+        specialised_jvp = TRANSFORM[0]
         n = f.__code__.co_argcount
         if len(args) != n:
             full = with_defaults(f, args)
