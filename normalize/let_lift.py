@@ -14,7 +14,8 @@ assumes ("we may simply assume that the two relevant rewrite rules are applied b
   jointly (4.30), so the whole chain is lifted over at once.
 
 Every other rule is one equation of Fig. 7.  Bound names never clash: a let pulled over a sibling that
-mentions another variable of the same name is renamed first, and the variable that 5.6/5.7 give a new
+mentions another variable of the same name, or its own variable, even bound there (``(let t = x in x) *
+(let t = y in t)``), is renamed first, and the variable that 5.6/5.7 give a new
 index dimension keeps its name only when no other variable of the program has it.
 """
 from __future__ import annotations
@@ -22,17 +23,17 @@ from __future__ import annotations
 from tensorlang.nodes import (
     Access, Add, Call, Gen, Guard, Let, Mul, Pair, Proj, Sum, Var, strip_guards, tensor, wrap_guards,
 )
-from tensorlang.rules import RuleTable, register_table, rule
+from tensorlang.rules import RuleTable, register_table, rule, var_objects
 from tensorlang.substitute import substitute_vars
-from tensorlang.traversal import free_vars
 
 __all__ = ["LET_LIFT", "let_lift"]
 
 
 def _open(let: Let, siblings, ctx):
-    """``(x, e0, e1)`` of ``let``, with x renamed apart from the free variables of ``siblings``."""
+    """``(x, e0, e1)`` of ``let``, with x renamed apart from the variables of ``siblings``, free or bound
+    (a let of x in a sibling, lifted in turn, would bind x again inside this one's scope)."""
     x, e0, e1 = let.var, let.value, let.body
-    if any(x in free_vars(s) for s in siblings):
+    if any(x in var_objects(s) for s in siblings):
         fresh = ctx.fresh_var(x.name, x.type)
         e1 = substitute_vars(e1, {x: fresh})
         x = fresh
@@ -198,7 +199,7 @@ def lift_let(e, ctx):
         return None
     inner = e.value
     x, e0, e1 = inner.var, inner.value, inner.body
-    if x is e.var or x in free_vars(e.body):
+    if x is e.var or x in var_objects(e.body):
         fresh = ctx.fresh_var(x.name, x.type)
         e1 = substitute_vars(e1, {x: fresh})
         x = fresh

@@ -61,3 +61,22 @@ def test_a_gradient_whose_bracket_simplification_reaches_a_fixed_point():
             down[idx] -= h
             fd[idx] = (tl.evaluate(e, acc=ins["acc"], sizes=up) - tl.evaluate(e, acc=ins["acc"], sizes=down)) / (2 * h)
         assert np.allclose(want, fd, atol=1e-6)
+
+
+@pytest.mark.parametrize("src", [
+    "x : R; y : [n]R; (let t0 = x in x) * (let t0 = [0 <= 1 < n] * y[1] in t0)",
+    "x : R; y : [n]R; (let t0 = x in x) / (x * (let t0 = [0 <= 1 < n] * y[1] in t0))",
+    "x : R; y : [n]R; (let t = x in t * t) + (let t = [0 <= 1 < n] * y[1] in t) * (let t = x + 1 in t)",
+])
+def test_lets_of_one_name_in_sibling_operands_stay_apart(src):
+    """Let-lifting put one in the other's scope; the statement form read the chain as one binding per
+    variable and used the first let's value (x * x instead of x * y[1])."""
+    e = tl.parse(src)
+    ins = {"x": 1.5, "y": np.array([2.0, 3.0, 5.0])}
+    want = tl.evaluate(e, **ins)
+    assert tl.compile(e)(**ins) == pytest.approx(want, rel=1e-15)
+    g = tl.grad(e, "x")
+    assert tl.compile(g)(**ins) == pytest.approx(tl.evaluate(g, **ins), rel=1e-12)
+    h = 1e-6
+    fd = (tl.evaluate(e, **{**ins, "x": 1.5 + h}) - tl.evaluate(e, **{**ins, "x": 1.5 - h})) / (2 * h)
+    assert tl.evaluate(g, **ins) == pytest.approx(fd, rel=1e-6)
