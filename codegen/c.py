@@ -59,6 +59,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         self.temps_by_var = {id(a.key): a for a in prog.temps}
         self.relations = {id(r.var): r for r in prog.relations}
         self.counter = 0
+        self.chunk_spans: dict[int, tuple] = {}  # reductions emitted in chunks (Schedule.emit_chunked)
         self.base_ctx = D.base_context(prog.sizes, self.names)
         self._entry_text: str | None = None
         self._entry_names: tuple | None = None
@@ -227,10 +228,14 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         if self.caps.interchange and self.interchangeable(pred, body):
             # small target, long reduction: chosen at run time (the sizes are symbolic)
             g, r = self.size_product(arr.dims), self.size_product(body.sizes)
+            chunked = self.chunkable(stmt, pred, body, scope)
+            if chunked:  # a block of lanes of elements, and few enough for every chunk's partial sums
+                scope.line(f"if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({g}) >= {self.lanes}) {{")
+                self.emit_chunked(stmt, pred, body, chunked, scope.child())
             # a gather whose innermost loop is lane-blocked keeps its sums in registers: better, when
             # that loop has a block's worth of points
             lanes = f" && ({self.size_product(arr.dims[-1:])}) < {self.lanes}" if self.lane_blocked(gv, body) else ""
-            scope.line(f"if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({r}) >= 4 * ({g}){lanes}) {{")
+            scope.line(f"{'} else ' if chunked else ''}if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({r}) >= 4 * ({g}){lanes}) {{")
             self.emit_interchanged(stmt, pred, body, scope.child())
             scope.line("} else {")
             self.emit_gather(stmt, pred, body, scope.child())
@@ -408,14 +413,17 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
                 self._filtered_add(into, e.pred, e.body, inner)
 
         self.reduce_nest(e, scope, add, None if csr is None else csr[0], acc,
-                         blockable=csr is None and exact)
+                         blockable=csr is None and exact, acc=acc)
         return acc
 
     def reduce_nest(self, e: Reduce, scope: Scope, add, skip: int | None = None,
-                    reduction: str | None = None, blockable: bool = False) -> None:
+                    reduction: str | None = None, blockable: bool = False, acc: str | None = None,
+                    lanes: int = 0) -> None:
         """The loops of a reduction over its domain (less the variable at position ``skip``, which a CSR
-        row binds), calling ``add(scope)`` at each point; parallel with an OpenMP ``reduction`` clause on
-        ``reduction`` where the scope allows it; its innermost loop lane-blocked if ``blockable``."""
+        row binds), calling ``add(scope)`` (or ``add(scope, into)``) at each point; parallel with an
+        OpenMP ``reduction`` clause on ``reduction`` where the scope allows it; its innermost loop
+        lane-blocked if ``blockable``.  A reduction that ``emit_chunked`` runs in chunks adds the terms
+        of the current chunk into ``acc`` (of ``lanes`` lanes, or a scalar) in interleaved ways."""
         full = D.domain(conj(box(zip(e.vars, e.sizes)), e.pred), e.vars, scope.bound, self.names)
         dom = full if skip is None else full.project_out(isl.dim_type.set, skip, 1)
         bound_vars = tuple(v for k, v in enumerate(e.vars) if k != skip)
@@ -432,6 +440,9 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             add(inner) if into is None else add(inner, into)
 
         leaf = Leaf(user, bound_vars, e.body if blockable else None, dom)
+        if id(e) in self.chunk_spans:
+            self.emit_ways(*self.chunk_spans[id(e)], scope, leaf, acc, lanes)
+            return
         work = self.size_product(e.sizes[:1]) + " * " + f"({self.body_work(e.body)})"
         if reduction is not None and scope.parallel_ok and self.caps.openmp and self.reassociable(tree):
             self.emit_reassociated(tree, scope, leaf, reduction, work, in_order=has_reduce(e.body))

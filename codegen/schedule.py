@@ -2,6 +2,10 @@
 
 * Loop interchange: ``T[g] = sum(r) e`` into a small target runs with the reduction's loops outside and
   the target's inside (the choice is made at run time: the sizes are symbolic).
+* Chunked small-target reductions: ``T[g] = sum(r) e`` into a small 1-D target with one long summed
+  variable runs as chunks of ``r`` (in parallel), each summing into ``REDUCE_WAYS`` interleaved
+  accumulators per element (lane-blocked over ``g``), the chunks' partial sums added in order: one
+  pass over the data, in a fixed order that does not depend on the number of threads.
 * Lane blocking (register blocking, "unroll and jam") of innermost loops whose points each run a
   reduction: ``lanes`` points at a time, bit for bit the result of the plain loop.
 * OpenMP: the outermost loop of a nest is parallel when the compiler has OpenMP and the nest's work
@@ -25,7 +29,7 @@ from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
 
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
-           "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE"]
+           "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
@@ -34,6 +38,8 @@ LANES = 8  # points of an innermost loop that lane blocking computes at once (tw
 REDUCE_CHUNK = 4096  # the shortest chunk of a reassociated reduction (a multiple of LANES)
 REDUCE_CHUNKS = 1024  # the most chunks a reassociated reduction is cut into
 REDUCE_TILE = 2048  # points of the last summed variable per tile of an interchanged reduction (in L1)
+REDUCE_WAYS = 4  # interleaved accumulators of each element of a chunked small-target reduction
+PARTIALS = 8192  # the chunks' partial sums of a chunked small-target reduction (a stack array, 64 KB)
 
 
 @dataclass
@@ -140,6 +146,103 @@ class Schedule:
 
         if tree is not None:
             self.emit_tree(tree, scope, combine, parallel=False)
+
+    def chunkable(self, stmt: Stmt, pred, red: Reduce, scope: Scope):
+        """The loop of the reduction of ``T[g] = [P] * sum(r) [Q] * e`` when ``emit_chunked`` can run the
+        statement: a 1-D target, one summed variable whose domain does not depend on ``g``, a summand
+        with no nested reduction, and isl's nest over ``r`` one loop with an evident trip count."""
+        gv = stmt.vars
+        if len(gv) != 1 or len(red.vars) != 1 or has_reduce(red.body) or \
+                any(v in gv for v in free_index_vars(red.pred)):
+            return None
+        dom = D.domain(conj(box(zip(red.vars, red.sizes)), red.pred), red.vars, scope.bound, self.names)
+        tree = loop_nest([("S", dom)], scope.ctx, [self.fresh("r")])
+        return tree if tree is not None and self.reassociable(tree) else None
+
+    def emit_chunked(self, stmt: Stmt, pred, red: Reduce, tree: For, scope: Scope) -> None:
+        """``T[g] = [P] * sum(r) e`` into a small 1-D target, reassociated in a fixed order: the loop over
+        ``r`` is cut into chunks whose length depends on the sizes only (at least ``REDUCE_CHUNK``, at
+        most ``PARTIALS / |T|`` chunks); each chunk (one thread) computes every element's partial sum as
+        a gather over ``g`` (lane-blocked: the chunk's data is read once per block of ``lanes`` elements,
+        from cache), term ``r`` into the element's accumulator ``(r - lo) mod REDUCE_WAYS`` and the
+        accumulators combined by a pairwise tree (``emit_ways``); then each element adds its chunks'
+        partial sums in order.  The gradient of the convolution loss in ``c`` (16 sums of length n) is
+        one pass over the signal, its chains of additions independent; the result is the same bits in
+        every run with any number of threads.  Used when the target has at least ``lanes`` elements
+        (fewer: ``emit_interchanged``)."""
+        (g,), names, arr = stmt.vars, self.names, stmt.target
+        n, gn, chunk, nch, part, q, lo, hi, pq, s = (
+            self.fresh(b) for b in ("len", "gn", "chunk", "nch", "part", "q", "lo", "hi", "pq", "s"))
+        scope.line(f"const int64_t {n} = tl_max(0, {self.trip(tree)});")
+        scope.line(f"const int64_t {gn} = {self.size_product(arr.dims)};")
+        scope.line(f"const int64_t {chunk} = tl_max({REDUCE_CHUNK}, ({n} + {PARTIALS} / tl_max({gn}, 1) - 1) / "
+                   f"({PARTIALS} / tl_max({gn}, 1)));")
+        scope.line(f"const int64_t {nch} = ({n} + {chunk} - 1) / {chunk};")
+        scope.line(f"real {part}[{PARTIALS}];")
+        if self.caps.openmp:
+            self.parallel_pragma(scope, f"{gn} * {n}", None, "1")
+        scope.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {{")
+        body = scope.child(parallel_ok=False)
+        body.line(f"const int64_t {lo} = {q} * {chunk};")
+        body.line(f"const int64_t {hi} = tl_min({lo} + {chunk}, {n});")
+        body.line(f"real *{pq} = {part} + {q} * {gn};")
+        body.line(f"memset({pq}, 0, sizeof(real) * (size_t){gn});")
+        end = f"({tree.init}) + {hi}"
+        self.chunk_spans[id(red)] = (For(tree.var, f"({tree.init}) + {lo}", f"{tree.var} < {end}", "1", tree.body), end)
+        dom = D.domain(conj(box(zip(stmt.vars, arr.dims)), pred), stmt.vars, scope.bound, names)
+        its = [self.fresh("c")]
+
+        def user(node: User, sc: Scope):
+            sc.line(f"const int64_t {names.var(g)} = {node.args[0]};")
+            known = node.domain if node.domain is not None else dom
+            inner = sc.child(ctx=D.lift_to_context(known) & sc.ctx, bound=sc.bound + (g,), indent_by=0,
+                             parallel_ok=False)
+            sc.line(f"{pq}[{names.var(g)}] = {self.expr(red, inner)};")
+
+        nest = loop_nest([("C", dom)], body.ctx, its)
+        if nest is not None:
+            self.emit_tree(nest, body, Leaf(user, (g,), red, dom))
+        del self.chunk_spans[id(red)]
+        scope.line("}")
+        e, p = self.fresh("e"), self.fresh("p")
+        scope.line(f"for (int64_t {e} = 0; {e} < {gn}; {e} += 1) {{")
+        scope.line(f"  real {s} = 0;")
+        scope.line(f"  for (int64_t {p} = 0; {p} < {nch}; {p} += 1) {s} += {part}[{p} * {gn} + {e}];")
+        scope.line(f"  {arr.cname}[{e}] = {s};")
+        scope.line("}")
+
+    def emit_ways(self, span: For, end: str, scope: Scope, leaf: Leaf, acc: str, lanes: int) -> None:
+        """``acc += `` the terms of a chunk of a reduction (``span``, up to ``end``), term ``k`` of the chunk into
+        accumulator ``k mod REDUCE_WAYS``, the accumulators combined by a pairwise tree: independent
+        chains of additions.  ``lanes``: the accumulators are arrays of that many lanes (lane
+        blocking), else scalars."""
+        ways, k = [self.fresh("w") for _ in range(REDUCE_WAYS)], self.fresh("k")
+        hi = end
+        for w in ways:
+            scope.line(f"real {w}[{lanes}] = {{0}};" if lanes else f"real {w} = 0;")
+
+        def term(s: Scope, at: str, into: str) -> None:
+            s.line("{")
+            inner = s.child()
+            inner.line(f"const int64_t {span.var} = {at};")
+            leaf(span.body, inner, into)
+            s.line("}")
+
+        scope.line(f"int64_t {k} = {span.init};")
+        scope.line(f"for (; {k} + {REDUCE_WAYS} <= {hi}; {k} += {REDUCE_WAYS}) {{")
+        for u, w in enumerate(ways):
+            term(scope.child(), f"{k} + {u}", w)
+        scope.line("}")
+        for u, w in enumerate(ways[:-1]):
+            scope.line(f"if ({k} + {u} < {hi}) {{")
+            term(scope.child(), f"{k} + {u}", w)
+            scope.line("}")
+        if lanes:
+            lane = self.fresh("l")
+            scope.line(f"for (int {lane} = 0; {lane} < {lanes}; {lane} += 1) "
+                       f"{acc}[{lane}] += {_pairwise([f'{w}[{lane}]' for w in ways])};")
+        else:
+            scope.line(f"{acc} += {_pairwise(ways)};")
 
     def body_work(self, e: Expr, depth: int = 0) -> str:
         """A rough C estimate of the work per point of a body: 1 plus, for each outermost reduction in
@@ -297,15 +400,15 @@ class Schedule:
             accs.append(acc)
             outer.line(f"real {acc}[{self.lanes}] = {{0}};")
 
-            def add(inner: Scope, red=red, acc=acc) -> None:
+            def add(inner: Scope, into: str = acc, red=red) -> None:
                 inner.line("#pragma omp simd")
                 inner.line(f"for (int {lane} = 0; {lane} < {self.lanes}; {lane} += 1) {{")
                 ln = inner.child(ctx=inner.ctx & point_ctx, bound=inner.bound + moving)
                 point(ln)
-                ln.line(f"{acc}[{lane}] += {self.expr(red.body, ln)};")
+                ln.line(f"{into}[{lane}] += {self.expr(red.body, ln)};")
                 inner.line("}")
 
-            self.reduce_nest(red, outer, add)
+            self.reduce_nest(red, outer, add, lanes=self.lanes, acc=acc)
         sc.line(f"for (int {lane} = 0; {lane} < {self.lanes}; {lane} += 1) {{")
         pt = sc.child()
         point(pt)

@@ -563,11 +563,11 @@ def test_temporaries_live_in_a_reused_workspace():
     gk = tl_compile(grad(e, "c"))
     assert "malloc" not in _body(gk) and "tl_ws" in _body(gk)
     rng = np.random.default_rng(4)
-    for n, m in [(50, 3), (5, 3), (400, 300), (1, 1)]:  # the interchanged form and the gather form
+    for n, m in [(50, 3), (5, 3), (400, 300), (1, 1)]:  # the chunked form and the gather form
         ins = dict(x=rng.standard_normal(n + m - 1), c=rng.standard_normal(m), z=rng.standard_normal(n))
         assert close(gk(**ins), tl.evaluate(grad(e, "c"), **ins))
     assert len(gk._runner._workspaces) == 1
-    assert "tl_tacc" in _body(gk)  # sum(i0:n) dX[i0] * x[i0 + k0] runs with k0 inside, i0 in lanes
+    assert "tl_part" in _body(gk)  # sum(i0:n) dX[i0] * x[i0 + k0] runs in chunks of i0 (partial sums)
 
 
 # -- relations as CSR ---------------------------------------------------------------------------------

@@ -182,6 +182,7 @@ deconv = tl.parse(open(sys.argv[1]).read())
 out = [tl.compile(tl.parse("x : [n]R\\nsum(i:n) exp(x[i])"))(x=x),
        tl.compile(tl.parse("x : [n]R\\ny : [n]R\\nsum(i:n) x[i] * y[i]"))(x=x, y=y),
        tl.compile(deconv)(x=x, c=c, z=z)]
+out += list(tl.compile(tl.grad(deconv, "c"))(x=x, c=c, z=z))  # 16 sums of length n, in chunks
 print(repr([float(v) for v in out]))
 """
 
@@ -201,3 +202,42 @@ def test_reassociated_sums_agree_with_the_evaluator(n):
     k = tl_compile(e)
     assert "% 8]" in k.source  # the reassociated form
     assert close(k(**ins), tl.evaluate(e, **ins))
+
+
+# -- small targets of long reductions, in chunks --------------------------------------------------------
+
+
+@pytest.mark.parametrize("m", [5, 16, 17])
+@pytest.mark.parametrize("n", [0, 1, 4, 5, 6, 4095, 3 * 4096 + 5])
+def test_small_target_reductions_run_in_chunks(n, m):
+    """dc[k] = sum(i:n) dX[i] * x[i + k] (the deconvolution's gradient in c) for m >= 8: chunks of i,
+    each element summed in 4 interleaved ways (full lane blocks of k and the k left over), the chunks
+    added in order (m = 5: the interchanged form); at the sizes where chunks, ways, blocks and
+    remainders appear and vanish, against the evaluator."""
+    e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
+    r = np.random.default_rng(n + m)
+    ins = {"x": r.standard_normal(n + m - 1), "c": r.standard_normal(m), "z": r.standard_normal(n)}
+    for wrt in ("c", ["c", "x"]):
+        g = tl.grad(e, wrt)
+        k = tl_compile(g)
+        assert "tl_part" in k.source
+        assert close(k(**ins), tl.evaluate(g, **ins)), wrt
+
+
+def test_chunked_reductions_are_the_same_bits_with_and_without_lane_blocking():
+    """The lane-blocked elements and the ones left over add their terms in the same order."""
+    from tensorlang.codegen.c import CEmitter
+    from tensorlang.codegen.schedule import LANES
+
+    e = tl.grad(tl.parse((EXAMPLES / "deconv_loss.tl").read_text()), "c")
+    r = np.random.default_rng(3)
+    n, m = 20000, 19
+    ins = {"x": r.standard_normal(n + m - 1), "c": r.standard_normal(m), "z": r.standard_normal(n)}
+    blocked = tl_compile(e)(**ins)
+    try:
+        CEmitter.lanes = 0
+        plain = tl_compile(e)
+    finally:
+        CEmitter.lanes = LANES
+    assert "tl_lacc" not in plain.source
+    assert np.array_equal(plain(**ins), blocked)
