@@ -6,7 +6,8 @@
   found by a fixed point over the blocks from the kinds of the arguments this specialisation was made
   for.  A function that writes to anything (``x[i] = v``, ``o.a = v``, mutating methods) has no ``ARR``
   values: inlined array rules read their arguments in the adjoint, so those must not change.  An argument
-  of kind ``VEC`` is an ``ARR`` assumed 1-D and real (``vector_params``): its entries ``x[i]`` are numbers.
+  or global of kind ``VEC`` is an ``ARR`` assumed 1-D and real (``indexed_by_ints``): its entries ``x[i]``
+  at Python ints are numbers.
 * activity: whether a value may carry a gradient.  Numbers are exact (a number computed from constants
   is inactive); other values are conservatively active when the function mutates anything, since a list
   built from constants becomes active when an active value is appended to it.
@@ -40,9 +41,10 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
     guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``."""
     gk = globals_kinds or {}
     values = list(fn.values())
-    ints = python_ints(values)
-    _fix_kinds(values, arg_kinds, gk, True, ints)
-    values = _index_arrays_directly(fn, values)
+    _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk))
+    if _index_arrays_directly(fn, values):
+        values = list(fn.values())
+        _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk))
     for v in values:   # ``x += y`` on a number rebinds x; on anything else it may write in place
         if _augmented(v) and v.args[0].kind in (INT, NUM):
             v.attr = v.attr[:-1]
@@ -53,7 +55,7 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
         arg_kinds = tuple(ANY if k in (ARR, VEC) else k for k in arg_kinds)
         gk = {}
-    _fix_kinds(values, arg_kinds, gk, False, ints)
+    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk))
     for v in values:
         if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
@@ -83,14 +85,15 @@ def _fixed_point(values, get, put, transfer) -> None:
                 changed = True
 
 
-def _index_arrays_directly(fn: Function, values: list) -> list:
+def _index_arrays_directly(fn: Function, values: list) -> bool:
     """A ``for`` loop (or comprehension) over an array indexes the array itself: the uses of
     ``as_sequence(x)`` (``lower.py``, which returns an array as it is) for an ``x`` of kind ``ARR`` become
-    uses of ``x`` and the call is dropped, so ``for v in x`` reads entries as ``x[i]`` does."""
+    uses of ``x`` and the call is dropped, so ``for v in x`` reads entries as ``x[i]`` does (True when
+    one was)."""
     same = {v: v.args[1] for v in values if isinstance(v, Instr) and v.op == "call" and len(v.args) == 2
             and not v.attr and _callee(v) is as_sequence and v.args[1].kind == ARR}
     if not same:
-        return values
+        return False
     for v in values:
         if isinstance(v, Phi):
             v.incoming = {b: same.get(u, u) for b, u in v.incoming.items()}
@@ -99,7 +102,7 @@ def _index_arrays_directly(fn: Function, values: list) -> list:
     for b in fn.blocks:
         b.instrs = [v for v in b.instrs if v not in same]
         b.term = tuple(same.get(t, t) if isinstance(t, Instr) else t for t in b.term)
-    return [v for v in values if v not in same]
+    return True
 
 
 def _augmented(v) -> bool:
@@ -107,15 +110,16 @@ def _augmented(v) -> bool:
     return isinstance(v, Instr) and v.op == "binop" and v.attr.endswith("=")
 
 
-def _fix_kinds(values, arg_kinds, gk, aug_plain, ints):
+def _fix_kinds(values, arg_kinds, gk, aug_plain, reads):
     """The kinds of ``values`` (a fixed point); ``aug_plain``: augmented assignments count as their
-    plain operation, else as ANY (an in-place write)."""
+    plain operation, else as ANY (an in-place write); ``reads``: the entries of vectors read."""
     def transfer(v):
         if isinstance(v, Instr) and v.op == "global":
-            return gk.get(v.attr, ANY)
+            k = gk.get(v.attr, ANY)
+            return ARR if k == VEC else k
         if _augmented(v) and not aug_plain:
             return ANY
-        return _kind(v, arg_kinds, ints)
+        return _kind(v, arg_kinds, reads)
 
     for v in values:
         v.kind = None
@@ -127,7 +131,7 @@ def _const_kind(value):
     return ANY if k == CONST_KIND else k
 
 
-def _kind(v, arg_kinds, ints):
+def _kind(v, arg_kinds, reads):
     if isinstance(v, Phi):
         k = None
         for u in v.incoming.values():
@@ -157,8 +161,7 @@ def _kind(v, arg_kinds, ints):
     if op == "unary":
         return kinds[0] if kinds[0] in (INT, NUM) or kinds[0] == ARR and v.attr in ("-", "+") else ANY
     if op == "getitem" and kinds[0] == ARR and kinds[1] == INT:
-        x = v.args[0]   # an entry (a NumPy scalar) or a sub-array; a number for a vector argument
-        return NUM if _param(x) and arg_kinds[x.attr[0]] == VEC and v.args[1] in ints else ARR
+        return NUM if v in reads else ARR   # an entry (a NumPy scalar) or a sub-array; a vector's: a number
     if _array_inline(v) is not None:
         return NUM if _array_inline(v).reduce or kinds[-1] != ARR else ARR
     f = _callee(v)
@@ -170,18 +173,24 @@ def _kind(v, arg_kinds, ints):
     return ANY
 
 
-def vector_params(fn: Function) -> list[int]:
-    """The positions of the array arguments read at an int index (``x[i]``): specialised again with those
-    assumed to be vectors (``VEC``), their entries are numbers and take the inlined scalar rules."""
+def indexed_by_ints(fn: Function) -> list:
+    """The arguments and globals read at a Python-int index (``x[i]``): specialised again with those that
+    are arrays assumed to be vectors (``VEC``), their entries are numbers with the inlined scalar rules."""
     values = list(fn.values())
     ints = python_ints(values)
-    return sorted({v.args[0].attr[0] for v in values
-                   if isinstance(v, Instr) and v.op == "getitem" and _param(v.args[0]) and v.args[0].kind == ARR
-                   and v.args[1] in ints})
+    return [v.args[0] for v in values if isinstance(v, Instr) and v.op == "getitem" and v.args[1] in ints
+            and isinstance(v.args[0], Instr) and v.args[0].op in ("param", "global")]
 
 
-def _param(v) -> bool:
-    return isinstance(v, Instr) and v.op == "param"
+def _entry_reads(values, arg_kinds, gk) -> set:
+    """The reads ``x[i]`` of an entry of a vector (an argument or global of kind ``VEC``) at a Python int."""
+    ints = python_ints(values)
+
+    def vector(x):
+        return isinstance(x, Instr) and (x.op == "param" and arg_kinds[x.attr[0]] == VEC
+                                         or x.op == "global" and gk.get(x.attr) == VEC)
+    return {v for v in values if isinstance(v, Instr) and v.op == "getitem" and vector(v.args[0])
+            and v.args[1] in ints}
 
 
 _INT_OPS = {"+", "-", "*", "//", "%"}

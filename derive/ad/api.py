@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError, user_traceback
 from . import rules  # noqa: F401  (registers the rule library)
-from .analysis import analyse, vector_params
+from .analysis import analyse, indexed_by_ints
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, VEC, spec_kind
 from .lower import lower
@@ -70,26 +70,36 @@ def _build(f, kinds) -> Specialisation:
     # Assumptions that make the function box-free or its loops cheaper, checked by its entries once at the
     # start (handing over to the specialisation above when they do not hold): globals that are arrays or
     # ints now (the data of a model: ``X @ w``, ``z[LABEL]``) keep their types (box-free, NumPy and
-    # arithmetic only, nothing can rebind a global while it runs); array arguments read at an int index
-    # are vectors (their entries ``x[i]`` are numbers, with the inlined scalar rules).
-    guard = {}
+    # arithmetic only, nothing can rebind a global while it runs); arguments and globals that are 1-D real
+    # arrays read at an int index are vectors (their entries ``x[i]`` are numbers, with the inlined scalar
+    # rules).
+    gk = {}
     for ins in fn.values():
         if not boxfree and getattr(ins, "op", None) == "global" and ins.attr in f.__globals__:
             t = type(f.__globals__[ins.attr])
             if t is np.ndarray or t is int:
-                guard[ins.attr] = t
-    vectors = vector_params(fn)
-    if not guard and not vectors:
+                gk[ins.attr] = ARR if t is np.ndarray else INT
+    read = indexed_by_ints(fn)
+    vectors = sorted({x.attr[0] for x in read if x.op == "param" and kinds[x.attr[0]] == ARR})
+    names = sorted({x.attr for x in read if x.op == "global" and gk.get(x.attr) == ARR
+                    and _vector(f.__globals__[x.attr])})
+    gk.update((name, VEC) for name in names)
+    if not gk and not vectors:
         return spec
     kinds2 = tuple(VEC if k in vectors else kind for k, kind in enumerate(kinds))
-    fn2, _, _ = analysed_ir(f, kinds2, {name: ARR if t is np.ndarray else INT for name, t in guard.items()})
+    fn2, _, _ = analysed_ir(f, kinds2, gk)
     if not is_boxfree(fn2):
         return spec
     fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb,
                  "_ad_fb_fast": fast if boxfree else lambda f, *args: _with_store(fast, f, args)}
-    grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, guard,
+    grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, gk,
                                                   fallbacks, vectors)
     return Specialisation(f.__code__, fn2, grad2, pb2, fast2, True, src2, spec)
+
+
+def _vector(x) -> bool:
+    """Whether ``x`` is a 1-D real array (``ir.VEC``); the generated entries check the same."""
+    return type(x) is np.ndarray and x.ndim == 1 and x.dtype.kind == "f"
 
 
 def gradient(f, *args):

@@ -30,7 +30,7 @@ from ...errors import TensorLangError
 from . import adjoint as adj
 from . import primal
 from .analysis import loop_blocks, reverse_postorder
-from .ir import ANY, ARR, INT, NUM, Function, Instr
+from .ir import ANY, ARR, INT, NUM, VEC, Function, Instr
 from . import rules
 from .source import register
 
@@ -241,10 +241,10 @@ def _reaches_exit(b, fn) -> bool:
 
 
 def generate(fn: Function, guard: dict | None = None, vectors=()) -> tuple[str, dict]:
-    """The source text of the factory and the names it binds.  With ``guard`` (global name -> type: the
-    specialisation assumed those globals' types) or ``vectors`` (the positions of arguments it assumed to
-    be 1-D real arrays, ``analysis.VEC``), each entry first checks the assumptions and otherwise hands
-    over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded specialisation)."""
+    """The source text of the factory and the names it binds.  With ``guard`` (global name -> the kind the
+    specialisation assumed for it: ``INT``, ``ARR``, or ``VEC`` for a 1-D real array) or ``vectors`` (the
+    positions of arguments it assumed to be 1-D real arrays), each entry first checks the assumptions and
+    otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded specialisation)."""
     g = Gen(fn)
     params = ", ".join(["_self"] + [f"_v{p.id}" for p in param_instrs(fn)])
     adj_pop = _adjoint(g, "pop", "        ")
@@ -258,8 +258,10 @@ def generate(fn: Function, guard: dict | None = None, vectors=()) -> tuple[str, 
     for i, node in enumerate(fn.factory_nodes):
         lines += factory_lines(i, node, captured.get(i, ()))
     checks = {}
-    conds = [f"type({name}) is {g.const(t)}" for name, t in (guard or {}).items()]
-    conds += [f"_v{p.id}.ndim == 1 and _v{p.id}.dtype.kind == 'f'" for p in param_instrs(fn) if p.attr[0] in vectors]
+    vec = "{0}.ndim == 1 and {0}.dtype.kind == 'f'"
+    conds = [f"type({name}) is {g.const(int if k == INT else np.ndarray)}" for name, k in (guard or {}).items()]
+    conds += [vec.format(name) for name, k in (guard or {}).items() if k == VEC]
+    conds += [vec.format(f"_v{p.id}") for p in param_instrs(fn) if p.attr[0] in vectors]
     if conds:
         for entry in ("grad", "pb", "fast"):
             checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"]

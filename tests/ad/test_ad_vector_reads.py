@@ -3,7 +3,8 @@ a specialisation that checks that assumption when it is entered: the loops over 
 scalar rules, and the gradients of the entries are collected in C arrays.  Checked against central
 differences, and against the same functions called with arguments that break the assumption (2-D, int,
 float32 arrays, bool and int-parameter indices), which take the general specialisation.  ``for v in x``
-over an array indexes it the same way."""
+over an array indexes it the same way, and module globals that are vectors (the data of a fit) are
+assumed to stay vectors."""
 import numpy as np
 import pytest
 
@@ -58,6 +59,18 @@ def comprehension(x):
     return np.sum(sum([v * v for v in x]))
 
 
+T = np.linspace(0, 1, 7)
+Y = np.sin(T)
+
+
+def fit(w):
+    s = 0.0
+    for i in range(len(T)):
+        r = w[0] * T[i] + w[1] * T[i] * T[i] - Y[i]
+        s = s + r * r
+    return s
+
+
 def rows(x):
     s = 0.0
     for i in range(len(x)):
@@ -94,6 +107,17 @@ def test_arguments_that_are_not_float_vectors_take_the_general_specialisation(ch
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, 2 * x32, rtol=1e-6)
     check(sum_of_squares, np.linspace(-1, 2, 5))           # and back
+
+
+def test_globals_read_at_int_indices_are_vectors_while_they_are(check, monkeypatch):
+    w = np.array([0.5, -0.2])
+    check(fit, w)
+    src = str(ad.code_adjoint(fit, w))
+    assert "T.ndim == 1 and T.dtype.kind == 'f'" in src and "_ad_J" not in src
+    monkeypatch.setitem(globals(), "T", np.arange(7))        # an int array now: the general specialisation
+    check(fit, w)
+    monkeypatch.setitem(globals(), "T", [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5])   # a list
+    check(fit, w)
 
 
 def test_a_bool_index_is_not_an_entry():
