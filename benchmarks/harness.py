@@ -36,15 +36,16 @@ def options(doc: str, quick: str | None = None, peers: bool = False) -> argparse
     return ap
 
 
-def best(fn, repeat: int = 15, budget: float = 2.0) -> float:
-    """The best of up to ``repeat`` runs of ``fn`` within ``budget`` seconds, after one warming run."""
+def best(fn, repeat: int = 15, budget: float = 2.0, clock=time.perf_counter) -> float:
+    """The best of up to ``repeat`` runs of ``fn`` within ``budget`` seconds, after one warming run, timed
+    by ``clock`` (wall time unless told)."""
     fn()
     times = []
     start = time.perf_counter()
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = clock()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(clock() - t)
         if time.perf_counter() - start > budget:
             break
     return min(times)

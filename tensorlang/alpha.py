@@ -7,13 +7,15 @@ so canonical forms are unique and sharing is kept.
 """
 from __future__ import annotations
 
-from .nodes import BINDERS, Affine, Let, Node, Type, Var, CANONICAL_INDICES, canonical_index
+from .nodes import BINDERS, Affine, Cmp, Let, Node, RelAtom, Type, Var, CANONICAL_INDICES, canonical_index
 from .substitute import rebuild
 from .traversal import free_index_vars, free_vars
 
 
 def canonical(node: Node) -> Node:
     """The alpha-canonical form of an expression or predicate (memoised)."""
+    if isinstance(node, (Cmp, RelAtom)):  # binds nothing and holds no binder: its own canonical form
+        return node
 
     def compute():
         canon_ids = {id(v): k for k, v in enumerate(CANONICAL_INDICES)}

@@ -229,7 +229,7 @@ class _Builder:
         return self.constraint(diff - 1, pos, ndims, False) | self.constraint(-diff - 1, pos, ndims, False)
 
 
-_CACHE_SIZE = 4096
+_CACHE_SIZE = 256
 _ISL_CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
 
 

@@ -181,3 +181,33 @@ def test_grad_keeps_an_input_named_dy():
     g = tl.grad(e, "x")
     assert "dy" in g.free_vars
     assert tl.evaluate(g, dy=5.0, x=3.0) == 30.0
+
+
+def test_a_derivation_leaves_no_reference_cycles_of_its_own():
+    """What a derivation drops is freed when dropped (no node's memo refers to the node, no recursive
+    closure refers to itself): the cycle collector finds almost nothing after the gradient of a 3-layer
+    network (before: thousands of objects, among them the adjoint's whole state)."""
+    import gc
+
+    e = tl.parse("""x : [n]R
+y : [n]R
+A : [n][n]R
+B : [n][n]R
+C : [n][n]R
+let h1 = gen(i:n) tanh(sum(j:n) A[i, j] * x[j]) in
+let h2 = gen(i:n) tanh(sum(j:n) B[i, j] * h1[j]) in
+let h3 = gen(i:n) tanh(sum(j:n) C[i, j] * h2[j]) in
+sum(i:n) (h3[i] - y[i]) * (h3[i] - y[i])""")
+    wrt = ["A", "B", "C"]
+    tl.grad(e, wrt)  # what is made once per process (SymPy's caches, black boxes) made
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        g = tl.grad(e, wrt)
+        found = gc.collect()
+    finally:
+        if enabled:
+            gc.enable()
+    assert found < 300, found
+    assert "C" in g.free_vars
