@@ -120,15 +120,9 @@ class BlockAdjoint:
         return ins.kind in (INT, NUM) and ins.attr in tbl
 
     def _inline(self, ins):
-        g = self.g
-        if ins.op == "prim":
-            temps = rules.scalar_call(ins.attr[0]).derivs
-        elif ins.op == "binop":
-            temps = rules.INLINE_BINOPS[ins.attr]
-        else:
-            temps = [rules.INLINE_UNARY[ins.attr]]
+        temps = rules.scalar_templates(ins.op, ins.attr)
         e = self.dy(ins)
-        for _, a, expr in g.fill_templates(temps, ins, self.ref, e, lambda a: a.active and a.kind != INT):
+        for _, a, expr in self.g.fill_templates(temps, ins, self.ref, e, lambda a: a.active and a.kind != INT):
             self.add(a, expr, False)
 
     def _entry(self, ins):

@@ -74,7 +74,7 @@ class ForwardGen(Gen):
         if op == "unary" and ins.kind in (NUM, ARR) and ins.attr in ("-", "+"):
             return [f"{v} = {ins.attr}{a[0]}", f"{f} = {ins.attr}{t[0]}"]
         if op == "prim":
-            temps = rules.scalar_call(ins.attr[0]).derivs
+            temps = rules.scalar_templates(op, ins.attr)
             return [f"{v} = {self.const(ins.attr[0])}({', '.join(a)})", f"{f} = {self.template_sum(temps, ins)}"]
         if op == "aprim":
             entry = rules.array_call(ins.attr[0])
@@ -175,7 +175,7 @@ class ForwardGen(Gen):
             if self.tan(b) != "None":
                 terms.append(f"{self.val(a)} @ {self.tan(b)}")
             return " + ".join(terms)
-        temps = rules.ARRAY_BINOPS[ins.attr] if ins.kind == ARR else rules.INLINE_BINOPS[ins.attr]
+        temps = rules.ARRAY_BINOPS[ins.attr] if ins.kind == ARR else rules.scalar_templates("binop", ins.attr)
         expr = self.template_sum(temps, ins)
         return f"_fw_fit({expr}, {y})" if ins.kind == ARR else expr
 

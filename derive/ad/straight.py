@@ -109,12 +109,7 @@ def generate(fn, types_, qualname):
         dy = grad_of(ins)
         if dy is None:
             continue
-        if ins.op == "prim":
-            temps = rules.scalar_call(ins.attr[0]).derivs
-        elif ins.op == "binop":
-            temps = rules.INLINE_BINOPS[ins.attr]
-        else:
-            temps = [rules.INLINE_UNARY[ins.attr]]
+        temps = rules.scalar_templates(ins.op, ins.attr)
         for t, a, expr in g.fill_templates(temps, ins, g.val, dy, lambda a: a.active and a.kind != INT, math_names):
             ok = is_safe(expr, t)
             if dy == _SEED:   # 1.0 * e -> e, where e is still a float

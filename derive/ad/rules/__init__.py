@@ -12,7 +12,7 @@ library through this module only:
   ``float_result(f)`` (a float whatever numbers go in), ``int_preserving(f)`` (an int for ints),
   ``owners()`` (each rule's primitive), ``mark_nondiff(f)``;
 * rules inlined for numbers, derivative templates (``rules.scalar``): ``scalar_call(f)`` (an ``Inline``
-  or None), ``INLINE_BINOPS``, ``INLINE_UNARY``;
+  or None), ``INLINE_BINOPS``, ``INLINE_UNARY``, ``scalar_templates(op, attr)`` (an instruction's);
 * rules inlined for arrays (``rules.numpy``): ``array_call(f)`` (an ``ArrayInline`` or None),
   ``array_method(name)`` (the function ``x.name()`` stands for), ``ARRAY_BINOPS``,
   ``ARRAY_BINOPS_REDUCED``, ``ARRAY_GETITEM``, and ``box_free(rule)`` (a rule that neither makes nor
@@ -81,6 +81,14 @@ def owners() -> dict:
 def scalar_call(f):
     """The inlined scalar rule (``rules.scalar.Inline``) of ``f`` on numbers, or None."""
     return _get(scalar.INLINE_CALLS, f)
+
+
+def scalar_templates(op: str, attr) -> list[str]:
+    """The derivative templates, one per argument, of an inlined scalar instruction: ``prim`` (``attr``
+    its ``(function, name)``), ``binop`` or ``unary`` (``attr`` the operator)."""
+    if op == "prim":
+        return scalar.INLINE_CALLS[attr[0]].derivs
+    return scalar.INLINE_BINOPS[attr] if op == "binop" else [scalar.INLINE_UNARY[attr]]
 
 
 def array_call(f):
