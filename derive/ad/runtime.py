@@ -301,6 +301,7 @@ RULES: dict = {}           # function -> rule(*args) returning (y, back); back(d
 METHOD_RULES: dict = {}    # (type, name) -> rule(obj, *args) returning (y, back); back -> (dobj, *dargs)
 NONDIFF: set = set()       # functions whose result has no derivative (print, isinstance, np.zeros_like ...)
 BOX_METHODS: set = set()   # (type, name) of methods that write to their object: pullback runs without dy
+NONDIFF_METHODS: set = set()   # names of methods whose result has no derivative (str.join, ndarray.argmax ...)
 KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyword changes what it does (out=)
 # [specialised(f, args)]: the source transformation, by which J differentiates a Python function (``api``
 # installs it; the transform itself calls into this module)
@@ -543,13 +544,9 @@ def Jm(name, kwnames, obj, *args):
         y, back = Jkw(kwnames, f, *args) if kwnames else J(f, *args)
         return y, lambda dy: (None, *back(dy)[1:])
     bound = getattr(obj, name)
-    if not differentiable(obj) and not any(differentiable(a) for a in args) or name in _NONDIFF_METHODS:
+    if not differentiable(obj) and not any(differentiable(a) for a in args) or name in NONDIFF_METHODS:
         return (bound(*pos, **kw) if kw else bound(*pos)), ZERO
     raise UnsupportedError(f"no derivative rule for the method {t.__qualname__}.{name}")
-
-
-_NONDIFF_METHODS = {"index", "count", "keys", "startswith", "endswith", "format", "join", "split",
-                    "argmax", "argmin", "nonzero", "__len__"}
 
 
 HELPERS = {

@@ -21,7 +21,8 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
-from .runtime import METHOD_RULES, NONDIFF, RULES, acc, differentiable, in_table, make_like, with_defaults
+from .runtime import (METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, differentiable, in_table, make_like,
+                      with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
 JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)
@@ -242,7 +243,7 @@ def JVPm(name, kwnames, obj, tobj, args, ts):
         return (JVPkw(kwnames, attr, None, (obj, *args), (tobj, *ts)) if kwnames
                 else JVP(attr, None, (obj, *args), (tobj, *ts)))
     bound = getattr(obj, name)
-    if tangent_of(obj, tobj) is None and all(x is None for x in ts) or name in _NONDIFF_METHODS:
+    if tangent_of(obj, tobj) is None and all(x is None for x in ts) or name in NONDIFF_METHODS:
         return bound(*pos, **kw), None
     back_rule = METHOD_RULES.get((t, name))
     if back_rule is not None and (t, name) not in _MUTATING:
@@ -251,8 +252,6 @@ def JVPm(name, kwnames, obj, tobj, args, ts):
     raise UnsupportedError(f"no forward-mode rule for the method {t.__qualname__}.{name}")
 
 
-_NONDIFF_METHODS = {"index", "count", "keys", "startswith", "endswith", "format", "join", "split",
-                    "argmax", "argmin", "nonzero", "__len__"}
 _MUTATING = {(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")}
 
 

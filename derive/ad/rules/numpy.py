@@ -10,7 +10,7 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
-from ..runtime import METHOD_RULES, NONDIFF, RULES, ZERO, unbroadcast
+from ..runtime import METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, ZERO, unbroadcast
 from .operators import matmul_back, matmul_grad, pow_da
 
 
@@ -423,6 +423,7 @@ METHOD_RULES.update({
     (np.ndarray, "var"): _var, (np.ndarray, "std"): _std, (np.ndarray, "prod"): _prod,
     (np.ndarray, "cumsum"): _cumsum, (np.ndarray, "cumprod"): _cumprod,
 })
+NONDIFF_METHODS.update({"argmax", "argmin", "nonzero"})
 
 
 # -- inlined NumPy rules --------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, basic_index
-from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, RULES, J, Jkw, METHOD_RULES, STORE, ZERO, acc, box_grad,
-                       field_grad, is_complex, own, register, unbroadcast)
+from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES, STORE, ZERO,
+                       acc, box_grad, field_grad, is_complex, own, register, unbroadcast)
 from .layout import concatenator_getitem
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
@@ -260,5 +260,6 @@ KEYWORD_RULES["out"] = with_out
 BOX_METHODS.update({(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")})
 # methods of lists, tuples and dicts that never write to their object
 PURE_METHODS = {"get", "keys", "values", "items", "index", "count"}
+NONDIFF_METHODS.update({"index", "count", "keys", "startswith", "endswith", "format", "join", "split", "__len__"})
 HELPERS.update({"_ad_getitem": getitem, "_ad_setitem": setitem, "_ad_getattr": getattr_,
                 "_ad_setattr": setattr_, "_ad_math": math})
