@@ -1,6 +1,6 @@
 """Python source for a specialised function, compiled once and cached.
 
-For each function and each tuple of argument kinds (``runtime.kind_of``) one source text is generated
+For each function and each tuple of argument kinds (``ir.spec_kind``) one source text is generated
 with two entry points, both taking the function object itself first (Zygote's hidden zeroth argument):
 
 * ``_ad_grad(f, *args)`` runs the primal and then the adjoint with ``dy = 1`` in one frame, returning
