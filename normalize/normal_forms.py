@@ -27,6 +27,23 @@ def _show(e) -> str:
     return text if len(text) < 200 else text[:197] + "..."
 
 
+def _statements(e, previous, statement_reason, output_reason) -> str | None:
+    """Why the program ``e`` is not in a pass's normal form: it is not in the ``previous`` one, or a
+    statement ``x = value`` is not as it must be (``statement_reason(x, value, inputs)``), or the output
+    (``output_reason(out, inputs)``); None when it is."""
+    e = body_of(e)  # the program's expression (declarations are not statements)
+    reason = previous(e)
+    if reason:
+        return reason
+    inputs = frozenset(value_inputs(e))
+    bindings, out = let_chain(e)
+    for var, value in bindings:
+        reason = statement_reason(var, value, inputs)
+        if reason:
+            return reason
+    return output_reason(out, inputs)
+
+
 # -- 5.1 --------------------------------------------------------------------------------------------
 
 
@@ -88,22 +105,17 @@ def _pair_out(o, inputs) -> str | None:
     return _pair_free_e(o, inputs)
 
 
+def _pair_free_statement(var, value, inputs) -> str | None:
+    if has_pair(var.type):
+        return f"the intermediate {var.name} : {var.type} has a pair type"
+    reason = _pair_free_e(value, inputs)
+    return f"in {var.name}: {reason}" if reason else None
+
+
 def why_not_pair_eliminated(e) -> str | None:
     """Let-lifted; every let-bound variable of a type without pairs; pairs built only at the output;
     projections only of inputs."""
-    e = body_of(e)  # the program's expression (declarations are not statements)
-    reason = why_not_let_lifted(e)
-    if reason:
-        return reason
-    inputs = frozenset(value_inputs(e))
-    bindings, out = let_chain(e)
-    for var, value in bindings:
-        if has_pair(var.type):
-            return f"the intermediate {var.name} : {var.type} has a pair type"
-        reason = _pair_free_e(value, inputs)
-        if reason:
-            return f"in {var.name}: {reason}"
-    return _pair_out(out, inputs)
+    return _statements(e, why_not_let_lifted, _pair_free_statement, _pair_out)
 
 
 def is_pair_eliminated(e) -> bool:
@@ -133,20 +145,14 @@ def _pushed_out(o, inputs) -> str | None:
     return _pushed_e(o, inputs)
 
 
+def _pushed_statement(var, value, inputs) -> str | None:
+    reason = _pushed_e(strip_gens(value)[1], inputs)
+    return f"in {var.name}: {reason}" if reason else None
+
+
 def why_not_gen_pushed_out(e) -> str | None:
     """Pair-eliminated, and every right-hand side ``Ge ::= gen(i) Ge | e`` with e as in ``_pushed_e``."""
-    e = body_of(e)  # the program's expression (declarations are not statements)
-    reason = why_not_pair_eliminated(e)
-    if reason:
-        return reason
-    inputs = frozenset(value_inputs(e))
-    bindings, out = let_chain(e)
-    for var, value in bindings:
-        _, body = strip_gens(value)
-        reason = _pushed_e(body, inputs)
-        if reason:
-            return f"in {var.name}: {reason}"
-    return _pushed_out(out, inputs)
+    return _statements(e, why_not_pair_eliminated, _pushed_statement, _pushed_out)
 
 
 def is_gen_pushed_out(e) -> bool:

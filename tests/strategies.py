@@ -809,19 +809,9 @@ def programs(
     return _ensure_input(draw, ctx, _expr(draw, ctx, t, depth))
 
 
-def scalar_programs(
-    max_depth: int = 4,
-    allow_pairs: bool = True,
-    allow_relations: bool = True,
-    allow_black_boxes: bool = True,
-    allow_lets: bool = True,
-    black_boxes: tuple[str, ...] | None = None,
-):
-    """``programs`` with output type ``R`` (for gradients)."""
-    return programs(
-        max_depth=max_depth, allow_pairs=allow_pairs, allow_relations=allow_relations,
-        allow_black_boxes=allow_black_boxes, allow_lets=allow_lets, scalar_output=True, black_boxes=black_boxes,
-    )
+def scalar_programs(**options):
+    """``programs(**options)`` with output type ``R`` (for gradients)."""
+    return programs(scalar_output=True, **options)
 
 
 @st.composite
