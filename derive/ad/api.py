@@ -10,6 +10,7 @@ import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError, user_traceback
 from . import rules  # noqa: F401  (registers the rule library)
+from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
 from .analysis import analyse, indexed_by_ints
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, VEC, spec_kind
@@ -413,41 +414,6 @@ def _gradient_rule(f, *args):
     return y[1:], lambda dy: back((None, *dy))[1:]
 
 
-def _J_rule(f, *args):
-    """J of J (``J(J, f, x)``): differentiate f's generated pullback code, or a rule's Python code."""
-    try:
-        r = RULES.get(f)
-    except TypeError:
-        r = None
-    if type(f) is types.FunctionType:
-        spec = specialised(f, args).generic
-        y, back = J(spec.pb, f, *args)
-        return y, lambda dy: back(dy)[1:]
-    if r is not None and len(args) <= len(_CALL_RULES):
-        y, back = J(_CALL_RULES[len(args) - 1], r, *args)
-        return y, lambda dy: (None, *back(dy)[2:])
-    raise UnsupportedError(f"nested differentiation through {f!r} is not supported")
-
-
-# a rule called as J calls it, one function per number of arguments (the transform takes no *args)
-def _call_rule1(r, a):
-    y, back = r(a)
-    return y, _Padded(back, 1)
-
-
-def _call_rule2(r, a, b):
-    y, back = r(a, b)
-    return y, _Padded(back, 2)
-
-
-def _call_rule3(r, a, b, c):
-    y, back = r(a, b, c)
-    return y, _Padded(back, 3)
-
-
-_CALL_RULES = [_call_rule1, _call_rule2, _call_rule3]
-
-
 def _rule_grad1(r, a):
     return r(a)[1](1)
 
@@ -461,18 +427,6 @@ def _rule_grad3(r, a, b, c):
 
 
 _RULE_GRADS = [_rule_grad1, _rule_grad2, _rule_grad3]
-
-
-class _Padded:
-    """A rule's pullback in J's convention, written in the subset the transform handles."""
-
-    def __init__(self, back, n):
-        self.back = back
-        self.n = n
-
-    def __call__(self, dy):
-        g = tuple(self.back(dy))
-        return (None,) + g + (None,) * (self.n - len(g))
 
 
 def _deref_rule(f, i):
@@ -489,7 +443,6 @@ def _fngrad_rule(f, values):
 RULES.update({
     HELPERS["_ad_deref"]: _deref_rule, HELPERS["_ad_fngrad"]: _fngrad_rule,
     checkpoint: _checkpoint_rule, hook: _hook_rule, gradient: _gradient_rule,
-    J: _J_rule,
     HELPERS["_ad_acc"]: lambda a, b: (acc(a, b), lambda dy: (dy, dy)),
     HELPERS["_ad_addn"]: lambda d, g: (d if g is None else d + g, lambda dy: (dy, None if g is None else dy)),
     HELPERS["_ad_acci"]: lambda v, d, c: (HELPERS["_ad_acci"](v, d, c), lambda dy: (None, dy, dy)),

@@ -306,6 +306,15 @@ KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyw
 # [specialised(f, args)]: the source transformation, by which J differentiates a Python function (``api``
 # installs it; the transform itself calls into this module)
 TRANSFORM: list = [None]
+# rules differentiated again without their code (``nested``): rule -> along(args, kw, tangents), the function
+# (linear in its arguments) along tangents; rule -> positions(args), the arguments it is linear in one by one
+LINEAR: dict = {}
+MULTILINEAR: dict = {}
+
+
+def along_first(rule):
+    """``along`` for a rule linear in its first argument alone (the others say how: shapes, axes ...)."""
+    return lambda args, kw, ts: rule(ts[0], *args[1:], **kw)[0]
 
 
 class RulePullback:
@@ -367,12 +376,12 @@ def J(f, *args):
         return f(*args), ZERO
     if isinstance(f, type):
         return _construct(f, args)
-    if not any(differentiable(a) for a in args):
-        return f(*args), ZERO
     call = getattr(t, "__call__", None)
-    if isinstance(call, types.FunctionType):
+    if isinstance(call, types.FunctionType):   # (also when only the object's own state is differentiable)
         y, back = J(call, f, *args)
         return y, lambda dy: back(dy)[1:]
+    if not any(differentiable(a) for a in args):
+        return f(*args), ZERO
     name = getattr(f, "__qualname__", repr(f))
     raise UnsupportedError(f"no derivative rule for {getattr(f, '__module__', '') or ''}.{name}; "
                            f"register one with @tensorlang.ad.rule")
@@ -506,14 +515,9 @@ def _construct(cls, args):
     raise UnsupportedError(f"no derivative rule for constructing {cls.__qualname__}")
 
 
-def Jm(name, kwnames, obj, *args):
-    """J for ``obj.name(*args)``: method rules, module functions, then Python methods transformed."""
+def method_rule(obj, name):
+    """The rule of method ``name`` of ``obj`` (of its type or a base type), or None."""
     t = type(obj)
-    if kwnames:
-        k = len(kwnames)
-        pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
-    else:
-        pos, kw = args, None
     rule = METHOD_RULES.get((t, name))
     if rule is None and isinstance(obj, np.generic):   # a NumPy scalar has the methods of a 0-d array
         rule = METHOD_RULES.get((np.ndarray, name))
@@ -522,6 +526,18 @@ def Jm(name, kwnames, obj, *args):
             rule = METHOD_RULES.get((base, name))
             if rule is not None:
                 break
+    return rule
+
+
+def Jm(name, kwnames, obj, *args):
+    """J for ``obj.name(*args)``: method rules, module functions, then Python methods transformed."""
+    t = type(obj)
+    if kwnames:
+        k = len(kwnames)
+        pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
+    else:
+        pos, kw = args, None
+    rule = method_rule(obj, name)
     if rule is not None:
         y, back = rule(obj, *pos, **kw) if kw else rule(obj, *pos)
         n = len(args) + 1

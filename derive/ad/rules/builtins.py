@@ -7,7 +7,7 @@ import builtins as _b
 import numpy as np
 
 from ..lower import as_sequence
-from ..runtime import J, NONDIFF, RULES, acc
+from ..runtime import LINEAR, J, NONDIFF, RULES, acc
 
 
 def _seq_grad(xs, g: list):
@@ -83,6 +83,11 @@ def _zip(*seqs):
     return y, back
 
 
+def _zip_along(args, kw, ts):
+    """``zip`` along tangents (None for a sequence without one)."""
+    return list(zip(*[[None] * len(s) if t is None else t for s, t in zip(args, ts)]))
+
+
 def _enumerate(xs, start=0):
     y = list(enumerate(xs, start))
     return y, lambda dy: (_seq_grad(xs, [None if d is None else d[1] for d in dy]), None)
@@ -141,3 +146,4 @@ def _as_sequence(xs):
 
 
 RULES[as_sequence] = _as_sequence
+LINEAR[_zip] = _zip_along   # (its code takes *seqs)

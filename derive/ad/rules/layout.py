@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..runtime import RULES
+from ..runtime import LINEAR, RULES
 
 
 def _is_entry(x) -> bool:
@@ -94,8 +94,30 @@ def layout_rule(f, arrays=(0,), sequences=(), zero=()):
                     out.append(None)
             return tuple(out)
         return y, back
+
+    def along(args, kw, ts):
+        """The function along tangents ``ts`` of the arguments (it is linear in them), its constants 0."""
+        run = list(args)
+        for i, a in enumerate(args):
+            if i in arrays:
+                run[i] = _tangent(a, ts[i])
+            elif i in sequences:
+                run[i] = [_tangent(x, None if ts[i] is None else ts[i][j]) for j, x in enumerate(a)]
+            elif i in zero:
+                run[i] = 0
+        return f(*run, **{k: (0 if k in zero else v) for k, v in kw.items()})
+
     rule.__name__ = f"rule_{getattr(f, '__name__', 'layout')}"
+    LINEAR[rule] = along
     return rule
+
+
+def _tangent(x, t):
+    """The tangent ``t`` of argument ``x`` of a layout function, zeros for None (x itself where it holds
+    no entries)."""
+    if not _is_entry(x):
+        return x
+    return np.zeros(np.shape(x)) if t is None else t
 
 
 def concatenator_getitem(obj, key):
@@ -107,10 +129,21 @@ def concatenator_getitem(obj, key):
     return y, lambda dy: (None, back(dy)[0])
 
 
+def _concatenator_along(args, kw, ts):
+    obj, key = args
+    if type(key) is not tuple:
+        return obj[_tangent(key, ts[1])]
+    t = (None,) * len(key) if ts[1] is None else ts[1]
+    return obj[tuple(_tangent(x, tx) for x, tx in zip(key, t))]
+
+
+LINEAR[concatenator_getitem] = _concatenator_along
+
+
 _ONE = [np.roll, np.tile, np.repeat, np.flip, np.fliplr, np.flipud, np.rot90, np.tril, np.triu, np.diag,
         np.diagonal, np.moveaxis, np.swapaxes, np.rollaxis, np.broadcast_to, np.atleast_1d, np.atleast_2d,
         np.atleast_3d, np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit, np.take,
-        np.take_along_axis, np.resize, np.copy, np.diagflat, np.ascontiguousarray]
+        np.take_along_axis, np.resize, np.copy, np.diagflat, np.ascontiguousarray, np.delete]
 _SEQUENCE = [np.vstack, np.hstack, np.dstack, np.column_stack] + ([np.row_stack] if hasattr(np, "row_stack") else [])
 
 RULES.update({f: layout_rule(f) for f in _ONE})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..runtime import METHOD_RULES, RULES, unbroadcast
+from ..runtime import METHOD_RULES, MULTILINEAR, RULES, unbroadcast
 
 
 def _parse_einsum(spec, n):
@@ -124,3 +124,4 @@ RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _c
               np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.inv: _inv,
               np.linalg.solve: _solve})
 METHOD_RULES[(np.ndarray, "trace")] = _trace
+MULTILINEAR[_einsum] = lambda args: range(1, len(args))   # linear in each operand (second order without *ops)

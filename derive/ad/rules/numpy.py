@@ -10,7 +10,7 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
-from ..runtime import METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, ZERO, unbroadcast
+from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, ZERO, along_first, unbroadcast
 from .operators import matmul_back, matmul_grad, pow_da
 
 
@@ -234,6 +234,15 @@ def _sort(a, axis=-1, kind=None, order=None):
     return y, back
 
 
+def _sort_along(args, kw, ts):
+    """``np.sort`` along tangents: the tangent in the order of the sorted entries (it is a permutation)."""
+    x, t = np.asarray(args[0]), ts[0]
+    axis = kw.get("axis", args[1] if len(args) > 1 else -1)
+    if axis is None:
+        x, t, axis = np.ravel(x), np.ravel(t), -1
+    return np.take_along_axis(t, np.argsort(x, axis=axis, kind="stable"), axis=axis)
+
+
 def _extremum(f):
     def rule(x, axis=None, keepdims=False):
         x = np.asarray(x)
@@ -290,7 +299,7 @@ def _outer(a, b):
 def _reshape(a, *shape, **kw):
     s = np.shape(a)
     y = np.reshape(a, shape[0] if len(shape) == 1 else shape, **kw)
-    return y, lambda dy: (np.reshape(dy, s), *(None,) * len(shape))
+    return y, lambda dy: (np.reshape(dy, s),) + (None,) * len(shape)
 
 
 def _transpose_axes(a, axes=None):
@@ -401,9 +410,11 @@ RULES.update({
     np.var: _var, np.std: _std, np.prod: _prod, np.cumsum: _cumsum, np.cumprod: _cumprod, np.diff: _diff,
     np.sort: _sort,
 })
+LINEAR[_sort] = _sort_along
+LINEAR.update({r: along_first(r) for r in (_reshape, _transpose, _diff)})   # (their code takes *args or writes)
 NONDIFF.update({np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
                 np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.sign, np.floor,
-                np.ceil, np.round, np.isnan, np.isfinite, np.eye, np.allclose,
+                np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
                 np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes})
 
 

@@ -12,7 +12,7 @@ import types
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..cotangent import Indexed, basic_index
+from ..cotangent import Indexed, basic_index, dense
 from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES, STORE, ZERO,
                        acc, box_grad, field_grad, is_complex, own, register, unbroadcast)
 from .layout import concatenator_getitem
@@ -44,7 +44,16 @@ def _index_grad(like: _Like, idx, dy):
     g[idx] = dy
     if k is list:
         return g
-    return tuple(g) if k is tuple else k(*g)
+    return k._make(g) if hasattr(k, "_make") else tuple(g)   # a named tuple, or a tuple
+
+
+def _entry(g, idx):
+    """Item ``idx`` of gradient ``g`` of a container (None if it has none)."""
+    if g is None:
+        return None
+    if type(g) is dict:
+        return g.get(idx)
+    return dense(g)[idx] if type(g) is Indexed else g[idx]
 
 
 def getitem(obj, idx):
@@ -257,6 +266,8 @@ def with_out(names, f, *args):
 
 
 KEYWORD_RULES["out"] = with_out
+# (linear in dy: differentiated again without its code, which builds named tuples)
+RULES[_index_grad] = lambda like, idx, dy: (_index_grad(like, idx, dy), lambda d: (None, None, _entry(d, idx)))
 BOX_METHODS.update({(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")})
 # methods of lists, tuples and dicts that never write to their object
 PURE_METHODS = {"get", "keys", "values", "items", "index", "count"}

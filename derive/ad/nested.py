@@ -1,0 +1,266 @@
+"""Differentiating generated gradient code again (second order): the rules of ``J``, ``Jkw`` and ``Jm``.
+
+Generated code calls ``J(f, *args)`` (``Jkw`` with keyword arguments, ``Jm`` for methods); to a second
+differentiation these are calls like any other, and their rules differentiate what they run: f's
+generated pullback code when f is Python, or the Python code of f's rule, called positionally by
+``call_rule`` (keyword arguments bound to the rule's parameters first).
+
+Rules whose own code is outside the transformed subset (the ``*args`` driver of ``rules.layout``,
+``einsum``) declare what their pullback is instead (in ``runtime``), so that it is differentiated without
+their code:
+
+* ``LINEAR[rule] = along``: the function is linear in its arguments jointly (its constants aside), so
+  its pullback does not depend on them; ``along(args, kw, ts)`` is the function along tangents ``ts``
+  (None for "no tangent"), with its constants 0.  The derivative of ``back(dy)`` in ``dy`` is then
+  ``along`` of the incoming cotangents;
+* ``MULTILINEAR[rule] = positions``: linear in each argument at ``positions(args)`` separately (a
+  product); the derivative of ``back(dy)`` in ``dy`` is the sum of the function with one argument
+  replaced by its cotangent, and each argument gets the pullback at the arguments with another one
+  replaced by its cotangent.
+
+Box methods (``list.append``/``pop`` ...) are refused under a second differentiation: their pullbacks
+move gradients through the box store, which the outer differentiation does not see.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import numpy as np
+
+from ...errors import UnsupportedError
+from .cotangent import dense
+from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jm, acc,
+                      differentiable, method_rule)
+
+# -- the pullbacks handed to generated code -----------------------------------------------------------------------
+class Pullback:
+    """A pullback in the convention its caller expects: the gradients of ``back(dy)`` at places ``where``
+    (-1 for None: J's leading gradient of a rule, a method's arguments after its object ...).  For a
+    rule in LINEAR/MULTILINEAR, ``back`` is the rule's own pullback and its arguments are attributes, so
+    that the outer differentiation gives them their part of the second derivative.  One object, with
+    no object in its attributes: its gradient is a namespace of them."""
+
+    def __init__(self, back, where, rule=None, args=(), kw=None):
+        self.back = back
+        self.where = where
+        self.rule = rule
+        self.args = args
+        self.kw = kw
+
+    def __call__(self, dy):
+        if self.rule is None:
+            back = self.back   # (an attribute holding a callable, called as a function)
+            g = back(dy)
+        else:
+            g = declared_back(self.rule, self.args, self.kw, self.back, dy)
+        return picked(g, self.where)
+
+
+def picked(g, where):
+    """The entries of ``g`` at ``where`` (None for -1 or past its end)."""
+    return tuple(None if i < 0 or i >= len(g) else g[i] for i in where)
+
+
+def _picked_rule(g, where):
+    def back(d):
+        dg = [None] * len(g)
+        for k, i in enumerate(where):
+            if 0 <= i < len(g):
+                dg[i] = acc(dg[i], d[k])
+        return tuple(dg), None
+    return picked(g, where), back
+
+
+# -- rules whose code is transformed ----------------------------------------------------------------------------
+def call_rule(r, args):
+    """``r(*args)``, in the subset the transform handles (no ``*args``)."""
+    n = len(args)
+    if n == 1:
+        return r(args[0])
+    if n == 2:
+        return r(args[0], args[1])
+    if n == 3:
+        return r(args[0], args[1], args[2])
+    if n == 4:
+        return r(args[0], args[1], args[2], args[3])
+    if n == 5:
+        return r(args[0], args[1], args[2], args[3], args[4])
+    return r(args[0], args[1], args[2], args[3], args[4], args[5])
+
+
+_MOST = 6   # the most arguments call_rule passes
+
+
+def _positional(r, pos, kw):
+    """``pos`` and ``kw`` bound to the parameters of ``r``, as one positional tuple without the trailing
+    defaults, and where each argument (positions, then keywords in order) landed; None if ``r`` takes
+    ``*args``, ``**kw`` or keyword-only parameters."""
+    sig = inspect.signature(r)
+    params = list(sig.parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params):
+        return None
+    bound = sig.bind(*pos, **kw)
+    names = [p.name for p in params]
+    full = [bound.arguments.get(p.name, p.default) for p in params]
+    while len(full) > len(pos) and full[-1] is params[len(full) - 1].default \
+            and params[len(full) - 1].name not in kw:
+        full.pop()
+    return tuple(full), list(range(len(pos))) + [names.index(k) for k in kw]
+
+
+def _through_code(f, r, pos, kw, lead):
+    """J of a call of rule ``r`` (or of Python function ``f`` when r is None) by differentiating its code;
+    ``lead``: the pullback gives the function's own gradient first (J's convention)."""
+    where = list(range(len(pos) + len(kw)))
+    if kw:
+        bound = _positional(r if r is not None else f, pos, kw)
+        if bound is None:
+            raise UnsupportedError(f"a second differentiation through {_name(f)} called with keyword "
+                                   f"arguments is not supported")
+        pos, where = bound
+    if r is None:   # f's generated pullback, f's own gradient first
+        (y, back), pb = J(TRANSFORM[0](f, pos).generic.pb, f, *pos)
+        where = [0] + [i + 1 for i in where]
+        grads = lambda g: (g[1], *_at(g[2:], where[1:], -1))   # noqa: E731
+    else:   # the rule's pullback, one gradient per argument
+        if len(pos) > _MOST:
+            raise UnsupportedError(f"a second differentiation through {_name(f)} with more than {_MOST} "
+                                   f"arguments is not supported")
+        (y, back), pb = J(call_rule, r, pos)
+        where = [-1] + where if lead else where
+        grads = lambda g: (None, *_at(_spread(g[2], len(pos)), where[lead:], 0))   # noqa: E731
+
+    def code_back(d):
+        dy, dback = (None, None) if d is None else d
+        return grads(pb((dy, None if dback is None else getattr(dback, "back", None))))
+    return (y, Pullback(back, where)), code_back
+
+
+def _at(g, where, shift):
+    """The gradients of the call's arguments from those ``g`` of the bound parameters."""
+    return tuple(None if i + shift >= len(g) else g[i + shift] for i in where)
+
+
+def _spread(g, n):
+    return (None,) * n if g is None else tuple(g)
+
+
+# -- rules that declare their pullback ---------------------------------------------------------------------------
+def declared_back(rule, args, kw, back, dy):
+    """``back(dy)``, one gradient per argument of ``rule`` (a rule in LINEAR/MULTILINEAR)."""
+    return (None,) * len(args) if dy is None else tuple(back(dy))
+
+
+def _declared_back_rule(rule, args, kw, back, dy):
+    g = declared_back(rule, args, kw, back, dy)
+
+    def pb(d):
+        ts = (None,) * len(args) if d is None else tuple(dense(t) for t in d[:len(args)])
+        if all(t is None for t in ts):
+            return (None,) * 5
+        if rule in LINEAR:
+            return None, None, None, None, LINEAR[rule](args, kw, ts)
+        ddy, dargs = None, [None] * len(args)
+        for k in MULTILINEAR[rule](args):
+            if ts[k] is None:
+                continue
+            moved = args[:k] + (ts[k],) + args[k + 1:]
+            yk, back_k = rule(*moved, **kw)
+            ddy = acc(ddy, yk)
+            if dy is not None:
+                gk = back_k(dy)
+                for j in MULTILINEAR[rule](args):
+                    if j != k:
+                        dargs[j] = acc(dargs[j], gk[j])
+        return None, tuple(dargs), None, None, ddy
+    return g, pb
+
+
+def _declared(r, pos, kw, lead):
+    """J of a call of a rule in LINEAR/MULTILINEAR, whose pullback is a ``Pullback`` over its arguments
+    (``lead``: in J's convention, the function's own gradient first)."""
+    y, back = r(*pos, **kw)
+    where = list(range(len(pos) + len(kw)))
+
+    def pb(d):
+        dy, dback = (None, None) if d is None else d
+        g = _spread(None if dy is None else back(dy), len(pos))
+        extra = None if dback is None else getattr(dback, "args", None)
+        if extra is not None:
+            g = tuple(acc(a, b) for a, b in zip(g, extra))
+        return (None,) * lead + g + (None,) * len(kw)
+    return (y, Pullback(back, [-1] * lead + where, r, pos, kw)), pb
+
+
+def _declared_rule(r):
+    """The rule of calling declared rule ``r`` itself (generated code calls rules directly)."""
+    def rule(*args, **kw):
+        return _declared(r, args, kw, False)
+    return rule
+
+
+def _rule_of(f):
+    try:
+        return RULES.get(f)
+    except TypeError:
+        return None
+
+
+def _call(f, r, pos, kw):
+    """J of ``f(*pos, **kw)`` (``r`` its rule or None): ``(pair, pullback)`` in J's convention."""
+    if r is not None and (r in LINEAR or r in MULTILINEAR):
+        return _declared(r, pos, kw, True)
+    if r is not None or type(f) is types.FunctionType:
+        return _through_code(f, r, pos, kw, True)
+    raise UnsupportedError(f"a second differentiation through {_name(f)} is not supported")
+
+
+def _name(f):
+    return getattr(f, "__qualname__", None) or repr(f)
+
+
+def _J_rule(f, *args):
+    """J of J (``J(J, f, x)``)."""
+    return _call(f, _rule_of(f), args, {})
+
+
+def _Jkw_rule(names, f, *args):
+    """J of Jkw (``J(Jkw, names, f, *args)``)."""
+    k = len(names)
+    pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
+    if kw.get("out") is not None:
+        raise UnsupportedError("a second differentiation through out= is not supported")
+    pair, pb = _call(f, _rule_of(f), pos, kw)
+    return pair, lambda d: (None, *pb(d))
+
+
+def _Jm_rule(name, kwnames, obj, *args):
+    """J of Jm (``J(Jm, name, kwnames, obj, *args)``): method rules and module functions."""
+    k = len(kwnames)
+    pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
+    if isinstance(obj, types.ModuleType):
+        f = getattr(obj, name)
+        pair, pb = _call(f, _rule_of(f), pos, kw)
+        return pair, lambda d: (None, None, None, *pb(d)[1:])
+    r = method_rule(obj, name)
+    if r is None and (name in NONDIFF_METHODS or not differentiable(obj) and not any(map(differentiable, args))):
+        return Jm(name, kwnames, obj, *args), ZERO   # (no derivative: nor has its pullback)
+    if r is None or (type(obj), name) in BOX_METHODS:
+        why = " (its pullback moves gradients through the box store)" if r is not None else ""
+        raise UnsupportedError(f"a second differentiation through the method {type(obj).__qualname__}.{name} "
+                               f"is not supported{why}")
+    if r in LINEAR or r in MULTILINEAR:
+        pair, pb = _declared(r, (obj, *pos), kw, False)
+    else:
+        pair, pb = _through_code(r, r, (obj, *pos), kw, False)
+        pb = _drop_first(pb)
+    return pair, lambda d: (None, None, *pb(d))
+
+
+def _drop_first(pb):
+    return lambda d: pb(d)[1:]
+
+
+RULES.update({J: _J_rule, Jkw: _Jkw_rule, Jm: _Jm_rule, declared_back: _declared_back_rule, picked: _picked_rule})
+RULES.update({r: _declared_rule(r) for r in [*LINEAR, *MULTILINEAR]})
