@@ -5,6 +5,8 @@ are deterministic whatever the hash seed.
 """
 from __future__ import annotations
 
+from itertools import chain
+
 from .nodes import (
     BINDERS, Access, Affine, Expr, IndexVar, Let, Node, Pred, RelAtom, RelType, SizeVar, Type, Var,
     type_size_vars,
@@ -12,10 +14,7 @@ from .nodes import (
 
 
 def _merge(*groups) -> tuple:
-    out: dict = {}
-    for g in groups:
-        out.update(dict.fromkeys(g))
-    return tuple(out)
+    return tuple(dict.fromkeys(chain.from_iterable(groups)))  # first occurrences, in order
 
 
 def _field_nodes(node: Node):
