@@ -29,6 +29,7 @@ from tensorlang.traversal import free_index_vars
 from . import domains as D
 from .build import build_c, c_flags, load as load_library
 from .c_runtime import BLAS_HELPERS, c_prelude
+from .groups import find_groups
 from .ir import Array, Program, Reduce, Stmt
 from .lower import C_RESERVED
 from .loops import User, loop_nest
@@ -73,9 +74,20 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         if self._entry_text is None:
             body: list[str] = []
             outlined: dict[str, tuple[str, str]] = {}  # the statements' functions: text -> (name, definition)
+            groups = self.groups()
+            done: set[int] = set()
             for stmt in self.prog.stmts:
-                body.append(f"  /* {stmt.target.label} */")
+                if id(stmt) in done:
+                    continue
                 lines: list[str] = []
+                group = groups.get(id(stmt))
+                if group is not None:  # in chunks, in the entry point
+                    body.append(f"  /* {', '.join(s.target.label for s in group.stmts)}: in chunks */")
+                    self.emit_group(group, Scope(lines, 1, self.base_ctx, ()))
+                    body += lines
+                    done |= {id(s) for s in group.stmts}
+                    continue
+                body.append(f"  /* {stmt.target.label} */")
                 self.emit_stmt(stmt, Scope(lines, 1, self.base_ctx, ()))
                 body += self.outlined(stmt, lines, outlined)
             self._entry_text = "\n".join([self.entry_function(body), *(d for _, d in outlined.values())])
@@ -127,6 +139,25 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             self.functions[name] = head + ";"
             functions[key] = (name, head + " {\n" + "\n".join(lines) + "\n}")
         return [f"  {functions[key][0]}({', '.join(sizes + params)});"]
+
+    def groups(self) -> dict:
+        """The statement groups that run in chunks (``codegen.groups``), by their first statement: with
+        a target that runs chunked reductions (C, not CUDA)."""
+        if not self.caps.interchange:
+            return {}
+        scope = Scope([], 1, self.base_ctx, ())
+
+        def chunked(stmt: Stmt):
+            """The reduction of a small target of a long reduction (its length has a size that the
+            target's has not) that runs in chunks."""
+            pred, body = (stmt.body.pred, stmt.body.body) if isinstance(stmt.body, Guard) else (TRUE, stmt.body)
+            if len(stmt.vars) != 1 or not self.interchangeable(pred, body) or \
+                    not self.chunkable(stmt, pred, body, scope):
+                return None
+            sizes = {v.name for d in stmt.target.dims for v, _ in d.terms}
+            return body if any(v.name not in sizes for s in body.sizes for v, _ in s.terms) else None
+
+        return find_groups(self.prog, chunked)
 
     @property
     def entry_names(self) -> tuple[set, set]:
@@ -243,13 +274,19 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             return
         self.emit_gather(stmt, pred, body, scope)
 
-    def emit_gather(self, stmt: Stmt, pred, body, scope: Scope) -> None:
+    def emit_gather(self, stmt: Stmt, pred, body, scope: Scope, window: tuple[str, str] | None = None) -> None:
+        """``T[g] = [P] * body`` (see the module docstring); ``window``: C names ``(lo, hi)``, the points
+        ``lo <= g < hi`` only (``g`` one variable)."""
         arr = stmt.target
         gv = stmt.vars
         names = self.names
         ranges = box(zip(gv, arr.dims))
         dom_all = D.domain(ranges, gv, scope.bound, names)
         dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
+        if window is not None:
+            lo, hi = window
+            cut = isl.Set.read_from_str(D.CTX, f"[{lo}, {hi}] -> {{ [{names.var(gv[0])}] : {lo} <= {names.var(gv[0])} < {hi} }}")
+            dom_all, dom_c = dom_all & cut, dom_c & cut
         dom_z = dom_all - dom_c
         its = [self.fresh("c") for _ in gv]
         pieces = self.split_by_reductions(self.split_by_guards(dom_c, body, gv, scope), body, gv, scope)

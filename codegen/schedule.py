@@ -24,12 +24,14 @@ from tensorlang.predicates import has_relations
 from tensorlang.traversal import free_index_vars
 
 from . import domains as D
-from .ir import Reduce, Stmt
+from .groups import Group
+from .ir import TRUE, Reduce, Stmt
 from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
 
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
-           "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS"]
+           "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
+           "GROUP_BUFFER"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
@@ -40,6 +42,7 @@ REDUCE_CHUNKS = 1024  # the most chunks a reassociated reduction is cut into
 REDUCE_TILE = 2048  # points of the last summed variable per tile of an interchanged reduction (in L1)
 REDUCE_WAYS = 4  # interleaved accumulators of each element of a chunked small-target reduction
 PARTIALS = 8192  # the chunks' partial sums of a chunked small-target reduction (a stack array, 64 KB)
+GROUP_BUFFER = 1 << 15  # the most elements of a group's chunk of its temporary (a stack array, 256 KB)
 
 
 @dataclass
@@ -170,27 +173,37 @@ class Schedule:
         one pass over the signal, its chains of additions independent; the result is the same bits in
         every run with any number of threads.  Used when the target has at least ``lanes`` elements
         (fewer: ``emit_interchanged``)."""
-        (g,), names, arr = stmt.vars, self.names, stmt.target
-        n, gn, chunk, nch, part, q, lo, hi, pq, s = (
-            self.fresh(b) for b in ("len", "gn", "chunk", "nch", "part", "q", "lo", "hi", "pq", "s"))
-        scope.line(f"const int64_t {n} = tl_max(0, {self.trip(tree)});")
-        scope.line(f"const int64_t {gn} = {self.size_product(arr.dims)};")
-        scope.line(f"const int64_t {chunk} = tl_max({REDUCE_CHUNK}, ({n} + {PARTIALS} / tl_max({gn}, 1) - 1) / "
-                   f"({PARTIALS} / tl_max({gn}, 1)));")
-        scope.line(f"const int64_t {nch} = ({n} + {chunk} - 1) / {chunk};")
-        scope.line(f"real {part}[{PARTIALS}];")
+        plan = self.emit_chunk_plan(stmt, tree, scope)
+        q = self.fresh("q")
         if self.caps.openmp:
-            self.parallel_pragma(scope, f"{gn} * {n}", None, "1")
-        scope.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {{")
-        body = scope.child(parallel_ok=False)
-        body.line(f"const int64_t {lo} = {q} * {chunk};")
-        body.line(f"const int64_t {hi} = tl_min({lo} + {chunk}, {n});")
-        body.line(f"real *{pq} = {part} + {q} * {gn};")
-        body.line(f"memset({pq}, 0, sizeof(real) * (size_t){gn});")
+            self.parallel_pragma(scope, f"{plan.gn} * {plan.len}", None, "1")
+        scope.line(f"for (int64_t {q} = 0; {q} < {plan.nch}; {q} += 1) {{")
+        self.emit_chunk(stmt, pred, red, tree, plan, q, scope.child(parallel_ok=False))
+        scope.line("}")
+        self.emit_chunk_sums(stmt, plan, scope)
+
+    def emit_chunk_plan(self, stmt: Stmt, tree: For, scope: Scope) -> "Chunks":
+        """The chunks of ``emit_chunked``: their number and length, and the array of their partial sums."""
+        plan = Chunks(*(self.fresh(b) for b in ("len", "gn", "chunk", "nch", "part")))
+        scope.line(f"const int64_t {plan.len} = tl_max(0, {self.trip(tree)});")
+        scope.line(f"const int64_t {plan.gn} = {self.size_product(stmt.target.dims)};")
+        most = f"tl_max(1, {PARTIALS} / tl_max({plan.gn}, 1))"  # (computed before a group checks gn)
+        scope.line(f"const int64_t {plan.chunk} = tl_max({REDUCE_CHUNK}, ({plan.len} + {most} - 1) / {most});")
+        scope.line(f"const int64_t {plan.nch} = ({plan.len} + {plan.chunk} - 1) / {plan.chunk};")
+        scope.line(f"real {plan.part}[{PARTIALS}];")
+        return plan
+
+    def emit_chunk(self, stmt: Stmt, pred, red: Reduce, tree: For, plan: "Chunks", q: str, scope: Scope) -> None:
+        """Chunk ``q`` of ``emit_chunked``: every element's partial sum over it, into ``part``."""
+        (g,), names, arr = stmt.vars, self.names, stmt.target
+        lo, hi, pq = self.fresh("lo"), self.fresh("hi"), self.fresh("pq")
+        scope.line(f"const int64_t {lo} = {q} * {plan.chunk};")
+        scope.line(f"const int64_t {hi} = tl_min({lo} + {plan.chunk}, {plan.len});")
+        scope.line(f"real *{pq} = {plan.part} + {q} * {plan.gn};")
+        scope.line(f"memset({pq}, 0, sizeof(real) * (size_t){plan.gn});")
         end = f"({tree.init}) + {hi}"
         self.chunk_spans[id(red)] = (For(tree.var, f"({tree.init}) + {lo}", f"{tree.var} < {end}", "1", tree.body), end)
         dom = D.domain(conj(box(zip(stmt.vars, arr.dims)), pred), stmt.vars, scope.bound, names)
-        its = [self.fresh("c")]
 
         def user(node: User, sc: Scope):
             sc.line(f"const int64_t {names.var(g)} = {node.args[0]};")
@@ -199,16 +212,82 @@ class Schedule:
                              parallel_ok=False)
             sc.line(f"{pq}[{names.var(g)}] = {self.expr(red, inner)};")
 
-        nest = loop_nest([("C", dom)], body.ctx, its)
+        nest = loop_nest([("C", dom)], scope.ctx, [self.fresh("c")])
         if nest is not None:
-            self.emit_tree(nest, body, Leaf(user, (g,), red, dom))
+            self.emit_tree(nest, scope, Leaf(user, (g,), red, dom))
         del self.chunk_spans[id(red)]
-        scope.line("}")
-        e, p = self.fresh("e"), self.fresh("p")
-        scope.line(f"for (int64_t {e} = 0; {e} < {gn}; {e} += 1) {{")
+
+    def emit_chunk_sums(self, stmt: Stmt, plan: "Chunks", scope: Scope) -> None:
+        """Each element of the target of ``emit_chunked``: its chunks' partial sums added in order."""
+        e, p, s = self.fresh("e"), self.fresh("p"), self.fresh("s")
+        scope.line(f"for (int64_t {e} = 0; {e} < {plan.gn}; {e} += 1) {{")
         scope.line(f"  real {s} = 0;")
-        scope.line(f"  for (int64_t {p} = 0; {p} < {nch}; {p} += 1) {s} += {part}[{p} * {gn} + {e}];")
-        scope.line(f"  {arr.cname}[{e}] = {s};")
+        scope.line(f"  for (int64_t {p} = 0; {p} < {plan.nch}; {p} += 1) {s} += {plan.part}[{p} * {plan.gn} + {e}];")
+        scope.line(f"  {stmt.target.cname}[{e}] = {s};")
+        scope.line("}")
+
+    def emit_group(self, group: Group, scope: Scope) -> None:
+        """A group (``codegen.groups``) in chunks: chunk ``q`` covers chunk variables ``q * C`` to
+        ``(q + 1) * C - 1`` of every reader (``C`` the reduction's chunk length when a reader is one, else
+        ``REDUCE_CHUNK``); it computes the window of the temporary that those read (the chunk widened by
+        the readers' reach, clipped to the temporary) into a buffer on the stack, then runs the readers
+        on it: the temporary never goes to memory, and every input is read once, from cache.  Chunks are
+        independent (parallel; the reduction's chunks are those of ``emit_chunked``, so its result is the
+        same bits as without the group).  Used when the buffer has at most ``GROUP_BUFFER`` elements,
+        otherwise the statements run one after another."""
+        sc = scope.child()
+        scope.line("{")
+        red = next((r for r in group.readers if r.reduction is not None), None)
+        conds = []
+        if red is not None:
+            tree = self.chunkable(red.stmt, _pred(red.stmt), red.reduction, sc)
+            plan = self.emit_chunk_plan(red.stmt, tree, sc)
+            chunk = plan.chunk
+            conds.append(f"{plan.gn} <= {INTERCHANGE_MAX_TARGET}")
+        else:
+            chunk = self.fresh("chunk")
+            sc.line(f"const int64_t {chunk} = {REDUCE_CHUNK};")
+        starts, exts = [], []
+        for r in group.readers:
+            starts.append(f"({tree.init})" if r is red else "0")
+            exts.append(plan.len if r is red else self.size_product(r.stmt.target.dims))
+        nch, width, q, tlo, thi, buf = (self.fresh(b) for b in ("nch", "width", "q", "tlo", "thi", "buf"))
+        sc.line(f"const int64_t {nch} = {_fold('tl_max', [f'({e} + {chunk} - 1) / {chunk}' for e in exts])};")
+        low = _fold("tl_min", [f"{s} + {self.affine(a)}" for s, r in zip(starts, group.readers) for a in r.reach[0]])
+        high = _fold("tl_max", [f"{s} + {self.affine(a)}" for s, r in zip(starts, group.readers) for a in r.reach[1]])
+        sc.line(f"const int64_t {width} = {chunk} + tl_max(0, ({high}) - ({low}));")
+        sc.line(f"if ({' && '.join(conds + [f'{width} <= {GROUP_BUFFER}'])}) {{")
+        inner = sc.child()
+        work = " + ".join(f"{self.size_product(s.target.dims)} * ({self.body_work(s.body)})" for s in group.stmts)
+        if self.caps.openmp:
+            self.parallel_pragma(inner, work, None, "1")
+        inner.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {{")
+        body = inner.child(parallel_ok=False)
+        base = f"{q} * {chunk}"
+        body.line(f"const int64_t {tlo} = tl_max(0, {base} + ({low}));")
+        body.line(f"const int64_t {thi} = tl_min({self.affine(group.producer.target.dims[0])}, "
+                  f"{base} + {chunk} + ({high}));")
+        body.line(f"real {buf}[{width}];")
+        body.line(f"real *const {group.producer.target.cname} = {buf} - {tlo};")
+        body.line(f"/* {group.producer.target.label} */")
+        self.emit_gather(group.producer, *_pred_body(group.producer), body, window=(tlo, thi))
+        for r, ext in zip(group.readers, exts):
+            body.line(f"/* {r.stmt.target.label} */")
+            if r is red:
+                body.line(f"if ({base} < {plan.len}) {{")
+                self.emit_chunk(r.stmt, _pred(r.stmt), r.reduction, tree, plan, q, body.child())
+                body.line("}")
+            else:
+                lo, hi = self.fresh("lo"), self.fresh("hi")
+                body.line(f"const int64_t {lo} = {base}, {hi} = tl_min({base} + {chunk}, {ext});")
+                self.emit_gather(r.stmt, *_pred_body(r.stmt), body, window=(lo, hi))
+        inner.line("}")
+        if red is not None:
+            self.emit_chunk_sums(red.stmt, plan, inner)
+        sc.line("} else {")
+        for s in group.stmts:
+            self.emit_stmt(s, sc.child())
+        sc.line("}")
         scope.line("}")
 
     def emit_ways(self, span: For, end: str, scope: Scope, leaf: Leaf, acc: str, lanes: int) -> None:
@@ -507,6 +586,32 @@ class Schedule:
         red = f" reduction(+:{reduction})" if reduction else ""
         sched = f"dynamic, {chunk}" if chunk is not None else "static"
         scope.line(f"#pragma omp parallel for schedule({sched}){red} if(({work}) >= {PARALLEL_WORK})")
+
+
+@dataclass
+class Chunks:
+    """The C names of ``emit_chunked``'s plan: the reduction's length, the target's size, the chunks'
+    length and number, and the array of their partial sums."""
+
+    len: str
+    gn: str
+    chunk: str
+    nch: str
+    part: str
+
+
+def _pred_body(stmt: Stmt):
+    """A statement's guard and body (``TRUE`` when it has none)."""
+    return (stmt.body.pred, stmt.body.body) if isinstance(stmt.body, Guard) else (TRUE, stmt.body)
+
+
+def _pred(stmt: Stmt):
+    return _pred_body(stmt)[0]
+
+
+def _fold(fn: str, terms: list[str]) -> str:
+    """``fn(a, fn(b, ...))`` of C expressions (a binary macro such as ``tl_max``)."""
+    return terms[0] if len(terms) == 1 else f"{fn}({terms[0]}, {_fold(fn, terms[1:])})"
 
 
 def _pairwise(terms: list[str]) -> str:

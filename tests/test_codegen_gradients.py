@@ -183,6 +183,8 @@ out = [tl.compile(tl.parse("x : [n]R\\nsum(i:n) exp(x[i])"))(x=x),
        tl.compile(tl.parse("x : [n]R\\ny : [n]R\\nsum(i:n) x[i] * y[i]"))(x=x, y=y),
        tl.compile(deconv)(x=x, c=c, z=z)]
 out += list(tl.compile(tl.grad(deconv, "c"))(x=x, c=c, z=z))  # 16 sums of length n, in chunks
+dc, dx = tl.compile(tl.grad(deconv, ["c", "x"]))(x=x, c=c, z=z)  # a group: dX, dc and dx in chunks
+out += list(dc) + [float(np.frombuffer(dx.tobytes(), dtype=np.int64).sum() % 1000003)]
 print(repr([float(v) for v in out]))
 """
 
@@ -208,19 +210,20 @@ def test_reassociated_sums_agree_with_the_evaluator(n):
 
 
 @pytest.mark.parametrize("m", [5, 16, 17])
-@pytest.mark.parametrize("n", [0, 1, 4, 5, 6, 4095, 3 * 4096 + 5])
+@pytest.mark.parametrize("n", [0, 1, 4, 5, 6, 4095, 4096, 4097, 3 * 4096 + 5])
 def test_small_target_reductions_run_in_chunks(n, m):
     """dc[k] = sum(i:n) dX[i] * x[i + k] (the deconvolution's gradient in c) for m >= 8: chunks of i,
     each element summed in 4 interleaved ways (full lane blocks of k and the k left over), the chunks
-    added in order (m = 5: the interchanged form); at the sizes where chunks, ways, blocks and
-    remainders appear and vanish, against the evaluator."""
+    added in order (m = 5: the interchanged form, except beside dX); with the residual dX computed
+    chunk by chunk beside it (and beside dx, the gradient in x): at the sizes where chunks, ways,
+    blocks, remainders and the windows of dX appear and vanish, against the evaluator."""
     e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
     r = np.random.default_rng(n + m)
     ins = {"x": r.standard_normal(n + m - 1), "c": r.standard_normal(m), "z": r.standard_normal(n)}
-    for wrt in ("c", ["c", "x"]):
+    for wrt in ("c", "x", ["c", "x"]):
         g = tl.grad(e, wrt)
         k = tl_compile(g)
-        assert "tl_part" in k.source
+        assert "in chunks" in k.source and ("tl_part" in k.source or wrt == "x")
         assert close(k(**ins), tl.evaluate(g, **ins)), wrt
 
 
@@ -241,3 +244,41 @@ def test_chunked_reductions_are_the_same_bits_with_and_without_lane_blocking():
         CEmitter.lanes = LANES
     assert "tl_lacc" not in plain.source
     assert np.array_equal(plain(**ins), blocked)
+
+
+GROUPS = {  # a temporary read by gathers at a window of its index, and by a reduction into a small target
+    # (name: source, inputs, the input to differentiate in when the program is a scalar)
+    "conv read twice": ("x : [n + 2]R\nc : [3]R\nlet f = gen(i:n) sum(j:3) x[i + j] * c[j] in "
+                        "gen(k:n) sum(j:3) [j <= k] * f[k - j] * exp(f[k])", ["x", "c"], None),
+    "tanh deconvolution": ("x : [n + 2]R\nc : [3]R\nlet f = gen(i:n) tanh(sum(j:3) x[i + j] * c[j]) in "
+                           "sum(i:n) f[i] * f[i] * x[i]", ["x", "c"], ["x", "c"]),
+    "forward window": ("x : [n + 4]R\nlet f = gen(i:n + 4) sum(j:2) tanh(x[i]) * x[i] in "
+                       "(gen(k:n) sum(j:5) f[k + j] * f[k + j], gen(g:4) sum(i:n) f[i + g] * x[i])", ["x"], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GROUPS))
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4095, 4096, 4097, 2 * 4096 + 3])
+def test_temporaries_computed_in_chunks_with_their_readers(name, n):
+    """Programs whose temporary is read in windows (behind and ahead of the chunk) by gathers and by a
+    chunked reduction: the group's result (and its gradient's) equals the evaluator's."""
+    src, inputs, wrt = GROUPS[name]
+    e = tl.parse(src)
+    r = np.random.default_rng(n)
+    sizes = {"x": n + (2 if "n + 2]R" in src else 4), "c": 3}
+    ins = {a: r.standard_normal(sizes[a]) for a in inputs}
+    for prog in (e,) if wrt is None else (e, tl.grad(e, wrt)):
+        k = tl_compile(prog)
+        assert close(k(**ins), tl.evaluate(prog, **ins)), (name, n)
+
+
+def test_a_group_whose_chunks_are_too_long_runs_statement_by_statement():
+    """n = 1.1e6, m = 256: the reduction's 32 chunks are longer than the group's buffer, so dX, dc and
+    dx run one after another; against NumPy's correlations."""
+    e = tl.grad(tl.parse((EXAMPLES / "deconv_loss.tl").read_text()), ["c", "x"])
+    r = np.random.default_rng(5)
+    n, m = 1_100_000, 256
+    x, c, z = r.standard_normal(n + m - 1), r.standard_normal(m), r.standard_normal(n)
+    dX = 2 * (np.correlate(x, c, "valid") - z)
+    dc, dx = tl_compile(e)(x=x, c=c, z=z)
+    assert close(dc, np.correlate(x, dX, "valid")) and close(dx, np.convolve(dX, c, "full"))

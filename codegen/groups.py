@@ -1,0 +1,128 @@
+"""Chunked statement groups: a 1-D temporary computed chunk by chunk together with the statements that
+read it, so that it never goes through memory.
+
+A group is a statement ``T[t] = ...`` whose target is a 1-D temporary, followed by the statements that
+read ``T`` (the ones right after it; no later statement reads ``T``).  Each reader is either
+
+* a gather ``U[k] = ...`` over one variable ``k`` (its *chunk variable*), or
+* a small-target reduction that ``Schedule.emit_chunked`` runs in chunks of its summed variable ``r``
+  (the chunk variable), ``U[g] = sum(r) ...``,
+
+and reads ``T`` only at ``T[v + rest]``, ``v`` its chunk variable and ``rest`` affine in the sizes and in
+variables of known extents (the sums around the access; ``g`` of a reduction).  So a chunk of the readers'
+chunk variables reads a window of ``T`` whose bounds are those of the chunk widened by the lowest and the
+highest ``rest`` (``Reader.reach``): the group's chunks compute that window of ``T`` into a small buffer
+and run the readers on it (``Schedule.emit_group``).  The gradient of the deconvolution loss in
+``(c, x)``: ``dX`` (the residual), ``dc`` (a reduction reading ``dX[i]``) and ``dx`` (a gather reading
+``dX[k - i]``, ``0 <= i < m``) in one pass over the signal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorlang.nodes import Access, Affine, Expr, IndexVar, Proj
+
+from .ir import Program, Reduce, Stmt, path_of
+
+__all__ = ["Group", "Reader", "find_groups"]
+
+
+@dataclass
+class Reader:
+    """A statement of a group that reads its temporary: ``var`` its chunk variable, ``reduction`` the
+    reduction that runs in chunks (``None`` for a gather), ``reach`` the lowest and highest ``rest`` of
+    its reads ``T[var + rest]`` (affine in the sizes)."""
+
+    stmt: Stmt
+    var: IndexVar
+    reduction: Reduce | None
+    reach: tuple[Affine, Affine]
+
+
+@dataclass
+class Group:
+    producer: Stmt
+    readers: list[Reader]
+
+    @property
+    def stmts(self) -> list[Stmt]:
+        return [self.producer] + [r.stmt for r in self.readers]
+
+
+def find_groups(prog: Program, chunked) -> dict[int, Group]:
+    """The groups of ``prog`` by the ``id`` of their first statement; ``chunked(stmt)``: the reduction
+    that ``emit_chunked`` would run in chunks for ``stmt`` (or ``None``)."""
+    out: dict[int, Group] = {}
+    stmts = prog.stmts
+    for k, p in enumerate(stmts):
+        t = p.target
+        if t.kind != "temp" or len(t.dims) != 1 or len(p.vars) != 1 or p.contraction is not None:
+            continue
+        readers = [j for j in range(k + 1, len(stmts)) if _reads(stmts[j].body, t.key)]
+        if not readers or readers != list(range(k + 1, k + 1 + len(readers))):
+            continue
+        targets = [stmts[j].target.key for j in readers]
+        found = [_reader(stmts[j], t.key, chunked(stmts[j]), targets) for j in readers]
+        if all(r is not None for r in found) and sum(r.reduction is not None for r in found) <= 1:
+            out[id(p)] = Group(p, found)
+    return out
+
+
+def _reader(stmt: Stmt, tvar, red: Reduce | None, targets) -> Reader | None:
+    """``stmt`` as a reader of ``tvar`` (``None`` when it cannot be one)."""
+    if len(stmt.vars) != 1 or len(stmt.target.dims) != 1 or stmt.contraction is not None:
+        return None
+    if any(key is not None and _reads(stmt.body, key) for key in targets):  # the readers do not read one another
+        return None
+    if red is not None:
+        var, extents = red.vars[0], {id(stmt.vars[0]): stmt.target.dims[0]}
+    else:
+        var, extents = stmt.vars[0], {}
+    lows, highs = [], []
+    for idx, ext in _accesses(stmt.body, tvar, extents):
+        if idx is None or dict(idx.terms).get(var) != 1:
+            return None
+        low = high = Affine.const_(idx.const)
+        for v, c in idx.terms:
+            if v is var:
+                continue
+            if not isinstance(v, IndexVar):  # a size
+                low, high = low + Affine.var(v) * c, high + Affine.var(v) * c
+            elif id(v) in ext:
+                span = (ext[id(v)] - 1) * c
+                low, high = (low + span, high) if c < 0 else (low, high + span)
+            else:
+                return None
+        lows.append(low)
+        highs.append(high)
+    return Reader(stmt, var, red, (lows, highs)) if lows else None
+
+
+def _reads(body: Expr, key) -> bool:
+    return any(True for _ in _accesses(body, key, {}))
+
+
+def _accesses(body: Expr, key, extents: dict):
+    """``(index, extents)`` for each access ``key[index]`` in ``body`` (``key`` a 1-D array's variable):
+    the extents of the variables of the sums around it (and of ``extents``), by ``id``; ``(None, ...)``
+    for any other use of ``key``."""
+    stack = [(body, extents)]
+    seen = set()
+    while stack:
+        e, ext = stack.pop()
+        if e is key:
+            yield None, ext
+        if not isinstance(e, Expr) or (id(e), id(ext)) in seen:
+            continue
+        seen.add((id(e), id(ext)))
+        if isinstance(e, (Access, Proj)):
+            p = path_of(e)
+            if p is not None and p[0] is key:
+                yield (p[2][0] if len(p[2]) == 1 and not p[1] else None), ext
+                continue
+        if isinstance(e, Reduce):
+            ext = {**ext, **{id(v): s for v, s in zip(e.vars, e.sizes)}}
+            stack.append((e.body, ext))
+            continue
+        for c in e.children:  # operands, and the arguments of a call (a tuple)
+            stack.extend((w, ext) for w in (c if isinstance(c, tuple) else (c,)))
