@@ -97,6 +97,7 @@ CASES = {
     "einsum_ij_jk": with_shapes(lambda a, b: np.einsum("ij,jk->ik", a, b), [((2, 3), (3, 4))]),
     "einsum_bij_bjk": with_shapes(lambda a, b: np.einsum("bij,bjk->bik", a, b), [((2, 2, 3), (2, 3, 2))]),
     "einsum_sum": with_shapes(lambda a: np.einsum("ij->j", a), [((3, 2),)]),
+    "einsum_chain": with_shapes(lambda a, b: np.einsum("ij,jk,kl->il", a, b, a.T), [((2, 3), (3, 3))]),
     "einsum_implicit": with_shapes(lambda a, b: np.einsum("i,i", a, b), [((3,), (3,))]),
     "inner": with_shapes(np.inner, [((3,), (3,)), ((2, 3), (4, 3))]),
     "outer": with_shapes(np.outer, [((3,), (2,))]),

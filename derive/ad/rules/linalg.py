@@ -38,7 +38,9 @@ def _einsum(spec, *ops, **kw):
             others = [s for i, s in enumerate(inputs) if i != k]
             known = set(out).union(*others)
             kept = "".join(c for c in sub if c in known)
-            g = np.einsum(f"{','.join([out] + others)}->{kept}", dy, *(o for i, o in enumerate(ops) if i != k))
+            # three operands or more: NumPy's pairwise (BLAS) order, not one loop over every index
+            g = np.einsum(f"{','.join([out] + others)}->{kept}", dy, *(o for i, o in enumerate(ops) if i != k),
+                          optimize=len(others) > 1)
             shape = np.shape(ops[k])
             g = np.broadcast_to(np.expand_dims(g, tuple(i for i, c in enumerate(sub) if c not in known)), shape)
             grads.append(np.array(g) if np.ndim(ops[k]) else g[()])
