@@ -372,6 +372,10 @@ def J(f, *args):
     if t is types.MethodType:
         y, back = J(f.__func__, f.__self__, *args)
         return y, lambda dy: _method_grads(back(dy))
+    owner = getattr(f, "__self__", None)
+    if t is types.BuiltinMethodType and owner is not None and type(owner) is not types.ModuleType:
+        y, back = Jm(f.__name__, (), owner, *args)   # a bound method of a builtin type, e.g. x.sum
+        return y, lambda dy: _method_grads((None, *back(dy)))
     if in_table(f, NONDIFF):
         return f(*args), ZERO
     if isinstance(f, type):
@@ -549,7 +553,7 @@ def Jm(name, kwnames, obj, *args):
         y, back = Jkw(kwnames, f, *args) if kwnames else J(f, *args)
         return y, lambda dy: back(dy)
     attr = inspect.getattr_static(obj, name, None)
-    if isinstance(attr, types.FunctionType) and name in getattr(obj, "__dict__", ()):   # not a method
+    if callable(attr) and name in getattr(obj, "__dict__", ()):   # a callable the object holds, not a method
         y, back = Jkw(kwnames, attr, *args) if kwnames else J(attr, *args)
         return y, lambda dy: (lambda g: (None if g[0] is None else field_grad(obj, name, g[0]), *g[1:]))(back(dy))
     if isinstance(attr, types.FunctionType):

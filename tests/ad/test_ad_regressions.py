@@ -1,7 +1,8 @@
 """Gradients that once came back wrong without an error, each checked against central differences:
 arrays written into after they were made by a constructor, constructors with differentiable arguments,
 broadcast matrix products, functions told apart by their code object, dtypes kept, builtins over
-arrays, and closures made in a loop."""
+arrays, closures made in a loop, and callables that carry state: an object holding a callable object,
+a bound method kept in a variable."""
 import importlib
 import sys
 import textwrap
@@ -105,6 +106,41 @@ def test_float32_gradients_stay_float32():
                                lambda x: sorted(x)[0] * 2 + sorted(x)[2], lambda x: max(x) * min(x),
                                lambda x: sum(v * i for i, v in enumerate(x)), lambda x: list(reversed(x))[0]])
 def test_builtins_over_arrays(f, check):
+    check(f, X3.copy())
+
+
+class _Holder:
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, v):
+        return self.f(v)
+
+    def scaled(self, v):
+        return self.f(v) * 2.0
+
+
+def _held_twice(x):
+    return _Holder(_Holder(lambda dy: dy * x[0] * x[1]))(2)   # an int argument: only the state varies
+
+
+def _held_twice_float(x):
+    return _Holder(_Holder(lambda dy: dy * x[0] * x[1]))(2.0)
+
+
+def _bound_python_method(x):
+    scaled = _Holder(lambda v: v * x[0] * x[2]).scaled
+    return scaled(3)
+
+
+def _bound_array_method(x):
+    total = x.sum
+    dot = x.dot
+    return total() * dot(np.array([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("f", [_held_twice, _held_twice_float, _bound_python_method, _bound_array_method])
+def test_callables_that_carry_state(f, check):
     check(f, X3.copy())
 
 

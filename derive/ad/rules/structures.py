@@ -14,7 +14,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, basic_index, dense
 from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES, STORE, ZERO,
-                       acc, box_grad, field_grad, is_complex, own, register, unbroadcast)
+                       acc, box_grad, field, field_grad, is_complex, own, register, unbroadcast)
 from .layout import concatenator_getitem
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
@@ -120,9 +120,15 @@ def getattr_(obj, name):
         y, back = J(static.fget, obj)
         return y, lambda dy: back(dy)[1:]
     y = getattr(obj, name)
-    if isinstance(obj, types.ModuleType) or callable(y) and not isinstance(y, types.FunctionType):
+    if isinstance(obj, types.ModuleType) or isinstance(y, type):
         return y, ZERO
+    if getattr(y, "__self__", None) is obj:   # a bound method: its gradient's __self__ is obj's
+        return y, _bound_method_back
     return y, lambda dy: (None,) if dy is None else (field_grad(obj, name, dy),)
+
+
+def _bound_method_back(dy):
+    return (field(dy, "__self__"),)
 
 
 def _array_attr(x, name):
@@ -130,7 +136,8 @@ def _array_attr(x, name):
         return x.T, lambda dy: (None if dy is None else np.transpose(dy),)
     if name == "real":
         return x.real, lambda dy: (dy,)
-    return getattr(x, name), ZERO
+    y = getattr(x, name)
+    return y, (_bound_method_back if getattr(y, "__self__", None) is x else ZERO)
 
 
 def setattr_(obj, name, val):
