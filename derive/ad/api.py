@@ -217,7 +217,8 @@ class _GradSpecialisation:
             picks, dys = ((pick,), (dy,)) if isinstance(pick, int) else (pick, dy)
             for i, d in zip(picks, dys):
                 full[i] = d
-            return (None, *back(tuple(full))[2:])
+            _, df, *dargs = back(tuple(full))
+            return (None if df is None else types.SimpleNamespace(_ad_f=df), *dargs)
 
         return y, back_picked
 
@@ -392,6 +393,17 @@ def hook(fn, x):
 
 
 # -- rules of the API itself -------------------------------------------------------------------------------
+def _grad_rule(f, argnums=0):
+    """``grad(f)`` made inside a differentiated function: the gradient that reaches the function it
+    returns (through ``_GradSpecialisation``) is the gradient of ``f``, e.g. of the variables it closes over."""
+    return grad(f, argnums), lambda dg: (None if dg is None else getattr(dg, "_ad_f", None),)
+
+
+def _value_and_grad_rule(f, argnums=0):
+    raise UnsupportedError("ad.value_and_grad(f) inside a function being differentiated is not supported: "
+                           "call f(...) and ad.grad(f)(...) there")
+
+
 def _checkpoint_rule(f, *args):
     y = f(*args)
     return y, lambda dy: J(f, *args)[1](dy)
@@ -442,7 +454,8 @@ def _fngrad_rule(f, values):
 
 RULES.update({
     HELPERS["_ad_deref"]: _deref_rule, HELPERS["_ad_fngrad"]: _fngrad_rule,
-    checkpoint: _checkpoint_rule, hook: _hook_rule, gradient: _gradient_rule,
+    checkpoint: _checkpoint_rule, hook: _hook_rule, gradient: _gradient_rule, grad: _grad_rule,
+    value_and_grad: _value_and_grad_rule,
     HELPERS["_ad_acc"]: lambda a, b: (acc(a, b), lambda dy: (dy, dy)),
     HELPERS["_ad_addn"]: lambda d, g: (d if g is None else d + g, lambda dy: (dy, None if g is None else dy)),
     HELPERS["_ad_acci"]: lambda v, d, c: (HELPERS["_ad_acci"](v, d, c), lambda dy: (None, dy, dy)),

@@ -1,5 +1,5 @@
 """``tensorlang.ad`` with JAX's shape: ``ad.grad(f, argnums)`` gives the gradient itself (a tuple for a
-tuple of argnums), ``ad.value_and_grad``, ``ad.grad(ad.grad(h))``, an error for a non-scalar output, a
+tuple of argnums), ``ad.value_and_grad``, ``ad.grad(ad.grad(h))``, ``ad.grad`` called inside a differentiated function, an error for a non-scalar output, a
 gradient SciPy can use as ``jac``; and errors that show the user's own file and line, not the library's."""
 import math
 import traceback
@@ -57,6 +57,24 @@ def test_grad_composes_into_a_second_derivative():
     assert ad.grad(ad.grad(lambda x: math.exp(2.0 * x)))(0.3) == pytest.approx(4 * math.exp(0.6))
     with pytest.raises(UnsupportedError, match="second derivatives"):
         ad.grad(ad.grad(ad.grad(cube)))(1.0)
+
+
+def _central(f, x, h=1e-5):
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+def _grad_inside(x):
+    inner = lambda y, z: x * x * y * y * z   # noqa: E731  (closes over x)
+    return ad.grad(inner, argnums=1)(2.0, 5.0) + ad.grad(inner)(1.0, 3.0)
+
+
+def test_grad_made_inside_a_differentiated_function_passes_gradients_to_what_it_closes_over():
+    for x in (3.0, -0.7):
+        assert ad.gradient(_grad_inside, x)[0] == pytest.approx(_central(_grad_inside, x), rel=1e-7)
+    outer = lambda c: ad.grad(lambda y: c * c * y * y)(1.0)   # noqa: E731  (2 c^2)
+    assert ad.grad(outer)(3.0) == pytest.approx(12.0)
+    with pytest.raises(UnsupportedError, match="value_and_grad"):
+        ad.gradient(lambda x: ad.value_and_grad(lambda y: x * y)(2.0)[1], 1.0)
 
 
 def test_scipy_minimize_takes_ad_grad_as_jac():
