@@ -63,10 +63,12 @@ class BlockAdjoint:
             self.lines.append(f"{d} = _ad_acci({self.ref(v)}, {d}, {expr})")
 
     def dy(self, ins) -> str:
-        """The gradient of ``ins`` at its definition, fetched once into ``_dy<n>`` (box-aware)."""
+        """The gradient of ``ins`` at its definition, fetched once into ``_dy<n>`` (box-aware: a variable
+        the function closes over leaves its box's gradient in the store, for the code that made the box)."""
         d = f"_d{ins.id}"
         if ins.kind == ANY or ins.kind == ARR and not self.g.boxfree:
-            self.lines.append(f"_e = _ad_take({self.ref(ins)}, {d})")
+            take = "_ad_takef" if ins.op == "deref" else "_ad_take"
+            self.lines.append(f"_e = {take}({self.ref(ins)}, {d})")
         else:
             self.lines.append(f"_e = {d}")
         if self.loop:

@@ -460,5 +460,6 @@ RULES.update({
     HELPERS["_ad_addn"]: lambda d, g: (d if g is None else d + g, lambda dy: (dy, None if g is None else dy)),
     HELPERS["_ad_acci"]: lambda v, d, c: (HELPERS["_ad_acci"](v, d, c), lambda dy: (None, dy, dy)),
     HELPERS["_ad_take"]: lambda v, d: (HELPERS["_ad_take"](v, d), lambda dy: (None, dy)),
+    HELPERS["_ad_takef"]: lambda v, d: (HELPERS["_ad_takef"](v, d), lambda dy: (None, dy)),
     HELPERS["_ad_like"]: lambda x, g: (HELPERS["_ad_like"](x, g), lambda dy: (None, dy)),
 })

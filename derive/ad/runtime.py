@@ -296,6 +296,16 @@ def take(v, d):
     return d
 
 
+def take_captured(v, d):
+    """The gradient of ``v`` read from a closure's cell, for the closure's own gradient: the local ``d``.
+    The gradient of a box (or of a view of one) stays in the store, where the code that made the box takes
+    it after every call of the closure that wrote into it has run its pullback."""
+    s = STORE[0]
+    if s.boxes and (id(v) in s.boxes or _view_of_box(v) is not None):
+        return dense(d)
+    return take(v, d)
+
+
 # -- J: a call and its pullback ----------------------------------------------------------------------------
 RULES: dict = {}           # function -> rule(*args) returning (y, back); back(dy) -> argument gradients
 METHOD_RULES: dict = {}    # (type, name) -> rule(obj, *args) returning (y, back); back -> (dobj, *dargs)
@@ -570,7 +580,7 @@ def Jm(name, kwnames, obj, *args):
 
 
 HELPERS = {
-    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
+    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take, "_ad_takef": take_captured,
     "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
     "_ad_snap": snap, "_ad_like": like, "_ad_addat": add_at,
     "_ad_ents": entries, "_ad_withents": with_entries, "_ad_f64": np.float64,

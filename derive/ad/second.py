@@ -167,6 +167,7 @@ def _no_boxes(f):
 
 JVP_RULES.update({
     HELPERS["_ad_take"]: _no_boxes(lambda a, t: (a[1], t[1])),
+    HELPERS["_ad_takef"]: _no_boxes(lambda a, t: (a[1], t[1])),
     HELPERS["_ad_acci"]: _no_boxes(lambda a, t: (acc(a[1], a[2]), acc(t[1], t[2]))),
     HELPERS["_ad_setitem"]: _no_boxes(None), HELPERS["_ad_setattr"]: _no_boxes(None),
 })

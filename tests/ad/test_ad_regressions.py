@@ -1,8 +1,8 @@
 """Gradients that once came back wrong without an error, each checked against central differences:
 arrays written into after they were made by a constructor, constructors with differentiable arguments,
 broadcast matrix products, functions told apart by their code object, dtypes kept, builtins over
-arrays, closures made in a loop, and callables that carry state: an object holding a callable object,
-a bound method kept in a variable."""
+arrays, closures made in a loop, callables that carry state (an object holding a callable object, a
+bound method kept in a variable), and closures that write into an object they close over."""
 import importlib
 import sys
 import textwrap
@@ -141,6 +141,49 @@ def _bound_array_method(x):
 
 @pytest.mark.parametrize("f", [_held_twice, _held_twice_float, _bound_python_method, _bound_array_method])
 def test_callables_that_carry_state(f, check):
+    check(f, X3.copy())
+
+
+def _closure_writes_item(x):
+    acc = [0.0]
+
+    def add(v):
+        acc[0] = acc[0] + v * v
+
+    for v in x:
+        add(v)
+    return acc[0] * x[0]
+
+
+def _closure_appends(x):
+    seen = []
+
+    def keep(v):
+        seen.append(np.sin(v))
+
+    keep(x[0])
+    keep(x[1] * x[2])
+    return sum(seen) * seen[0]
+
+
+class _State:
+    def __init__(self, total):
+        self.total = total
+
+
+def _closure_writes_attribute(x):
+    state = _State(x[2])
+
+    def add(v):
+        state.total = state.total * v
+
+    add(x[0])
+    add(x[1])
+    return state.total
+
+
+@pytest.mark.parametrize("f", [_closure_writes_item, _closure_appends, _closure_writes_attribute])
+def test_closures_that_write_into_what_they_close_over(f, check):
     check(f, X3.copy())
 
 
