@@ -104,9 +104,17 @@ def test_float32_gradients_stay_float32():
 
 @pytest.mark.parametrize("f", [lambda x: max(x), lambda x: min(x), lambda x: sum(list(x)),
                                lambda x: sorted(x)[0] * 2 + sorted(x)[2], lambda x: max(x) * min(x),
-                               lambda x: sum(v * i for i, v in enumerate(x)), lambda x: list(reversed(x))[0]])
+                               lambda x: sum(v * i for i, v in enumerate(x)), lambda x: list(reversed(x))[0],
+                               lambda x: min(x, key=lambda v: (v - 0.5) ** 2) * max(list(x), key=abs)])
 def test_builtins_over_arrays(f, check):
     check(f, X3.copy())
+    tangent = np.array([1.0, 10.0, 100.0])
+    assert ad.jvp(f, (X3.copy(),), (tangent,))[1] == pytest.approx(ad.gradient(f, X3.copy())[0] @ tangent)
+
+
+def test_a_norm_other_than_the_euclidean_one_is_refused():
+    with pytest.raises(UnsupportedError, match="np.linalg.norm only with the default ord"):
+        ad.gradient(lambda x: np.linalg.norm(x, 1), X3.copy())
 
 
 class _Holder:

@@ -31,13 +31,17 @@ def _sum(xs, start=0):
     return y, lambda dy: ((tuple(grads(dy)) if kind is tuple else grads(dy)), dy)
 
 
+def ranking(items, key):
+    """What min/max compare the positions of ``items`` by: the items, or ``key`` of them (the key only
+    chooses which item is the result, so it is called on the values and not differentiated)."""
+    return items.__getitem__ if key is None else lambda i: key(items[i])
+
+
 def _extremum(pick):
     def rule(*xs, key=None):
-        if key is not None:
-            raise TypeError("min/max with key= is not differentiable by tensorlang.ad")
         seq = xs[0] if len(xs) == 1 else xs
         items = list(seq)
-        i = pick(range(len(items)), key=items.__getitem__)
+        i = pick(range(len(items)), key=ranking(items, key))
         y = items[i]
         n = len(items)
 

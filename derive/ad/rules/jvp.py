@@ -20,11 +20,13 @@ import types
 
 import numpy as np
 
+from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
+from .builtins import ranking
 from .complexes import CMATH
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .operators import DUNDER, NUMERIC_GRADS, PYOP, is_numeric
@@ -220,7 +222,7 @@ def _densify(t, x):
 
 def _norm(args, ts, ord=None, axis=None):
     if ord is not None or axis is not None:
-        raise TypeError("tensorlang.ad differentiates np.linalg.norm only with the default ord and axis")
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm only with the default ord and axis")
     x = args[0]
     y = np.linalg.norm(x)
     return y, None if ts[0] is None else float(np.real(np.vdot(np.asarray(x), ts[0]))) / y
@@ -241,11 +243,9 @@ def _sum(args, ts):
 
 def _pick(pick):
     def rule(args, ts, key=None):
-        if key is not None:
-            raise TypeError("min/max with key= is not differentiable by tensorlang.ad")
         seq, tseq = (args[0], ts[0]) if len(args) == 1 else (args, ts)
         items = list(seq)
-        i = pick(range(len(items)), key=items.__getitem__)
+        i = pick(range(len(items)), key=ranking(items, key))
         return items[i], None if tseq is None else tseq[i]
     return rule
 

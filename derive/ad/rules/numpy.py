@@ -393,7 +393,7 @@ def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
 
 def _norm(x, ord=None, axis=None):
     if ord is not None or axis is not None:
-        raise TypeError("tensorlang.ad differentiates np.linalg.norm only with the default ord and axis")
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm only with the default ord and axis")
     y = np.linalg.norm(x)
     return y, lambda dy: (dy * np.asarray(x) / y, None, None)
 
