@@ -54,11 +54,15 @@ def find_groups(prog: Program, chunked) -> dict[int, Group]:
     that ``emit_chunked`` would run in chunks for ``stmt`` (or ``None``)."""
     out: dict[int, Group] = {}
     stmts = prog.stmts
+    mentioned: dict[int, list[int]] = {}  # id of a node -> the statements whose bodies may read it
+    for j, s in enumerate(stmts):
+        for m in _mentions(s.body):
+            mentioned.setdefault(m, []).append(j)
     for k, p in enumerate(stmts):
         t = p.target
         if t.kind != "temp" or len(t.dims) != 1 or len(p.vars) != 1 or p.contraction is not None:
             continue
-        readers = [j for j in range(k + 1, len(stmts)) if _reads(stmts[j].body, t.key)]
+        readers = [j for j in mentioned.get(id(t.key), ()) if j > k and _reads(stmts[j].body, t.key)]
         if not readers or readers != list(range(k + 1, k + 1 + len(readers))):
             continue
         targets = [stmts[j].target.key for j in readers]
@@ -100,6 +104,24 @@ def _reader(stmt: Stmt, tvar, red: Reduce | None, targets) -> Reader | None:
 
 def _reads(body: Expr, key) -> bool:
     return any(True for _ in _accesses(body, key, {}))
+
+
+def _mentions(body: Expr) -> set[int]:
+    """The ids of the nodes of ``body`` that ``_accesses`` visits, and of their subtrees but a sum's
+    guard: every ``key`` that ``_reads(body, key)`` may find (a superset, computed once per statement so
+    that finding a temporary's readers does not walk every later statement)."""
+    out: set[int] = set()
+    stack = [body]
+    while stack:
+        e = stack.pop()
+        if id(e) in out:
+            continue
+        out.add(id(e))
+        if not isinstance(e, Expr):
+            continue
+        for c in ((e.body,) if isinstance(e, Reduce) else e.children):
+            stack.extend(c if isinstance(c, tuple) else (c,))
+    return out
 
 
 def _accesses(body: Expr, key, extents: dict):
