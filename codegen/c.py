@@ -21,7 +21,9 @@ import re
 
 import islpy as isl
 
-from tensorlang.nodes import TRUE, Add, Affine, Call, Expr, Guard, Mul, box, conj
+from tensorlang.nodes import (
+    TRUE, Access, Add, Affine, Call, Expr, Guard, IndexVar, Mul, Node, Proj, RelAtom, Var, box, conj,
+)
 from tensorlang.predicates import has_relations, over_approximation
 from tensorlang.substitute import rebuild
 from tensorlang.traversal import free_index_vars
@@ -30,7 +32,7 @@ from . import domains as D
 from .build import build_c, c_flags, load as load_library
 from .c_runtime import BLAS_HELPERS, c_prelude
 from .groups import find_groups
-from .ir import Array, Program, Reduce, Stmt
+from .ir import Array, Program, Reduce, Stmt, path_of
 from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
@@ -74,6 +76,9 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         if self._entry_text is None:
             body: list[str] = []
             outlined: dict[str, tuple[str, str]] = {}  # the statements' functions: text -> (name, definition)
+            # a statement's shape (``shape``) -> its function and its parameters by position in the
+            # shape's arrays: statements of one shape are emitted (isl's loops built) once
+            shapes: dict[tuple, tuple] = {}
             groups = self.groups()
             done: set[int] = set()
             for stmt in self.prog.stmts:
@@ -88,8 +93,17 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
                     done |= {id(s) for s in group.stmts}
                     continue
                 body.append(f"  /* {stmt.target.label} */")
+                key, arrays = self.shape(stmt)
+                if key is not None and shapes.get(key) is not None:  # an equal statement's function
+                    name, params = shapes[key]
+                    body.append(self.call(name, [arrays[k].cname for k in params]))
+                    continue
                 self.emit_stmt(stmt, Scope(lines, 1, self.base_ctx, ()))
-                body += self.outlined(stmt, lines, outlined)
+                call = self.outlined(stmt, lines, outlined)
+                body += lines if call is None else [self.call(*call)]
+                names = [a.cname for a in arrays]
+                if key is not None and call is not None and set(call[1]) <= set(names):
+                    shapes[key] = (call[0], [names.index(w) for w in call[1]])
             self._entry_text = "\n".join([self.entry_function(body), *(d for _, d in outlined.values())])
         return self._entry_text
 
@@ -100,11 +114,12 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         named by order of first appearance (the layers of a deep network, each layer's adjoint) share
         one function, the first one's text: the compiler builds it once, and the source grows with the
         number of distinct statements, not with the program.  ``functions`` (that canonical text ->
-        (name, definition)) collects the definitions, which follow the entry point (declared before it)."""
+        (name, definition)) collects the definitions, which follow the entry point (declared before it).
+        ``(name, the arrays it is called with)``; ``None`` when the statement stays in the entry point."""
         words = _WORD.findall("\n".join(lines))
         arrays, locals_ = self.entry_names
         if any(w in locals_ for w in words):
-            return lines
+            return None
         renames: dict[str, str] = {}
         params: list[str] = []
         sizes = [self.names.size(s) for s in self.prog.sizes]
@@ -138,7 +153,56 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             head = f"static void __attribute__((noinline)) {name}({signature(str)})"
             self.functions[name] = head + ";"
             functions[key] = (name, head + " {\n" + "\n".join(lines) + "\n}")
-        return [f"  {functions[key][0]}({', '.join(sizes + params)});"]
+        return functions[key][0], params
+
+    def call(self, name: str, params: list[str]) -> str:
+        """The entry point's call of a statement's function on the arrays ``params``."""
+        return f"  {name}({', '.join([self.names.size(s) for s in self.prog.sizes] + params)});"
+
+    def shape(self, stmt: Stmt) -> tuple:
+        """``(key, arrays)``: ``stmt`` written with its arrays (``arrays``: target first, then by order of
+        first appearance; each with its kind and extents) and its index variables (with their order)
+        numbered, so that statements of one key are the same C but for their arrays (``emit_entry``
+        emits the first one only).  ``(None, [])`` for a BLAS call or a statement that reads a relation."""
+        if stmt.contraction is not None:
+            return None, []
+        found = [stmt.target]
+        arrays: dict[int, int] = {id(stmt.target): 0}
+        ivars: dict[int, int] = {}
+        order: list[IndexVar] = []
+
+        def node(e) -> object:
+            if isinstance(e, (Access, Proj, Var)):
+                p = path_of(e)
+                if p is not None:
+                    var, projs, idx = p
+                    arr = self.temps_by_var.get(id(var)) if not projs else None
+                    arr = arr or self.inputs_by_key.get((id(var), projs))
+                    if arr is None:
+                        raise _NoShape
+                    if id(arr) not in arrays:
+                        arrays[id(arr)] = len(found)
+                        found.append(arr)
+                    return ("A", arrays[id(arr)], tuple(node(i) for i in idx))
+            if isinstance(e, IndexVar):
+                if id(e) not in ivars:
+                    ivars[id(e)] = len(order)
+                    order.append(e)
+                return ("v", ivars[id(e)])
+            if isinstance(e, RelAtom):
+                raise _NoShape
+            if isinstance(e, Node):
+                return (type(e).__name__, node(e.children))
+            if isinstance(e, tuple):
+                return tuple(node(c) for c in e)
+            return type(e).__name__, repr(e)  # a constant: -0.0 is not 0.0, 1.0 is not True
+
+        try:
+            key = (node(stmt.vars), node(stmt.body))
+        except _NoShape:
+            return None, []
+        ranks = tuple(sorted(range(len(order)), key=lambda k: order[k].sort_key()))
+        return (key, ranks, tuple((a.kind, node(a.dims)) for a in found)), found
 
     def groups(self) -> dict:
         """The statement groups that run in chunks (``codegen.groups``), by their first statement: with
@@ -497,6 +561,10 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         inner = scope.child()
         inner.line(f"{acc} += {self.expr(body, inner)};")
         scope.line("}")
+
+
+class _NoShape(Exception):
+    """A statement that ``CEmitter.shape`` does not key."""
 
 
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")

@@ -31,3 +31,40 @@ def test_targets_declare_their_capabilities():
     assert not TARGETS["cuda"].caps.openmp and not TARGETS["cuda"].caps.workspace
     with pytest.raises(UnsupportedError, match="unknown target 'opencl'"):
         tl.compile(tl.parse("x", x="R"), target="opencl")
+
+
+def _tanh_network(dims: list[str]) -> str:
+    """h_l = tanh(W_l h_(l-1)) over layers of widths ``dims``; loss |h_k - y|^2."""
+    lines = [f"x : [{dims[0]}]R", f"y : [{dims[-1]}]R"]
+    lines += [f"W{l} : [{dims[l]}][{dims[l - 1]}]R" for l in range(1, len(dims))]
+    prev = "x"
+    for l in range(1, len(dims)):
+        lines.append(f"let h{l} = gen(i:{dims[l]}) tanh(sum(j:{dims[l - 1]}) W{l}[i, j] * {prev}[j]) in")
+        prev = f"h{l}"
+    lines.append(f"sum(i:{dims[-1]}) ({prev}[i] - y[i]) * ({prev}[i] - y[i])")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("dims", [["n"] * 9, ["n", "m", "n", "m", "m", "n"]])
+def test_statements_equal_but_for_their_arrays_share_one_function(dims):
+    """A deep network's layers (and their adjoints) are the same statements on other arrays: each
+    distinct one is one function; layers of other extents are not (results as the evaluator's)."""
+    import numpy as np
+
+    e = tl.parse(_tanh_network(dims))
+    ws = [f"W{l}" for l in range(1, len(dims))]
+    g = tl.grad(e, ws)
+    if len(set(dims)) == 1:  # as many functions (declared, then defined) as for three layers
+        shallow = tl.grad(tl.parse(_tanh_network(dims[:4])), ws[:3])
+        assert generate(g, "c")[0].count("noinline") == generate(shallow, "c")[0].count("noinline") > 0
+    rng = np.random.default_rng(0)
+    size = {"n": 5, "m": 3}
+    inputs = {"x": rng.normal(size=size[dims[0]]), "y": rng.normal(size=size[dims[-1]])}
+    inputs |= {w: rng.normal(size=(size[dims[l + 1]], size[dims[l]])) * 0.7 for l, w in enumerate(ws)}
+    def leaves(t):
+        return [x for p in t for x in leaves(p)] if isinstance(t, tuple) else [t]
+
+    got, want = leaves(tl.compile(g)(**inputs)), leaves(tl.evaluate(g, **inputs))
+    assert len(got) == len(want) == len(ws)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
