@@ -15,7 +15,9 @@ deep programs.  Standalone: ``python benchmarks/bench_gradients.py [--quick]``.
   weight: the time to derive it and the time to compile the gradient (generate C, build it with an
   empty cache) against ``k``.  The derivation time is CPU time of this process (``time.process_time``),
   which other agents on this shared machine disturb less than wall time; each program's variables have
-  fresh names per repeat, so that no node is shared with an earlier repeat.
+  fresh names per repeat, so that no node is shared with an earlier repeat.  Generating and building
+  C are timed in wall time and in CPU time (this process's for generation, the C compiler's for the
+  build).  ``--depth-only`` replaces only this table in ``docs/gradients_bench.md``.
 
 Results go to ``docs/gradients_bench.md`` and, when matplotlib is importable, ``docs/gradients_bench.png``.
 """
@@ -226,13 +228,20 @@ def mlp_source(k: int, prefix: str = "W") -> str:
 
 
 def depth_table(ks, repeats: int = 3):
-    """[(k, derive s, generate s, build s, C bytes)], each the best of ``repeats``."""
+    """[(k, derive s, generate s, generate CPU s, build s, build CPU s, C bytes)], each the best of
+    ``repeats`` (the build's CPU time: the C compiler's, a child process)."""
+    import resource
+
     import tensorlang as tl
     from tensorlang.codegen.kernel import Kernel
 
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
     out = []
     for k in ks:
-        derive, gen, build, size = [], [], [], 0
+        derive, gen, gen_cpu, build, build_cpu, size = [], [], [], [], [], 0
         for r in range(repeats):
             prefix = f"W{k}_{r}_"
             e = tl.parse(mlp_source(k, prefix))
@@ -241,13 +250,16 @@ def depth_table(ks, repeats: int = 3):
             derive.append(time.process_time() - t)
             if r == 0 or k <= 16:
                 with empty_build_cache():
+                    c = children_cpu()
                     kern = Kernel(g)
+                    build_cpu.append(children_cpu() - c)
                 gen.append(kern.timings["generate_s"])
+                gen_cpu.append(kern.timings["generate_cpu_s"])
                 build.append(kern.timings["build_s"])
                 size = len(kern.source)
-        out.append((k, min(derive), min(gen), min(build), size))
-        print(f"k={k:3d}  derive {min(derive):.3f} s  generate {min(gen):.3f} s  build {min(build):.3f} s  "
-              f"C {size} bytes", flush=True)
+        out.append((k, min(derive), min(gen), min(gen_cpu), min(build), min(build_cpu), size))
+        print(f"k={k:3d}  derive {min(derive):.3f} s  generate {min(gen):.3f} s ({min(gen_cpu):.3f} CPU)  "
+              f"build {min(build):.3f} s ({min(build_cpu):.3f} CPU)  C {size} bytes", flush=True)
     return out
 
 
@@ -269,13 +281,17 @@ def main() -> None:
                  "shifted slices was timed. `crashed`: no time.", ""]
     ks = [4, 8, 16] if args.quick else [4, 8, 16, 32, 64]
     depth = depth_table(ks)
-    text += ["| layers k | derive tl.grad (s, CPU) | generate C (s) | build C (s, wall) | C source (KB) | "
-             "derive / k (ms) | build / k (ms) |", "|---:|---:|---:|---:|---:|---:|---:|"]
-    text += [f"| {k} | {d:.3f} | {g:.3f} | {b:.3f} | {s / 1024:.0f} | {1e3 * d / k:.1f} | {1e3 * b / k:.0f} |"
-             for k, d, g, b, s in depth]
-    text += ["", f"Load average at the start and end of the run: {load0:.2f} / {os.getloadavg()[0]:.2f} "
-             f"(2 cores shared with other agents): wall times are noisy, ratios are from this one run."]
     out = ROOT / "docs" / "gradients_bench.md"
+    if args.depth_only and out.exists():  # the other tables as they are
+        kept = out.read_text().splitlines()
+        text = kept[:next((i for i, line in enumerate(kept) if line.startswith("| layers k")), len(kept))]
+    text += ["| layers k | derive tl.grad (s, CPU) | generate C (s, wall) | generate C (s, CPU) | build C (s, wall) | "
+             "build C (s, gcc CPU) | C source (KB) | derive / k (ms) | build / k (ms) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    text += [f"| {k} | {d:.3f} | {g:.3f} | {gc:.3f} | {b:.3f} | {bc:.3f} | {s / 1024:.0f} | {1e3 * d / k:.1f} | "
+             f"{1e3 * b / k:.0f} |" for k, d, g, gc, b, bc, s in depth]
+    text += ["", f"Load average at the start and end of the run that made the k-layer table: {load0:.2f} / {os.getloadavg()[0]:.2f} "
+             f"(2 cores shared with other agents): wall times are noisy, ratios are from this one run."]
     out.write_text("\n".join(text) + "\n")
     print("\n".join(text))
     plt = pyplot()
@@ -284,8 +300,8 @@ def main() -> None:
     fig, ax = plt.subplots(figsize=(5, 3.6))
     kk = [r[0] for r in depth]
     ax.plot(kk, [r[1] for r in depth], "o-", label="derive (tl.grad, CPU s)")
-    ax.plot(kk, [r[2] for r in depth], "s-", label="generate C (s)")
-    ax.plot(kk, [r[3] for r in depth], "^-", label="build C (s, wall)")
+    ax.plot(kk, [r[2] for r in depth], "s-", label="generate C (s, wall)")
+    ax.plot(kk, [r[4] for r in depth], "^-", label="build C (s, wall)")
     ax.set_xlabel("layers k")
     ax.set_ylabel("seconds")
     ax.set_title("k-layer tanh network: gradient wrt every weight", fontsize=9)
