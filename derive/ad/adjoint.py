@@ -63,11 +63,13 @@ class BlockAdjoint:
             self.lines.append(f"{d} = _ad_acci({self.ref(v)}, {d}, {expr})")
 
     def dy(self, ins) -> str:
-        """The gradient of ``ins`` at its definition, fetched once into ``_dy<n>`` (box-aware: a variable
-        the function closes over leaves its box's gradient in the store, for the code that made the box)."""
+        """The gradient of ``ins`` at its definition, fetched once into ``_dy<n>`` (box-aware: an object
+        read out of a cell, a container or an attribute was made elsewhere, so it leaves its box's
+        gradient in the store, for the code that made the box)."""
         d = f"_d{ins.id}"
         if ins.kind == ANY or ins.kind == ARR and not self.g.boxfree:
-            take = "_ad_takef" if ins.op == "deref" else "_ad_take"
+            read = ins.op == "deref" or ins.op in ("getitem", "getattr") and ins.kind == ANY
+            take = "_ad_takef" if read else "_ad_take"
             self.lines.append(f"_e = {take}({self.ref(ins)}, {d})")
         else:
             self.lines.append(f"_e = {d}")

@@ -15,7 +15,7 @@ from .analysis import analyse, indexed_by_ints
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, VEC, spec_kind
 from .lower import lower
-from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc
+from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc, with_nested_boxes
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -308,7 +308,7 @@ def _with_store(run, f, args):
     if outer.boxes:
         STORE[0] = Store()
     try:
-        return run(f, *args)
+        return with_nested_boxes(args, run(f, *args))
     finally:
         s = STORE[0]
         if s.boxes:
@@ -334,6 +334,7 @@ def pullback(f, *args):
         store.grads.clear()
         try:
             g = inner(dy)
+            g = (g[0], *with_nested_boxes(args, g[1:]))
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
         finally:

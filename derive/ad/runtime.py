@@ -297,13 +297,46 @@ def take(v, d):
 
 
 def take_captured(v, d):
-    """The gradient of ``v`` read from a closure's cell, for the closure's own gradient: the local ``d``.
+    """The gradient of ``v`` read out of a closure's cell, a container or an attribute: the local ``d``.
     The gradient of a box (or of a view of one) stays in the store, where the code that made the box takes
-    it after every call of the closure that wrote into it has run its pullback."""
+    it after the pullback of every write into it has run (``with_nested_boxes`` for boxes the arguments
+    hold)."""
     s = STORE[0]
     if s.boxes and (id(v) in s.boxes or _view_of_box(v) is not None):
         return dense(d)
     return take(v, d)
+
+
+def with_nested_boxes(args, grads):
+    """The gradients ``grads`` of ``args`` at the end of a differentiation, plus the gradients still in the
+    store of the objects the arguments hold that were written to (``m[0][1] = v`` for an argument ``m``)."""
+    s = STORE[0]
+    if not s.grads:
+        return grads
+    seen: set = set()
+    return tuple(_nested_grad(a, g, s.grads, seen) for a, g in zip(args, grads))
+
+
+def _nested_grad(v, g, grads, seen):
+    t = type(v)
+    if t in (float, int, bool, complex, str, np.float64) or id(v) in seen:
+        return g
+    seen.add(id(v))
+    if t is list or t is tuple:
+        parts = [_nested_grad(x, None if g is None else g[i], grads, seen) for i, x in enumerate(v)]
+        if g is not None or any(p is not None for p in parts):
+            g = parts if t is list else tuple(parts)
+    elif t is dict:
+        parts = {k: _nested_grad(x, None if g is None else g.get(k), grads, seen) for k, x in v.items()}
+        if g is not None or any(p is not None for p in parts.values()):
+            g = {k: p for k, p in parts.items() if p is not None}
+    elif t is not np.ndarray and isinstance(getattr(v, "__dict__", None), dict) \
+            and not isinstance(v, (type, types.ModuleType, types.FunctionType)):
+        extra = {k: _nested_grad(x, None, grads, seen) for k, x in vars(v).items()}
+        extra = {k: p for k, p in extra.items() if p is not None}
+        if extra:
+            g = acc(g, make_like(v, extra)) if g is not None else make_like(v, extra)
+    return acc(g, grads.pop(id(v), None))
 
 
 # -- J: a call and its pullback ----------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 arrays written into after they were made by a constructor, constructors with differentiable arguments,
 broadcast matrix products, functions told apart by their code object, dtypes kept, builtins over
 arrays, closures made in a loop, callables that carry state (an object holding a callable object, a
-bound method kept in a variable), and closures that write into an object they close over."""
+bound method kept in a variable), closures that write into an object they close over, and objects
+written to after they were put into a container or an attribute (or handed in inside an argument)."""
 import importlib
 import sys
 import textwrap
@@ -193,6 +194,61 @@ def _closure_writes_attribute(x):
 @pytest.mark.parametrize("f", [_closure_writes_item, _closure_appends, _closure_writes_attribute])
 def test_closures_that_write_into_what_they_close_over(f, check):
     check(f, X3.copy())
+
+
+def _nested_list_written(x):
+    m = [[x[0], x[1]], [x[2], x[0]]]
+    m[0][1] = m[1][0] * m[0][0]
+    return m[0][1] * x[1] + m[1][1]
+
+
+def _alias_written(x):
+    row = [x[0], x[1]]
+    m = (row, [x[2]])
+    row[1] = x[2] * 5
+    return m[0][1] * m[0][0]
+
+
+def _dict_of_lists_written(x):
+    d = {"a": [x[0], x[1]]}
+    d["a"][1] = d["a"][0] * x[2]
+    return d["a"][1] ** 2
+
+
+def _attribute_list_written(x):
+    s = _State([x[0], x[1]])
+    s.total[0] = s.total[1] * x[2]
+    return s.total[0] + s.total[1]
+
+
+@pytest.mark.parametrize("f", [_nested_list_written, _alias_written, _dict_of_lists_written,
+                               _attribute_list_written])
+def test_objects_written_after_they_were_put_into_a_container(f, check):
+    check(f, X3.copy())
+
+
+def test_objects_an_argument_holds_get_the_gradients_of_their_writes():
+    def scale_inner(m):
+        m[0][0] = m[0][0] * 2 * m[1]
+        return m[0][0] * m[0][1]
+
+    def scale_entry(d):
+        d["a"][0] = d["a"][0] * 3
+        return d["a"][0]
+
+    assert ad.gradient(scale_inner, [[1.5, 2.0], 3.0]) == ([[12.0, 9.0], 6.0],)
+    assert ad.gradient(scale_entry, {"a": [2.0]}) == ({"a": [3.0]},)
+    y, back = ad.pullback(scale_inner, [[1.5, 2.0], 3.0])
+    assert back(1.0) == ([[12.0, 9.0], 6.0],)
+
+    def scale_attribute(state):
+        state.total[0] = state.total[1] * state.scale
+        return state.total[0] * state.scale
+
+    state = _State([1.0, 2.0])
+    state.scale = 3.0
+    g, = ad.gradient(scale_attribute, state)
+    assert g.scale == 12.0 and g.total[1] == 9.0 and not g.total[0]
 
 
 def test_closures_made_in_a_loop_are_refused():
