@@ -565,6 +565,10 @@ class _Lowerer:
     def closure(self, node, name):
         """A nested function: a factory taking the captured values is compiled next to the generated code."""
         _refuse(node, self.filename, self.text)
+        defaults = [d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None]
+        if any(isinstance(n, ast.Name) for d in defaults for n in ast.walk(d)):
+            raise self.fail("default values of a nested function that read variables (their gradient would "
+                            "be lost) are", node)
         params = set(_arg_names(node.args, self.filename, self.text, node))
         inner_bound = _bound_names(node.body) if isinstance(node, ast.FunctionDef) else set()
         visible = self.locals | set(self.freevars) | {n for r in self.renames for n in r}

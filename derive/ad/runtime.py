@@ -505,6 +505,9 @@ def Jkw(names, f, *args):
         bound = sig.bind(*pos, **kw)
         bound.apply_defaults()
         order = list(sig.parameters)
+        if any(n not in order for n in names):
+            raise UnsupportedError(f"a call of {f.__qualname__} with keyword arguments it takes as **kwargs is not "
+                                   f"differentiated by tensorlang.ad")
         full = tuple(bound.arguments[p] for p in order)
         where = list(range(len(pos))) + [order.index(n) for n in names]
         y, back = J(f, *full)

@@ -4,6 +4,7 @@ broadcast matrix products, functions told apart by their code object, dtypes kep
 arrays, closures made in a loop, callables that carry state (an object holding a callable object, a
 bound method kept in a variable), closures that write into an object they close over, and objects
 written to after they were put into a container or an attribute (or handed in inside an argument)."""
+import collections
 import importlib
 import sys
 import textwrap
@@ -249,6 +250,27 @@ def test_objects_an_argument_holds_get_the_gradients_of_their_writes():
     state.scale = 3.0
     g, = ad.gradient(scale_attribute, state)
     assert g.scale == 12.0 and g.total[1] == 9.0 and not g.total[0]
+
+
+def test_nested_functions_whose_defaults_read_variables_are_refused():
+    def default_reads_a_variable(x):
+        k = x[0]
+        scale = lambda v, k=k: v * k   # noqa: E731
+        return scale(x[1])
+
+    with pytest.raises(UnsupportedError, match="default values of a nested function"):
+        ad.gradient(default_reads_a_variable, X3.copy())
+
+
+def test_keyword_arguments_taken_as_kwargs_are_refused():
+    point = collections.namedtuple("point", "u v")
+
+    def replaced(x):
+        p = point(x[0], x[1])
+        return p._replace(u=p.u * 3).u
+
+    with pytest.raises(UnsupportedError, match=r"\*\*kwargs"):
+        ad.gradient(replaced, X3.copy())
 
 
 def test_closures_made_in_a_loop_are_refused():
