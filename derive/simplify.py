@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from tensorlang.nodes import (
-    FALSE, Access, Add, And, Const, Expr, Gen, Guard, Let, Mul, Pred, Proj, Sum, Var, box,
+    FALSE, Access, Add, And, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
     build_lets, conj, guard, let_chain, strip_accesses, strip_gens, strip_guards, sum_chain, sums, zero,
 )
 from tensorlang.predicates import implies, injective, solve_unique
@@ -237,13 +237,14 @@ def _is_free(value: Expr) -> bool:
 
 def _inline_lets(e: Expr, trace) -> Expr:
     """S3 over the let chain at the top of ``e``, innermost binding first.  The values after a binding
-    and the chain's output are its slots; an index from each variable to the slots that read it keeps
-    every decision and rewrite to the slots it concerns, so the pass is linear in the program (not in
-    the chain's length times the program)."""
+    and the components of the chain's output (the right-nested pairs of a gradient in several inputs)
+    are its slots; an index from each variable to the slots that read it keeps every decision and
+    rewrite to the slots it concerns, so the pass is linear in the program (not in the chain's length
+    times the program, nor in the number of gradients times the output's pairs)."""
     bindings, out = let_chain(e)
     if not bindings:
         return e
-    slots = [value for _, value in bindings] + [out]
+    slots = [value for _, value in bindings] + _pair_parts(out)
     kept = [True] * len(bindings)
     readers: dict[Var, set[int]] = {}
     end: dict[Var, int] = {}  # a shadowing binding of the same variable: reads after it are its own
@@ -253,12 +254,14 @@ def _inline_lets(e: Expr, trace) -> Expr:
             readers.setdefault(v, set()).add(s)
 
     def rest(j: int) -> Expr:
-        return build_lets([(bindings[s][0], slots[s]) for s in range(j + 1, len(bindings)) if kept[s]], slots[-1])
+        return build_lets([(bindings[s][0], slots[s]) for s in range(j + 1, len(bindings)) if kept[s]],
+                          _pairs(slots[len(bindings):]))
 
-    index(len(bindings))
+    for s in range(len(bindings), len(slots)):
+        index(s)
     for j in reversed(range(len(bindings))):
         var, value = bindings[j]
-        reading = sorted(s for s in readers.get(var, ()) if j < s <= end.get(var, len(bindings)))
+        reading = sorted(s for s in readers.get(var, ()) if j < s <= end.get(var, len(slots) - 1))
         end[var] = j
         rewrite = _inlining(var, value, [use for s in reading for use in _occurrences(slots[s], var)])
         if rewrite is None:
@@ -271,7 +274,24 @@ def _inline_lets(e: Expr, trace) -> Expr:
         kept[j] = False
         if trace is not None:
             trace.append((INLINE.name, before, rest(j)))
-    return build_lets([(var, slots[s]) for s, (var, _) in enumerate(bindings) if kept[s]], slots[-1])
+    return build_lets([(var, slots[s]) for s, (var, _) in enumerate(bindings) if kept[s]],
+                      _pairs(slots[len(bindings):]))
+
+
+def _pair_parts(out: Expr) -> list[Expr]:
+    """``(a, (b, c))`` as ``[a, b, c]`` (along the second components only): ``_pairs`` is its inverse."""
+    parts = []
+    while isinstance(out, Pair):
+        parts.append(out.first)
+        out = out.second
+    return parts + [out]
+
+
+def _pairs(parts: list[Expr]) -> Expr:
+    out = parts[-1]
+    for first in reversed(parts[:-1]):
+        out = Pair(first, out)
+    return out
 
 
 def _inlining(var: Var, value: Expr, uses: list) -> Callable | None:
