@@ -4,6 +4,7 @@ forward mode inside a reverse pass, stored and applied in the pullback, as Zygot
 """
 from __future__ import annotations
 
+import inspect
 import types
 
 import numpy as np
@@ -12,9 +13,9 @@ from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
 from .rules import rule_of
-from .runtime import RULES, J, RulePullback
-from .second import pair_jvp
-from .tangent import JVP, JVP_RULES, TSTORE, PullbackTangent, zero
+from .runtime import BOX_METHODS, RULES, J, Jkw, Jm, keyword_grads, method_rule
+from .second import NO_TANGENT, ZERO, called_name, pair_jvp
+from .tangent import JVP, JVP_RULES, TSTORE, PullbackTangent, pullback_tangent, zero
 
 
 def jvp(f, primals, tangents):
@@ -241,24 +242,85 @@ def _jvp_J(args, ts):
     and ``back`` is a closure whose tangent is that of what it captured) or of f's generated pullback."""
     from .api import specialised
     f, *xs = args
+    if all(t is None for t in ts):
+        return J(*args), NO_TANGENT
     rule = rule_of(f)
     if rule is not None:
-        (y, back), tpair = pair_jvp(f, rule, tuple(xs), ts[1:])
         n = len(xs)
-        if tpair is None:
-            return (y, RulePullback(back, n)), None
-        ty, tback = tpair
-        return (y, RulePullback(back, n)), (ty, PullbackTangent(lambda dy: RulePullback(tback.cross, n)(dy)))
+        return _adapted(pair_jvp(f, rule, tuple(xs), ts[1:]), lambda g: (None, *g, *(None,) * (n - len(g))), n + 1)
     if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
         return JVP(specialised(f, xs).generic.pb, None, args, ts)
-    raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through the pullback of {f!r} is not "
+    raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} is not "
                            f"supported")
+
+
+def _adapted(paired, grads, n):
+    """A rule's ``((y, back), tangent)`` with its pullback's gradients, and their tangents, put in the
+    convention of the caller by ``grads`` (``n`` gradients, all None for a None cotangent)."""
+    (y, back), tpair = paired
+    pb = lambda dy: (None,) * n if dy is None else grads(back(dy))   # noqa: E731
+    if tpair is None:
+        return (y, pb), NO_TANGENT
+    cross = (pullback_tangent(back, tpair[1]) or ZERO).cross
+    return (y, pb), (tpair[0], PullbackTangent(lambda dy: None if dy is None or (g := cross(dy)) is None
+                                               else grads(g)))
+
+
+def _jvp_Jkw(args, ts):
+    """``Jkw(names, f, *xs)`` under forward mode: the rule called with its keyword arguments."""
+    names, f, *xs = args
+    k = len(names)
+    pos, kw = tuple(xs[:len(xs) - k]), dict(zip(names, xs[len(xs) - k:]))
+    tpos, tkw = tuple(ts[2:len(ts) - k]), dict(zip(names, ts[len(ts) - k:]))
+    rule = rule_of(f)
+    if all(t is None for t in ts):
+        return Jkw(*args), NO_TANGENT
+    if rule is None and type(f) is types.FunctionType:   # bound to f's parameters, as Jkw does
+        sig = inspect.signature(f)
+        bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
+        bound.apply_defaults()
+        order = list(sig.parameters)
+        where = list(range(len(pos))) + [order.index(n) for n in names]
+        paired = _jvp_J((f, *(bound.arguments[p] for p in order)), (None, *(tbound.arguments.get(p) for p in order)))
+        return _adapted(paired, lambda g: (g[0], *(g[i + 1] for i in where)), len(xs) + 1)
+    if rule is None or kw.get("out") is not None:
+        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
+                               f"keyword arguments {', '.join(names)} is not supported")
+    return _adapted(pair_jvp(f, rule, pos, tpos, kw, tkw), lambda g: keyword_grads(rule, len(pos), names, g),
+                    len(xs) + 1)
+
+
+def _jvp_Jm(args, ts):
+    """``Jm(name, kwnames, obj, *xs)`` under forward mode: module functions as J/Jkw, method rules as rules
+    of ``(obj, *xs)``."""
+    name, kwnames, obj, *xs = args
+    if all(t is None for t in ts):
+        return Jm(*args), NO_TANGENT
+    if isinstance(obj, types.ModuleType):
+        f = getattr(obj, name)
+        return _jvp_Jkw((kwnames, f, *xs), (None, None, *ts[3:])) if kwnames else _jvp_J((f, *xs), (None, *ts[3:]))
+    rule = method_rule(obj, name)
+    attr = inspect.getattr_static(obj, name, None)
+    if rule is None and isinstance(attr, types.FunctionType) and name not in getattr(obj, "__dict__", ()):
+        # a Python method: its function with obj first, as Jm calls it (obj's zero tangent a namespace without
+        # fields, so that the pullbacks of reading its attributes have tangents too)
+        tail = (None, None, types.SimpleNamespace() if ts[2] is None else ts[2], *ts[3:])
+        paired = _jvp_Jkw((kwnames, attr, obj, *xs), tail) if kwnames else _jvp_J((attr, obj, *xs), tail[1:])
+        return _adapted(paired, lambda g: g[1:], len(xs) + 1)
+    what = f"the method {type(obj).__qualname__}.{name}"
+    if rule is None or (type(obj), name) in BOX_METHODS:
+        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {what} is not supported")
+    k = len(kwnames)
+    pos, kw = (obj, *xs[:len(xs) - k]), dict(zip(kwnames, xs[len(xs) - k:]))
+    tpos, tkw = (ts[2], *ts[3:len(ts) - k]), dict(zip(kwnames, ts[len(ts) - k:]))
+    n = len(xs) + 1
+    return _adapted(pair_jvp(None, rule, pos, tpos, kw, tkw, name=what), lambda g: (*g, *(None,) * (n - len(g))), n)
 
 
 def _register_api_rules():
     from .api import checkpoint, gradient, hook
     JVP_RULES.update({
-        gradient: _jvp_gradient, J: _jvp_J,
+        gradient: _jvp_gradient, J: _jvp_J, Jkw: _jvp_Jkw, Jm: _jvp_Jm,
         checkpoint: lambda args, ts: JVP(args[0], ts[0], tuple(args[1:]), ts[1:]),
         hook: lambda args, ts: (args[1], ts[1]),
         forwarddiff: lambda args, ts: JVP(args[0], ts[0], tuple(args[1:]), ts[1:]),

@@ -92,7 +92,7 @@ def call_rule(r, args):
 _MOST = 6   # the most arguments call_rule passes
 
 
-def _positional(r, pos, kw):
+def positional(r, pos, kw):
     """``pos`` and ``kw`` bound to the parameters of ``r``, as one positional tuple without the trailing
     defaults, and where each argument (positions, then keywords in order) landed; None if ``r`` takes
     ``*args``, ``**kw`` or keyword-only parameters."""
@@ -114,7 +114,7 @@ def _through_code(f, r, pos, kw, lead):
     ``lead``: the pullback gives the function's own gradient first (J's convention)."""
     where = list(range(len(pos) + len(kw)))
     if kw:
-        bound = _positional(r if r is not None else f, pos, kw)
+        bound = positional(r if r is not None else f, pos, kw)
         if bound is None:
             raise UnsupportedError(f"a second differentiation through {_name(f)} called with keyword "
                                    f"arguments is not supported")
@@ -161,20 +161,28 @@ def _declared_back_rule(rule, args, kw, back, dy):
             return (None,) * 5
         if rule in LINEAR:
             return None, None, None, None, LINEAR[rule](args, kw, ts)
-        ddy, dargs = None, [None] * len(args)
-        for k in MULTILINEAR[rule](args):
-            if ts[k] is None:
-                continue
-            moved = args[:k] + (ts[k],) + args[k + 1:]
-            yk, back_k = rule(*moved, **kw)
-            ddy = acc(ddy, yk)
-            if dy is not None:
-                gk = back_k(dy)
-                for j in MULTILINEAR[rule](args):
-                    if j != k:
-                        dargs[j] = acc(dargs[j], gk[j])
-        return None, tuple(dargs), None, None, ddy
+        ddy, dargs = multilinear_along(rule, args, kw, ts, dy)
+        return None, dargs, None, None, ddy
     return g, pb
+
+
+def multilinear_along(rule, args, kw, ts, dy):
+    """For a rule in MULTILINEAR, the derivatives along tangents ``ts`` of its value (the sum of the
+    function with one argument replaced by its tangent) and, for ``dy`` not None, of its pullback at
+    ``dy`` (each argument's gradient at the arguments with another one replaced by its tangent)."""
+    ty, targs = None, [None] * len(args)
+    for k in MULTILINEAR[rule](args):
+        if ts[k] is None:
+            continue
+        moved = args[:k] + (ts[k],) + args[k + 1:]
+        yk, back_k = rule(*moved, **kw)
+        ty = acc(ty, yk)
+        if dy is not None:
+            gk = back_k(dy)
+            for j in MULTILINEAR[rule](args):
+                if j != k:
+                    targs[j] = acc(targs[j], gk[j])
+    return ty, tuple(targs)
 
 
 def _declared(r, pos, kw, lead):

@@ -484,16 +484,8 @@ def Jkw(names, f, *args):
         rule = None
     if rule is not None:
         y, back = rule(*pos, **kw)
-        where = _keyword_places(rule, len(pos), names)
-
-        def rule_back(dy):
-            if dy is None:
-                return (None,) * (len(args) + 1)
-            g = back(dy)
-            if len(g) == len(args):   # the rule gave the keyword arguments' gradients, in call order
-                return (None, *g)
-            return (None, *g[:len(pos)], *(g[i] if i is not None and i < len(g) else None for i in where))
-        return y, rule_back
+        return y, lambda dy: (None,) * (len(args) + 1) if dy is None else keyword_grads(rule, len(pos), names,
+                                                                                        back(dy))
     if f is dict and not pos:
         return dict(**kw), lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *(dy.get(n) for n in names))
     hook = getattr(f, "__ad_pullback__", None)
@@ -526,6 +518,15 @@ def Jkw(names, f, *args):
 
 
 _PLACES: dict = {}
+
+
+def keyword_grads(rule, npos, names, g):
+    """The gradients ``g`` that ``rule``'s pullback gave for a call with ``npos`` positional arguments and
+    keyword arguments ``names``, in J's convention (the function's own first, then the call's arguments)."""
+    if len(g) == npos + len(names):   # the rule gave the keyword arguments' gradients, in call order
+        return (None, *g)
+    where = _keyword_places(rule, npos, names)
+    return (None, *g[:npos], *(g[i] if i is not None and i < len(g) else None for i in where))
 
 
 def _keyword_places(rule, npos, names) -> tuple:

@@ -13,13 +13,20 @@ forward mode the pair gets a tangent ``(ty, tback)``: ``ty`` from the primitive'
 * elementwise NumPy functions and operators: their partial derivatives are Python functions
   (``rules.numpy.PARTIALS_UNARY``/``PARTIALS_BINARY``, ``rules.operators.NUMERIC_GRADS``), whose
   own forward mode gives the derivative of the pullback;
-* bilinear primitives (``@``, ``dot``, ``outer``, ``*``): the pullback at ``(a, tb)`` and ``(ta, b)``.
+* bilinear primitives (``@``, ``dot``, ``outer``, ``*``): the pullback at ``(a, tb)`` and ``(ta, b)``;
+* rules that declare their pullback (``runtime.LINEAR``/``MULTILINEAR``, see ``nested``): the function
+  along the tangents, and zero (linear) or the pullback with one operand replaced by its tangent
+  (multilinear);
+* any other rule written in Python: the forward mode of its own code, keyword arguments bound to its
+  parameters; its pullback is a closure, and the tangent of what it captured gives ``tback``.
 
-Any other rule raises ``UnsupportedError`` naming it, as does a pullback through mutation (boxes).
+Anything else raises ``UnsupportedError`` naming the function called, as does a pullback through mutation
+(boxes).
 """
 from __future__ import annotations
 
 import operator
+import types
 
 import numpy as np
 
@@ -27,11 +34,15 @@ from ...errors import UnsupportedError
 from .rules import structures
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY
-from .runtime import HELPERS, RULES, STORE, acc, is_complex, unbroadcast
-from .tangent import JVP, JVP_RULES, REVERSE_RULE_JVP, PullbackTangent
+from .nested import positional, multilinear_along
+from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, acc, is_complex, unbroadcast
+from .tangent import JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, pullback_tangent
 
 
 ZERO = PullbackTangent(lambda dy: None)   # the tangent of a pullback that does not depend on the primal
+# the tangent of a pair ``(y, back)`` made from values without tangents: ``back`` called with a cotangent
+# that has one gives ``back(tdy)`` alone (its own code is not differentiated)
+NO_TANGENT = (None, ZERO)
 
 
 # -- the derivative of a pullback, per primitive ---------------------------------------------------------------------
@@ -100,21 +111,78 @@ def _register():
 _register()
 
 
-def pair_jvp(f, rule, args, ts):
-    """``((y, back), (ty, tback))`` for ``rule(*args) = (y, back)``, the reverse rule of primitive ``f``."""
-    y, back = rule(*args)
-    if all(t is None for t in ts):
-        return (y, back), None
-    if is_complex(y) or any(map(is_complex, args)):
-        raise UnsupportedError("forward over reverse (ad.hessian, ad.hvp) of complex values is not supported")
-    how = CROSS.get(f)
-    if how is None:
-        name = getattr(f, "__qualname__", repr(f))
-        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
-                               f"its pullback has no forward-mode derivative")
-    ty = JVP(f, None, args, ts)[1] if f not in _STRUCTURAL else _STRUCTURAL[f](args, ts)
+def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
+    """``((y, back), (ty, tback))`` for ``rule(*args, **kw) = (y, back)``, the reverse rule of primitive ``f``
+    (None for a method; ``name`` names it then), ``tkw`` the keyword arguments' tangents."""
+    kw, tkw = kw or {}, tkw or {}
+    name = name or called_name(f)
+    if all(t is None for t in (*ts, *tkw.values())):
+        return rule(*args, **kw), NO_TANGENT
+    how = CROSS.get(f) if f is not None else None
+    if how is None or kw and how is not _LINEAR:
+        return _declared_or_code(name, rule, args, ts, kw, tkw)
+    y, back = _called(name, rule, args, kw, tkw)
+    if f in _STRUCTURAL:
+        ty = _STRUCTURAL[f](args, ts)
+    else:
+        ty = JVPkw(tuple(kw), f, None, (*args, *kw.values()), (*ts, *(None,) * len(kw)))[1] if kw \
+            else JVP(f, None, args, ts)[1]
     cross = None if how is _LINEAR else how(args, ts, y, ty)
     return (y, back), (ty, ZERO if cross is None else PullbackTangent(cross))
+
+
+def called_name(f):
+    """How an error names a function the user called: ``numpy.roll``, ``math.exp``, or its qualified name."""
+    module = getattr(f, "__module__", None) or ""
+    qualname = getattr(f, "__qualname__", None) or f"a {type(f).__qualname__} object"
+    return f"{module}.{qualname}" if module.split(".")[0] in ("numpy", "math", "builtins") else qualname
+
+
+def _active(t):
+    """Whether tangent ``t`` is not zero by its structure (a tuple of None is: the tangent of an axes tuple)."""
+    return t is not None and (not isinstance(t, (tuple, list)) or any(map(_active, t)))
+
+
+def _called(name, rule, args, kw, tkw):
+    """``rule(*args, **kw)`` for a rule whose keyword arguments have no tangents (``tkw``) and values are real."""
+    if any(map(_active, tkw.values())):
+        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} with a differentiable "
+                               f"keyword argument is not supported")
+    y, back = rule(*args, **kw)
+    _real(y, args)
+    return y, back
+
+
+def _real(y, args):
+    if is_complex(y) or any(map(is_complex, args)):
+        raise UnsupportedError("forward over reverse (ad.hessian, ad.hvp) of complex values is not supported")
+
+
+def _declared_or_code(name, rule, args, ts, kw, tkw):
+    """``pair_jvp`` for a rule that declares its pullback (``LINEAR``/``MULTILINEAR``) or whose own code is
+    differentiated by forward mode (its pullback is then a closure, whose tangent comes with it)."""
+    if rule in LINEAR or rule in MULTILINEAR:
+        y, back = _called(name, rule, args, kw, tkw)
+        if rule in LINEAR:
+            return (y, back), (LINEAR[rule](args, kw, ts), ZERO)
+        ty = multilinear_along(rule, args, kw, ts, None)[0]
+        return (y, back), (ty, PullbackTangent(lambda dy: multilinear_along(rule, args, kw, ts, dy)[1]))
+    bound = positional(rule, args, kw) if type(rule) is types.FunctionType else None
+    if bound is None:
+        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
+                               f"its pullback has no forward-mode derivative")
+    full, where = bound
+    tfull = [None] * len(full)
+    for t, i in zip((*ts, *tkw.values()), where):
+        tfull[i] = t
+    try:
+        (y, back), tpair = code_jvp(rule, None, full, tuple(tfull))
+    except UnsupportedError as e:
+        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
+                               f"its rule is outside what forward mode differentiates") from e
+    _real(y, args)
+    ty, tb = (None, None) if tpair is None else tpair
+    return (y, back), (ty, pullback_tangent(back, tb) or ZERO)
 
 
 def _structural_getitem(args, ts):

@@ -45,6 +45,14 @@ class PullbackTangent:
         self.cross = cross
 
 
+def pullback_tangent(back, tback):
+    """``tback``, the tangent of pullback ``back``, as a ``PullbackTangent`` (a closure's tangent is that of
+    what it captured, and its forward mode gives the derivative)."""
+    if tback is None or type(tback) is PullbackTangent:
+        return tback
+    return PullbackTangent(lambda dy: None if dy is None else JVP(back, tback, (dy,), (None,))[1])
+
+
 def call_pullback(back, tback, dy, tdy):
     """``(back(dy), back(tdy) + tback(dy))``."""
     g = back(dy)
@@ -148,12 +156,7 @@ def JVP(f, tf, args, ts):
     if back_rule is not None:   # a pullback (also a user's @ad.rule on a Python function) and no forward rule
         return transposed(back_rule, args, ts)
     if t is types.FunctionType:
-        specialised_jvp = TRANSFORM[0]
-        n = f.__code__.co_argcount
-        if len(args) != n:
-            full = with_defaults(f, args)
-            args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
-        return specialised_jvp(f, args)(f, tf, *args, *ts)
+        return code_jvp(f, tf, args, ts)
     if t is types.MethodType:
         return JVP(f.__func__, None, (f.__self__, *args), (_field(tf, "__self__"), *ts))
     if all(x is None for x in ts) and tf is None or in_table(f, NONDIFF):
@@ -174,6 +177,14 @@ def JVP(f, tf, args, ts):
     name = getattr(f, "__qualname__", repr(f))
     raise UnsupportedError(f"no forward-mode rule for {getattr(f, '__module__', '') or ''}.{name}; "
                            f"register a pullback with @tensorlang.ad.rule or a JVP with @tensorlang.ad.jvp_rule")
+
+
+def code_jvp(f, tf, args, ts):
+    """The JVP of Python function ``f`` by the forward mode of its code (whatever rule ``f`` has)."""
+    if len(args) != f.__code__.co_argcount:
+        full = with_defaults(f, args)
+        args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
+    return TRANSFORM[0](f, args)(f, tf, *args, *ts)
 
 
 def JVPkw(names, f, tf, args, ts):
@@ -287,8 +298,8 @@ def transposed(rule, args, ts):
     y, back = rule(*args)
     if all(t is None for t in ts):
         return y, None
-    ya = np.asarray(y)
-    if ya.dtype.kind not in "fiu" or type(y) not in (float, int) and not isinstance(y, (np.ndarray, np.generic)):
+    ya = np.asarray(y) if type(y) in (float, int) or isinstance(y, (np.ndarray, np.generic)) else None
+    if ya is None or ya.dtype.kind not in "fiu":
         raise UnsupportedError(f"tensorlang.ad.jvp: no forward rule for {getattr(rule, '__name__', rule)!r}, "
                                f"and its output ({type(y).__name__}) is not a real number or array, so its "
                                f"pullback cannot be transposed")

@@ -73,3 +73,78 @@ def test_second_order_through_list_mutation_is_a_clear_error():
     assert ad.gradient(f, 2.0) == (12.0,)
     with pytest.raises(UnsupportedError, match="second differentiation through the method list.append"):
         ad.grad(ad.grad(f))(2.0)
+
+
+# -- forward over reverse (ad.hvp, ad.hessian) through the same calls ------------------------------------------------
+def _helper(x, scale=1.0, power=2):
+    return scale * x ** power
+
+
+class _Model:
+    def __init__(self, k):
+        self.k = k
+
+    def energy(self, x, power=2):
+        return np.sum(self.k * x ** power)
+
+
+_MODEL = _Model(1.5)
+
+FORWARD_OVER_REVERSE = {
+    "roll with axis": lambda a, b: np.sum(np.roll(a, 1, axis=0) * a) + np.sum(np.roll(b, -1, axis=1) * b ** 2),
+    "roll flat": lambda a, b: np.sum(np.roll(a, 2) * a ** 2) + np.sum(np.roll(b, 1) * a.T),
+    "einsum, two operands": lambda a, b: np.sum(np.einsum("ij,jk->ik", a, b) ** 2),
+    "einsum, three operands": lambda a, b: np.sum(np.einsum("ij,jk,kl->il", a, b, a) ** 2),
+    "var and std with keywords": lambda a, b: np.sum(np.var(a, axis=0, ddof=1) ** 2)
+    + np.sum(np.std(b, axis=1, keepdims=True) * b) + np.sum(np.sin(a).var(axis=1, ddof=1) * 3.0),
+    "reshape, transpose, hstack": lambda a, b: np.sum(np.reshape(a, (3, 2)) @ np.transpose(b, axes=(1, 0)) ** 2)
+    + np.sum(np.hstack([a, b.T]) ** 3),
+    "a Python function and a method with keywords": lambda a, b: np.sum(_helper(a, power=3, scale=2.0))
+    + _MODEL.energy(b, power=3) * np.sum(a),
+    "clip with differentiable bounds": lambda a, b: np.sum(np.clip(a, a_min=-0.5, a_max=b.T ** 2) * a),
+}
+
+
+@pytest.mark.parametrize("name", list(FORWARD_OVER_REVERSE))
+def test_hvp_forward_over_reverse_through_rules(name):
+    f = FORWARD_OVER_REVERSE[name]
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(2, 3)), rng.normal(size=(3, 2))
+    va, vb = rng.normal(size=(2, 3)), rng.normal(size=(3, 2))
+    got = ad.hvp(f, (a, b), (va, vb))
+    for g, want in zip(got, _hvp_by_differences(f, [a, b], [va, vb])):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["roll with axis", "einsum, three operands", "var and std with keywords",
+                                  "reshape, transpose, hstack"])
+def test_hessian_forward_over_reverse_through_rules(name):
+    f = FORWARD_OVER_REVERSE[name]
+    b = np.random.default_rng(2).normal(size=(3, 2))
+    g = lambda a: f(a, b)   # noqa: E731
+    a = np.random.default_rng(3).normal(size=(2, 3))
+    got = ad.hessian(g)(a)
+    want = np.stack([_hvp_by_differences(g, [a], [e.reshape(a.shape)])[0] for e in np.eye(a.size)])
+    np.testing.assert_allclose(np.reshape(got, (a.size, a.size)), want.reshape(a.size, a.size), rtol=1e-4, atol=1e-5)
+
+
+def test_forward_over_reverse_refusal_names_the_function_called():
+    def f(x):
+        y = np.empty_like(x)
+        np.multiply(x, x, out=y)
+        return np.sum(y * x)
+
+    x = np.array([0.3, -1.2, 0.5])
+    with pytest.raises(UnsupportedError, match=r"through numpy\.multiply called with keyword arguments out") as e:
+        ad.hvp(f, (x,), (x,))
+    assert "_rule" not in str(e.value)
+
+
+def test_clip_bounds_get_their_gradient_and_tangent():
+    x = np.array([0.1, -0.9, 1.4, 0.6])
+    lo, hi = np.array([0.0, -0.5, 0.0, 0.8]), np.array([1.0, 1.0, 1.2, 0.9])
+    # x = 0.1 inside, -0.9 below lo, 1.4 above hi, 0.6 below lo
+    assert [g.tolist() for g in ad.gradient(lambda x, lo, hi: np.sum(np.clip(x, a_min=lo, a_max=hi)), x, lo, hi)] \
+        == [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0]]
+    t = np.array([1.0, 2.0, 3.0, 4.0])
+    assert ad.jvp(lambda lo: np.clip(x, lo, hi), (lo,), (t,))[1].tolist() == [0.0, 2.0, 0.0, 4.0]

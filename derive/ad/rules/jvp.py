@@ -28,7 +28,7 @@ from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
 from .builtins import ranking
 from .complexes import CMATH
-from .numpy import PARTIALS_BINARY, PARTIALS_UNARY
+from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks
 from .operators import DUNDER, NUMERIC_GRADS, PYOP, is_numeric
 from .scalar import INLINE_CALLS
 
@@ -202,8 +202,10 @@ def _where(args, ts):
 def _clip(args, ts):
     x, lo, hi = args
     y = np.clip(x, lo, hi)
-    inside = (np.asarray(x) >= (lo if lo is not None else -np.inf)) & (np.asarray(x) <= (hi if hi is not None else np.inf))
-    return y, None if ts[0] is None else ts[0] * inside
+    ty = None
+    for t, mask in zip(ts, clip_masks(x, lo, hi)):
+        ty = tadd(ty, None if t is None else t * mask)
+    return y, ty
 
 
 def _array(args, ts, dtype=None):

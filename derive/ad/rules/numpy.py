@@ -348,9 +348,26 @@ def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, min=np._NoValue, ma
     lo = a_min if a_min is not np._NoValue else None if min is np._NoValue else min
     hi = a_max if a_max is not np._NoValue else None if max is np._NoValue else max
     y = np.clip(a, lo, hi)
-    x = np.asarray(a)
-    inside = (x >= (lo if lo is not None else -np.inf)) & (x <= (hi if hi is not None else np.inf))
-    return y, lambda dy: (unbroadcast(dy * inside, a), None, None, None, None, None)
+    from_x, from_lo, from_hi = clip_masks(a, lo, hi)
+
+    def back(dy):
+        dlo = None if lo is None else unbroadcast(dy * from_lo, lo)
+        dhi = None if hi is None else unbroadcast(dy * from_hi, hi)
+        return (unbroadcast(dy * from_x, a), None if a_min is np._NoValue else dlo,
+                None if a_max is np._NoValue else dhi, None, None if min is np._NoValue else dlo,
+                None if max is np._NoValue else dhi)
+    return y, back
+
+
+def clip_masks(x, lo, hi):
+    """Where ``np.clip(x, lo, hi)`` (``minimum(maximum(x, lo), hi)``) takes ``x``, ``lo`` and ``hi``
+    (None: no bound)."""
+    x = np.asarray(x)
+    lo = -np.inf if lo is None else lo
+    hi = np.inf if hi is None else hi
+    from_x = (x >= lo) & (x <= hi)
+    from_lo = (x < lo) & (np.asarray(lo) <= hi)
+    return from_x, from_lo, ~(from_x | from_lo)
 
 
 def _array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, like=None):
