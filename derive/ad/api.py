@@ -15,7 +15,7 @@ from .analysis import analyse, indexed_by_ints
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, VEC, spec_kind
 from .lower import lower
-from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc, with_nested_boxes
+from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc, field, with_nested_boxes
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -397,7 +397,7 @@ def hook(fn, x):
 def _grad_rule(f, argnums=0):
     """``grad(f)`` made inside a differentiated function: the gradient that reaches the function it
     returns (through ``_GradSpecialisation``) is the gradient of ``f``, e.g. of the variables it closes over."""
-    return grad(f, argnums), lambda dg: (None if dg is None else getattr(dg, "_ad_f", None),)
+    return grad(f, argnums), lambda dg: (field(dg, "_ad_f"),)
 
 
 def _value_and_grad_rule(f, argnums=0):

@@ -335,7 +335,7 @@ def _nested_grad(v, g, grads, seen):
         extra = {k: _nested_grad(x, None, grads, seen) for k, x in vars(v).items()}
         extra = {k: p for k, p in extra.items() if p is not None}
         if extra:
-            g = acc(g, make_like(v, extra)) if g is not None else make_like(v, extra)
+            g = acc(g, make_like(v, extra))
     return acc(g, grads.pop(id(v), None))
 
 
@@ -617,8 +617,8 @@ def Jm(name, kwnames, obj, *args):
 
 
 HELPERS = {
-    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take, "_ad_takef": take_captured,
-    "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
+    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
+    "_ad_takef": take_captured, "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
     "_ad_snap": snap, "_ad_like": like, "_ad_addat": add_at,
     "_ad_ents": entries, "_ad_withents": with_entries, "_ad_f64": np.float64,
 }
