@@ -12,6 +12,7 @@ from . import rules
 from .ir import ANY, ARR, INT, NUM, Instr
 from .primal import source_line
 
+# (an augmented assignment ``x op= y`` may write to x: its pullback runs even without a gradient of the result)
 _PURE = {"binop", "unary", "prim", "rule", "getattr", "getitem", "tuple", "list", "dict", "closure", "deref"}
 
 
@@ -112,7 +113,7 @@ class BlockAdjoint:
             self.lines.append(f"_g = {self.pbref(ins)}({e})")
             for i, a in enumerate(ins.args):
                 self.add(a, f"_g[{i}]", True)
-        if ins.kind != NUM and op in _PURE:
+        if ins.kind != NUM and op in _PURE and not (op == "binop" and ins.attr.endswith("=")):
             body = self.lines[body_start:]
             if not body:
                 del self.lines[start:]

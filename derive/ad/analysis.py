@@ -287,9 +287,10 @@ def _active(v, arg_kinds, written):
     op = v.op
     if op == "param":
         return arg_kinds[v.attr[0]] not in (INT, CONST_KIND)
-    if op in ("const", "global", "compare", "slice"):
+    if op in ("const", "compare", "slice"):
         return False
-    if op == "nondiff":   # an array it makes (np.zeros) becomes active when an active value is written in
+    # an array np.zeros makes, or a global list, becomes active when an active value is written in
+    if op in ("nondiff", "global"):
         return v.kind in written
     if op == "deref":
         return True

@@ -63,7 +63,7 @@ class ForwardGen(Gen):
         if op in ("param", "const"):
             return []
         if op == "global":
-            return [f"{v} = {ins.attr}"] + ([f"{f} = None"] if ins in self.tracked else [])
+            return [f"{v} = {ins.attr}"] + ([f"{f} = None"] if self.has_tangent(ins) else [])
         if op == "deref":
             i = self.fn.freevars.index(ins.attr)
             return [f"{v} = _ad_deref(_self, {i})", f"{f} = _ad_field(_tself, {ins.attr!r})"]

@@ -124,8 +124,10 @@ def _fold(dy, n):
 
 def make_inplace(op):
     """``a op= b``: on a float array a write in place (``a[...] = a op b``, by the box rules of
-    ``structures.setitem``), on a list ``+=`` extends it, otherwise ``a op b``."""
+    ``structures.setitem``), on a list ``+=`` extends it, on an object whose class defines
+    ``__iop__`` in Python that method (transformed in turn), otherwise ``a op b``."""
     plain = BINOPS[op]
+    name = f"__i{DUNDER[op]}__"
 
     def rule(a, b):
         if type(a) is np.ndarray and a.dtype.kind in "fc":
@@ -134,14 +136,24 @@ def make_inplace(op):
                 raise ValueError(f"non-broadcastable output operand with shape {a.shape} doesn't match the "
                                  f"broadcast shape {np.shape(y)}")
             _, write_back = setitem(a, Ellipsis, y)
-            return a, lambda dy: back(acc(dy, write_back(None)[2]))
+            return a, lambda dy: _through(back, acc(dy, write_back(None)[2]))
         if type(a) is list and op == "+":
             _, extend_back = extend_list(a, b)
             return a, lambda dy: extend_back(acc_into(a, None, dy))   # the result's gradient is the list's
-        return plain(a, b)
+        m = getattr(type(a), name, None)
+        if isinstance(m, types.FunctionType):
+            y, back = J(m, a, b)
+            if y is not NotImplemented:
+                return y, lambda dy: back(dy)[1:]
+        y, back = plain(a, b)
+        return y, lambda dy: _through(back, dy)
 
     rule.__name__ = f"J_i{DUNDER[op]}"
     return rule
+
+
+def _through(back, dy):
+    return (None, None) if dy is None else back(dy)
 
 
 BINOPS = {op: _make_binop(op) for op in DUNDER}
