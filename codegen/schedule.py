@@ -31,7 +31,7 @@ from .scalar import Scope
 
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
            "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
-           "GROUP_BUFFER"]
+           "GROUP_BUFFER", "JAM"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
@@ -43,6 +43,7 @@ REDUCE_TILE = 2048  # points of the last summed variable per tile of an intercha
 REDUCE_WAYS = 4  # interleaved accumulators of each element of a chunked small-target reduction
 PARTIALS = 8192  # the chunks' partial sums of a chunked small-target reduction (a stack array, 64 KB)
 GROUP_BUFFER = 1 << 15  # the most elements of a group's chunk of its temporary (a stack array, 256 KB)
+JAM = 8  # elements of an interchanged reduction's target whose terms one innermost loop adds (emit_jammed)
 
 
 @dataclass
@@ -96,13 +97,19 @@ class Schedule:
         ``r_last`` of a tile into lane ``(r_last - start) mod LANES``, as ``emit_lanes_sum``), which are
         combined by a fixed pairwise tree at the end.  The order of the additions depends on the sizes
         only: the same bits in every run (sequential).  Used when the target is small (it and its lanes
-        stay in L1)."""
+        stay in L1).  When the sums' domain does not depend on ``g`` (``T``'s box times the sums' own),
+        ``JAM`` consecutive elements of ``T`` run in one innermost loop (``emit_jammed``): the same
+        additions in the same order per element, with what their terms share (``dX[i, j]`` in
+        ``dw[a, b] = sum(i, j) dX[i, j] * x[i + a, j + b]``) loaded once."""
         arr, gv, names = stmt.target, stmt.vars, self.names
         acc, tile = self.fresh("tacc"), self.fresh("tile")
         scope.line(f"real {acc}[{INTERCHANGE_MAX_TARGET * LANES}];")
         scope.line(f"memset({acc}, 0, sizeof(real) * {LANES} * (size_t)({self.size_product(arr.dims)}));")
-        order = tuple(red.vars[:-1]) + tuple(gv) + tuple(red.vars[-1:])
-        full = conj(box(zip(gv, arr.dims)), pred, box(zip(red.vars, red.sizes)), red.pred)
+        jam = not any(v in gv for v in free_index_vars(pred) + free_index_vars(red.pred))
+        outer_g = () if jam else tuple(gv)  # the target's variables the loop nest runs over
+        order = tuple(red.vars[:-1]) + outer_g + tuple(red.vars[-1:])
+        full = conj(box(zip(red.vars, red.sizes)), red.pred) if jam else \
+            conj(box(zip(gv, arr.dims)), pred, box(zip(red.vars, red.sizes)), red.pred)
         dom = _tiled(D.domain(full, order, scope.bound, names), len(red.vars) - 1, tile, REDUCE_TILE)
         vars_ = order[:len(red.vars) - 1] + (None,) + order[len(red.vars) - 1:]
         its = [self.fresh("x") for _ in vars_]
@@ -113,13 +120,27 @@ class Schedule:
             for v, a in zip(vars_, node.args):
                 if v is not None:
                     sc.line(f"const int64_t {names.var(v)} = {a};")
-            inner = sc.child(ctx=D.lift_to_context(node.domain if node.domain is not None else dom) & sc.ctx,
-                             bound=sc.bound + tuple(gv) + tuple(red.vars), indent_by=0, parallel_ok=False)
-            sc.line(f"{into or f'({lanes_of})[0]'} += {self.expr(red.body, inner)};")
+            known = D.lift_to_context(node.domain if node.domain is not None else dom) & sc.ctx
+            if into is None and jam:  # a point of the sums that no innermost loop runs: every element's term
+                e = self.fresh("e")
+                sc.line(f"for (int64_t {e} = 0; {e} < {self.size_product(arr.dims)}; {e} += 1) {{")
+                body = sc.child()
+                self.bind_flat(arr, gv, e, body)
+            else:
+                body = sc
+            inner = body.child(ctx=known, bound=sc.bound + tuple(gv) + tuple(red.vars), indent_by=0,
+                               parallel_ok=False)
+            body.line(f"{into or f'({lanes_of})[0]'} += {self.expr(red.body, inner)};")
+            if body is not sc:
+                sc.line("}")
 
         def innermost(loop: For, sc: Scope) -> bool:
             if loop.var != its[-1] or not isinstance(loop.body, User) or self.trip(loop) is None:
                 return False
+            end = f"({loop.init}) + {self.trip(loop)}"
+            if jam:
+                self.emit_jammed(loop, sc, leaf, arr, gv, acc, end)
+                return True
             lane = self.fresh("lane")
             sc.line("{")
             s = sc.child()
@@ -128,7 +149,7 @@ class Schedule:
                     s.line(f"const int64_t {names.var(v)} = {a};")
             s.line(f"real {lane}[{LANES}];")
             s.line(f"memcpy({lane}, {lanes_of}, sizeof {lane});")
-            self.emit_lanes_sum(loop, s, leaf, lane, f"({loop.init}) + {self.trip(loop)}")
+            self.emit_lanes_sum(loop, s, leaf, lane, end)
             s.line(f"memcpy({lanes_of}, {lane}, sizeof {lane});")
             sc.line("}")
             return True
@@ -149,6 +170,44 @@ class Schedule:
 
         if tree is not None:
             self.emit_tree(tree, scope, combine, parallel=False)
+
+    def emit_jammed(self, loop: For, scope: Scope, leaf: Leaf, arr, gv, acc: str, end: str) -> None:
+        """The innermost loop of ``emit_interchanged`` (over ``r_last``) for every element of the target:
+        ``JAM`` consecutive elements (row-major) at a time, then the rest one by one.  Each block's lanes
+        (``JAM`` x ``LANES`` accumulators, consecutive in ``acc``) are loaded, each vector step of the loop
+        adds every element's terms into its own lanes (``emit_lanes_sum``), and the lanes are stored
+        back: independent chains of additions, and what the elements' terms share read once."""
+        e, u, lane, one = self.fresh("e"), self.fresh("u"), self.fresh("jlane"), self.fresh("jlane")
+        total = self.size_product(arr.dims)
+        scope.line("{")
+        sc = scope.child()
+        sc.line(f"int64_t {e} = 0;")
+        for width, cond, name in ((JAM, f"{e} + {JAM} <= {total}", lane), (1, f"{e} < {total}", one)):
+            sc.line(f"for (; {cond}; {e} += {width}) {{")
+            s = sc.child()
+            s.line(f"real {name}[{width}][{LANES}];")
+            s.line(f"memcpy({name}, {acc} + {LANES} * {e}, sizeof {name});")
+
+            def around(block: Scope, body, width=width) -> None:
+                block.line(f"for (int {u} = 0; {u} < {width}; {u} += 1) {{")
+                inner = block.child()
+                self.bind_flat(arr, gv, f"{e} + {u}", inner)
+                body(inner)
+                block.line("}")
+
+            self.emit_lanes_sum(loop, s, leaf, f"{name}[{u}]", end, around)
+            s.line(f"memcpy({acc} + {LANES} * {e}, {name}, sizeof {name});")
+            sc.line("}")
+        scope.line("}")
+
+    def bind_flat(self, arr, gv, flat: str, scope: Scope) -> None:
+        """``gv``, the target's variables, as the point at row-major offset ``flat`` of its box."""
+        names, rest = self.names, flat
+        for k in range(len(gv) - 1, -1, -1):
+            extent = f"tl_max({self.affine(arr.dims[k])}, 1)"
+            value = rest if k == 0 else f"({rest}) % {extent}"
+            scope.line(f"const int64_t {names.var(gv[k])} = {value};")
+            rest = f"({rest}) / {extent}"
 
     def chunkable(self, stmt: Stmt, pred, red: Reduce, scope: Scope):
         """The loop of the reduction of ``T[g] = [P] * sum(r) [Q] * e`` when ``emit_chunked`` can run the
@@ -555,10 +614,13 @@ class Schedule:
         self.emit_lanes_sum(span, sc, leaf, lane, end)
         sc.line(f"{out} = {_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
 
-    def emit_lanes_sum(self, span: For, sc: Scope, leaf: Leaf, lane: str, end: str) -> None:
+    def emit_lanes_sum(self, span: For, sc: Scope, leaf: Leaf, lane: str, end: str, around=None) -> None:
         """``lane[(k - start) mod LANES] += `` term ``k`` of the innermost loop ``span``, for ``k`` from its
-        start to ``end``: blocks of ``LANES`` terms in a vectorised loop, then the rest."""
+        start to ``end``: blocks of ``LANES`` terms in a vectorised loop, then the rest.  ``around(scope,
+        body)``, if given, emits the code around each block's vector loop and each remaining term
+        (``emit_jammed``: a loop over the elements whose lanes ``lane`` names)."""
         k, j = self.fresh("k"), self.fresh("j")
+        around = around or (lambda s, body: body(s))
 
         def term(s: Scope, at: str, into: str) -> None:
             s.line(f"const int64_t {span.var} = {at};")
@@ -567,15 +629,17 @@ class Schedule:
             s.line("}")
 
         sc.line(f"int64_t {k} = {span.init};")
+        def block(s: Scope) -> None:
+            s.line("#pragma omp simd")
+            s.line(f"for (int {j} = 0; {j} < {LANES}; {j} += 1) {{")
+            term(s.child(), f"{k} + {j}", f"{lane}[{j}]")
+            s.line("}")
+
         sc.line(f"for (; {k} + {LANES} <= {end}; {k} += {LANES}) {{")
-        block = sc.child()
-        block.line("#pragma omp simd")
-        block.line(f"for (int {j} = 0; {j} < {LANES}; {j} += 1) {{")
-        term(block.child(), f"{k} + {j}", f"{lane}[{j}]")
-        block.line("}")
+        around(sc.child(), block)
         sc.line("}")
         sc.line(f"for (; {k} < {end}; {k} += 1) {{")
-        term(sc.child(), k, f"{lane}[({k} - {span.init}) % {LANES}]")
+        around(sc.child(), lambda s: term(s, k, f"{lane}[({k} - {span.init}) % {LANES}]"))
         sc.line("}")
 
     def parallel_pragma(self, scope: Scope, work: str, reduction: str | None, chunk: str | None = None) -> None:
