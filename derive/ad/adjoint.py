@@ -58,8 +58,9 @@ class BlockAdjoint:
         if v.kind == NUM:
             self.lines.append(f"{d} = _ad_addn({d}, {expr})" if maybe_none else f"{d} += {expr}")
         elif v.kind == ARR and self.g.boxfree and not maybe_none:
-            # no boxes can exist for this function's arrays: a local variable holds the gradient
-            self.lines += [f"_h = {expr}", f"{d} = _h if {d} is None else {d} + _h"]
+            # no boxes can exist for this function's arrays: a local variable holds the gradient (summed by
+            # a helper, which forward over reverse differentiates as a sum, also of indexed cotangents)
+            self.lines.append(f"{d} = _ad_acc({d}, {expr})")
         else:
             self.lines.append(f"{d} = _ad_acci({self.ref(v)}, {d}, {expr})")
 
@@ -68,6 +69,10 @@ class BlockAdjoint:
         read out of a cell, a container or an attribute was made elsewhere, so it leaves its box's
         gradient in the store, for the code that made the box)."""
         d = f"_d{ins.id}"
+        if ins in self.g.derived:   # a vector it made: the gradients of its entries read (``_entry``) join
+            self.lines.append(f"{d} = _ad_withents({d}, {self.ref(ins)}, _i{ins.id}, _g{ins.id})")
+            if self.loop:
+                self.lines.append(f"_i{ins.id}, _g{ins.id} = _ad_ents()")
         if ins.kind == ANY or ins.kind == ARR and not self.g.boxfree:
             read = ins.op == "deref" or ins.op in ("getitem", "getattr") and ins.kind == ANY
             take = "_ad_takef" if read else "_ad_take"
@@ -131,12 +136,12 @@ class BlockAdjoint:
             self.add(a, expr, False)
 
     def _entry(self, ins):
-        """``x[i]``, a number read from a vector argument (box-free functions only): a float gradient is
-        appended with its index to ``x``'s entries (``cotangent.entries``), another added to ``x``'s
-        gradient as an indexed cotangent."""
+        """``x[i]``, a number read from a vector (box-free functions only): a float gradient (or an int one,
+        ``s = s + x[k]`` seeded with ``dy = 1``) is appended with its index to ``x``'s entries
+        (``cotangent.entries``), another added to ``x``'s gradient as an indexed cotangent."""
         x, i = ins.args
         e, n, xi = self.dy(ins), x.id, self.ref(i)
-        self.lines += [f"if type({e}) is _ad_f64 or type({e}) is float:",
+        self.lines += [f"if type({e}) is _ad_f64 or type({e}) is float or type({e}) is int:",
                        f"    _i{n}.append({xi})", f"    _g{n}.append({e})",
                        "else:", f"    _d{n} = _ad_addat(_d{n}, {self.ref(x)}, {xi}, {e})"]
 

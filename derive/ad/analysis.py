@@ -7,7 +7,8 @@
   for.  A function that writes to anything (``x[i] = v``, ``o.a = v``, mutating methods) has no ``ARR``
   values: inlined array rules read their arguments in the adjoint, so those must not change.  An argument
   or global of kind ``VEC`` is an ``ARR`` assumed 1-D and real (``indexed_by_ints``): its entries ``x[i]``
-  at Python ints are numbers.
+  at Python ints are numbers; so are those of the arrays the function makes that are assumed vectors
+  (``derived``: checked where they are made), and an int argument of kind ``PYINT`` is a Python int.
 * activity: whether a value may carry a gradient.  Numbers are exact (a number computed from constants
   is inactive); other values are conservatively active when the function mutates anything, since a list
   built from constants becomes active when an active value is appended to it.
@@ -20,10 +21,10 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from .ir import ANY, ARR, CONST_KIND, INT, NUM, VEC, Function, Instr, Phi, kind_of
+from .ir import ANY, ARR, CONST_KIND, INT, NUM, PYINT, VEC, Function, Instr, Phi, kind_of
 from .lower import as_sequence
-from .rules import (ARRAY_BINOPS, array_call, array_method, int_preserving, int_result, is_nondiff, pure_method,
-                    rule_of, scalar_call)
+from .rules import (ARRAY_BINOPS, array_call, array_method, effect_free, int_preserving, int_result, is_nondiff,
+                    pure_method, rule_of, scalar_call)
 
 _ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
 _ARITH = {"+", "-", "*", "/", "//", "%", "**"}
@@ -35,16 +36,17 @@ def join(a, b):
     return a if _ORDER[a] >= _ORDER[b] else b
 
 
-def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -> None:
+def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, derived=frozenset()) -> None:
     """Set ``kind`` and ``active`` on every value, and turn inlinable calls into ``prim``.
     ``globals_kinds`` (name -> kind) are kinds assumed for module globals (a specialisation that is
-    guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``."""
+    guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``.
+    ``derived``: the ids of values (arrays the function makes) assumed to be vectors."""
     gk = globals_kinds or {}
     values = list(fn.values())
-    _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk))
+    _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived)
     if _index_arrays_directly(fn, values):
         values = list(fn.values())
-        _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk))
+        _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived)
     for v in values:   # ``x += y`` on a number rebinds x; on anything else it may write in place
         if _augmented(v) and v.args[0].kind in (INT, NUM):
             v.attr = v.attr[:-1]
@@ -54,8 +56,8 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None) -
                   for v in values)
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
         arg_kinds = tuple(ANY if k in (ARR, VEC) else k for k in arg_kinds)
-        gk = {}
-    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk))
+        gk, derived = {}, frozenset()
+    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk, derived), derived)
     for v in values:
         if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
@@ -110,10 +112,13 @@ def _augmented(v) -> bool:
     return isinstance(v, Instr) and v.op == "binop" and v.attr.endswith("=")
 
 
-def _fix_kinds(values, arg_kinds, gk, aug_plain, reads):
+def _fix_kinds(values, arg_kinds, gk, aug_plain, reads, derived):
     """The kinds of ``values`` (a fixed point); ``aug_plain``: augmented assignments count as their
-    plain operation, else as ANY (an in-place write); ``reads``: the entries of vectors read."""
+    plain operation, else as ANY (an in-place write); ``reads``: the entries of vectors read;
+    ``derived``: the ids of values assumed vectors (``ARR``)."""
     def transfer(v):
+        if v.id in derived:
+            return ARR
         if isinstance(v, Instr) and v.op == "global":
             k = gk.get(v.attr, ANY)
             return ARR if k == VEC else k
@@ -140,7 +145,7 @@ def _kind(v, arg_kinds, reads):
     op = v.op
     if op == "param":
         k = arg_kinds[v.attr[0]]
-        return ANY if k == CONST_KIND else ARR if k == VEC else k
+        return ANY if k == CONST_KIND else ARR if k == VEC else INT if k == PYINT else k
     if op == "const":
         return _const_kind(v.attr)
     if op == "compare" or op == "unary" and v.attr == "not":
@@ -162,6 +167,8 @@ def _kind(v, arg_kinds, reads):
         return kinds[0] if kinds[0] in (INT, NUM) or kinds[0] == ARR and v.attr in ("-", "+") else ANY
     if op == "getitem" and kinds[0] == ARR and kinds[1] == INT:
         return NUM if v in reads else ARR   # an entry (a NumPy scalar) or a sub-array; a vector's: a number
+    if op == "getitem" and kinds[0] == ARR and isinstance(v.args[1], Instr) and v.args[1].op == "slice":
+        return ARR
     if _array_inline(v) is not None:
         return NUM if _array_inline(v).reduce or kinds[-1] != ARR else ARR
     f = _callee(v)
@@ -173,42 +180,83 @@ def _kind(v, arg_kinds, reads):
     return ANY
 
 
-def indexed_by_ints(fn: Function) -> list:
-    """The arguments and globals read at a Python-int index (``x[i]``): specialised again with those that
-    are arrays assumed to be vectors (``VEC``), their entries are numbers with the inlined scalar rules."""
+def indexed_by_ints(fn: Function, arg_kinds: tuple) -> tuple[list, set]:
+    """The arrays read at a Python-int index (``x[i]``), and the positions of the int arguments that some
+    such index is computed from: specialised again with the arguments among those arrays assumed to be
+    vectors (``VEC``) and those int arguments Python ints (``PYINT``), their entries are numbers with the
+    inlined scalar rules.  The arrays are arguments, globals, and what the function makes (``ARR`` values
+    other than phis, and results of rules: assumed vectors where they are made)."""
     values = list(fn.values())
-    ints = python_ints(values)
-    return [v.args[0] for v in values if isinstance(v, Instr) and v.op == "getitem" and v.args[1] in ints
-            and isinstance(v.args[0], Instr) and v.args[0].op in ("param", "global")]
+    ints = python_ints(values, tuple(PYINT if k == INT else k for k in arg_kinds))
+    plain = python_ints(values)
+    reads = [v for v in values if isinstance(v, Instr) and v.op == "getitem" and v.args[1] in ints
+             and isinstance(v.args[0], Instr) and (v.args[0].op in ("param", "global", "rule")
+                                                   or v.args[0].kind == ARR and not _entry(v.args[0], ints))]
+    params, todo, seen = set(), [v.args[1] for v in reads if v.args[1] not in plain], set()
+    while todo:   # the int arguments these indices are computed from
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v, Instr) and v.op == "param":
+            params.add(v.attr[0])
+        todo += [u for u in (v.incoming.values() if isinstance(v, Phi) else v.args) if u in ints]
+    return [v.args[0] for v in reads], params
 
 
-def _entry_reads(values, arg_kinds, gk) -> set:
-    """The reads ``x[i]`` of an entry of a vector (an argument or global of kind ``VEC``) at a Python int."""
-    ints = python_ints(values)
+def _entry(v, ints) -> bool:
+    """Whether ``v`` is ``x[i]`` at a Python int (an entry, or a row of an array that is not a vector)."""
+    return v.op == "getitem" and v.args[1] in ints
+
+
+def restartable(fn: Function) -> bool:
+    """Whether box-free ``fn`` can be run again from its start with no effect but its result: its calls
+    without derivative are of primitives without effect (``rules.effect_free``; its other calls are of
+    NumPy's rules), so a specialisation of it may hand over to another one midway."""
+    return all(not isinstance(v, Instr) or v.op != "nondiff" or isinstance(v.args[0], Instr)
+               and v.args[0].op == "const" and effect_free(v.args[0].attr) for v in fn.values())
+
+
+def _entry_reads(values, arg_kinds, gk, derived) -> set:
+    """The reads ``x[i]`` of an entry of a vector (an argument or global of kind ``VEC``, or a value in
+    ``derived``) at a Python int."""
+    ints = python_ints(values, arg_kinds)
 
     def vector(x):
         return isinstance(x, Instr) and (x.op == "param" and arg_kinds[x.attr[0]] == VEC
-                                         or x.op == "global" and gk.get(x.attr) == VEC)
+                                         or x.op == "global" and gk.get(x.attr) == VEC or x.id in derived)
     return {v for v in values if isinstance(v, Instr) and v.op == "getitem" and vector(v.args[0])
             and v.args[1] in ints}
 
 
 _INT_OPS = {"+", "-", "*", "//", "%"}
+_INT_KEEPING = (abs, min, max)   # of Python ints, a Python int
 
 
-def python_ints(values) -> set:
+def python_ints(values, arg_kinds=()) -> set:
     """The values that are Python ints, never bools (``x[i]`` of a vector is then a number, where
-    ``x[True]`` is an array): int constants, ``len(...)``, ``+ - * // %`` and ``-i`` of those, and phis of
-    those (a greatest fixed point, so that a loop counter is one)."""
+    ``x[True]`` is an array): int constants, arguments of kind ``PYINT``, ``len(...)``, ``int(...)``,
+    ``+ - * // %`` and ``-i``, ``abs``, ``min`` and ``max`` of those, and phis of those (a greatest fixed
+    point, so that a loop counter is one)."""
     def is_int(v, found):
         if isinstance(v, Phi):
             return all(u in found for u in v.incoming.values())
         if v.op == "const":
             return type(v.attr) is int
+        if v.op == "param":
+            return v.attr[0] < len(arg_kinds) and arg_kinds[v.attr[0]] == PYINT
         if v.op == "binop" or v.op == "unary" and v.attr == "-":
             return v.attr.rstrip("=") in _INT_OPS and all(a in found for a in v.args)
-        f = v.args[0] if v.op in ("call", "nondiff") and len(v.args) == 2 and not v.attr else None
-        return isinstance(f, Instr) and f.op == "const" and f.attr is len
+        if v.op == "prim":   # (min, max, abs on ints are inlined once analysed)
+            f, args = v.attr[0], v.args
+        elif v.op in ("call", "nondiff") and v.args and not v.attr and isinstance(v.args[0], Instr) \
+                and v.args[0].op == "const":
+            f, args = v.args[0].attr, v.args[1:]
+        else:
+            return False
+        if f is len or f is int:
+            return len(args) == 1
+        return any(f is g for g in _INT_KEEPING) and len(args) > 0 and all(a in found for a in args)
 
     found = set(values)
     _fixed_point(values, found.__contains__, lambda v, keep: found.add(v) if keep else found.discard(v),
@@ -286,7 +334,7 @@ def _active(v, arg_kinds, written):
         return any(u.active for u in v.incoming.values())
     op = v.op
     if op == "param":
-        return arg_kinds[v.attr[0]] not in (INT, CONST_KIND)
+        return arg_kinds[v.attr[0]] not in (INT, PYINT, CONST_KIND)
     if op in ("const", "compare", "slice"):
         return False
     # an array np.zeros makes, or a global list, becomes active when an active value is written in

@@ -11,9 +11,9 @@ import numpy as np
 from ...errors import TensorLangError, UnsupportedError, user_traceback
 from . import rules  # noqa: F401  (registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
-from .analysis import analyse, indexed_by_ints
+from .analysis import analyse, indexed_by_ints, restartable
 from .emit import compile_function, is_boxfree, scalar_seed
-from .ir import ARR, INT, VEC, spec_kind
+from .ir import ARR, INT, PYINT, VEC, spec_kind
 from .lower import lower
 from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc, field, with_nested_boxes
 from .source import function_node, unsupported
@@ -53,14 +53,14 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
 TRANSFORM[0] = specialised
 
 
-def analysed_ir(f, kinds, globals_kinds=None):
+def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset()):
     code = f.__code__
     node, filename, text = function_node(f)
     fn = lower(node, filename, text, code.co_freevars, f.__globals__)
     if code.co_flags & _FLAGS:
         what = "'async' functions are" if code.co_flags & inspect.CO_COROUTINE else "generators ('yield') are"
         raise unsupported(what, filename, text, node)
-    analyse(fn, kinds, globals_kinds)
+    analyse(fn, kinds, globals_kinds, derived)
     return fn, filename, text
 
 
@@ -73,28 +73,32 @@ def _build(f, kinds) -> Specialisation:
     # ints now (the data of a model: ``X @ w``, ``z[LABEL]``) keep their types (box-free, NumPy and
     # arithmetic only, nothing can rebind a global while it runs); arguments and globals that are 1-D real
     # arrays read at an int index are vectors (their entries ``x[i]`` are numbers, with the inlined scalar
-    # rules).
+    # rules), and so are the arrays it makes that are read so (checked where they are made: the function
+    # is run again by the other specialisation when one is not, so it must have no effect), the int
+    # arguments such an index is computed from are Python ints.
     gk = {}
     for ins in fn.values():
         if not boxfree and getattr(ins, "op", None) == "global" and ins.attr in f.__globals__:
             t = type(f.__globals__[ins.attr])
             if t is np.ndarray or t is int:
                 gk[ins.attr] = ARR if t is np.ndarray else INT
-    read = indexed_by_ints(fn)
-    vectors = sorted({x.attr[0] for x in read if x.op == "param" and kinds[x.attr[0]] == ARR})
+    read, int_args = indexed_by_ints(fn, kinds)
+    assumed = {k: VEC for k in sorted({x.attr[0] for x in read if x.op == "param" and kinds[x.attr[0]] == ARR})}
+    assumed.update((k, PYINT) for k in sorted(int_args))
     names = sorted({x.attr for x in read if x.op == "global" and gk.get(x.attr) == ARR
                     and _vector(f.__globals__[x.attr])})
     gk.update((name, VEC) for name in names)
-    if not gk and not vectors:
+    derived = frozenset(x.id for x in read if x.op not in ("param", "global")) if restartable(fn) else frozenset()
+    if not gk and VEC not in assumed.values() and not derived:
         return spec
-    kinds2 = tuple(VEC if k in vectors else kind for k, kind in enumerate(kinds))
-    fn2, _, _ = analysed_ir(f, kinds2, gk)
+    kinds2 = tuple(assumed.get(k, kind) for k, kind in enumerate(kinds))
+    fn2, _, _ = analysed_ir(f, kinds2, gk, derived)
     if not is_boxfree(fn2):
         return spec
     fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb,
                  "_ad_fb_fast": fast if boxfree else lambda f, *args: _with_store(fast, f, args)}
     grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, gk,
-                                                  fallbacks, vectors)
+                                                  fallbacks, assumed)
     return Specialisation(f.__code__, fn2, grad2, pb2, fast2, True, src2, spec)
 
 

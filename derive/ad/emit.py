@@ -30,7 +30,7 @@ from ...errors import TensorLangError
 from . import adjoint as adj
 from . import primal
 from .analysis import loop_blocks, reverse_postorder
-from .ir import ANY, ARR, INT, NUM, VEC, Function, Instr
+from .ir import ANY, ARR, INT, NUM, PYINT, VEC, Function, Instr
 from . import rules
 from .source import register
 
@@ -58,6 +58,18 @@ class Gen:
         # copy them when they keep them (copy on capture)
         self.written = _written(fn)
         self.boxfree = is_boxfree(fn)
+        # the vectors whose entries are read as numbers (``x[i]``), and among them the arrays the function
+        # makes (assumed vectors: the primal checks each where it is made, ``vector_check``)
+        self.read = {v.args[0] for v in fn.values() if isinstance(v, Instr) and v.op == "getitem" and v.kind == NUM}
+        self.derived = {x for x in self.read if not (isinstance(x, Instr) and x.op in ("param", "global"))}
+        self.params = ", ".join(["_self"] + [f"_v{p.id}" for p in param_instrs(fn)])
+
+    def vector_check(self, v) -> list[str]:
+        """The check that array ``v``, made by the function, is a vector; otherwise the entry hands over to
+        the specialisation that assumes nothing (``_ad_fb``, which runs the function again)."""
+        x = self.val(v)
+        return [f"if not (type({x}) is {self.const(np.ndarray)} and {_VECTOR.format(x)}):",
+                f"    return _ad_fb({self.params})"]
 
     def val(self, v) -> str:
         if isinstance(v, Instr) and v.op == "const":
@@ -201,12 +213,13 @@ def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False) -> list[str]:
     for z, names in zeros.items():
         for k in range(0, len(names), 32):
             lines.append(f"{indent}{' = '.join(names[k:k + 32])} = {z}")
-    read = {v.args[0] for v in fn.values() if isinstance(v, Instr) and v.op == "getitem" and v.kind == NUM}
+    read = g.read
     for p in param_instrs(fn):
         if p.active and p.kind == NUM:
             lines.append(f"{indent}_d{p.id} = 0 * _v{p.id}")
-        if p in read:   # the gradients of its entries x[i] (adjoint.BlockAdjoint._entry)
-            lines.append(f"{indent}_i{p.id}, _g{p.id} = _ad_ents()")
+    for x in sorted(read, key=lambda x: x.id):   # the gradients of its entries x[i] (adjoint.BlockAdjoint._entry)
+        if x.active:
+            lines.append(f"{indent}_i{x.id}, _g{x.id} = _ad_ents()")
     blocks = [b for b in g.adj_order if b is fn.exit or _reaches_exit(b, fn)]
     lines += block_dispatch(blocks, bodies, indent)
     grads = []
@@ -240,13 +253,17 @@ def _reaches_exit(b, fn) -> bool:
     return False
 
 
-def generate(fn: Function, guard: dict | None = None, vectors=()) -> tuple[str, dict]:
+_VECTOR = "{0}.ndim == 1 and {0}.dtype.kind == 'f'"
+
+
+def generate(fn: Function, guard: dict | None = None, assumed: dict | None = None) -> tuple[str, dict]:
     """The source text of the factory and the names it binds.  With ``guard`` (global name -> the kind the
-    specialisation assumed for it: ``INT``, ``ARR``, or ``VEC`` for a 1-D real array) or ``vectors`` (the
-    positions of arguments it assumed to be 1-D real arrays), each entry first checks the assumptions and
-    otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded specialisation)."""
+    specialisation assumed for it: ``INT``, ``ARR``, or ``VEC`` for a 1-D real array) or ``assumed``
+    (argument position -> ``VEC``, or ``PYINT`` for a Python int), each entry first checks the assumptions
+    and otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded
+    specialisation); so does the primal where an array it assumed a vector is not (``Gen.vector_check``)."""
     g = Gen(fn)
-    params = ", ".join(["_self"] + [f"_v{p.id}" for p in param_instrs(fn)])
+    params = g.params
     adj_pop = _adjoint(g, "pop", "        ")
     adj_fast = _adjoint(g, "pop", "        ", fast=True)
     adj_index = _adjoint(g, "index", "            ")
@@ -258,15 +275,21 @@ def generate(fn: Function, guard: dict | None = None, vectors=()) -> tuple[str, 
     for i, node in enumerate(fn.factory_nodes):
         lines += factory_lines(i, node, captured.get(i, ()))
     checks = {}
-    vec = "{0}.ndim == 1 and {0}.dtype.kind == 'f'"
     conds = [f"type({name}) is {g.const(int if k == INT else np.ndarray)}" for name, k in (guard or {}).items()]
-    conds += [vec.format(name) for name, k in (guard or {}).items() if k == VEC]
-    conds += [vec.format(f"_v{p.id}") for p in param_instrs(fn) if p.attr[0] in vectors]
-    if conds:
-        for entry in ("grad", "pb", "fast"):
-            checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"]
+    conds += [_VECTOR.format(name) for name, k in (guard or {}).items() if k == VEC]
+    assumed = assumed or {}
+    for p in param_instrs(fn):
+        k = assumed.get(p.attr[0])
+        if k == VEC:
+            conds.append(_VECTOR.format(f"_v{p.id}"))
+        elif k == PYINT:
+            conds.append(f"type(_v{p.id}) is {g.const(int)}")
+    for entry in ("grad", "pb", "fast"):
+        checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"] if conds else []
+        if g.derived:
+            checks[entry].append(f"_ad_fb = _ad_fb_{entry}")
     lines.append("def _ad_factory(_ad_env):")
-    if conds:
+    if conds or g.derived:
         lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in ("grad", "pb", "fast")]
     body = prim + adj_pop + adj_fast + adj_index + [x for b in bodies.values() for x in b]
     used = {name for name in _helper_names() if any(name in x for x in body)}
@@ -383,11 +406,11 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
 
 
 def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
-                     guard: dict | None = None, fallbacks: dict | None = None, vectors=()):
+                     guard: dict | None = None, fallbacks: dict | None = None, assumed: dict | None = None):
     """Compile the generated source in the function's own module namespace; returns
-    (grad, pb, fast, boxfree, source).  ``guard``/``vectors``/``fallbacks``: see ``generate``."""
+    (grad, pb, fast, boxfree, source).  ``guard``/``assumed``/``fallbacks``: see ``generate``."""
     from . import runtime
-    src, env = generate(fn, guard, vectors)
+    src, env = generate(fn, guard, assumed)
     env = dict(env)
     helpers = {**runtime.HELPERS, "_ad_seed": scalar_seed, **(fallbacks or {})}
     ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, helpers)

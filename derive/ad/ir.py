@@ -44,8 +44,10 @@ import numpy as np
 # value kinds found by analysis: known int/bool (never differentiated), known scalar number, anything;
 # ARR: a NumPy array (or NumPy scalar) made by an inlined NumPy operation, handled as ANY wherever no
 # inlined array rule applies; VEC, a kind of arguments only: a 1-D real array (an assumption that a
-# specialisation checks when it is entered), an ARR whose entries ``x[i]`` are numbers
-INT, NUM, ANY, ARR, VEC = "int", "num", "any", "arr", "vec"
+# specialisation checks when it is entered), an ARR whose entries ``x[i]`` are numbers; PYINT, a kind of
+# arguments only: an INT that is a Python int, never a bool or a NumPy int (checked likewise), so that
+# ``x[k]`` is an entry
+INT, NUM, ANY, ARR, VEC, PYINT = "int", "num", "any", "arr", "vec", "pyint"
 CONST_KIND = "const"  # a specialisation kind: strings, None and the like (ANY, never differentiated)
 
 _KINDS: dict[type, str] = {}

@@ -105,7 +105,7 @@ def block(g, b) -> list[str]:
     """The statements of block ``b``: instructions, alpha pushes, and the terminator with its edges."""
     lines = []
     for ins in b.instrs:
-        lines += source_line(instr(g, ins), ins)
+        lines += source_line(instr(g, ins) + (g.vector_check(ins) if ins in g.derived else []), ins)
     need = g.needs.get(b)
     if need:
         lines.append(f"_t.append({_tuple(need)})")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tensorlang import ad
+from tensorlang.errors import TensorLangError
 
 
 def sum_of_squares(x):
@@ -141,3 +142,168 @@ def test_the_specialisation_checks_its_assumption_and_reads_entries_again():
     assert "_ad_J" not in src and "_B" not in src     # no generic rule, no pullback closure
     src = str(ad.code_adjoint(for_each, np.ones(3)))
     assert "as_sequence" not in src and "_i1.append" in src   # for v in x: x indexed as it is
+
+
+# -- arrays the function makes, and indices computed from int arguments ----------------------------------
+def of_tanh(x):
+    y = np.tanh(x)
+    s = 0.0
+    for i in range(len(y)):
+        s = s + y[i] * y[i]
+    return s
+
+
+def of_expressions(x, w):
+    y = w * x + 1.0                 # arrays made before the loop by arithmetic and by rules
+    d = x[1:] - x[:-1]
+    c = np.cumsum(x)
+    s = np.sum(y)
+    for i in range(len(d)):
+        s = s + d[i] * y[i + 1] + np.sin(c[i]) * y[-1 - i]
+    return s
+
+
+def made_in_the_loop(x):
+    s = 0.0
+    for t in range(3):
+        y = np.exp(x * (t + 1.0))
+        s = s + y[t] / y[0] + np.sum(y)
+    return s
+
+
+def softmax_entropy(x):
+    p = np.exp(x) / np.sum(np.exp(x))
+    s = 0.0
+    for i in range(len(p)):
+        s = s - p[i] * np.log(p[i])
+    return s
+
+
+def rows_of_made(x):
+    y = np.tanh(x)
+    s = 0.0
+    for i in range(len(y)):
+        s = s + np.sum(y[i] * y[i])
+    return s
+
+
+def index_arguments(x, k, n):
+    s = x[k] * x[k]
+    for i in range(n - 1):
+        s = s + (x[i + 1] - x[i]) ** 2 * x[n - 1 - i] + x[min(i + k, n - 1)] * x[abs(i - k)]
+    return s
+
+
+def wraps(x):
+    s = 0.0
+    for i in range(len(x)):
+        s = s + x[i - 1] * x[i] + x[-i - 1]   # x[-1] at i = 0, as NumPy
+    return s
+
+
+def past_the_end(x):
+    s = 0.0
+    for i in range(len(x)):
+        s = s + x[i + 1] * x[i]
+    return s
+
+
+def written(x):
+    y = x * 1.0
+    s = 0.0
+    for i in range(len(y)):
+        y[i] = y[i] * y[i]
+        s = s + y[i] * y[0]
+    return s
+
+
+def entries_of_rows(x):
+    s = 0.0
+    for i in range(len(x)):
+        s = s + x[i][0] * x[i][-1]
+    return s
+
+
+def int_made(x):
+    c = np.cumsum(np.arange(len(x)))    # an int array (checked where it is made: the general code)
+    s = 0.0
+    for i in range(len(x)):
+        s = s + x[i] * c[i]
+    return s
+
+
+def iterate_made(x):
+    s = 0.0
+    for v in np.sin(x) * x:
+        s = s + v * v
+    return s
+
+
+def printing(x):
+    print("called")
+    y = np.tanh(x)
+    s = 0.0
+    for i in range(len(y)):
+        s = s + np.sum(y[i] * y[i])
+    return s
+
+
+@pytest.mark.parametrize("f, args", [
+    (of_tanh, (np.linspace(-1, 2, 7),)),
+    (of_expressions, (np.linspace(-1, 2, 6), 0.7)),
+    (made_in_the_loop, (np.linspace(-1, 1, 4),)),
+    (softmax_entropy, (np.linspace(-1, 2, 5),)),
+    (rows_of_made, (np.linspace(-1, 2, 5),)),
+    (rows_of_made, (np.linspace(-1, 2, 6).reshape(3, 2),)),   # a row, not an entry: handed over
+    (index_arguments, (np.linspace(-1, 2, 6), 2, 6)),
+    (index_arguments, (np.linspace(-1, 2, 6), -1, 5)),
+    (index_arguments, (np.linspace(-1, 2, 6), np.int64(2), 6)),   # not a Python int: the general code
+    (wraps, (np.linspace(-1, 2, 5),)),
+    (written, (np.linspace(-1, 2, 5),)),
+    (entries_of_rows, (np.linspace(-1, 2, 6).reshape(3, 2),)),
+    (int_made, (np.linspace(-1, 2, 5),)),
+    (iterate_made, (np.linspace(-1, 2, 5),)),
+])
+def test_made_arrays_and_computed_indices_against_central_differences(f, args, check):
+    check(f, *args)
+
+
+def test_made_arrays_and_int_arguments_are_checked_and_read_as_numbers():
+    x = np.ones(4)
+    for f, args, made in [(of_tanh, (x,), 1), (of_expressions, (x, 0.5), 3), (index_arguments, (x, 1, 4), 0)]:
+        src = str(ad.code_adjoint(f, *args))
+        assert "_ad_J(" not in src and "_ad_addat(" in src, f.__name__   # no generic rule; entries are numbers
+        assert src.count("return _ad_fb(") == 3 * made, f.__name__    # each made vector checked, in each entry
+    src = str(ad.code_adjoint(of_tanh, x))
+    assert "_v3.ndim == 1 and _v3.dtype.kind == 'f'" in src and "_i3.append" in src
+    assert "type(_v2) is" in str(ad.code_adjoint(index_arguments, x, 1, 4))
+
+
+def test_made_arrays_that_are_not_float_vectors_run_the_general_code(check):
+    check(rows_of_made, np.linspace(-1, 2, 5))
+    check(rows_of_made, np.linspace(-1, 2, 6).reshape(2, 3))
+    x32 = np.linspace(-1, 2, 5, dtype=np.float32)
+    g, = ad.gradient(of_tanh, x32)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, 2 * np.tanh(x32) * (1 - np.tanh(x32) ** 2), rtol=1e-5)
+    y, back = ad.pullback(of_tanh, np.linspace(-1, 2, 5))
+    np.testing.assert_allclose(back(2.0)[0], 2 * ad.gradient(of_tanh, np.linspace(-1, 2, 5))[0])
+
+
+def test_a_function_with_an_effect_runs_once(capsys, check):
+    check(printing, np.linspace(-1, 2, 6).reshape(3, 2))
+    capsys.readouterr()
+    ad.gradient(printing, np.linspace(-1, 2, 6).reshape(3, 2))
+    assert capsys.readouterr().out == "called\n"
+
+
+def test_indices_out_of_range_raise_as_numpy_does():
+    x = np.linspace(-1, 2, 4)
+    for f, args in [(past_the_end, (x,)), (index_arguments, (x, 4, 4)), (index_arguments, (x, -5, 4))]:
+        with pytest.raises(IndexError) as plain:
+            f(*args)
+        with pytest.raises(IndexError) as err:
+            ad.gradient(f, *args)
+        assert str(err.value) == str(plain.value)
+    with pytest.raises(TensorLangError, match="shape"):   # x[True] is an array of shape (1, 4): handed over
+        ad.gradient(index_arguments, x, True, 4)

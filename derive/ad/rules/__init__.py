@@ -10,7 +10,8 @@ library through this module only:
 * callables known when transforming: ``rule_of(f)`` (its rule, ``rule(*args) -> (y, back)``),
   ``is_nondiff(f)`` (a result without derivative), ``int_result(f)`` (an int, never differentiated),
   ``float_result(f)`` (a float whatever numbers go in), ``int_preserving(f)`` (an int for ints),
-  ``owners()`` (each rule's primitive), ``mark_nondiff(f)``;
+  ``owners()`` (each rule's primitive), ``mark_nondiff(f)``, ``effect_free(f)`` (a call without
+  derivative that has no effect, so that a function can be run again from its start);
 * rules inlined for numbers, derivative templates (``rules.scalar``): ``scalar_call(f)`` (an ``Inline``
   or None), ``INLINE_BINOPS``, ``INLINE_UNARY``, ``scalar_templates(op, attr)`` (an instruction's);
 * rules inlined for arrays (``rules.numpy``): ``array_call(f)`` (an ``ArrayInline`` or None),
@@ -56,6 +57,15 @@ def is_nondiff(f) -> bool:
 
 def mark_nondiff(f) -> None:
     NONDIFF.add(f)
+
+
+_EFFECT_FREE = scalar.INT_RESULT_CALLS | numpy.NONDIFF_CALLS | {range, type, callable, all, any}
+
+
+def effect_free(f) -> bool:
+    """Whether calling ``f`` (a primitive without derivative) again changes nothing (``len``, ``np.zeros``;
+    not ``print``)."""
+    return _has(_EFFECT_FREE, f)
 
 
 def int_result(f) -> bool:

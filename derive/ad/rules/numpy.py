@@ -429,10 +429,11 @@ RULES.update({
 })
 LINEAR[_sort] = _sort_along
 LINEAR.update({r: along_first(r) for r in (_reshape, _transpose, _diff)})   # (their code takes *args or writes)
-NONDIFF.update({np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
-                np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.sign, np.floor,
-                np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
-                np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes})
+NONDIFF_CALLS = {np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
+                 np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.sign, np.floor,
+                 np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
+                 np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes}
+NONDIFF.update(NONDIFF_CALLS)   # (none has an effect: ``rules.effect_free``)
 
 
 def _astype(x, dtype, **kw):
