@@ -4,6 +4,7 @@ forward mode inside a reverse pass, stored and applied in the pullback, as Zygot
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 
@@ -13,9 +14,13 @@ from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
 from .rules import rule_of
-from .runtime import BOX_METHODS, RULES, J, Jkw, Jm, keyword_grads, method_rule
-from .second import NO_TANGENT, ZERO, called_name, pair_jvp
-from .tangent import JVP, JVP_RULES, TSTORE, PullbackTangent, pullback_tangent, zero
+from .rules.jvp import write_item, write_method
+from .rules.structures import setitem, unaliased
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, keyword_grads, method_rule, register,
+                      with_nested_boxes)
+from .second import NO_TANGENT, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
+from .tangent import (JVP, JVP_RULES, TSTORE, PullbackTangent, call_pullback, mutable, pullback_tangent, tangent_of,
+                      zero)
 
 
 def jvp(f, primals, tangents):
@@ -233,8 +238,12 @@ def _jvp_gradient(args, ts):
         raise UnsupportedError(f"forward over reverse through ad.gradient of {f!r} (not a Python function) "
                                f"is not supported")
     spec = specialised(f, xs).generic
-    y, ty = JVP(spec.grad, None, args, ts)
-    return y[1:], None if ty is None else ty[1:]
+
+    def run():   # as ad.gradient: the gradients of what the arguments hold are left in the stores
+        y, ty = JVP(spec.grad, None, args, ts)
+        return (with_nested_boxes(xs, y[1:]),
+                None if ty is None else on_tangent_store(with_nested_boxes, xs, ty[1:]))
+    return with_stores(run)
 
 
 def _jvp_J(args, ts):
@@ -250,6 +259,11 @@ def _jvp_J(args, ts):
         return _adapted(pair_jvp(f, rule, tuple(xs), ts[1:]), lambda g: (None, *g, *(None,) * (n - len(g))), n + 1)
     if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
         return JVP(specialised(f, xs).generic.pb, None, args, ts)
+    if isinstance(f, type):
+        return _jvp_construct(f, tuple(xs), ts[1:])
+    call = getattr(type(f), "__call__", None)
+    if isinstance(call, types.FunctionType):   # a callable object: its __call__ with the object first
+        return _adapted(_jvp_J((call, f, *xs), (None, *ts)), lambda g: g[1:], len(xs) + 1)
     raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} is not "
                            f"supported")
 
@@ -261,9 +275,42 @@ def _adapted(paired, grads, n):
     pb = lambda dy: (None,) * n if dy is None else grads(back(dy))   # noqa: E731
     if tpair is None:
         return (y, pb), NO_TANGENT
-    cross = (pullback_tangent(back, tpair[1]) or ZERO).cross
-    return (y, pb), (tpair[0], PullbackTangent(lambda dy: None if dy is None or (g := cross(dy)) is None
-                                               else grads(g)))
+    tback = pullback_tangent(back, tpair[1]) or ZERO
+
+    def call(dy, tdy):
+        if dy is None and tdy is None:
+            return pb(None), None
+        g, tg = call_pullback(back, tback, dy, tdy)
+        return pb(None) if dy is None else grads(g), None if tg is None else grads(tg)
+    return (y, pb), (tpair[0], PullbackTangent(None, call))
+
+
+def _jvp_construct(cls, xs, ts):
+    """``J(cls, *xs)`` under forward mode: dataclasses and named tuples by their fields (a pullback that only
+    reads fields of ``dy``), other classes by the forward mode of ``__init__``'s pullback code on a fresh box,
+    as ``runtime`` constructs them."""
+    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    plain = dataclasses.is_dataclass(cls) or issubclass(cls, tuple) and hasattr(cls, "_fields")
+    if plain or not (isinstance(init, types.FunctionType) and cls.__new__ is object.__new__):
+        y, back = J(cls, *xs)
+        if not plain and any(t is not None for t in ts):
+            raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through constructing "
+                                   f"{cls.__qualname__} is not supported")
+        return (y, back), (JVP(cls, None, xs, ts)[1] if plain else None, ZERO)
+    obj = object.__new__(cls)
+    register(obj)
+    (_, back), (_, tback) = _jvp_J((init, obj, *xs), (None, mutable(obj, None), *ts))
+
+    def ctor_back(dy):
+        acc_into(obj, None, dy)
+        return (None, *back(None)[2:])
+
+    def call(dy, tdy):
+        acc_into(obj, None, dy)
+        on_tangent_store(acc_into, obj, None, tdy)
+        g, tg = JVP(back, tback, (None,), (None,))   # __init__'s pullback code, which reads the stores
+        return (None, *g[2:]), None if tg is None else (None, *tg[2:])
+    return (obj, ctor_back), (tangent_of(obj, None), PullbackTangent(None, call))
 
 
 def _jvp_Jkw(args, ts):
@@ -283,11 +330,44 @@ def _jvp_Jkw(args, ts):
         where = list(range(len(pos))) + [order.index(n) for n in names]
         paired = _jvp_J((f, *(bound.arguments[p] for p in order)), (None, *(tbound.arguments.get(p) for p in order)))
         return _adapted(paired, lambda g: (g[0], *(g[i + 1] for i in where)), len(xs) + 1)
-    if rule is None or kw.get("out") is not None:
+    if kw.get("out") is not None:
+        return _jvp_out(names, f, tuple(xs), ts[2:])
+    if rule is None:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                                f"keyword arguments {', '.join(names)} is not supported")
     return _adapted(pair_jvp(f, rule, pos, tpos, kw, tkw), lambda g: keyword_grads(rule, len(pos), names, g),
                     len(xs) + 1)
+
+
+def _jvp_out(names, f, xs, ts):
+    """``f(..., out=o)`` under forward mode, as ``rules.structures.with_out`` differentiates it: the call
+    without ``out``, its result written into ``o`` by the box rules (and its tangent into ``o``'s)."""
+    i = len(xs) - len(names) + names.index("out")
+    out, tout = xs[i], ts[i]
+    single = type(out) is tuple and len(out) == 1
+    target = out[0] if single else out
+    if type(target) is not np.ndarray:
+        raise UnsupportedError(f"tensorlang.ad differentiates out= only for one array, not {type(out).__name__}")
+    rest = tuple(n for n in names if n != "out")
+    tl = mutable(target, tout[0] if single and tout is not None else tout)
+    pos, tpos = unaliased((*xs[:i], *xs[i + 1:]), target), unaliased((*ts[:i], *ts[i + 1:]), tl)
+    (y, back), (ty, tback) = _jvp_Jkw((rest, f, *pos), (None, None, *tpos)) if rest \
+        else _jvp_J((f, *pos), (None, *tpos))
+    write_item(target, tl, Ellipsis, y, ty)
+    _, write_back = setitem(target, Ellipsis, y)
+    tback = tback or ZERO
+
+    def grads(g):
+        return (*g[:i + 1], None, *g[i + 1:])
+
+    def out_back(dy):
+        return grads(back(acc(dy, write_back(None)[2])))
+
+    def call(dy, tdy):
+        w, tw = write_back(None)[2], on_tangent_store(write_back, None)[2]
+        g, tg = call_pullback(back, tback, acc(dy, w), acc(tdy, tw))
+        return grads(g), None if tg is None else grads(tg)
+    return (out, out_back), ((tl,) if single else tl, PullbackTangent(None, call))
 
 
 def _jvp_Jm(args, ts):
@@ -308,6 +388,11 @@ def _jvp_Jm(args, ts):
         paired = _jvp_Jkw((kwnames, attr, obj, *xs), tail) if kwnames else _jvp_J((attr, obj, *xs), tail[1:])
         return _adapted(paired, lambda g: g[1:], len(xs) + 1)
     what = f"the method {type(obj).__qualname__}.{name}"
+    if (type(obj), name) in BOX_METHODS and not kwnames and rule is not None:
+        # the object's tangent written as the object is; the pullback moves gradients through the box store
+        ty = write_method(obj, ts[2], name, tuple(xs), ts[3:])
+        y, back = Jm(*args)
+        return (y, back), (ty, store_linear(back))
     if rule is None or (type(obj), name) in BOX_METHODS:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {what} is not supported")
     k = len(kwnames)

@@ -20,8 +20,9 @@ forward mode the pair gets a tangent ``(ty, tback)``: ``ty`` from the primitive'
 * any other rule written in Python: the forward mode of its own code, keyword arguments bound to its
   parameters; its pullback is a closure, and the tangent of what it captured gives ``tback``.
 
-Anything else raises ``UnsupportedError`` naming the function called, as does a pullback through mutation
-(boxes).
+Anything else raises ``UnsupportedError`` naming the function called.  Pullbacks through mutation (the box
+store) get the store's tangent, a second store on which the store's helpers and the box rules' pullbacks run
+again with the tangents (below).
 """
 from __future__ import annotations
 
@@ -32,10 +33,11 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .rules import structures
+from .rules.jvp import write_attr, write_item
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY
 from .nested import positional, multilinear_along
-from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, acc, is_complex, unbroadcast
+from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, is_complex, unbroadcast
 from .tangent import JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, pullback_tangent
 
 
@@ -223,19 +225,78 @@ def reverse_rule_jvp(r, args, ts):
 REVERSE_RULE_JVP[0] = reverse_rule_jvp
 
 
-def _no_boxes(f):
-    """A box-store helper under forward mode: ``f`` when no object has been written to, else an error."""
-    def rule(args, ts):
-        if STORE[0].boxes or f is None:
-            raise UnsupportedError("forward over reverse (ad.hessian, ad.hvp) through mutation (objects "
-                                   "written to while differentiating) is not supported")
-        return f(args, ts)
-    return rule
+# -- the box store under forward mode -------------------------------------------------------------------------------
+# Reverse code moves the gradients of objects written to (boxes) through the box store (``runtime``): the
+# helpers ``_ad_acci``/``_ad_take`` add into it and take out of it, and the pullbacks of the box rules (``x[i] =
+# v``, ``o.a = v``, ``append`` ...) read and clear the slots they wrote.  All of these are linear in their
+# gradient arguments and the store's gradients together, and depend on the primal only through indices and
+# shapes; so the store's tangent is a second store with the same boxes, on which each of them runs again with
+# the tangents.
+_TANGENT_STORES: dict = {}   # id(store) -> (store, its tangent store)
+
+
+def tangent_store():
+    """The tangent store of the current box store (made, empty, on first use)."""
+    s = STORE[0]
+    hit = _TANGENT_STORES.get(id(s))
+    if hit is None or hit[0] is not s:
+        t = Store()
+        t.boxes = s.boxes
+        hit = _TANGENT_STORES[id(s)] = (s, t)
+    return hit[1]
+
+
+def on_tangent_store(f, *args):
+    """``f(*args)`` with the tangent store as the box store."""
+    outer, STORE[0] = STORE[0], tangent_store()
+    try:
+        return f(*args)
+    finally:
+        STORE[0] = outer
+
+
+def with_stores(run):
+    """``run()`` with a fresh box store and its tangent store (dropped after)."""
+    outer, STORE[0] = STORE[0], Store()
+    try:
+        return run()
+    finally:
+        _TANGENT_STORES.pop(id(STORE[0]), None)
+        STORE[0] = outer
+
+
+def _on_both(f):
+    """The JVP of a helper linear in its gradient arguments (all but the first) and the store."""
+    return lambda args, ts: (f(*args), on_tangent_store(f, args[0], *ts[1:]))
+
+
+def store_linear(back):
+    """The tangent of a box rule's pullback: the pullback itself, on the tangent store, along ``tdy``."""
+    return PullbackTangent(None, lambda dy, tdy: (back(dy), on_tangent_store(back, tdy)))
+
+
+def box_write(write, rule):
+    """The JVP of a box rule: ``write(args, ts)`` writes the tangent into the object's own (``rules.jvp``),
+    then ``rule(*args)`` writes the object and registers it as a box."""
+    def jvp(args, ts):
+        ty = write(args, ts)
+        y, back = rule(*args)
+        return (y, back), (ty, store_linear(back))
+    return jvp
+
+
+def _write_item(args, ts):
+    obj, idx, val = args
+    if type(obj) not in (list, dict, np.ndarray):
+        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through an item write into "
+                               f"{type(obj).__qualname__} (its __setitem__) is not supported")
+    write_item(obj, ts[0], idx, val, ts[2])
 
 
 JVP_RULES.update({
-    HELPERS["_ad_take"]: _no_boxes(lambda a, t: (a[1], t[1])),
-    HELPERS["_ad_takef"]: _no_boxes(lambda a, t: (a[1], t[1])),
-    HELPERS["_ad_acci"]: _no_boxes(lambda a, t: (acc(a[1], a[2]), acc(t[1], t[2]))),
-    HELPERS["_ad_setitem"]: _no_boxes(None), HELPERS["_ad_setattr"]: _no_boxes(None),
+    HELPERS["_ad_take"]: _on_both(HELPERS["_ad_take"]), HELPERS["_ad_takef"]: _on_both(HELPERS["_ad_takef"]),
+    HELPERS["_ad_acci"]: _on_both(HELPERS["_ad_acci"]),
+    HELPERS["_ad_setitem"]: box_write(_write_item, HELPERS["_ad_setitem"]),
+    HELPERS["_ad_setattr"]: box_write(lambda a, t: (write_attr(a[0], t[0], a[1], t[2]), None)[1],
+                                      HELPERS["_ad_setattr"]),
 })

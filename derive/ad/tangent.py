@@ -21,7 +21,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
-from .runtime import (METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, differentiable, in_table, make_like,
+from .runtime import (METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, differentiable, in_table, make_like,
                       with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
@@ -37,12 +37,14 @@ REVERSE_RULE_JVP: list = [None]
 
 
 class PullbackTangent:
-    """The tangent of a pullback: ``cross(dy)`` is the derivative of ``back_x(dy)`` along x's tangent."""
+    """The tangent of a pullback: ``cross(dy)`` is the derivative of ``back_x(dy)`` along x's tangent.  A
+    pullback that reads more than ``dy`` (the box store) gives ``call(dy, tdy) -> (back(dy), tangent)``
+    instead, which calls it."""
 
-    __slots__ = ("cross",)
+    __slots__ = ("cross", "call")
 
-    def __init__(self, cross):
-        self.cross = cross
+    def __init__(self, cross, call=None):
+        self.cross, self.call = cross, call
 
 
 def pullback_tangent(back, tback):
@@ -50,11 +52,18 @@ def pullback_tangent(back, tback):
     what it captured, and its forward mode gives the derivative)."""
     if tback is None or type(tback) is PullbackTangent:
         return tback
-    return PullbackTangent(lambda dy: None if dy is None else JVP(back, tback, (dy,), (None,))[1])
+
+    def call(dy, tdy):   # the forward mode of back's code, along dy's tangent and what it captured at once
+        if dy is None:
+            return back(None), None if tdy is None else back(tdy)
+        return JVP(back, tback, (dy,), (tdy,))
+    return PullbackTangent(lambda dy: None if dy is None else JVP(back, tback, (dy,), (None,))[1], call)
 
 
 def call_pullback(back, tback, dy, tdy):
     """``(back(dy), back(tdy) + tback(dy))``."""
+    if tback is not None and tback.call is not None:
+        return tback.call(dy, tdy)
     g = back(dy)
     tg = None if tdy is None else back(tdy)
     if tback is not None:
@@ -144,7 +153,8 @@ def JVP(f, tf, args, ts):
     if type(tf) is PullbackTangent:
         return call_pullback(f, tf, args[0], ts[0])
     t = type(f)
-    if t is types.FunctionType and tf is None and not TSTORE[0] and all(x is None for x in ts):
+    if t is types.FunctionType and tf is None and not TSTORE[0] and not STORE[0].boxes \
+            and all(x is None for x in ts):
         return f(*args), None
     paired = REVERSE_RULE_JVP[0](f, args, ts)
     if paired is not None:

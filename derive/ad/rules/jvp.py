@@ -230,6 +230,50 @@ def _norm(args, ts, ord=None, axis=None):
     return y, None if ts[0] is None else float(np.real(np.vdot(np.asarray(x), ts[0]))) / y
 
 
+# -- numpy.linalg: d inv(A) = -inv(A) dA inv(A), d log|det A| = tr(inv(A) dA), batched over leading axes --------
+def _mT(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _dlogdet(a, t):
+    """``tr(inv(A) dA)`` per matrix of a stack (the tangent of ``log|det A|``)."""
+    return np.sum(_mT(np.linalg.inv(a)) * t, axis=(-1, -2))
+
+
+def _inv(args, ts):
+    y = np.linalg.inv(args[0])
+    return y, None if ts[0] is None else -y @ ts[0] @ y
+
+
+def _det(args, ts):
+    y = np.linalg.det(args[0])
+    return y, None if ts[0] is None else y * _dlogdet(args[0], ts[0])
+
+
+def _slogdet(args, ts):
+    """The sign of a real determinant is constant where it is differentiable: its tangent is zero (None);
+    a complex one moves with the phase, ``i Im(tr(inv(A) dA))``."""
+    a, t = args[0], ts[0]
+    y = np.linalg.slogdet(a)
+    if t is None:
+        return y, None
+    d = _dlogdet(a, t)
+    if not np.iscomplexobj(d):
+        return y, type(y)(None, d)
+    return y, type(y)(y[0] * 1j * np.imag(d), np.real(d))
+
+
+def _solve(args, ts):
+    a, b = args
+    y = np.linalg.solve(a, b)
+    if ts[0] is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y) if ts[1] is not None else 0 * y
+    if ts[0] is not None:
+        rhs = rhs - (ts[0] @ y[..., None])[..., 0] if np.ndim(b) == 1 else rhs - ts[0] @ y
+    return y, np.linalg.solve(a, rhs)
+
+
 # -- builtins ------------------------------------------------------------------------------------------------------
 def _sum(args, ts):
     xs = args[0]
@@ -321,17 +365,24 @@ def getitem(obj, tobj, idx):
     return obj[idx], None
 
 
+def write_item(obj, tobj, idx, val, tval):
+    """The tangent of ``obj[idx] = val`` written into ``obj``'s tangent (before the write itself); returns
+    that tangent."""
+    tl = mutable(obj, tobj)
+    if type(obj) is np.ndarray:
+        tl[idx] = 0 if tval is None else tval
+    elif type(obj) is list and type(idx) is slice and tval is None:
+        tl[idx] = [None] * len(val)
+    else:
+        tl[idx] = tval
+    return tl
+
+
 def setitem(obj, tobj, idx, val, tval):
     t = type(obj)
     if t in (list, dict, np.ndarray):
-        tl = mutable(obj, tobj)
+        tl = write_item(obj, tobj, idx, val, tval)
         obj[idx] = val
-        if t is np.ndarray:
-            tl[idx] = 0 if tval is None else tval
-        elif t is list and type(idx) is slice and tval is None:
-            tl[idx] = [None] * len(val)
-        else:
-            tl[idx] = tval
         return tl
     m = getattr(t, "__setitem__", None)
     if isinstance(m, types.FunctionType):
@@ -359,13 +410,19 @@ def getattr_(obj, tobj, name):
     return y, None if tobj is None else getattr(tobj, name, None)
 
 
-def setattr_(obj, tobj, name, val, tval):
+def write_attr(obj, tobj, name, tval):
+    """The tangent of ``obj.name = val`` written into ``obj``'s tangent; returns that tangent."""
     tl = mutable(obj, tobj)
-    setattr(obj, name, val)
     if dataclasses.is_dataclass(tl):
         object.__setattr__(tl, name, tval)
     else:
         setattr(tl, name, tval)
+    return tl
+
+
+def setattr_(obj, tobj, name, val, tval):
+    tl = write_attr(obj, tobj, name, tval)
+    setattr(obj, name, val)
     return tl
 
 
@@ -386,30 +443,36 @@ def _method(rule):
     return lambda obj, tobj, args, ts, **kw: rule((obj, *args), (tobj, *ts), **kw)
 
 
-def _append(lst, tl, args, ts):
-    tl = mutable(lst, tl)
-    lst.append(args[0])
-    tl.append(ts[0])
-    return None, None
+def _dict_update_tangent(tl, args, ts):
+    tl.update({k: v for k, v in (ts[0] or {}).items() if v is not None})
+    for k in args[0]:
+        if not ts[0] or ts[0].get(k) is None:
+            tl.pop(k, None)
 
 
-def _extend(lst, tl, args, ts):
-    tl = mutable(lst, tl)
-    lst.extend(args[0])
-    tl.extend(_seq(ts[0], args[0]))
-    return None, None
+# the methods that write to their object: ``write(tangent, args, ts)`` does the same to the object's tangent
+# (before the object itself is written: a fresh zero tangent has the object's length) and returns the
+# tangent of the result
+METHOD_WRITES = {
+    (list, "append"): lambda tl, args, ts: tl.append(ts[0]),
+    (list, "extend"): lambda tl, args, ts: tl.extend(_seq(ts[0], args[0])),
+    (list, "insert"): lambda tl, args, ts: tl.insert(args[0], ts[1]),
+    (list, "pop"): lambda tl, args, ts: tl.pop(*args),
+    (dict, "update"): _dict_update_tangent,
+}
 
 
-def _insert(lst, tl, args, ts):
-    tl = mutable(lst, tl)
-    lst.insert(args[0], args[1])
-    tl.insert(args[0], ts[1])
-    return None, None
+def write_method(obj, tobj, name, args, ts):
+    """The tangent of ``obj.name(*args)`` for a method in ``METHOD_WRITES``, written into ``obj``'s tangent
+    before the call; returns the tangent of the call's result."""
+    return METHOD_WRITES[(type(obj), name)](mutable(obj, tobj), args, ts)
 
 
-def _pop(lst, tl, args, ts):
-    tl = mutable(lst, tl)
-    return lst.pop(*args), tl.pop(*args)
+def _writing(name):
+    def rule(obj, tobj, args, ts):
+        ty = write_method(obj, tobj, name, args, ts)
+        return getattr(obj, name)(*args), ty
+    return rule
 
 
 def _copy(x, t, args, ts):
@@ -421,16 +484,6 @@ def _dict_get(d, t, args, ts):
     if k in d:
         return d[k], None if t is None else t.get(k)
     return (args[1] if len(args) > 1 else None), (ts[1] if len(ts) > 1 else None)
-
-
-def _dict_update(d, t, args, ts):
-    tl = mutable(d, t)
-    d.update(args[0])
-    tl.update({k: v for k, v in (ts[0] or {}).items() if v is not None})
-    for k in args[0]:
-        if not ts[0] or ts[0].get(k) is None:
-            tl.pop(k, None)
-    return None, None
 
 
 def _astype(x, t, args, ts, **kw):
@@ -450,7 +503,8 @@ JVP_RULES.update({
     np.max: _extremum(np.max), np.min: _extremum(np.min), np.amax: _extremum(np.max), np.amin: _extremum(np.min),
     np.dot: _bilinear(np.dot), np.matmul: _bilinear(np.matmul), np.outer: _bilinear(np.outer),
     np.concatenate: _stack_like(np.concatenate), np.stack: _stack_like(np.stack), np.where: _where,
-    np.clip: _clip, np.array: _array, np.asarray: _array, np.linalg.norm: _norm,
+    np.clip: _clip, np.array: _array, np.asarray: _array, np.linalg.norm: _norm, np.linalg.inv: _inv,
+    np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
@@ -469,10 +523,10 @@ def _array_method(f):
 
 
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
+JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({
     (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype,
-    (list, "append"): _append, (list, "extend"): _extend, (list, "insert"): _insert, (list, "pop"): _pop,
-    (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get, (dict, "update"): _dict_update,
+    (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get,
     (dict, "items"): lambda d, t, args, ts: (list(d.items()), [(None, None if t is None else t.get(k)) for k in d]),
     (dict, "values"): lambda d, t, args, ts: (list(d.values()), [None if t is None else t.get(k) for k in d]),
     (dict, "keys"): lambda d, t, args, ts: (list(d.keys()), None),

@@ -255,6 +255,12 @@ METHOD_RULES.update({
     (dict, "keys"): lambda d: (list(d.keys()), ZERO),
 })
 
+def unaliased(values, target):
+    """``values`` with copies of the arrays that share memory with array ``target``, which is about to be
+    written (``np.multiply(y, x, out=y)``: the pullback reads the ``y`` it was called with)."""
+    return tuple(v.copy() if type(v) is np.ndarray and np.shares_memory(v, target) else v for v in values)
+
+
 def with_out(names, f, *args):
     """``f(..., out=o)``: the result computed as without ``out`` and written into ``o`` by the box rules."""
     i = len(args) - len(names) + names.index("out")
@@ -263,7 +269,8 @@ def with_out(names, f, *args):
     if type(target) is not np.ndarray:
         raise UnsupportedError(f"tensorlang.ad differentiates out= only for one array, not {type(out).__name__}")
     rest = tuple(n for n in names if n != "out")
-    y, back = Jkw(rest, f, *args[:i], *args[i + 1:]) if rest else J(f, *args[:i], *args[i + 1:])
+    pos = unaliased((*args[:i], *args[i + 1:]), target)
+    y, back = Jkw(rest, f, *pos) if rest else J(f, *pos)
     _, write_back = setitem(target, Ellipsis, y)
 
     def out_back(dy):

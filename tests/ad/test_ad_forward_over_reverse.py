@@ -1,0 +1,237 @@
+"""Forward over reverse (``ad.hvp``, ``ad.hessian``) through what the reverse code does besides calling rules:
+``numpy.linalg`` rules differentiated by their forward rules, mutation (objects built inside f, list and dict
+methods, attribute and item writes: the box store and its tangent), and ``out=``.  Each is checked against
+second central differences of f itself (``conftest.hvp_by_differences``), which shares no code with the
+layer; what is still refused is an ``UnsupportedError`` naming the call."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tensorlang import ad
+from tensorlang.errors import UnsupportedError
+from conftest import hvp_by_differences   # tests/ad is on the path (rootdir conftest)
+
+
+def _check_hvp(f, args, seed=0):
+    rng = np.random.default_rng(seed)
+    vs = [rng.normal(size=a.shape) for a in args]
+    got = ad.hvp(f, tuple(args), tuple(vs))
+    for i, (g, want) in enumerate(zip(got, hvp_by_differences(f, list(args), vs))):
+        assert g is not None, f"argument {i}: no Hessian-vector product"
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5, err_msg=f"argument {i}")
+
+
+def _check_hessian(f, x):
+    got = np.reshape(ad.hessian(f)(x), (x.size, x.size))
+    want = np.stack([hvp_by_differences(f, [x], [e.reshape(x.shape)])[0].ravel() for e in np.eye(x.size)])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+_RNG = np.random.default_rng(7)
+_A = _RNG.normal(size=(3, 3)) + 3 * np.eye(3)
+_STACK = _RNG.normal(size=(2, 3, 3)) + 3 * np.eye(3)
+_B = _RNG.normal(size=3)
+
+
+# -- numpy.linalg: forward rules (d log|det A| = tr(inv(A) dA), the sign's tangent 0) ---------------------------
+LINALG = {
+    "slogdet": (lambda a: np.linalg.slogdet(a)[1] ** 2 + np.linalg.slogdet(a)[0] * np.sum(a * a), [_A]),
+    "slogdet of a stack, by attribute": (lambda a: np.sum(np.linalg.slogdet(a).logabsdet ** 3), [_STACK]),
+    "slogdet of a negative determinant": (lambda a: np.linalg.slogdet(a)[1] * np.sum(a), [-_A]),
+    "det and inv": (lambda a: np.linalg.det(a) ** 2 + np.sum(np.linalg.inv(a) ** 2), [_A]),
+    "solve in both arguments": (lambda a, b: np.sum(np.linalg.solve(a, b) ** 2), [_A, _B]),
+    "solve of a matrix": (lambda a, b: np.sum(np.linalg.solve(a, np.outer(b, b)) ** 2), [_A, _B]),
+}
+
+
+@pytest.mark.parametrize("name", list(LINALG))
+def test_hvp_through_linalg(name):
+    f, args = LINALG[name]
+    _check_hvp(f, args)
+
+
+def test_hessian_through_slogdet_is_minus_the_inverse_transposed_product():
+    got = ad.hessian(lambda a: np.linalg.slogdet(a)[1])(_A)
+    inv = np.linalg.inv(_A)
+    # d2 log|det A| / dA_ij dA_kl = -inv(A)_li inv(A)_jk
+    np.testing.assert_allclose(got, -np.einsum("li,jk->ijkl", inv, inv), rtol=1e-10, atol=1e-12)
+
+
+def test_jvp_of_linalg_against_central_differences():
+    t = _RNG.normal(size=(3, 3))
+    for f in (np.linalg.inv, np.linalg.det, lambda a: np.linalg.slogdet(a)[1], lambda a: np.linalg.solve(a, _B)):
+        got = ad.jvp(f, (_A,), (t,))[1]
+        want = (f(_A + 1e-6 * t) - f(_A - 1e-6 * t)) / 2e-6
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
+# -- mutation: the box store and its tangent ---------------------------------------------------------------------
+class Layer:
+    def __init__(self, w, scale):
+        self.w = w
+        self.scale = scale * 2.0
+
+    def __call__(self, x):
+        return self.scale * np.tanh(self.w * x)
+
+
+@dataclasses.dataclass
+class Pair:
+    a: np.ndarray
+    b: float
+
+
+class Bag:
+    pass
+
+
+def _object_built_inside(x):
+    layer = Layer(x * x, np.sum(x))
+    return np.sum(layer(x) ** 2)
+
+
+def _dataclass_built_inside(x):
+    p = Pair(np.sin(x), np.sum(x) ** 2)
+    return np.sum(p.a * p.b)
+
+
+def _attributes_written(x):
+    o = Bag()
+    o.a = x * x
+    o.b = np.cos(o.a)
+    o.a = o.a * o.b
+    return np.sum(o.a * x)
+
+
+def _list_methods(x):
+    xs = []
+    for i in range(3):
+        xs.append(x[i] * x[(i + 1) % 3])
+    xs.insert(1, np.sin(x[0]))
+    xs.extend([x[2] ** 3, x[1] * x[0]])
+    last = xs.pop()
+    first = xs.pop(0)
+    return sum(v * v for v in xs) * last + first * x[1]
+
+
+def _dict_update(x):
+    d = {"a": x[0] * x[1]}
+    d.update({"b": np.exp(x[2]), "c": x[0] ** 2})
+    d["a"] = d["a"] * d["b"]
+    return d["a"] * d["c"] + d["b"]
+
+
+def _rnn_into_zeros(x):
+    h = np.zeros(4)
+    for t in range(1, 4):
+        h[t] = np.tanh(0.5 * h[t - 1] + x[t - 1] * x[t % 3])
+    return np.sum(h ** 2)
+
+
+def _list_items_written(x):
+    ys = [x[0], x[1], x[2]]
+    for i in range(3):
+        ys[i] = ys[i] * ys[(i + 1) % 3]
+    return ys[0] * ys[1] + np.sin(ys[2])
+
+
+def _helper_writes(x, out):
+    out.append(np.sum(x * x))
+    out.append(np.prod(x))
+
+
+def _mutation_in_a_called_function(x):
+    acc = []
+    _helper_writes(x, acc)
+    _helper_writes(np.sin(x), acc)
+    return acc[0] * acc[1] + acc[2] * acc[3]
+
+
+MUTATION = {
+    "an object built inside f, __init__ writing its fields": _object_built_inside,
+    "a dataclass built inside f": _dataclass_built_inside,
+    "attributes written and read again": _attributes_written,
+    "list append, insert, extend, pop": _list_methods,
+    "dict update and item writes": _dict_update,
+    "an RNN written into np.zeros": _rnn_into_zeros,
+    "list items written": _list_items_written,
+    "a called function appending to a list": _mutation_in_a_called_function,
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATION))
+def test_hvp_through_mutation(name):
+    _check_hvp(MUTATION[name], [np.array([0.3, -0.5, 0.8])])
+
+
+@pytest.mark.parametrize("name", ["an object built inside f, __init__ writing its fields",
+                                  "an RNN written into np.zeros"])
+def test_hessian_through_mutation(name):
+    _check_hessian(MUTATION[name], np.array([0.3, -0.5, 0.8]))
+
+
+def test_hvp_through_mutation_leaves_no_boxes_behind():
+    x, v = np.array([0.3, -0.5, 0.8]), np.array([1.0, 2.0, -1.0])
+    first = ad.hvp(_rnn_into_zeros, (x,), (v,))[0]
+    ad.hvp(_list_methods, (x,), (v,))
+    np.testing.assert_array_equal(ad.hvp(_rnn_into_zeros, (x,), (v,))[0], first)
+    np.testing.assert_allclose(ad.gradient(_rnn_into_zeros, x)[0],
+                               [(_rnn_into_zeros(x + 1e-6 * e) - _rnn_into_zeros(x - 1e-6 * e)) / 2e-6
+                                for e in np.eye(3)], rtol=1e-6, atol=1e-9)
+
+
+# -- out=: the functional result written into the array --------------------------------------------------------------
+def _out_multiply(x):
+    y = np.empty_like(x)
+    np.multiply(x, x, out=y)
+    return np.sum(y * x)
+
+
+def _out_add_and_tuple(x):
+    y = np.zeros(3)
+    np.add(np.sin(x), x * x, out=y)
+    z = np.empty(3)
+    np.exp(y, out=(z,))
+    return np.sum(z * y)
+
+
+def _out_written_again(x):
+    y = np.ones(3)
+    np.multiply(y, x, out=y)
+    np.multiply(y, x, out=y)
+    return np.sum(y * np.cos(x))
+
+
+OUT = {"np.multiply(x, x, out=y)": _out_multiply, "a ufunc into out=(z,)": _out_add_and_tuple,
+       "out= the same array as an input": _out_written_again}
+
+
+@pytest.mark.parametrize("name", list(OUT))
+def test_hvp_through_out(name):
+    _check_hvp(OUT[name], [np.array([0.3, -0.5, 0.8])])
+
+
+# -- still refused: a clear error naming the call ---------------------------------------------------------------------
+class Grid:
+    def __init__(self):
+        self.cells = {}
+
+    def __setitem__(self, key, value):
+        self.cells[key] = value
+
+    def __getitem__(self, key):
+        return self.cells[key]
+
+
+def test_item_write_into_a_user_container_is_refused_by_name():
+    def f(x):
+        g = Grid()
+        g[0] = x * x
+        return np.sum(g[0] * x)
+
+    x = np.array([0.3, -0.5])
+    np.testing.assert_allclose(ad.gradient(f, x)[0], 3 * x * x)
+    with pytest.raises(UnsupportedError, match=r"forward over reverse \(ad\.hessian, ad\.hvp\) through an item "
+                                               r"write into .*Grid"):
+        ad.hvp(f, (x,), (x,))
