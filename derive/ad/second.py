@@ -20,6 +20,10 @@ forward mode the pair gets a tangent ``(ty, tback)``: ``ty`` from the primitive'
 * any other rule written in Python: the forward mode of its own code, keyword arguments bound to its
   parameters; its pullback is a closure, and the tangent of what it captured gives ``tback``.
 
+Complex values follow the rules' convention (``rules.complexes``): a holomorphic primitive's pullback is
+``conj(back(conj(dy)))``, so the cross term made from its real partials is wrapped the same way; ``abs`` of a
+complex number has a cross term of its own, other rules go through their code.
+
 Anything else raises ``UnsupportedError`` naming the function called.  Pullbacks through mutation (the box
 store) get the store's tangent, a second store on which the store's helpers and the box rules' pullbacks run
 again with the tangents (below).
@@ -33,6 +37,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .rules import structures
+from .rules.complexes import HOLOMORPHIC, holomorphic
 from .rules.jvp import write_attr, write_item
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY
@@ -110,7 +115,23 @@ def _register():
                   np.multiply: _bilinear(RULES[np.multiply])})
 
 
+def _complex_abs(args, ts, y, ty):
+    """``|z|``'s pullback is ``dy * z / |z|``: its cross term ``dy * d(z / |z|)`` (NumPy's sign of a complex
+    number is ``z / |z|``, not constant as a real sign is)."""
+    z, t = np.asarray(args[0]), ts[0]
+    if t is None:
+        return None
+    r = np.where(y == 0, 1.0, y)
+    d = np.where(y == 0, 0, t / r - z * np.real(np.conj(z) * t) / r ** 3)[()]
+    return lambda dy: (dy * d,)
+
+
 _register()
+# cross terms right for complex values as they are: a bilinear primitive's is its (wrapped) rule's pullback
+_COMPLEX_READY = {CROSS[f] for f in (np.matmul, operator.matmul, np.dot, np.outer, np.multiply)}
+_COMPLEX_READY.add(_complex_abs)
+# complex arguments: the cross terms of primitives that are not holomorphic, where the real ones do not hold
+COMPLEX_CROSS = {**CROSS, np.abs: _complex_abs, np.absolute: _complex_abs, abs: _complex_abs}
 
 
 def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
@@ -120,8 +141,10 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     name = name or called_name(f)
     if all(t is None for t in (*ts, *tkw.values())):
         return rule(*args, **kw), NO_TANGENT
-    how = CROSS.get(f) if f is not None else None
-    if how is None or kw and how is not _LINEAR:
+    cplx = any(map(is_complex, args))
+    how = (COMPLEX_CROSS if cplx else CROSS).get(f) if f is not None else None
+    if how is None or kw and how is not _LINEAR or cplx and how not in _COMPLEX_READY and f not in HOLOMORPHIC \
+            and how is not _LINEAR:
         return _declared_or_code(name, rule, args, ts, kw, tkw)
     y, back = _called(name, rule, args, kw, tkw)
     if f in _STRUCTURAL:
@@ -130,6 +153,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
         ty = JVPkw(tuple(kw), f, None, (*args, *kw.values()), (*ts, *(None,) * len(kw)))[1] if kw \
             else JVP(f, None, args, ts)[1]
     cross = None if how is _LINEAR else how(args, ts, y, ty)
+    if cross is not None and how not in _COMPLEX_READY and (cplx or is_complex(y)):
+        cross = holomorphic(cross, args)   # the plain partials' cross term, in the convention as the rule is
     return (y, back), (ty, ZERO if cross is None else PullbackTangent(cross))
 
 
@@ -146,18 +171,11 @@ def _active(t):
 
 
 def _called(name, rule, args, kw, tkw):
-    """``rule(*args, **kw)`` for a rule whose keyword arguments have no tangents (``tkw``) and values are real."""
+    """``rule(*args, **kw)`` for a rule whose keyword arguments have no tangents (``tkw``)."""
     if any(map(_active, tkw.values())):
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} with a differentiable "
                                f"keyword argument is not supported")
-    y, back = rule(*args, **kw)
-    _real(y, args)
-    return y, back
-
-
-def _real(y, args):
-    if is_complex(y) or any(map(is_complex, args)):
-        raise UnsupportedError("forward over reverse (ad.hessian, ad.hvp) of complex values is not supported")
+    return rule(*args, **kw)
 
 
 def _declared_or_code(name, rule, args, ts, kw, tkw):
@@ -182,7 +200,6 @@ def _declared_or_code(name, rule, args, ts, kw, tkw):
     except UnsupportedError as e:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
                                f"its rule is outside what forward mode differentiates") from e
-    _real(y, args)
     ty, tb = (None, None) if tpair is None else tpair
     return (y, back), (ty, pullback_tangent(back, tb) or ZERO)
 

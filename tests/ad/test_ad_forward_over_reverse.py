@@ -1,6 +1,6 @@
 """Forward over reverse (``ad.hvp``, ``ad.hessian``) through what the reverse code does besides calling rules:
 ``numpy.linalg`` rules differentiated by their forward rules, mutation (objects built inside f, list and dict
-methods, attribute and item writes: the box store and its tangent), and ``out=``.  Each is checked against
+methods, attribute and item writes: the box store and its tangent), ``out=`` and complex values.  Each is checked against
 second central differences of f itself (``conftest.hvp_by_differences``), which shares no code with the
 layer; what is still refused is an ``UnsupportedError`` naming the call."""
 import dataclasses
@@ -235,3 +235,54 @@ def test_item_write_into_a_user_container_is_refused_by_name():
     with pytest.raises(UnsupportedError, match=r"forward over reverse \(ad\.hessian, ad\.hvp\) through an item "
                                                r"write into .*Grid"):
         ad.hvp(f, (x,), (x,))
+
+
+# -- complex values: paper 002's convention (the gradient of a real loss in z = x + iy is dL/dx + i dL/dy) -----------
+def _complex_hvp_by_differences(f, z, v, h=2e-4):
+    """The derivative of ``grad f`` along ``v`` in the convention: entry k is ``d<grad f, v>/dx_k + i
+    d<grad f, v>/dy_k``, from mixed second central differences of f along ``v`` and the entry's real and
+    imaginary directions."""
+    out = np.zeros(z.shape, complex)
+    for k in np.ndindex(z.shape):
+        for unit in (1.0, 1j):
+            def at(s, t):
+                moved = z + s * h * v
+                moved[k] += t * h * unit
+                return f(moved)
+            out[k] += unit * (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h * h)
+    return out
+
+
+COMPLEX = {
+    "|sin(z) z|^2": lambda z: np.sum(np.abs(np.sin(z) * z) ** 2),
+    "Re(log(z) z)": lambda z: np.real(np.sum(np.log(z) * z)),
+    "|outer(z, z) @ z|^2": lambda z: np.sum(np.abs(np.outer(z, z) @ z) ** 2),
+    "angle(z) |z|": lambda z: np.sum(np.angle(z) * np.abs(z)),
+    "Im(z conj(z^2))": lambda z: np.sum(np.imag(z * np.conj(z * z))),
+    "Re(exp(z) / (z + 2))": lambda z: np.sum(np.real(np.exp(z) / (z + 2.0))),
+    "a list of complex values written": lambda z: np.real(_complex_list(z)),
+}
+
+
+def _complex_list(z):
+    ws = []
+    for i in range(3):
+        ws.append(z[i] * z[(i + 1) % 3])
+    return ws[0] * np.conj(ws[1]) + abs(ws[2]) ** 2
+
+
+@pytest.mark.parametrize("name", list(COMPLEX))
+def test_hvp_of_complex_values(name):
+    f = COMPLEX[name]
+    z = np.array([0.3 + 0.4j, -0.5 + 0.2j, 0.8 - 0.6j])
+    v = np.array([1.0 - 0.5j, 0.2 + 1.0j, -0.7 + 0.3j])
+    got, = ad.hvp(f, (z,), (v,))
+    np.testing.assert_allclose(got, _complex_hvp_by_differences(f, z, v), rtol=1e-4, atol=1e-5)
+
+
+def test_hvp_of_a_real_input_mixed_with_complex_values_is_real():
+    f = lambda x: np.sum(np.abs(np.exp(1j * x) * (x + 2j)) ** 2)   # noqa: E731
+    x, v = np.array([0.3, -0.5, 0.8]), np.array([1.0, 2.0, -1.0])
+    got, = ad.hvp(f, (x,), (v,))
+    assert got.dtype.kind == "f"
+    np.testing.assert_allclose(got, hvp_by_differences(f, [x], [v])[0], rtol=1e-4, atol=1e-5)

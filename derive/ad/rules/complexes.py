@@ -106,16 +106,22 @@ def zygote(rule):
 _COUNT = itertools.count()
 
 
+HOLOMORPHIC: set = set()   # the primitives whose rules ``zygote`` wraps
+
+
 def _wrap_holomorphic():
     from . import numpy as rnp
     from . import operators
     for f in [*rnp.ELEMENTWISE_UNARY, *rnp.ELEMENTWISE_BINARY, np.dot, np.matmul, np.outer, np.tensordot]:
         if f is not np.abs and f in RULES:
             RULES[f] = zygote(RULES[f])
+            HOLOMORPHIC.add(f)
     for op, name in operators.DUNDER.items():   # a op b, then a op= b made again over the wrapped a op b
         operators.BINOPS[op] = RULES[operators.PYOP[op]] = zygote(operators.BINOPS[op])
         operators.BINOPS[op + "="] = RULES[getattr(operator, f"i{name}")] = operators.make_inplace(op)
+        HOLOMORPHIC.add(operators.PYOP[op])
     operators.UNARY["-"] = RULES[operator.neg] = zygote(operators.UNARY["-"])
+    HOLOMORPHIC.add(operator.neg)
     METHOD_RULES[(np.ndarray, "dot")] = zygote(METHOD_RULES[(np.ndarray, "dot")])
     NONDIFF.add(is_complex)
 
