@@ -16,11 +16,11 @@ from .ir import NUM, kind_of
 from .rules import rule_of
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
-from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, keyword_grads, method_rule, register,
-                      with_nested_boxes)
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, method_rule,
+                      register, with_defaults, with_nested_boxes)
 from .second import NO_TANGENT, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
-from .tangent import (JVP, JVP_RULES, TSTORE, PullbackTangent, call_pullback, mutable, pullback_tangent, tangent_of,
-                      zero)
+from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, pullback_tangent,
+                      tangent_of, zero)
 
 
 def jvp(f, primals, tangents):
@@ -256,9 +256,14 @@ def _jvp_J(args, ts):
     rule = rule_of(f)
     if rule is not None:
         n = len(xs)
-        return _adapted(pair_jvp(f, rule, tuple(xs), ts[1:]), lambda g: (None, *g, *(None,) * (n - len(g))), n + 1)
+        return _adapted(pair_jvp(f, rule, tuple(xs), ts[1:]), lambda g: (None, *g, *(None,) * (n - len(g))), n + 1,
+                        rule=True)
     if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
         return JVP(specialised(f, xs).generic.pb, None, args, ts)
+    if type(f) is types.FunctionType and len(xs) < f.__code__.co_argcount:   # defaults filled in, as J does
+        full = with_defaults(f, tuple(xs))
+        n = len(xs)
+        return _adapted(_jvp_J((f, *full), (*ts, *(None,) * (len(full) - n))), lambda g: g[:n + 1], n + 1)
     if isinstance(f, type):
         return _jvp_construct(f, tuple(xs), ts[1:])
     call = getattr(type(f), "__call__", None)
@@ -268,20 +273,22 @@ def _jvp_J(args, ts):
                            f"supported")
 
 
-def _adapted(paired, grads, n):
-    """A rule's ``((y, back), tangent)`` with its pullback's gradients, and their tangents, put in the
-    convention of the caller by ``grads`` (``n`` gradients, all None for a None cotangent)."""
+def _adapted(paired, grads, n, rule=False):
+    """A call's ``((y, back), tangent)`` with its pullback's gradients, and their tangents, put in the
+    convention of the caller by ``grads`` (``n`` gradients).  A ``rule``'s pullback is not called with a None
+    cotangent (its gradients are all None then); a Python function's is (it may move gradients through the
+    box store all the same)."""
     (y, back), tpair = paired
-    pb = lambda dy: (None,) * n if dy is None else grads(back(dy))   # noqa: E731
+    pb = lambda dy: (None,) * n if rule and dy is None else grads(back(dy))   # noqa: E731
     if tpair is None:
         return (y, pb), NO_TANGENT
     tback = pullback_tangent(back, tpair[1]) or ZERO
 
     def call(dy, tdy):
-        if dy is None and tdy is None:
-            return pb(None), None
+        if rule and dy is None:
+            return pb(None), None if tdy is None else grads(back(tdy))
         g, tg = call_pullback(back, tback, dy, tdy)
-        return pb(None) if dy is None else grads(g), None if tg is None else grads(tg)
+        return grads(g), None if tg is None else grads(tg)
     return (y, pb), (tpair[0], PullbackTangent(None, call))
 
 
@@ -332,11 +339,13 @@ def _jvp_Jkw(args, ts):
         return _adapted(paired, lambda g: (g[0], *(g[i + 1] for i in where)), len(xs) + 1)
     if kw.get("out") is not None:
         return _jvp_out(names, f, tuple(xs), ts[2:])
+    if rule is None and isinstance(f, type) and dataclasses.is_dataclass(f):   # its pullback reads fields of dy
+        return Jkw(*args), (JVPkw(names, f, None, tuple(xs), ts[2:])[1], ZERO)
     if rule is None:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                                f"keyword arguments {', '.join(names)} is not supported")
     return _adapted(pair_jvp(f, rule, pos, tpos, kw, tkw), lambda g: keyword_grads(rule, len(pos), names, g),
-                    len(xs) + 1)
+                    len(xs) + 1, rule=True)
 
 
 def _jvp_out(names, f, xs, ts):
@@ -387,6 +396,12 @@ def _jvp_Jm(args, ts):
         tail = (None, None, types.SimpleNamespace() if ts[2] is None else ts[2], *ts[3:])
         paired = _jvp_Jkw((kwnames, attr, obj, *xs), tail) if kwnames else _jvp_J((attr, obj, *xs), tail[1:])
         return _adapted(paired, lambda g: g[1:], len(xs) + 1)
+    if callable(attr) and name in getattr(obj, "__dict__", ()):   # a callable the object holds, as Jm calls it
+        tattr = getattr(ts[2], name, None)
+        paired = _jvp_Jkw((kwnames, attr, *xs), (None, tattr, *ts[3:])) if kwnames \
+            else _jvp_J((attr, *xs), (tattr, *ts[3:]))
+        return _adapted(paired, lambda g: (None if g[0] is None else field_grad(obj, name, g[0]), *g[1:]),
+                        len(xs) + 1)
     what = f"the method {type(obj).__qualname__}.{name}"
     if (type(obj), name) in BOX_METHODS and not kwnames and rule is not None:
         # the object's tangent written as the object is; the pullback moves gradients through the box store
@@ -399,7 +414,8 @@ def _jvp_Jm(args, ts):
     pos, kw = (obj, *xs[:len(xs) - k]), dict(zip(kwnames, xs[len(xs) - k:]))
     tpos, tkw = (ts[2], *ts[3:len(ts) - k]), dict(zip(kwnames, ts[len(ts) - k:]))
     n = len(xs) + 1
-    return _adapted(pair_jvp(None, rule, pos, tpos, kw, tkw, name=what), lambda g: (*g, *(None,) * (n - len(g))), n)
+    return _adapted(pair_jvp(None, rule, pos, tpos, kw, tkw, name=what), lambda g: (*g, *(None,) * (n - len(g))), n,
+                    rule=True)
 
 
 def _register_api_rules():

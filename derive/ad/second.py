@@ -40,7 +40,7 @@ from .rules import structures
 from .rules.complexes import HOLOMORPHIC, holomorphic
 from .rules.jvp import write_attr, write_item
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
-from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY
+from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .nested import positional, multilinear_along
 from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, is_complex, unbroadcast
 from .tangent import JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, pullback_tangent
@@ -74,8 +74,6 @@ def _partials_binary(d):
 def _partials_operator(grads):
     def cross(args, ts, y, ty):
         a, b = args
-        if not all(type(x) is np.ndarray or isinstance(x, (int, float, complex, np.generic)) for x in args):
-            raise UnsupportedError("forward over reverse through an operator on non-numeric values is not supported")
 
         def apply(dy):
             tg = JVP(grads, None, (dy, a, b, y), (None, *ts, ty))[1]
@@ -127,6 +125,7 @@ def _complex_abs(args, ts, y, ty):
 
 
 _register()
+_OPERATORS = {*PYOP.values(), operator.neg, operator.pos}
 # cross terms right for complex values as they are: a bilinear primitive's is its (wrapped) rule's pullback
 _COMPLEX_READY = {CROSS[f] for f in (np.matmul, operator.matmul, np.dot, np.outer, np.multiply)}
 _COMPLEX_READY.add(_complex_abs)
@@ -143,6 +142,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
         return rule(*args, **kw), NO_TANGENT
     cplx = any(map(is_complex, args))
     how = (COMPLEX_CROSS if cplx else CROSS).get(f) if f is not None else None
+    if f in _OPERATORS and not all(map(is_numeric, args)):
+        how = None   # sequences, user types' __add__ ...: the operator rule's code
     if how is None or kw and how is not _LINEAR or cplx and how not in _COMPLEX_READY and f not in HOLOMORPHIC \
             and how is not _LINEAR:
         return _declared_or_code(name, rule, args, ts, kw, tkw)

@@ -148,6 +148,45 @@ def _mutation_in_a_called_function(x):
     return acc[0] * acc[1] + acc[2] * acc[3]
 
 
+class Vec:
+    def __init__(self, a):
+        self.a = a
+
+    def __mul__(self, other):
+        return Vec(self.a * (other.a if isinstance(other, Vec) else other))
+
+    def __add__(self, other):
+        return Vec(self.a + other.a * other.a)
+
+
+class Unit:
+    def __init__(self, w, act=np.tanh):
+        self.w = w
+        self.act = act
+
+    def __call__(self, x):
+        return self.act(self.w * x)
+
+
+def _user_operators(x):
+    v = Vec(x) * Vec(np.sin(x)) + Vec(x * 2.0)
+    return np.sum(v.a ** 2)
+
+
+def _dataclass_by_keywords(x):
+    return np.sum(Pair(a=x * x, b=np.sum(x)).a * Pair(x, b=2.0).b)
+
+
+def _held_callable_and_default(x):
+    return np.sum(Unit(x * x)(x) ** 2)
+
+
+def _sequence_operators(x):
+    xs = [x[0], x[1]] + [x[2] * x[0]]
+    ys = xs * 2
+    return ys[0] * ys[4] + ys[2] * ys[3]
+
+
 MUTATION = {
     "an object built inside f, __init__ writing its fields": _object_built_inside,
     "a dataclass built inside f": _dataclass_built_inside,
@@ -157,6 +196,10 @@ MUTATION = {
     "an RNN written into np.zeros": _rnn_into_zeros,
     "list items written": _list_items_written,
     "a called function appending to a list": _mutation_in_a_called_function,
+    "user __mul__/__add__ building objects": _user_operators,
+    "a dataclass built with keywords": _dataclass_by_keywords,
+    "a callable held by an object, a default argument of __init__": _held_callable_and_default,
+    "list + list, list * int": _sequence_operators,
 }
 
 

@@ -92,27 +92,40 @@ def _make_binop(op):
 
 
 def _dunder(op, name, pyop, a, b):
-    m = getattr(type(a), f"__{name}__", None)
+    # (no f-strings: forward over reverse differentiates this code, ``second``)
+    m = getattr(type(a), "__" + name + "__", None)
     if isinstance(m, types.FunctionType):
         y, back = J(m, a, b)
         if y is not NotImplemented:
             return y, lambda dy: back(dy)[1:]
-    m = getattr(type(b), f"__r{name}__", None)
+    m = getattr(type(b), "__r" + name + "__", None)
     if isinstance(m, types.FunctionType):
-        y, back = J(m, b, a)
+        y, rback = J(m, b, a)
         if y is not NotImplemented:
-            return y, lambda dy: (lambda g: (g[2], g[1]))(back(dy))
+            return y, lambda dy: (lambda g: (g[2], g[1]))(rback(dy))
     y = pyop(a, b)
     if op == "+" and isinstance(a, (list, tuple)):
-        n = len(a)
-        return y, lambda dy: (None, None) if dy is None else (dy[:n], dy[n:])
+        return y, _split_back(len(a))
     if op == "*" and isinstance(a, (list, tuple)) and kind_of(b) == INT:
-        n = len(a)
-        return y, lambda dy: (None, None) if dy is None else (_fold(dy, n), None)
+        return y, _fold_back(len(a), 0)
     if op == "*" and isinstance(b, (list, tuple)) and kind_of(a) == INT:
-        n = len(b)
-        return y, lambda dy: (None, None) if dy is None else (None, _fold(dy, n))
+        return y, _fold_back(len(b), 1)
     return y, ZERO
+
+
+def _split_back(n):
+    """The pullback of ``a + b`` for sequences, ``a`` of length ``n``."""
+    return lambda dy: (None, None) if dy is None else (dy[:n], dy[n:])
+
+
+def _fold_back(n, which):
+    """The pullback of ``a * k`` (``which`` 0) or ``k * b`` (1) for a sequence of length ``n``."""
+    def back(dy):
+        if dy is None:
+            return (None, None)
+        g = _fold(dy, n)
+        return (g, None) if which == 0 else (None, g)
+    return back
 
 
 def _fold(dy, n):
