@@ -37,7 +37,7 @@ from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
-from .schedule import INTERCHANGE_MAX_TARGET, Leaf, Schedule, has_reduce, outer_reductions
+from .schedule import BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, has_reduce, outer_reductions
 from .sparse import Sparse
 from .target import Capabilities
 
@@ -325,11 +325,11 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             g, r = self.size_product(arr.dims), self.size_product(body.sizes)
             chunked = self.chunkable(stmt, pred, body, scope)
             if chunked:  # a block of lanes of elements, and few enough for every chunk's partial sums
-                scope.line(f"if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({g}) >= {self.lanes}) {{")
+                scope.line(f"if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({g}) >= {BLOCK_LANES}) {{")
                 self.emit_chunked(stmt, pred, body, chunked, scope.child())
             # a gather whose innermost loop is lane-blocked keeps its sums in registers: better, when
             # that loop has a block's worth of points
-            lanes = f" && ({self.size_product(arr.dims[-1:])}) < {self.lanes}" if self.lane_blocked(gv, body) else ""
+            lanes = f" && ({self.size_product(arr.dims[-1:])}) < {BLOCK_LANES}" if self.lane_blocked(gv, body) else ""
             scope.line(f"{'} else ' if chunked else ''}if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({r}) >= 4 * ({g}){lanes}) {{")
             self.emit_interchanged(stmt, pred, body, scope.child())
             scope.line("} else {")

@@ -230,7 +230,7 @@ def test_small_target_reductions_run_in_chunks(n, m):
 def test_chunked_reductions_are_the_same_bits_with_and_without_lane_blocking():
     """The lane-blocked elements and the ones left over add their terms in the same order."""
     from tensorlang.codegen.c import CEmitter
-    from tensorlang.codegen.schedule import LANES
+    from tensorlang.codegen.schedule import BLOCK_LANES
 
     e = tl.grad(tl.parse((EXAMPLES / "deconv_loss.tl").read_text()), "c")
     r = np.random.default_rng(3)
@@ -241,7 +241,7 @@ def test_chunked_reductions_are_the_same_bits_with_and_without_lane_blocking():
         CEmitter.lanes = 0
         plain = tl_compile(e)
     finally:
-        CEmitter.lanes = LANES
+        CEmitter.lanes = BLOCK_LANES
     assert "tl_lacc" not in plain.source
     assert np.array_equal(plain(**ins), blocked)
 
