@@ -187,18 +187,24 @@ def multilinear_along(rule, args, kw, ts, dy):
 
 def _declared(r, pos, kw, lead):
     """J of a call of a rule in LINEAR/MULTILINEAR, whose pullback is a ``Pullback`` over its arguments
-    (``lead``: in J's convention, the function's own gradient first)."""
-    y, back = r(*pos, **kw)
-    where = list(range(len(pos) + len(kw)))
+    (``lead``: in J's convention, the function's own gradient first).  A rule with ``by_position`` (the
+    layout driver) is called with the keyword arguments that name its positional parameters moved to
+    their places, so that they are differentiated as its positional arguments are."""
+    bind = getattr(r, "by_position", None)
+    full, rest, moved = bind(pos, kw) if bind is not None and kw else (pos, kw, ())
+    y, back = r(*full, **rest)
+    n = len(full)
+    # where each argument of the call (positions, then keywords in call order) is in ``back(dy)``
+    where = [*range(len(pos)), *(len(pos) + moved.index(k) if k in moved else n + list(rest).index(k) for k in kw)]
 
     def pb(d):
         dy, dback = (None, None) if d is None else d
-        g = _spread(None if dy is None else back(dy), len(pos))
+        g = _spread(None if dy is None else back(dy), n)
         extra = None if dback is None else getattr(dback, "args", None)
         if extra is not None:
             g = tuple(acc(a, b) for a, b in zip(g, extra))
-        return (None,) * lead + g + (None,) * len(kw)
-    return (y, Pullback(back, [-1] * lead + where, r, pos, kw)), pb
+        return (None,) * lead + picked(g, where)
+    return (y, Pullback(back, [-1] * lead + where, r, full, rest)), pb
 
 
 def _declared_rule(r):

@@ -140,6 +140,10 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     name = name or called_name(f)
     if all(t is None for t in (*ts, *tkw.values())):
         return rule(*args, **kw), NO_TANGENT
+    bound = positional(rule, args, kw) if any(map(_active, tkw.values())) and type(rule) is types.FunctionType \
+        else None
+    if bound is not None:   # a differentiable keyword argument (np.stack(arrays=...)): called positionally
+        return pair_jvp(f, rule, bound[0], _placed(ts, tkw, bound), name=name)
     cplx = any(map(is_complex, args))
     how = (COMPLEX_CROSS if cplx else CROSS).get(f) if f is not None else None
     if f in _OPERATORS and not all(map(is_numeric, args)):
@@ -182,6 +186,9 @@ def _called(name, rule, args, kw, tkw):
 def _declared_or_code(name, rule, args, ts, kw, tkw):
     """``pair_jvp`` for a rule that declares its pullback (``LINEAR``/``MULTILINEAR``) or whose own code is
     differentiated by forward mode (its pullback is then a closure, whose tangent comes with it)."""
+    if rule in LINEAR and getattr(LINEAR[rule], "keyword_tangents", False):
+        y, back = rule(*args, **kw)
+        return (y, back), (LINEAR[rule](args, kw, ts, tkw), ZERO)
     if rule in LINEAR or rule in MULTILINEAR:
         y, back = _called(name, rule, args, kw, tkw)
         if rule in LINEAR:
@@ -192,17 +199,23 @@ def _declared_or_code(name, rule, args, ts, kw, tkw):
     if bound is None:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
                                f"its pullback has no forward-mode derivative")
-    full, where = bound
-    tfull = [None] * len(full)
-    for t, i in zip((*ts, *tkw.values()), where):
-        tfull[i] = t
     try:
-        (y, back), tpair = code_jvp(rule, None, full, tuple(tfull))
+        (y, back), tpair = code_jvp(rule, None, bound[0], _placed(ts, tkw, bound))
     except UnsupportedError as e:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
                                f"its rule is outside what forward mode differentiates") from e
     ty, tb = (None, None) if tpair is None else tpair
     return (y, back), (ty, pullback_tangent(back, tb) or ZERO)
+
+
+def _placed(ts, tkw, bound):
+    """The tangents of a call's positional and keyword arguments at the places ``nested.positional`` bound
+    them to (None for the defaults between)."""
+    full, where = bound
+    tfull = [None] * len(full)
+    for t, i in zip((*ts, *tkw.values()), where):
+        tfull[i] = t
+    return tuple(tfull)
 
 
 def _structural_getitem(args, ts):

@@ -1,8 +1,8 @@
 """Forward over reverse (``ad.hvp``, ``ad.hessian``) through what the reverse code does besides calling rules:
 ``numpy.linalg`` rules differentiated by their forward rules, mutation (objects built inside f, list and dict
-methods, attribute and item writes: the box store and its tangent), ``out=`` and complex values.  Each is checked against
-second central differences of f itself (``conftest.hvp_by_differences``), which shares no code with the
-layer; what is still refused is an ``UnsupportedError`` naming the call."""
+methods, attribute and item writes: the box store and its tangent), ``out=``, complex values and keyword
+calls.  Each is checked against second central differences of f itself (``conftest.hvp_by_differences``),
+which shares no code with the layer; what is still refused is an ``UnsupportedError`` naming the call."""
 import dataclasses
 
 import numpy as np
@@ -253,6 +253,28 @@ OUT = {"np.multiply(x, x, out=y)": _out_multiply, "a ufunc into out=(z,)": _out_
 @pytest.mark.parametrize("name", list(OUT))
 def test_hvp_through_out(name):
     _check_hvp(OUT[name], [np.array([0.3, -0.5, 0.8])])
+
+
+# -- keyword calls: arrays passed by NumPy's parameter names ----------------------------------------------------------
+KEYWORDS = {
+    "np.hstack(tup=...)": lambda x: np.sum(np.hstack(tup=[x, x * x]) ** 2),
+    "np.stack(arrays=...)": lambda x: np.sum(np.stack(arrays=[x, x * x], axis=1) ** 3),
+    "np.roll(a=..., shift=...)": lambda x: np.sum(np.roll(a=x * x, shift=1) * x),
+    "np.tile(reps=..., A=...)": lambda x: np.sum(np.tile(reps=2, A=x * x) * np.tile(x, 2)),
+    "np.reshape(..., shape=...)": lambda x: np.sum(np.reshape(x * x, shape=(3, 1)) ** 2),
+    "x.astype(np.float64)": lambda x: np.sum(x.astype(np.float64) ** 3),
+}
+
+
+@pytest.mark.parametrize("name", list(KEYWORDS))
+def test_gradient_and_hvp_through_keyword_calls(name, check):
+    f = KEYWORDS[name]
+    x, v = np.array([0.3, -0.5, 0.8]), np.array([1.0, 2.0, -1.0])
+    check(f, x)
+    _check_hvp(f, [x])
+    # reverse over reverse too: the gradient of <grad f, v>
+    got, = ad.gradient(lambda y: np.sum(ad.gradient(f, y)[0] * v), x)
+    np.testing.assert_allclose(got, hvp_by_differences(f, [x], [v])[0], rtol=1e-4, atol=1e-5)
 
 
 # -- still refused: a clear error naming the call ---------------------------------------------------------------------

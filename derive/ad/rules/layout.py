@@ -11,6 +11,7 @@ positions.
 """
 from __future__ import annotations
 
+import inspect
 import numbers
 
 import numpy as np
@@ -65,8 +66,28 @@ def _items(y):
     return list(y) if isinstance(y, (list, tuple)) else [y]
 
 
+def _by_position(f, args, kw):
+    """``args`` and ``kw`` with the keyword arguments that name f's next positional parameters moved into
+    ``args`` (``np.hstack(tup=...)``, ``np.roll(a=x, shift=1)``), and the names moved, in order."""
+    if not kw:
+        return args, kw, ()
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return args, kw, ()
+    args, kw, moved = list(args), dict(kw), []
+    for p in params[len(args):]:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in kw:
+            break
+        args.append(kw.pop(p.name))
+        moved.append(p.name)
+    return tuple(args), kw, tuple(moved)
+
+
 def layout_rule(f, arrays=(0,), sequences=(), zero=()):
     def rule(*args, **kw):
+        names = tuple(kw)
+        args, kw, moved = _by_position(f, args, kw)
         y = f(*args, **kw)
         pos = _Positions()
         run = list(args)
@@ -92,11 +113,18 @@ def layout_rule(f, arrays=(0,), sequences=(), zero=()):
                     out.append(tuple(part) if type(a) is tuple else part)
                 else:
                     out.append(None)
-            return tuple(out)
+            if not names:
+                return tuple(out)
+            n = len(out) - len(moved)   # a keyword call: the keyword arguments' gradients in call order
+            by_name = dict(zip(moved, out[n:]))
+            return (*out[:n], *(by_name.get(k) for k in names))
         return y, back
 
-    def along(args, kw, ts):
-        """The function along tangents ``ts`` of the arguments (it is linear in them), its constants 0."""
+    def along(args, kw, ts, tkw=None):
+        """The function along tangents ``ts`` of the arguments and ``tkw`` of the keyword arguments (it is
+        linear in them), its constants 0."""
+        args, kw, moved = _by_position(f, args, kw)
+        ts = (*ts, *((tkw or {}).get(k) for k in moved))
         run = list(args)
         for i, a in enumerate(args):
             if i in arrays:
@@ -108,6 +136,8 @@ def layout_rule(f, arrays=(0,), sequences=(), zero=()):
         return f(*run, **{k: (0 if k in zero else v) for k, v in kw.items()})
 
     rule.__name__ = f"rule_{getattr(f, '__name__', 'layout')}"
+    along.keyword_tangents = True
+    rule.by_position = lambda args, kw: _by_position(f, args, kw)
     LINEAR[rule] = along
     return rule
 

@@ -298,7 +298,7 @@ def _outer(a, b):
 
 def _reshape(a, *shape, **kw):
     s = np.shape(a)
-    y = np.reshape(a, shape[0] if len(shape) == 1 else shape, **kw)
+    y = np.reshape(a, shape[0] if len(shape) == 1 else shape, **kw) if shape else np.reshape(a, **kw)
     return y, lambda dy: (np.reshape(dy, s),) + (None,) * len(shape)
 
 
@@ -334,9 +334,9 @@ def _concatenate(xs, axis=0):
     return np.concatenate(xs, axis), lambda dy: (list(np.split(dy, sizes, axis)), None)
 
 
-def _stack(xs, axis=0):
-    n = len(xs)
-    return np.stack(xs, axis), lambda dy: ([np.take(dy, i, axis) for i in range(n)], None)
+def _stack(arrays, axis=0):
+    n = len(arrays)
+    return np.stack(arrays, axis), lambda dy: ([np.take(dy, i, axis) for i in range(n)], None)
 
 
 def _where(c, a, b):
@@ -441,6 +441,15 @@ def _astype(x, dtype, **kw):
     if np.dtype(dtype).kind in "fc":
         return y, lambda dy: (dy, None)
     return y, ZERO
+
+
+def _astype_along(args, kw, ts):
+    """``astype`` is linear in the array (a cast to a float or complex type; other casts have no tangent)."""
+    x, dtype = args
+    return None if ts[0] is None or np.dtype(dtype).kind not in "fc" else np.asarray(ts[0]).astype(dtype, **kw)
+
+
+LINEAR[_astype] = _astype_along   # (its code takes **kw)
 
 
 METHOD_RULES.update({
