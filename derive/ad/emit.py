@@ -402,6 +402,11 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
         for c in mk.__code__.co_consts:
             if hasattr(c, "co_code"):
                 register(c, node, filename, text)
+        # the factory's own tree, from its text: forward mode transforms it where generated code that makes a
+        # closure is differentiated again (forward over reverse)
+        code = mk.__code__
+        factory = "\n".join(factory_lines(i, node, code.co_varnames[:code.co_argcount]))
+        register(code, ast.parse(factory).body[0], f"<tensorlang.ad factory of {qualname}>", factory)
     return ns
 
 

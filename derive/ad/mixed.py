@@ -18,7 +18,7 @@ from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, method_rule,
                       register, with_defaults, with_nested_boxes)
-from .second import NO_TANGENT, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
+from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, pullback_tangent,
                       tangent_of, zero)
 
@@ -273,6 +273,36 @@ def _jvp_J(args, ts):
                            f"supported")
 
 
+def _jvp_map(xs, ts):
+    """``map``'s rule under forward mode: ``J(f, *items)`` per element (its code takes ``*seqs``)."""
+    f, *seqs = xs
+    tf, *tseqs = ts
+    tseqs = [[None] * len(s) if t is None else list(t) for s, t in zip(seqs, tseqs)]
+    pairs = [_jvp_J((f, *items), (tf, *titems)) for items, titems in zip(zip(*seqs), zip(*tseqs))]
+    backs = [(back, pullback_tangent(back, tpair[1]) or ZERO) for (_, back), tpair in pairs]
+    n = len(pairs)
+
+    def collect(gs):   # per element J's (df, *dxs) -> the rule's (df, *dseqs)
+        if all(g is None for g in gs):
+            return None
+        df, dseqs = None, [[None] * n for _ in seqs]
+        for i, g in enumerate(gs):
+            if g is not None:
+                df = acc(df, g[0])
+                for k in range(len(seqs)):
+                    dseqs[k][i] = g[k + 1]
+        return (df, *dseqs)
+
+    def back(dy):
+        return collect([b(d) for (b, _), d in zip(backs, dy)]) or (None,) * len(xs)
+
+    def call(dy, tdy):
+        pulled = [call_pullback(b, tb, d, td) for (b, tb), d, td in
+                  zip(backs, dy or [None] * n, tdy or [None] * n)]
+        return collect([p[0] for p in pulled]) or (None,) * len(xs), collect([p[1] for p in pulled])
+    return ([p[0][0] for p in pairs], back), ([p[1][0] for p in pairs], PullbackTangent(None, call))
+
+
 def _adapted(paired, grads, n, rule=False):
     """A call's ``((y, back), tangent)`` with its pullback's gradients, and their tangents, put in the
     convention of the caller by ``grads`` (``n`` gradients).  A ``rule``'s pullback is not called with a None
@@ -416,6 +446,9 @@ def _jvp_Jm(args, ts):
     n = len(xs) + 1
     return _adapted(pair_jvp(None, rule, pos, tpos, kw, tkw, name=what), lambda g: (*g, *(None,) * (n - len(g))), n,
                     rule=True)
+
+
+PAIRS[map] = _jvp_map
 
 
 def _register_api_rules():

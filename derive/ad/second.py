@@ -96,6 +96,7 @@ def _bilinear(rule):
 
 
 _LINEAR = object()   # the pullback does not depend on the primal values
+PAIRS: dict = {}     # primitive -> pair(args, tangents): its pair_jvp, for rules written outside the subset
 CROSS: dict = {}     # primitive -> _LINEAR or cross(args, tangents, y, ty) -> (dy -> argument tangents)
 
 
@@ -140,6 +141,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     name = name or called_name(f)
     if all(t is None for t in (*ts, *tkw.values())):
         return rule(*args, **kw), NO_TANGENT
+    if f in PAIRS and not kw:
+        return PAIRS[f](args, ts)
     bound = positional(rule, args, kw) if any(map(_active, tkw.values())) and type(rule) is types.FunctionType \
         else None
     if bound is not None:   # a differentiable keyword argument (np.stack(arrays=...)): called positionally

@@ -255,6 +255,47 @@ def test_hvp_through_out(name):
     _check_hvp(OUT[name], [np.array([0.3, -0.5, 0.8])])
 
 
+# -- closures: the generated code's closure factories, differentiated again -------------------------------------------
+def _lambda_twice(x):
+    g = lambda y: np.sin(y * x)   # noqa: E731
+    return np.sum(g(x) * g(2.0 * x))
+
+
+def _recursive_closure(x):
+    def prod(n):
+        return x[0] if n == 0 else x[n % 3] * prod(n - 1)
+    return prod(4)
+
+
+def _closure_factory(x):
+    def make(a):
+        return lambda y: a * y * y
+    return make(x[0])(x[1]) + make(x[2])(x[0])
+
+
+def _nested_def_with_default(x):
+    scale = x * 2.0
+
+    def inner(y, k=3.0):
+        return np.sum(np.tanh(scale * y) * k)
+    return inner(x) + inner(x * x, 1.5)
+
+
+def _map_of_a_lambda(x):
+    s = np.sum(x)
+    return sum(map(lambda v: v * s * v, [x[0], x[1], x[2]]))
+
+
+CLOSURES = {"a lambda called twice": _lambda_twice, "a recursive closure": _recursive_closure,
+            "closures made by a factory": _closure_factory, "a nested def with a default": _nested_def_with_default,
+            "map of a lambda": _map_of_a_lambda}
+
+
+@pytest.mark.parametrize("name", list(CLOSURES))
+def test_hvp_through_closures(name):
+    _check_hvp(CLOSURES[name], [np.array([0.3, -0.5, 0.8])])
+
+
 # -- keyword calls: arrays passed by NumPy's parameter names ----------------------------------------------------------
 KEYWORDS = {
     "np.hstack(tup=...)": lambda x: np.sum(np.hstack(tup=[x, x * x]) ** 2),
@@ -287,6 +328,20 @@ class Grid:
 
     def __getitem__(self, key):
         return self.cells[key]
+
+
+def test_threads_are_refused_by_name():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def f(w):
+        with_pool = ThreadPoolExecutor(2)
+        out = sum(with_pool.map(lambda x: np.sum(np.tanh(w * x) ** 2), [np.array([1.0, 2.0]), np.array([0.5, -1.0])]))
+        with_pool.shutdown()
+        return out
+
+    w = np.array([0.3, -0.2])
+    with pytest.raises(UnsupportedError, match=r"through the method ThreadPoolExecutor\.map is not supported"):
+        ad.hvp(f, (w,), (w,))
 
 
 def test_item_write_into_a_user_container_is_refused_by_name():
