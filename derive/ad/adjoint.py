@@ -12,8 +12,14 @@ from . import rules
 from .ir import ANY, ARR, INT, NUM, Instr
 from .primal import source_line
 
-# (an augmented assignment ``x op= y`` may write to x: its pullback runs even without a gradient of the result)
+# (an augmented assignment ``x op= y`` and a rule that writes may write to their argument: their pullback runs
+# even without a gradient of the result)
 _PURE = {"binop", "unary", "prim", "rule", "getattr", "getitem", "tuple", "list", "dict", "closure", "deref"}
+
+
+def _sliced(ins) -> bool:
+    """``x[a:b]``: a new list for a list (a view of an array, whose gradient ``take`` hands back to it)."""
+    return ins.op == "getitem" and isinstance(ins.args[1], Instr) and ins.args[1].op == "slice"
 
 
 class BlockAdjoint:
@@ -67,14 +73,14 @@ class BlockAdjoint:
     def dy(self, ins) -> str:
         """The gradient of ``ins`` at its definition, fetched once into ``_dy<n>`` (box-aware: an object
         read out of a cell, a container or an attribute was made elsewhere, so it leaves its box's
-        gradient in the store, for the code that made the box)."""
+        gradient in the store, for the code that made the box; a slice of a list is a list made here)."""
         d = f"_d{ins.id}"
         if ins in self.g.derived:   # a vector it made: the gradients of its entries read (``_entry``) join
             self.lines.append(f"{d} = _ad_withents({d}, {self.ref(ins)}, _i{ins.id}, _g{ins.id})")
             if self.loop:
                 self.lines.append(f"_i{ins.id}, _g{ins.id} = _ad_ents()")
         if ins.kind == ANY or ins.kind == ARR and not self.g.boxfree:
-            read = ins.op == "deref" or ins.op in ("getitem", "getattr") and ins.kind == ANY
+            read = ins.op == "deref" or ins.op in ("getitem", "getattr") and ins.kind == ANY and not _sliced(ins)
             take = "_ad_takef" if read else "_ad_take"
             self.lines.append(f"_e = {take}({self.ref(ins)}, {d})")
         else:
@@ -118,7 +124,8 @@ class BlockAdjoint:
             self.lines.append(f"_g = {self.pbref(ins)}({e})")
             for i, a in enumerate(ins.args):
                 self.add(a, f"_g[{i}]", True)
-        if ins.kind != NUM and op in _PURE and not (op == "binop" and ins.attr.endswith("=")):
+        if ins.kind != NUM and op in _PURE and not (op == "binop" and ins.attr.endswith("=")
+                                                     or op == "rule" and rules.writes(ins.attr[0])):
             body = self.lines[body_start:]
             if not body:
                 del self.lines[start:]

@@ -24,7 +24,7 @@ from operator import attrgetter
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, PYINT, VEC, Function, Instr, Phi, kind_of
 from .lower import as_sequence
 from .rules import (ARRAY_BINOPS, array_call, array_method, effect_free, int_preserving, int_result, is_nondiff,
-                    pure_method, rule_of, scalar_call)
+                    pure_method, rule_of, scalar_call, writes)
 
 _ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
 _ARITH = {"+", "-", "*", "/", "//", "%", "**"}
@@ -52,7 +52,7 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, d
             v.attr = v.attr[:-1]
     mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v)
                                             or v.op == "method" and not pure_method(v.attr[0])
-                                            or v.op == "call" and "out" in v.attr)
+                                            or v.op == "call" and _may_write(v))
                   for v in values)
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
         arg_kinds = tuple(ANY if k in (ARR, VEC) else k for k in arg_kinds)
@@ -105,6 +105,15 @@ def _index_arrays_directly(fn: Function, values: list) -> bool:
         b.instrs = [v for v in b.instrs if v not in same]
         b.term = tuple(same.get(t, t) if isinstance(t, Instr) else t for t in b.term)
     return True
+
+
+def _may_write(v) -> bool:
+    """Whether a call may write to an array: with ``out=``, a rule that writes (``np.copyto``), or a call of
+    user code given an array or a value that may hold one (``fill(y)``, ``fill([y])``)."""
+    f = _callee(v)
+    if "out" in v.attr or writes(rule_of(f)):
+        return True
+    return f is None and any(a.kind in (ARR, ANY) for a in v.args[1:])
 
 
 def _augmented(v) -> bool:
@@ -342,7 +351,7 @@ def _active(v, arg_kinds, written):
         return v.kind in written
     if op == "deref":
         return True
-    if op == "binop" and v.attr in ("//", "&", "|", "^", "<<", ">>"):
+    if op == "binop" and v.attr in ("//", "&", "^", "<<", ">>"):   # (``|`` merges dicts)
         return False
     if v.kind in written:
         return True

@@ -56,7 +56,7 @@ class Gen:
         self.any_active = any(v.active for v in fn.values())
         # arrays written in place (x[i] = v, x += v) and the views they may share memory with: operations
         # copy them when they keep them (copy on capture)
-        self.written = _written(fn)
+        self.written = Written(fn)
         self.boxfree = is_boxfree(fn)
         # the vectors whose entries are read as numbers (``x[i]``), and among them the arrays the function
         # makes (assumed vectors: the primal checks each where it is made, ``vector_check``)
@@ -129,36 +129,67 @@ class Gen:
         return self.goto(src, dst, self.adj_order)
 
 
-_VIEW_OPS = {"getitem", "getattr", "method", "call", "rule"}   # their result may be a view of their first argument
+# their result may be a view of their first argument (of any argument, for a call)
+_VIEW_OPS = {"getitem", "getattr", "method", "call", "rule"}
 
 
-def _written(fn: Function) -> set:
-    """The values written in place and those that may alias them: results of operations that can return a
-    view (``y[1:]``, ``y.T``, ``y.reshape``) and phis, joined with their first argument."""
-    parent = {}
+class Written:
+    """The arrays that operations copy when they keep them (copy on capture): values written in place
+    (``x[i] = v``, ``x += v``) or passed to a call of user code or a method that may write to them
+    (``fill(y)``), joined with those that may share their memory (results of operations that can return a
+    view, ``y[1:]``, ``y.T``, ``y.reshape``, and phis, with their first argument; a call's result with its
+    arguments), copied by an instruction only where another instruction that writes them can run after it.
+    An array written only before a call is passed to it as it is (``y[0] = v; fill(y)``); a call given a
+    copy has its writes into the copy written back (``runtime.cut``)."""
 
-    def find(v):
-        while parent.get(v, v) is not v:
-            v = parent[v]
+    def __init__(self, fn: Function):
+        self.parent = {}
+        writes = []   # (instruction, the value it writes or may write)
+        for v in fn.values():
+            if isinstance(v, Instr):
+                if v.op in _VIEW_OPS and v.args or v.op == "binop" and v.attr.endswith("="):
+                    for u in v.args[1:] if v.op == "call" else v.args[:1]:   # (a call's first is the callee)
+                        self._union(v, u)
+                if v.op == "setitem" or v.op == "binop" and v.attr.endswith("=") \
+                        or v.op == "rule" and rules.writes(v.attr[0]):
+                    writes.append((v, v.args[0]))
+                elif v.op == "call" or v.op == "method" and not rules.pure_method(v.attr[0]):
+                    writes += [(v, u) for u in v.args[v.op == "call":]]
+            else:
+                for u in v.incoming.values():
+                    self._union(v, u)
+        writes = [(v, self.find(u)) for v, u in writes]
+        self.roots = {r for _, r in writes}
+        in_block = {b: {(v, r) for v, r in writes if v in b.instrs} for b in fn.blocks}
+        self.later: dict = {}   # instruction -> (writer, root) of the writes at it or after it
+        for b in fn.blocks:
+            seen, todo, after = set(), list(b.succs), set()
+            while todo:
+                c = todo.pop()
+                if c not in seen:
+                    seen.add(c)
+                    after |= in_block[c]
+                    todo.extend(c.succs)
+            for v in reversed(b.instrs):
+                after = after | {(w, r) for w, r in in_block[b] if w is v}
+                self.later[v] = after
+
+    def find(self, v):
+        while self.parent.get(v, v) is not v:
+            v = self.parent[v]
         return v
 
-    def union(a, b):
-        parent[find(a)] = find(b)
+    def _union(self, a, b):
+        self.parent[self.find(a)] = self.find(b)
 
-    targets = []
-    for v in fn.values():
-        if isinstance(v, Instr):
-            if v.op == "setitem" or v.op == "binop" and v.attr.endswith("="):
-                targets.append(v.args[0])
-            if v.op in _VIEW_OPS and v.args:
-                union(v, v.args[0])
-            if v.op == "binop" and v.attr.endswith("="):
-                union(v, v.args[0])
-        else:
-            for u in v.incoming.values():
-                union(v, u)
-    roots = {find(t) for t in targets}
-    return {v for v in fn.values() if find(v) in roots}
+    def __bool__(self):
+        return bool(self.roots)
+
+    def copied(self, ins, v) -> bool:
+        """Whether ``ins`` copies its argument ``v`` when it keeps it: another instruction can write it
+        after ``ins``."""
+        root = self.find(v)
+        return any(r is root and w is not ins for w, r in self.later.get(ins, ()))
 
 
 _BOXFREE_OPS = {"param", "const", "global", "compare", "slice", "nondiff", "prim", "aprim", "tuple"}

@@ -10,12 +10,24 @@ from .ir import ANY, ARR, NUM, Instr
 
 
 def instr(g, ins: Instr) -> list[str]:
-    """The primal statements of one instruction."""
+    """The primal statements of one instruction.  An array argument written again later is copied when
+    the instruction keeps it (copy on capture); a call given such a copy has what it wrote into the copy
+    written into the array, and views of the copy it returns made views of the array (``runtime.cut``)."""
     op, v, a = ins.op, g.val(ins), [g.val(x) for x in ins.args]
     generic = ins.active and ins.op not in ("tuple", "list", "dict", "closure", "deref", "prim")
+    copies, cuts = [], []
     if generic and g.written:
-        a = [f"_ad_snap({n})" if x in g.written and not (k == 0 and _may_view(ins)) else n
-             for k, (n, x) in enumerate(zip(a, ins.args))]
+        for k, x in enumerate(ins.args):
+            if g.written.copied(ins, x) and not (k == 0 and (op == "call" or _may_view(ins))):
+                c = f"_c{ins.id}_{k}"
+                copies.append(f"{c} = _ad_snap({a[k]})")
+                if op in ("call", "method", "rule"):
+                    cuts.append(f"{v}, {g.pb(ins)} = _ad_cut({v}, {g.pb(ins)}, {c}, {a[k]})")
+                a[k] = c
+    return copies + _statements(g, ins, op, v, a, generic) + cuts
+
+
+def _statements(g, ins, op, v, a, generic) -> list[str]:
     if op in ("param", "const"):
         return []
     if op == "global":
@@ -86,7 +98,8 @@ def _may_view(ins) -> bool:
     op = ins.op
     if op in ("setitem", "getitem", "getattr") or op == "binop" and ins.attr.endswith("="):
         return True
-    return op == "method" and rules.view_method(ins.attr[0]) or op == "rule" and rules.view_method(ins.attr[1])
+    return op == "method" and rules.view_method(ins.attr[0]) \
+        or op == "rule" and (rules.view_method(ins.attr[1]) or rules.writes(ins.attr[0]))
 
 
 def _call_args(args, kw):

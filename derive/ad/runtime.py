@@ -154,6 +154,42 @@ def snap(x):
     return x.copy() if type(x) is np.ndarray else x
 
 
+def cut(y, back, copy, x):
+    """After a call given ``copy`` of array ``x`` (copied because ``x`` may be written after the call while the
+    call keeps it for its derivative), with result ``y`` and pullback ``back``: the result and pullback to
+    use.  A result that is a view of the copy (or a list or tuple holding such views) becomes the same view
+    of ``x``; a call that wrote into the copy has its writes copied into ``x`` (which becomes a box), and its
+    pullback first hands the gradient ``x`` has after the call to the copy."""
+    if copy is x:
+        return y, back
+    if type(y) is np.ndarray:
+        y = _rebased(y, copy, x)
+    elif type(y) in (list, tuple):
+        y = type(y)(_rebased(r, copy, x) if type(r) is np.ndarray else r for r in y)
+    if id(copy) not in STORE[0].boxes:
+        return y, back
+    x[...] = copy
+    register(x)
+
+    def bridged(dy):
+        acc_into(copy, None, take(x, None))
+        return back(dy)
+    return y, bridged
+
+
+def _rebased(r, copy, x):
+    """``r`` itself, or for a view of ``copy`` (a C-ordered copy of ``x``) the same view of ``x``."""
+    if r is copy:
+        return x
+    if r.base is None or _root(r) is not copy:
+        return r
+    if not x.flags.c_contiguous:
+        raise UnsupportedError("tensorlang.ad cannot differentiate a call that returns a view of an array "
+                               "argument not in C order that is written after the call")
+    offset = r.__array_interface__["data"][0] - copy.__array_interface__["data"][0]
+    return np.ndarray(r.shape, r.dtype, buffer=x, offset=offset, strides=r.strides)
+
+
 # -- the box store ----------------------------------------------------------------------------------------
 class Store:
     """Boxes (objects written to) and their gradients, for one differentiation."""
@@ -217,7 +253,7 @@ def own(g):
         return list(g)
     if type(g) is dict:
         return dict(g)
-    if type(g) is np.ndarray or type(g) is Indexed:
+    if type(g) is np.ndarray or type(g) is Indexed or isinstance(g, np.generic):   # (a 0-d array's: a scalar)
         return np.array(dense(g), dtype=np.result_type(g.dtype, 0.0))
     if type(g) is types.SimpleNamespace:
         return types.SimpleNamespace(**vars(g))
@@ -244,6 +280,8 @@ def acc_into(v, d, c):
         return d
     s = STORE[0]
     if s.boxes:
+        if type(c) in (list, tuple, dict) and type(v) is type(c):
+            c = _items_to_boxes(v, c, s, set())
         if id(v) in s.boxes:
             if type(v) is list and type(c) is np.ndarray:   # from a NumPy rule that read the list as an array
                 c = list(c)
@@ -264,6 +302,47 @@ def acc_into(v, d, c):
             g += c
             return d
     return acc(d, c)
+
+
+def _items_to_boxes(v, c, s, seen):
+    """Gradient ``c`` of list, tuple or dict ``v`` less the parts that belong to what ``v`` holds (at any depth,
+    through containers, attributes and bound methods' ``__self__``) that is a box or a view of a box array:
+    those parts are added into the store, where a read of such an object leaves its gradient too
+    (``take_captured``), so the pullbacks of writes into it find them."""
+    seen.add(id(v))
+    keys = list(c) if type(c) is dict else range(min(len(c), len(v)))
+    out = None
+    for k in keys:
+        part = c[k]
+        if part is None or type(c) is dict and k not in v:
+            continue
+        new = _part_to_boxes(v[k], part, s, seen)
+        if new is not part:
+            out = (dict(c) if type(c) is dict else list(c)) if out is None else out
+            out[k] = new
+    if out is None:
+        return c
+    return out if type(c) is not tuple else tuple(out)
+
+
+def _part_to_boxes(item, part, s, seen):
+    """``part``, the gradient of ``item``, less what ``_items_to_boxes`` moves into the store."""
+    if id(item) in s.boxes or _view_of_box(item) is not None:
+        acc_into(item, None, part)
+        return None
+    if id(item) in seen:
+        return part
+    t = type(item)
+    if t in (list, tuple, dict) and type(part) is t:
+        return _items_to_boxes(item, part, s, seen)
+    if type(part) is not types.SimpleNamespace:   # (an object's gradient, a bound method's __self__)
+        return part
+    seen.add(id(item))
+    fields = {k: _part_to_boxes(getattr(item, k, None), g, s, seen) for k, g in vars(part).items()}
+    if all(fields[k] is g for k, g in vars(part).items()):
+        return part
+    fields = {k: g for k, g in fields.items() if g is not None}
+    return types.SimpleNamespace(**fields) if fields else None
 
 
 BOX_LOCK = threading.Lock()
@@ -345,6 +424,7 @@ METHOD_RULES: dict = {}    # (type, name) -> rule(obj, *args) returning (y, back
 NONDIFF: set = set()       # functions whose result has no derivative (print, isinstance, np.zeros_like ...)
 BOX_METHODS: set = set()   # (type, name) of methods that write to their object: pullback runs without dy
 NONDIFF_METHODS: set = set()   # names of methods whose result has no derivative (str.join, ndarray.argmax ...)
+WRITING_RULES: set = set()   # rules that write to an argument by the box rules: pullback runs without dy
 KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyword changes what it does (out=)
 # [specialised(f, args)]: the source transformation, by which J differentiates a Python function (``api``
 # installs it; the transform itself calls into this module)
@@ -390,6 +470,17 @@ class _Zero:
 ZERO = _Zero()
 
 
+def untracked(what: str):
+    """The pullback of an operation whose derivative tensorlang.ad cannot follow (``what``, e.g. an item
+    of a ``deque``): no gradients while none reaches its result, else an ``UnsupportedError`` naming it
+    (a gradient is never dropped silently)."""
+    def back(dy):
+        if dy is None:
+            return ZERO
+        raise UnsupportedError(f"tensorlang.ad has no derivative rule for {what}")
+    return back
+
+
 def J(f, *args):
     """``(f(*args), back)`` with ``back(dy) = (df, *dargs)``."""
     try:
@@ -398,6 +489,8 @@ def J(f, *args):
         rule = None
     if rule is not None:
         y, back = rule(*args)
+        if rule in WRITING_RULES:   # its pullback runs without a gradient of the result
+            return y, lambda dy: (None, *back(dy))
         return y, RulePullback(back, len(args))
     t = type(f)
     if t is types.FunctionType:
@@ -595,8 +688,8 @@ def Jm(name, kwnames, obj, *args):
         if (t, name) in BOX_METHODS:
             return y, lambda dy: _pad(back(dy), n)
         return y, lambda dy: ZERO if dy is None else _pad(back(dy), n)
-    if t is types.ModuleType:
-        f = getattr(obj, name)
+    if t is types.ModuleType or isinstance(obj, type) and _class_function(obj, name):
+        f = getattr(obj, name)   # a module's function; a class's function called on the class (Cls.f(o, v))
         y, back = Jkw(kwnames, f, *args) if kwnames else J(f, *args)
         return y, lambda dy: back(dy)
     attr = inspect.getattr_static(obj, name, None)
@@ -616,9 +709,20 @@ def Jm(name, kwnames, obj, *args):
     raise UnsupportedError(f"no derivative rule for the method {t.__qualname__}.{name}")
 
 
+def _class_function(cls, name) -> bool:
+    """Whether ``cls.name`` is a Python function or method, or has a rule (``object.__setattr__``)."""
+    f = getattr(cls, name, None)
+    if isinstance(f, (types.FunctionType, types.MethodType)):
+        return True
+    try:
+        return f in RULES
+    except TypeError:
+        return False
+
+
 HELPERS = {
     "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
     "_ad_takef": take_captured, "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
-    "_ad_snap": snap, "_ad_like": like, "_ad_addat": add_at,
+    "_ad_snap": snap, "_ad_cut": cut, "_ad_like": like, "_ad_addat": add_at,
     "_ad_ents": entries, "_ad_withents": with_entries, "_ad_f64": np.float64,
 }

@@ -1,6 +1,12 @@
-"""Shared helpers of the tensorlang.ad tests: central finite differences over nested structures."""
+"""Shared helpers of the tensorlang.ad tests: central finite differences over nested structures, and the
+check of a generated program of one vector argument."""
+import itertools
+import linecache
+
 import numpy as np
 import pytest
+
+_GENERATED = itertools.count()
 
 
 def central_difference(f, args, i, h=1e-6):
@@ -55,3 +61,21 @@ def gradient_check(f, *args, rtol=1e-6, atol=1e-8):
 @pytest.fixture
 def check():
     return gradient_check
+
+
+def check_generated_program(src, seed, n, namespace, label):
+    """Compile ``src`` (which defines ``f(x)``, registered with ``linecache`` so tensorlang.ad reads its source)
+    in ``namespace``, and check ``ad.gradient(f, x)`` at a random ``x`` of length ``n`` against central
+    differences (``x`` itself must not change)."""
+    from tensorlang import ad
+    name = f"<generated {label} {next(_GENERATED)}>"
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    ns = dict(namespace)
+    exec(compile(src, name, "exec"), ns)
+    f = ns["f"]
+    x = np.random.default_rng(seed).uniform(-1.0, 1.0, n)
+    x0 = x.copy()
+    g, = ad.gradient(f, x)
+    np.testing.assert_array_equal(x, x0)
+    g = np.zeros(n) if g is None else g   # x did not reach the result
+    np.testing.assert_allclose(g, central_difference(f, [x], 0), rtol=1e-5, atol=1e-6, err_msg=src)

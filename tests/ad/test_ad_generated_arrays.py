@@ -2,18 +2,12 @@
 constructors and written element by element (RNN style ``h[t] = ...``), slices and views written
 through (``v = y[a:b]; v *= c``, ``y.reshape(...)``, ``y[::-1]``), augmented assignments, fancy-index
 ``+=`` and reads of single entries; executed, differentiated, and compared with central differences."""
-import itertools
-import linecache
-
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensorlang import ad
+from conftest import check_generated_program   # tests/ad is on the path (rootdir conftest)
 
-from conftest import central_difference   # tests/ad is on the path (rootdir conftest)
-
-_COUNT = itertools.count()
 N = 4
 
 
@@ -47,22 +41,7 @@ def programs(draw):
     return "\n".join(lines) + "\n"
 
 
-def _compile(src):
-    name = f"<generated array program {next(_COUNT)}>"
-    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
-    ns = {"np": np, "N": N}
-    exec(compile(src, name, "exec"), ns)
-    return ns["f"]
-
-
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2 ** 16))
 def test_generated_array_programs_match_finite_differences(src, seed):
-    f = _compile(src)
-    x = np.random.default_rng(seed).uniform(-1.0, 1.0, N)
-    x0 = x.copy()
-    g, = ad.gradient(f, x)
-    np.testing.assert_array_equal(x, x0)
-    g = np.zeros(N) if g is None else g   # x did not reach the result
-    want = central_difference(f, [x], 0)
-    np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6, err_msg=src)
+    check_generated_program(src, seed, N, {"np": np, "N": N}, "array program")

@@ -19,10 +19,11 @@ library through this module only:
   ``ARRAY_BINOPS_REDUCED``, ``ARRAY_GETITEM``, and ``box_free(rule)`` (a rule that neither makes nor
   reads boxes);
 * operators on values of unknown kind: ``binop_rule(op)``, ``unary_rule(op)``, ``operator_function(op)``;
+* rules that write to an argument: ``writes(rule)``;
 * methods: ``pure_method(name)`` (does not write to its object), ``view_method(name)`` (its result may
   share memory with its object).
 """
-from ..runtime import NONDIFF, RULES
+from ..runtime import NONDIFF, RULES, WRITING_RULES
 from . import builtins, layout, linalg, math, numpy, operators, scalar, structures  # noqa: F401
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
 from .numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM  # noqa: F401  (the interface)
@@ -48,6 +49,12 @@ def _has(table, f) -> bool:
 def rule_of(f):
     """The rule of callable ``f``, or None."""
     return _get(RULES, f)
+
+
+def writes(rule) -> bool:
+    """Whether ``rule`` writes to an argument (``object.__setattr__``, ``np.copyto``): its pullback runs
+    even when its result has no gradient."""
+    return _has(WRITING_RULES, rule)
 
 
 def is_nondiff(f) -> bool:

@@ -138,7 +138,7 @@ RULES.update({
     _b.reversed: _reversed, _b.sorted: _sorted,
 })
 NONDIFF.update({_b.print, _b.isinstance, _b.len, _b.range, _b.int, _b.round, _b.str, _b.repr, _b.type,
-                _b.hash, _b.id, _b.bool, _b.callable, _b.hasattr, _b.getattr, _b.format, _b.all, _b.any})
+                _b.hash, _b.id, _b.bool, _b.callable, _b.hasattr, _b.format, _b.all, _b.any})
 
 
 def _as_sequence(xs):

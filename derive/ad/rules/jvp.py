@@ -426,6 +426,18 @@ def setattr_(obj, tobj, name, val, tval):
     return tl
 
 
+def _getattr_call(args, ts):
+    """The builtin ``getattr(obj, name[, default])``."""
+    if len(args) > 2 and not hasattr(args[0], args[1]):
+        return args[2], ts[2]
+    return getattr_(args[0], ts[0], args[1])
+
+
+def _setattr_call(args, ts):
+    setattr_(args[0], ts[0], args[1], args[2], ts[2])
+    return None, None
+
+
 def closure_tangent(names, ts, rec):
     """The tangent of a closure: its captured variables' tangents (a recursive one holds itself)."""
     fields = {n: t for n, t in zip(names, ts) if t is not None}
@@ -509,6 +521,7 @@ JVP_RULES.update({
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
     _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted, as_sequence: _as_sequence,
+    _b.getattr: _getattr_call, _b.setattr: _setattr_call,
 })
 _ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "reshape": np.reshape,
                   "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,

@@ -500,7 +500,9 @@ PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "cop
                 "cumsum", "real", "imag"}
 # methods and functions whose result may be a view of their first argument (sharing its memory)
 VIEW_METHODS = {"reshape", "transpose", "ravel", "squeeze", "expand_dims", "swapaxes", "moveaxis", "view",
-                "diagonal"}
+                "diagonal", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "atleast_1d",
+                "atleast_2d", "atleast_3d", "flip", "fliplr", "flipud", "rot90", "broadcast_to", "split",
+                "array_split", "hsplit", "vsplit", "dsplit", "real", "imag", "rollaxis"}
 
 # y = a OP b with an array operand (the other an array or a number): the gradients of a and b before
 # un-broadcasting; ``reduced`` gives the gradient of an operand that is a number (summed over the array)

@@ -9,9 +9,9 @@ import types
 
 import numpy as np
 
-from ..ir import INT, NUM, kind_of
-from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, unbroadcast
-from .structures import extend_list, setitem
+from ..ir import CONST_KIND, INT, NUM, kind_of
+from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, unbroadcast, untracked
+from .structures import dict_update, extend_list, setitem
 
 
 def pow_da(a, b):
@@ -110,7 +110,19 @@ def _dunder(op, name, pyop, a, b):
         return y, _fold_back(len(a), 0)
     if op == "*" and isinstance(b, (list, tuple)) and kind_of(a) == INT:
         return y, _fold_back(len(b), 1)
-    return y, ZERO
+    if op == "|" and isinstance(a, dict) and isinstance(b, dict):   # a merge: b's keys win
+        return y, _merge_back(a, b)
+    return y, ZERO if kind_of(y) in (INT, CONST_KIND) else _opaque(op, a, b)
+
+
+def _opaque(op, a, b):
+    return untracked(f"{type(a).__name__} {op} {type(b).__name__}")
+
+
+def _merge_back(a, b):
+    """The pullback of the dict merge ``a | b``."""
+    return lambda dy: (None, None) if dy is None else (
+        {k: g for k, g in dy.items() if k in a and k not in b}, {k: g for k, g in dy.items() if k in b})
 
 
 def _split_back(n):
@@ -137,8 +149,8 @@ def _fold(dy, n):
 
 def make_inplace(op):
     """``a op= b``: on a float array a write in place (``a[...] = a op b``, by the box rules of
-    ``structures.setitem``), on a list ``+=`` extends it, on an object whose class defines
-    ``__iop__`` in Python that method (transformed in turn), otherwise ``a op b``."""
+    ``structures.setitem``), on a list ``+=`` extends it, on a dict ``|=`` updates it, on an object whose
+    class defines ``__iop__`` in Python that method (transformed in turn), otherwise ``a op b``."""
     plain = BINOPS[op]
     name = f"__i{DUNDER[op]}__"
 
@@ -153,13 +165,16 @@ def make_inplace(op):
         if type(a) is list and op == "+":
             _, extend_back = extend_list(a, b)
             return a, lambda dy: extend_back(acc_into(a, None, dy))   # the result's gradient is the list's
+        if type(a) is dict and op == "|":
+            _, update_back = dict_update(a, b)
+            return a, lambda dy: update_back(acc_into(a, None, dy))
         m = getattr(type(a), name, None)
         if isinstance(m, types.FunctionType):
-            y, back = J(m, a, b)
+            y, own_back = J(m, a, b)
             if y is not NotImplemented:
-                return y, lambda dy: back(dy)[1:]
-        y, back = plain(a, b)
-        return y, lambda dy: _through(back, dy)
+                return y, lambda dy: own_back(dy)[1:]
+        y, plain_back = plain(a, b)
+        return y, lambda dy: _through(plain_back, dy)
 
     rule.__name__ = f"J_i{DUNDER[op]}"
     return rule

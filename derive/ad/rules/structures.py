@@ -6,6 +6,7 @@ the written slot out of the box.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import types
 
@@ -13,8 +14,9 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, basic_index, dense
-from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES, STORE, ZERO,
-                       acc, box_grad, field, field_grad, is_complex, own, register, unbroadcast)
+from ..ir import INT, CONST_KIND, kind_of
+from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES, STORE,
+                       WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, own, register, unbroadcast, untracked)
 from .layout import concatenator_getitem
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
@@ -26,7 +28,8 @@ class _Like:
     __slots__ = ("kind", "n", "shape", "dtype")
 
     def __init__(self, obj):
-        self.kind = type(obj)
+        t = type(obj)   # a subclass of dict or list (defaultdict, OrderedDict ...) has a plain dict or list
+        self.kind = t if t is np.ndarray or isinstance(obj, tuple) else dict if isinstance(obj, dict) else list
         if self.kind is np.ndarray:
             self.shape, self.dtype = obj.shape, np.result_type(obj.dtype, 0.0)
         elif self.kind is not dict:
@@ -56,18 +59,32 @@ def _entry(g, idx):
     return dense(g)[idx] if type(g) is Indexed else g[idx]
 
 
+def _builtin_items(obj, name) -> bool:
+    """Whether ``obj`` is a list or dict (or a subclass of one) whose method ``name`` is the builtin's."""
+    return isinstance(obj, (list, dict)) and not isinstance(getattr(type(obj), name, None), types.FunctionType)
+
+
+def _opaque(obj, what):
+    """The pullback of ``what`` (an item access) of an object of a class without rules: an error naming the
+    class once a gradient reaches it (``runtime.untracked``)."""
+    return untracked(f"{what} a {type(obj).__name__} ({type(obj).__module__}.{type(obj).__qualname__})")
+
+
 def getitem(obj, idx):
     t = type(obj)
-    if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple):
+    if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple) or _builtin_items(obj, "__getitem__"):
         like = _Like(obj)
         return obj[idx], lambda dy: (None, None) if dy is None else (_index_grad(like, idx, dy), None)
     if isinstance(obj, AxisConcatenator):
         return concatenator_getitem(obj, idx)
+    if t is np.flatiter:   # x.flat[i]: an item of x.reshape(-1), whose gradient is the flat iterator's
+        return getitem(obj.base.reshape(-1), idx)
     m = getattr(t, "__getitem__", None)
     if isinstance(m, types.FunctionType):
         y, back = J(m, obj, idx)
         return y, lambda dy: back(dy)[1:]
-    return obj[idx], ZERO
+    y = obj[idx]
+    return y, ZERO if kind_of(y) in (INT, CONST_KIND) else _opaque(obj, "reading an item of")
 
 
 def _written_grad(g, idx, val):
@@ -83,7 +100,7 @@ def _written_grad(g, idx, val):
 
 def setitem(obj, idx, val):
     t = type(obj)
-    if t in (list, dict, np.ndarray):
+    if t is np.ndarray or _builtin_items(obj, "__setitem__"):
         register(obj)
         obj[idx] = val
 
@@ -91,20 +108,24 @@ def setitem(obj, idx, val):
             g = box_grad(obj)
             if g is None:
                 return (None, None, None)
-            if t is dict:
+            if type(g) is dict:
                 return (None, None, g.pop(idx, None))
             dv = g[idx]
-            if t is np.ndarray:
-                dv = _written_grad(g, idx, val)
+            if t is np.ndarray:   # a number written into an int or bool array is rounded: no gradient
+                dv = _written_grad(g, idx, val) if obj.dtype.kind in "fc" else None
                 g[idx] = 0
             else:
                 g[idx] = [None] * len(dv) if type(idx) is slice else None
             return (None, None, dv)
         return None, back
+    if t is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v: a write into x.reshape(-1), a view
+        return setitem(obj.base.reshape(-1), idx, val)
     m = getattr(t, "__setitem__", None)
     if isinstance(m, types.FunctionType):
         y, back = J(m, obj, idx, val)
         return y, lambda dy: back(dy)[1:]
+    if kind_of(val) not in (INT, CONST_KIND) and not isinstance(val, (list, tuple, dict)):
+        _opaque(obj, "writing a number or array into")(val)
     obj[idx] = val
     return None, ZERO
 
@@ -115,16 +136,33 @@ def getattr_(obj, name):
     t = type(obj)
     if t is np.ndarray:
         return _array_attr(obj, name)
+    if name == "__dict__":
+        raise UnsupportedError("tensorlang.ad does not differentiate an object's attributes read or written "
+                               "through its __dict__ (use obj.name or setattr)")
     static = getattr(t, name, None)
     if isinstance(static, property):
         y, back = J(static.fget, obj)
         return y, lambda dy: back(dy)[1:]
+    fallback = getattr(t, "__getattr__", None)
+    if isinstance(fallback, types.FunctionType) and _absent(obj, name):   # computed by the class's __getattr__
+        return _first_of(J(fallback, obj, name))
     y = getattr(obj, name)
     if isinstance(obj, types.ModuleType) or isinstance(y, type):
         return y, ZERO
     if getattr(y, "__self__", None) is obj:   # a bound method: its gradient's __self__ is obj's
         return y, _bound_method_back
     return y, lambda dy: (None,) if dy is None else (field_grad(obj, name, dy),)
+
+
+def _first_of(call):
+    """``(y, back)`` of a call ``f(obj, ...)`` as the rule of a function of ``obj`` alone."""
+    y, back = call
+    return y, lambda dy: back(dy)[1:2]
+
+
+def _absent(obj, name) -> bool:
+    """Whether ``obj`` has no attribute ``name`` short of its class's ``__getattr__``."""
+    return inspect.getattr_static(obj, name, _absent) is _absent
 
 
 def _bound_method_back(dy):
@@ -136,25 +174,41 @@ def _array_attr(x, name):
         return x.T, lambda dy: (None if dy is None else np.transpose(dy),)
     if name == "real":
         return x.real, lambda dy: (dy,)
+    if name == "flat":
+        return x.flat, lambda dy: (None if dy is None else np.reshape(dense(dy), x.shape),)
     y = getattr(x, name)
     return y, (_bound_method_back if getattr(y, "__self__", None) is x else ZERO)
 
 
 def setattr_(obj, name, val):
+    own_setattr = type(obj).__setattr__
+    if isinstance(own_setattr, types.FunctionType):   # the class's own __setattr__, transformed in turn
+        y, back = J(own_setattr, obj, name, val)
+        return y, lambda dy: (lambda g: (g[1], g[3]))(back(None))
+    y, back = _store_attr(obj, name, val, setattr)
+    return y, lambda dy: (lambda g: (g[0], g[2]))(back(dy))
+
+
+def _store_attr(obj, name, val, write=object.__setattr__):
+    """``object.__setattr__``: a property's setter (transformed in turn), else a write by the box rules."""
+    static = getattr(type(obj), name, None)
+    if isinstance(static, property) and isinstance(static.fset, types.FunctionType):
+        y, back = J(static.fset, obj, val)
+        return y, lambda dy: (lambda g: (g[1], None, g[2]))(back(None))
     register(obj)
-    setattr(obj, name, val)
+    write(obj, name, val)
 
     def back(dy):
         g = box_grad(obj)
         if g is None:
-            return (None, None)
+            return (None, None, None)
         dv = getattr(g, name, None)
         if dv is not None:
             if dataclasses.is_dataclass(g):
                 object.__setattr__(g, name, None)
             else:
                 delattr(g, name)
-        return (None, dv)
+        return (None, None, dv)
     return None, back
 
 
@@ -221,7 +275,7 @@ def _dict_get(d, k, default=None):
         ({k: dy}, None, None) if present else (None, None, dy))
 
 
-def _dict_update(d, other):
+def dict_update(d, other):
     register(d)
     keys = list(other)
     d.update(other)
@@ -250,7 +304,7 @@ def _copy(x):
 
 METHOD_RULES.update({
     (list, "append"): _append, (list, "extend"): extend_list, (list, "insert"): _insert, (list, "pop"): _pop,
-    (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get, (dict, "update"): _dict_update,
+    (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get, (dict, "update"): dict_update,
     (dict, "items"): _dict_items, (dict, "values"): _dict_values,
     (dict, "keys"): lambda d: (list(d.keys()), ZERO),
 })
@@ -279,7 +333,33 @@ def with_out(names, f, *args):
     return out, out_back
 
 
+def _copyto(dst, src):
+    """``np.copyto(dst, src)``: ``dst[...] = src`` by the box rules."""
+    if type(dst) is not np.ndarray:
+        _opaque(dst, "np.copyto into")(src)
+    _, back = setitem(dst, Ellipsis, src)
+    return None, lambda dy: (lambda g: (None, g[2]))(back(None))
+
+
+def _getattr_call(obj, name, *default):
+    """The builtin ``getattr(obj, name[, default])``."""
+    if default and _absent(obj, name) and not isinstance(getattr(type(obj), "__getattr__", None), types.FunctionType):
+        return default[0], lambda dy: (None, None, dy)
+    y, back = getattr_(obj, name)
+    return y, lambda dy: (back(dy)[0], None, None)
+
+
+def _setattr_call(obj, name, val):
+    """The builtin ``setattr(obj, name, val)``."""
+    y, back = setattr_(obj, name, val)
+    return y, lambda dy: (lambda g: (g[0], None, g[1]))(back(dy))
+
+
 KEYWORD_RULES["out"] = with_out
+RULES.update({object.__setattr__: _store_attr, np.copyto: _copyto, getattr: _getattr_call,
+              setattr: _setattr_call})
+WRITING_RULES.update({_store_attr, _copyto, _setattr_call})
+NONDIFF.add(_absent)
 # (linear in dy: differentiated again without its code, which builds named tuples)
 RULES[_index_grad] = lambda like, idx, dy: (_index_grad(like, idx, dy), lambda d: (None, None, _entry(d, idx)))
 BOX_METHODS.update({(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")})
