@@ -453,6 +453,7 @@ PAIRS[map] = _jvp_map
 
 def _register_api_rules():
     from .api import checkpoint, gradient, hook
+    PAIRS[checkpoint] = _jvp_J   # (its rule's pullback is J's of f, called again: the same pair, values kept)
     JVP_RULES.update({
         gradient: _jvp_gradient, J: _jvp_J, Jkw: _jvp_Jkw, Jm: _jvp_Jm,
         checkpoint: lambda args, ts: JVP(args[0], ts[0], tuple(args[1:]), ts[1:]),

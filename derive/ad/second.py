@@ -107,7 +107,7 @@ def _register():
     for f in (operator.add, operator.sub, operator.neg, operator.pos, np.sum, np.mean, np.reshape, np.transpose,
               np.ravel, np.squeeze, np.expand_dims, np.concatenate, np.stack, np.add, np.subtract, np.negative,
               np.positive, np.array, np.asarray, structures.getitem, structures.getattr_, np.real, np.imag,
-              np.conj, sum, list, tuple, float):
+              np.conj, sum, list, tuple, float, max, min, sorted):
         CROSS[f] = _LINEAR
     CROSS.update({np.matmul: _bilinear(RULES[np.matmul]), operator.matmul: _bilinear(BINOPS["@"]),
                   np.dot: _bilinear(RULES[np.dot]), np.outer: _bilinear(RULES[np.outer]),
@@ -138,6 +138,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     """``((y, back), (ty, tback))`` for ``rule(*args, **kw) = (y, back)``, the reverse rule of primitive ``f``
     (None for a method; ``name`` names it then), ``tkw`` the keyword arguments' tangents."""
     kw, tkw = kw or {}, tkw or {}
+    if "key" in tkw:   # a key function only orders (sorted, max, min): no derivative flows through it
+        tkw = {**tkw, "key": None}
     name = name or called_name(f)
     if all(t is None for t in (*ts, *tkw.values())):
         return rule(*args, **kw), NO_TANGENT

@@ -187,6 +187,30 @@ def _sequence_operators(x):
     return ys[0] * ys[4] + ys[2] * ys[3]
 
 
+def _in_place_through_a_view(x):
+    y = np.zeros(4)
+    y[1:] = x * x
+    v = y[1:]
+    v *= 3
+    return np.sum(y * y)
+
+
+def _in_place_operators(x):
+    y = x.copy()
+    y[0] = y[1] * y[2]
+    y *= x
+    y += np.sin(y)
+    return np.sum(y ** 2)
+
+
+def _builtins_over_an_array(x):
+    return max(x) * min(x) + sum(sorted(x)[:2]) * x[0] + max(x, key=abs) * x[1]
+
+
+def _checkpointed(x):
+    return ad.checkpoint(lambda y: np.sum(np.sin(y) * y), x) * np.sum(x)
+
+
 MUTATION = {
     "an object built inside f, __init__ writing its fields": _object_built_inside,
     "a dataclass built inside f": _dataclass_built_inside,
@@ -200,6 +224,10 @@ MUTATION = {
     "a dataclass built with keywords": _dataclass_by_keywords,
     "a callable held by an object, a default argument of __init__": _held_callable_and_default,
     "list + list, list * int": _sequence_operators,
+    "an in-place operator through a view": _in_place_through_a_view,
+    "in-place operators on a copy": _in_place_operators,
+    "max, min, sorted (with a key) over an array": _builtins_over_an_array,
+    "ad.checkpoint": _checkpointed,
 }
 
 

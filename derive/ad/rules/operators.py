@@ -156,12 +156,10 @@ def make_inplace(op):
 
     def rule(a, b):
         if type(a) is np.ndarray and a.dtype.kind in "fc":
-            y, back = plain(a.copy(), b.copy() if b is a else b)
-            if np.shape(y) != a.shape:
-                raise ValueError(f"non-broadcastable output operand with shape {a.shape} doesn't match the "
-                                 f"broadcast shape {np.shape(y)}")
+            y, op_back = plain(a.copy(), b.copy() if b is a else b)
+            fits(a, y)
             _, write_back = setitem(a, Ellipsis, y)
-            return a, lambda dy: _through(back, acc(dy, write_back(None)[2]))
+            return a, lambda dy: _through(op_back, acc(dy, write_back(None)[2]))
         if type(a) is list and op == "+":
             _, extend_back = extend_list(a, b)
             return a, lambda dy: extend_back(acc_into(a, None, dy))   # the result's gradient is the list's
@@ -178,6 +176,17 @@ def make_inplace(op):
 
     rule.__name__ = f"J_i{DUNDER[op]}"
     return rule
+
+
+def fits(a, y):
+    """NumPy's error for ``a op= b`` whose result ``y`` does not fit in ``a`` (no derivative: forward over
+    reverse calls it as it is)."""
+    if np.shape(y) != a.shape:
+        raise ValueError(f"non-broadcastable output operand with shape {a.shape} doesn't match the "
+                         f"broadcast shape {np.shape(y)}")
+
+
+NONDIFF.add(fits)
 
 
 def _through(back, dy):
