@@ -307,3 +307,12 @@ def test_indices_out_of_range_raise_as_numpy_does():
         assert str(err.value) == str(plain.value)
     with pytest.raises(TensorLangError, match="shape"):   # x[True] is an array of shape (1, 4): handed over
         ad.gradient(index_arguments, x, True, 4)
+
+
+@pytest.mark.parametrize("f, rest", [(of_tanh, ()), (made_in_the_loop, ()), (softmax_entropy, ()),
+                                     (of_expressions, (0.7,)), (index_arguments, (2, 6))])
+def test_second_order_against_central_differences_of_the_gradient(f, rest, fd):
+    x = np.linspace(-1, 1.5, 6)
+    h = ad.hessian(f)(x, *rest)
+    by_fd = np.stack([fd(lambda x, i=i: ad.gradient(f, x, *rest)[0][i], (x,), 0) for i in range(len(x))])
+    np.testing.assert_allclose(h, by_fd, rtol=1e-5, atol=1e-6)

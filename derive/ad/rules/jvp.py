@@ -87,8 +87,9 @@ def _binop(op):
     pyop, grads, name = PYOP[op], NUMERIC_GRADS.get(op), DUNDER[op]
 
     def rule(args, ts):
-        a, b = args
-        ta, tb = ts
+        # an indexed cotangent (in the adjoint that forward over reverse runs) is the array it stands for
+        a, b = map(dense_cotangent, args)
+        ta, tb = map(dense_cotangent, ts)
         if is_numeric(a) and is_numeric(b):
             y = pyop(a, b)
             if op == "@":
@@ -144,6 +145,7 @@ def _bilinear(f):
 
 
 def _unary_op(op, x, t):
+    x, t = dense_cotangent(x), dense_cotangent(t)
     if op in ("not", "~"):
         return (not x) if op == "not" else ~x, None
     if is_numeric(x):
