@@ -85,7 +85,7 @@ class ForwardGen(Gen):
         if op == "getitem" and ins.kind == ARR:
             return [f"{v} = {a[0]}[{a[1]}]", f"{f} = {self.dense(ins.args[0])}[{a[1]}]"]
         if op == "binop":
-            return [f"{v}, {f} = _fw_J({self.const(self.binop_fn(ins.attr))}, None, ({a[0]}, {a[1]}), "
+            return [f"{v}, {f} = _fw_J({self.const(rules.operator_function(ins.attr))}, None, ({a[0]}, {a[1]}), "
                     f"({t[0]}, {t[1]}))"]
         if op == "unary":
             return [f"{v}, {f} = _fw_unary({ins.attr!r}, {a[0]}, {t[0]})"]
@@ -160,10 +160,6 @@ class ForwardGen(Gen):
         if op == "closure":
             return [f"{v} = _ad_mk{ins.attr[0]}({', '.join(a)})"]
         raise AssertionError(op)
-
-    def binop_fn(self, op):
-        # ``a op= b`` on an array: its tangent as ``a op b`` (not in place)
-        return rules.operator_function(op.rstrip("="))
 
     def binop_tangent(self, ins, y) -> str:
         """``d(a op b)`` for numbers and arrays, from the gradient templates; ``@`` is bilinear."""

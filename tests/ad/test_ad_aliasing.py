@@ -397,3 +397,61 @@ def test_writes_through_dunder_dict_are_refused():
         return o.a * x[1]
     with pytest.raises(UnsupportedError, match="__dict__"):
         ad.gradient(f, X4)
+
+
+# -- forward mode: augmented assignments write in place ----------------------------------------------------------
+def _iadd_through_an_alias(x):
+    y = x * 1.0
+    z = y
+    z += x
+    return np.sum(y * y)
+
+
+def _imul_through_a_slice_view(x):
+    y = x * 1.0
+    w = y[:]
+    w *= x
+    return np.sum(y * y)
+
+
+def _iadd_of_list_elements(x):
+    ws = [x.copy(), x * 2]
+    for w in ws:
+        w *= x[0]
+    return np.sum(ws[0] * ws[1])
+
+
+def _iadd_of_an_object(x):
+    b = _Bag()
+    b += x[0]
+    b += x[1] * x[2]
+    return b.total()
+
+
+@pytest.mark.parametrize("f", [_iadd_through_an_alias, _imul_through_a_slice_view, _iadd_of_list_elements,
+                               _iadd_of_an_object])
+def test_jvp_of_augmented_assignments_in_place(f):
+    v = np.array([0.5, -1.0, 0.25, 2.0])
+    v0 = v.copy()
+    y, t = ad.jvp(f, (X4.copy(),), (v,))
+    np.testing.assert_array_equal(v, v0)
+    h = 1e-6
+    want = (f(X4 + h * v) - f(X4 - h * v)) / (2 * h)
+    np.testing.assert_allclose(y, f(X4.copy()))
+    np.testing.assert_allclose(t, want, rtol=1e-6, atol=1e-8)
+
+
+def _jvp_and_difference(f, x, v, h=1e-6):
+    return ad.jvp(f, (x,), (v,))[1], (f(x + h * v) - f(x - h * v)) / (2 * h)
+
+
+@pytest.mark.parametrize("f", [_merge, _merge_in_place, _property_setter, _getattr_fallback])
+def test_jvp_through_merges_setters_and_getattr(f):
+    got, want = _jvp_and_difference(f, 1.3, 0.7)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("f", [_defaultdict, _counter])
+def test_jvp_through_dict_subclasses_is_refused(f):
+    with pytest.raises(UnsupportedError, match="no forward rule"):
+        ad.jvp(f, (1.3,), (0.7,))

@@ -133,8 +133,8 @@ def unary_rule(op: str):
 
 
 def operator_function(op: str):
-    """The function of binary operator ``op`` (``operator.add`` for ``+``)."""
-    return operators.PYOP[op]
+    """The function of binary operator ``op`` (``operator.add`` for ``+``, ``operator.iadd`` for ``+=``)."""
+    return operators.PYOP[op] if op in operators.PYOP else operators.PYIOP[op]
 
 
 def pure_method(name: str) -> bool:

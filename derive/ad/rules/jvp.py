@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins as _b
 import dataclasses
+import inspect
 import linecache
 import math as _m
 import operator
@@ -29,7 +30,7 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, muta
 from .builtins import ranking
 from .complexes import CMATH
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks
-from .operators import DUNDER, NUMERIC_GRADS, PYOP, is_numeric
+from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
 
 
@@ -125,6 +126,13 @@ def _dunder(op, name, pyop, a, b, ta, tb):
         return y, None if ta is None else ta * b
     if op == "*" and isinstance(b, (list, tuple)) and isinstance(a, int):
         return y, None if tb is None else a * tb
+    if op == "|" and isinstance(a, dict) and isinstance(b, dict):   # a merge: b's keys win
+        ty = {k: t for k, t in (ta or {}).items() if k not in b}
+        ty.update(tb or {})
+        return y, ty
+    if ta is not None or tb is not None:
+        raise UnsupportedError(f"tensorlang.ad.jvp has no forward rule for {type(a).__name__} {op} "
+                               f"{type(b).__name__}")
     return y, None
 
 
@@ -364,6 +372,8 @@ def getitem(obj, tobj, idx):
     m = getattr(t, "__getitem__", None)
     if isinstance(m, types.FunctionType):
         return JVP(m, None, (obj, idx), (tangent_of(obj, tobj), None))
+    if tangent_of(obj, tobj) is not None:
+        raise UnsupportedError(f"tensorlang.ad.jvp has no forward rule for reading an item of a {t.__name__}")
     return obj[idx], None
 
 
@@ -390,6 +400,8 @@ def setitem(obj, tobj, idx, val, tval):
     if isinstance(m, types.FunctionType):
         JVP(m, None, (obj, idx, val), (tangent_of(obj, tobj), None, tval))
         return tangent_of(obj, tobj)
+    if tval is not None:
+        raise UnsupportedError(f"tensorlang.ad.jvp has no forward rule for writing into a {t.__name__}")
     obj[idx] = val
     return tobj
 
@@ -405,6 +417,9 @@ def getattr_(obj, tobj, name):
     static = getattr(t, name, None)
     if isinstance(static, property):
         return JVP(static.fget, None, (obj,), (tangent_of(obj, tobj),))
+    fallback = getattr(t, "__getattr__", None)
+    if isinstance(fallback, types.FunctionType) and inspect.getattr_static(obj, name, getattr_) is getattr_:
+        return JVP(fallback, None, (obj, name), (tangent_of(obj, tobj), None))   # the class's __getattr__
     y = getattr(obj, name)
     if isinstance(obj, types.ModuleType) or callable(y) and not isinstance(y, types.FunctionType):
         return y, None
@@ -423,6 +438,14 @@ def write_attr(obj, tobj, name, tval):
 
 
 def setattr_(obj, tobj, name, val, tval):
+    t = type(obj)
+    static = getattr(t, name, None)
+    if isinstance(t.__setattr__, types.FunctionType):   # the class's own __setattr__, or a property's setter
+        JVP(t.__setattr__, None, (obj, name, val), (tangent_of(obj, tobj), None, tval))
+        return tangent_of(obj, tobj)
+    if isinstance(static, property) and isinstance(static.fset, types.FunctionType):
+        JVP(static.fset, None, (obj, val), (tangent_of(obj, tobj), tval))
+        return tangent_of(obj, tobj)
     tl = write_attr(obj, tobj, name, tval)
     setattr(obj, name, val)
     return tl
@@ -482,6 +505,33 @@ def write_method(obj, tobj, name, args, ts):
     return METHOD_WRITES[(type(obj), name)](mutable(obj, tobj), args, ts)
 
 
+def _inplace(op):
+    """``a op= b`` (``operators.make_inplace``): on a float array the result written into ``a`` and its
+    tangent into ``a``'s, on a list ``+=`` extends it, on a dict ``|=`` updates it, on an object whose class
+    defines ``__iop__`` in Python that method, otherwise ``a op b``."""
+    plain, name = _binop(op), f"__i{DUNDER[op]}__"
+
+    def rule(args, ts):
+        a, b = args
+        if type(a) is np.ndarray and a.dtype.kind in "fc":
+            if a.base is not None and not (type(ts[0]) is np.ndarray and ts[0].base is not None):
+                raise UnsupportedError("tensorlang.ad.jvp: an in-place operation on a view of an array whose "
+                                       "tangent is not a view of the array's own tangent")
+            y, ty = plain((a.copy(), b.copy() if b is a else b), ts)
+            return a, setitem(a, ts[0], Ellipsis, y, ty)
+        if type(a) is list and op == "+" or type(a) is dict and op == "|":
+            ty = write_method(a, ts[0], "extend" if op == "+" else "update", (b,), (ts[1],))
+            a.extend(b) if op == "+" else a.update(b)
+            return a, tangent_of(a, ty)
+        m = getattr(type(a), name, None)
+        if isinstance(m, types.FunctionType):
+            y, ty = JVP(m, None, (a, b), ts)
+            if y is not NotImplemented:
+                return y, ty
+        return plain(args, ts)
+    return rule
+
+
 def _writing(name):
     def rule(obj, tobj, args, ts):
         ty = write_method(obj, tobj, name, args, ts)
@@ -510,6 +560,7 @@ JVP_RULES.update({f: _binary(f, d) for f, d in PARTIALS_BINARY.items()})
 JVP_RULES.update({f: _from_template(f, spec) for f, spec in INLINE_CALLS.items()
                   if getattr(f, "__module__", None) == "math"})
 JVP_RULES.update({PYOP[op]: _binop(op) for op in DUNDER})
+JVP_RULES.update({PYIOP[op + "="]: _inplace(op) for op in DUNDER})
 JVP_RULES.update({f: _linear(f) for f in (np.sum, np.mean, np.reshape, np.transpose, np.ravel, np.squeeze,
                                            np.expand_dims, np.real, np.imag, np.conj, np.conjugate, np.negative,
                                            np.positive, np.cumsum, np.trace, np.diag)})

@@ -196,7 +196,8 @@ def _through(back, dy):
 BINOPS = {op: _make_binop(op) for op in DUNDER}
 BINOPS.update({op + "=": make_inplace(op) for op in DUNDER})
 RULES.update({PYOP[op]: rule for op, rule in BINOPS.items() if op in PYOP})
-RULES.update({getattr(operator, f"i{name}"): BINOPS[op + "="] for op, name in DUNDER.items()})
+PYIOP = {op + "=": getattr(operator, f"i{name}") for op, name in DUNDER.items()}   # operator.iadd for +=
+RULES.update({PYIOP[op]: BINOPS[op] for op in PYIOP})
 
 
 def _neg(a):
