@@ -37,7 +37,7 @@ from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
-from .schedule import BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, has_reduce, outer_reductions
+from .schedule import BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions
 from .sparse import Sparse
 from .target import Capabilities
 
@@ -213,10 +213,11 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
 
         def chunked(stmt: Stmt):
             """The reduction of a small target of a long reduction (its length has a size that the
-            target's has not) that runs in chunks."""
+            target's has not) that runs in chunks: ``emit_chunked``'s for a 1-D target and one sum, else
+            interchanged (``emit_group``)."""
             pred, body = (stmt.body.pred, stmt.body.body) if isinstance(stmt.body, Guard) else (TRUE, stmt.body)
-            if len(stmt.vars) != 1 or not self.interchangeable(pred, body) or \
-                    not self.chunkable(stmt, pred, body, scope):
+            if not self.interchangeable(pred, body) or \
+                    (len(stmt.vars) == 1 and len(body.vars) == 1 and not self.chunkable(stmt, pred, body, scope)):
                 return None
             sizes = {v.name for d in stmt.target.dims for v, _ in d.terms}
             return body if any(v.name not in sizes for s in body.sizes for v, _ in s.terms) else None
@@ -340,7 +341,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
 
     def emit_gather(self, stmt: Stmt, pred, body, scope: Scope, window: tuple[str, str] | None = None) -> None:
         """``T[g] = [P] * body`` (see the module docstring); ``window``: C names ``(lo, hi)``, the points
-        ``lo <= g < hi`` only (``g`` one variable)."""
+        ``lo <= g0 < hi`` only (``g0`` the first variable)."""
         arr = stmt.target
         gv = stmt.vars
         names = self.names
@@ -349,8 +350,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
         if window is not None:
             lo, hi = window
-            cut = isl.Set.read_from_str(D.CTX, f"[{lo}, {hi}] -> {{ [{names.var(gv[0])}] : {lo} <= {names.var(gv[0])} < {hi} }}")
-            dom_all, dom_c = dom_all & cut, dom_c & cut
+            dom_all, dom_c = between(dom_all, 0, lo, hi), between(dom_c, 0, lo, hi)
         dom_z = dom_all - dom_c
         its = [self.fresh("c") for _ in gv]
         pieces = self.split_by_reductions(self.split_by_guards(dom_c, body, gv, scope), body, gv, scope)

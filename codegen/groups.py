@@ -1,20 +1,24 @@
-"""Chunked statement groups: a 1-D temporary computed chunk by chunk together with the statements that
-read it, so that it never goes through memory.
+"""Chunked statement groups: a temporary computed chunk by chunk (of its first index) together with the
+statements that read it, so that it never goes through memory.
 
-A group is a statement ``T[t] = ...`` whose target is a 1-D temporary, followed by the statements that
+A group is a statement ``T[t, ...] = ...`` whose target is a temporary, followed by the statements that
 read ``T`` (the ones right after it; no later statement reads ``T``).  Each reader is either
 
-* a gather ``U[k] = ...`` over one variable ``k`` (its *chunk variable*), or
-* a small-target reduction that ``Schedule.emit_chunked`` runs in chunks of its summed variable ``r``
-  (the chunk variable), ``U[g] = sum(r) ...``,
+* a gather ``U[k, ...] = ...``, its first variable ``k`` its *chunk variable*, or
+* a reduction into a small target that runs in chunks of its first summed variable ``r`` (the chunk
+  variable), ``U[g] = sum(r, ...) ...``: ``Schedule.emit_chunked``'s chunks for a 1-D target and one sum,
+  else the interchanged form over each chunk's terms,
 
-and reads ``T`` only at ``T[v + rest]``, ``v`` its chunk variable and ``rest`` affine in the sizes and in
-variables of known extents (the sums around the access; ``g`` of a reduction).  So a chunk of the readers'
-chunk variables reads a window of ``T`` whose bounds are those of the chunk widened by the lowest and the
-highest ``rest`` (``Reader.reach``): the group's chunks compute that window of ``T`` into a small buffer
-and run the readers on it (``Schedule.emit_group``).  The gradient of the deconvolution loss in
-``(c, x)``: ``dX`` (the residual), ``dc`` (a reduction reading ``dX[i]``) and ``dx`` (a gather reading
-``dX[k - i]``, ``0 <= i < m``) in one pass over the signal.
+(the readers of a 1-D ``T``: a 1-D target and one sum) and reads ``T`` only at ``T[v + rest, ...]`` (all
+of ``T``'s indices), ``v`` its chunk variable and ``rest`` affine in the sizes and in variables of known
+extents (the sums around the access; ``g`` of a reduction).  So a chunk of the readers' chunk variables
+reads a window of ``T``'s first index whose bounds are those of the chunk widened by the lowest and the
+highest ``rest`` (``Reader.reach``), whole along its other indices: the group's chunks compute that
+window of ``T`` into a small buffer and run the readers on it (``Schedule.emit_group``).  The gradient
+of the deconvolution loss in ``(c, x)``: ``dX`` (the residual), ``dc`` (a reduction reading ``dX[i]``)
+and ``dx`` (a gather reading ``dX[k - i]``, ``0 <= i < m``) in one pass over the signal; the 2-D
+convolution's in ``(x, w)``: rows of ``dX``, the image adjoint reading ``dX[k0 - a, k1 - b]`` and the
+kernel adjoint summing over ``dX``'s rows.
 """
 from __future__ import annotations
 
@@ -60,30 +64,32 @@ def find_groups(prog: Program, chunked) -> dict[int, Group]:
             mentioned.setdefault(m, []).append(j)
     for k, p in enumerate(stmts):
         t = p.target
-        if t.kind != "temp" or len(t.dims) != 1 or len(p.vars) != 1 or p.contraction is not None:
+        if t.kind != "temp" or not t.dims or len(p.vars) != len(t.dims) or p.contraction is not None:
             continue
         readers = [j for j in mentioned.get(id(t.key), ()) if j > k and _reads(stmts[j].body, t.key)]
         if not readers or readers != list(range(k + 1, k + 1 + len(readers))):
             continue
         targets = [stmts[j].target.key for j in readers]
-        found = [_reader(stmts[j], t.key, chunked(stmts[j]), targets) for j in readers]
+        found = [_reader(stmts[j], t.key, len(t.dims), chunked(stmts[j]), targets) for j in readers]
         if all(r is not None for r in found) and sum(r.reduction is not None for r in found) <= 1:
             out[id(p)] = Group(p, found)
     return out
 
 
-def _reader(stmt: Stmt, tvar, red: Reduce | None, targets) -> Reader | None:
-    """``stmt`` as a reader of ``tvar`` (``None`` when it cannot be one)."""
-    if len(stmt.vars) != 1 or len(stmt.target.dims) != 1 or stmt.contraction is not None:
+def _reader(stmt: Stmt, tvar, ndim: int, red: Reduce | None, targets) -> Reader | None:
+    """``stmt`` as a reader of ``tvar`` (``ndim`` indices; ``None`` when it cannot be one)."""
+    if not stmt.vars or len(stmt.vars) != len(stmt.target.dims) or stmt.contraction is not None:
         return None
+    if ndim == 1 and (len(stmt.vars) != 1 or (red is not None and len(red.vars) != 1)):
+        return None  # a 1-D temporary's chunks are long (REDUCE_CHUNK): only readers of one variable
     if any(key is not None and _reads(stmt.body, key) for key in targets):  # the readers do not read one another
         return None
     if red is not None:
-        var, extents = red.vars[0], {id(stmt.vars[0]): stmt.target.dims[0]}
+        var, extents = red.vars[0], {id(v): d for v, d in zip(stmt.vars, stmt.target.dims)}
     else:
         var, extents = stmt.vars[0], {}
     lows, highs = [], []
-    for idx, ext in _accesses(stmt.body, tvar, extents):
+    for idx, ext in _accesses(stmt.body, tvar, ndim, extents):
         if idx is None or dict(idx.terms).get(var) != 1:
             return None
         low = high = Affine.const_(idx.const)
@@ -103,7 +109,7 @@ def _reader(stmt: Stmt, tvar, red: Reduce | None, targets) -> Reader | None:
 
 
 def _reads(body: Expr, key) -> bool:
-    return any(True for _ in _accesses(body, key, {}))
+    return any(True for _ in _accesses(body, key, 0, {}))
 
 
 def _mentions(body: Expr) -> set[int]:
@@ -124,10 +130,11 @@ def _mentions(body: Expr) -> set[int]:
     return out
 
 
-def _accesses(body: Expr, key, extents: dict):
-    """``(index, extents)`` for each access ``key[index]`` in ``body`` (``key`` a 1-D array's variable):
-    the extents of the variables of the sums around it (and of ``extents``), by ``id``; ``(None, ...)``
-    for any other use of ``key``."""
+def _accesses(body: Expr, key, ndim: int, extents: dict):
+    """``(index, extents)`` for each access ``key[index, ...]`` in ``body`` (``key`` the variable of an array
+    of ``ndim`` dimensions; ``index`` the first of the access's ``ndim`` indices): the extents of the
+    variables of the sums around it (and of ``extents``), by ``id``; ``(None, ...)`` for any other use
+    of ``key``."""
     stack = [(body, extents)]
     seen = set()
     while stack:
@@ -140,7 +147,7 @@ def _accesses(body: Expr, key, extents: dict):
         if isinstance(e, (Access, Proj)):
             p = path_of(e)
             if p is not None and p[0] is key:
-                yield (p[2][0] if len(p[2]) == 1 and not p[1] else None), ext
+                yield (p[2][0] if len(p[2]) == ndim and not p[1] else None), ext
                 continue
         if isinstance(e, Reduce):
             ext = {**ext, **{id(v): s for v, s in zip(e.vars, e.sizes)}}

@@ -32,7 +32,7 @@ from .scalar import Scope
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
            "BLOCK_LANES",
            "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
-           "GROUP_BUFFER", "JAM"]
+           "GROUP_BUFFER", "JAM", "between"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
@@ -94,7 +94,8 @@ class Schedule:
         chosen as if it were (``BLOCK_LANES``), so that blocking changes no bit."""
         return lane_blockable(red, gv[-1:])
 
-    def emit_interchanged(self, stmt: Stmt, pred, red: Reduce, scope: Scope) -> None:
+    def emit_interchanged(self, stmt: Stmt, pred, red: Reduce, scope: Scope, rows: tuple[str, str] | None = None,
+                          into: str | None = None) -> None:
         """``T[g] = sum(r) e`` with the reduction's loops outside and the target's inside: ``for r': for
         tile: for g: for r_last in tile: ...`` (``r'`` the summed variables but the last, ``tile`` a cut
         of the last one into ``REDUCE_TILE`` consecutive points).  So the data a tile reads is read once
@@ -107,7 +108,9 @@ class Schedule:
         stay in L1).  When the sums' domain does not depend on ``g`` (``T``'s box times the sums' own),
         ``JAM`` consecutive elements of ``T`` run in one innermost loop (``emit_jammed``): the same
         additions in the same order per element, with what their terms share (``dX[i, j]`` in
-        ``dw[a, b] = sum(i, j) dX[i, j] * x[i + a, j + b]``) loaded once."""
+        ``dw[a, b] = sum(i, j) dX[i, j] * x[i + a, j + b]``) loaded once.  ``rows``: C names ``(lo, hi)``,
+        the terms with ``lo <= r0 < hi`` only (``r0`` the first summed variable), and ``into``: a C pointer
+        the sums go to (at the elements' row-major offsets) instead of ``T`` (``emit_group``'s chunks)."""
         arr, gv, names = stmt.target, stmt.vars, self.names
         acc, tile = self.fresh("tacc"), self.fresh("tile")
         scope.line(f"real {acc}[{INTERCHANGE_MAX_TARGET * LANES}];")
@@ -119,6 +122,8 @@ class Schedule:
             conj(box(zip(gv, arr.dims)), pred, box(zip(red.vars, red.sizes)), red.pred)
         dom = _tiled(D.domain(full, order, scope.bound, names), len(red.vars) - 1, tile, REDUCE_TILE)
         vars_ = order[:len(red.vars) - 1] + (None,) + order[len(red.vars) - 1:]
+        if rows is not None:
+            dom = between(dom, next(k for k, v in enumerate(vars_) if v is red.vars[0]), *rows)
         its = [self.fresh("x") for _ in vars_]
         tree = loop_nest([("S", dom)], scope.ctx, its)
         lanes_of = f"{acc} + {LANES} * ({self.linear(arr.dims, [Affine.var(v) for v in gv])})"
@@ -172,7 +177,8 @@ class Schedule:
             for v, a in zip(gv, node.args):
                 sc.line(f"const int64_t {names.var(v)} = {a};")
             sc.line(f"const real *{lane} = {lanes_of};")
-            sc.line(f"{self.array_ref(arr, [Affine.var(v) for v in gv])} = "
+            at = [Affine.var(v) for v in gv]
+            sc.line(f"{self.array_ref(arr, at) if into is None else f'{into}[{self.linear(arr.dims, at)}]'} = "
                     f"{_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
 
         if tree is not None:
@@ -246,7 +252,7 @@ class Schedule:
         scope.line(f"for (int64_t {q} = 0; {q} < {plan.nch}; {q} += 1) {{")
         self.emit_chunk(stmt, pred, red, tree, plan, q, scope.child(parallel_ok=False))
         scope.line("}")
-        self.emit_chunk_sums(stmt, plan, scope)
+        self.emit_chunk_sums(stmt, plan.part, plan.gn, plan.nch, scope)
 
     def emit_chunk_plan(self, stmt: Stmt, tree: For, scope: Scope) -> "Chunks":
         """The chunks of ``emit_chunked``: their number and length, and the array of their partial sums."""
@@ -283,45 +289,63 @@ class Schedule:
             self.emit_tree(nest, scope, Leaf(user, (g,), red, dom))
         del self.chunk_spans[id(red)]
 
-    def emit_chunk_sums(self, stmt: Stmt, plan: "Chunks", scope: Scope) -> None:
-        """Each element of the target of ``emit_chunked``: its chunks' partial sums added in order."""
+    def emit_chunk_sums(self, stmt: Stmt, part: str, gn: str, nch: str, scope: Scope) -> None:
+        """Each element of the target of chunked sums (``emit_chunked``, ``emit_group``): its ``nch``
+        chunks' partial sums (``part``, ``gn`` elements per chunk, row-major) added in order."""
         e, p, s = self.fresh("e"), self.fresh("p"), self.fresh("s")
-        scope.line(f"for (int64_t {e} = 0; {e} < {plan.gn}; {e} += 1) {{")
-        scope.line(f"  real {s} = 0;")
-        scope.line(f"  for (int64_t {p} = 0; {p} < {plan.nch}; {p} += 1) {s} += {plan.part}[{p} * {plan.gn} + {e}];")
-        scope.line(f"  {stmt.target.cname}[{e}] = {s};")
+        scope.line(f"for (int64_t {e} = 0; {e} < {gn}; {e} += 1) {{")
+        body = scope.child()
+        body.line(f"real {s} = 0;")
+        body.line(f"for (int64_t {p} = 0; {p} < {nch}; {p} += 1) {s} += {part}[{p} * {gn} + {e}];")
+        self.bind_flat(stmt.target, stmt.vars, e, body)
+        body.line(f"{self.array_ref(stmt.target, [Affine.var(v) for v in stmt.vars])} = {s};")
         scope.line("}")
 
     def emit_group(self, group: Group, scope: Scope) -> None:
         """A group (``codegen.groups``) in chunks: chunk ``q`` covers chunk variables ``q * C`` to
-        ``(q + 1) * C - 1`` of every reader (``C`` the reduction's chunk length when a reader is one, else
-        ``REDUCE_CHUNK``); it computes the window of the temporary that those read (the chunk widened by
-        the readers' reach, clipped to the temporary) into a buffer on the stack, then runs the readers
-        on it: the temporary never goes to memory, and every input is read once, from cache.  Chunks are
-        independent (parallel; the reduction's chunks are those of ``emit_chunked``, so its result is the
-        same bits as without the group).  Used when the buffer has at most ``GROUP_BUFFER`` elements,
-        otherwise the statements run one after another."""
+        ``(q + 1) * C - 1`` of every reader; it computes the window of the temporary ``T`` that those read
+        (the chunk widened by the readers' reach, clipped to ``T``; whole rows of the other dimensions)
+        into a buffer on the stack, then runs the readers on it: ``T`` never goes to memory, and every
+        input is read once, from cache.  ``C``: the reduction's chunk length when a reader is a 1-D
+        chunked sum (whose chunks are those of ``emit_chunked``: the same bits as without the group);
+        else ``REDUCE_CHUNK`` for a 1-D ``T``, and for a ``T`` of several dimensions as many rows as fit
+        ``GROUP_BUFFER`` with the reach.  A reduction into a small target of several dimensions or sums
+        runs interchanged over its chunk's terms (``emit_interchanged``), each chunk's sums added into the
+        target in the chunks' order (sizes decide the chunks: the same bits in every run and thread
+        count).  Chunks are independent (parallel).  Used when the buffer has at most ``GROUP_BUFFER``
+        elements (and the partial sums fit ``PARTIALS``), otherwise the statements run one after
+        another."""
         sc = scope.child()
         scope.line("{")
         red = next((r for r in group.readers if r.reduction is not None), None)
+        tree = self.chunkable(red.stmt, _pred(red.stmt), red.reduction, sc) if red is not None else None
+        t = group.producer.target
         conds = []
-        if red is not None:
-            tree = self.chunkable(red.stmt, _pred(red.stmt), red.reduction, sc)
+        if tree is not None:
             plan = self.emit_chunk_plan(red.stmt, tree, sc)
-            chunk = plan.chunk
             conds.append(f"{plan.gn} <= {INTERCHANGE_MAX_TARGET}")
-        else:
-            chunk = self.fresh("chunk")
-            sc.line(f"const int64_t {chunk} = {REDUCE_CHUNK};")
         starts, exts = [], []
         for r in group.readers:
-            starts.append(f"({tree.init})" if r is red else "0")
-            exts.append(plan.len if r is red else self.size_product(r.stmt.target.dims))
+            starts.append(f"({tree.init})" if r is red and tree is not None else "0")
+            exts.append(plan.len if r is red and tree is not None else
+                        self.size_product(r.reduction.sizes[:1] if r is red else r.stmt.target.dims[:1]))
         nch, width, q, tlo, thi, buf = (self.fresh(b) for b in ("nch", "width", "q", "tlo", "thi", "buf"))
-        sc.line(f"const int64_t {nch} = {_fold('tl_max', [f'({e} + {chunk} - 1) / {chunk}' for e in exts])};")
         low = _fold("tl_min", [f"{s} + {self.affine(a)}" for s, r in zip(starts, group.readers) for a in r.reach[0]])
         high = _fold("tl_max", [f"{s} + {self.affine(a)}" for s, r in zip(starts, group.readers) for a in r.reach[1]])
-        sc.line(f"const int64_t {width} = {chunk} + tl_max(0, ({high}) - ({low}));")
+        span = f"tl_max(0, ({high}) - ({low}))"
+        row = self.size_product(self.layout(t)[1:])  # elements of T per point of its first dimension
+        if tree is not None:
+            chunk = plan.chunk
+        else:
+            chunk = self.fresh("chunk")
+            rows = f"tl_max(1, {GROUP_BUFFER} / tl_max(1, {row}) - {span})"
+            sc.line(f"const int64_t {chunk} = {REDUCE_CHUNK if len(t.dims) == 1 else rows};")
+        sc.line(f"const int64_t {nch} = {_fold('tl_max', [f'({e} + {chunk} - 1) / {chunk}' for e in exts])};")
+        sc.line(f"const int64_t {width} = ({chunk} + {span}) * ({row});")
+        if red is not None and tree is None:
+            gn, part = self.size_product(red.stmt.target.dims), self.fresh("part")
+            conds += [f"{gn} <= {INTERCHANGE_MAX_TARGET}", f"{nch} * ({gn}) <= {PARTIALS}"]
+            sc.line(f"real {part}[{PARTIALS}];")
         sc.line(f"if ({' && '.join(conds + [f'{width} <= {GROUP_BUFFER}'])}) {{")
         inner = sc.child()
         work = " + ".join(f"{self.size_product(s.target.dims)} * ({self.body_work(s.body)})" for s in group.stmts)
@@ -331,25 +355,34 @@ class Schedule:
         body = inner.child(parallel_ok=False)
         base = f"{q} * {chunk}"
         body.line(f"const int64_t {tlo} = tl_max(0, {base} + ({low}));")
-        body.line(f"const int64_t {thi} = tl_min({self.affine(group.producer.target.dims[0])}, "
-                  f"{base} + {chunk} + ({high}));")
+        body.line(f"const int64_t {thi} = tl_min({self.affine(t.dims[0])}, {base} + {chunk} + ({high}));")
         body.line(f"real {buf}[{width}];")
-        body.line(f"real *const {group.producer.target.cname} = {buf} - {tlo};")
-        body.line(f"/* {group.producer.target.label} */")
+        body.line(f"real *const {t.cname} = {buf} - {tlo}{'' if len(t.dims) == 1 else f' * ({row})'};")
+        body.line(f"/* {t.label} */")
         self.emit_gather(group.producer, *_pred_body(group.producer), body, window=(tlo, thi))
         for r, ext in zip(group.readers, exts):
             body.line(f"/* {r.stmt.target.label} */")
-            if r is red:
+            if r is red and tree is not None:
                 body.line(f"if ({base} < {plan.len}) {{")
                 self.emit_chunk(r.stmt, _pred(r.stmt), r.reduction, tree, plan, q, body.child())
                 body.line("}")
+                continue
+            lo, hi = self.fresh("lo"), self.fresh("hi")
+            body.line(f"const int64_t {lo} = {base}, {hi} = tl_min({base} + {chunk}, {ext});")
+            if r is red:
+                body.line(f"if ({lo} < {hi}) {{")
+                self.emit_interchanged(r.stmt, _pred(r.stmt), r.reduction, body.child(), rows=(lo, hi),
+                                       into=f"({part} + {q} * ({gn}))")
+                body.line("} else {")
+                body.line(f"  memset({part} + {q} * ({gn}), 0, sizeof(real) * (size_t)({gn}));")
+                body.line("}")
             else:
-                lo, hi = self.fresh("lo"), self.fresh("hi")
-                body.line(f"const int64_t {lo} = {base}, {hi} = tl_min({base} + {chunk}, {ext});")
                 self.emit_gather(r.stmt, *_pred_body(r.stmt), body, window=(lo, hi))
         inner.line("}")
-        if red is not None:
-            self.emit_chunk_sums(red.stmt, plan, inner)
+        if tree is not None:
+            self.emit_chunk_sums(red.stmt, plan.part, plan.gn, plan.nch, inner)
+        elif red is not None:
+            self.emit_chunk_sums(red.stmt, part, gn, nch, inner)
         sc.line("} else {")
         for s in group.stmts:
             self.emit_stmt(s, sc.child())
@@ -700,6 +733,13 @@ def _tiled(dom, pos: int, name: str, size: int):
     v = isl.affs_from_space(dom.get_space())
     last = v[dom.get_dim_name(isl.dim_type.set, dom.dim(isl.dim_type.set) - 1)]
     return dom & (v[name] * size).le_set(last) & last.lt_set(v[name] * size + size)
+
+
+def between(dom, pos: int, lo: str, hi: str):
+    """``dom`` where its dimension ``pos`` lies in ``[lo, hi)`` (``lo``, ``hi``: C names, parameters)."""
+    dims = [f"tl_d{k}" for k in range(dom.dim(isl.dim_type.set))]
+    cut = isl.Set.read_from_str(D.CTX, f"[{lo}, {hi}] -> {{ [{', '.join(dims)}] : {lo} <= {dims[pos]} < {hi} }}")
+    return dom & cut
 
 
 def unparen(c: str) -> str:

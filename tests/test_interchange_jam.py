@@ -10,14 +10,7 @@ import pytest
 import tensorlang as tl
 from tensorlang.codegen import compile as tl_compile
 from tensorlang.codegen import schedule
-
-CONV2D = """
-x : [n + m - 1][n + m - 1]R
-w : [m][m]R
-z : [n][n]R
-let f = gen(i:n, j:n) sum(a:m, b:m) x[i + a, j + b] * w[a, b] in
-sum(i:n, j:n) (f[i, j] - z[i, j]) * (f[i, j] - z[i, j])
-"""
+from test_codegen_gradients import CONV2D, close
 
 PROGRAMS = {  # name: (source, the inputs' shapes from (n, m))
     # a 3-D target: the flat offset of an element is split into three indices
@@ -34,13 +27,6 @@ PROGRAMS = {  # name: (source, the inputs' shapes from (n, m))
                    lambda n, m: {"x": (n + m, n + m), "y": (n, n)}),
 }
 
-
-def close(got, ref) -> bool:
-    if isinstance(ref, tuple):
-        return all(close(a, b) for a, b in zip(got, ref))
-    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    scale = max(1.0, float(np.abs(ref).max())) if ref.size else 1.0
-    return got.shape == ref.shape and np.allclose(got, ref, rtol=1e-10, atol=1e-10 * scale)
 
 
 def _conv_inputs(n, m, seed):
