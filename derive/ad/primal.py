@@ -11,12 +11,12 @@ from .ir import ANY, ARR, NUM, Instr
 
 def instr(g, ins: Instr) -> list[str]:
     """The primal statements of one instruction.  An array argument written again later is copied when
-    the instruction keeps it (copy on capture); a call given such a copy has what it wrote into the copy
+    the instruction keeps it for its pullback (copy on capture, not where it stores it); a call given such a copy has what it wrote into the copy
     written into the array, and views of the copy it returns made views of the array (``runtime.cut``)."""
     op, v, a = ins.op, g.val(ins), [g.val(x) for x in ins.args]
     generic = ins.active and ins.op not in ("tuple", "list", "dict", "closure", "deref", "prim")
     copies, cuts = [], []
-    if generic and g.written:
+    if generic and g.written and not _stores(ins):
         for k, x in enumerate(ins.args):
             if g.written.copied(ins, x) and not (k == 0 and (op == "call" or _may_view(ins))):
                 c = f"_c{ins.id}_{k}"
@@ -100,6 +100,15 @@ def _may_view(ins) -> bool:
         return True
     return op == "method" and rules.view_method(ins.attr[0]) \
         or op == "rule" and (rules.view_method(ins.attr[1]) or rules.writes(ins.attr[0]))
+
+
+def _stores(ins) -> bool:
+    """Whether ``ins`` stores its arguments in an object (``lst[i] = y``, ``o.a = y``, ``lst.append(y)``,
+    ``setattr``): its pullback moves gradients by the box rules and never reads them, and a copy would cut
+    the stored array off from the one the code writes later."""
+    op = ins.op
+    return op in ("setitem", "setattr") or op == "rule" and rules.writes(ins.attr[0]) \
+        or op == "method" and rules.stores(ins.attr[0])
 
 
 def _call_args(args, kw):

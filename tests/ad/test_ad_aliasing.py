@@ -455,3 +455,32 @@ def test_jvp_through_merges_setters_and_getattr(f):
 def test_jvp_through_dict_subclasses_is_refused(f):
     with pytest.raises(UnsupportedError, match="no forward rule"):
         ad.jvp(f, (1.3,), (0.7,))
+
+
+# -- an array stored in a container or an attribute, then written ---------------------------------------------
+def _stored_in_a_list(x):
+    y = x * 1.0
+    lst = [0.0, 0.0]
+    lst[0] = y
+    y[1] = x[2] * 5
+    return np.sum(lst[0] * x)
+
+
+def _stored_in_an_attribute(x):
+    y = x * 1.0
+    h = _Plain()
+    h.a = y
+    y[1] = x[2] * 5
+    return np.sum(h.a * x)
+
+
+def _appended_then_written(x):
+    ys = [x * 1.0]
+    ys.append(ys[-1])
+    ys[1][0] = x[1] * 4
+    return np.sum(ys[0] * x)
+
+
+@pytest.mark.parametrize("f", [_stored_in_a_list, _stored_in_an_attribute, _appended_then_written])
+def test_an_array_stored_and_then_written_is_the_same_array(check, f):
+    check(f, X4)

@@ -21,9 +21,9 @@ library through this module only:
 * operators on values of unknown kind: ``binop_rule(op)``, ``unary_rule(op)``, ``operator_function(op)``;
 * rules that write to an argument: ``writes(rule)``;
 * methods: ``pure_method(name)`` (does not write to its object), ``view_method(name)`` (its result may
-  share memory with its object).
+  share memory with its object), ``stores(name)`` (stores its arguments in its object).
 """
-from ..runtime import NONDIFF, RULES, WRITING_RULES
+from ..runtime import BOX_METHODS, NONDIFF, RULES, WRITING_RULES
 from . import builtins, layout, linalg, math, numpy, operators, scalar, structures  # noqa: F401
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
 from .numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM  # noqa: F401  (the interface)
@@ -140,6 +140,11 @@ def operator_function(op: str):
 def pure_method(name: str) -> bool:
     """Whether a method of this name never writes to its object (``sum``, ``reshape``, ``keys`` ...)."""
     return name in _PURE_METHODS
+
+
+def stores(name: str) -> bool:
+    """Whether a method of this name stores its arguments in its object by the box rules (``append`` ...)."""
+    return any(n == name for _, n in BOX_METHODS)
 
 
 def view_method(name: str) -> bool:
