@@ -15,6 +15,7 @@ from .analysis import analyse, indexed_by_ints, restartable
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
 from .lower import lower
+from .nested_store import nested_gradient
 from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc, field, with_nested_boxes
 from .source import function_node, unsupported
 
@@ -427,7 +428,7 @@ def _gradient_rule(f, *args):
         y, back = J(_RULE_GRADS[len(args) - 1], r, *args)
         return y, lambda dy: (None, *back(dy)[2:])
     spec = specialised(f, args).generic
-    y, back = J(spec.grad, f, *args)
+    y, back = nested_gradient(lambda: J(spec.grad, f, *args), args)
     return y[1:], lambda dy: back((None, *dy))[1:]
 
 
@@ -463,8 +464,5 @@ RULES.update({
     value_and_grad: _value_and_grad_rule,
     HELPERS["_ad_acc"]: lambda a, b: (acc(a, b), lambda dy: (dy, dy)),
     HELPERS["_ad_addn"]: lambda d, g: (d if g is None else d + g, lambda dy: (dy, None if g is None else dy)),
-    HELPERS["_ad_acci"]: lambda v, d, c: (HELPERS["_ad_acci"](v, d, c), lambda dy: (None, dy, dy)),
-    HELPERS["_ad_take"]: lambda v, d: (HELPERS["_ad_take"](v, d), lambda dy: (None, dy)),
-    HELPERS["_ad_takef"]: lambda v, d: (HELPERS["_ad_takef"](v, d), lambda dy: (None, dy)),
     HELPERS["_ad_like"]: lambda x, g: (HELPERS["_ad_like"](x, g), lambda dy: (None, dy)),
 })

@@ -18,8 +18,8 @@ their code:
   replaced by its cotangent, and each argument gets the pullback at the arguments with another one
   replaced by its cotangent.
 
-Box methods (``list.append``/``pop`` ...) are refused under a second differentiation: their pullbacks
-move gradients through the box store, which the outer differentiation does not see.
+Box methods (``list.append``/``pop`` ...) move gradients through the box store: ``nested_store`` gives
+them their rules.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .cotangent import dense
+from .nested_store import box_method
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jm, acc,
                       differentiable, method_rule)
 
@@ -227,7 +228,13 @@ def _call(f, r, pos, kw):
         return _declared(r, pos, kw, True)
     if r is not None or type(f) is types.FunctionType:
         return _through_code(f, r, pos, kw, True)
+    if isinstance(f, type) and not any(map(differentiable, (*pos, *kw.values()))):
+        return (f(*pos, **kw), ZERO), _no_grads   # an object made from constants (its fields written later)
     raise UnsupportedError(f"a second differentiation through {_name(f)} is not supported")
+
+
+def _no_grads(d):
+    return ZERO
 
 
 def _name(f):
@@ -260,10 +267,11 @@ def _Jm_rule(name, kwnames, obj, *args):
     r = method_rule(obj, name)
     if r is None and (name in NONDIFF_METHODS or not differentiable(obj) and not any(map(differentiable, args))):
         return Jm(name, kwnames, obj, *args), ZERO   # (no derivative: nor has its pullback)
-    if r is None or (type(obj), name) in BOX_METHODS:
-        why = " (its pullback moves gradients through the box store)" if r is not None else ""
+    if r is None:
         raise UnsupportedError(f"a second differentiation through the method {type(obj).__qualname__}.{name} "
-                               f"is not supported{why}")
+                               f"is not supported")
+    if (type(obj), name) in BOX_METHODS:
+        return box_method(name, kwnames, obj, *args)
     if r in LINEAR or r in MULTILINEAR:
         pair, pb = _declared(r, (obj, *pos), kw, False)
     else:

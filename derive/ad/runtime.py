@@ -150,8 +150,18 @@ def deref(f, i):
 
 
 def snap(x):
-    """A copy of an array that may be written to later (copy on capture)."""
-    return x.copy() if type(x) is np.ndarray else x
+    """A copy of an array that may be written to later (copy on capture), recorded in ``COPIES``."""
+    if type(x) is not np.ndarray:
+        return x
+    c = x.copy()
+    if COPIES[0] is not None:
+        COPIES[0][id(c)] = (c, x)
+    return c
+
+
+# while gradient code is differentiated again (``nested_store``): id(copy) -> (copy, the array snap copied), so
+# that the store operations the code calls with a copy act on the array itself
+COPIES: list = [None]
 
 
 def cut(y, back, copy, x):
@@ -204,12 +214,22 @@ class Store:
 STORE = [Store()]  # the current store is STORE[0]; entry points swap it
 
 
-def register(obj) -> None:
-    """Mark ``obj`` as a box (it is being written to); writing to a view of an array writes to the
-    array that owns the memory, which becomes the box."""
-    if type(obj) is np.ndarray and obj.base is not None:
-        obj = _root(obj)
-    STORE[0].boxes[id(obj)] = obj
+def register(obj, store=None) -> None:
+    """Mark ``obj`` as a box (it is being written to) in ``store`` (the current one by default); writing to
+    a view of an array writes to the array that owns the memory, which becomes the box."""
+    obj = box_of(obj)
+    (store or STORE[0]).boxes[id(obj)] = obj
+
+
+def box_of(obj):
+    """The object whose gradient the store keeps for ``obj``: the array that owns the memory of a view."""
+    return _root(obj) if type(obj) is np.ndarray and obj.base is not None else obj
+
+
+def part_of(obj, g):
+    """The part of ``g``, a gradient of ``box_of(obj)``, that ``obj`` covers (a view of it for a view)."""
+    box = box_of(obj)
+    return g if box is obj else _grad_view(box, obj, g)
 
 
 def _root(x):
@@ -449,10 +469,22 @@ class RulePullback:
         self.back, self.n = back, n
 
     def __call__(self, dy):
-        if dy is None:
+        if dy is None and type(self.back) is not Writes:
             return (None,) * (self.n + 1)
         g = self.back(dy)
         return (None, *g) if len(g) == self.n else (None, *g, *(None,) * (self.n - len(g)))
+
+
+class Writes:
+    """A rule's pullback that moves gradients through the box store: it runs without a cotangent too."""
+
+    __slots__ = ("back",)
+
+    def __init__(self, back):
+        self.back = back
+
+    def __call__(self, dy):
+        return self.back(dy)
 
 
 class _Zero:
@@ -494,6 +526,8 @@ def J(f, *args):
         return y, RulePullback(back, len(args))
     t = type(f)
     if t is types.FunctionType:
+        if f in NONDIFF:   # (a Python function without derivative is called as it is, not transformed)
+            return f(*args), ZERO
         specialised = TRANSFORM[0]
         n = f.__code__.co_argcount
         if len(args) == n or f.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):

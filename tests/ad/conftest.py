@@ -24,19 +24,18 @@ def central_difference(f, args, i, h=1e-6):
 
 
 def hvp_by_differences(f, args, vs, h=2e-4):
-    """``d/dargs <grad f(args), vs>`` from f alone, one array per array argument: mixed second central
-    differences ``(F(x+hv+he) - F(x+hv-he) - F(x-hv+he) + F(x-hv-he)) / 4h^2``."""
+    """``d/dargs <grad f(args), vs>`` from f alone, one per argument (floats or float arrays): mixed second
+    central differences ``(F(x+hv+he) - F(x+hv-he) - F(x-hv+he) + F(x-hv-he)) / 4h^2``."""
     out = []
     for i, a in enumerate(args):
-        g = np.zeros(a.shape)
-        for k in np.ndindex(a.shape):
+        g = np.zeros(np.shape(a))
+        for k in np.ndindex(g.shape):
             def at(s, t):
-                moved = [x + s * h * v for x, v in zip(args, vs)]
-                moved[i] = moved[i].copy()
+                moved = [np.array(x + s * h * v, dtype=float) for x, v in zip(args, vs)]
                 moved[i][k] += t * h
-                return f(*moved)
+                return f(*(m if isinstance(x, np.ndarray) else float(m) for m, x in zip(moved, args)))
             g[k] = (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h * h)
-        out.append(g)
+        out.append(g if isinstance(a, np.ndarray) else float(g))
     return out
 
 

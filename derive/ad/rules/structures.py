@@ -16,7 +16,8 @@ from ....errors import UnsupportedError
 from ..cotangent import Indexed, basic_index, dense
 from ..ir import INT, CONST_KIND, kind_of
 from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES, STORE,
-                       WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, own, register, unbroadcast, untracked)
+                       TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, make_like, own,
+                       part_of, register, unbroadcast, untracked)
 from .layout import concatenator_getitem
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
@@ -103,21 +104,7 @@ def setitem(obj, idx, val):
     if t is np.ndarray or _builtin_items(obj, "__setitem__"):
         register(obj)
         obj[idx] = val
-
-        def back(dy):
-            g = box_grad(obj)
-            if g is None:
-                return (None, None, None)
-            if type(g) is dict:
-                return (None, None, g.pop(idx, None))
-            dv = g[idx]
-            if t is np.ndarray:   # a number written into an int or bool array is rounded: no gradient
-                dv = _written_grad(g, idx, val) if obj.dtype.kind in "fc" else None
-                g[idx] = 0
-            else:
-                g[idx] = [None] * len(dv) if type(idx) is slice else None
-            return (None, None, dv)
-        return None, back
+        return None, Clear(obj, idx, val)
     if t is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v: a write into x.reshape(-1), a view
         return setitem(obj.base.reshape(-1), idx, val)
     m = getattr(t, "__setitem__", None)
@@ -185,87 +172,230 @@ def setattr_(obj, name, val):
     if isinstance(own_setattr, types.FunctionType):   # the class's own __setattr__, transformed in turn
         y, back = J(own_setattr, obj, name, val)
         return y, lambda dy: (lambda g: (g[1], g[3]))(back(None))
-    y, back = _store_attr(obj, name, val, setattr)
+    y, back = store_attr(obj, name, val, setattr)
     return y, lambda dy: (lambda g: (g[0], g[2]))(back(dy))
 
 
-def _store_attr(obj, name, val, write=object.__setattr__):
-    """``object.__setattr__``: a property's setter (transformed in turn), else a write by the box rules."""
+def store_attr(obj, name, val, write=object.__setattr__, at=2):
+    """``object.__setattr__``: a property's setter (transformed in turn), else a write by the box rules (the
+    gradient of ``val`` at place ``at`` of what the write's pullback gives)."""
     static = getattr(type(obj), name, None)
     if isinstance(static, property) and isinstance(static.fset, types.FunctionType):
         y, back = J(static.fset, obj, val)
         return y, lambda dy: (lambda g: (g[1], None, g[2]))(back(None))
     register(obj)
     write(obj, name, val)
-
-    def back(dy):
-        g = box_grad(obj)
-        if g is None:
-            return (None, None, None)
-        dv = getattr(g, name, None)
-        if dv is not None:
-            if dataclasses.is_dataclass(g):
-                object.__setattr__(g, name, None)
-            else:
-                delattr(g, name)
-        return (None, None, dv)
-    return None, back
+    return None, ClearAttr(obj, name, at)
 
 
 # -- list and dict methods (box rules) ---------------------------------------------------------------------
 def _append(lst, x):
     register(lst)
     lst.append(x)
-
-    def back(dy):
-        g = box_grad(lst)
-        return (None, None) if g is None else (None, g.pop())
-    return None, back
+    return None, Cut(lst, None, 1)
 
 
 def extend_list(lst, xs):
     register(lst)
     n = len(lst)
     lst.extend(xs)
-    kind = type(xs)
-
-    def back(dy):
-        g = box_grad(lst)
-        if g is None:
-            return (None, None)
-        tail = g[n:]
-        del g[n:]
-        return (None, tail if kind is list else kind(tail) if kind is tuple else tail)
-    return None, back
+    return None, CutTail(lst, n, len(lst) - n, type(xs))
 
 
 def _insert(lst, i, x):
     register(lst)
     lst.insert(i, x)
-    pos = i if i >= 0 else max(len(lst) - 1 + i, 0)
-
-    def back(dy):
-        g = box_grad(lst)
-        return (None, None, None) if g is None else (None, None, g.pop(min(pos, len(g) - 1)))
-    return None, back
+    return None, Cut(lst, i if i >= 0 else max(len(lst) - 1 + i, 0), 2)
 
 
 def _pop(lst, i=-1):
     register(lst)
     n = len(lst)
     y = lst.pop(i)
-    pos = i if i >= 0 else n + i
+    return y, Put(lst, n, i if i >= 0 else n + i)
 
-    def back(dy):
-        g = box_grad(lst)
+
+# -- the pullbacks of writes: operations on the gradient of the object written (in the box store) -------------
+# Each is called with the cotangent of the write's result (its first-order pullback, on the current store), and
+# has a ``transpose`` for a second differentiation (``nested_store``): from the cotangent ``a`` of the object's
+# gradient after the call (``form``: its length for a list, shape and dtype for an array) and ``dd`` of what
+# the call returned, the cotangent of the object's gradient before the call and of ``dy``.
+def _at(dd, i):
+    return None if dd is None or i >= len(dd) else dd[i]
+
+
+def _set_key(a: dict, k, v):
+    if v is None:
+        a.pop(k, None)
+    else:
+        a[k] = v
+
+
+class Cut:
+    """An item appended (``pos`` None) or inserted at ``pos``: its gradient, for argument ``at`` of the call,
+    is cut out of the list's."""
+
+    __slots__ = ("obj", "pos", "at")
+
+    def __init__(self, obj, pos, at):
+        self.obj, self.pos, self.at = obj, pos, at
+
+    def _place(self, last):
+        return last if self.pos is None else min(self.pos, last)
+
+    def __call__(self, dy):
+        g = box_grad(self.obj)
+        if g is None:
+            return (None,) * (self.at + 1)
+        return (None,) * self.at + (g.pop(self._place(len(g) - 1)),)
+
+    def transpose(self, a, n, dd):
+        a = [None] * n if a is None else list(a)
+        a.insert(self._place(n), _at(dd, self.at))
+        return a, None
+
+
+class CutTail:
+    """``extend``: the gradients of the ``m`` items after the first ``n``, cut out of the list's (a tuple for
+    a tuple argument)."""
+
+    __slots__ = ("obj", "n", "m", "kind")
+
+    def __init__(self, obj, n, m, kind):
+        self.obj, self.n, self.m, self.kind = obj, n, m, kind
+
+    def __call__(self, dy):
+        g = box_grad(self.obj)
+        if g is None:
+            return (None, None)
+        tail = g[self.n:]
+        del g[self.n:]
+        return (None, tuple(tail) if self.kind is tuple else tail)
+
+    def transpose(self, a, n, dd):
+        dt = _at(dd, 1)
+        a = [None] * n if a is None else list(a)
+        a.extend([None] * self.m if dt is None else list(dt))
+        return a, None
+
+
+class Put:
+    """``pop`` of item ``pos`` of a list of ``n``: the popped value's gradient ``dy`` is put back in its place."""
+
+    __slots__ = ("obj", "n", "pos")
+
+    def __init__(self, obj, n, pos):
+        self.obj, self.n, self.pos = obj, n, pos
+
+    def __call__(self, dy):
+        g = box_grad(self.obj)
         if g is None:
             if dy is None:
                 return (None, None)
-            g = [None] * (n - 1)
-            STORE[0].grads[id(lst)] = g
-        g.insert(pos, dy)
+            g = STORE[0].grads[id(self.obj)] = [None] * (self.n - 1)
+        g.insert(self.pos, dy)
         return (None, None)
-    return y, back
+
+    def transpose(self, a, n, dd):
+        if a is None:
+            return None, None
+        a = list(a)
+        return a, a.pop(self.pos)
+
+
+class PopKeys:
+    """``update``: the gradients of the keys written, taken out of the dict's."""
+
+    __slots__ = ("obj", "keys")
+
+    def __init__(self, obj, keys):
+        self.obj, self.keys = obj, keys
+
+    def __call__(self, dy):
+        g = box_grad(self.obj)
+        if g is None:
+            return (None, None)
+        return (None, {k: g.pop(k, None) for k in self.keys})
+
+    def transpose(self, a, form, dd):
+        dg = _at(dd, 1) or {}
+        a = {} if a is None else dict(a)
+        for k in self.keys:
+            _set_key(a, k, dg.get(k))
+        return a, None
+
+
+class Clear:
+    """``obj[idx] = val``: the gradient of the slot written, taken out of the container's (zeroed in an
+    array's, where the last write wins for a repeated fancy index)."""
+
+    __slots__ = ("obj", "idx", "val")
+
+    def __init__(self, obj, idx, val):
+        self.obj, self.idx, self.val = obj, idx, val
+
+    def __call__(self, dy):
+        obj, idx = self.obj, self.idx
+        g = box_grad(obj)
+        if g is None:
+            return (None, None, None)
+        if type(g) is dict:
+            return (None, None, g.pop(idx, None))
+        if type(obj) is np.ndarray:   # a number written into an int or bool array is rounded: no gradient
+            dv = _written_grad(g, idx, self.val) if obj.dtype.kind in "fc" else None
+            g[idx] = 0
+            return (None, None, dv)
+        dv = g[idx]
+        g[idx] = [None] * len(dv) if type(idx) is slice else None
+        return (None, None, dv)
+
+    def transpose(self, a, form, dd):
+        obj, idx, dv = self.obj, self.idx, _at(dd, 2)
+        if isinstance(obj, dict):
+            a = {} if a is None else dict(a)
+            _set_key(a, idx, dv)
+        elif type(obj) is not np.ndarray:
+            a = [None] * form if a is None else list(a)
+            if type(idx) is slice:
+                a[idx] = [None] * len(range(*idx.indices(form))) if dv is None else list(dv)
+            else:
+                a[idx] = dv
+        else:   # (the repeated entries of a fancy index take dv's last, as the write did)
+            a = np.zeros(*form) if a is None else a
+            part_of(obj, a)[idx] = 0 if dv is None else dv
+        return a, None
+
+
+class ClearAttr:
+    """``obj.name = val``: the gradient of the attribute written, taken out of the object's, for argument
+    ``at`` of the call."""
+
+    __slots__ = ("obj", "name", "at")
+
+    def __init__(self, obj, name, at):
+        self.obj, self.name, self.at = obj, name, at
+
+    def __call__(self, dy):
+        g = box_grad(self.obj)
+        if g is None:
+            return (None,) * (self.at + 1)
+        dv = getattr(g, self.name, None)
+        if dv is not None:
+            if dataclasses.is_dataclass(g):
+                object.__setattr__(g, self.name, None)
+            else:
+                delattr(g, self.name)
+        return (None,) * self.at + (dv,)
+
+    def transpose(self, a, form, dd):
+        a, dv = make_like(self.obj, {}) if a is None else own(a), _at(dd, self.at)
+        if dataclasses.is_dataclass(a):
+            object.__setattr__(a, self.name, dv)
+        elif dv is None:
+            vars(a).pop(self.name, None)
+        else:
+            setattr(a, self.name, dv)
+        return a, None
 
 
 def _dict_get(d, k, default=None):
@@ -279,13 +409,7 @@ def dict_update(d, other):
     register(d)
     keys = list(other)
     d.update(other)
-
-    def back(dy):
-        g = box_grad(d)
-        if g is None:
-            return (None, None)
-        return (None, {k: g.pop(k, None) for k in keys})
-    return None, back
+    return None, PopKeys(d, keys)
 
 
 def _dict_items(d):
@@ -356,12 +480,27 @@ def _setattr_call(obj, name, val):
 
 
 KEYWORD_RULES["out"] = with_out
-RULES.update({object.__setattr__: _store_attr, np.copyto: _copyto, getattr: _getattr_call,
+RULES.update({object.__setattr__: store_attr, np.copyto: _copyto, getattr: _getattr_call,
               setattr: _setattr_call})
-WRITING_RULES.update({_store_attr, _copyto, _setattr_call})
+WRITING_RULES.update({store_attr, _copyto, _setattr_call})
 NONDIFF.add(_absent)
 # (linear in dy: differentiated again without its code, which builds named tuples)
 RULES[_index_grad] = lambda like, idx, dy: (_index_grad(like, idx, dy), lambda d: (None, None, _entry(d, idx)))
+RULES[field_grad] = lambda obj, name, dy: (field_grad(obj, name, dy), lambda d: (None, None, field(d, name)))
+
+
+def _getattr_again(obj, name):
+    """The rule of ``getattr_`` itself, for gradient code differentiated again: but for a property (whose
+    getter's code is differentiated), the pullback of an attribute does not depend on the object's values,
+    so the object's cotangent is that pullback of the attribute's."""
+    if type(obj) is not np.ndarray and isinstance(getattr(type(obj), name, None), property):
+        y, back = TRANSFORM[0](getattr_, (obj, name)).pb(getattr_, obj, name)
+        return y, lambda d: back(d)[1:]
+    y, back = getattr_(obj, name)
+    return (y, back), lambda d: (None, None) if d is None or d[0] is None else (back(d[0])[0], None)
+
+
+RULES[getattr_] = _getattr_again
 BOX_METHODS.update({(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")})
 # methods of lists, tuples and dicts that never write to their object
 PURE_METHODS = {"get", "keys", "values", "items", "index", "count"}

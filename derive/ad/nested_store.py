@@ -1,0 +1,295 @@
+"""Second differentiation through the box store: the gradient code of a function that writes (``append``,
+``pop``, ``insert``, ``extend``, ``update``, ``x[i] = v``, ``o.a = v``) differentiated again
+(``ad.grad(ad.grad(f))``, ``ad.gradient`` of a function that calls ``ad.gradient``).
+
+The gradient code of f keeps the gradients of the objects f writes to in a box store (``runtime``): added
+by ``acc_into``, handed out by ``take`` where the object was made, and moved by the pullbacks of the writes
+(``rules.structures``: an appended item's gradient is cut out of the list's, a popped one's put back, a
+written slot's cleared).  Differentiated again, each level keeps its own state:
+
+* the inner store, used by the gradient code being differentiated: each nested gradient has a fresh one;
+* the outer store, of the differentiation around it: the objects f writes to are boxes there too, since
+  f's writes run in the function being differentiated; their pullbacks there are the same write pullbacks,
+  run on the outer store, and move the outer gradients of the values written;
+* the adjoint of the inner store: the outer cotangent of each gradient the inner store holds, under the
+  same key.  Every operation on the inner store is linear, and its transpose acts on the adjoint:
+  ``take`` hands a gradient out (its transpose sets the entry), ``acc_into`` adds into one (its
+  transpose reads the entry), each write pullback has its ``transpose`` (cutting an item out of a list's
+  gradient inserts the item's cotangent, putting one back removes it).
+
+The operations run forward in the inner store while the outer differentiation records them, and their
+transposes run in reverse order in the outer pullback, so the adjoint holds, at each step, the cotangent of
+the inner store as it was then.  An entry that an operation creates has no cotangent before it.
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from ...errors import UnsupportedError
+from .cotangent import dense
+from .rules.structures import setitem, store_attr
+from .tangent import JVP_RULES, code_jvp
+from .runtime import (COPIES, HELPERS, RULES, SHARED, STORE, ZERO, Store, Writes, acc, acc_into, box_of, cut, method_rule,
+                      own, part_of, register, snap, take, with_nested_boxes)
+
+
+class Level:
+    """The gradient code of a nested derivative, being differentiated: its own store, the adjoint of that
+    store (key -> cotangent) and the copies of arrays the outer differentiation made.  The store around it
+    (the outer differentiation's) stays the current one: the objects its transformed code makes and writes
+    are its boxes."""
+
+    __slots__ = ("inner", "adjoint", "copies")
+
+    def __init__(self):
+        self.inner, self.adjoint, self.copies = Store(), {}, {}
+
+    def original(self, v):
+        """``v``, or the array that the outer differentiation gave a copy of (``runtime.snap``)."""
+        hit = self.copies.get(id(v))
+        return v if hit is None else hit[1]
+
+    def run(self, f, *args):
+        """``f(*args)``, an operation of the gradient code, on its own store."""
+        saved, STORE[0] = STORE[0], self.inner
+        try:
+            return f(*args)
+        finally:
+            STORE[0] = saved
+
+
+LEVEL: list = [None]   # the current Level; None outside the gradient code of a nested derivative
+
+
+def nested_gradient(run, args):
+    """``run()``, the forward pass of differentiating the gradient code of a function at ``args``, with a
+    box store of its own.  A gradient left in that store for an object the arguments hold (a function that
+    writes into its arguments) is refused: the nested gradient would not include it."""
+    lv, saved, copies = Level(), LEVEL[0], COPIES[0]
+    LEVEL[0], COPIES[0] = lv, lv.copies
+    try:
+        out = run()
+        if lv.inner.grads and any(g is not None for g in lv.run(with_nested_boxes, args, (None,) * len(args))):
+            raise UnsupportedError("a second differentiation of a function that writes into its arguments (or "
+                                   "into objects they hold) is not supported")
+        return out
+    finally:
+        LEVEL[0], COPIES[0] = saved, copies
+
+
+def _level(what):
+    lv = LEVEL[0]
+    if lv is None:
+        raise UnsupportedError(f"a second differentiation through {what} is supported only in the gradient "
+                               f"code of a nested derivative")
+    return lv
+
+
+class NestedWrite:
+    """The pullback of a write, in gradient code being differentiated again: ``op`` (a write pullback of
+    ``rules.structures``) run on the inner store, padded to ``n`` gradients.  The outer differentiation calls
+    it through ``__ad_pullback__``, whose pullback is ``op``'s transpose on the adjoint of the inner store."""
+
+    __slots__ = ("op", "n", "level")
+
+    def __init__(self, op, n, level):
+        self.op, self.n, self.level = op, n, level
+
+    def __call__(self, dy):
+        g = self.op(dy)
+        return g + (None,) * (self.n - len(g))
+
+    def __ad_pullback__(self, dy):
+        s, adjoint = self.level.inner, self.level.adjoint
+        key = id(box_of(self.op.obj))
+        existed = key in s.grads
+        g = self.level.run(self, dy)
+        after = s.grads.get(key)
+        if not existed and after is None:   # no gradient to move
+            return g, _zero1
+        form = len(after) if type(after) is list else _form(after)
+
+        def back(dd):
+            a, ddy = self.op.transpose(adjoint.get(key), form, dd)
+            if existed and a is not None:
+                adjoint[key] = a
+            else:
+                adjoint.pop(key, None)
+            return (ddy,)
+        return g, Writes(back)
+
+
+def _zero1(dd):
+    return (None,)
+
+
+def _form(g):
+    return (g.shape, g.dtype) if type(g) is np.ndarray else None
+
+
+def _write(obj, what, run, spread, n):
+    """The rule of a write ``run(obj)`` to ``obj`` in gradient code being differentiated: the write's pair, its
+    pullback a ``NestedWrite``; the write itself is one of the outer function too, so the object written is
+    a box of the outer store, and the outer pullback is the write's own pullback run there (``spread``
+    places its gradients as the rule's arguments are)."""
+    lv = _level(what)
+    register(obj)
+    y, op = lv.run(run, obj)
+    if op is ZERO:   # (an item written into an object without a derivative)
+        return (y, ZERO), _zero3
+
+    def back(d):
+        return spread(op(None if d is None else d[0]))
+    return (y, NestedWrite(op, n, lv)), Writes(back)
+
+
+def box_method(name, kwnames, obj, *args):
+    """The rule of ``Jm`` (``J(Jm, name, kwnames, obj, *args)``) for a method that writes to ``obj``."""
+    k = len(kwnames)
+    pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
+    rule, n = method_rule(obj, name), len(args) + 1
+    return _write(obj, f"the method {type(obj).__qualname__}.{name}", lambda o: rule(o, *pos, **kw),
+                  lambda g: (None, None, *g, *(None,) * (n - len(g))), n)
+
+
+def _setitem_rule(obj, idx, val):
+    if isinstance(getattr(type(obj), "__setitem__", None), types.FunctionType):
+        raise UnsupportedError(f"a second differentiation through {type(obj).__qualname__}.__setitem__ is not "
+                               f"supported")
+    return _write(_level("x[i] = v").original(obj), "x[i] = v", lambda o: setitem(o, idx, val), _same, 3)
+
+
+def _zero3(d):
+    return (None, None, None)
+
+
+def _same(g):
+    return g
+
+
+def _setattr_rule(obj, name, val):
+    t = type(obj)
+    if isinstance(t.__setattr__, types.FunctionType) or isinstance(getattr(t, name, None), property):
+        raise UnsupportedError(f"a second differentiation through {t.__qualname__}.{name} = v (a __setattr__ or "
+                               f"property setter of the class) is not supported")
+    return _write(obj, "o.a = v", lambda o: store_attr(o, name, val, setattr, 1), lambda g: (g[0], None, g[1]), 2)
+
+
+# -- acc_into and take -----------------------------------------------------------------------------------
+def _box_key(s, v):
+    """The key in store ``s`` of the box a gradient of ``v`` goes into (v's or the array v is a view of)."""
+    if not s.boxes:
+        return None
+    key = id(box_of(v))
+    return key if key in s.boxes else None
+
+
+def _original(v):
+    lv = LEVEL[0]
+    return v if lv is None else lv.original(v)
+
+
+def _inner_store():
+    lv = LEVEL[0]
+    return STORE[0] if lv is None else lv.inner
+
+
+def _acc_into_rule(v, d, c):
+    v, s = _original(v), _inner_store()
+    key = None if c is None else _box_key(s, v)
+    if key is None:
+        return acc(d, c), _sum_back
+    lv, existed = _level("a gradient added into a box"), key in s.grads
+    y = lv.run(acc_into, v, d, c)
+
+    def back(dy):
+        a = lv.adjoint.get(key)
+        if not existed:
+            lv.adjoint.pop(key, None)
+        return (None, dy, None if a is None else _shaped_as(own(part_of(v, a)), c))
+    return y, Writes(back)
+
+
+def _sum_back(dy):
+    return (None, dy, dy)
+
+
+def _shaped_as(dc, c):
+    """``dc``, the cotangent of gradient ``c`` that went into a list box as a list, as an array like ``c``."""
+    if type(dc) is list and type(c) is np.ndarray:
+        return np.array([np.zeros_like(x) if t is None else t for t, x in zip(dc, c)])
+    return dc
+
+
+def _take_rule(v, d):
+    v, s = _original(v), _inner_store()
+    key = _box_key(s, v)
+    if key is None or key not in s.grads or id(v) in SHARED.ids:
+        return dense(d), _identity_back
+    lv, form = _level("a box's gradient taken"), _form(s.grads[key])
+    y = lv.run(take, v, d)
+
+    def back(dy):
+        if key == id(v):   # the box's gradient, handed out
+            if dy is None:
+                lv.adjoint.pop(key, None)
+            else:
+                lv.adjoint[key] = own(dy)
+        else:   # the part of an array's gradient that view v covers, handed out and zeroed
+            a = lv.adjoint.get(key)
+            if a is None:
+                a = lv.adjoint[key] = np.zeros(*form)
+            part_of(v, a)[...] = 0 if dy is None else dense(dy)
+        return (None, dy)
+    return y, Writes(back)
+
+
+def _identity_back(dy):
+    return (None, dy)
+
+
+def _snap_rule(x):
+    """The gradient code's own copies (not recorded: its store operations act on them as they are)."""
+    return (x.copy() if type(x) is np.ndarray else x), _pass
+
+
+def _pass(dy):
+    return (dy,)
+
+
+def _cut_rule(y, back, copy, x):
+    """``runtime.cut`` in gradient code differentiated again: views of the copy made views of the array
+    (the same values); a call that wrote into the copy it was given is refused."""
+    if copy is not x and id(copy) in _inner_store().boxes:
+        raise UnsupportedError("a second differentiation through a call that writes into an array argument "
+                               "written again after it is not supported (mutation)")
+    lv = LEVEL[0]
+    return (cut(y, back, copy, x) if lv is None else lv.run(cut, y, back, copy, x)), _cut_back
+
+
+def _cut_back(d):
+    return (None, None, None, None) if d is None else (d[0], d[1], None, None)
+
+
+def _copy_jvp(args, ts):
+    return _snap_rule(args[0])[0], ts[0]
+
+
+def _cut_jvp(args, ts):
+    return code_jvp(cut, None, args, ts)
+
+
+def _take_captured_rule(v, d):
+    """(``take_captured`` hands out a box's gradient only where it is not a box, as ``take``.)"""
+    s = _inner_store()
+    if s.boxes and _box_key(s, v) is not None:
+        return dense(d), _identity_back
+    return _take_rule(v, d)
+
+
+JVP_RULES.update({snap: _copy_jvp, cut: _cut_jvp})   # (forward mode: their code, not the rules above)
+RULES.update({HELPERS["_ad_acci"]: _acc_into_rule, HELPERS["_ad_take"]: _take_rule, snap: _snap_rule, cut: _cut_rule,
+              HELPERS["_ad_takef"]: _take_captured_rule,
+              HELPERS["_ad_setitem"]: _setitem_rule, HELPERS["_ad_setattr"]: _setattr_rule})

@@ -1,0 +1,222 @@
+"""Second derivatives (``ad.grad(ad.grad(f))``, ``ad.gradient`` of a function calling ``ad.gradient``, a
+Hessian as the Jacobian of the gradient by reverse mode) of functions that write: lists built by
+``append`` (an RNN collecting its states, then ``np.stack``), ``pop``, ``insert``, ``extend``, dicts by
+``update`` and ``d[k] = v``, list, array and attribute writes.  The oracle is f alone: second central
+differences (``conftest.hvp_by_differences``); what is not supported is a clear ``UnsupportedError``."""
+import numpy as np
+import pytest
+
+from conftest import hvp_by_differences   # tests/ad is on the path (rootdir conftest)
+from tensorlang import ad
+from tensorlang.derive.ad import runtime
+from tensorlang.errors import UnsupportedError
+
+
+def _rnn(w, x):
+    h = np.zeros(3)
+    hs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(w @ h + x[t])
+        hs.append(h)
+    return np.sum(np.stack(hs) ** 2)
+
+
+def _pops(w, x):
+    stack = [w[0] * x[0], np.sin(w[1]) * x[1], w[2] * w[2]]
+    s = 0.0
+    while stack:
+        s = s + stack.pop() * x[2]
+    first = [w * x, w * w]
+    return s + np.sum(first.pop(0) * first.pop())
+
+
+def _inserts(w, x):
+    xs = [w[0]]
+    xs.insert(0, x[1] * w[1])
+    xs.insert(-1, np.exp(w[2]) * x[0])
+    xs.insert(10, w[0] * x[2])
+    return xs[0] * xs[1] + xs[2] * xs[3] * w[1]
+
+
+def _extends(w, x):
+    xs = [w[0] * x[0]]
+    xs.extend([w[1] * w[2], np.cos(x[1])])
+    xs.extend((w[2] * x[2],))
+    return xs[0] * xs[1] + xs[2] * xs[3] + xs[1] ** 2
+
+
+def _dict_update(w, x):
+    d = {"a": w[0] * x[0]}
+    d.update({"b": w[1] * w[2], "a": np.sin(w[0]) * x[1]})
+    d["c"] = d["a"] * x[2]
+    return d["a"] * d["b"] + d["c"] ** 2
+
+
+def _list_writes(w, x):
+    xs = [0.0, 0.0, 0.0, 0.0]
+    xs[0] = w[0] * x[0]
+    xs[1:3] = [w[1] * w[2], w[2] * x[1]]
+    xs[-1] = xs[0] * xs[1]
+    return sum(v * v for v in xs) * w[0]
+
+
+def _array_writes(w, x):
+    y = np.zeros(4)
+    y[0] = w[0] * w[1]
+    y[1:3] = w[1:] ** 2 * x[:2]
+    y[[3, 3]] = w[2] * x[2]
+    v = y[1:]
+    v *= w[0]
+    return np.sum(y * y) + y[1] * w[2]
+
+
+def _preallocated_rnn(w, x):
+    hs = np.zeros((x.shape[0], 3))
+    h = np.zeros(3)
+    for t in range(x.shape[0]):
+        h = np.tanh(w @ h + x[t])
+        hs[t] = h
+    return np.sum(hs ** 2)
+
+
+class _Cell:
+    def __init__(self):
+        self.state = 0.0
+
+
+def _attribute_writes(w, x):
+    c = _Cell()
+    c.state = w[0] * x[0]
+    c.state = c.state * w[1] + np.sin(w[2])
+    return c.state ** 2 * x[1]
+
+
+def _nested_lists(w, x):
+    rows = []
+    for i in range(3):
+        row = []
+        row.append(w[i] * x[i])
+        row.append(w[i] ** 2)
+        rows.append(row)
+    rows[1].append(rows[0].pop() * w[2])
+    return sum(r[0] * r[-1] for r in rows)
+
+
+def _helper_appends(xs, v):
+    xs.append(v * v)
+    xs.append(np.sin(v))
+
+
+def _calls_a_writing_helper(w, x):
+    xs = []
+    for i in range(3):
+        _helper_appends(xs, w[i] * x[i])
+    return sum(a * b for a, b in zip(xs, xs[1:]))
+
+
+CASES = {
+    "rnn: append in a loop, np.stack": (_rnn, (3, 3), (4, 3)),
+    "pop, pop(0)": (_pops, (3,), (3,)),
+    "insert at 0, -1 and past the end": (_inserts, (3,), (3,)),
+    "extend by a list and a tuple": (_extends, (3,), (3,)),
+    "dict update and d[k] = v": (_dict_update, (3,), (3,)),
+    "list items and a slice written": (_list_writes, (3,), (3,)),
+    "array items, slices, a fancy index and a view written": (_array_writes, (3,), (3,)),
+    "rnn: states written into a preallocated array": (_preallocated_rnn, (3, 3), (4, 3)),
+    "attribute writes": (_attribute_writes, (3,), (3,)),
+    "lists of lists": (_nested_lists, (3,), (3,)),
+    "a helper appending to a list it is given": (_calls_a_writing_helper, (3,), (3,)),
+}
+
+
+def _args(name):
+    f, sw, sx = CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    w, x = rng.normal(size=sw) * 0.7, rng.normal(size=sx) * 0.7
+    vw, vx = rng.normal(size=sw), rng.normal(size=sx)
+    return f, (w, x), (vw, vx)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_hvp_of_nested_gradients(name):
+    f, args, vs = _args(name)
+
+    def directional(w, x):
+        gw, gx = ad.gradient(f, w, x)
+        return np.sum(gw * vs[0]) + np.sum(gx * vs[1])
+
+    got = ad.gradient(directional, *args)
+    for g, want in zip(got, hvp_by_differences(f, args, vs)):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
+    assert not runtime.STORE[0].boxes   # the stores of both levels are left empty
+
+
+@pytest.mark.parametrize("name", ["rnn: append in a loop, np.stack", "pop, pop(0)", "dict update and d[k] = v",
+                                  "array items, slices, a fancy index and a view written"])
+def test_hessian_as_the_jacobian_of_the_gradient(name):
+    f, (w, x), _ = _args(name)
+    got = ad.jacobian(ad.grad(f, 1), 1, mode="reverse")(w, x)
+    n = x.size
+    want = np.stack([hvp_by_differences(f, (w, x), (np.zeros_like(w), e.reshape(x.shape)))[1].ravel()
+                     for e in np.eye(n)], axis=1).reshape(x.shape + x.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_grad_of_grad_through_append_and_pop():
+    def f(x):
+        xs = []
+        xs.append(x * x)
+        xs.append(np.sin(x))
+        return xs.pop(0) * xs.pop() * x
+
+    x = 0.7
+    want = hvp_by_differences(f, (x,), (1.0,))[0]
+    assert ad.grad(ad.grad(f))(x) == pytest.approx(want, rel=1e-5)
+
+
+def test_writes_into_arguments_at_second_order():
+    def f(xs, x):   # the list argument's own gradient is handed out by the gradient code: supported
+        xs[0] = x * x
+        return xs[0] * x + xs[1] * x
+
+    assert ad.gradient(lambda x: ad.gradient(f, [1.0, 3.0], x)[1], 2.0) == (pytest.approx(12.0),)
+    assert ad.gradient(lambda x: ad.gradient(f, [1.0, 3.0], x)[0][1], 2.0) == (pytest.approx(1.0),)
+
+    def g(m, x):   # a list the argument holds: its gradient stays in the store, refused
+        m[0][1] = x * x
+        return m[0][1] * x + m[0][0] * x
+
+    assert ad.gradient(g, [[1.0, 2.0]], 2.0) == ([[2.0, None]], pytest.approx(13.0))
+    with pytest.raises(UnsupportedError, match="writes into its arguments"):
+        ad.gradient(lambda x: ad.gradient(g, [[1.0, 2.0]], x)[1], 2.0)
+
+
+def test_a_user_setitem_is_refused_at_second_order():
+    class Grid:
+        def __init__(self):
+            self.cells = {}
+
+        def __setitem__(self, k, v):
+            self.cells[k] = v
+
+    def f(x):
+        g = Grid()
+        g[0] = x * x
+        return g.cells[0] * x
+
+    assert ad.gradient(f, 2.0) == (pytest.approx(12.0),)
+    with pytest.raises(UnsupportedError):
+        ad.grad(ad.grad(f))(2.0)
+
+
+def test_forward_over_reverse_through_list_methods_is_right_or_refused():
+    # ad.hessian and ad.hvp run forward mode over the gradient code: through the box store it gives the
+    # second derivative or a clear UnsupportedError naming what it could not differentiate
+    f, (w, x), vs = _args("rnn: append in a loop, np.stack")
+    try:
+        got = ad.hvp(f, (w, x), vs)
+    except UnsupportedError as e:
+        assert "list.append" in str(e) or "mutation" in str(e)
+    else:
+        for g, want in zip(got, hvp_by_differences(f, (w, x), vs)):
+            np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
