@@ -11,8 +11,9 @@ from .ir import ANY, ARR, NUM, Instr
 
 def instr(g, ins: Instr) -> list[str]:
     """The primal statements of one instruction.  An array argument written again later is copied when
-    the instruction keeps it for its pullback (copy on capture, not where it stores it); a call given such a copy has what it wrote into the copy
-    written into the array, and views of the copy it returns made views of the array (``runtime.cut``)."""
+    the instruction keeps it for its pullback (copy on capture, not where it stores it); a call given such
+    a copy has what it wrote into the copy written into the array, and views of the copy it returns made
+    views of the array (``runtime.cut``)."""
     op, v, a = ins.op, g.val(ins), [g.val(x) for x in ins.args]
     generic = ins.active and ins.op not in ("tuple", "list", "dict", "closure", "deref", "prim")
     copies, cuts = [], []

@@ -2,7 +2,7 @@
 second name and held twice by another list, a dict with a second name, an object with a second name
 (attribute writes, builtin ``getattr``/``setattr``, a method that writes, also held as a bound method by a
 dict, a Python ``__iadd__``), a closure that writes into the list, an array with a view of it and in a
-list with another array (``np.stack`` of them), a slice of the list, and a function that writes into
+list with another array (``np.stack`` of them), stored in a list, a slice of the list, and a function that writes into
 whatever it is given; each statement writes through one name and reads through others (branches and
 loops included).  Each program is executed, differentiated and compared with central differences."""
 import numpy as np
@@ -43,12 +43,14 @@ def f(x):
     v = y[1:]
     ws = [y, x * 2.0]
     ops = {"bump": o.bump}
+    holder = [0.0]
 
     def add(a):
         lst[0] = lst[0] + a
     s = 0.0
 '''
-RESULT = "    return s + sum(lst) + d['a'] * d['b'] + o.v + sum(o.items) + np.sum(y * y) + np.sum(ws[1])\n"
+RESULT = ("    return s + sum(lst) + d['a'] * d['b'] + o.v + sum(o.items) + np.sum(y * y) + np.sum(ws[1])"
+          " + np.sum(holder[0] * x)\n")
 
 
 def _read(draw):
@@ -93,6 +95,7 @@ def _statement(draw):
         f"s = s + np.sum(np.stack(ws)) * {c}",
         f"r = alias[::-1]\n    r[0] = {ex}\n    s = s + r[0] * r[-1]",
         f"setattr(p, 'v', {ex})",
+        "holder[0] = y",
     ]))
 
 
