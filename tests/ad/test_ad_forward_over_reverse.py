@@ -372,6 +372,16 @@ def test_threads_are_refused_by_name():
         ad.hvp(f, (w,), (w,))
 
 
+def test_hvp_of_a_function_that_takes_a_gradient_is_refused_by_name():
+    def f(x):
+        return ad.gradient(lambda y: np.sum(y ** 3), x)[0] @ x
+
+    x = np.array([0.3, -0.5, 0.8])
+    with pytest.raises(UnsupportedError, match=r"forward over reverse \(ad\.hessian, ad\.hvp\) through gradient is "
+                                               r"not supported"):
+        ad.hvp(f, (x,), (x,))
+
+
 def test_item_write_into_a_user_container_is_refused_by_name():
     def f(x):
         g = Grid()
