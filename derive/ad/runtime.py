@@ -444,7 +444,7 @@ METHOD_RULES: dict = {}    # (type, name) -> rule(obj, *args) returning (y, back
 NONDIFF: set = set()       # functions whose result has no derivative (print, isinstance, np.zeros_like ...)
 BOX_METHODS: set = set()   # (type, name) of methods that write to their object: pullback runs without dy
 NONDIFF_METHODS: set = set()   # names of methods whose result has no derivative (str.join, ndarray.argmax ...)
-WRITING_RULES: set = set()   # rules that write to an argument by the box rules: pullback runs without dy
+WRITING_RULES: set = set()   # rules that write to an argument (known to the analysis); J wraps their pullback in Writes
 KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyword changes what it does (out=)
 # [specialised(f, args)]: the source transformation, by which J differentiates a Python function (``api``
 # installs it; the transform itself calls into this module)
@@ -522,7 +522,7 @@ def J(f, *args):
     if rule is not None:
         y, back = rule(*args)
         if rule in WRITING_RULES:   # its pullback runs without a gradient of the result
-            return y, lambda dy: (None, *back(dy))
+            back = Writes(back)
         return y, RulePullback(back, len(args))
     t = type(f)
     if t is types.FunctionType:
