@@ -32,7 +32,7 @@ from .scalar import Scope
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
            "BLOCK_LANES",
            "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
-           "GROUP_BUFFER", "JAM", "between"]
+           "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "between"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
@@ -48,6 +48,9 @@ REDUCE_TILE = 2048  # points of the last summed variable per tile of an intercha
 REDUCE_WAYS = 4  # interleaved accumulators of each element of a chunked small-target reduction
 PARTIALS = 8192  # the chunks' partial sums of a chunked small-target reduction (a stack array, 64 KB)
 GROUP_BUFFER = 1 << 15  # the most elements of a group's chunk of its temporary (a stack array, 256 KB)
+# the most elements of a run of consecutive chunks of rows sharing one buffer (a stack array, 1 MB): each row of
+# the temporary is computed once in a run, not again by the next chunk that reads it
+GROUP_RUN_BUFFER = 1 << 17
 JAM = 8  # elements of an interchanged reduction's target whose terms one innermost loop adds (emit_jammed)
 
 
@@ -312,9 +315,13 @@ class Schedule:
         ``GROUP_BUFFER`` with the reach.  A reduction into a small target of several dimensions or sums
         runs interchanged over its chunk's terms (``emit_interchanged``), each chunk's sums added into the
         target in the chunks' order (sizes decide the chunks: the same bits in every run and thread
-        count).  Chunks are independent (parallel).  Used when the buffer has at most ``GROUP_BUFFER``
-        elements (and the partial sums fit ``PARTIALS``), otherwise the statements run one after
-        another."""
+        count).  Used when the buffer has at most ``GROUP_BUFFER`` elements (and the partial sums fit
+        ``PARTIALS``), otherwise the statements run one after another.  A ``T`` of several dimensions is
+        computed in runs of consecutive chunks (parallel) that share a buffer of up to ``GROUP_RUN_BUFFER``
+        elements: a chunk computes only the rows of its window that the run has not computed yet (the
+        rows it shares with the previous chunk are not computed twice); as many chunks a run as leave
+        four runs a thread.  Every element of ``T`` is computed by the same code whichever chunk computes
+        it, so the runs change no bit."""
         sc = scope.child()
         scope.line("{")
         red = next((r for r in group.readers if r.reduction is not None), None)
@@ -348,16 +355,23 @@ class Schedule:
             sc.line(f"real {part}[{PARTIALS}];")
         sc.line(f"if ({' && '.join(conds + [f'{width} <= {GROUP_BUFFER}'])}) {{")
         inner = sc.child()
+        run, s, slo, done = (self.fresh(b) for b in ("run", "s", "slo", "done"))
+        self.emit_run_length(run, nch, chunk, span, row if len(t.dims) > 1 else None, inner)
         work = " + ".join(f"{self.size_product(s.target.dims)} * ({self.body_work(s.body)})" for s in group.stmts)
         if self.caps.openmp:
             self.parallel_pragma(inner, work, None, "1")
-        inner.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {{")
-        body = inner.child(parallel_ok=False)
+        inner.line(f"for (int64_t {s} = 0; {s} < ({nch} + {run} - 1) / {run}; {s} += 1) {{")
+        outer = inner.child(parallel_ok=False)
+        outer.line(f"const int64_t {slo} = tl_max(0, {s} * {run} * {chunk} + ({low}));")
+        outer.line(f"real {buf}[{width} + ({run} - 1) * {chunk} * ({row})];")
+        outer.line(f"real *const {t.cname} = {buf} - {slo}{'' if len(t.dims) == 1 else f' * ({row})'};")
+        outer.line(f"int64_t {done} = {slo};")
+        outer.line(f"for (int64_t {q} = {s} * {run}; {q} < tl_min({nch}, {s} * {run} + {run}); {q} += 1) {{")
+        body = outer.child(parallel_ok=False)
         base = f"{q} * {chunk}"
-        body.line(f"const int64_t {tlo} = tl_max(0, {base} + ({low}));")
+        body.line(f"const int64_t {tlo} = {done};")
         body.line(f"const int64_t {thi} = tl_min({self.affine(t.dims[0])}, {base} + {chunk} + ({high}));")
-        body.line(f"real {buf}[{width}];")
-        body.line(f"real *const {t.cname} = {buf} - {tlo}{'' if len(t.dims) == 1 else f' * ({row})'};")
+        body.line(f"{done} = tl_max({done}, {thi});")
         body.line(f"/* {t.label} */")
         self.emit_gather(group.producer, *_pred_body(group.producer), body, window=(tlo, thi))
         for r, ext in zip(group.readers, exts):
@@ -378,6 +392,7 @@ class Schedule:
                 body.line("}")
             else:
                 self.emit_gather(r.stmt, *_pred_body(r.stmt), body, window=(lo, hi))
+        outer.line("}")
         inner.line("}")
         if tree is not None:
             self.emit_chunk_sums(red.stmt, plan.part, plan.gn, plan.nch, inner)
@@ -388,6 +403,25 @@ class Schedule:
             self.emit_stmt(s, sc.child())
         sc.line("}")
         scope.line("}")
+
+    def emit_run_length(self, run: str, nch: str, chunk: str, span: str, row: str | None, scope: Scope) -> None:
+        """``run``: the chunks of a group that share one buffer (``emit_group``): as many as fit
+        ``GROUP_RUN_BUFFER`` with the reach, at most a quarter of the chunks a thread; 1 for a 1-D
+        temporary (``row`` ``None``)."""
+        if row is None:
+            scope.line(f"const int64_t {run} = 1;")
+            return
+        threads = self.fresh("threads")
+        if self.caps.openmp:
+            scope.line("#ifdef _OPENMP")
+            scope.line("extern int omp_get_max_threads(void);")
+            scope.line(f"const int64_t {threads} = omp_get_max_threads();")
+            scope.line("#else")
+        scope.line(f"const int64_t {threads} = 1;")
+        if self.caps.openmp:
+            scope.line("#endif")
+        fit = f"({GROUP_RUN_BUFFER} / tl_max(1, {row}) - {span}) / {chunk}"
+        scope.line(f"const int64_t {run} = tl_max(1, tl_min({fit}, {nch} / (4 * {threads})));")
 
     def emit_ways(self, span: For, end: str, scope: Scope, leaf: Leaf, acc: str, lanes: int) -> None:
         """``acc += `` the terms of a chunk of a reduction (``span``, up to ``end``), term ``k`` of the chunk into

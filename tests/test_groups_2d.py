@@ -71,3 +71,30 @@ print(hashlib.sha256(b"".join(np.ascontiguousarray(o).tobytes() for o in out)).h
 def test_chunks_of_rows_are_the_same_bits_with_any_number_of_threads(tmp_path):
     (tmp_path / "rows.tl").write_text(ROWS)
     assert _same_with_1_and_2_threads(tmp_path, _THREADS_SCRIPT, tmp_path / "rows.tl")
+
+
+_RUNS_SCRIPT = """
+import hashlib
+import numpy as np
+import tensorlang as tl
+from test_codegen_gradients import close
+e = tl.parse(open(__import__("sys").argv[1]).read())
+r = np.random.default_rng(5)
+n, p = 400, 1000
+x, y = r.standard_normal((n + 2, p + 1)), r.standard_normal((n, p))
+out = tl.compile(e)(x=x, y=y)
+assert close(out, tl.evaluate(e, x=x, y=y))
+print(hashlib.sha256(b"".join(np.ascontiguousarray(o).tobytes() for o in out)).hexdigest())
+"""
+
+
+def test_runs_of_chunks_sharing_a_buffer(tmp_path):
+    """Rows of 1008 elements: chunks of 30 rows, 14 of them at n = 400; on one thread runs of 3 chunks
+    share a buffer (the last run of 2), each row computed once; on two threads runs of one chunk: equal
+    to the evaluator and the same bits either way."""
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "rows.tl").write_text(ROWS)
+    sys_path = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    assert _same_with_1_and_2_threads(tmp_path, sys_path + _RUNS_SCRIPT, tmp_path / "rows.tl")
