@@ -100,7 +100,7 @@ class ForwardGen(Gen):
         if op == "method":
             name, kw = ins.attr
             out = [f"{v}, {f} = _fw_Jm({name!r}, {kw!r}, {a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"]
-            if not rules.pure_method(name):
+            if not rules.pure_method(name) and t[0] != "None":
                 out.append(f"{t[0]} = _fw_tan({a[0]}, {t[0]})")
             return out
         if op == "getitem":

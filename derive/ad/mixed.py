@@ -366,6 +366,9 @@ def _jvp_Jkw(args, ts):
         bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
         bound.apply_defaults()
         order = list(sig.parameters)
+        if not set(names) <= set(order):
+            raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
+                                   f"keyword arguments it takes as **kwargs is not supported")
         where = list(range(len(pos))) + [order.index(n) for n in names]
         paired = _jvp_J((f, *(bound.arguments[p] for p in order)), (None, *(tbound.arguments.get(p) for p in order)))
         return _adapted(paired, lambda g: (g[0], *(g[i + 1] for i in where)), len(xs) + 1)

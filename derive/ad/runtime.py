@@ -191,7 +191,7 @@ def _rebased(r, copy, x):
     """``r`` itself, or for a view of ``copy`` (a C-ordered copy of ``x``) the same view of ``x``."""
     if r is copy:
         return x
-    if r.base is None or _root(r) is not copy:
+    if r.base is None or memory_owner(r) is not copy:
         return r
     if not x.flags.c_contiguous:
         raise UnsupportedError("tensorlang.ad cannot differentiate a call that returns a view of an array "
@@ -223,7 +223,7 @@ def register(obj, store=None) -> None:
 
 def box_of(obj):
     """The object whose gradient the store keeps for ``obj``: the array that owns the memory of a view."""
-    return _root(obj) if type(obj) is np.ndarray and obj.base is not None else obj
+    return memory_owner(obj) if type(obj) is np.ndarray and obj.base is not None else obj
 
 
 def part_of(obj, g):
@@ -232,7 +232,7 @@ def part_of(obj, g):
     return g if box is obj else _grad_view(box, obj, g)
 
 
-def _root(x):
+def memory_owner(x):
     """The array that owns the memory of view ``x``."""
     while type(x.base) is np.ndarray:
         x = x.base
@@ -243,7 +243,7 @@ def _view_of_box(v):
     """The box that array ``v`` is a view of, or None."""
     if type(v) is not np.ndarray or v.base is None:
         return None
-    root = _root(v)
+    root = memory_owner(v)
     return root if id(root) in STORE[0].boxes else None
 
 
@@ -252,10 +252,24 @@ def _grad_view(root, v, g):
     covers, as a view of ``g`` that can be read and written."""
     if not root.flags.c_contiguous:
         raise UnsupportedError("tensorlang.ad differentiates writes through a view only of an array in C order")
-    r = g.itemsize // root.itemsize if g.itemsize >= root.itemsize else None
-    offset = v.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    if r is None or offset % root.itemsize or any(s % root.itemsize for s in v.strides):
+    out = view_within(root, v, g)
+    if out is None:
         raise UnsupportedError("tensorlang.ad cannot map this view of an array to its gradient")
+    return out
+
+
+def view_within(a, v, g):
+    """The view of ``g`` (an array of ``a``'s shape in C order: ``a``'s gradient or tangent) that ``v``, a
+    view of memory inside C-ordered array ``a``, is of ``a``; None where that cannot be mapped."""
+    if not (a.flags.c_contiguous and g.flags.c_contiguous) or g.shape != a.shape or g.itemsize < a.itemsize:
+        return None
+    r = g.itemsize // a.itemsize
+    offset = v.__array_interface__["data"][0] - a.__array_interface__["data"][0]
+    lo = offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s < 0)
+    hi = offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s > 0) + v.itemsize
+    if g.itemsize % a.itemsize or offset % a.itemsize or any(s % a.itemsize for s in v.strides) \
+            or v.size and (lo < 0 or hi > a.nbytes):
+        return None
     return np.ndarray(v.shape, g.dtype, buffer=g, offset=offset * r, strides=tuple(s * r for s in v.strides))
 
 

@@ -9,7 +9,10 @@ and arrays, the same containers for tuples, lists and dicts, the same dataclass 
 A mutable object's tangent is mutated alongside it (``lst.append(x)`` appends ``tx`` to the list's
 tangent); an object that is written to but has no tangent yet (an array from ``np.zeros``, an argument
 passed without one) gets a zero tangent registered under its identity for the rest of the
-differentiation, where later reads of the same object find it.
+differentiation, where later reads of the same object find it.  A view of an array has as tangent the
+same view of the array's tangent (``follow_views`` for what a call returns, ``mutable`` and
+``tangent_of`` through the array that owns the memory), as reverse mode's ``runtime._grad_view`` does for
+gradients, so a write through a view reaches its base's tangent.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import numpy as np
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
 from .runtime import (METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, differentiable, in_table, make_like,
-                      with_defaults)
+                      memory_owner, view_within, with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
 JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)
@@ -115,15 +118,46 @@ def inner(a, b):
 
 # -- the tangent store -------------------------------------------------------------------------------------
 def tangent_of(obj, t):
-    """``t``, or the tangent registered for ``obj`` when ``t`` is None."""
+    """``t``, or the tangent registered for ``obj`` when ``t`` is None (for a view of an array, the same
+    view of the registered tangent of the array that owns its memory)."""
     if t is not None:
         return t
+    hit = _registered(obj)
+    if hit is None and type(obj) is np.ndarray and obj.base is not None:
+        root = memory_owner(obj)
+        troot = _registered(root)
+        return None if troot is None else _view_of_tangent(root, obj, troot)
+    return hit
+
+
+def _registered(obj):
     hit = TSTORE[0].get(id(obj))
     return None if hit is None or hit[0] is not obj else hit[1]
 
 
+def follow_views(y, ty, args, ts):
+    """The tangent of a call's result ``y``: when ``y`` is an argument array itself, that argument's tangent,
+    and when it is a view of one, the same view of that argument's tangent (so writes through ``y`` reach
+    the argument's tangent, as they reach the argument); ``ty`` otherwise."""
+    if type(y) is not np.ndarray or y.dtype.kind not in "fc":
+        return ty
+    for a, ta in zip(args, ts):
+        if type(a) is not np.ndarray or type(ta) is not np.ndarray:
+            continue
+        if y is a:
+            return ta
+        if y.base is not None and memory_owner(y) is memory_owner(a):
+            tv = view_within(a, y, ta)
+            if tv is not None:
+                return tv
+    return ty
+
+
 def mutable(obj, t):
-    """The tangent of ``obj`` that its writes update: ``t``, the registered one, or a fresh zero."""
+    """The tangent of ``obj`` that its writes update: ``t``, the registered one, or a fresh zero; for a
+    view of an array, the same view of the tangent of the array that owns its memory."""
+    if type(obj) is np.ndarray and obj.base is not None:
+        return _view_tangent(obj, t)
     t = tangent_of(obj, t)
     if t is None:
         t = zero_mut(obj) if type(obj) in (list, dict, np.ndarray) else types.SimpleNamespace()
@@ -136,12 +170,42 @@ def mutable(obj, t):
     return t
 
 
+def _view_tangent(v, t):
+    """The tangent that a write through view ``v`` updates: the view of the registered tangent of the array
+    that owns its memory (made zero when neither has one), or ``t`` when that is itself a view (of the
+    tangent that the code holds for that array: ``follow_views``, an item read)."""
+    root = memory_owner(v)
+    troot = _registered(root)
+    if troot is None and t is None:
+        troot = mutable(root, None)
+    if troot is not None:
+        return _view_of_tangent(root, v, troot)
+    if type(t) is np.ndarray and t.base is not None and t.flags.writeable:
+        return t
+    return _view_of_tangent(root, v, None)
+
+
+def _view_of_tangent(root, v, troot):
+    """View ``v`` of array ``root`` taken of ``troot``, ``root``'s tangent; refused where it cannot be."""
+    tv = None if troot is None else view_within(root, v, troot)
+    if tv is None:
+        raise UnsupportedError(f"tensorlang.ad.jvp: a view of shape {v.shape} of an array of shape {root.shape} "
+                               f"(written or read after a write) whose tangent cannot be found as the same view "
+                               f"of the array's tangent (an array not in C order, or a read-only tangent)")
+    return tv
+
+
 # -- JVP: a call and its tangent -----------------------------------------------------------------------------
 def JVP(f, tf, args, ts):
     """``(f(*args), tangent)`` for tangents ``ts`` of ``args`` and ``tf`` of ``f`` itself (a closure's
     captured variables)."""
     if TSTORE[0]:
         ts = tuple(map(tangent_of, args, ts))
+    y, ty = _jvp(f, tf, args, ts)
+    return y, follow_views(y, ty, args, ts)
+
+
+def _jvp(f, tf, args, ts):
     try:
         rule = JVP_RULES.get(f)
     except TypeError:
@@ -199,6 +263,11 @@ def JVPkw(names, f, tf, args, ts):
     """JVP for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
     if TSTORE[0]:
         ts = tuple(map(tangent_of, args, ts))
+    y, ty = _jvp_kw(names, f, tf, args, ts)
+    return y, follow_views(y, ty, args, ts)
+
+
+def _jvp_kw(names, f, tf, args, ts):
     k = len(names)
     pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
     tpos, tkw = ts[:len(ts) - k], dict(zip(names, ts[len(ts) - k:]))
@@ -212,7 +281,12 @@ def JVPkw(names, f, tf, args, ts):
         if any(v is not None for v in tkw.values()):
             raise UnsupportedError(f"tensorlang.ad.jvp: a differentiable keyword argument of {f!r}")
         return rule(pos, tpos, **kw)
-    if type(f) is types.FunctionType:
+    try:
+        back_rule = RULES.get(f)
+    except TypeError:
+        back_rule = None
+    if type(f) is types.FunctionType and not (back_rule is not None and _keyword_only(f)):
+        # bound to f's parameters (a rule's pullback takes them positionally: not past a keyword-only one)
         sig = inspect.signature(f)
         bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
         bound.apply_defaults()
@@ -227,13 +301,14 @@ def JVPkw(names, f, tf, args, ts):
         return y, make_like(y, tans) if any(v is not None for v in tans.values()) else None
     if in_table(f, NONDIFF) or all(x is None for x in ts):
         return f(*pos, **kw), None
-    try:
-        back_rule = RULES.get(f)
-    except TypeError:
-        back_rule = None
     if back_rule is not None and all(v is None for v in tkw.values()):
         return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
     raise UnsupportedError(f"no forward-mode rule for {f!r} called with keyword arguments")
+
+
+def _keyword_only(f):
+    """Whether Python function ``f`` has keyword-only parameters (``np.full(..., *, like=None)``)."""
+    return f.__code__.co_kwonlyargcount > 0
 
 
 def JVPm(name, kwnames, obj, tobj, args, ts):
@@ -241,10 +316,20 @@ def JVPm(name, kwnames, obj, tobj, args, ts):
     reverse method rules transposed."""
     if TSTORE[0]:
         ts = tuple(map(tangent_of, args, ts))
+    y, ty = _jvp_method(name, kwnames, obj, tobj, args, ts)
+    return y, follow_views(y, ty, (obj, *args), (tangent_of(obj, tobj), *ts))
+
+
+def _jvp_method(name, kwnames, obj, tobj, args, ts):
     t = type(obj)
     k = len(kwnames)
     pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
     tpos = ts[:len(ts) - k]
+    if name == "_replace" and issubclass(t, tuple) and hasattr(t, "_fields") and not pos:
+        tobj = tangent_of(obj, tobj)
+        tkw = dict(zip(kwnames, ts[len(ts) - k:]))
+        ty = (tobj or t(*(None for _ in t._fields)))._replace(**tkw)
+        return obj._replace(**kw), None if all(x is None for x in ty) else ty
     rule = JVP_METHOD_RULES.get((t, name))
     if rule is None and t is not np.ndarray:
         rule = next((JVP_METHOD_RULES[(b, name)] for b in t.__mro__[1:] if (b, name) in JVP_METHOD_RULES), None)

@@ -218,9 +218,16 @@ def _clip(args, ts):
     return y, ty
 
 
-def _array(args, ts, dtype=None):
+def _array(f):
+    """``np.array`` and ``np.asarray`` (which returns an array argument itself: ``JVP`` gives it its own
+    tangent then)."""
+    def rule(args, ts, dtype=None):
+        return _array_tangent(f(*args) if dtype is None else f(*args, dtype=dtype), args, ts)
+    return rule
+
+
+def _array_tangent(y, args, ts):
     xs = args[0]
-    y = np.array(xs, dtype=dtype) if len(args) == 1 else np.array(xs, args[1])
     if ts[0] is None or y.dtype.kind not in "fc":
         return y, None
     return y, np.array(_densify(ts[0], xs), dtype=np.result_type(y.dtype, float))
@@ -532,6 +539,21 @@ def _inplace(op):
     return rule
 
 
+def _ufunc_at(u, tu, args, ts):
+    """``np.add.at(a, idx, b)`` and ``np.subtract.at``: linear, so the same call on ``a``'s tangent with
+    ``b``'s (other ufuncs' ``at`` are refused once a tangent reaches them)."""
+    a, idx, *b = args
+    ta, tb = ts[0], ts[2] if len(ts) > 2 else None
+    if ta is None and tb is None and tangent_of(a, None) is None:
+        return u.at(*args), None
+    if u not in (np.add, np.subtract) or not b:
+        raise UnsupportedError(f"tensorlang.ad.jvp has no forward rule for np.{u.__name__}.at")
+    if ta is not None and not ta.flags.writeable:
+        raise UnsupportedError(f"tensorlang.ad.jvp: np.{u.__name__}.at into an array whose tangent is read-only")
+    u.at(mutable(a, ta), idx, 0.0 if tb is None else tb)
+    return u.at(*args), None
+
+
 def _writing(name):
     def rule(obj, tobj, args, ts):
         ty = write_method(obj, tobj, name, args, ts)
@@ -568,8 +590,8 @@ JVP_RULES.update({
     np.max: _extremum(np.max), np.min: _extremum(np.min), np.amax: _extremum(np.max), np.amin: _extremum(np.min),
     np.dot: _bilinear(np.dot), np.matmul: _bilinear(np.matmul), np.outer: _bilinear(np.outer),
     np.concatenate: _stack_like(np.concatenate), np.stack: _stack_like(np.stack), np.where: _where,
-    np.clip: _clip, np.array: _array, np.asarray: _array, np.linalg.norm: _norm, np.linalg.inv: _inv,
-    np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
+    np.clip: _clip, np.array: _array(np.array), np.asarray: _array(np.asarray), np.linalg.norm: _norm,
+    np.linalg.inv: _inv, np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
@@ -591,7 +613,7 @@ def _array_method(f):
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({
-    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype,
+    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ufunc, "at"): _ufunc_at,
     (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get,
     (dict, "items"): lambda d, t, args, ts: (list(d.items()), [(None, None if t is None else t.get(k)) for k in d]),
     (dict, "values"): lambda d, t, args, ts: (list(d.values()), [None if t is None else t.get(k) for k in d]),
