@@ -157,11 +157,17 @@ def _declared_back_rule(rule, args, kw, back, dy):
     g = declared_back(rule, args, kw, back, dy)
 
     def pb(d):
-        ts = (None,) * len(args) if d is None else tuple(dense(t) for t in d[:len(args)])
-        if all(t is None for t in ts):
+        n = len(args)
+        ts = (None,) * n if d is None else tuple(dense(t) for t in d[:n])
+        tkw = {} if d is None else {k: dense(t) for k, t in zip(kw, d[n:]) if t is not None}
+        if all(t is None for t in ts) and not tkw:
             return (None,) * 5
-        if rule in LINEAR:
-            return None, None, None, None, LINEAR[rule](args, kw, ts)
+        along = LINEAR.get(rule)
+        if tkw and not getattr(along, "keyword_tangents", False):
+            raise UnsupportedError(f"a second differentiation through a differentiable keyword argument of "
+                                   f"{_name(rule)} is not supported")
+        if along is not None:
+            return None, None, None, None, along(args, kw, ts, tkw) if tkw else along(args, kw, ts)
         ddy, dargs = multilinear_along(rule, args, kw, ts, dy)
         return None, dargs, None, None, ddy
     return g, pb

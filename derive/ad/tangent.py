@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
-from .runtime import (METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, differentiable, in_table, make_like,
+from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, differentiable, in_table, make_like,
                       memory_owner, view_within, with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
@@ -301,6 +301,9 @@ def _jvp_kw(names, f, tf, args, ts):
         return y, make_like(y, tans) if any(v is not None for v in tans.values()) else None
     if in_table(f, NONDIFF) or all(x is None for x in ts):
         return f(*pos, **kw), None
+    along = LINEAR.get(back_rule) if back_rule is not None else None
+    if getattr(along, "keyword_tangents", False):   # linear in its arguments, keywords included
+        return f(*pos, **kw), along(pos, kw, tpos, tkw)
     if back_rule is not None and all(v is None for v in tkw.values()):
         return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
     raise UnsupportedError(f"no forward-mode rule for {f!r} called with keyword arguments")

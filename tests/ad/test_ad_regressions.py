@@ -450,3 +450,31 @@ def test_one_component_of_a_compiled_kernels_pair_output():
 
     np.testing.assert_allclose(ad.gradient(f, X3.copy())[0], 2 * X3 * X3)
     np.testing.assert_allclose(ad.gradient(g, X3.copy())[0], [3.0, 3.0, 3.0])
+
+
+_FILLS = {
+    "select default=": lambda x: np.sum(np.select([x > 1], [x * x], default=x) ** 2),
+    "select default by position": lambda x: np.sum(np.select([x > 1], [x * x], x * 3) ** 2),
+    "select a scalar default": lambda x: np.sum(np.select([x > 1, x < 0], [x * x, x], default=x[0]) ** 2),
+    "pad constant_values=": lambda x: np.sum(np.pad(x, 1, constant_values=x[1]) ** 2),
+    "pad a pair of constant values": lambda x: np.sum(np.pad(x, (1, 2), constant_values=(x[0], 2 * x[2])) ** 2),
+    "pad constant constant values": lambda x: np.sum(np.pad(x, (1, 2), constant_values=(1.0, 2.0)) ** 2 * x[0]),
+}
+
+
+@pytest.mark.parametrize("name", list(_FILLS))
+def test_fill_values_of_layout_functions_get_the_gradient_of_what_they_filled(name, check):
+    """``np.select``'s ``default`` and ``np.pad``'s ``constant_values`` put entries into the result: a
+    differentiable one gets their gradient (it was dropped, silently), in reverse and forward mode and at
+    second order."""
+    from conftest import hvp_by_differences
+    f = _FILLS[name]
+    x = np.array([0.3, -0.7, 1.1, 1.4])
+    check(f, x)
+    v = np.array([0.5, -1.0, 0.25, 2.0])
+    _, tangent = ad.jvp(f, (x,), (v,))
+    np.testing.assert_allclose(tangent, np.dot(ad.gradient(f, x)[0], v), rtol=1e-9)
+    want, = hvp_by_differences(f, [x], [v])
+    np.testing.assert_allclose(ad.hvp(f, (x,), (v,))[0], want, rtol=1e-4, atol=1e-5)
+    over_reverse = ad.gradient(lambda x: np.sum(ad.gradient(f, x)[0] * v), x)[0]
+    np.testing.assert_allclose(over_reverse, want, rtol=1e-4, atol=1e-5)

@@ -4,10 +4,10 @@ one driver: the function runs once more on the *positions* of the entries of its
 (1, 2, ... with 0 for "no entry"), so that each entry of that result names the argument entry it came
 from, and the gradient is the incoming gradient summed into those positions, whatever the function did.
 
-``layout_rule(f, arrays, sequences, zero)``: the arguments at ``arrays`` are arrays (or numbers), those
-at ``sequences`` are sequences of them; keywords in ``zero`` (values that put other numbers into the
-result: ``constant_values`` of ``pad``, ``default`` of ``select``), by name or position, are 0 for the run on
-positions.
+``layout_rule(f, arrays, sequences, fills)``: the arguments at ``arrays`` are arrays (or numbers), those
+at ``sequences`` are sequences of them; the arguments in ``fills`` (by name or position: values that put
+other numbers into the result, ``constant_values`` of ``pad``, ``default`` of ``select``) are numbered
+too, so that a differentiable fill value gets the gradient of the entries it filled.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from ..runtime import LINEAR, RULES
 
 
 def _is_entry(x) -> bool:
-    """Whether ``x`` holds entries of the result (an array, a number, a list of numbers)."""
-    return isinstance(x, (np.ndarray, numbers.Number, list)) and not isinstance(x, bool)
+    """Whether ``x`` holds entries of the result (an array, a number, a list or tuple of numbers)."""
+    return isinstance(x, (np.ndarray, numbers.Number, list, tuple)) and not isinstance(x, bool)
 
 
 class _Positions:
@@ -57,8 +57,17 @@ class _Positions:
                 continue
             p, x = part
             gx = g[p.ravel()].reshape(p.shape)
-            out.append(gx if isinstance(x, np.ndarray) else gx[()] if gx.ndim == 0 else list(gx))
+            out.append(_like(x, gx))
         return out
+
+
+def _like(x, g):
+    """The gradient ``g`` (an array) in the form of ``x``: an array, a number, a list or a tuple."""
+    if isinstance(x, np.ndarray):
+        return g
+    if g.ndim == 0:
+        return g[()]
+    return type(x)(_like(xi, gi) for xi, gi in zip(x, g)) if type(x) in (list, tuple) else list(g)
 
 
 def _items(y):
@@ -84,7 +93,7 @@ def _by_position(f, args, kw):
     return tuple(args), kw, tuple(moved)
 
 
-def layout_rule(f, arrays=(0,), sequences=(), zero=()):
+def layout_rule(f, arrays=(0,), sequences=(), fills=()):
     def rule(*args, **kw):
         names = tuple(kw)
         args, kw, moved = _by_position(f, args, kw)
@@ -92,19 +101,18 @@ def layout_rule(f, arrays=(0,), sequences=(), zero=()):
         pos = _Positions()
         run = list(args)
         for i, a in enumerate(args):
-            if i in arrays:
+            if i in arrays or i in fills:
                 run[i] = pos.of(a)
             elif i in sequences:
                 run[i] = [pos.of(x) for x in a]
-            elif i in zero:
-                run[i] = 0
-        where = f(*run, **{k: (0 if k in zero else v) for k, v in kw.items()})
+        filled = [k for k in kw if k in fills]
+        where = f(*run, **{k: (pos.of(v) if k in fills else v) for k, v in kw.items()})
 
         def back(dy):
             g = pos.grads(_items(dy), _items(where))
             out, k = [], 0
             for i, a in enumerate(args):
-                if i in arrays:
+                if i in arrays or i in fills:
                     out.append(g[k])
                     k += 1
                 elif i in sequences:
@@ -117,23 +125,23 @@ def layout_rule(f, arrays=(0,), sequences=(), zero=()):
                 return tuple(out)
             n = len(out) - len(moved)   # a keyword call: the keyword arguments' gradients in call order
             by_name = dict(zip(moved, out[n:]))
+            by_name.update(zip(filled, g[k:]))
             return (*out[:n], *(by_name.get(k) for k in names))
         return y, back
 
     def along(args, kw, ts, tkw=None):
         """The function along tangents ``ts`` of the arguments and ``tkw`` of the keyword arguments (it is
-        linear in them), its constants 0."""
+        linear in them)."""
         args, kw, moved = _by_position(f, args, kw)
-        ts = (*ts, *((tkw or {}).get(k) for k in moved))
+        tkw = tkw or {}
+        ts = (*ts, *(tkw.get(k) for k in moved))
         run = list(args)
         for i, a in enumerate(args):
-            if i in arrays:
+            if i in arrays or i in fills:
                 run[i] = _tangent(a, ts[i])
             elif i in sequences:
                 run[i] = [_tangent(x, None if ts[i] is None else ts[i][j]) for j, x in enumerate(a)]
-            elif i in zero:
-                run[i] = 0
-        return f(*run, **{k: (0 if k in zero else v) for k, v in kw.items()})
+        return f(*run, **{k: (_tangent(v, tkw.get(k)) if k in fills else v) for k, v in kw.items()})
 
     rule.__name__ = f"rule_{getattr(f, '__name__', 'layout')}"
     along.keyword_tangents = True
@@ -144,10 +152,14 @@ def layout_rule(f, arrays=(0,), sequences=(), zero=()):
 
 def _tangent(x, t):
     """The tangent ``t`` of argument ``x`` of a layout function, zeros for None (x itself where it holds
-    no entries)."""
+    no entries); a list or tuple's tangent item by item."""
     if not _is_entry(x):
         return x
-    return np.zeros(np.shape(x)) if t is None else t
+    if t is None:
+        return np.zeros(np.shape(x))
+    if type(x) in (list, tuple):
+        return type(x)(_tangent(xi, ti) for xi, ti in zip(x, t))
+    return t
 
 
 def concatenator_getitem(obj, key):
@@ -178,6 +190,6 @@ _SEQUENCE = [np.vstack, np.hstack, np.dstack, np.column_stack] + ([np.row_stack]
 
 RULES.update({f: layout_rule(f) for f in _ONE})
 RULES.update({f: layout_rule(f, arrays=(), sequences=(0,)) for f in _SEQUENCE})
-RULES.update({np.pad: layout_rule(np.pad, zero=("constant_values",)),
+RULES.update({np.pad: layout_rule(np.pad, fills=("constant_values",)),
               np.append: layout_rule(np.append, arrays=(0, 1)),
-              np.select: layout_rule(np.select, arrays=(), sequences=(1,), zero=("default", 2))})
+              np.select: layout_rule(np.select, arrays=(), sequences=(1,), fills=("default", 2))})
