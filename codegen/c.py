@@ -545,8 +545,10 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             self.emit_ways(*self.chunk_spans[id(e)], scope, leaf, acc, lanes)
             return
         work = self.size_product(e.sizes[:1]) + " * " + f"({self.body_work(e.body)})"
-        if reduction is not None and scope.parallel_ok and self.caps.openmp and self.reassociable(tree):
-            self.emit_reassociated(tree, scope, leaf, reduction, work, in_order=has_reduce(e.body))
+        if reduction is not None and scope.parallel_ok and self.caps.openmp and self.reassociable_nest(tree):
+            sizes = [s for k, s in enumerate(e.sizes) if k != skip]
+            work = self.size_product(sizes) + " * " + f"({self.body_work(e.body)})"
+            self.emit_reassociated(tree, scope, leaf, reduction, work, blocked=has_reduce(e.body))
             return
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work, reduction=reduction)
 

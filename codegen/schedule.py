@@ -636,24 +636,34 @@ class Schedule:
 
     def reassociable(self, tree) -> bool:
         """A reduction whose loops are one loop with an evident trip count (a long sum of one index)."""
-        return isinstance(tree, For) and not tree.degenerate and isinstance(tree.body, User) and \
-            self.trip(tree) is not None
+        return self.reassociable_nest(tree) and isinstance(tree.body, User)
 
-    def emit_reassociated(self, tree: For, scope: Scope, leaf: Leaf, acc: str, work: str, in_order: bool) -> None:
+    def reassociable_nest(self, tree) -> bool:
+        """A reduction whose outermost loop has an evident trip count (a long sum of one index, or a sum
+        over rows of several indices)."""
+        return isinstance(tree, For) and not tree.degenerate and self.trip(tree) is not None
+
+    def emit_reassociated(self, tree: For, scope: Scope, leaf: Leaf, acc: str, work: str, blocked: bool) -> None:
         """``acc += sum of the loop's terms``, reassociated in a fixed order that does not depend on the
-        number of threads: the iterations are cut into chunks (at least ``REDUCE_CHUNK`` long, at most
-        ``REDUCE_CHUNKS`` of them: the cut depends on the trip count only), each chunk's partial sum is
-        computed by one thread, and the partial sums are added in order.  In a chunk, term ``k`` goes to
-        lane ``k mod LANES`` (a vectorisable loop over the lanes) and the lanes are combined by a fixed
-        pairwise tree; where the terms hold reductions (``in_order``: a convolution inside the loss,
-        whose sums lane blocking runs for several points at once), the chunk adds its terms in order
-        instead.  Every run, with any number of threads, adds the same numbers in the same order."""
+        number of threads: the iterations of the outermost loop are cut into chunks (the cut depends on
+        its trip count only: for one loop at least ``REDUCE_CHUNK`` terms a chunk, for a nest of loops
+        at least one row; at most ``REDUCE_CHUNKS`` chunks), each chunk's partial sum is computed by one
+        thread, and the partial sums are added in order.  In a chunk, term ``k`` of an innermost loop
+        goes to lane ``k mod LANES`` (a vectorisable loop over the lanes) and the lanes are combined by a
+        fixed pairwise tree; where the terms hold reductions (``blocked``: a convolution inside the
+        loss, whose sums lane blocking runs for several points at once), the innermost loops are
+        emitted as everywhere and each point adds its term into its lane.  Every run, with any number
+        of threads, adds the same numbers in the same order."""
         n, chunk, nch, part, q, lo, hi = (self.fresh(b) for b in ("len", "chunk", "nch", "part", "q", "lo", "hi"))
+        one_loop = isinstance(tree.body, User)
         scope.line("{")
         sc = scope.child()
         sc.line(f"const int64_t {n} = tl_max(0, {self.trip(tree)});")
-        sc.line(f"const int64_t {chunk} = tl_max({REDUCE_CHUNK}, "
-                f"({n} + {REDUCE_CHUNKS - 1}) / {REDUCE_CHUNKS} / {LANES} * {LANES} + {LANES});")
+        if one_loop:
+            sc.line(f"const int64_t {chunk} = tl_max({REDUCE_CHUNK}, "
+                    f"({n} + {REDUCE_CHUNKS - 1}) / {REDUCE_CHUNKS} / {LANES} * {LANES} + {LANES});")
+        else:
+            sc.line(f"const int64_t {chunk} = tl_max(1, ({n} + {REDUCE_CHUNKS - 1}) / {REDUCE_CHUNKS});")
         sc.line(f"const int64_t {nch} = ({n} + {chunk} - 1) / {chunk};")
         sc.line(f"real {part}[{REDUCE_CHUNKS}];")
         if self.caps.openmp:
@@ -663,22 +673,13 @@ class Schedule:
         body.line(f"const int64_t {lo} = ({tree.init}) + {q} * {chunk};")
         body.line(f"const int64_t {hi} = tl_min({lo} + {chunk}, ({tree.init}) + {n});")
         span = For(tree.var, lo, f"{tree.var} < {hi}", "1", tree.body)
-        if in_order:
-            self.emit_chunk_in_order(span, body, leaf, f"{part}[{q}]")
-        else:
+        if one_loop and not blocked:
             self.emit_chunk_in_lanes(span, body, leaf, f"{part}[{q}]", hi)
+        else:
+            self.emit_nest_in_lanes(span, body, leaf, f"{part}[{q}]", blocked)
         sc.line("}")
         sc.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {acc} += {part}[{q}];")
         scope.line("}")
-
-    def emit_chunk_in_order(self, span: For, sc: Scope, leaf: Leaf, out: str) -> None:
-        """``out = `` the sum of the terms of ``span`` in order (its reductions lane-blocked)."""
-        total = self.fresh("sum")
-        sc.line(f"real {total} = 0;")
-        into = Leaf(lambda node, s, *_: leaf.run(node, s, total), leaf.vars, leaf.body, leaf.domain, leaf.plain,
-                    leaf.bodies)
-        self.emit_tree(span, sc, into)
-        sc.line(f"{out} = {total};")
 
     def emit_chunk_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, end: str) -> None:
         """``out = `` the sum of the terms of ``span`` (from its start to ``end``): term ``k`` into lane
@@ -686,6 +687,39 @@ class Schedule:
         lane = self.fresh("lane")
         sc.line(f"real {lane}[{LANES}] = {{0}};")
         self.emit_lanes_sum(span, sc, leaf, lane, end)
+        sc.line(f"{out} = {_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
+
+    def emit_nest_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, blocked: bool) -> None:
+        """``out = `` the sum of the terms of the loop nest ``span``: term ``k`` of each innermost loop
+        into lane ``(k - start) mod LANES`` (a point outside such a loop into lane 0), the lanes combined
+        by a pairwise tree.  Where the terms hold reductions (``blocked``), the innermost loops are
+        emitted as everywhere (lane blocking runs several points' sums at once) and each point adds its
+        term into its lane; otherwise ``emit_lanes_sum`` runs them (a vectorised loop over the lanes).
+        Both add the same terms into the same lanes in the same order."""
+        lane = self.fresh("lane")
+        sc.line(f"real {lane}[{LANES}] = {{0}};")
+        current = []
+
+        def innermost(tree: For, s: Scope) -> bool:
+            trip = self.trip(tree)
+            if tree.degenerate or not isinstance(tree.body, User) or trip is None:
+                return False
+            if blocked:
+                current[:] = [tree]
+                return False
+            s.line("{")
+            self.emit_lanes_sum(tree, s.child(), leaf, lane, f"({tree.init}) + tl_max(0, {trip})")
+            s.line("}")
+            return True
+
+        def run(node: User, s: Scope, *_) -> None:
+            loop = current[0] if current and current[0].body is node else None
+            at = "0" if loop is None else f"(({loop.var}) - ({loop.init})) % {LANES}"
+            leaf.run(node, s, f"{lane}[{at}]")
+
+        into = Leaf(run, leaf.vars, leaf.body if blocked else None, leaf.domain, leaf.plain, leaf.bodies,
+                    loop=innermost)
+        self.emit_tree(span, sc, into)
         sc.line(f"{out} = {_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
 
     def emit_lanes_sum(self, span: For, sc: Scope, leaf: Leaf, lane: str, end: str, around=None) -> None:

@@ -185,14 +185,27 @@ out = [tl.compile(tl.parse("x : [n]R\\nsum(i:n) exp(x[i])"))(x=x),
 out += list(tl.compile(tl.grad(deconv, "c"))(x=x, c=c, z=z))  # 16 sums of length n, in chunks
 dc, dx = tl.compile(tl.grad(deconv, ["c", "x"]))(x=x, c=c, z=z)  # a group: dX, dc and dx in chunks
 out += list(dc) + [float(np.frombuffer(dx.tobytes(), dtype=np.int64).sum() % 1000003)]
+a = r.standard_normal((1100, 2003))  # sums over rows, past the work at which they run on several threads
+sum2d = tl.compile(tl.parse("x : [n][k]R\\nsum(i:n, j:k) x[i, j] * x[i, j]"))
+out += [sum2d(x=a), sum2d(x=np.stack([x, y], axis=1))]  # long rows; many short rows
+out.append(tl.compile(tl.parse("x : [n]R\\ny : [n]R\\nsum(i:n, j:n) [j <= i] * x[i] * y[j]"))(x=x[:2100], y=y[:2100]))
+conv2d = tl.parse(CONV2D)
+out.append(tl.compile(conv2d)(x=a[:602, :602], w=c[:9].reshape(3, 3), z=a[500:1100, 700:1300]))
 print(repr([float(v) for v in out]))
 """
+_CONV2D = """x : [n + m - 1][n + m - 1]R
+w : [m][m]R
+z : [n][n]R
+let f = gen(i:n, j:n) sum(a:m, b:m) x[i + a, j + b] * w[a, b] in
+sum(i:n, j:n) (f[i, j] - z[i, j]) * (f[i, j] - z[i, j])"""
+_THREADS_SCRIPT = f"CONV2D = {_CONV2D!r}\n" + _THREADS_SCRIPT
 
 
 def test_long_sums_are_the_same_with_any_number_of_threads(tmp_path):
-    """A long sum is cut into chunks by its length only, each chunk summed in lanes (or in order, where
-    its terms hold lane-blocked reductions) and the chunks added in order: the same bits with 1 and 2
-    threads, and within rounding of the evaluator."""
+    """A long sum is cut into chunks by its length only (a sum over several indices by rows of its first
+    one), each chunk summed in lanes (the terms of each innermost loop, lane blocking running the
+    reductions they hold) and the chunks added in order: the same bits with 1 and 2 threads, and within
+    rounding of the evaluator."""
     assert _same_with_1_and_2_threads(tmp_path, _THREADS_SCRIPT, EXAMPLES / "deconv_loss.tl")
 
 
@@ -204,6 +217,29 @@ def test_reassociated_sums_agree_with_the_evaluator(n):
     k = tl_compile(e)
     assert "% 8]" in k.source  # the reassociated form
     assert close(k(**ins), tl.evaluate(e, **ins))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 17, 40])
+@pytest.mark.parametrize("src", ["x : [n][k]R\nsum(i:n, j:k) x[i, j] * x[i, j]",
+                                 "x : [n][k]R\nsum(i:n, j:k) [j <= i] * exp(x[i, j])",
+                                 "x : [n][k]R\nsum(i:n, j:k) [i + j < k] * x[i, j] * x[i, j]",
+                                 "x : [n][k]R\ny : [n]R\nsum(i:n) y[i] * sum(j:k) x[i, j]",
+                                 _CONV2D.replace("n + m - 1][n + m - 1", "n + m - 1][k + m - 1")
+                                 .replace("[n][n]R", "[n][k]R").replace("gen(i:n, j:n)", "gen(i:n, j:k)")
+                                 .replace("sum(i:n, j:n)", "sum(i:n, j:k)")])
+def test_sums_over_several_indices_are_reassociated_by_rows(src, n):
+    """A scalar sum over a nest of loops runs in chunks of rows, each innermost loop's terms into lanes
+    (with lane-blocked convolutions inside, and inner bounds that depend on the row): no remainder, one
+    block, a remainder, and blocks and rows of both kinds, against the evaluator."""
+    e = tl.parse(src)
+    r = np.random.default_rng(n)
+    k = n + 3
+    ins = {"x": r.standard_normal((n, k)), "y": r.standard_normal(n)} if "y :" in src else {"x": r.standard_normal((n, k))}
+    if "w :" in src:
+        ins = {"x": r.standard_normal((n + 2, k + 2)), "w": r.standard_normal((3, 3)), "z": r.standard_normal((n, k))}
+    kernel = tl_compile(e)
+    assert "tl_part" in kernel.source and "% 8]" in kernel.source  # chunks of rows, terms into lanes
+    assert close(kernel(**ins), tl.evaluate(e, **ins))
 
 
 # -- small targets of long reductions, in chunks --------------------------------------------------------
