@@ -16,7 +16,7 @@ from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
 from .lower import lower
 from .nested_store import nested_gradient
-from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc, field, with_nested_boxes
+from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc, field, with_defaults, with_nested_boxes
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -427,9 +427,12 @@ def _gradient_rule(f, *args):
             raise UnsupportedError(f"nested ad.gradient of {f!r} is not supported")
         y, back = J(_RULE_GRADS[len(args) - 1], r, *args)
         return y, lambda dy: (None, *back(dy)[2:])
+    n = len(args)
+    if n < f.__code__.co_argcount:   # defaults filled in, as ad.gradient does
+        args = with_defaults(f, args)
     spec = specialised(f, args).generic
     y, back = nested_gradient(lambda: J(spec.grad, f, *args), args)
-    return y[1:], lambda dy: back((None, *dy))[1:]
+    return y[1:n + 1], lambda dy: back((None, *dy, *(None,) * (len(args) - n)))[1:n + 2]
 
 
 def _rule_grad1(r, a):

@@ -97,13 +97,25 @@ def _basis(x, j):
     return e
 
 
+def fresh(v):
+    """A copy of the arrays, lists and dicts in ``v``: each of several evaluations of a function that writes
+    into its arguments starts from the arguments the caller gave."""
+    if type(v) is np.ndarray:
+        return v.copy()
+    if type(v) in (list, tuple):
+        return type(v)(fresh(e) for e in v)
+    if type(v) is dict:
+        return {k: fresh(e) for k, e in v.items()}
+    return v
+
+
 def _columns(f, args, i, x):
     """Forward mode: one ``jvp`` per input entry; ``(y, J)`` with J of shape (size(y), size(x))."""
     cols, y = [], None
     for j in range(max(x.size, 1)):
         ts = [None] * len(args)
         ts[i] = _basis(args[i], j)
-        y, t = jvp(f, args, ts)
+        y, t = jvp(f, fresh(args), ts)
         cols.append(np.ravel(t))
     return y, np.stack(cols, axis=1)
 
@@ -142,7 +154,7 @@ def jacobian(f, argnums=0, mode=None):
             x = _flat_input(args[i], f"ad.jacobian: argument {i}")
             how = mode
             if how is None:
-                m = _flat_output(f(*args), "ad.jacobian: f").size
+                m = _flat_output(f(*fresh(args)), "ad.jacobian: f").size
                 how = "forward" if x.size <= m else "reverse"
             y, J = _columns(f, args, i, x) if how == "forward" else _rows(f, args, i)
             _flat_output(y, "ad.jacobian: f")
@@ -171,7 +183,7 @@ def hessian(f, argnums=0):
         for j in range(max(x.size, 1)):
             ts = [None] * len(args)
             ts[argnums] = _basis(args[argnums], j)
-            cols.append(np.ravel(_zero_if_none(hvp(f, args, ts)[argnums], args[argnums])))
+            cols.append(np.ravel(_zero_if_none(hvp(f, fresh(args), ts)[argnums], args[argnums])))
         return _shaped(np.stack(cols, axis=1), args[argnums], args[argnums])
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
     return hess
@@ -239,12 +251,16 @@ def _jvp_gradient(args, ts):
     if type(f) is not types.FunctionType:
         raise UnsupportedError(f"forward over reverse through ad.gradient of {f!r} (not a Python function) "
                                f"is not supported")
+    n = len(xs)
+    if n < f.__code__.co_argcount:   # defaults filled in, as ad.gradient does
+        xs = list(with_defaults(f, tuple(xs)))
+        args, ts = (f, *xs), (*ts, *(None,) * (len(xs) - n))
     spec = specialised(f, xs).generic
 
     def run():   # as ad.gradient: the gradients of what the arguments hold are left in the stores
         y, ty = JVP(spec.grad, None, args, ts)
-        return (with_nested_boxes(xs, y[1:]),
-                None if ty is None else on_tangent_store(with_nested_boxes, xs, ty[1:]))
+        return (with_nested_boxes(xs[:n], y[1:n + 1]),
+                None if ty is None else on_tangent_store(with_nested_boxes, xs[:n], ty[1:n + 1]))
     return with_stores(run)
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from ...errors import UnsupportedError
 from .cotangent import dense
 from .rules.structures import setitem, store_attr
-from .tangent import JVP_RULES, code_jvp
+from .tangent import JVP_RULES, code_jvp, tangent_of
 from .runtime import (COPIES, HELPERS, RULES, SHARED, STORE, ZERO, Store, Writes, acc, acc_into, box_of, cut, method_rule,
                       own, part_of, register, snap, take, with_nested_boxes)
 
@@ -274,7 +274,10 @@ def _cut_back(d):
 
 
 def _copy_jvp(args, ts):
-    return _snap_rule(args[0])[0], ts[0]
+    """A copy on capture and its tangent: a copy of the array's tangent, which a later write into the array
+    changes in place."""
+    t = tangent_of(args[0], ts[0])
+    return _snap_rule(args[0])[0], (t.copy() if type(t) is np.ndarray else t)
 
 
 def _cut_jvp(args, ts):

@@ -559,7 +559,7 @@ def J(f, *args):
     owner = getattr(f, "__self__", None)
     if t is types.BuiltinMethodType and owner is not None and type(owner) is not types.ModuleType:
         y, back = Jm(f.__name__, (), owner, *args)   # a bound method of a builtin type, e.g. x.sum
-        return y, lambda dy: _method_grads((None, *back(dy)))
+        return y, ZERO if back is ZERO else lambda dy: _method_grads((None, *back(dy)))
     if in_table(f, NONDIFF):
         return f(*args), ZERO
     if isinstance(f, type):
@@ -589,6 +589,8 @@ def _pad(g, n):
 
 
 def _method_grads(g):
+    if type(g) is _Zero:
+        return g
     dself = g[1]
     return (types.SimpleNamespace(__self__=dself) if dself is not None else None, *g[2:])
 
@@ -610,7 +612,12 @@ def differentiable(x) -> bool:
         return False
     if type(x) is np.ndarray:
         return x.dtype.kind in "fc"
+    if isinstance(x, _RANDOM):   # a random generator's state holds no differentiable value
+        return False
     return not callable(x) or isinstance(x, types.FunctionType)
+
+
+_RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator)
 
 
 def Jkw(names, f, *args):

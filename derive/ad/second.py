@@ -225,7 +225,7 @@ def _placed(ts, tkw, bound):
 
 def _structural_getitem(args, ts):
     from .rules.jvp import getitem
-    return getitem(args[0], ts[0], args[1])[1]
+    return getitem(args[0], ts[0], args[1], ts[1])[1]
 
 
 def _structural_getattr(args, ts):

@@ -25,13 +25,16 @@ from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
+from ..runtime import LINEAR
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
 from .builtins import ranking
 from .complexes import CMATH
+from .layout import concatenator_getitem
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
+from .structures import AxisConcatenator
 
 
 def _fit(t, y):
@@ -369,8 +372,10 @@ def _as_sequence(args, ts):
 
 
 # -- data structures -----------------------------------------------------------------------------------------------
-def getitem(obj, tobj, idx):
+def getitem(obj, tobj, idx, tidx=None):
     t = type(obj)
+    if isinstance(obj, AxisConcatenator):   # np.r_[x, y]: the differentiable values are in the index
+        return obj[idx], None if tidx is None else LINEAR[concatenator_getitem]((obj, idx), {}, (None, tidx))
     if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple):
         tobj = tangent_of(obj, tobj)
         if tobj is None:
@@ -378,7 +383,7 @@ def getitem(obj, tobj, idx):
         return obj[idx], (tobj.get(idx) if t is dict else tobj[idx])
     m = getattr(t, "__getitem__", None)
     if isinstance(m, types.FunctionType):
-        return JVP(m, None, (obj, idx), (tangent_of(obj, tobj), None))
+        return JVP(m, None, (obj, idx), (tangent_of(obj, tobj), tidx))
     if tangent_of(obj, tobj) is not None:
         raise UnsupportedError(f"tensorlang.ad.jvp has no forward rule for reading an item of a {t.__name__}")
     return obj[idx], None

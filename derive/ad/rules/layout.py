@@ -28,8 +28,8 @@ def _is_entry(x) -> bool:
 class _Positions:
     """Numbers the entries of arguments in turn (from 1) and sums gradients back to them."""
 
-    def __init__(self):
-        self.next, self.parts = 1, []
+    def __init__(self, start=1):
+        self.next, self.parts = start, []
 
     def of(self, x):
         if not _is_entry(x):
@@ -93,6 +93,18 @@ def _by_position(f, args, kw):
     return tuple(args), kw, tuple(moved)
 
 
+def _numbered(f, args, kw, arrays, sequences, fills, pos, where):
+    """``where`` with 0 at the entries that no argument entry was numbered into: an argument in a numbered
+    slot that holds no entries (a slice of ``np.r_[x, 1:10]``) puts numbers of its own into the result,
+    which would read as positions. A second run numbered from ``pos.next`` moves every numbered entry by
+    ``pos.next - 1`` and leaves those alone."""
+    again = _Positions(pos.next)
+    run = [again.of(a) if i in arrays or i in fills else [again.of(x) for x in a] if i in sequences else a
+           for i, a in enumerate(args)]
+    moved = f(*run, **{k: (again.of(v) if k in fills else v) for k, v in kw.items()})
+    return [np.where(m - w == pos.next - 1, w, 0) for w, m in zip(_items(where), _items(moved))]
+
+
 def layout_rule(f, arrays=(0,), sequences=(), fills=()):
     def rule(*args, **kw):
         names = tuple(kw)
@@ -107,6 +119,8 @@ def layout_rule(f, arrays=(0,), sequences=(), fills=()):
                 run[i] = [pos.of(x) for x in a]
         filled = [k for k in kw if k in fills]
         where = f(*run, **{k: (pos.of(v) if k in fills else v) for k, v in kw.items()})
+        if None in pos.parts:
+            where = _numbered(f, args, kw, arrays, sequences, fills, pos, where)
 
         def back(dy):
             g = pos.grads(_items(dy), _items(where))
@@ -176,7 +190,7 @@ def _concatenator_along(args, kw, ts):
     if type(key) is not tuple:
         return obj[_tangent(key, ts[1])]
     t = (None,) * len(key) if ts[1] is None else ts[1]
-    return obj[tuple(_tangent(x, tx) for x, tx in zip(key, t))]
+    return obj[tuple(np.zeros(np.r_[x].shape) if type(x) is slice else _tangent(x, tx) for x, tx in zip(key, t))]
 
 
 LINEAR[concatenator_getitem] = _concatenator_along

@@ -34,6 +34,7 @@ ELEMENTWISE_UNARY = {
     np.arctanh: "{dy} / (1 - {0} * {0})", np.exp2: "{dy} * {y} * _ad_ln2",
     np.cbrt: "{dy} / (3 * {y} * {y})", np.fabs: "{dy} * {np}.sign({0})", np.sinc: "{dy} * _ad_sinc_d({0}, {y})",
     np.deg2rad: "{dy} * ({np}.pi / 180)", np.rad2deg: "{dy} * (180 / {np}.pi)",
+    np.nan_to_num: "{dy} * {np}.isfinite({0})",
 }
 ELEMENTWISE_BINARY = {
     np.add: ("{dy}", "{dy}"), np.subtract: ("{dy}", "-{dy}"),
@@ -432,7 +433,8 @@ LINEAR.update({r: along_first(r) for r in (_reshape, _transpose, _diff)})   # (t
 NONDIFF_CALLS = {np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
                  np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.sign, np.floor,
                  np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
-                 np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes}
+                 np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes,
+                 np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_}
 NONDIFF.update(NONDIFF_CALLS)   # (none has an effect: ``rules.effect_free``)
 
 
