@@ -43,7 +43,8 @@ from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .nested import positional, multilinear_along
 from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, is_complex, unbroadcast
-from .tangent import JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, pullback_tangent
+from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, numpy_filled,
+                      pullback_tangent)
 
 
 ZERO = PullbackTangent(lambda dy: None)   # the tangent of a pullback that does not depend on the primal
@@ -138,6 +139,7 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     """``((y, back), (ty, tback))`` for ``rule(*args, **kw) = (y, back)``, the reverse rule of primitive ``f``
     (None for a method; ``name`` names it then), ``tkw`` the keyword arguments' tangents."""
     kw, tkw = kw or {}, tkw or {}
+    ts = numpy_filled(f, ts, args)
     if "key" in tkw:   # a key function only orders (sorted, max, min): no derivative flows through it
         tkw = {**tkw, "key": None}
     name = name or called_name(f)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import numbers
 import types
 
 import numpy as np
@@ -100,6 +101,28 @@ def dense(t, like):
         z = zero(like)
         return 0.0 if z is None else z
     return t
+
+
+def filled(t, x):
+    """Tangent ``t`` of argument ``x`` as a NumPy function takes it: the None of the items of a list or
+    tuple of numbers or arrays (``np.sum([1, x[0] * x[1]])``) made zeros like those items (``t`` itself
+    where it has no such None)."""
+    if type(x) not in (list, tuple) or not isinstance(t, (list, tuple)) or not any(_holes(ti) for ti in t):
+        return t
+    return type(x)(filled(ti, xi) if ti is not None else
+                   dense(None, xi) if isinstance(xi, (numbers.Number, np.ndarray)) else None
+                   for ti, xi in zip(t, x))
+
+
+def _holes(t) -> bool:
+    return t is None or isinstance(t, (list, tuple)) and any(map(_holes, t))
+
+
+def numpy_filled(f, ts, args) -> tuple:
+    """The tangents ``ts`` of ``args`` as NumPy function ``f`` takes them (``filled``); other functions'
+    as they are (a list's tangent may be written in place)."""
+    numpy = isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").split(".")[0] == "numpy"
+    return tuple(map(filled, ts, args)) if numpy else ts
 
 
 def inner(a, b):
@@ -211,14 +234,14 @@ def _jvp(f, tf, args, ts):
     except TypeError:
         rule = None
     if rule is not None:
-        return rule(args, ts)
+        return rule(args, numpy_filled(f, ts, args))
     if type(tf) is PullbackTangent:
         return call_pullback(f, tf, args[0], ts[0])
     t = type(f)
     if t is types.FunctionType and tf is None and not TSTORE[0] and not STORE[0].boxes \
             and all(x is None for x in ts):
         return f(*args), None
-    paired = REVERSE_RULE_JVP[0](f, args, ts)
+    paired = REVERSE_RULE_JVP[0](f, args, numpy_filled(f, ts, args))
     if paired is not None:
         return paired
     try:
@@ -270,7 +293,7 @@ def JVPkw(names, f, tf, args, ts):
 def _jvp_kw(names, f, tf, args, ts):
     k = len(names)
     pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
-    tpos, tkw = ts[:len(ts) - k], dict(zip(names, ts[len(ts) - k:]))
+    tpos, tkw = numpy_filled(f, ts[:len(ts) - k], pos), dict(zip(names, ts[len(ts) - k:]))
     try:
         rule = JVP_RULES.get(f)
     except TypeError:
@@ -394,6 +417,7 @@ def transposed(rule, args, ts):
     y, back = rule(*args)
     if all(t is None for t in ts):
         return y, None
+    ts = tuple(map(filled, ts, args))
     ya = np.asarray(y) if type(y) in (float, int) or isinstance(y, (np.ndarray, np.generic)) else None
     if ya is None or ya.dtype.kind not in "fiu":
         raise UnsupportedError(f"tensorlang.ad.jvp: no forward rule for {getattr(rule, '__name__', rule)!r}, "

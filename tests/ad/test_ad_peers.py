@@ -165,16 +165,11 @@ REFUSED_SECOND = {
     "ag_enclosing_scope_ref": "star-arguments",   # ad.grad(ad.grad(f)) of an f that calls ad.grad: a third level
     "ag_vector_product": "forward over reverse .* through grad",   # ad.hvp of an f that calls ad.grad
 }
-# known defects: a raw exception where the answer or a TensorLangError is due
-DEFECTS = {"test_deep_anf_list": TypeError}   # ad.hvp of np.sum of a list holding a product of entries
 
 
 def _expect(name, run):
     if name in REFUSED_SECOND:
         with pytest.raises(TensorLangError, match=REFUSED_SECOND[name]):
-            run()
-    elif name in DEFECTS:
-        with pytest.raises(DEFECTS[name]):
             run()
     else:
         run()

@@ -462,19 +462,44 @@ _FILLS = {
 }
 
 
-@pytest.mark.parametrize("name", list(_FILLS))
-def test_fill_values_of_layout_functions_get_the_gradient_of_what_they_filled(name, check):
-    """``np.select``'s ``default`` and ``np.pad``'s ``constant_values`` put entries into the result: a
-    differentiable one gets their gradient (it was dropped, silently), in reverse and forward mode and at
-    second order."""
+def _every_order(f, x, v, check):
+    """``f``'s gradient, its ``ad.jvp`` along ``v``, and its Hessian-vector product by forward over
+    reverse and by reverse over reverse, against central differences of ``f``."""
     from conftest import hvp_by_differences
-    f = _FILLS[name]
-    x = np.array([0.3, -0.7, 1.1, 1.4])
     check(f, x)
-    v = np.array([0.5, -1.0, 0.25, 2.0])
     _, tangent = ad.jvp(f, (x,), (v,))
     np.testing.assert_allclose(tangent, np.dot(ad.gradient(f, x)[0], v), rtol=1e-9)
     want, = hvp_by_differences(f, [x], [v])
     np.testing.assert_allclose(ad.hvp(f, (x,), (v,))[0], want, rtol=1e-4, atol=1e-5)
     over_reverse = ad.gradient(lambda x: np.sum(ad.gradient(f, x)[0] * v), x)[0]
     np.testing.assert_allclose(over_reverse, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(_FILLS))
+def test_fill_values_of_layout_functions_get_the_gradient_of_what_they_filled(name, check):
+    """``np.select``'s ``default`` and ``np.pad``'s ``constant_values`` put entries into the result: a
+    differentiable one gets their gradient (it was dropped, silently), in reverse and forward mode and at
+    second order."""
+    _every_order(_FILLS[name], np.array([0.3, -0.7, 1.1, 1.4]), np.array([0.5, -1.0, 0.25, 2.0]), check)
+
+
+_LISTS = {
+    "np.sum of a list": lambda x: np.sum([1, x[0] * x[1] * x[2], 3]),
+    "np.prod of a list": lambda x: np.prod([2.0, x[0] * x[1], x[2]]),
+    "np.var of a list": lambda x: np.var([1.0, x[0] * x[1], x[2]]),
+    "np.dot of lists": lambda x: np.dot([1.0, x[0]], [x[1] * x[2], 2.0]),
+    "np.concatenate of lists": lambda x: np.sum(np.concatenate([[1.0, 2.0], x * x]) ** 2),
+    "np.linalg.norm of a list": lambda x: np.linalg.norm([1.0, x[0] * x[1]]),
+    "x.tolist()": lambda x: sum(v * v * w for v, w in zip(x.tolist(), [1, 2, 3])),
+    "x.item()": lambda x: x[1:2].item() ** 2 * x[0] + x.reshape(3, 1).item(2, 0) * x.item(1),
+    "np.array of a list": lambda x: np.sum(np.array([x[0] * x[1], 2.0, x[2]]) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", list(_LISTS))
+def test_lists_holding_constants_in_forward_mode_and_at_second_order(name, check):
+    """A NumPy function of a list that holds constants (``np.sum([1, x[0] * x[1]])``) gets the list's
+    tangent with zeros for the constants (a raw TypeError in ``ad.jvp`` and ``ad.hvp``); ``x.tolist()``
+    and ``x.item()`` are differentiated (they were refused), in reverse and forward mode and at second
+    order, against central differences."""
+    _every_order(_LISTS[name], np.array([1.5, 2.0, 2.5]), np.array([1.0, -0.5, 2.0]), check)

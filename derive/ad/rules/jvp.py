@@ -619,6 +619,8 @@ JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _AR
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({
     (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ufunc, "at"): _ufunc_at,
+    (np.ndarray, "tolist"): lambda x, t, args, ts: (x.tolist(), None if t is None else np.asarray(t).tolist()),
+    (np.ndarray, "item"): lambda x, t, args, ts: (x.item(*args), None if t is None else np.asarray(t).item(*args)),
     (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get,
     (dict, "items"): lambda d, t, args, ts: (list(d.items()), [(None, None if t is None else t.get(k)) for k in d]),
     (dict, "values"): lambda d, t, args, ts: (list(d.values()), [None if t is None else t.get(k) for k in d]),

@@ -454,6 +454,39 @@ def _astype_along(args, kw, ts):
 LINEAR[_astype] = _astype_along   # (its code takes **kw)
 
 
+def _tolist(x):
+    """``x.tolist()``: nested lists of the entries (a number for a 0-d array); the gradient is the lists'
+    gradients as an array, zeros where an entry has none."""
+    y = x.tolist()
+    return y, lambda dy: (np.asarray(_entries(dy, y), dtype=np.result_type(x, 0.0)).reshape(x.shape),)
+
+
+def _entries(dy, y):
+    """The gradient ``dy`` of nested lists ``y`` with zeros for None."""
+    if dy is None:
+        return np.zeros(np.shape(y))
+    if isinstance(y, list):
+        return [_entries(d, v) for d, v in zip(dy, y)]
+    return dy
+
+
+def _item(x, *index):
+    """``x.item(*index)``: one entry; its gradient is zeros but at that entry."""
+    def back(dy):
+        g = np.zeros(x.shape, dtype=np.result_type(x, dy))
+        if len(index) > 1:
+            g[index] = dy
+        else:
+            g.flat[index[0] if index else 0] = dy
+        return (g, *(None for _ in index))
+    return x.item(*index), back
+
+
+LINEAR[_tolist] = lambda args, kw, ts: None if ts[0] is None else np.asarray(ts[0]).tolist()
+LINEAR[_item] = lambda args, kw, ts: None if ts[0] is None else np.asarray(ts[0]).item(*args[1:])
+METHOD_RULES.update({(np.ndarray, "tolist"): _tolist, (np.ndarray, "item"): _item})
+
+
 METHOD_RULES.update({
     (np.ndarray, "sum"): _sum, (np.ndarray, "mean"): _mean, (np.ndarray, "max"): _extremum(np.max),
     (np.ndarray, "min"): _extremum(np.min), (np.ndarray, "dot"): _dot, (np.ndarray, "reshape"): _reshape,
