@@ -201,15 +201,17 @@ def _grad_picks(*args, _ad_all, _ad_f, _ad_i):
     return _picked(grads, _ad_i, args)
 
 
-_THIRD_ORDER = ("ad.grad composes to second derivatives (ad.grad(ad.grad(f))), not to third ones; for a "
-                "third derivative, nest ad.gradient calls in a Python function")
+_THIRD_ORDER = ("tensorlang.ad differentiates to second order (ad.grad(ad.grad(f)), ad.gradient of a function "
+                "that calls ad.gradient or ad.grad): a third derivative is not supported")
 
 
 class _GradSpecialisation:
     """What ``specialised`` gives for a function made by ``grad``: its pullback differentiates
     ``gradient(f, *args)`` (the rule of nested gradients) and passes the cotangent of the picked
     gradients through, so ``grad(grad(f))`` and a ``grad(f)`` called inside a differentiated function
-    work."""
+    work; its pullback is not differentiated again (``refused_again``)."""
+
+    refused_again = _THIRD_ORDER
 
     @staticmethod
     def pb(g, *args):
@@ -435,6 +437,10 @@ def _gradient_rule(f, *args):
     return y[1:n + 1], lambda dy: back((None, *dy, *(None,) * (len(args) - n)))[1:n + 2]
 
 
+def _third_order(*args, **kw):
+    raise UnsupportedError(_THIRD_ORDER)
+
+
 def _rule_grad1(r, a):
     return r(a)[1](1)
 
@@ -464,7 +470,7 @@ def _fngrad_rule(f, values):
 RULES.update({
     HELPERS["_ad_deref"]: _deref_rule, HELPERS["_ad_fngrad"]: _fngrad_rule,
     checkpoint: _checkpoint_rule, hook: _hook_rule, gradient: _gradient_rule, grad: _grad_rule,
-    value_and_grad: _value_and_grad_rule,
+    value_and_grad: _value_and_grad_rule, _gradient_rule: _third_order, _grad_rule: _third_order,
     HELPERS["_ad_acc"]: lambda a, b: (acc(a, b), lambda dy: (dy, dy)),
     HELPERS["_ad_addn"]: lambda d, g: (d if g is None else d + g, lambda dy: (dy, None if g is None else dy)),
     HELPERS["_ad_like"]: lambda x, g: (HELPERS["_ad_like"](x, g), lambda dy: (None, dy)),

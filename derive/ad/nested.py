@@ -121,7 +121,10 @@ def _through_code(f, r, pos, kw, lead):
                                    f"arguments is not supported")
         pos, where = bound
     if r is None:   # f's generated pullback, f's own gradient first
-        (y, back), pb = J(TRANSFORM[0](f, pos).generic.pb, f, *pos)
+        spec = TRANSFORM[0](f, pos)
+        if getattr(spec, "refused_again", None):   # a function that ad.grad made, differentiated a third time
+            raise UnsupportedError(spec.refused_again)
+        (y, back), pb = J(spec.generic.pb, f, *pos)
         where = [0] + [i + 1 for i in where]
         grads = lambda g: (g[1], *_at(g[2:], where[1:], -1))   # noqa: E731
     else:   # the rule's pullback, one gradient per argument

@@ -503,3 +503,24 @@ def test_lists_holding_constants_in_forward_mode_and_at_second_order(name, check
     and ``x.item()`` are differentiated (they were refused), in reverse and forward mode and at second
     order, against central differences."""
     _every_order(_LISTS[name], np.array([1.5, 2.0, 2.5]), np.array([1.0, -0.5, 2.0]), check)
+
+
+def _cube(x):
+    return x ** 3
+
+
+def _calls_grad(x):
+    return x * ad.grad(lambda y: x * y)(2.0)
+
+
+def test_third_derivatives_are_refused_naming_the_order():
+    """A derivative of a function that differentiates a function that calls ``ad.gradient``/``ad.grad``
+    is a third derivative: an ``UnsupportedError`` that says so (it named ``*args`` in tensorlang's own
+    code)."""
+    def second(x):
+        return ad.gradient(lambda y: ad.gradient(_cube, y)[0], x)[0]
+    for third in (lambda: ad.gradient(second, 0.5), lambda: ad.grad(ad.grad(_calls_grad))(0.37),
+                  lambda: ad.grad(ad.grad(ad.grad(_cube)))(0.5)):
+        with pytest.raises(UnsupportedError, match="a third derivative is not supported"):
+            third()
+    assert ad.grad(ad.grad(_cube))(0.5) == pytest.approx(3.0)
