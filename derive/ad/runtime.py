@@ -620,6 +620,22 @@ def differentiable(x) -> bool:
 _RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator)
 
 
+_TAKEN: dict = {}
+
+
+def keywords_refused(rule, names) -> list:
+    """The keyword arguments among ``names`` that ``rule`` does not take (none for a rule taking ``**kw``)."""
+    if rule not in _TAKEN:
+        try:
+            params = inspect.signature(rule).parameters.values()
+        except (TypeError, ValueError):
+            params = [inspect.Parameter("kw", inspect.Parameter.VAR_KEYWORD)]
+        _TAKEN[rule] = None if any(p.kind is p.VAR_KEYWORD for p in params) else \
+            frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    taken = _TAKEN[rule]
+    return [] if taken is None else sorted(set(names) - taken)
+
+
 def Jkw(names, f, *args):
     """J for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
     k = len(names)
@@ -631,6 +647,10 @@ def Jkw(names, f, *args):
     except TypeError:
         rule = None
     if rule is not None:
+        refused = keywords_refused(rule, names)
+        if refused:
+            raise UnsupportedError(f"tensorlang.ad differentiates {getattr(f, '__name__', f)!s} without the "
+                                   f"keyword argument{'s' * (len(refused) > 1)} {', '.join(refused)}")
         y, back = rule(*pos, **kw)
         return y, lambda dy: (None,) * (len(args) + 1) if dy is None else keyword_grads(rule, len(pos), names,
                                                                                         back(dy))

@@ -524,3 +524,11 @@ def test_third_derivatives_are_refused_naming_the_order():
         with pytest.raises(UnsupportedError, match="a third derivative is not supported"):
             third()
     assert ad.grad(ad.grad(_cube))(0.5) == pytest.approx(3.0)
+
+
+def test_a_keyword_argument_a_rule_does_not_take_is_refused_by_name():
+    """``np.nan_to_num(x, nan=a)``: the rule takes no ``nan`` (a raw TypeError from inside the rule)."""
+    x = np.array([1.0, np.nan, 2.0])
+    with pytest.raises(UnsupportedError, match="nan_to_num without the keyword argument nan"):
+        ad.gradient(lambda a: np.sum(np.nan_to_num(x * a, nan=a)), 1.5)
+    assert ad.gradient(lambda a: np.sum(np.nan_to_num(a * np.ones(3))), 1.5)[0] == pytest.approx(3.0)
