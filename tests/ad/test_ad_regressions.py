@@ -468,7 +468,7 @@ def _every_order(f, x, v, check):
     from conftest import hvp_by_differences
     check(f, x)
     _, tangent = ad.jvp(f, (x,), (v,))
-    np.testing.assert_allclose(tangent, np.dot(ad.gradient(f, x)[0], v), rtol=1e-9)
+    np.testing.assert_allclose(tangent, np.sum(ad.gradient(f, x)[0] * v), rtol=1e-9)
     want, = hvp_by_differences(f, [x], [v])
     np.testing.assert_allclose(ad.hvp(f, (x,), (v,))[0], want, rtol=1e-4, atol=1e-5)
     over_reverse = ad.gradient(lambda x: np.sum(ad.gradient(f, x)[0] * v), x)[0]
@@ -532,3 +532,50 @@ def test_a_keyword_argument_a_rule_does_not_take_is_refused_by_name():
     with pytest.raises(UnsupportedError, match="nan_to_num without the keyword argument nan"):
         ad.gradient(lambda a: np.sum(np.nan_to_num(x * a, nan=a)), 1.5)
     assert ad.gradient(lambda a: np.sum(np.nan_to_num(a * np.ones(3))), 1.5)[0] == pytest.approx(3.0)
+
+
+_R = np.random.default_rng(11)
+_EINSUM = {
+    "ii-> (the trace)": (lambda a: np.einsum("ii->", a) * np.sum(a * a), (_R.standard_normal((3, 3)),)),
+    "ii->i (the diagonal)": (lambda a: np.sum(np.einsum("ii->i", a) ** 2), (_R.standard_normal((3, 3)),)),
+    "ii, implicit": (lambda a: np.einsum("ii", a) ** 2, (_R.standard_normal((3, 3)),)),
+    "iij->j": (lambda t: np.sum(np.einsum("iij->j", t) ** 2), (_R.standard_normal((3, 3, 2)),)),
+    "...ij,jk->...ik": (lambda b, c: np.sum(np.einsum("...ij,jk->...ik", b, c) ** 2),
+                        (_R.standard_normal((2, 3, 4)), _R.standard_normal((4, 5)))),
+    "...ij,jk, implicit": (lambda b, c: np.sum(np.einsum("...ij,jk", b, c) ** 2),
+                           (_R.standard_normal((2, 3, 4)), _R.standard_normal((4, 5)))),
+    "...i,...i->... broadcast": (lambda a, b: np.sum(np.einsum("...i,...i->...", a, b) ** 2),
+                                 (_R.standard_normal((1, 3)), _R.standard_normal((4, 3)))),
+    "ij,ij->ij, a length-1 axis": (lambda d, e: np.sum(np.einsum("ij,ij->ij", d, e) ** 2),
+                                   (_R.standard_normal((1, 3)), _R.standard_normal((4, 3)))),
+}
+
+
+@pytest.mark.parametrize("name", list(_EINSUM))
+def test_einsum_with_ellipsis_repeated_subscripts_and_broadcasting(name, check):
+    """``np.einsum`` with ``...``, a letter repeated in one operand and axes of length 1 broadcast (they
+    were refused, or a raw ValueError), against central differences; and along a direction, in forward
+    mode and at second order in the first operand."""
+    f, args = _EINSUM[name]
+    check(f, *(a.copy() for a in args))
+    if len(args) == 1:
+        _every_order(f, args[0].copy(), _R.standard_normal(args[0].shape), check)
+    else:
+        _every_order(lambda a: f(a, args[1]), args[0].copy(), _R.standard_normal(args[0].shape), check)
+
+
+class _Params:
+    def __init__(self, w):
+        self.w = w
+
+
+def test_forward_over_reverse_through_items_and_fields_of_what_f_closes_over(check):
+    """``ad.hvp`` of ``lambda a: f(a, args[1])`` (an item of a tuple, a list, a dict, a field of an object
+    that the function reads): the gradient of the container is linear in the item's, and forward mode
+    follows it (it raised: no forward rule for the container's gradient)."""
+    w = np.array([0.5, -1.0, 2.0])
+    held = {"tuple": (None, w), "list": [None, w], "dict": {1: w}, "object": _Params(w)}
+    fs = [lambda a: np.sum(np.tanh(a * held["tuple"][1]) ** 2), lambda a: np.sum(np.tanh(a * held["list"][1]) ** 2),
+          lambda a: np.sum(np.tanh(a * held["dict"][1]) ** 2), lambda a: np.sum(np.tanh(a * held["object"].w) ** 2)]
+    for f in fs:
+        _every_order(f, np.array([0.3, 0.2, -0.4]), np.array([1.0, 0.5, -2.0]), check)

@@ -25,7 +25,7 @@ from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
-from ..runtime import LINEAR
+from ..runtime import LINEAR, field_grad
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
 from .builtins import ranking
@@ -34,7 +34,7 @@ from .layout import concatenator_getitem
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
-from .structures import AxisConcatenator
+from .structures import AxisConcatenator, index_grad
 
 
 def _fit(t, y):
@@ -615,6 +615,13 @@ def _array_method(f):
     return _method(rule)
 
 
+def _linear_in_last(f):
+    """The forward rule of ``f(a, b, dy)``, linear in ``dy`` (the gradient of a container whose item or field
+    has gradient ``dy``)."""
+    return lambda args, ts: (f(*args), None if ts[-1] is None else f(*args[:-1], ts[-1]))
+
+
+JVP_RULES.update({index_grad: _linear_in_last(index_grad), field_grad: _linear_in_last(field_grad)})
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({

@@ -8,44 +8,62 @@ from ....errors import UnsupportedError
 from ..runtime import METHOD_RULES, MULTILINEAR, RULES, unbroadcast
 
 
-def _parse_einsum(spec, n):
-    """``(inputs, output)`` subscripts of an explicit or implicit ``einsum`` spec without ellipsis."""
+def _parse_einsum(spec, ops):
+    """``(inputs, output)`` subscripts of an explicit or implicit ``einsum`` spec, with each ``...`` spelt
+    out as letters the spec does not use (the same letters for every operand, aligned at the right, as
+    NumPy broadcasts them)."""
     spec = spec.replace(" ", "")
-    if "." in spec:
-        raise UnsupportedError("tensorlang.ad differentiates np.einsum without '...'")
-    ins, _, out = spec.partition("->")
+    ins, arrow, out = spec.partition("->")
     inputs = ins.split(",")
-    if len(inputs) != n:
-        raise UnsupportedError(f"np.einsum: {spec!r} names {len(inputs)} operands, {n} given")
-    if "->" not in spec:
-        letters = "".join(inputs)
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    return inputs, out
+    if len(inputs) != len(ops):
+        raise UnsupportedError(f"np.einsum: {spec!r} names {len(inputs)} operands, {len(ops)} given")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in spec]
+    dims = [np.ndim(o) - len(sub.replace("...", "")) if "..." in sub else 0 for sub, o in zip(inputs, ops)]
+    ellipsis = "".join(spare[:max(dims, default=0)])
+    inputs = [sub.replace("...", ellipsis[len(ellipsis) - d:]) for sub, d in zip(inputs, dims)]
+    if arrow:
+        return inputs, out.replace("...", ellipsis)
+    letters = "".join(inputs)
+    singles = "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ellipsis))
+    return inputs, ellipsis + singles
 
 
 def _einsum(spec, *ops, **kw):
     if not isinstance(spec, str):
         raise UnsupportedError("tensorlang.ad differentiates np.einsum with a subscripts string")
     y = np.einsum(spec, *ops, **kw)
-    inputs, out = _parse_einsum(spec, len(ops))
+    inputs, out = _parse_einsum(spec, ops)
+    sizes = {}
+    for sub, o in zip(inputs, ops):
+        for c, n in zip(sub, np.shape(o)):
+            sizes[c] = max(sizes.get(c, 1), n)
 
     def back(dy):
         grads = [None]
         for k, sub in enumerate(inputs):
-            if len(set(sub)) != len(sub):
-                raise UnsupportedError(f"tensorlang.ad differentiates np.einsum without repeated subscripts "
-                                       f"in one operand ({sub!r})")
+            once = "".join(dict.fromkeys(sub))   # a letter repeated in one operand: its diagonal
             others = [s for i, s in enumerate(inputs) if i != k]
             known = set(out).union(*others)
-            kept = "".join(c for c in sub if c in known)
+            kept = "".join(c for c in once if c in known)
             # three operands or more: NumPy's pairwise (BLAS) order, not one loop over every index
             g = np.einsum(f"{','.join([out] + others)}->{kept}", dy, *(o for i, o in enumerate(ops) if i != k),
                           optimize=len(others) > 1)
-            shape = np.shape(ops[k])
-            g = np.broadcast_to(np.expand_dims(g, tuple(i for i, c in enumerate(sub) if c not in known)), shape)
+            g = np.broadcast_to(np.expand_dims(g, tuple(i for i, c in enumerate(once) if c not in known)),
+                                [sizes[c] for c in once])
+            if once != sub:
+                full = np.zeros([sizes[c] for c in sub], dtype=g.dtype)
+                np.einsum(f"{sub}->{once}", full)[...] = g   # (a writeable view of the diagonal)
+                g = full
+            g = _summed_to(g, np.shape(ops[k]))
             grads.append(np.array(g) if np.ndim(ops[k]) else g[()])
         return tuple(grads)
     return y, back
+
+
+def _summed_to(g, shape):
+    """``g`` summed over the axes where an operand of ``shape`` has length 1 and was broadcast."""
+    axes = tuple(i for i, (n, m) in enumerate(zip(shape, g.shape)) if n == 1 and m != 1)
+    return np.sum(g, axis=axes, keepdims=True) if axes else g
 
 
 def _inner(a, b):

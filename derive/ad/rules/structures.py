@@ -37,7 +37,7 @@ class _Like:
             self.n = len(obj)
 
 
-def _index_grad(like: _Like, idx, dy):
+def index_grad(like: _Like, idx, dy):
     """The gradient of the container when only its item ``idx`` has gradient ``dy``."""
     k = like.kind
     if k is dict:
@@ -75,7 +75,7 @@ def getitem(obj, idx):
     t = type(obj)
     if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple) or _builtin_items(obj, "__getitem__"):
         like = _Like(obj)
-        return obj[idx], lambda dy: (None, None) if dy is None else (_index_grad(like, idx, dy), None)
+        return obj[idx], lambda dy: (None, None) if dy is None else (index_grad(like, idx, dy), None)
     if isinstance(obj, AxisConcatenator):
         return concatenator_getitem(obj, idx)
     if t is np.flatiter:   # x.flat[i]: an item of x.reshape(-1), whose gradient is the flat iterator's
@@ -485,7 +485,7 @@ RULES.update({object.__setattr__: store_attr, np.copyto: _copyto, getattr: _geta
 WRITING_RULES.update({store_attr, _copyto, _setattr_call})
 NONDIFF.add(_absent)
 # (linear in dy: differentiated again without its code, which builds named tuples)
-RULES[_index_grad] = lambda like, idx, dy: (_index_grad(like, idx, dy), lambda d: (None, None, _entry(d, idx)))
+RULES[index_grad] = lambda like, idx, dy: (index_grad(like, idx, dy), lambda d: (None, None, _entry(d, idx)))
 RULES[field_grad] = lambda obj, name, dy: (field_grad(obj, name, dy), lambda d: (None, None, field(d, name)))
 
 
