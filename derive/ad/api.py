@@ -134,11 +134,22 @@ def gradient(f, *args):
         raise err.with_traceback(user_traceback(err.__traceback__))
 
 
-def grad(f, argnums=0):
+def grad(f, argnums=0, has_aux=False):
     """``jax.grad``: the gradient function of scalar-valued ``f``.  For an int ``argnums``,
     ``grad(f)(*args)`` is the gradient with respect to that argument (``gradient(f, *args)[argnums]``);
     for a tuple of ints, the tuple of those gradients.  The result can be differentiated again
-    (``grad(grad(f))``).  See ``gradients`` for how the gradients of all arguments are computed."""
+    (``grad(grad(f))``).  See ``gradients`` for how the gradients of all arguments are computed.
+    With ``has_aux``, ``f`` returns a pair ``(value, aux)``: the function returns ``(gradient, aux)``, aux
+    not differentiated."""
+    if has_aux:
+        with_aux = value_and_grad(f, argnums, has_aux=True)
+
+        def grad_f(*args):
+            (_, aux), g = with_aux(*args)
+            return g, aux
+        grad_f.__qualname__ = f"grad({getattr(f, '__qualname__', repr(f))}, has_aux=True)"
+        grad_f.__wrapped__ = f
+        return grad_f
     pick = _argnums(argnums)
     code = _grad_pick if isinstance(pick, int) else _grad_picks
     g = types.FunctionType(code.__code__, code.__globals__, f"grad({getattr(f, '__name__', 'f')})")
@@ -149,14 +160,21 @@ def grad(f, argnums=0):
     return g
 
 
-def value_and_grad(f, argnums=0):
-    """``jax.value_and_grad``: a function returning ``(f(*args), grad(f, argnums)(*args))``."""
+def value_and_grad(f, argnums=0, has_aux=False):
+    """``jax.value_and_grad``: a function returning ``(f(*args), grad(f, argnums)(*args))``; with
+    ``has_aux``, ``f`` returns ``(value, aux)`` and the function ``((value, aux), gradient)``."""
     pick = _argnums(argnums)
 
     def value_and_grad_f(*args):
         try:
             y, back = pullback(f, *args)
-            grads = back(scalar_seed(y))
+            if has_aux:
+                if not (isinstance(y, (tuple, list)) and len(y) == 2):
+                    raise TensorLangError(f"with has_aux=True, {getattr(f, '__qualname__', 'f')} must return a pair "
+                                          f"(value, aux), not {type(y).__name__}")
+                grads = back(type(y)((scalar_seed(y[0]), None)))
+            else:
+                grads = back(scalar_seed(y))
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
         return y, _picked(grads, pick, args)

@@ -141,3 +141,22 @@ def test_a_transform_time_error_names_the_users_line():
     assert isinstance(err, UnsupportedError)
     assert f"{__file__}:" in str(err) and "return len({x, 2 * x}) * x" in str(err)
     assert "During handling" not in shown and "lower.py" not in shown
+
+
+def test_has_aux_returns_the_auxiliary_value_undifferentiated():
+    """``ad.grad(f, has_aux=True)`` and ``ad.value_and_grad(f, has_aux=True)`` as in JAX: ``f`` returns
+    ``(value, aux)``; aux (here the predictions, which depend on the parameters) carries no gradient."""
+    def loss(w, lam):
+        pred = X @ w
+        return np.sum((pred - Y) ** 2) + lam * np.sum(w * w), {"pred": pred, "n": len(Y)}
+    w = RNG.normal(size=3)
+    g, aux = ad.grad(loss, has_aux=True)(w, 0.5)
+    np.testing.assert_allclose(g, ad.grad(lambda w, lam: loss(w, lam)[0])(w, 0.5))
+    np.testing.assert_allclose(g, 2 * X.T @ (X @ w - Y) + w, rtol=1e-12)
+    np.testing.assert_allclose(aux["pred"], X @ w)
+    (value, aux2), (gw, glam) = ad.value_and_grad(loss, argnums=(0, 1), has_aux=True)(w, 0.5)
+    assert value == pytest.approx(loss(w, 0.5)[0]) and aux2["n"] == len(Y)
+    np.testing.assert_allclose(gw, g)
+    assert glam == pytest.approx(np.sum(w * w))
+    with pytest.raises(TensorLangError, match="must return a pair"):
+        ad.grad(lambda w: np.sum(w), has_aux=True)(w)
