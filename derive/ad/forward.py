@@ -104,7 +104,7 @@ class ForwardGen(Gen):
                 out.append(f"{t[0]} = _fw_tan({a[0]}, {t[0]})")
             return out
         if op == "getitem":
-            return [f"{v}, {f} = _fw_getitem({a[0]}, {t[0]}, {a[1]})"]
+            return [f"{v}, {f} = _fw_getitem({a[0]}, {t[0]}, {a[1]}, {t[1]})"]
         if op == "getattr":
             return [f"{v}, {f} = _fw_getattr({a[0]}, {t[0]}, {ins.attr!r})"]
         if op == "setitem":

@@ -42,7 +42,7 @@ from .rules.jvp import write_attr, write_item
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .nested import positional, multilinear_along
-from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, is_complex, unbroadcast
+from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, check_keywords, is_complex, unbroadcast
 from .tangent import JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, pullback_tangent
 
 
@@ -85,7 +85,7 @@ def _partials_operator(grads):
 def _bilinear(rule):
     def cross(args, ts, y, ty):
         a, b = args
-        ta, tb = ts
+        ta, tb = (_operand(t, x) for t, x in zip(ts, args))
 
         def apply(dy):
             ga = None if tb is None else rule(a, tb)[1](dy)[0]
@@ -93,6 +93,15 @@ def _bilinear(rule):
             return ga, gb
         return apply
     return cross
+
+
+def _operand(t, x):
+    """The tangent ``t`` of an operand ``x`` of a bilinear primitive as an operand: None where it is zero by
+    its structure (a list of numbers without tangents), a list's item by item, zeros for None."""
+    if not _active(t):
+        return None
+    from .rules.jvp import densify
+    return densify(t, x) if isinstance(x, (list, tuple)) else t
 
 
 _LINEAR = object()   # the pullback does not depend on the primal values
@@ -138,6 +147,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     """``((y, back), (ty, tback))`` for ``rule(*args, **kw) = (y, back)``, the reverse rule of primitive ``f``
     (None for a method; ``name`` names it then), ``tkw`` the keyword arguments' tangents."""
     kw, tkw = kw or {}, tkw or {}
+    if kw:
+        check_keywords(f if f is not None else name, rule, tuple(kw))
     if "key" in tkw:   # a key function only orders (sorted, max, min): no derivative flows through it
         tkw = {**tkw, "key": None}
     name = name or called_name(f)
@@ -225,7 +236,7 @@ def _placed(ts, tkw, bound):
 
 def _structural_getitem(args, ts):
     from .rules.jvp import getitem
-    return getitem(args[0], ts[0], args[1])[1]
+    return getitem(args[0], ts[0], args[1], ts[1])[1]
 
 
 def _structural_getattr(args, ts):
