@@ -16,7 +16,7 @@ from .ir import NUM, kind_of
 from .rules import rule_of
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
-from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, method_rule,
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like, method_rule,
                       register, with_defaults, with_nested_boxes)
 from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
@@ -154,9 +154,10 @@ def jacobian(f, argnums=0, mode=None):
 
 def hvp(f, primals, tangents):
     """Hessian-vector products by forward over reverse: the ``jvp`` of ``ad.gradient(f, *primals)``
-    along ``tangents``; one product per argument, as ``ad.gradient`` gives one gradient per argument."""
+    along ``tangents``; one product per argument, as ``ad.gradient`` gives one gradient per argument (in
+    its precision: float32 for a float32 array)."""
     from .api import gradient
-    return jvp(gradient, (f, *primals), (None, *tangents))[1]
+    return tuple(map(like, primals, jvp(gradient, (f, *primals), (None, *tangents))[1]))
 
 
 def hessian(f, argnums=0):

@@ -116,6 +116,7 @@ CASES = {
     "sum_where_all": (lambda x: np.sin(np.sum(x, where=MASK)), [X], ("grad", "jvp", "hvp")),
     "mean_where": (lambda x: np.sin(np.mean(x, where=MASK)), [X], ALL),
     "mean_where_axis": (lambda x: np.sum(np.sin(np.mean(x, axis=0, where=MASK))), [X], ALL),
+    "sum_keyword_a": (lambda x: np.sum(np.sin(np.sum(a=x, axis=0))), [X], ALL),
     "max_keyword_a": (lambda x: np.max(a=x) ** 2, [X], ("grad", "hvp", "rr")),
     "max_axis_by_position": (lambda x: np.sum(np.max(x, 0) ** 2), [X], ALL),
     "min_method_axis_by_position": (lambda x: np.sum(x.min(1) ** 2), [X], ALL),
@@ -144,6 +145,7 @@ CASES = {
     "complex_abs": (lambda z: np.sum(np.abs(z) ** 2), [Z], ALL),
     "complex_abs_of_product": (lambda z: np.sum(np.abs(z * z + 1)), [Z], ALL),
     "complex_abs_of_conj_method": (lambda z: np.sum(np.abs(z.conj() * Z)), [Z], ALL),
+    "astype_int_times_x": (lambda x: np.sum(x.astype(int) * np.sin(x)), [X], ALL),
     "ufunc_dtype": (lambda x: np.sum(np.multiply(x, np.sin(x), dtype=np.float64)), [X], ALL),
     "complex_real_of_view": (lambda z: np.sum(np.real(z) * np.imag(z) ** 2), [Z], ALL),
     "complex_sign": (lambda z: np.sum(np.real(np.sign(z) * W)), [Z], ALL),
@@ -156,13 +158,16 @@ def test_rule_arguments(name, mode):
     run(mode, f, [a.copy() if isinstance(a, np.ndarray) else a for a in args])
 
 
-def test_float32_gradients_of_keyword_calls_stay_float32():
+def test_float32_gradients_and_hessian_vector_products_of_keyword_calls_stay_float32():
     x = X.astype(np.float32)
-    for f in (lambda x: np.sum(np.sin(np.sum(x, axis=1, where=MASK))), lambda x: np.mean(x, where=MASK),
+    for f in (lambda x: np.sum(np.sin(np.sum(x, axis=1, where=MASK))), lambda x: np.sin(np.mean(x, where=MASK)),
               lambda x: np.sum(np.sin(x.reshape(-1, order="F")) * np.arange(6)), lambda x: np.sum(x.min(1) ** 2)):
         g, = ad.gradient(f, x)
         assert g.dtype == np.float32
         np.testing.assert_allclose(g, ad.gradient(f, X)[0], rtol=1e-3, atol=1e-3)
+        h, = ad.hvp(f, (x,), (np.ones_like(x),))
+        assert h.dtype == np.float32
+        np.testing.assert_allclose(h, ad.hvp(f, (X,), (np.ones_like(X),))[0], rtol=1e-3, atol=1e-3)
 
 
 REFUSED = {

@@ -179,6 +179,8 @@ def _linear(f):
 def _sum_np(args, ts, tkw=None, **kw):
     """``np.sum``: linear in the array and ``initial`` (added to every sum) together (``tkw``: the keyword
     arguments' tangents)."""
+    if not args:   # np.sum(a=x)
+        args, ts = (kw.pop("a"),), ((tkw or {}).get("a"),)
     y = np.sum(*args, **kw)
     tinitial = ts[5] if len(ts) > 5 else (tkw or {}).get("initial")
     if ts[0] is None and tinitial is None:
