@@ -83,9 +83,10 @@ def _partials_operator(grads):
 
 
 def _bilinear(rule):
+    from .rules.jvp import operand_tangent
     def cross(args, ts, y, ty):
         a, b = args
-        ta, tb = (_operand(t, x) for t, x in zip(ts, args))
+        ta, tb = map(operand_tangent, ts, args)
 
         def apply(dy):
             ga = None if tb is None else rule(a, tb)[1](dy)[0]
@@ -93,15 +94,6 @@ def _bilinear(rule):
             return ga, gb
         return apply
     return cross
-
-
-def _operand(t, x):
-    """The tangent ``t`` of an operand ``x`` of a bilinear primitive as an operand: None where it is zero by
-    its structure (a list of numbers without tangents), a list's item by item, zeros for None."""
-    if not _active(t):
-        return None
-    from .rules.jvp import densify
-    return densify(t, x) if isinstance(x, (list, tuple)) else t
 
 
 _LINEAR = object()   # the pullback does not depend on the primal values

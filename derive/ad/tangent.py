@@ -270,7 +270,8 @@ def JVPkw(names, f, tf, args, ts):
 
 def _jvp_kw(names, f, tf, args, ts):
     if "out" in names and args[len(args) - len(names) + names.index("out")] is not None:
-        return _jvp_out(names, f, tf, args, ts)
+        return _jvp_out(names, args, ts, lambda rest, xs, txs: _jvp_kw(rest, f, tf, xs, txs) if rest
+                        else JVP(f, tf, xs, txs))
     k = len(names)
     pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
     tpos, tkw = ts[:len(ts) - k], dict(zip(names, ts[len(ts) - k:]))
@@ -327,12 +328,11 @@ def out_argument(names, args, ts):
     return i, single, target, tout[0] if single and tout is not None else tout, tuple(n for n in names if n != "out")
 
 
-def _jvp_out(names, f, tf, args, ts):
-    """``f(..., out=o)``: the call without ``out``, its result written into ``o`` and its tangent into
-    ``o``'s (as reverse mode's ``structures.with_out``)."""
+def _jvp_out(names, args, ts, call):
+    """A call with ``out=`` (``names`` its keyword names): ``call(names, args, ts)`` without it, its result
+    written into ``out`` and its tangent into ``out``'s (as reverse mode's ``structures.with_out``)."""
     i, single, target, tout, rest = out_argument(names, args, ts)
-    xs, txs = (*args[:i], *args[i + 1:]), (*ts[:i], *ts[i + 1:])
-    y, ty = _jvp_kw(rest, f, tf, xs, txs) if rest else JVP(f, tf, xs, txs)
+    y, ty = call(rest, (*args[:i], *args[i + 1:]), (*ts[:i], *ts[i + 1:]))
     tl = mutable(target, tout)
     tl[...] = 0 if ty is None else ty
     target[...] = y
@@ -363,6 +363,8 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
         tkw = dict(zip(kwnames, ts[len(ts) - k:]))
         ty = (tobj or t(*(None for _ in t._fields)))._replace(**tkw)
         return obj._replace(**kw), None if all(x is None for x in ty) else ty
+    if kw.get("out") is not None:
+        return _jvp_out(kwnames, args, ts, lambda rest, xs, txs: _jvp_method(name, rest, obj, tobj, xs, txs))
     rule = JVP_METHOD_RULES.get((t, name))
     if rule is None and t is not np.ndarray:
         rule = next((JVP_METHOD_RULES[(b, name)] for b in t.__mro__[1:] if (b, name) in JVP_METHOD_RULES), None)

@@ -140,6 +140,8 @@ CASES = {
     "clip_method_max": (lambda x: np.sum(x.clip(max=0.5) ** 2), [X], ALL),
     "transpose_method": (lambda x: np.sum(np.sin(x.transpose()) * np.arange(6).reshape(3, 2)), [X], ALL),
     "sum_out": (lambda x: np.sum(np.sum(x, axis=0, out=np.empty(3)) ** 2), [X], ("grad", "jvp", "hvp")),
+    "sum_method_out": (lambda x: np.sum(x.sum(axis=0, out=np.empty(3)) ** 2), [X], ("grad", "jvp", "hvp")),
+    "minimum_with_list": (lambda x: np.sum(np.minimum(x, [0.5, 0.6, 0.7]) ** 2), [V], ALL),
     "r_with_number": (lambda x, a: np.sum(np.r_[x, a, 1.0] ** 3), [V, 0.3], ALL),
     "dot_with_list": (lambda x: np.dot(x, [1.0, 2.0, 3.0]) ** 2, [V], ALL),
     "complex_abs": (lambda z: np.sum(np.abs(z) ** 2), [Z], ALL),

@@ -57,6 +57,7 @@ def _binary(f, d):
     def rule(args, ts, dtype=None):
         a, b = args
         y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
+        ts = tuple(map(operand_tangent, ts, args))
         if ts[0] is None and ts[1] is None:
             return y, None
         pa, pb = d(a, b, y)
@@ -143,8 +144,16 @@ def _seq(t, x):
     return [None] * len(x) if t is None else list(t)
 
 
+def operand_tangent(t, x):
+    """The tangent ``t`` of an operand ``x`` of an arithmetic or bilinear primitive as an operand: None where
+    it is zero by its structure (a list of numbers without tangents), a list's item by item, zeros for None."""
+    if not isinstance(x, (list, tuple)) or t is None:
+        return t
+    return densify(t, x) if any(ti is not None for ti in np.ravel(np.array(t, dtype=object))) else None
+
+
 def _bilinear_tangent(f, a, b, ta, tb):
-    ta, tb = (t if t is None or not isinstance(x, (list, tuple)) else densify(t, x) for t, x in ((ta, a), (tb, b)))
+    ta, tb = operand_tangent(ta, a), operand_tangent(tb, b)
     ty = None if ta is None else f(ta, b)
     return ty if tb is None else tadd(ty, f(a, tb))
 
