@@ -16,11 +16,11 @@ from .ir import NUM, kind_of
 from .rules import rule_of
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
-from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, method_rule,
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like, method_rule,
                       register, with_defaults, with_nested_boxes)
 from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
-from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, pullback_tangent,
-                      tangent_of, zero)
+from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
+                      pullback_tangent, tangent_of, zero)
 
 
 def jvp(f, primals, tangents):
@@ -166,9 +166,10 @@ def jacobian(f, argnums=0, mode=None):
 
 def hvp(f, primals, tangents):
     """Hessian-vector products by forward over reverse: the ``jvp`` of ``ad.gradient(f, *primals)``
-    along ``tangents``; one product per argument, as ``ad.gradient`` gives one gradient per argument."""
+    along ``tangents``; one product per argument, as ``ad.gradient`` gives one gradient per argument (in
+    its precision: float32 for a float32 array)."""
     from .api import gradient
-    return jvp(gradient, (f, *primals), (None, *tangents))[1]
+    return tuple(map(like, primals, jvp(gradient, (f, *primals), (None, *tangents))[1]))
 
 
 def hessian(f, argnums=0):
@@ -402,14 +403,9 @@ def _jvp_Jkw(args, ts):
 def _jvp_out(names, f, xs, ts):
     """``f(..., out=o)`` under forward mode, as ``rules.structures.with_out`` differentiates it: the call
     without ``out``, its result written into ``o`` by the box rules (and its tangent into ``o``'s)."""
-    i = len(xs) - len(names) + names.index("out")
-    out, tout = xs[i], ts[i]
-    single = type(out) is tuple and len(out) == 1
-    target = out[0] if single else out
-    if type(target) is not np.ndarray:
-        raise UnsupportedError(f"tensorlang.ad differentiates out= only for one array, not {type(out).__name__}")
-    rest = tuple(n for n in names if n != "out")
-    tl = mutable(target, tout[0] if single and tout is not None else tout)
+    i, single, target, tout, rest = out_argument(names, xs, ts)
+    out = xs[i]
+    tl = mutable(target, tout)
     pos, tpos = unaliased((*xs[:i], *xs[i + 1:]), target), unaliased((*ts[:i], *ts[i + 1:]), tl)
     (y, back), (ty, tback) = _jvp_Jkw((rest, f, *pos), (None, None, *tpos)) if rest \
         else _jvp_J((f, *pos), (None, *tpos))

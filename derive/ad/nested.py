@@ -32,7 +32,7 @@ from ...errors import UnsupportedError
 from .cotangent import dense
 from .nested_store import box_method
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jm, acc,
-                      differentiable, method_rule)
+                      check_keywords, differentiable, method_rule)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:
@@ -233,6 +233,8 @@ def _rule_of(f):
 
 def _call(f, r, pos, kw):
     """J of ``f(*pos, **kw)`` (``r`` its rule or None): ``(pair, pullback)`` in J's convention."""
+    if r is not None and kw:
+        check_keywords(f, r, tuple(kw))
     if r is not None and (r in LINEAR or r in MULTILINEAR):
         return _declared(r, pos, kw, True)
     if r is not None or type(f) is types.FunctionType:
@@ -279,6 +281,8 @@ def _Jm_rule(name, kwnames, obj, *args):
     if r is None:
         raise UnsupportedError(f"a second differentiation through the method {type(obj).__qualname__}.{name} "
                                f"is not supported")
+    if kw:
+        check_keywords(f"{type(obj).__name__}.{name}", r, kwnames)
     if (type(obj), name) in BOX_METHODS:
         return box_method(name, kwnames, obj, *args)
     if r in LINEAR or r in MULTILINEAR:

@@ -260,8 +260,10 @@ def _grad_view(root, v, g):
 
 def view_within(a, v, g):
     """The view of ``g`` (an array of ``a``'s shape in C order: ``a``'s gradient or tangent) that ``v``, a
-    view of memory inside C-ordered array ``a``, is of ``a``; None where that cannot be mapped."""
-    if not (a.flags.c_contiguous and g.flags.c_contiguous) or g.shape != a.shape or g.itemsize < a.itemsize:
+    view of memory inside C-ordered array ``a``, is of ``a``; None where that cannot be mapped (a view of
+    part of each entry, ``z.real`` of a complex array, is not the same view of the gradient)."""
+    if not (a.flags.c_contiguous and g.flags.c_contiguous) or g.shape != a.shape or g.itemsize < a.itemsize \
+            or v.itemsize != a.itemsize:
         return None
     r = g.itemsize // a.itemsize
     offset = v.__array_interface__["data"][0] - a.__array_interface__["data"][0]
@@ -620,22 +622,6 @@ def differentiable(x) -> bool:
 _RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator)
 
 
-_TAKEN: dict = {}
-
-
-def keywords_refused(rule, names) -> list:
-    """The keyword arguments among ``names`` that ``rule`` does not take (none for a rule taking ``**kw``)."""
-    if rule not in _TAKEN:
-        try:
-            params = inspect.signature(rule).parameters.values()
-        except (TypeError, ValueError):
-            params = [inspect.Parameter("kw", inspect.Parameter.VAR_KEYWORD)]
-        _TAKEN[rule] = None if any(p.kind is p.VAR_KEYWORD for p in params) else \
-            frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-    taken = _TAKEN[rule]
-    return [] if taken is None else sorted(set(names) - taken)
-
-
 def Jkw(names, f, *args):
     """J for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
     k = len(names)
@@ -647,10 +633,7 @@ def Jkw(names, f, *args):
     except TypeError:
         rule = None
     if rule is not None:
-        refused = keywords_refused(rule, names)
-        if refused:
-            raise UnsupportedError(f"tensorlang.ad differentiates {getattr(f, '__name__', f)!s} without the "
-                                   f"keyword argument{'s' * (len(refused) > 1)} {', '.join(refused)}")
+        check_keywords(f, rule, names)
         y, back = rule(*pos, **kw)
         return y, lambda dy: (None,) * (len(args) + 1) if dy is None else keyword_grads(rule, len(pos), names,
                                                                                         back(dy))
@@ -685,15 +668,41 @@ def Jkw(names, f, *args):
     raise UnsupportedError(f"no derivative rule for {f!r} called with keyword arguments")
 
 
+_KEYWORDS: dict = {}
+
+
+def check_keywords(f, rule, names) -> None:
+    """Refuse, naming them, keyword arguments of a call of ``f`` that its rule ``rule`` does not take
+    (``np.max(x, initial=0)``, ``np.multiply(a, b, where=m)``): the rule would fail with a raw
+    ``TypeError``, or compute something else."""
+    key = (rule, tuple(names))
+    bad = _KEYWORDS.get(key)
+    if bad is None:
+        try:
+            params = inspect.signature(rule).parameters.values()
+        except (TypeError, ValueError):
+            params = ()
+        if any(p.kind is p.VAR_KEYWORD for p in params) or not params:
+            bad = ()
+        else:
+            known = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+            bad = tuple(n for n in names if n not in known)
+        _KEYWORDS[key] = bad
+    if bad:
+        name = f if type(f) is str else getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+        raise UnsupportedError(f"tensorlang.ad differentiates {name} without the keyword argument"
+                               f"{'s' if len(bad) > 1 else ''} {', '.join(bad)}")
+
+
 _PLACES: dict = {}
 
 
 def keyword_grads(rule, npos, names, g):
     """The gradients ``g`` that ``rule``'s pullback gave for a call with ``npos`` positional arguments and
     keyword arguments ``names``, in J's convention (the function's own first, then the call's arguments)."""
-    if len(g) == npos + len(names):   # the rule gave the keyword arguments' gradients, in call order
-        return (None, *g)
     where = _keyword_places(rule, npos, names)
+    if None in where and len(g) == npos + len(names):   # a rule taking them as **kw gave them in call order
+        return (None, *g)
     return (None, *g[:npos], *(g[i] if i is not None and i < len(g) else None for i in where))
 
 
@@ -758,6 +767,8 @@ def Jm(name, kwnames, obj, *args):
         pos, kw = args, None
     rule = method_rule(obj, name)
     if rule is not None:
+        if kw:
+            check_keywords(f"{t.__name__}.{name}", rule, kwnames)
         y, back = rule(obj, *pos, **kw) if kw else rule(obj, *pos)
         n = len(args) + 1
         if (t, name) in BOX_METHODS:

@@ -42,7 +42,7 @@ from .rules.jvp import write_attr, write_item
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .nested import positional, multilinear_along
-from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, is_complex, unbroadcast
+from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, check_keywords, is_complex, unbroadcast
 from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, numpy_filled,
                       pullback_tangent)
 
@@ -84,9 +84,10 @@ def _partials_operator(grads):
 
 
 def _bilinear(rule):
+    from .rules.jvp import operand_tangent
     def cross(args, ts, y, ty):
         a, b = args
-        ta, tb = ts
+        ta, tb = map(operand_tangent, ts, args)
 
         def apply(dy):
             ga = None if tb is None else rule(a, tb)[1](dy)[0]
@@ -140,6 +141,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     (None for a method; ``name`` names it then), ``tkw`` the keyword arguments' tangents."""
     kw, tkw = kw or {}, tkw or {}
     ts = numpy_filled(f, ts, args)
+    if kw:
+        check_keywords(f if f is not None else name, rule, tuple(kw))
     if "key" in tkw:   # a key function only orders (sorted, max, min): no derivative flows through it
         tkw = {**tkw, "key": None}
     name = name or called_name(f)

@@ -25,7 +25,8 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
-from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, differentiable, in_table, make_like,
+from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, check_keywords, differentiable,
+                      in_table, make_like,
                       memory_owner, view_within, with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
@@ -291,6 +292,9 @@ def JVPkw(names, f, tf, args, ts):
 
 
 def _jvp_kw(names, f, tf, args, ts):
+    if "out" in names and args[len(args) - len(names) + names.index("out")] is not None:
+        return _jvp_out(names, args, ts, lambda rest, xs, txs: _jvp_kw(rest, f, tf, xs, txs) if rest
+                        else JVP(f, tf, xs, txs))
     k = len(names)
     pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
     tpos, tkw = numpy_filled(f, ts[:len(ts) - k], pos), dict(zip(names, ts[len(ts) - k:]))
@@ -299,6 +303,7 @@ def _jvp_kw(names, f, tf, args, ts):
     except TypeError:
         rule = None
     if rule is not None:
+        check_keywords(f, rule, names)
         if getattr(rule, "keyword_tangents", False):   # the rule takes the keywords' tangents too
             return rule(pos, tpos, tkw=tkw, **kw)
         if any(v is not None for v in tkw.values()):
@@ -308,6 +313,8 @@ def _jvp_kw(names, f, tf, args, ts):
         back_rule = RULES.get(f)
     except TypeError:
         back_rule = None
+    if back_rule is not None:
+        check_keywords(f, back_rule, names)
     if type(f) is types.FunctionType and not (back_rule is not None and _keyword_only(f)):
         # bound to f's parameters (a rule's pullback takes them positionally: not past a keyword-only one)
         sig = inspect.signature(f)
@@ -330,6 +337,29 @@ def _jvp_kw(names, f, tf, args, ts):
     if back_rule is not None and all(v is None for v in tkw.values()):
         return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
     raise UnsupportedError(f"no forward-mode rule for {f!r} called with keyword arguments")
+
+
+def out_argument(names, args, ts):
+    """For a call with ``out=`` among its keyword arguments ``names``: its place in ``args``, whether it is a
+    tuple of one array, the array written and its tangent, and the other keyword names."""
+    i = len(args) - len(names) + names.index("out")
+    out, tout = args[i], ts[i]
+    single = type(out) is tuple and len(out) == 1
+    target = out[0] if single else out
+    if type(target) is not np.ndarray:
+        raise UnsupportedError(f"tensorlang.ad differentiates out= only for one array, not {type(out).__name__}")
+    return i, single, target, tout[0] if single and tout is not None else tout, tuple(n for n in names if n != "out")
+
+
+def _jvp_out(names, args, ts, call):
+    """A call with ``out=`` (``names`` its keyword names): ``call(names, args, ts)`` without it, its result
+    written into ``out`` and its tangent into ``out``'s (as reverse mode's ``structures.with_out``)."""
+    i, single, target, tout, rest = out_argument(names, args, ts)
+    y, ty = call(rest, (*args[:i], *args[i + 1:]), (*ts[:i], *ts[i + 1:]))
+    tl = mutable(target, tout)
+    tl[...] = 0 if ty is None else ty
+    target[...] = y
+    return args[i], (tl,) if single else tl
 
 
 def _keyword_only(f):
@@ -356,6 +386,8 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
         tkw = dict(zip(kwnames, ts[len(ts) - k:]))
         ty = (tobj or t(*(None for _ in t._fields)))._replace(**tkw)
         return obj._replace(**kw), None if all(x is None for x in ty) else ty
+    if kw.get("out") is not None:
+        return _jvp_out(kwnames, args, ts, lambda rest, xs, txs: _jvp_method(name, rest, obj, tobj, xs, txs))
     rule = JVP_METHOD_RULES.get((t, name))
     if rule is None and t is not np.ndarray:
         rule = next((JVP_METHOD_RULES[(b, name)] for b in t.__mro__[1:] if (b, name) in JVP_METHOD_RULES), None)

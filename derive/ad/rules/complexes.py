@@ -53,6 +53,25 @@ def _angle(x, deg=False):
     return y, lambda dy: (project(scale * dy * 1j * x / (np.abs(x) ** 2), x), None)
 
 
+def _sign(x):
+    """``np.sign``: a step of a real value (no derivative), ``z / |z|`` of a complex one, whose derivative
+    (``sign_tangent``) is self-adjoint, so that it is its pullback too."""
+    y = np.sign(x)
+    if not is_complex(x):
+        return y, lambda dy: (None,)
+    return y, lambda dy: (sign_tangent(x, dy),)
+
+
+def sign_tangent(x, t):
+    """The tangent of ``np.sign(x)`` along ``t``: 0 for a real x, ``t / r - z Re(conj(z) t) / r^3`` (``r =
+    |z|``; 0 at 0, where sign has no derivative)."""
+    if not is_complex(x):
+        return None
+    r = np.abs(x)
+    r = np.where(r == 0, np.inf, r)
+    return t / r - x * np.real(np.conj(x) * t) / r ** 3
+
+
 def _cmath(f, d):
     """A ``cmath`` function with complex derivative ``d(z, w)`` (``w = f(z)``), in the convention."""
     def rule(z):
@@ -73,7 +92,7 @@ def _complex_ctor(re=0.0, im=0.0):
 
 
 RULES.update({np.real: _real, np.imag: _imag, np.conj: _conj, np.conjugate: _conj, np.angle: _angle,
-              complex: _complex_ctor})
+              complex: _complex_ctor, np.sign: _sign})
 RULES.update({f: _cmath(f, d) for f, d in CMATH.items()})
 METHOD_RULES.update({(t, name): rule for t in (np.ndarray, complex) for name, rule in
                      (("conj", _conj), ("conjugate", _conj))})

@@ -25,11 +25,11 @@ from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
-from ..runtime import LINEAR, field_grad
+from ..runtime import LINEAR, check_keywords, field_grad
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
 from .builtins import ranking
-from .complexes import CMATH
+from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
@@ -46,17 +46,18 @@ def _fit(t, y):
 
 # -- elementwise: from the partial derivatives of the reverse rules ------------------------------------------
 def _unary(f, d):
-    def rule(args, ts, **kw):
+    def rule(args, ts, dtype=None):   # (the other keywords of a ufunc, where= ..., are refused)
         x, *rest = args
-        y = f(x, *rest, **kw)
+        y = f(x, *rest) if dtype is None else f(x, *rest, dtype=dtype)
         return y, None if ts[0] is None else ts[0] * d(x, y)
     return rule
 
 
 def _binary(f, d):
-    def rule(args, ts, **kw):
+    def rule(args, ts, dtype=None):
         a, b = args
-        y = f(a, b, **kw)
+        y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
+        ts = tuple(map(operand_tangent, ts, args))
         if ts[0] is None and ts[1] is None:
             return y, None
         pa, pb = d(a, b, y)
@@ -143,7 +144,16 @@ def _seq(t, x):
     return [None] * len(x) if t is None else list(t)
 
 
+def operand_tangent(t, x):
+    """The tangent ``t`` of an operand ``x`` of an arithmetic or bilinear primitive as an operand: None where
+    it is zero by its structure (a list of numbers without tangents), a list's item by item, zeros for None."""
+    if not isinstance(x, (list, tuple)) or t is None:
+        return t
+    return densify(t, x) if any(ti is not None for ti in np.ravel(np.array(t, dtype=object))) else None
+
+
 def _bilinear_tangent(f, a, b, ta, tb):
+    ta, tb = operand_tangent(ta, a), operand_tangent(tb, b)
     ty = None if ta is None else f(ta, b)
     return ty if tb is None else tadd(ty, f(a, tb))
 
@@ -167,17 +177,37 @@ def _unary_op(op, x, t):
 # -- linear functions: the function applied to the tangent ---------------------------------------------------------
 def _linear(f):
     def rule(args, ts, **kw):
+        if kw.get("order", "C") not in ("C", "F"):   # (reshape, ravel: 'A' and 'K' follow the memory layout)
+            raise UnsupportedError(f"tensorlang.ad differentiates np.{f.__name__} with order 'C' or 'F'")
         x, *rest = args
         y = f(x, *rest, **kw)
         return y, None if ts[0] is None else f(ts[0], *rest, **kw)
     return rule
 
 
+def _sum_np(args, ts, tkw=None, **kw):
+    """``np.sum``: linear in the array and ``initial`` (added to every sum) together (``tkw``: the keyword
+    arguments' tangents)."""
+    if not args:   # np.sum(a=x)
+        args, ts = (kw.pop("a"),), ((tkw or {}).get("a"),)
+    y = np.sum(*args, **kw)
+    tinitial = ts[5] if len(ts) > 5 else (tkw or {}).get("initial")
+    if ts[0] is None and tinitial is None:
+        return y, None
+    tinitial = 0 if tinitial is None else tinitial
+    targs = (dense(ts[0], args[0]), *args[1:5], tinitial, *args[6:])[:len(args)]
+    return y, np.sum(*targs, **({**kw, "initial": tinitial} if "initial" in kw else kw))
+
+
+_sum_np.keyword_tangents = True
+
+
 def _extremum(f):
     """The tangent of ``max``/``min``: the first extremal entry's over the whole array, the average of
     the tied entries' along an axis (as the reverse rule shares the gradient)."""
-    def rule(args, ts, axis=None, keepdims=False):
+    def rule(args, ts, axis=None, out=None, keepdims=False):
         x = np.asarray(args[0])
+        axis, keepdims = (*args[1:2], axis)[0], (*args[3:4], keepdims)[0]   # (also by position: x.max(0))
         y = f(x, axis=axis, keepdims=keepdims)
         t = ts[0]
         if t is None:
@@ -199,12 +229,14 @@ def _stack_like(f):
         y = f(xs, axis, **kw)
         if ts[0] is None:
             return y, None
-        return y, f([dense(t, np.asarray(x, dtype=float) if not hasattr(x, "dtype") else x)
+        return y, f([densify(t, np.asarray(x, dtype=float) if np.ndim(x) == 0 and not hasattr(x, "dtype") else x)
                      for t, x in zip(ts[0], xs)], axis)
     return rule
 
 
 def _where(args, ts):
+    if len(args) == 1:   # the indices of the true entries
+        return np.where(args[0]), None
     c, a, b = args
     y = np.where(c, a, b)
     if ts[1] is None and ts[2] is None:
@@ -212,8 +244,10 @@ def _where(args, ts):
     return y, _fit(np.where(c, dense(ts[1], a), dense(ts[2], b)), y)
 
 
-def _clip(args, ts):
-    x, lo, hi = args
+def _clip(args, ts, a_min=None, a_max=None, min=None, max=None):
+    x, lo, hi = (*args, None, None)[:3]
+    lo = lo if lo is not None else a_min if a_min is not None else min
+    hi = hi if hi is not None else a_max if a_max is not None else max
     y = np.clip(x, lo, hi)
     ty = None
     for t, mask in zip(ts, clip_masks(x, lo, hi)):
@@ -233,12 +267,12 @@ def _array_tangent(y, args, ts):
     xs = args[0]
     if ts[0] is None or y.dtype.kind not in "fc":
         return y, None
-    return y, np.array(_densify(ts[0], xs), dtype=np.result_type(y.dtype, float))
+    return y, np.array(densify(ts[0], xs), dtype=np.result_type(y.dtype, float))
 
 
-def _densify(t, x):
+def densify(t, x):
     if isinstance(x, (list, tuple)):
-        return [_densify(None if t is None else ti, xi) for ti, xi in zip(t or [None] * len(x), x)]
+        return [densify(None if t is None else ti, xi) for ti, xi in zip(t or [None] * len(x), x)]
     return dense(t, x)
 
 
@@ -291,6 +325,8 @@ def _solve(args, ts):
     rhs = dense(ts[1], y) if ts[1] is not None else 0 * y
     if ts[0] is not None:
         rhs = rhs - (ts[0] @ y[..., None])[..., 0] if np.ndim(b) == 1 else rhs - ts[0] @ y
+    if np.ndim(b) == 1:   # one right-hand side (for every matrix of a stack): a column
+        return y, np.linalg.solve(a, np.broadcast_to(rhs, y.shape)[..., None])[..., 0]
     return y, np.linalg.solve(a, rhs)
 
 
@@ -373,9 +409,11 @@ def _as_sequence(args, ts):
 
 # -- data structures -----------------------------------------------------------------------------------------------
 def getitem(obj, tobj, idx, tidx=None):
+    """``obj[idx]`` and its tangent (``tidx``: the index's, for ``np.r_[x, a]``, whose index holds entries)."""
     t = type(obj)
-    if isinstance(obj, AxisConcatenator):   # np.r_[x, y]: the differentiable values are in the index
-        return obj[idx], None if tidx is None else LINEAR[concatenator_getitem]((obj, idx), {}, (None, tidx))
+    if isinstance(obj, AxisConcatenator):
+        return concatenator_getitem(obj, idx)[0], (None if tidx is None else
+                                                   LINEAR[concatenator_getitem]((obj, idx), {}, (None, tidx)))
     if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple):
         tobj = tangent_of(obj, tobj)
         if tobj is None:
@@ -489,7 +527,11 @@ def closure_tangent(names, ts, rec):
 # -- methods ---------------------------------------------------------------------------------------------------------
 def _method(rule):
     """A method rule from a function rule taking the object first."""
-    return lambda obj, tobj, args, ts, **kw: rule((obj, *args), (tobj, *ts), **kw)
+    def method(obj, tobj, args, ts, **kw):
+        if kw:
+            check_keywords(f"{type(obj).__name__} method", rule, tuple(kw))
+        return rule((obj, *args), (tobj, *ts), **kw)
+    return method
 
 
 def _dict_update_tangent(tl, args, ts):
@@ -588,11 +630,12 @@ JVP_RULES.update({f: _from_template(f, spec) for f, spec in INLINE_CALLS.items()
                   if getattr(f, "__module__", None) == "math"})
 JVP_RULES.update({PYOP[op]: _binop(op) for op in DUNDER})
 JVP_RULES.update({PYIOP[op + "="]: _inplace(op) for op in DUNDER})
-JVP_RULES.update({f: _linear(f) for f in (np.sum, np.mean, np.reshape, np.transpose, np.ravel, np.squeeze,
+JVP_RULES.update({f: _linear(f) for f in (np.mean, np.reshape, np.transpose, np.ravel, np.squeeze,
                                            np.expand_dims, np.real, np.imag, np.conj, np.conjugate, np.negative,
                                            np.positive, np.cumsum, np.trace, np.diag)})
 JVP_RULES.update({
-    np.max: _extremum(np.max), np.min: _extremum(np.min), np.amax: _extremum(np.max), np.amin: _extremum(np.min),
+    np.sum: _sum_np, np.max: _extremum(np.max), np.min: _extremum(np.min), np.amax: _extremum(np.max),
+    np.amin: _extremum(np.min),
     np.dot: _bilinear(np.dot), np.matmul: _bilinear(np.matmul), np.outer: _bilinear(np.outer),
     np.concatenate: _stack_like(np.concatenate), np.stack: _stack_like(np.stack), np.where: _where,
     np.clip: _clip, np.array: _array(np.array), np.asarray: _array(np.asarray), np.linalg.norm: _norm,
@@ -611,7 +654,7 @@ _ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, 
 def _array_method(f):
     rule = JVP_RULES[f]
     if f in (np.reshape, np.transpose):   # x.reshape(2, 3) as np.reshape(x, (2, 3))
-        return lambda x, t, args, ts, **kw: rule((x, args[0] if len(args) == 1 else args), (t, None), **kw)
+        return lambda x, t, args, ts, **kw: rule((x, args[0] if len(args) == 1 else args or None), (t, None), **kw)
     return _method(rule)
 
 
@@ -648,7 +691,8 @@ def _complex(args, ts):
 
 
 JVP_RULES.update({f: _unary(f, d) for f, d in CMATH.items()})
-JVP_RULES.update({np.angle: _angle, complex: _complex})
+JVP_RULES.update({np.angle: _angle, complex: _complex,
+                  np.sign: lambda args, ts: (np.sign(args[0]), None if ts[0] is None else sign_tangent(*args, *ts))})
 
 # the names generated forward code binds (``forward.generate``)
 HELPERS = {

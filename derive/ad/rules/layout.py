@@ -105,10 +105,13 @@ def _numbered(f, args, kw, arrays, sequences, fills, pos, where):
     return [np.where(m - w == pos.next - 1, w, 0) for w, m in zip(_items(where), _items(moved))]
 
 
-def layout_rule(f, arrays=(0,), sequences=(), fills=()):
+def layout_rule(f, arrays=(0,), sequences=(), fills=(), computes=None):
+    """``computes(args, kw)``: what makes a call compute entries rather than move them (``np.pad`` with
+    ``mode="mean"``), refused; None where it only moves them."""
     def rule(*args, **kw):
         names = tuple(kw)
         args, kw, moved = _by_position(f, args, kw)
+        _moves_only(f, computes, args, kw)
         y = f(*args, **kw)
         pos = _Positions()
         run = list(args)
@@ -147,6 +150,7 @@ def layout_rule(f, arrays=(0,), sequences=(), fills=()):
         """The function along tangents ``ts`` of the arguments and ``tkw`` of the keyword arguments (it is
         linear in them)."""
         args, kw, moved = _by_position(f, args, kw)
+        _moves_only(f, computes, args, kw)
         tkw = tkw or {}
         ts = (*ts, *(tkw.get(k) for k in moved))
         run = list(args)
@@ -162,6 +166,25 @@ def layout_rule(f, arrays=(0,), sequences=(), fills=()):
     rule.by_position = lambda args, kw: _by_position(f, args, kw)
     LINEAR[rule] = along
     return rule
+
+
+def _moves_only(f, computes, args, kw):
+    why = computes and computes(args, kw)
+    if why:
+        raise UnsupportedError(f"tensorlang.ad differentiates np.{f.__name__} where it moves entries, not with {why}")
+
+
+# the modes of ``np.pad`` that compute entries (a mean, a ramp ...) or leave them undefined
+_PAD_COMPUTES = {"linear_ramp", "maximum", "mean", "median", "minimum", "empty"}
+
+
+def _pad_computes(args, kw):
+    mode = args[2] if len(args) > 2 else kw.get("mode", "constant")
+    if callable(mode) or mode in _PAD_COMPUTES:
+        return f"mode={getattr(mode, '__name__', mode)!r}"
+    if kw.get("reflect_type") == "odd":   # 2 * edge - entry
+        return "reflect_type='odd'"
+    return None
 
 
 def _tangent(x, t):
@@ -204,6 +227,6 @@ _SEQUENCE = [np.vstack, np.hstack, np.dstack, np.column_stack] + ([np.row_stack]
 
 RULES.update({f: layout_rule(f) for f in _ONE})
 RULES.update({f: layout_rule(f, arrays=(), sequences=(0,)) for f in _SEQUENCE})
-RULES.update({np.pad: layout_rule(np.pad, fills=("constant_values",)),
+RULES.update({np.pad: layout_rule(np.pad, fills=("constant_values",), computes=_pad_computes),
               np.append: layout_rule(np.append, arrays=(0, 1)),
               np.select: layout_rule(np.select, arrays=(), sequences=(1,), fills=("default", 2))})

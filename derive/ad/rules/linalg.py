@@ -75,6 +75,7 @@ def _inner(a, b):
 
 
 def _kron(a, b):
+    sa, sb = np.shape(a), np.shape(b)
     a, b = np.atleast_1d(a), np.atleast_1d(b)
     nd = max(a.ndim, b.ndim)
     a2, b2 = a.reshape((1,) * (nd - a.ndim) + a.shape), b.reshape((1,) * (nd - b.ndim) + b.shape)
@@ -83,9 +84,9 @@ def _kron(a, b):
     def back(dy):
         g = np.reshape(dy, tuple(x for pair in zip(a2.shape, b2.shape) for x in pair))
         ax_a, ax_b = tuple(range(1, 2 * nd, 2)), tuple(range(0, 2 * nd, 2))
-        da = np.tensordot(g, b2, (ax_a, tuple(range(nd)))).reshape(a.shape)
-        db = np.tensordot(g, a2, (ax_b, tuple(range(nd)))).reshape(b.shape)
-        return da, db
+        da = np.tensordot(g, b2, (ax_a, tuple(range(nd)))).reshape(sa)
+        db = np.tensordot(g, a2, (ax_b, tuple(range(nd)))).reshape(sb)
+        return (da if sa else da[()]), (db if sb else db[()])
     return y, back
 
 
@@ -131,12 +132,12 @@ def _inv(a):
 
 def _solve(a, b):
     y = np.linalg.solve(a, b)
-    vector = np.ndim(b) == 1
+    vector = np.ndim(b) == 1   # one right-hand side (for every matrix of a stack): a column
 
     def back(dy):
-        gb = np.linalg.solve(_mT(a), dy)
-        ga = -np.outer(gb, y) if vector else -gb @ _mT(y)
-        return unbroadcast(ga, a), unbroadcast(gb, b)
+        d, x = (np.asarray(dy)[..., None], y[..., None]) if vector else (dy, y)
+        gb = np.linalg.solve(_mT(a), d)
+        return unbroadcast(-gb @ _mT(x), a), unbroadcast(gb[..., 0] if vector else gb, b)
     return y, back
 
 

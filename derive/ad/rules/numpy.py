@@ -10,7 +10,7 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
-from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, ZERO, along_first, unbroadcast
+from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, unbroadcast
 from .operators import matmul_back, matmul_grad, pow_da
 
 
@@ -104,17 +104,18 @@ PARTIALS_BINARY = {f: _partials(f, ts, ("a", "b")) for f, ts in ELEMENTWISE_BINA
 
 
 def _unary(f, d):
-    """``f`` elementwise with derivative ``d(x, y)``."""
-    def rule(x):
-        y = f(x)
+    """``f`` elementwise with derivative ``d(x, y)`` (``dtype``: of the result; a ufunc's other keyword
+    arguments, ``where=`` ..., are refused)."""
+    def rule(x, dtype=None):
+        y = f(x) if dtype is None else f(x, dtype=dtype)
         return y, lambda dy: (dy * d(x, y),)
     return rule
 
 
 def _binary(f, d):
     """``f(a, b)`` elementwise with partial derivatives ``d(a, b, y) -> (da, db)``; un-broadcast."""
-    def rule(a, b):
-        y = f(a, b)
+    def rule(a, b, dtype=None):
+        y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
 
         def back(dy):
             pa, pb = d(a, b, y)
@@ -135,19 +136,32 @@ def _spread(dy, x, axis, keepdims):
     return np.broadcast_to(_expand(dy, axis, keepdims), x.shape).astype(np.result_type(x, dy, 0.0))
 
 
-def _sum(a, axis=None, dtype=None, out=None, keepdims=False):
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=True):
     x = np.asarray(a)
-    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
-    if axis is None:
-        return y, lambda dy: (np.full(x.shape, dy, dtype=np.result_type(x, dy, 0.0)),)
-    return y, lambda dy: (_spread(dy, x, axis, keepdims),)
+    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
+    if initial is np._NoValue:
+        return y, lambda dy: (_sum_grad(dy, x, axis, keepdims, where),)
+    # ``initial`` is added to every sum
+    return y, lambda dy: (_sum_grad(dy, x, axis, keepdims, where), None, None, None, None, unbroadcast(dy, initial))
 
 
-def _mean(a, axis=None, dtype=None, out=None, keepdims=False):
+def _sum_grad(dy, x, axis, keepdims, where):
+    """The gradient of ``np.sum(x, axis, keepdims=keepdims, where=where)``: ``dy`` in each entry summed (0 in
+    those ``where`` leaves out)."""
+    if axis is None and where is True:
+        return np.full(x.shape, dy, dtype=np.result_type(x, dy, 0.0))
+    g = _spread(dy, x, axis, keepdims)
+    return g if where is True else g * where
+
+
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=True):
     x = np.asarray(a)
-    y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
-    n = x.size / max(np.size(y), 1)
-    return y, lambda dy: (_spread(dy, x, axis, keepdims) / n,)
+    y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
+    if where is True:
+        n = x.size / max(np.size(y), 1)
+        return y, lambda dy: (_spread(dy, x, axis, keepdims) / n,)
+    count = np.sum(np.broadcast_to(where, x.shape), axis=axis, keepdims=True)   # the entries averaged, per result
+    return y, lambda dy: (_spread(dy, x, axis, keepdims) * where / count,)
 
 
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
@@ -245,15 +259,15 @@ def _sort_along(args, kw, ts):
 
 
 def _extremum(f):
-    def rule(x, axis=None, keepdims=False):
-        x = np.asarray(x)
+    def rule(a, axis=None, out=None, keepdims=False):
+        x = np.asarray(a)
         y = f(x, axis=axis, keepdims=keepdims)
 
         def back(dy):
             if axis is None:  # the whole gradient goes to the first extremal entry
-                g = np.zeros(x.shape, dtype=np.result_type(x.dtype, 0.0))
-                g.flat[np.argmax(x == y)] = np.reshape(dy, ())
-                return (g,)
+                g = np.zeros(x.size, dtype=np.result_type(x.dtype, 0.0))
+                g[np.argmax(x == y)] = np.reshape(dy, ())
+                return (np.reshape(g, x.shape),)
             ye = _expand(y, axis, keepdims)
             mask = (x == ye).astype(float)
             mask /= mask.sum(axis=axis, keepdims=True)
@@ -294,13 +308,28 @@ def _matmul(a, b):
 
 
 def _outer(a, b):
-    return np.outer(a, b), lambda dy: (dy @ np.ravel(b), np.ravel(a) @ dy)
+    return np.outer(a, b), lambda dy: (_shaped(dy @ np.ravel(b), a), _shaped(np.ravel(a) @ dy, b))
+
+
+def _shaped(g, x):
+    """Gradient ``g`` of a flattened argument in the shape of ``x`` (a number for a number)."""
+    if type(x) is np.ndarray:
+        return np.reshape(g, x.shape)
+    return np.reshape(g, np.shape(x))[()] if np.ndim(x) == 0 else np.reshape(g, np.shape(x))
 
 
 def _reshape(a, *shape, **kw):
     s = np.shape(a)
     y = np.reshape(a, shape[0] if len(shape) == 1 else shape, **kw) if shape else np.reshape(a, **kw)
-    return y, lambda dy: (np.reshape(dy, s),) + (None,) * len(shape)
+    order = _order(kw.get("order", "C"), "reshape")
+    return y, lambda dy: (np.reshape(dy, s, order=order),) + (None,) * len(shape)
+
+
+def _order(order, name):
+    """The ``order`` of a reshape ('C' or 'F'; the others depend on the memory layout of the array)."""
+    if order not in ("C", "F"):   # (the message without an f-string: rules' code is differentiated again)
+        raise UnsupportedError("tensorlang.ad differentiates np." + name + " with order 'C' or 'F', not " + str(order))
+    return order
 
 
 def _transpose_axes(a, axes=None):
@@ -315,24 +344,29 @@ def _transpose(x, *axes):
     return y, lambda dy: (back(dy)[0], *(None,) * len(axes))
 
 
-def _ravel(x):
-    s = np.shape(x)
-    return np.ravel(x), lambda dy: (np.reshape(dy, s),)
+def _ravel(a, order="C"):
+    s = np.shape(a)
+    order = _order(order, "ravel")
+    return np.ravel(a, order), lambda dy: (np.reshape(dy, s, order=order), None)
 
 
-def _squeeze(x, axis=None):
-    s = np.shape(x)
-    return np.squeeze(x, axis), lambda dy: (np.reshape(dy, s), None)
+def _squeeze(a, axis=None):
+    s = np.shape(a)
+    return np.squeeze(a, axis), lambda dy: (np.reshape(dy, s), None)
 
 
-def _expand_dims(x, axis):
-    s = np.shape(x)
-    return np.expand_dims(x, axis), lambda dy: (np.reshape(dy, s), None)
+def _expand_dims(a, axis):
+    s = np.shape(a)
+    return np.expand_dims(a, axis), lambda dy: (np.reshape(dy, s), None)
 
 
-def _concatenate(xs, axis=0):
+def _concatenate(xs, axis=0, dtype=None):
+    if axis is None:   # the arrays flattened, then joined
+        y, back = _concatenate([np.ravel(x) for x in xs], 0, dtype)
+        shapes = [np.shape(x) for x in xs]
+        return y, lambda dy: ([np.reshape(d, s) for d, s in zip(back(dy)[0], shapes)], None, None)
     sizes = np.cumsum([np.shape(x)[axis] for x in xs])[:-1]
-    return np.concatenate(xs, axis), lambda dy: (list(np.split(dy, sizes, axis)), None)
+    return np.concatenate(xs, axis, dtype=dtype), lambda dy: (list(np.split(dy, sizes, axis)), None, None)
 
 
 def _stack(arrays, axis=0):
@@ -340,9 +374,12 @@ def _stack(arrays, axis=0):
     return np.stack(arrays, axis), lambda dy: ([np.take(dy, i, axis) for i in range(n)], None)
 
 
-def _where(c, a, b):
-    y = np.where(c, a, b)
-    return y, lambda dy: (None, unbroadcast(np.where(c, dy, 0), a), unbroadcast(np.where(c, 0, dy), b))
+def _where(condition, x=np._NoValue, y=np._NoValue):
+    if x is np._NoValue and y is np._NoValue:   # the indices of the true entries: no derivative
+        return np.where(condition), lambda dy: (None,)
+    out = np.where(condition, x, y)
+    return out, lambda dy: (None, unbroadcast(np.where(condition, dy, 0), x),
+                            unbroadcast(np.where(condition, 0, dy), y))
 
 
 def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, min=np._NoValue, max=np._NoValue):
@@ -431,7 +468,7 @@ RULES.update({
 LINEAR[_sort] = _sort_along
 LINEAR.update({r: along_first(r) for r in (_reshape, _transpose, _diff)})   # (their code takes *args or writes)
 NONDIFF_CALLS = {np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
-                 np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.sign, np.floor,
+                 np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.floor,
                  np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
                  np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes,
                  np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_}
@@ -442,7 +479,7 @@ def _astype(x, dtype, **kw):
     y = x.astype(dtype, **kw)
     if np.dtype(dtype).kind in "fc":
         return y, lambda dy: (dy, None)
-    return y, ZERO
+    return y, lambda dy: (None, None)   # (a pullback of as many gradients as arguments: it is LINEAR)
 
 
 def _astype_along(args, kw, ts):

@@ -1,0 +1,194 @@
+"""NumPy rules called the ways users call them: every argument that carries a gradient (``initial``, the
+right-hand side of ``solve``, numbers and lists among the arrays), NumPy's keyword names (``np.max(a=x)``),
+axes by position (``x.min(1)``), ``order="F"``, ``axis=None``, ``where=``, ``out=``, methods, operands of
+other shapes (``np.outer`` of matrices, ``np.kron`` of a number), complex values through ``abs`` and
+``sign``; each against central differences of the function alone at first order (``ad.gradient``), in
+forward mode (``ad.jvp``), forward over reverse (``ad.hvp``) and reverse over reverse (``ad.gradient`` of
+a function that calls ``ad.gradient``).  Calls whose derivative the rules do not give (``np.max(x,
+initial=0)``, ``np.pad(x, 1, mode="mean")``, ufuncs with ``where=``) raise ``UnsupportedError`` naming
+the cause, in every mode."""
+import numpy as np
+import pytest
+
+from tensorlang import ad
+from tensorlang.errors import UnsupportedError
+
+RNG = np.random.default_rng(7)
+X = RNG.uniform(0.3, 1.5, (2, 3)) * np.array([1, -1, 1])
+X3 = RNG.uniform(0.3, 1.5, (2, 3, 2))
+V = np.array([0.4, 0.9, 1.3])
+W = np.array([1.1, -0.6, 0.8])
+M = RNG.normal(size=(3, 3)) + 3 * np.eye(3)
+MB = RNG.normal(size=(2, 3, 3)) + 3 * np.eye(3)
+Z = V + 1j * W
+MASK = np.array([[True, False, True], [False, True, True]])
+H1, H2 = 1e-6, 2e-4
+
+
+def _vec(a):
+    return np.array(a, dtype=np.result_type(np.asarray(a).dtype, float))
+
+
+def _like(v, a):
+    if isinstance(a, np.ndarray):
+        return v
+    if isinstance(a, list):
+        return [float(t) for t in v]
+    return complex(v) if isinstance(a, complex) else float(v)
+
+
+def _moved(args, vs, s):
+    return [_like(_vec(a) + s * v, a) for a, v in zip(args, vs)]
+
+
+def _differences(f, args, i):
+    """The gradient in argument i from central differences (``dL/dx + i dL/dy`` for a complex one)."""
+    x = _vec(args[i])
+    g = np.zeros(x.shape, dtype=x.dtype)
+    for k in np.ndindex(x.shape):
+        for d in ([1.0, 1j] if x.dtype.kind == "c" else [1.0]):
+            up, down = x.copy(), x.copy()
+            up[k] += H1 * d
+            down[k] -= H1 * d
+            g[k] += d * (f(*args[:i], _like(up, args[i]), *args[i + 1:])
+                         - f(*args[:i], _like(down, args[i]), *args[i + 1:])) / (2 * H1)
+    return g
+
+
+def _along(f, args, vs, h):
+    return (f(*_moved(args, vs, h)) - f(*_moved(args, vs, -h))) / (2 * h)
+
+
+def _inner(gs, vs):
+    total = 0.0
+    for g, v in zip(gs, vs):
+        total = total + np.real(np.sum(np.conj(v) * g))
+    return total
+
+
+def _directions(args):
+    rng = np.random.default_rng(3)
+    vs = []
+    for a in args:
+        v = rng.normal(size=np.shape(a))
+        vs.append(v + 1j * rng.normal(size=np.shape(a)) if _vec(a).dtype.kind == "c" else v)
+    return vs
+
+
+def _second(f, vs, n):
+    """``args -> <ad.gradient(f, *args), vs>``, whose gradient is the Hessian-vector product."""
+    if n == 1:
+        return lambda a: _inner(ad.gradient(f, a), vs)
+    return lambda a, b: _inner(ad.gradient(f, a, b), vs)
+
+
+def _check(got, want, args, label):
+    for i, (g, w, a) in enumerate(zip(got, want, args)):
+        assert g is not None, f"{label}: argument {i} has no gradient"
+        assert np.shape(g) == np.shape(a), f"{label}: argument {i} has shape {np.shape(g)}"
+        np.testing.assert_allclose(np.asarray(g, dtype=w.dtype), w, rtol=2e-4, atol=2e-5,
+                                   err_msg=f"{label}: argument {i}")
+
+
+def run(mode, f, args):
+    vs = _directions(args)
+    tangents = [_like(v, a) for v, a in zip(vs, args)]
+    if mode == "grad":
+        _check(ad.gradient(f, *args), [_differences(f, args, i) for i in range(len(args))], args, mode)
+        return
+    if mode == "jvp":
+        ty = ad.jvp(f, tuple(args), tuple(tangents))[1]
+        np.testing.assert_allclose(ty, _along(f, args, vs, H1), rtol=2e-4, atol=2e-5)
+        return
+    want = [_differences(lambda *b: _along(f, list(b), vs, H2), args, i) for i in range(len(args))]
+    if mode == "hvp":
+        _check(ad.hvp(f, tuple(args), tuple(tangents)), want, args, mode)
+    else:
+        _check(ad.gradient(_second(f, tangents, len(args)), *args), want, args, mode)
+
+
+ALL = ("grad", "jvp", "hvp", "rr")
+# name: (function, arguments, modes); each was a wrong derivative or a raw exception in some mode
+CASES = {
+    "sum_initial": (lambda x, a: np.sin(np.sum(x, initial=a)), [X, 0.7], ALL),
+    "sum_initial_constant": (lambda x: np.sin(np.sum(x, axis=1, initial=1.0)).sum(), [X], ALL),
+    "sum_where": (lambda x: np.sum(np.sin(np.sum(x, axis=1, where=MASK))), [X], ("grad", "jvp", "hvp")),
+    "sum_where_all": (lambda x: np.sin(np.sum(x, where=MASK)), [X], ("grad", "jvp", "hvp")),
+    "mean_where": (lambda x: np.sin(np.mean(x, where=MASK)), [X], ALL),
+    "mean_where_axis": (lambda x: np.sum(np.sin(np.mean(x, axis=0, where=MASK))), [X], ALL),
+    "sum_keyword_a": (lambda x: np.sum(np.sin(np.sum(a=x, axis=0))), [X], ALL),
+    "max_keyword_a": (lambda x: np.max(a=x) ** 2, [X], ("grad", "hvp", "rr")),
+    "max_axis_by_position": (lambda x: np.sum(np.max(x, 0) ** 2), [X], ALL),
+    "min_method_axis_by_position": (lambda x: np.sum(x.min(1) ** 2), [X], ALL),
+    "max_keepdims_by_position": (lambda x: np.sum(x.max(1, None, True) * x), [X], ALL),
+    "reshape_order_F": (lambda x: np.sum(np.sin(np.reshape(x, (3, 2), order="F")) * np.arange(6).reshape(3, 2)),
+                        [X], ALL),
+    "reshape_method_order_F": (lambda x: np.sum(np.sin(x.reshape(-1, order="F")) * np.arange(6)), [X], ALL),
+    "ravel_order_F": (lambda x: np.sum(np.sin(np.ravel(x, order="F")) * np.arange(6)), [X], ALL),
+    "ravel_keyword_a": (lambda x: np.sum(np.ravel(a=x) * np.arange(6) * x.ravel()), [X], ("grad", "hvp", "rr")),
+    "squeeze_keyword_a": (lambda x: np.sum(np.squeeze(a=x[None], axis=0) ** 3), [X], ("grad", "hvp", "rr")),
+    "expand_dims_keyword_a": (lambda x: np.sum(np.expand_dims(a=x, axis=0) ** 3), [X], ("grad", "hvp", "rr")),
+    "concatenate_axis_none": (lambda x, y: np.sum(np.sin(np.concatenate((x, y), axis=None)) * np.arange(9)),
+                              [X, V], ALL),
+    "concatenate_list_with_number": (lambda x, a: np.sum(np.concatenate([x, [a, 1.0]]) ** 3), [V, 0.7], ALL),
+    "where_one_argument": (lambda x: np.sum(x[np.where(x > 0)] ** 3), [X], ALL),
+    "outer_of_matrices": (lambda a, b: np.sum(np.outer(a, b) ** 2), [X, V], ALL),
+    "outer_of_number": (lambda a, b: np.sum(np.outer(a, b) ** 2), [0.5, V], ALL),
+    "kron_of_number": (lambda a, b: np.sum(np.kron(a, b) ** 2), [0.5, V], ALL),
+    "solve_stack_one_right_hand_side": (lambda a, b: np.sum(np.linalg.solve(a, b) ** 2), [MB, V], ALL),
+    "solve_right_hand_side": (lambda b: np.sum(np.linalg.solve(M, b) ** 2), [V], ALL),
+    "clip_method_max": (lambda x: np.sum(x.clip(max=0.5) ** 2), [X], ALL),
+    "transpose_method": (lambda x: np.sum(np.sin(x.transpose()) * np.arange(6).reshape(3, 2)), [X], ALL),
+    "sum_out": (lambda x: np.sum(np.sum(x, axis=0, out=np.empty(3)) ** 2), [X], ("grad", "jvp", "hvp")),
+    "sum_method_out": (lambda x: np.sum(x.sum(axis=0, out=np.empty(3)) ** 2), [X], ("grad", "jvp", "hvp")),
+    "minimum_with_list": (lambda x: np.sum(np.minimum(x, [0.5, 0.6, 0.7]) ** 2), [V], ALL),
+    "r_with_number": (lambda x, a: np.sum(np.r_[x, a, 1.0] ** 3), [V, 0.3], ALL),
+    "dot_with_list": (lambda x: np.dot(x, [1.0, 2.0, 3.0]) ** 2, [V], ALL),
+    "complex_abs": (lambda z: np.sum(np.abs(z) ** 2), [Z], ALL),
+    "complex_abs_of_product": (lambda z: np.sum(np.abs(z * z + 1)), [Z], ALL),
+    "complex_abs_of_conj_method": (lambda z: np.sum(np.abs(z.conj() * Z)), [Z], ALL),
+    "astype_int_times_x": (lambda x: np.sum(x.astype(int) * np.sin(x)), [X], ALL),
+    "ufunc_dtype": (lambda x: np.sum(np.multiply(x, np.sin(x), dtype=np.float64)), [X], ALL),
+    "complex_real_of_view": (lambda z: np.sum(np.real(z) * np.imag(z) ** 2), [Z], ALL),
+    "complex_sign": (lambda z: np.sum(np.real(np.sign(z) * W)), [Z], ALL),
+}
+
+
+@pytest.mark.parametrize("name,mode", [(n, m) for n, (_, _, modes) in CASES.items() for m in modes])
+def test_rule_arguments(name, mode):
+    f, args, _ = CASES[name]
+    run(mode, f, [a.copy() if isinstance(a, np.ndarray) else a for a in args])
+
+
+def test_float32_gradients_and_hessian_vector_products_of_keyword_calls_stay_float32():
+    x = X.astype(np.float32)
+    for f in (lambda x: np.sum(np.sin(np.sum(x, axis=1, where=MASK))), lambda x: np.sin(np.mean(x, where=MASK)),
+              lambda x: np.sum(np.sin(x.reshape(-1, order="F")) * np.arange(6)), lambda x: np.sum(x.min(1) ** 2)):
+        g, = ad.gradient(f, x)
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, ad.gradient(f, X)[0], rtol=1e-3, atol=1e-3)
+        h, = ad.hvp(f, (x,), (np.ones_like(x),))
+        assert h.dtype == np.float32
+        np.testing.assert_allclose(h, ad.hvp(f, (X,), (np.ones_like(X),))[0], rtol=1e-3, atol=1e-3)
+
+
+REFUSED = {
+    "max_initial": (lambda x: np.max(x, initial=0.0) ** 2, "initial"),
+    "max_where": (lambda x: np.max(x, where=MASK, initial=-9.0) ** 2, "where"),
+    "prod_initial": (lambda x: np.prod(x, initial=2.0), "initial"),
+    "var_where": (lambda x: np.var(x, where=MASK), "where"),
+    "norm_keepdims": (lambda x: np.linalg.norm(x, keepdims=True)[0, 0], "keepdims"),
+    "multiply_where": (lambda x: np.sum(np.multiply(x, 2.0, where=MASK, out=np.zeros((2, 3)))), "where|out="),
+    "method_max_initial": (lambda x: x.max(initial=0.0) ** 2, "initial"),
+    "pad_mean": (lambda x: np.sum(np.pad(x, 1, mode="mean") * np.arange(20).reshape(4, 5)), "mean"),
+    "pad_linear_ramp": (lambda x: np.sum(np.pad(x, 1, mode="linear_ramp", end_values=0.5) ** 2), "linear_ramp"),
+    "pad_reflect_odd": (lambda x: np.sum(np.pad(x, 1, mode="reflect", reflect_type="odd") ** 2), "odd"),
+    "reshape_order_A": (lambda x: np.sum(np.reshape(x, -1, order="A") * np.arange(6)), "order"),
+}
+
+
+@pytest.mark.parametrize("name,mode", [(n, m) for n in REFUSED for m in ALL])
+def test_refused(name, mode):
+    f, cause = REFUSED[name]
+    with pytest.raises(UnsupportedError, match=cause):
+        run(mode, f, [X.copy()])
