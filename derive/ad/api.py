@@ -16,7 +16,7 @@ from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
 from .lower import lower
 from .nested_store import nested_gradient
-from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, acc, field, with_defaults, with_nested_boxes
+from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, ZERO, acc, field, with_defaults, with_nested_boxes
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -324,7 +324,12 @@ def _gradient(f, args):
 
 def _gradient_by_J(f, *args):
     y, back = J(f, *args)
-    return tuple(back(scalar_seed(y))[1:])
+    return _argument_grads(back(scalar_seed(y)), args)
+
+
+def _argument_grads(g, args):
+    """The argument gradients of a pullback's result (None for each when f has no derivative: ZERO)."""
+    return (None,) * len(args) if g is ZERO else tuple(g[1:])
 
 
 def _with_store(run, f, args):
@@ -359,7 +364,7 @@ def pullback(f, *args):
         store.grads.clear()
         try:
             g = inner(dy)
-            g = (g[0], *with_nested_boxes(args, g[1:]))
+            g = (g[0], *with_nested_boxes(args, _argument_grads(g, args)))
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
         finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import threading
 import types
 
@@ -487,8 +488,10 @@ class RulePullback:
     def __call__(self, dy):
         if dy is None and type(self.back) is not Writes:
             return (None,) * (self.n + 1)
-        g = self.back(dy)
-        return (None, *g) if len(g) == self.n else (None, *g, *(None,) * (self.n - len(g)))
+        g = self.back(dy)   # (a rule may give gradients of parameters left at their defaults: dropped)
+        if len(g) == self.n:
+            return (None, *g)
+        return (None, *g[:self.n]) if len(g) > self.n else (None, *g, *(None,) * (self.n - len(g)))
 
 
 class Writes:
@@ -572,9 +575,19 @@ def J(f, *args):
         return y, lambda dy: back(dy)[1:]
     if not any(differentiable(a) for a in args):
         return f(*args), ZERO
-    name = getattr(f, "__qualname__", repr(f))
-    raise UnsupportedError(f"no derivative rule for {getattr(f, '__module__', '') or ''}.{name}; "
-                           f"register one with @tensorlang.ad.rule")
+    raise UnsupportedError(f"no derivative rule for {qualified_name(f)}; register one with @tensorlang.ad.rule")
+
+
+def qualified_name(f) -> str:
+    """f's module and qualified name as a user spells it ('numpy.linalg.svd'), or its repr."""
+    name = getattr(f, "__qualname__", None)
+    if name is None:
+        return repr(f)
+    module = getattr(f, "__module__", None) or ""
+    for spelt in ("numpy.linalg", "numpy.fft", "numpy"):
+        if module.startswith(spelt) and getattr(sys.modules.get(spelt), name, None) is f:
+            return f"{spelt}.{name}"
+    return f"{module}.{name}" if module else name
 
 
 def in_table(f, table) -> bool:
@@ -665,7 +678,8 @@ def Jkw(names, f, *args):
                               *(field(dy, n) for n in names))
     if in_table(f, NONDIFF) or not any(differentiable(a) for a in args):
         return f(*pos, **kw), ZERO
-    raise UnsupportedError(f"no derivative rule for {f!r} called with keyword arguments")
+    raise UnsupportedError(f"no derivative rule for {qualified_name(f)} called with keyword arguments; "
+                           f"register one with @tensorlang.ad.rule")
 
 
 _KEYWORDS: dict = {}

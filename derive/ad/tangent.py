@@ -26,7 +26,7 @@ import numpy as np
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, check_keywords, differentiable,
-                      in_table, make_like,
+                      in_table, make_like, qualified_name,
                       memory_owner, view_within, with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
@@ -336,7 +336,7 @@ def _jvp_kw(names, f, tf, args, ts):
         return f(*pos, **kw), along(pos, kw, tpos, tkw)
     if back_rule is not None and all(v is None for v in tkw.values()):
         return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
-    raise UnsupportedError(f"no forward-mode rule for {f!r} called with keyword arguments")
+    raise UnsupportedError(f"no forward-mode rule for {qualified_name(f)} called with keyword arguments")
 
 
 def out_argument(names, args, ts):

@@ -114,9 +114,13 @@ def test_builtins_over_arrays(f, check):
     assert ad.jvp(f, (X3.copy(),), (tangent,))[1] == pytest.approx(ad.gradient(f, X3.copy())[0] @ tangent)
 
 
-def test_a_norm_other_than_the_euclidean_one_is_refused():
-    with pytest.raises(UnsupportedError, match="np.linalg.norm only with the default ord"):
-        ad.gradient(lambda x: np.linalg.norm(x, 1), X3.copy())
+def test_a_norm_other_than_a_p_norm_of_vectors_or_the_frobenius_norm_is_refused():
+    np.testing.assert_allclose(ad.gradient(lambda x: np.linalg.norm(x, 1), X3.copy())[0], np.sign(X3))
+    for ord in (np.inf, 0):
+        with pytest.raises(UnsupportedError, match="np.linalg.norm with a finite nonzero ord"):
+            ad.gradient(lambda x: np.linalg.norm(x, ord), X3.copy())
+    with pytest.raises(UnsupportedError, match="not ord=2"):   # the spectral norm of a matrix
+        ad.gradient(lambda x: np.linalg.norm(x, 2), np.outer(X3, X3))
 
 
 class _Holder:

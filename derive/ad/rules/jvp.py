@@ -31,7 +31,7 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, muta
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
-from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks
+from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
 from .structures import AxisConcatenator, index_grad
@@ -277,11 +277,16 @@ def densify(t, x):
 
 
 def _norm(args, ts, ord=None, axis=None):
-    if ord is not None or axis is not None:
-        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm only with the default ord and axis")
-    x = args[0]
-    y = np.linalg.norm(x)
-    return y, None if ts[0] is None else float(np.real(np.vdot(np.asarray(x), ts[0]))) / y
+    if len(args) > 3:
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm without keepdims")
+    x = np.asarray(args[0])
+    ord = args[1] if len(args) > 1 else ord   # (ord and axis by position as NumPy takes them)
+    axis = args[2] if len(args) > 2 else axis
+    p, axes = norm_power(x, ord, axis)
+    y = np.linalg.norm(x, ord, axis)
+    if ts[0] is None:
+        return y, None
+    return y, np.sum(np.real(np.conj(norm_partials(x, y, p, axes)) * ts[0]), axis=axes)
 
 
 # -- numpy.linalg: d inv(A) = -inv(A) dA inv(A), d log|det A| = tr(inv(A) dA), batched over leading axes --------

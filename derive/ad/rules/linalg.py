@@ -28,15 +28,33 @@ def _parse_einsum(spec, ops):
     return inputs, ellipsis + singles
 
 
+def _sublist_spec(args):
+    """The subscripts string and the operands of einsum's sublist form ``(op, sub, op, sub, ..., [out])``."""
+    def word(sub):
+        return "".join("..." if s is Ellipsis else "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[s]
+                       for s in sub)
+    n = len(args) // 2
+    spec = ",".join(word(s) for s in args[1:2 * n:2])
+    return (spec + "->" + word(args[-1]) if len(args) % 2 else spec), args[0:2 * n:2]
+
+
 def _einsum(spec, *ops, **kw):
-    if not isinstance(spec, str):
-        raise UnsupportedError("tensorlang.ad differentiates np.einsum with a subscripts string")
+    if not isinstance(spec, str):   # the sublist form: the gradients at the operands' positions
+        args = (spec, *ops)
+        spec, ops = _sublist_spec(args)
+        y, back = _einsum(spec, *ops, **kw)
+
+        def sublist_back(dy):
+            grads = [None] * len(args)
+            grads[0:2 * len(ops):2] = back(dy)[1:]
+            return tuple(grads)
+        return y, sublist_back
     y = np.einsum(spec, *ops, **kw)
     inputs, out = _parse_einsum(spec, ops)
     sizes = {}
     for sub, o in zip(inputs, ops):
         for c, n in zip(sub, np.shape(o)):
-            sizes[c] = max(sizes.get(c, 1), n)
+            sizes[c] = sizes.get(c, 1) if n == 1 else n   # (a length 0 broadcasts no more than any other)
 
     def back(dy):
         grads = [None]
@@ -76,10 +94,10 @@ def _inner(a, b):
 
 def _kron(a, b):
     sa, sb = np.shape(a), np.shape(b)
+    y = np.kron(a, b)   # (a number for two numbers)
     a, b = np.atleast_1d(a), np.atleast_1d(b)
     nd = max(a.ndim, b.ndim)
     a2, b2 = a.reshape((1,) * (nd - a.ndim) + a.shape), b.reshape((1,) * (nd - b.ndim) + b.shape)
-    y = np.kron(a, b)
 
     def back(dy):
         g = np.reshape(dy, tuple(x for pair in zip(a2.shape, b2.shape) for x in pair))
@@ -91,12 +109,18 @@ def _kron(a, b):
 
 
 def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
-        raise UnsupportedError("tensorlang.ad differentiates np.cross along the last axis")
+    if axis is not None:   # (NumPy's: axis overrides the other three)
+        axisa = axisb = axisc = axis
+    a, b = np.moveaxis(a, axisa, -1), np.moveaxis(b, axisb, -1)   # the vectors along the last axis
     if np.shape(a)[-1] != 3 or np.shape(b)[-1] != 3:
         raise UnsupportedError("tensorlang.ad differentiates np.cross of 3-vectors")
     y = np.cross(a, b)
-    return y, lambda dy: (unbroadcast(np.cross(b, dy), a), unbroadcast(np.cross(dy, a), b))
+
+    def back(dy):
+        dy = np.moveaxis(dy, axisc, -1)
+        return (np.moveaxis(unbroadcast(np.cross(b, dy), a), -1, axisa),
+                np.moveaxis(unbroadcast(np.cross(dy, a), b), -1, axisb))
+    return np.moveaxis(y, -1, axisc), back
 
 
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
@@ -145,4 +169,6 @@ RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _c
               np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.inv: _inv,
               np.linalg.solve: _solve})
 METHOD_RULES[(np.ndarray, "trace")] = _trace
-MULTILINEAR[_einsum] = lambda args: range(1, len(args))   # linear in each operand (second order without *ops)
+# linear in each operand (second order without *ops): after the subscripts, or at the even positions of the
+# sublist form
+MULTILINEAR[_einsum] = lambda args: range(1, len(args)) if isinstance(args[0], str) else range(0, len(args) - 1, 2)

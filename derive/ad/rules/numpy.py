@@ -288,10 +288,14 @@ def _tensordot(a, b, axes=2):
     free_b = [i for i in range(b.ndim) if i not in ax_b]
     na = len(free_a)
 
+    # the contracted axes left in da (db) are b's (a's) in increasing order: their partners in a (b)
+    left_a = [ax_a[j] for j in np.argsort(ax_b)]
+    left_b = [ax_b[j] for j in np.argsort(ax_a)]
+
     def back(dy):
         da = np.tensordot(dy, b, (list(range(na, np.ndim(dy))), free_b))
         db = np.tensordot(a, dy, (free_a, list(range(na))))
-        return (np.transpose(da, np.argsort(free_a + ax_a)), np.transpose(db, np.argsort(ax_b + free_b)), None)
+        return (np.transpose(da, np.argsort(free_a + left_a)), np.transpose(db, np.argsort(left_b + free_b)), None)
     return y, back
 
 
@@ -446,11 +450,39 @@ def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
     return y, lambda dy: (None, unbroadcast(dy, fill_value), None, None, None, None)
 
 
+def norm_power(x, ord, axis):
+    """``(p, axes)`` of ``np.linalg.norm(x, ord, axis)`` as ``sum(|x|**p over axes) ** (1/p)`` (axes None:
+    all): vector p-norms of any finite nonzero ``ord`` (2 for a complex ``x``) and Frobenius norms; the
+    others (max, min, counts, the matrix norms of singular values or of row and column sums) are refused."""
+    x = np.asarray(x)
+    axes = None if axis is None else tuple(a % x.ndim for a in ((axis,) if np.ndim(axis) == 0 else axis))
+    vector = len(axes) == 1 if axes is not None else x.ndim == 1
+    if vector and ord is not None and not isinstance(ord, str) and np.isfinite(ord) and ord != 0:
+        if ord == 2 or x.dtype.kind != "c":
+            return float(ord), axes
+    if ord is None or (ord == "fro" and not vector):
+        return 2.0, axes
+    raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm with a finite nonzero ord of vectors "
+                           "(real ones but for ord=2) or the Frobenius norm, not ord=" + repr(ord))
+
+
+def norm_partials(x, y, p, axes):
+    """The derivative of the norm ``y`` in each entry of ``x`` (for a complex ``x``, ``x / y``: Zygote's
+    convention), ``y`` broadcast back over the reduced axes."""
+    ye = y if axes is None else np.expand_dims(y, axes)
+    if p == 2.0:
+        return x / ye
+    return np.sign(x) * np.abs(x) ** (p - 1) / ye ** (p - 1)
+
+
 def _norm(x, ord=None, axis=None):
-    if ord is not None or axis is not None:
-        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm only with the default ord and axis")
-    y = np.linalg.norm(x)
-    return y, lambda dy: (dy * np.asarray(x) / y, None, None)
+    x = np.asarray(x)
+    p, axes = norm_power(x, ord, axis)
+    y = np.linalg.norm(x, ord, axis)
+
+    def back(dy):
+        return (norm_partials(x, y, p, axes) * (dy if axes is None else np.expand_dims(dy, axes)), None, None)
+    return y, back
 
 
 RULES.update({f: _unary(f, d) for f, d in PARTIALS_UNARY.items()})
