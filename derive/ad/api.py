@@ -16,7 +16,8 @@ from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
 from .lower import lower
 from .nested_store import nested_gradient
-from .runtime import BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, ZERO, acc, field, with_defaults, with_nested_boxes
+from .runtime import (BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, ZERO, acc, field, with_defaults,
+                      with_nested_boxes)
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE

@@ -1,7 +1,12 @@
 """The test functions of other Python AD systems, ported for `test_ad_peers.py`: google/tangent's
 `tests/functions.py` (kept as written, bar its own stack API) and the functions of HIPS/autograd's
-`tests/test_numpy.py`, `test_scalar_ops.py`, `test_graphs.py` and `test_builtins.py` (`autograd.numpy` is
-plain `numpy`, `autograd.grad` is `ad.grad`), with the arguments each is checked at."""
+`tests/test_numpy.py`, `test_scalar_ops.py`, `test_graphs.py`, `test_builtins.py`, `test_systematic.py` and
+`test_linalg.py` (`autograd.numpy` is plain `numpy`, `autograd.grad` is `ad.grad`), with the arguments each
+is checked at, and the calls of NumPy functions tensorlang.ad refuses."""
+import itertools
+import linecache
+import operator
+
 import numpy as np
 
 from tensorlang import ad
@@ -1313,3 +1318,303 @@ AG_HVP = [(ag_hess_fun, (_r(10),)), (ag_vector_product, (_r(10), _r(10))), (ag_p
           (ag_complex_mutating_outgrad_from_indexing, (_r(5),)), (ag_cast_to_int, (_r(5, 10),)),
           (ag_nan_to_num, (_r(4),)), (ag_plain_prod, (0.7,)), (ag_std_ddof, (_r(3),)), (ag_index_dot_slices, (_r(4),)),
           (ag_multi_index2, (_r(3),))]
+
+
+# ================================================================================================
+# HIPS/autograd tests/test_systematic.py (with tests/numpy_utils.py's stat_check, unary_ufunc_check and
+# binary_ufunc_check) and tests/test_linalg.py. combo_check(fun, argnums)(pools..., **kw_pools) checks fun
+# at every combination of the pools; here each combination is one case of AG_SYSTEMATIC, (name, a
+# function of the differentiated arguments, their values), the other arguments and keywords bound in the
+# function. Real values only: the complex pools are left out (the check moves float entries). The
+# functions tensorlang.ad has no rule for are in AG_REFUSED (name, function, arguments, reason).
+# ================================================================================================
+_sys = np.random.RandomState(0)
+
+
+def R(*shape):
+    return _sys.randn(*shape)
+
+
+def _lims(lims, x):   # numpy_utils.transform
+    return x * (lims[1] - lims[0]) + lims[0]
+
+
+_MAKERS = {}
+
+
+def _bound(fun, before=(), after=(), arity=1, **kw):
+    """fun of its `arity` differentiated arguments, with the fixed ones before and after them and the
+    keywords bound. tensorlang.ad takes no star-arguments, so the call is spelt out: one factory per
+    form of the call (compiled from source registered with linecache, which tensorlang.ad reads), whose
+    closures share one code object."""
+    form = (len(before), arity, len(after), tuple(kw))
+    if form not in _MAKERS:
+        xs = [f"x{i}" for i in range(arity)]
+        bs, as_ = [f"b{i}" for i in range(len(before))], [f"a{i}" for i in range(len(after))]
+        call = ", ".join(bs + xs + as_ + [f"{k}=k_{k}" for k in kw])
+        src = (f"def make({', '.join(['fun'] + bs + as_ + [f'k_{k}' for k in kw])}):\n"
+               f"    def call({', '.join(xs)}):\n        return fun({call})\n    return call\n")
+        name = f"<peer_functions call form {len(_MAKERS)}>"
+        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+        ns = {}
+        exec(compile(src, name, "exec"), ns)
+        _MAKERS[form] = ns["make"]
+    return _MAKERS[form](fun, *before, *after, *kw.values())
+
+
+def _combo(name, fun, pools, before=(), after=(), **kw_pools):
+    """combo_check: every combination of the argument pools and keyword pools."""
+    keys = list(kw_pools)
+    out = []
+    for kws in itertools.product(*(kw_pools[k] for k in keys)):
+        f = _bound(fun, before, after, len(pools), **dict(zip(keys, kws)))
+        out += [(name, f, list(args)) for args in itertools.product(*pools)]
+    return out
+
+
+def _stat(name, fun):   # numpy_utils.stat_check without its complex pools
+    x, A, B, C, D = 3.5, R(), R(3), R(2, 3), R(1, 3)
+    return (_combo(name, fun, [[x, A]]) + _combo(name, fun, [[B, C, D]], axis=[None, 0], keepdims=[True, False])
+            + _combo(name, fun, [[C, D]], axis=[None, 0, 1], keepdims=[True, False]))
+
+
+def _unary(name, fun, lims=(-2, 2)):   # numpy_utils.unary_ufunc_check without its complex pools
+    return _combo(name, fun, [[_lims(lims, 0.4), _lims(lims, _sys.rand(2)), _lims(lims, _sys.rand(3, 2)),
+                               _lims(lims, _sys.rand(1, 2))]])
+
+
+def _binary(name, fun, lims_a=(-2, 2), lims_b=(-2, 2), same=True):
+    """numpy_utils.binary_ufunc_check (same=True: both pools from the same draws) and
+    binary_ufunc_check_no_same_args, without their complex pools."""
+    draws = [(0.6, 0.6), (_sys.rand(2),) * 2, (_sys.rand(3, 2),) * 2, (_sys.rand(1, 2),) * 2]
+    if not same:
+        draws = [(0.6, 0.7), (_sys.rand(2), _sys.rand(2)), (_sys.rand(3, 2), _sys.rand(3, 2)),
+                 (_sys.rand(1, 2), _sys.rand(1, 2))]
+    return _combo(name, fun, [[_lims(lims_a, a) for a, _ in draws], [_lims(lims_b, b) for _, b in draws]])
+
+
+def _einsum2_matmult(a, b):
+    return np.einsum(a, (0, 1), b, (1, 2), (0, 2))
+
+
+def _einsum2_covsum(a, b):
+    return np.einsum(a, (0, 1, 2), b, (3, 1, 0), (3, 2, 0))
+
+
+_E2_THIRD = R(4, 4, 3)
+
+
+def _einsum2_three_args(a, b):
+    return np.einsum(a, (0, 1, 2), b, (3, 1, 0), _E2_THIRD, (3, 3, 0), (3, 2, 0))
+
+
+def _einsum2_matmult_broadcast(a, b):
+    return np.einsum(a, (Ellipsis, 0, 1), b, (Ellipsis, 1, 2), (Ellipsis, 0, 2))
+
+
+def _systematic():
+    cases = []
+    for name in ("max", "mean", "min", "sum", "prod", "var", "std"):
+        cases += _stat(name, getattr(np, name))
+    for name, lims in [("sin", None), ("abs", (0.1, 4.0)), ("absolute", (0.1, 4.0)), ("arccosh", (1.1, 4.0)),
+                       ("arcsinh", (-0.9, 0.9)), ("arctanh", (-0.9, 0.9)), ("cos", None), ("cosh", None),
+                       ("deg2rad", None), ("exp", None), ("exp2", None), ("expm1", None), ("fabs", None),
+                       ("log", (0.2, 2.0)), ("log10", (0.2, 2.0)), ("log1p", (0.2, 2.0)), ("log2", (0.2, 2.0)),
+                       ("radians", None), ("sign", None), ("sinh", None), ("sqrt", (1.0, 3.0)), ("square", None),
+                       ("tan", (-1.1, 1.1)), ("tanh", None), ("real", None), ("imag", None), ("conj", None),
+                       ("conjugate", None), ("angle", None)]:
+        cases += _unary(name, getattr(np, name), lims or (-2, 2))
+    cases += _unary("ceil", np.ceil, (-1.5, 1.5)) + _unary("floor", np.floor, (-1.5, 1.5))   # (derivative 0)
+    cases += _unary("degrees", lambda x: np.degrees(x) / 50.0)
+    cases += _unary("rad2deg", lambda x: np.rad2deg(x) / 50.0)
+    cases += _binary("add", np.add) + _binary("logaddexp", np.logaddexp) + _binary("logaddexp2", np.logaddexp2)
+    cases += _binary("remainder", np.remainder, (-0.9, 0.9), (0.7, 1.9), same=False)
+    cases += _binary("true_divide", np.true_divide, lims_b=(0.8, 1.2))
+    cases += _binary("mod", np.mod, lims_b=(0.8, 2.1), same=False)
+    cases += _binary("true_divide_neg", np.true_divide, lims_b=(-0.3, -2.0))
+    cases += _binary("mod_neg", np.mod, lims_b=(-0.3, -2.0), same=False)
+    cases += _binary("op_mul", operator.mul) + _binary("op_add", operator.add) + _binary("op_sub", operator.sub)
+    cases += _binary("op_mod", operator.mod, lims_b=(0.3, 2.0), same=False)
+    cases += _binary("op_mod_neg", operator.mod, lims_b=(-0.3, -2.0), same=False)
+    cases += _combo("transpose", np.transpose, [[R(2, 3, 4)]],
+                    axes=[None, [0, 1, 2], [0, 2, 1], [2, 0, 1], [2, 1, 0], [1, 0, 2], [1, 2, 0]])
+    cases += _combo("moveaxis", np.moveaxis, [[R(2, 3, 4)]], source=[0, 1, 2], destination=[0, 1, 2])
+    cases += _combo("repeat", np.repeat, [[R(2, 3, 4), R(3, 1)]], repeats=[0, 1, 2], axis=[None, 0, 1])
+    cases += _combo("diff", np.diff, [[R(5, 5), R(5, 5, 5)]], n=[1, 2], axis=[0, 1])
+    cases += _combo("diff", np.diff, [[R(1), R(1, 1)]], axis=[0]) + _combo("diff", np.diff, [[R(1, 1), R(3, 1)]], axis=[1])
+    cases += _combo("tile", np.tile, [[R(2, 1, 3, 1)]], reps=[(1, 4, 1, 2)])
+    cases += _combo("tile", np.tile, [[R(1, 2)]], reps=[(1, 2), (2, 3), (3, 2, 1)])
+    cases += _combo("tile", np.tile, [[R(1)]], reps=[(2,), 2])
+    cases += _combo("kron", np.kron, [[R(5, 5), R(4, 4), R(5), R(5, 1), R(1, 5), R()],
+                                      [R(3, 3), R(2, 2), R(3), R(1, 3), R(3, 1), R()]])
+    cases += _combo("inner", np.inner, [[1.5, R(3), R(2, 3)], [0.3, R(3), R(4, 3)]])
+    cases += _combo("dot", np.dot, [[1.5, R(3), R(2, 3), R(2, 2, 3)], [0.3, R(3), R(3, 4), R(2, 3, 4)]])
+    cases += _combo("outer", np.outer, [[R(3)], [R(3)]])
+    cases += _combo("matmul", np.matmul, [[R(3), R(2, 3), R(2, 2, 3)], [R(3), R(3, 4), R(2, 3, 4)]])
+    cases += _combo("matmul_broadcast", np.matmul, [[R(1, 2, 2)], [R(3, 2, 1)]])
+    for name, a, b, axes in [
+            ("tensordot_1", [R(1, 3), R(2, 3, 2)], [R(3), R(3, 1), R(3, 4, 2)], [[(1,), (0,)]]),
+            ("tensordot_2", [R(3), R(3, 1), R(3, 4, 2)], [R(1, 3), R(2, 3, 2)], [[(0,), (1,)]]),
+            ("tensordot_3", [R(2, 3), R(2, 3, 4)], [R(1, 2, 3), R(2, 2, 3, 4)], [[(0, 1), (1, 2)], [(1, 0), (2, 1)]]),
+            ("tensordot_4", [R(2, 2), R(4, 2, 2)], [R(2, 2), R(2, 2, 4)], [1, 2]),
+            ("tensordot_5", [R(4)], [R()], [0]), ("tensordot_6", [R(2, 6)], [R(6, 3)], [[[-1], [0]]]),
+            ("tensordot_7", [R(2, 6)], [R(6, 3)], [[-1, 0]]), ("tensordot_8", [R(2)], [R(2, 2)], [[0, 1]])]:
+        cases += _combo(name, np.tensordot, [a, b], axes=axes)
+    for name in ("maximum", "fmax", "minimum", "fmin"):
+        cases += _combo(name, getattr(np, name), [[R(1), R(1, 4), R(3, 4)], [R(1), R(1, 4), R(3, 4)]])
+    cases += _combo("sort", np.sort, [[R(1), R(7)]])
+    cases += _combo("atleast_1d", np.atleast_1d, [[1.2, R(1), R(7), R(1, 4), R(2, 4), R(2, 4, 5)]])
+    cases += _combo("atleast_2d", np.atleast_2d, [[1.2, R(1), R(7), R(1, 4), R(2, 4), R(2, 4, 5)]])
+    cases += _combo("atleast_3d", np.atleast_3d, [[1.2, R(1), R(7), R(1, 4), R(2, 4), R(2, 4, 5), R(2, 4, 3, 5)]])
+    for name, spec, pools in [
+            ("einsum_transpose", "ij->ji", [[R(1, 1), R(4, 4), R(3, 4)]]),
+            ("einsum_matmult", "ij,jk->ik", [[R(2, 3)], [R(3, 4)]]),
+            ("einsum_matmult_broadcast", "...ij,...jk->...ik", [[R(2, 3), R(2, 2, 3)], [R(3, 4), R(2, 3, 4)]]),
+            ("einsum_matmult_broadcast_leadzero", "...ij,...jk->...ik", [[R(0, 2, 3)], [R(0, 3, 4)]]),
+            ("einsum_covsum", "ijk,lji->lki", [[R(3, 4, 4)], [R(4, 4, 3)]]),
+            ("einsum_ellipses", "...jk,...lj->...lk", [[R(4, 4), R(3, 4, 4)], [R(4, 4), R(3, 4, 4)]]),
+            ("einsum_ellipses", "...,...->...", [[R(4, 4), R(3, 4, 4)], [R(4, 4), R(3, 4, 4)]]),
+            ("einsum_ellipses_tail", "jk...,lj...->lk...", [[R(3, 2), R(3, 2, 4)], [R(2, 3), R(2, 3, 4)]]),
+            ("einsum_ellipses_center", "j...k,lj...->lk...", [[R(2, 2), R(2, 2, 2)], [R(2, 2), R(2, 2, 2)]]),
+            ("einsum_three_args", "ijk,lji,lli->lki", [[R(3, 4, 4)], [R(4, 4, 3)], [R(4, 4, 3)]]),
+            ("einsum_naked_sum", "k,nk->", [[R(5)], [R(10, 5)]]),
+            ("einsum_naked_sum2", "abcd->bd", [[R(3, 2, 3, 2)]]),
+            ("einsum_naked_sum_ellipsis", "...k,...nk->...", [[R(3, 5)], [R(3, 10, 5)]]),
+            ("einsum_no_output_indices", "ij,k", [[R(3, 4)], [R(3)]])]:
+        cases += _combo(name, np.einsum, pools, before=(spec,))
+    cases += _combo("einsum2_transpose", np.einsum, [[R(1, 1), R(4, 4), R(3, 4)]], after=((0, 1), (1, 0)))
+    cases += _combo("einsum2_matmult", _einsum2_matmult, [[R(2, 3)], [R(3, 4)]])
+    cases += _combo("einsum2_matmult_broadcast", _einsum2_matmult_broadcast, [[R(2, 3), R(2, 2, 3)], [R(3, 4), R(2, 3, 4)]])
+    cases += _combo("einsum2_covsum", _einsum2_covsum, [[R(3, 4, 4)], [R(4, 4, 3)]])
+    cases += _combo("einsum2_three_args", _einsum2_three_args, [[R(3, 4, 4)], [R(4, 4, 3)]])
+    cases += _combo("trace", np.trace, [[R(5, 5), R(4, 5), R(5, 4), R(3, 4, 5)]], offset=[-1, 0, 1])
+    cases += _combo("diag", np.diag, [[R(5, 5)]], k=[-1, 0, 1]) + _combo("diag_flat", np.diag, [[R(5)]], k=[-1, 0, 1])
+    for name, fun, shape in [("tril", np.tril, (5, 5)), ("triu", np.triu, (5, 5)), ("tril_3d", np.tril, (5, 5, 4)),
+                             ("triu_3d", np.triu, (5, 5, 4))]:
+        cases += _combo(name, fun, [[R(*shape)]], k=[-1, 0, 1])
+    cases += _combo("swapaxes", np.swapaxes, [[R(3, 4, 5)]], axis1=[0, 1, 2], axis2=[0, 1, 2])
+    cases += _combo("rollaxis", np.rollaxis, [[R(2, 3, 4)]], axis=[0, 1, 2], start=[0, 1, 2])
+    cases += _combo("cross", np.cross, [[R(3, 3)], [R(3, 3)]], axisa=[-1, 0, 1], axisb=[-1, 0, 1], axisc=[-1, 0, 1],
+                    axis=[None, -1, 0, 1])
+    for name, fun, pools, sections, axes in [
+            ("vsplit_2d", np.vsplit, [[R(4, 8)]], [4, [1, 2]], [None]),
+            ("vsplit_3d", np.vsplit, [[R(4, 4, 4)]], [2, [1, 2]], [None]),
+            ("hsplit_2d", np.hsplit, [[R(4, 8)]], [4, [1, 2]], [None]),
+            ("hsplit_3d", np.hsplit, [[R(4, 4, 4)]], [2, [1, 2]], [None]),
+            ("dsplit_3d", np.dsplit, [[R(4, 4, 4)]], [2, [1, 2]], [None]),
+            ("split_1d", np.split, [[R(1), R(7)]], [1], [0]), ("split_2d", np.split, [[R(4, 8)]], [4, [1, 2]], [0, 1]),
+            ("split_3d", np.split, [[R(4, 4, 4)]], [2, [1, 2]], [0, 1, 2]),
+            ("array_split_1d", np.array_split, [[R(1), R(7)]], [1, 3], [0]),
+            ("array_split_2d", np.array_split, [[R(7, 7)]], [4, [3, 5]], [0, 1]),
+            ("array_split_3d", np.array_split, [[R(7, 7, 7)]], [4, [3, 5]], [0, 1, 2])]:
+        for s in sections:
+            cases += (_combo(name, fun, pools, after=(s,)) if axes == [None]
+                      else _combo(name, fun, pools, after=(s,), axis=axes))
+    cases += _combo("concatenate_1ist", np.concatenate, [[(R(1), R(3))]], axis=[0])
+    cases += _combo("concatenate_tuple", np.concatenate, [[[R(1), R(3)]]], axis=[0])
+    cases += _combo("concatenate_2d", np.concatenate, [[(R(2, 2), R(2, 2))]], axis=[0, 1])
+    cases += _combo("concatenate_3d", np.concatenate, [[(R(2, 2, 2), R(2, 2, 2))]], axis=[0, 1, 2])
+    for name, fun, pool in [
+            ("vstack_1d", np.vstack, [R(2), (R(2), R(2))]), ("vstack_2d", np.vstack, [R(2, 3), (R(2, 4), R(1, 4))]),
+            ("vstack_3d", np.vstack, [R(2, 3, 4), (R(2, 3, 4), R(5, 3, 4))]),
+            ("hstack_1d", np.hstack, [R(2), (R(2), R(2))]), ("hstack_2d", np.hstack, [R(3, 2), (R(3, 4), R(3, 5))]),
+            ("hstack_3d", np.hstack, [R(2, 3, 4), (R(2, 1, 4), R(2, 5, 4))]),
+            ("row_stack_1d", np.vstack, [R(2), (R(2), R(2))]),   # np.row_stack is np.vstack (deprecated alias)
+            ("row_stack_2d", np.vstack, [R(2, 3), (R(2, 4), R(1, 4))]),
+            ("column_stack_1d", np.column_stack, [R(2), (R(2), R(2))]),
+            ("column_stack_2d", np.column_stack, [R(2, 2), (R(2, 2), R(2, 2))])]:
+        cases += _combo(name, fun, [pool])
+    cases += _combo("stack_1d", np.stack, [[(R(2),), (R(2), R(2))]], axis=[0, 1])
+    conds = [R(3, 4, 5) > 0, R(3, 4, 5) > 0, R(3, 4, 5) > 0]
+    cases += _combo("select", np.select, [[[R(3, 4, 5), R(3, 4, 5), R(3, 4, 5)]]], before=(conds,), default=[0.0, 1.1])
+    for width in [0, 3, (3,), (3, 2), ((3, 2),), ((1, 2), (3, 4)), ((0, 0), (0, 0))]:
+        cases += _combo("pad", np.pad, [[R(2, 2)]], after=(width, "constant"))
+    return cases
+
+
+def _linalg():   # tests/test_linalg.py (its check_grads is reverse mode only)
+    rs = np.random.RandomState(1)
+
+    def psd(d):
+        m = rs.randn(d, d)
+        return m @ m.T
+
+    m8 = rs.randn(8, 8)
+    cases = [("inv", np.linalg.inv, [m8 @ m8 + np.eye(8)]),
+             ("inv_3d", np.linalg.inv, [rs.randn(4, 4, 4) + 5 * np.eye(4)]),
+             ("inv_3d", np.linalg.inv, [rs.randn(4, 4, 4, 4) + 5 * np.eye(4)])]
+    b_8_7, b_8 = rs.randn(8, 7), rs.randn(8)
+    cases += [("solve_arg1", _bound(np.linalg.solve, after=(b_8_7,)), [rs.randn(8, 8) + 10.0 * np.eye(8)]),
+              ("solve_arg1_1d", _bound(np.linalg.solve, after=(b_8,)), [rs.randn(8, 8) + 10.0 * np.eye(8)])]
+    a6 = rs.randn(6, 6) + np.eye(6)
+    cases += [("solve_arg2", _bound(np.linalg.solve, before=(a6,)), [rs.randn(6, 5)])]
+    b_5_4 = rs.randn(5, 4)
+    cases += [("solve_arg1_3d", lambda a: np.linalg.solve(a, b_5_4[..., None])[..., 0], [rs.randn(5, 4, 4) + 5 * np.eye(4)])]
+    b_5_4_6 = rs.randn(5, 4, 6)
+    cases += [("solve_arg1_3d_3d", _bound(np.linalg.solve, after=(b_5_4_6,)), [rs.randn(5, 4, 4) + 5 * np.eye(4)])]
+    cases += [("det", np.linalg.det, [rs.randn(6, 6)]), ("det_3d", np.linalg.det, [rs.randn(3, 3, 3)])]
+    m6 = rs.randn(6, 6)
+    cases += [("slogdet", lambda x: np.linalg.slogdet(x)[1], [m6]), ("slogdet", lambda x: np.linalg.slogdet(x)[1], [-m6]),
+              ("slogdet_3d", lambda x: np.sum(np.linalg.slogdet(x)[1]),
+               [np.concatenate([(psd(5) + 5 * np.eye(5))[None, ...] for _ in range(3)])])]
+    cases += [("vector_2norm", np.linalg.norm, [rs.randn(6)]),
+              ("norm_list_of_boxes", lambda x: np.linalg.norm([x, x + 2]), [0.0]),
+              ("norm_tuple_of_boxes", lambda x: np.linalg.norm((x, x + 2)), [0.0]),
+              ("frobenius_norm", np.linalg.norm, [rs.randn(6, 5)]),
+              ("frobenius_norm_axis", _bound(np.linalg.norm, axis=(0, 1)), [rs.randn(6, 5, 4)])]
+    cases += [(f"vector_norm_ord{o}", _bound(np.linalg.norm, ord=o), [rs.randn(6)]) for o in range(2, 5)]
+    cases += [(f"norm_axis{a}", _bound(np.linalg.norm, axis=a), [rs.randn(6, 5, 4)]) for a in range(3)]
+    return cases
+
+
+AG_SYSTEMATIC = [(f"systematic.{n}", f, a) for n, f, a in _systematic()] + [(f"linalg.{n}", f, a) for n, f, a in _linalg()]
+
+
+def _eigh(x):
+    w, v = np.linalg.eigh(x)
+    return w, v
+
+
+def _svd(x):
+    u, s, v = np.linalg.svd(x, full_matrices=False)
+    return u, s, v
+
+
+def _cholesky_reparameterization_trick(a):
+    z = np.dot(np.linalg.cholesky(a), np.random.RandomState(0).randn(a.shape[0]))
+    return np.linalg.norm(z)
+
+
+def _symmetrized(fun):   # test_linalg.check_symmetric_matrix_grads
+    def f(a):
+        lower = np.tril(a)
+        return fun((lower + np.swapaxes(lower, -1, -2)) / 2.0)
+    return f
+
+
+_M6 = R(6, 6)
+_PSD = _M6 @ _M6.T + 6 * np.eye(6)
+# the test functions of NumPy calls tensorlang.ad has no rule for, with the refusal it gives
+AG_REFUSED = [
+    ("systematic.real_ic", np.real_if_close, [R(3, 2)], "no derivative rule for numpy.real_if_close"),
+    ("systematic.partition", _bound(np.partition, kth=3), [R(7)], "no derivative rule for numpy.partition"),
+    ("systematic.gradient", np.gradient, [R(5, 5)], "no derivative rule for numpy.gradient"),
+    ("linalg.pinv", np.linalg.pinv, [R(5, 3)], "no derivative rule for numpy.linalg.pinv"),
+    ("linalg.norm_nuclear", _bound(np.linalg.norm, ord="nuc"), [R(6, 5)], "np.linalg.norm .* not ord='nuc'"),
+    ("linalg.eigvalh_lower", _eigh, [_PSD], "no derivative rule for numpy.linalg.eigh"),
+    ("linalg.eig_real", lambda x: tuple(np.abs(e) for e in np.linalg.eig(x)), [R(4, 4)],
+     "no derivative rule for numpy.linalg.eig"),
+    ("linalg.cholesky", _symmetrized(np.linalg.cholesky), [_PSD], "no derivative rule for numpy.linalg.cholesky"),
+    ("linalg.cholesky_reparameterization_trick", _symmetrized(_cholesky_reparameterization_trick), [_PSD],
+     "no derivative rule for numpy.linalg.cholesky"),
+    ("linalg.svd_wide_2d", _svd, [R(3, 5)], "no derivative rule for numpy.linalg.svd"),
+    ("linalg.svd_only_s_2d", _bound(np.linalg.svd, full_matrices=False, compute_uv=False), [R(5, 3)],
+     "no derivative rule for numpy.linalg.svd"),
+]
+# checked at second order as well (ad.hvp and ad.hessian of a scalar function of each): the first case of
+# each name whose arguments are arrays
+AG_SYSTEMATIC_HVP = {f"systematic.{n}" for n in (
+    "prod", "var", "std", "max", "sqrt", "arctanh", "logaddexp", "true_divide", "remainder", "kron", "tensordot_3",
+    "dot", "matmul", "maximum", "sort", "einsum_covsum", "einsum2_three_args", "trace", "cross", "pad", "repeat",
+    "diff")} | {f"linalg.{n}" for n in ("inv_3d", "solve_arg2", "det", "slogdet", "frobenius_norm_axis",
+                                        "vector_norm_ord3", "norm_axis1")}

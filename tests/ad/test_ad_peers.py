@@ -5,6 +5,7 @@ and `ad.grad` for a scalar output, `ad.pullback` with a fixed cotangent otherwis
 central differences of the function alone in every float entry of its arguments; second order
 (`ad.grad(ad.grad(f))`, `ad.hessian`, `ad.hvp`) against second differences for a subset. A function
 tensorlang.ad refuses must say why with a TensorLangError (REFUSED)."""
+import functools
 import inspect
 import itertools
 
@@ -67,13 +68,13 @@ def _entry(g, path, k):
 
 
 def _cotangent(y, rng):
-    if isinstance(y, tuple):
-        return tuple(_cotangent(e, rng) for e in y)
+    if isinstance(y, (tuple, list)):
+        return type(y)(_cotangent(e, rng) for e in y)
     return rng.standard_normal(np.shape(y))
 
 
 def _inner(y, dy):
-    if isinstance(y, tuple):
+    if isinstance(y, (tuple, list)):
         return sum(_inner(a, b) for a, b in zip(y, dy))
     return float(np.sum(np.real(y) * dy))
 
@@ -129,6 +130,10 @@ def _autograd_cases():
              for f, arg_lists in pf.AG_NUMPY for j, args in enumerate(arg_lists)]
     cases += [pytest.param(f, args, id=f"autograd.scalar_ops.{name}-{j}")
               for name, f, arg_lists in pf.AG_SCALAR_OPS for j, args in enumerate(arg_lists)]
+    seen = {}
+    for name, f, args in pf.AG_SYSTEMATIC:
+        seen[name] = seen.get(name, -1) + 1
+        cases.append(pytest.param(f, args, id=f"autograd.{name}-{seen[name]}"))
     return cases
 
 
@@ -212,3 +217,120 @@ def _check_hvp(f, args):
         (x,), (v,) = args, vs
         hv = np.tensordot(ad.hessian(f)(x.copy()), v, axes=v.ndim)
         np.testing.assert_allclose(hv, expected[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("f, args, reason", [pytest.param(f, a, r, id=f"autograd.{n}") for n, f, a, r in pf.AG_REFUSED])
+def test_peer_refused(f, args, reason):
+    """autograd's test functions of NumPy calls tensorlang.ad has no rule for: a clear refusal."""
+    with pytest.raises(TensorLangError, match=reason):
+        check_against_differences(f, args)
+
+
+def _sin_sum(fn, arity):
+    """A scalar function of fn's arguments whose Hessian holds fn's first and second derivatives."""
+    if arity == 1:
+        return lambda x: np.sum(np.sin(fn(x)))
+    return lambda x, y: np.sum(np.sin(fn(x, y)))
+
+
+def _systematic_hvp_cases():
+    cases, seen = [], set()
+    for name, f, args in pf.AG_SYSTEMATIC:
+        if name in pf.AG_SYSTEMATIC_HVP and name not in seen and all(
+                isinstance(a, np.ndarray) and a.size for a in args):
+            seen.add(name)
+            cases.append(pytest.param(_sin_sum(f, len(args)), tuple(args), id=f"autograd.{name}"))
+    assert seen == pf.AG_SYSTEMATIC_HVP
+    return cases
+
+
+@pytest.mark.parametrize("f, args", _systematic_hvp_cases())
+def test_peer_systematic_hessian_vector_product(f, args):
+    _check_hvp(f, args)
+
+
+# HIPS/autograd tests/test_wrappers.py, in tensorlang.ad's API: value_and_grad, grad with argnums and
+# has_aux, hessian, hvp (autograd's hessian_tensor_product and make_hvp), the vector-Jacobian product
+# (tensor_jacobian_product, with a cotangent of the output's shape) and jvp (make_jvp) against the Jacobian,
+# gradient dtypes; the refusals of ad.value_and_grad inside a differentiated function and of partial objects.
+_W = np.random.RandomState(1)
+
+
+def test_wrappers_value_and_grad():
+    fun = lambda x: 3.0 * x ** 3.2
+    assert ad.value_and_grad(fun)(1.7) == (fun(1.7), ad.grad(fun)(1.7))
+    fun = lambda x: np.sum(np.sin(x) ** 2)
+    x = _W.randn(5)
+    value, g = ad.value_and_grad(fun)(x)
+    assert type(value) is np.float64 and value == fun(x)
+    np.testing.assert_allclose(g, ad.grad(fun)(x))
+    with pytest.raises(TensorLangError, match=r"ad.value_and_grad\(f\) inside a function being differentiated"):
+        ad.grad(lambda x: ad.value_and_grad(fun)(x)[0])(x)   # autograd's fun2
+
+
+def test_wrappers_hessian_of_a_quadratic():
+    h = _W.randn(5, 5)
+    np.testing.assert_allclose(ad.hessian(lambda x: np.dot(np.dot(x, h), x))(_W.randn(5)), h + h.T, atol=1e-12)
+
+
+def test_wrappers_multigrad():
+    def complicated_fun(a, b, c, d, e, f=1.1, g=9.0):
+        return a + np.sin(b) + np.cosh(c) + np.cos(d) + np.tan(e) + f + g
+
+    def complicated_fun_3_1(d_b):
+        d, b = d_b
+        return complicated_fun(0.5, b, 0.2, d, 0.7, f=0.6, g=-0.1)
+    args = (0.5, -0.3, 0.2, -1.1, 0.7)
+    wrapped = ad.grad(lambda a, b, c, d, e: complicated_fun(a, b, c, d, e, f=0.6, g=-0.1), argnums=(3, 1))(*args)
+    np.testing.assert_allclose(wrapped, ad.grad(complicated_fun_3_1)((-1.1, -0.3)))
+    value, g = ad.value_and_grad(lambda a, b, c, d, e: complicated_fun(a, b, c, d, e, f=0.6, g=-0.1),
+                                 argnums=(3, 1))(*args)
+    assert value == complicated_fun(*args, f=0.6, g=-0.1)
+    np.testing.assert_allclose(g, wrapped)
+    a, b = _W.randn(3), _W.randn(3)
+    one = ad.grad(lambda x, y: np.sum(x + np.sin(y)), argnums=(0,))(a, b)
+    np.testing.assert_allclose(one[0], ad.grad(lambda xy: np.sum(xy[0] + np.sin(xy[1])))((a, b))[0])
+
+
+@pytest.mark.parametrize("shape", [(5,), (5, 4), (5, 4, 3)])
+def test_wrappers_hessian_tensor_product(shape):
+    fun = lambda a: np.sum(np.sin(a))
+    a, v = _W.randn(*shape), _W.randn(*shape)
+    hv = np.tensordot(ad.hessian(fun)(a), v, axes=v.ndim)
+    np.testing.assert_allclose(ad.hvp(fun, (a,), (v,))[0], hv, atol=1e-12)
+    np.testing.assert_allclose(hv, -np.sin(a) * v, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5,), (5, 4), (5, 4, 3)])
+def test_wrappers_tensor_jacobian_product(shape):
+    fun = lambda a: np.roll(np.sin(a), 1)   # an asymmetric Jacobian
+    a, v = _W.randn(*shape), _W.randn(*shape)
+    jac = ad.jacobian(fun)(a)
+    _, back = ad.pullback(fun, a)
+    np.testing.assert_allclose(back(v)[0], np.tensordot(v, jac, axes=v.ndim), atol=1e-12)
+
+
+def test_wrappers_make_jvp():
+    a, x, v = _W.randn(3, 5), _W.randn(5), _W.randn(5)
+    fun = lambda x: np.tanh(np.dot(a, x))
+    np.testing.assert_allclose(ad.jvp(fun, (x,), (v,))[1], ad.jacobian(fun)(x) @ v, atol=1e-12)
+
+
+def test_wrappers_grad_and_aux():
+    a, x = _W.randn(5, 4), _W.randn(4)
+    g, aux = ad.grad(lambda x: (np.sum(np.dot(a, x)), x ** 2), has_aux=True)(x)
+    np.testing.assert_allclose(g, ad.grad(lambda x: np.sum(np.dot(a, x)))(x))
+    np.testing.assert_allclose(aux, x ** 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.longdouble])
+def test_wrappers_dtypes(dtype):
+    y = _W.randn(10, 10).astype(dtype)
+    assert ad.grad(lambda x: np.real(np.sum(x ** 2)))(y).dtype.type is dtype
+
+
+def test_wrappers_partial_is_refused():
+    def f(x, y):
+        return x
+    with pytest.raises(TensorLangError, match=r"no derivative rule for functools.partial"):
+        ad.grad(functools.partial(f, y=1))(0.5)
