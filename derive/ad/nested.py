@@ -24,6 +24,7 @@ them their rules.
 from __future__ import annotations
 
 import inspect
+import functools
 import types
 
 import numpy as np
@@ -113,6 +114,8 @@ def positional(r, pos, kw):
 def _through_code(f, r, pos, kw, lead):
     """J of a call of rule ``r`` (or of Python function ``f`` when r is None) by differentiating its code;
     ``lead``: the pullback gives the function's own gradient first (J's convention)."""
+    if getattr(r, "refused_again", None):   # a rule whose code is not differentiated again
+        raise UnsupportedError(r.refused_again)
     where = list(range(len(pos) + len(kw)))
     if kw:
         bound = positional(r if r is not None else f, pos, kw)
@@ -233,6 +236,8 @@ def _rule_of(f):
 
 def _call(f, r, pos, kw):
     """J of ``f(*pos, **kw)`` (``r`` its rule or None): ``(pair, pullback)`` in J's convention."""
+    if type(f) is functools.partial:
+        raise UnsupportedError("a second differentiation through a functools.partial object is not supported")
     if r is not None and kw:
         check_keywords(f, r, tuple(kw))
     if r is not None and (r in LINEAR or r in MULTILINEAR):

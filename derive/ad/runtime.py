@@ -15,6 +15,7 @@ came from; ``take`` hands a box's gradient out (and empties it) where the object
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import sys
 import threading
@@ -569,6 +570,8 @@ def J(f, *args):
         return f(*args), ZERO
     if isinstance(f, type):
         return _construct(f, args)
+    if t is functools.partial:
+        return partial_call(f, args, {})
     call = getattr(t, "__call__", None)
     if isinstance(call, types.FunctionType):   # (also when only the object's own state is differentiable)
         y, back = J(call, f, *args)
@@ -576,6 +579,60 @@ def J(f, *args):
     if not any(differentiable(a) for a in args):
         return f(*args), ZERO
     raise UnsupportedError(f"no derivative rule for {qualified_name(f)}; register one with @tensorlang.ad.rule")
+
+
+def partial_call(p, args, kw):
+    """J of calling ``functools.partial`` object ``p`` with ``args`` and keywords ``kw``: J of its function
+    with the bound arguments in place (``p.func(*p.args, *args, **{**p.keywords, **kw})``).  The gradients
+    of the bound arguments are the partial object's own (``SimpleNamespace(args=..., keywords=...)``)."""
+    keywords = {**p.keywords, **kw}
+    names = tuple(keywords)
+    n, m = len(p.args), len(args)
+    y, back = Jkw(names, p.func, *p.args, *args, *keywords.values()) if names else J(p.func, *p.args, *args)
+
+    def pb(dy):
+        g = back(dy)
+        if g is ZERO or g is None:
+            return ZERO
+        g = tuple(g)
+        bound = g[1:n + 1]
+        given = dict(zip(names, g[n + m + 1:]))
+        own_kw = {k: given[k] for k in p.keywords if k not in kw and given.get(k) is not None}
+        own = None if g[0] is None and all(b is None for b in bound) and not own_kw else \
+            types.SimpleNamespace(func=g[0], args=bound, keywords=own_kw)
+        return (own, *g[n + 1:n + m + 1], *(given.get(k) for k in kw))
+    return y, pb
+
+
+def _make_partial(func, *args, **kw):
+    """The rule of ``functools.partial(func, *args, **kw)``: the partial object's gradient (see
+    ``partial_call``) goes back to the function and the bound arguments.  A partial of a partial is one
+    partial of the inner function (Python flattens it): the inner partial's part of the gradient is its own."""
+    p = functools.partial(func, *args, **kw)
+    inner = len(func.args) if p.func is not func else 0
+
+    def back(dp):
+        if dp is None:
+            return (None,) * (len(args) + len(kw) + 1)
+        dfunc = dp.func
+        if p.func is not func:
+            dfunc = types.SimpleNamespace(func=dp.func, args=dp.args[:inner], keywords={
+                k: v for k, v in dp.keywords.items() if k in func.keywords and k not in kw})
+        return (dfunc, *dp.args[inner:], *(dp.keywords.get(k) for k in kw))
+    return p, back
+
+
+_make_partial.refused_again = "a second differentiation through functools.partial is not supported"
+
+
+def _partial_again(*args, **kw):
+    raise UnsupportedError(_make_partial.refused_again)
+
+
+RULES[_make_partial] = _partial_again   # (generated gradient code calls the rule itself)
+
+
+RULES[functools.partial] = _make_partial
 
 
 def qualified_name(f) -> str:
@@ -650,6 +707,8 @@ def Jkw(names, f, *args):
         y, back = rule(*pos, **kw)
         return y, lambda dy: (None,) * (len(args) + 1) if dy is None else keyword_grads(rule, len(pos), names,
                                                                                         back(dy))
+    if type(f) is functools.partial:
+        return partial_call(f, pos, kw)
     if f is dict and not pos:
         return dict(**kw), lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *(dy.get(n) for n in names))
     hook = getattr(f, "__ad_pullback__", None)

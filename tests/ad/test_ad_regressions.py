@@ -583,3 +583,25 @@ def test_forward_over_reverse_through_items_and_fields_of_what_f_closes_over(che
           lambda a: np.sum(np.tanh(a * held["dict"][1]) ** 2), lambda a: np.sum(np.tanh(a * held["object"].w) ** 2)]
     for f in fs:
         _every_order(f, np.array([0.3, 0.2, -0.4]), np.array([1.0, 0.5, -2.0]), check)
+
+
+def _scaled_tanh(w, x, scale=1.0):
+    return np.sum(np.tanh(w * x)) * scale
+
+
+def test_functools_partial_objects_as_jax_users_write_them(check):
+    """``ad.grad(partial(loss, x=data))``, a partial made and called inside f (bound arguments, keywords at
+    the call, a closure as its function, a partial of a partial), against central differences; a second
+    differentiation through one is refused by name."""
+    import functools
+    x, w = np.array([0.5, -1.0]), np.array([0.3, 0.2])
+    np.testing.assert_allclose(ad.grad(functools.partial(_scaled_tanh, x=x))(w), (1 - np.tanh(w * x) ** 2) * x)
+    check(functools.partial(_scaled_tanh, w), x.copy())
+    for f in (lambda w: functools.partial(_scaled_tanh, w)(x),
+              lambda w: functools.partial(_scaled_tanh, x=w * 2)(w),
+              lambda w: functools.partial(_scaled_tanh, w)(x, scale=np.sum(w)),
+              lambda w: functools.partial(lambda a, b: np.sum(a * b * w), x)(w),
+              lambda w: functools.partial(functools.partial(_scaled_tanh, w), x)()):
+        check(f, w.copy())
+    with pytest.raises(UnsupportedError, match="second differentiation through functools.partial"):
+        ad.gradient(lambda w: np.sum(ad.gradient(lambda v: functools.partial(_scaled_tanh, v)(x), w)[0]), w)
