@@ -584,7 +584,8 @@ def J(f, *args):
 def partial_call(p, args, kw):
     """J of calling ``functools.partial`` object ``p`` with ``args`` and keywords ``kw``: J of its function
     with the bound arguments in place (``p.func(*p.args, *args, **{**p.keywords, **kw})``).  The gradients
-    of the bound arguments are the partial object's own (``SimpleNamespace(args=..., keywords=...)``)."""
+    of its function and bound arguments are the partial object's own (``SimpleNamespace(func=...,
+    args=..., keywords=...)``)."""
     keywords = {**p.keywords, **kw}
     names = tuple(keywords)
     n, m = len(p.args), len(args)
@@ -629,10 +630,8 @@ def _partial_again(*args, **kw):
     raise UnsupportedError(_make_partial.refused_again)
 
 
-RULES[_make_partial] = _partial_again   # (generated gradient code calls the rule itself)
-
-
 RULES[functools.partial] = _make_partial
+RULES[_make_partial] = _partial_again   # (generated gradient code calls the rule itself)
 
 
 def qualified_name(f) -> str:

@@ -25,9 +25,8 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
-from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, check_keywords, differentiable,
-                      in_table, make_like, qualified_name,
-                      memory_owner, view_within, with_defaults)
+from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, check_keywords,
+                      differentiable, in_table, make_like, memory_owner, qualified_name, view_within, with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
 JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)
