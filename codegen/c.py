@@ -544,13 +544,14 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         if id(e) in self.chunk_spans:
             self.emit_ways(*self.chunk_spans[id(e)], scope, leaf, acc, lanes)
             return
-        work = self.size_product(e.sizes[:1]) + " * " + f"({self.body_work(e.body)})"
+        body_work = f"({self.body_work(e.body)})"
         if reduction is not None and scope.parallel_ok and self.caps.openmp and self.reassociable_nest(tree):
             sizes = [s for k, s in enumerate(e.sizes) if k != skip]
-            work = self.size_product(sizes) + " * " + f"({self.body_work(e.body)})"
-            self.emit_reassociated(tree, scope, leaf, reduction, work, blocked=has_reduce(e.body))
+            self.emit_reassociated(tree, scope, leaf, reduction, self.size_product(sizes) + " * " + body_work,
+                                   blocked=has_reduce(e.body))
             return
-        self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work, reduction=reduction)
+        self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok,
+                       work=self.size_product(e.sizes[:1]) + " * " + body_work, reduction=reduction)
 
     def _filtered_add(self, acc: str, pred, body, scope: Scope) -> None:
         cond = self.pred(pred, scope)

@@ -655,11 +655,10 @@ class Schedule:
         emitted as everywhere and each point adds its term into its lane.  Every run, with any number
         of threads, adds the same numbers in the same order."""
         n, chunk, nch, part, q, lo, hi = (self.fresh(b) for b in ("len", "chunk", "nch", "part", "q", "lo", "hi"))
-        one_loop = isinstance(tree.body, User)
         scope.line("{")
         sc = scope.child()
         sc.line(f"const int64_t {n} = tl_max(0, {self.trip(tree)});")
-        if one_loop:
+        if isinstance(tree.body, User):   # one loop
             sc.line(f"const int64_t {chunk} = tl_max({REDUCE_CHUNK}, "
                     f"({n} + {REDUCE_CHUNKS - 1}) / {REDUCE_CHUNKS} / {LANES} * {LANES} + {LANES});")
         else:
@@ -673,21 +672,10 @@ class Schedule:
         body.line(f"const int64_t {lo} = ({tree.init}) + {q} * {chunk};")
         body.line(f"const int64_t {hi} = tl_min({lo} + {chunk}, ({tree.init}) + {n});")
         span = For(tree.var, lo, f"{tree.var} < {hi}", "1", tree.body)
-        if one_loop and not blocked:
-            self.emit_chunk_in_lanes(span, body, leaf, f"{part}[{q}]", hi)
-        else:
-            self.emit_nest_in_lanes(span, body, leaf, f"{part}[{q}]", blocked)
+        self.emit_nest_in_lanes(span, body, leaf, f"{part}[{q}]", blocked)
         sc.line("}")
         sc.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {acc} += {part}[{q}];")
         scope.line("}")
-
-    def emit_chunk_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, end: str) -> None:
-        """``out = `` the sum of the terms of ``span`` (from its start to ``end``): term ``k`` into lane
-        ``k mod LANES``, the lanes combined by a pairwise tree."""
-        lane = self.fresh("lane")
-        sc.line(f"real {lane}[{LANES}] = {{0}};")
-        self.emit_lanes_sum(span, sc, leaf, lane, end)
-        sc.line(f"{out} = {_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
 
     def emit_nest_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, blocked: bool) -> None:
         """``out = `` the sum of the terms of the loop nest ``span``: term ``k`` of each innermost loop
