@@ -114,8 +114,6 @@ def positional(r, pos, kw):
 def _through_code(f, r, pos, kw, lead):
     """J of a call of rule ``r`` (or of Python function ``f`` when r is None) by differentiating its code;
     ``lead``: the pullback gives the function's own gradient first (J's convention)."""
-    if getattr(r, "refused_again", None):   # a rule whose code is not differentiated again
-        raise UnsupportedError(r.refused_again)
     where = list(range(len(pos) + len(kw)))
     if kw:
         bound = positional(r if r is not None else f, pos, kw)

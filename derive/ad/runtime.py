@@ -623,11 +623,8 @@ def _make_partial(func, *args, **kw):
     return p, back
 
 
-_make_partial.refused_again = "a second differentiation through functools.partial is not supported"
-
-
 def _partial_again(*args, **kw):
-    raise UnsupportedError(_make_partial.refused_again)
+    raise UnsupportedError("a second differentiation through functools.partial is not supported")
 
 
 RULES[functools.partial] = _make_partial

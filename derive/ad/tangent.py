@@ -103,15 +103,20 @@ def dense(t, like):
     return t
 
 
+def densify(t, x):
+    """Tangent ``t`` of ``x`` with zeros for None, item by item through lists and tuples (as lists)."""
+    if isinstance(x, (list, tuple)):
+        ts = [None] * len(x) if t is None else t
+        return [densify(ti, xi) for ti, xi in zip(ts, x)]
+    return dense(t, x)
+
+
 def filled(t, x):
-    """Tangent ``t`` of argument ``x`` as a NumPy function takes it: the None of the items of a list or
-    tuple of numbers or arrays (``np.sum([1, x[0] * x[1]])``) made zeros like those items (``t`` itself
-    where it has no such None)."""
+    """Tangent ``t`` of argument ``x`` as a NumPy function takes it: a list or tuple's tangent with zeros for
+    the None of its items (``np.sum([1, x[0] * x[1]])``); ``t`` itself where it has no such None."""
     if type(x) not in (list, tuple) or not isinstance(t, (list, tuple)) or not any(_holes(ti) for ti in t):
         return t
-    return type(x)(filled(ti, xi) if ti is not None else
-                   dense(None, xi) if isinstance(xi, (numbers.Number, np.ndarray)) else None
-                   for ti, xi in zip(t, x))
+    return densify(t, x)
 
 
 def _holes(t) -> bool:

@@ -27,7 +27,7 @@ from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import LINEAR, check_keywords, field_grad
 from ..runtime import acc as tadd
-from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, mutable, tangent_of, zero
+from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of, zero
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
@@ -268,12 +268,6 @@ def _array_tangent(y, args, ts):
     if ts[0] is None or y.dtype.kind not in "fc":
         return y, None
     return y, np.array(densify(ts[0], xs), dtype=np.result_type(y.dtype, float))
-
-
-def densify(t, x):
-    if isinstance(x, (list, tuple)):
-        return [densify(None if t is None else ti, xi) for ti, xi in zip(t or [None] * len(x), x)]
-    return dense(t, x)
 
 
 def _norm(args, ts, ord=None, axis=None):

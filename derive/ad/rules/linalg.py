@@ -72,16 +72,10 @@ def _einsum(spec, *ops, **kw):
                 full = np.zeros([sizes[c] for c in sub], dtype=g.dtype)
                 np.einsum(f"{sub}->{once}", full)[...] = g   # (a writeable view of the diagonal)
                 g = full
-            g = _summed_to(g, np.shape(ops[k]))
+            g = unbroadcast(g, np.asarray(ops[k]))   # (an axis of length 1 that was broadcast)
             grads.append(np.array(g) if np.ndim(ops[k]) else g[()])
         return tuple(grads)
     return y, back
-
-
-def _summed_to(g, shape):
-    """``g`` summed over the axes where an operand of ``shape`` has length 1 and was broadcast."""
-    axes = tuple(i for i, (n, m) in enumerate(zip(shape, g.shape)) if n == 1 and m != 1)
-    return np.sum(g, axis=axes, keepdims=True) if axes else g
 
 
 def _inner(a, b):

@@ -11,6 +11,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
 from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, unbroadcast
+from ..tangent import densify
 from .operators import matmul_back, matmul_grad, pow_da
 
 
@@ -527,16 +528,7 @@ def _tolist(x):
     """``x.tolist()``: nested lists of the entries (a number for a 0-d array); the gradient is the lists'
     gradients as an array, zeros where an entry has none."""
     y = x.tolist()
-    return y, lambda dy: (np.asarray(_entries(dy, y), dtype=np.result_type(x, 0.0)).reshape(x.shape),)
-
-
-def _entries(dy, y):
-    """The gradient ``dy`` of nested lists ``y`` with zeros for None."""
-    if dy is None:
-        return np.zeros(np.shape(y))
-    if isinstance(y, list):
-        return [_entries(d, v) for d, v in zip(dy, y)]
-    return dy
+    return y, lambda dy: (np.asarray(densify(dy, y), dtype=np.result_type(x, 0.0)).reshape(x.shape),)
 
 
 def _item(x, *index):
