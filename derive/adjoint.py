@@ -165,7 +165,7 @@ class AdjointState:
 class Adjoint:
     """One application of D^T to a Tensor SSA program, for the inputs ``wrt`` and cotangent ``dy``."""
 
-    def __init__(self, program: Expr, wrt: Sequence[Var], dy: Var, check: Mapping[str, int] | None = None,
+    def __init__(self, program: Expr, wrt: Sequence[Var], dy: Expr, check: Mapping[str, int] | None = None,
                  on_step=None):
         """``on_step``: optional ``callback(rule, adjoint, excess)`` called after every rule application
         (after the checked mode's check), with the state as it is then (``proofs/specs_derive.py``)."""
@@ -580,6 +580,7 @@ class ExtendedCost:
         self.last = now
 
 
-def adjoint_ssa(program: Expr, wrt: Sequence[Var], dy: Var, check: Mapping[str, int] | None = None) -> Expr:
-    """D^T of a Tensor SSA program for ``wrt`` with cotangent input ``dy``."""
+def adjoint_ssa(program: Expr, wrt: Sequence[Var], dy: Expr, check: Mapping[str, int] | None = None) -> Expr:
+    """D^T of a Tensor SSA program for ``wrt`` with cotangent ``dy``: an input variable of the program's
+    type, or (``tl.grad`` of a scalar program) the constant 1."""
     return Adjoint(program, wrt, dy, check).run()

@@ -99,8 +99,9 @@ def grad(expr: Expr, wrt) -> Expr:
     """``tl.grad``: for a scalar program, the adjoint with ``dy = 1``."""
     if not isinstance(expr.type, RealType):
         raise TypeCheckError(f"grad needs a scalar program, this one has type {expr.type}; use adjoint")
-    a, dy = _adjoint(expr, wrt_vars(expr, wrt))
-    return _derived(simplify_program(substitute_vars(a, {dy: Const(1)})), expr)
+    # D^T with the cotangent 1 itself (6.14 reads it like any dy), so the program is simplified once
+    a = adjoint_ssa(to_ssa(body_of(expr)), wrt_vars(expr, wrt), Const(1))
+    return _derived(simplify_program(a), expr)
 
 
 def jacobian(expr: Expr, wrt) -> Expr:
