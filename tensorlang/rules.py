@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from .declarations import keeps_declarations
-from .nodes import Affine, Expr, Node, Type, Var
+from .nodes import TRUE, Affine, Expr, Gen, Let, Node, Sum, Type, Var, conj
+from .substitute import freshen, rebuild
 
 __all__ = [
     "Rule", "RuleTable", "RewriteContext", "Step", "Trace", "rewrite", "run_pass", "applications",
@@ -250,22 +251,31 @@ class RewriteContext:
         self.root = root
         self.taken: set[str] = set()
         self.cache: dict = {}
+        self._by_name: dict[str, list[Var]] | None = None  # root's variable objects by name, when asked
+        self._least_free: dict[str, int] = {}  # base -> the least k that fresh_name may find free
 
-    def names_in_use(self) -> set[str]:
-        return {v.name for v in var_objects(self.root)} | self.taken
+    def _variables_named(self, name: str) -> list[Var]:
+        if self._by_name is None:
+            self._by_name = {}
+            for v in var_objects(self.root):
+                self._by_name.setdefault(v.name, []).append(v)
+        return self._by_name.get(name, [])
+
+    def name_in_use(self, name: str) -> bool:
+        return name in self.taken or bool(self._variables_named(name))
 
     def name_is_unique(self, var: Var) -> bool:
         """True when ``var`` is the only variable object with its name in the program."""
-        return all(v is var or v.name != var.name for v in var_objects(self.root)) and var.name not in self.taken
+        return all(v is var for v in self._variables_named(var.name)) and var.name not in self.taken
 
     def fresh_name(self, base: str, *, numbered: bool = False) -> str:
-        used = self.names_in_use()
-        if not numbered and base not in used:
+        if not numbered and not self.name_in_use(base):
             name = base
         else:
-            k = 0 if numbered else 1
-            while f"{base}{k}" in used:
+            k = self._least_free.get(base, 0 if numbered else 1)  # names only get used: none below is free
+            while self.name_in_use(f"{base}{k}"):
                 k += 1
+            self._least_free[base] = k
             name = f"{base}{k}"
         self.taken.add(name)
         return name
@@ -513,8 +523,6 @@ class Scope:
         return tuple(v for v, _ in self.loops)
 
     def visit(self, e: Expr, loops: tuple = (), guard=None) -> Expr:
-        from .nodes import conj
-
         return self.driver.visit(e, Scope(self.driver, self.loops + tuple(loops),
                                           self.guard if guard is None else conj(self.guard, guard)))
 
@@ -538,15 +546,10 @@ class ScopedDriver:
         self.table, self.trace = table, trace
 
     def run(self, expr: Expr) -> Expr:
-        from .nodes import TRUE
-
         _ensure_recursion()
         return self.visit(expr, Scope(self, (), TRUE))
 
     def visit(self, e: Expr, scope: Scope) -> Expr:
-        from .nodes import Gen, Let, Sum
-        from .substitute import freshen, rebuild
-
         if isinstance(e, (Gen, Sum)) and any(e.var is v for v, _ in scope.loops):
             e = freshen(e)  # a binder shadowing an enclosing one: give it its own variable
         for r in self.table.rules_for(e):

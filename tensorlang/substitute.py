@@ -50,7 +50,7 @@ def _subst_index(node, mapping: dict, memo: dict):
         return memo[key]
     if isinstance(node, BINDERS):
         inner = {k: v for k, v in mapping.items() if k is not node.var}
-        var, body = _apart(node, inner.values())
+        var, body = _apart(node, _free_indices(inner.values()))
         out = type(node)(var, node.size, _subst_index(body, inner, {}))
     else:
         out = rebuild(node, lambda c: _subst_index(c, mapping, memo))
@@ -58,10 +58,15 @@ def _subst_index(node, mapping: dict, memo: dict):
     return out
 
 
-def _apart(binder, values) -> tuple:
-    """``(var, body)`` of the index binder ``binder``, its variable renamed to a fresh one when one of
-    ``values`` (affine forms or expressions put under it) mentions it, so that none is captured."""
-    if not any(binder.var in free_index_vars(v) for v in values):
+def _free_indices(values) -> set[IndexVar]:
+    """The index variables free in any of ``values`` (affine forms or expressions)."""
+    return {v for e in values for v in free_index_vars(e)}
+
+
+def _apart(binder, taken: set[IndexVar]) -> tuple:
+    """``(var, body)`` of the index binder ``binder``, its variable renamed to a fresh one when it is in
+    ``taken`` (the index variables free in what is put under it), so that none is captured."""
+    if binder.var not in taken:
         return binder.var, binder.body
     var = binder.var.fresh()
     return var, rename_index(binder.body, binder.var, var)
@@ -72,14 +77,17 @@ def rename_index(node, old: IndexVar, new: IndexVar):
 
 
 def substitute_vars(node, mapping: Mapping[Var, Expr]):
-    """``[x -> e]node`` for input/let variables; let-bound names and binders are renamed on capture."""
-    mapping = {k: v for k, v in mapping.items() if k is not v}
+    """``[x -> e]node`` for input/let variables; let-bound names and binders are renamed on capture.
+    Only the entries for node's free variables are looked at (a pass renaming a long let chain passes
+    the whole mapping to each statement)."""
+    mapping = {x: mapping[x] for x in free_vars(node) if x in mapping and mapping[x] is not x}
     if not mapping:
         return node
-    return _subst_vars(node, mapping, {})
+    return _subst_vars(node, mapping, _free_indices(mapping.values()), {})
 
 
-def _subst_vars(node, mapping: dict, memo: dict):
+def _subst_vars(node, mapping: dict, taken: set[IndexVar], memo: dict):
+    """``taken``: the index variables free in mapping's values, which no binder around them may capture."""
     if isinstance(node, (Affine, Type)):
         return node
     if not any(v in mapping for v in free_vars(node)):
@@ -95,19 +103,21 @@ def _subst_vars(node, mapping: dict, memo: dict):
             raise TypeCheckError(f"relation {node.rel.name} can only be replaced by another relation")
         out = RelAtom(rel, node.args)
     elif isinstance(node, Let):
-        value = _subst_vars(node.value, mapping, memo)
+        value = _subst_vars(node.value, mapping, taken, memo)
         inner = {k: v for k, v in mapping.items() if k is not node.var}
         var, body = node.var, node.body
         if any(var in free_vars(e) for e in inner.values()):
             fresh = fresh_var(var.name, var.type, avoid=[body, *inner.values()])
             body = substitute_vars(body, {var: fresh})
             var = fresh
-        out = Let(var, value, _subst_vars(body, inner, {}))
+        if len(inner) < len(mapping):
+            taken = _free_indices(inner.values())
+        out = Let(var, value, _subst_vars(body, inner, taken, {}))
     elif isinstance(node, BINDERS):
-        var, body = _apart(node, mapping.values())
-        out = type(node)(var, node.size, _subst_vars(body, mapping, {}))
+        var, body = _apart(node, taken)
+        out = type(node)(var, node.size, _subst_vars(body, mapping, taken, {}))
     else:
-        out = rebuild(node, lambda c: _subst_vars(c, mapping, memo))
+        out = rebuild(node, lambda c: _subst_vars(c, mapping, taken, memo))
     memo[key] = out
     return out
 
