@@ -31,12 +31,19 @@ from .errors import TypeCheckError
 _TABLE: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
 
 
-def _key(field) -> object:
-    if isinstance(field, (Node, IndexVar)):
-        return id(field)
-    if isinstance(field, tuple):
-        return tuple([_key(f) for f in field])  # a list comprehension: no generator per call
-    return (type(field), field)
+def _key(fields: tuple) -> tuple:
+    """The interning key of a node's fields: nodes and index variables by identity, nested tuples
+    field by field, anything else with its type (so ``1``, ``1.0`` and ``True`` stay apart).  One call
+    per tuple, not per field: building nodes is the inner loop of every pass."""
+    key = []
+    for f in fields:
+        if isinstance(f, _BY_IDENTITY):
+            key.append(id(f))
+        elif type(f) is tuple:
+            key.append(_key(f))
+        else:
+            key.append((type(f), f))
+    return tuple(key)
 
 
 _ITSELF = object()  # a memoised value that is the node itself (Node.memo)
@@ -120,6 +127,8 @@ class IndexVar:
     def __reduce__(self):
         return (IndexVar, (self.name,))
 
+
+_BY_IDENTITY = (Node, IndexVar)  # the fields ``_key`` compares by identity
 
 CANONICAL_INDICES: list[IndexVar] = []
 
@@ -418,6 +427,10 @@ class Cmp(Pred):
     __slots__ = ()
     _fields = ("op", "lhs", "rhs")
 
+    # interned, binding nothing and holding no binder: its own canonical form, so identity is equality
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
     def _check(self) -> None:
         if self.op not in COMPARISONS:
             raise TypeCheckError(f"unknown comparison {self.op!r}")
@@ -440,6 +453,10 @@ class RelAtom(Pred):
 
     __slots__ = ()
     _fields = ("rel", "args")
+
+    # interned, binding nothing and holding no binder: its own canonical form, so identity is equality
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
     def _check(self) -> None:
         if not isinstance(self.rel, Var) or not isinstance(self.rel.type, RelType):
@@ -984,3 +1001,4 @@ def zero(t: Type) -> Expr:
     if isinstance(t, RealType):
         return Const(0)
     raise TypeCheckError(f"a {t} has no zero")
+
