@@ -4,8 +4,11 @@ Each call is defined where its work is done and re-exported here (and so as ``tl
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import sys
+import threading
 
 from . import checker, cost as _cost, evaluate as _evaluate, parser
 from . import normalize  # tl.normalize.let_lift, ...: the passes one by one
@@ -41,18 +44,55 @@ def _reported(fn):
     return call
 
 
+_collector_lock = threading.Lock()
+_collector_pauses = [0, False]  # symbolic passes running, and whether the collector ran before the first
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cycle collector paused while a symbolic pass runs, and resumed (if it was running) when
+    the last one running returns.  Nodes form no reference cycles (their caches never refer back to
+    them: ``Node.memo``), so reference counting frees every node a pass drops; but a pass keeps tens of
+    thousands of new nodes alive at once, and CPython's generational heuristics then run collections of
+    the whole heap that find nothing (a sixth of a 64-layer network's ``tl.grad``).  Cycles that other
+    code makes meanwhile are collected once the collector resumes."""
+    with _collector_lock:
+        if _collector_pauses[0] == 0:
+            _collector_pauses[1] = gc.isenabled()
+            gc.disable()
+        _collector_pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_pauses[0] -= 1
+            if _collector_pauses[0] == 0 and _collector_pauses[1]:
+                gc.enable()
+
+
+def _symbolic(fn):
+    """``_reported(fn)`` run with the cycle collector paused: the passes that build programs."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with _collector_paused():
+            return fn(*args, **kwargs)
+
+    return _reported(call)
+
+
 parse = _reported(parser.parse)
 check = _reported(checker.check)
 evaluate = _reported(_evaluate.evaluate)
 cost = _reported(_cost.cost)
-to_ssa = _reported(normalize.to_ssa)
-derivative = _reported(_derive.derivative)
-adjoint = _reported(_derive.adjoint)
-grad = _reported(_derive.grad)
-jacobian = _reported(_derive.jacobian)
-hessian = _reported(_derive.hessian)
-certify = _reported(_derive.certify)
-simplify = _reported(_derive.simplify)
+to_ssa = _symbolic(normalize.to_ssa)
+derivative = _symbolic(_derive.derivative)
+adjoint = _symbolic(_derive.adjoint)
+grad = _symbolic(_derive.grad)
+jacobian = _symbolic(_derive.jacobian)
+hessian = _symbolic(_derive.hessian)
+certify = _symbolic(_derive.certify)
+simplify = _symbolic(_derive.simplify)
 compile = _reported(_codegen.compile)  # noqa: A001 (tl.compile, as LANGUAGE.md names it)
 export = _reported(_codegen.export)
 

@@ -211,3 +211,42 @@ sum(i:n) (h3[i] - y[i]) * (h3[i] - y[i])""")
             gc.enable()
     assert found < 300, found
     assert "C" in g.free_vars
+
+
+def test_the_passes_pause_the_cycle_collector_and_leave_it_as_they_found_it(monkeypatch):
+    """The symbolic calls run with the cycle collector paused (their nodes form no cycles, above) and
+    resume it when the last one running returns, also after an error and across threads; a collector
+    the user turned off stays off."""
+    import gc
+    import threading
+
+    import tensorlang.derive.api as derive_api
+
+    e = tl.parse("x : [n]R\nsum(i:n) x[i] * x[i]")
+    seen = []
+    original = derive_api.adjoint_ssa
+
+    def spy(*args):
+        seen.append(gc.isenabled())
+        return original(*args)
+
+    monkeypatch.setattr(derive_api, "adjoint_ssa", spy)
+    enabled = gc.isenabled()
+    try:
+        gc.enable()
+        tl.grad(e, "x")
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(tl.TypeCheckError, match="y is not an input"):
+            tl.grad(e, "y")
+        assert gc.isenabled()
+        threads = [threading.Thread(target=tl.grad, args=(e, "x")) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert gc.isenabled() and seen == [False] * 5
+        gc.disable()
+        tl.grad(e, "x")
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if enabled else gc.disable)()
