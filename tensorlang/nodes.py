@@ -201,7 +201,8 @@ class Affine(Node):
         return Affine.of(((v, -c) for v, c in self.terms), -self.const)
 
     def __sub__(self, other) -> "Affine":
-        return self + (-as_affine(other))
+        other = as_affine(other)
+        return Affine.of(self.terms + tuple((v, -c) for v, c in other.terms), self.const - other.const)
 
     def __rsub__(self, other) -> "Affine":
         return as_affine(other) - self
@@ -240,10 +241,15 @@ class Affine(Node):
         """Replace variables by affine forms (or variables); ``mapping`` is keyed by variable objects."""
         if not any(v in mapping for v, _ in self.terms):
             return self
-        out = Affine.const_(self.const)
+        terms, const = [], self.const
         for v, c in self.terms:
-            out = out + as_affine(mapping.get(v, v)) * c
-        return out
+            if v not in mapping:
+                terms.append((v, c))
+                continue
+            value = as_affine(mapping[v])
+            terms += [(w, c * d) for w, d in value.terms]
+            const += c * value.const
+        return Affine.of(terms, const)
 
     def evaluate(self, env: Mapping):
         """The value under ``env`` (variable -> int, or anything supporting + and *, e.g. arrays)."""
