@@ -173,21 +173,20 @@ class _Builder:
             self._spaces[ndims] = _space(ndims, self.params, names)
         return self._spaces[ndims]
 
-    def constraint(self, diff: Affine, pos: dict, ndims: int, equality: bool) -> isl.Set:
-        """``diff = 0`` or ``diff >= 0`` as a set over ``ndims`` dimensions."""
-        space = self.space(ndims)
-        if not diff.terms:  # a constant comparison (isl wants no all-zero constraint rows)
-            holds = diff.const == 0 if equality else diff.const >= 0
-            return isl.Set.universe(space) if holds else isl.Set.empty(space)
-        ls = isl.LocalSpace.from_space(space)
+    def constraint(self, row: tuple, pos: dict, ndims: int) -> isl.Constraint | None:
+        """The isl constraint of a row ``(equality, terms, const)`` (``_rows``); None for a row without
+        terms, which holds everywhere or nowhere (isl wants no all-zero constraint rows)."""
+        equality, terms, const = row
+        if not terms:
+            return None
+        ls = isl.LocalSpace.from_space(self.space(ndims))
         c = isl.Constraint.equality_alloc(ls) if equality else isl.Constraint.inequality_alloc(ls)
-        for var, coeff in diff.terms:
+        for var, coeff in terms:
             if isinstance(var, IndexVar):
                 c = c.set_coefficient_val(dt.set, pos[id(var)], isl_val(coeff))
             else:
                 c = c.set_coefficient_val(dt.param, self.param_pos[var.name], isl_val(coeff))
-        c = c.set_constant_val(isl_val(diff.const))
-        return isl.Set.universe(space).add_constraint(c)
+        return c.set_constant_val(isl_val(const))
 
     def build(self, p: Pred, pos: dict, ndims: int) -> isl.Set:
         """The set of ``p`` where ``pos`` maps ``id(index var)`` to its dimension."""
@@ -196,12 +195,9 @@ class _Builder:
         if p is FALSE:
             return isl.Set.empty(self.space(ndims))
         if isinstance(p, Cmp):
-            return self.comparison(p, pos, ndims)
+            return self.conjunction((p,), pos, ndims)
         if isinstance(p, And):
-            out = isl.Set.universe(self.space(ndims))
-            for q in p.parts:
-                out = out & self.build(q, pos, ndims)
-            return out
+            return self.conjunction(p.parts, pos, ndims)
         if isinstance(p, Or):
             out = isl.Set.empty(self.space(ndims))
             for q in p.parts:
@@ -217,16 +213,62 @@ class _Builder:
             return s.project_out(dt.set, ndims, 1)
         raise TypeError(f"not a predicate: {p!r}")
 
-    def comparison(self, p: Cmp, pos: dict, ndims: int) -> isl.Set:
-        diff = p.rhs - p.lhs
+    def conjunction(self, parts, pos: dict, ndims: int) -> isl.Set:
+        """The set of ``and`` of ``parts``: the rows of the comparisons but ``!=`` added to one set as
+        constraints, every other part intersected with it."""
+        out = isl.Set.universe(self.space(ndims))
+        for q in parts:
+            rows = _rows(q) if isinstance(q, Cmp) else None
+            if rows is None or len(rows) != 1:
+                out = out & (self.build(q, pos, ndims) if rows is None else self.disequality(rows, pos, ndims))
+                continue
+            c = self.constraint(rows[0], pos, ndims)
+            if c is not None:
+                out = out.add_constraint(c)
+            elif not _holds(rows[0]):
+                return isl.Set.empty(self.space(ndims))
+        return out
+
+    def disequality(self, rows: tuple, pos: dict, ndims: int) -> isl.Set:
+        """``a != b`` as the union of ``a < b`` and ``b < a``."""
+        out = isl.Set.empty(self.space(ndims))
+        for row in rows:
+            c = self.constraint(row, pos, ndims)
+            if c is not None:
+                out = out | isl.Set.universe(self.space(ndims)).add_constraint(c)
+            elif _holds(row):
+                return isl.Set.universe(self.space(ndims))
+        return out
+
+
+def _rows(p: Cmp) -> tuple:
+    """``p`` as constraint rows ``(equality, terms, const)``, each ``sum(terms) + const = 0`` or ``>= 0``:
+    one row, or for ``!=`` two whose union it is.  Memoised on the comparison (the rows hold its
+    variables, never the comparison)."""
+
+    def compute():
+        diff: dict = {}
+        for v, c in p.rhs.terms:
+            diff[v] = diff.get(v, 0) + c
+        for v, c in p.lhs.terms:
+            diff[v] = diff.get(v, 0) - c
+        terms = tuple((v, c) for v, c in diff.items() if c != 0)
+        const = p.rhs.const - p.lhs.const
         if p.op == "<":
-            return self.constraint(diff - 1, pos, ndims, False)
+            return ((False, terms, const - 1),)
         if p.op == "<=":
-            return self.constraint(diff, pos, ndims, False)
+            return ((False, terms, const),)
         if p.op == "=":
-            return self.constraint(diff, pos, ndims, True)
-        # !=
-        return self.constraint(diff - 1, pos, ndims, False) | self.constraint(-diff - 1, pos, ndims, False)
+            return ((True, terms, const),)
+        return ((False, terms, const - 1), (False, tuple((v, -c) for v, c in terms), -const - 1))
+
+    return p.memo("isl_sets.rows", compute)
+
+
+def _holds(row: tuple) -> bool:
+    """Whether a row without terms holds: its constant is 0 (an equality) or >= 0."""
+    equality, _, const = row
+    return const == 0 if equality else const >= 0
 
 
 _CACHE_SIZE = 256
