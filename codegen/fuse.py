@@ -102,11 +102,17 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
     that stay and the updated consumers."""
     lets = [list(x) for x in lets]
     leaves = [list(x) for x in leaves]
+    program = lets + leaves  # a let's consumers: the lets after it and the leaves
+    readers: dict[Var, set[int]] = {}  # a variable -> positions in program that may read it
+    for j, c in enumerate(program):
+        for v in free_vars(c[3]):
+            readers.setdefault(v, set()).add(j)
     kept = []
     for k, (var, gv, gs, body) in enumerate(lets):
-        consumers = lets[k + 1:] + leaves
-        # only the consumers that read var are searched (each consumer's free variables are memoised)
-        uses = [_uses(var, len(gv), c[3], zip(c[1], c[2])) if var in free_vars(c[3]) else [] for c in consumers]
+        # only the consumers that read var are searched
+        at = [j for j in sorted(readers.get(var, ())) if j > k and var in free_vars(program[j][3])]
+        consumers = [program[j] for j in at]
+        uses = [_uses(var, len(gv), c[3], zip(c[1], c[2])) for c in consumers]
         total = sum(len(u) for u in uses)
         if total == 0:
             continue  # dead
@@ -122,4 +128,6 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
             if us:
                 repl = {id(node): substitute_index(body, dict(zip(gv, index))) for node, index, _, _ in us}
                 c[3] = _replace(c[3], repl)
+        for v in free_vars(body):  # the consumers now read what var's value reads
+            readers.setdefault(v, set()).update(at)
     return kept, leaves
