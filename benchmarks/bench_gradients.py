@@ -279,7 +279,7 @@ def main() -> None:
         text += ["", "Ours and PyTorch on one thread, JAX with its default thread pool. `*`: JAX crashed (XLA "
                  "segfault) three times on `jnp.correlate`'s gradient, so the same loss written as a sum of 16 "
                  "shifted slices was timed. `crashed`: no time.", ""]
-    ks = [4, 8, 16] if args.quick else [4, 8, 16, 32, 64]
+    ks = [4, 8, 16] if args.quick else [4, 8, 16, 32, 64, 128]
     depth = depth_table(ks)
     out = ROOT / "docs" / "gradients_bench.md"
     if args.depth_only and out.exists():  # the other tables as they are
