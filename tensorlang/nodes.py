@@ -1007,4 +1007,3 @@ def zero(t: Type) -> Expr:
     if isinstance(t, RealType):
         return Const(0)
     raise TypeCheckError(f"a {t} has no zero")
-

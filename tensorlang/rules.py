@@ -252,7 +252,7 @@ class RewriteContext:
         self.taken: set[str] = set()
         self.cache: dict = {}
         self._by_name: dict[str, list[Var]] | None = None  # root's variable objects by name, when asked
-        self._least_free: dict[str, int] = {}  # base -> the least k that fresh_name may find free
+        self._least_free: dict[tuple, int] = {}  # (base, numbered) -> the least k fresh_name may find free
 
     def _variables_named(self, name: str) -> list[Var]:
         if self._by_name is None:
@@ -272,10 +272,11 @@ class RewriteContext:
         if not numbered and not self.name_in_use(base):
             name = base
         else:
-            k = self._least_free.get(base, 0 if numbered else 1)  # names only get used: none below is free
+            # names only get used, so no number below the last one found is free
+            k = self._least_free.get((base, numbered), 0 if numbered else 1)
             while self.name_in_use(f"{base}{k}"):
                 k += 1
-            self._least_free[base] = k
+            self._least_free[(base, numbered)] = k
             name = f"{base}{k}"
         self.taken.add(name)
         return name
