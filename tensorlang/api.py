@@ -71,7 +71,7 @@ def _collector_paused():
 
 
 def _symbolic(fn):
-    """``_reported(fn)`` run with the cycle collector paused: the passes that build programs."""
+    """``_reported(fn)`` run with the cycle collector paused: the calls that build programs and kernels."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
@@ -93,8 +93,8 @@ jacobian = _symbolic(_derive.jacobian)
 hessian = _symbolic(_derive.hessian)
 certify = _symbolic(_derive.certify)
 simplify = _symbolic(_derive.simplify)
-compile = _reported(_codegen.compile)  # noqa: A001 (tl.compile, as LANGUAGE.md names it)
-export = _reported(_codegen.export)
+compile = _symbolic(_codegen.compile)  # noqa: A001 (tl.compile, as LANGUAGE.md names it)
+export = _symbolic(_codegen.export)
 
 __all__ = [
     "Certificate", "adjoint", "certify", "check", "compile", "cost", "derivative", "evaluate", "export",
