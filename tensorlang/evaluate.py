@@ -427,6 +427,8 @@ class Evaluator:
         inside = True
         for a, extent in zip(args, table.shape):
             inside = inside & (np.asarray(a) >= 0) & (np.asarray(a) < extent)
+        if not np.any(inside):  # no point in range: an argument may be beyond int64 (a huge constant)
+            return inside
         clipped = tuple(np.asarray(np.where(inside, a, 0), dtype=np.int64) for a in args)
         return np.asarray(table[clipped]) & inside
 

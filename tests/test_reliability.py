@@ -150,6 +150,21 @@ def test_huge_constant_in_a_relation_atom():
     assert tl.evaluate(e, R=[0], x=np.ones(3)) == 0.0
 
 
+@pytest.mark.parametrize("m", [1, 2])
+def test_a_relation_atom_with_a_constant_beyond_int64_outside_any_loop(m):
+    """The fuzzer's program: its gradient is ``[real(0, 10^23)] * -1`` (the sum solved away, the bounds the
+    atom implies dropped), a relation atom at one point whose argument no int64 holds: false, in the
+    evaluator (it raised a raw OverflowError) and in a kernel alike."""
+    e = tl.parse("""x : R
+real : rel[m, m]
+(-(sum(i:m) ([0 <= -i < m and 0 <= i + 99999999999999999999999 < m and real(-i, i + 99999999999999999999999)] * x)))""")
+    g = tl.grad(e, "x")
+    inputs = {"x": 1.5, "real": np.ones((m, m), dtype=bool)}
+    assert tl.evaluate(e, **inputs) == 0.0
+    assert tl.evaluate(g, **inputs) == 0.0
+    assert tl.compile(g)(**inputs) == 0.0
+
+
 @pytest.mark.parametrize("src, sizes", [
     ("gen(i:n, j:n) 1.0", {"n": 10**9}),
     ("gen(i:n) 1.0", {"n": 10**15}),
