@@ -32,7 +32,7 @@ import numpy as np
 from ...errors import UnsupportedError
 from .cotangent import dense
 from .nested_store import box_method
-from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jm, acc,
+from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jm, acc,
                       check_keywords, differentiable, method_rule)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
@@ -240,6 +240,8 @@ def _call(f, r, pos, kw):
         check_keywords(f, r, tuple(kw))
     if r is not None and (r in LINEAR or r in MULTILINEAR):
         return _declared(r, pos, kw, True)
+    if r is None and type(f) is types.FunctionType and f in NONDIFF:   # called as it is (np.eye(n, dtype=bool))
+        return (f(*pos, **kw), ZERO), _no_grads
     if r is not None or type(f) is types.FunctionType:
         return _through_code(f, r, pos, kw, True)
     if isinstance(f, type) and not any(map(differentiable, (*pos, *kw.values()))):
@@ -267,7 +269,11 @@ def _Jkw_rule(names, f, *args):
     if kw.get("out") is not None:
         raise UnsupportedError("a second differentiation through out= is not supported")
     pair, pb = _call(f, _rule_of(f), pos, kw)
-    return pair, lambda d: (None, *pb(d))
+
+    def back(d):
+        g = pb(d)
+        return (None,) * (len(args) + 2) if g is ZERO else (None, *g)   # (ZERO has every item: not unpacked)
+    return pair, back
 
 
 def _Jm_rule(name, kwnames, obj, *args):

@@ -663,6 +663,17 @@ def _method_grads(g):
     return (types.SimpleNamespace(__self__=dself) if dself is not None else None, *g[2:])
 
 
+def refuse_keyword_only(f) -> None:
+    """The fence's refusal of Python function ``f`` with keyword-only parameters, where a call binds them by
+    name (the transforms take a function's parameters by position)."""
+    code = f.__code__
+    if code.co_kwonlyargcount:
+        names = ", ".join(code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount])
+        raise UnsupportedError(f"{code.co_filename}:{code.co_firstlineno}: {f.__qualname__}'s keyword-only "
+                               f"parameters ({names}) are not supported by tensorlang.ad; declared before the "
+                               f"'*', they can still be passed by name")
+
+
 def with_defaults(f, args):
     n = f.__code__.co_argcount
     defaults = f.__defaults__ or ()
@@ -711,7 +722,10 @@ def Jkw(names, f, *args):
     if hook is not None:
         y, back = hook(*pos, **kw)
         return y, RulePullback(back, len(args))
+    if type(f) is types.FunctionType and f in NONDIFF:   # called as it is (np.eye(n, dtype=bool))
+        return f(*pos, **kw), ZERO
     if type(f) is types.FunctionType:
+        refuse_keyword_only(f)
         sig = inspect.signature(f)
         bound = sig.bind(*pos, **kw)
         bound.apply_defaults()

@@ -26,7 +26,8 @@ import numpy as np
 from ...errors import UnsupportedError
 from .ir import INT, NUM, kind_of
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, check_keywords,
-                      differentiable, in_table, make_like, memory_owner, qualified_name, view_within, with_defaults)
+                      differentiable, in_table, make_like, memory_owner, qualified_name, refuse_keyword_only,
+                      view_within, with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
 JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)
@@ -319,8 +320,12 @@ def _jvp_kw(names, f, tf, args, ts):
         back_rule = None
     if back_rule is not None:
         check_keywords(f, back_rule, names)
+    if type(f) is types.FunctionType and back_rule is None and f in NONDIFF:   # called as it is (np.eye(n, dtype=bool))
+        return f(*pos, **kw), None
     if type(f) is types.FunctionType and not (back_rule is not None and _keyword_only(f)):
         # bound to f's parameters (a rule's pullback takes them positionally: not past a keyword-only one)
+        if back_rule is None:
+            refuse_keyword_only(f)
         sig = inspect.signature(f)
         bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
         bound.apply_defaults()
