@@ -1567,9 +1567,6 @@ def _linalg():   # tests/test_linalg.py (its check_grads is reverse mode only)
     return cases
 
 
-AG_SYSTEMATIC = [(f"systematic.{n}", f, a) for n, f, a in _systematic()] + [(f"linalg.{n}", f, a) for n, f, a in _linalg()]
-
-
 def _eigh(x):
     w, v = np.linalg.eigh(x)
     return w, v
@@ -1594,6 +1591,15 @@ def _symmetrized(fun):   # test_linalg.check_symmetric_matrix_grads
 
 _M6 = R(6, 6)
 _PSD = _M6 @ _M6.T + 6 * np.eye(6)
+# the symmetric factorisations, each as autograd's test calls it (symmetrised) and as NumPy's function alone
+# (which reads the lower triangle)
+_SYMMETRIC = [("eigvalh_lower", _eigh, [_PSD]), ("eigh_symmetrized", _symmetrized(_eigh), [_PSD]),
+              ("cholesky", _symmetrized(np.linalg.cholesky), [_PSD]), ("cholesky_lower", np.linalg.cholesky, [_PSD]),
+              ("cholesky_reparameterization_trick", _symmetrized(_cholesky_reparameterization_trick), [_PSD])]
+AG_SYSTEMATIC = ([(f"systematic.{n}", f, a) for n, f, a in _systematic()]
+                 + [(f"linalg.{n}", f, a) for n, f, a in _linalg() + _SYMMETRIC])
+
+
 # the test functions of NumPy calls tensorlang.ad has no rule for, with the refusal it gives
 AG_REFUSED = [
     ("systematic.real_ic", np.real_if_close, [R(3, 2)], "no derivative rule for numpy.real_if_close"),
@@ -1601,12 +1607,8 @@ AG_REFUSED = [
     ("systematic.gradient", np.gradient, [R(5, 5)], "no derivative rule for numpy.gradient"),
     ("linalg.pinv", np.linalg.pinv, [R(5, 3)], "no derivative rule for numpy.linalg.pinv"),
     ("linalg.norm_nuclear", _bound(np.linalg.norm, ord="nuc"), [R(6, 5)], "np.linalg.norm .* not ord='nuc'"),
-    ("linalg.eigvalh_lower", _eigh, [_PSD], "no derivative rule for numpy.linalg.eigh"),
     ("linalg.eig_real", lambda x: tuple(np.abs(e) for e in np.linalg.eig(x)), [R(4, 4)],
      "no derivative rule for numpy.linalg.eig"),
-    ("linalg.cholesky", _symmetrized(np.linalg.cholesky), [_PSD], "no derivative rule for numpy.linalg.cholesky"),
-    ("linalg.cholesky_reparameterization_trick", _symmetrized(_cholesky_reparameterization_trick), [_PSD],
-     "no derivative rule for numpy.linalg.cholesky"),
     ("linalg.svd_wide_2d", _svd, [R(3, 5)], "no derivative rule for numpy.linalg.svd"),
     ("linalg.svd_only_s_2d", _bound(np.linalg.svd, full_matrices=False, compute_uv=False), [R(5, 3)],
      "no derivative rule for numpy.linalg.svd"),
@@ -1616,5 +1618,5 @@ AG_REFUSED = [
 AG_SYSTEMATIC_HVP = {f"systematic.{n}" for n in (
     "prod", "var", "std", "max", "sqrt", "arctanh", "logaddexp", "true_divide", "remainder", "kron", "tensordot_3",
     "dot", "matmul", "maximum", "sort", "einsum_covsum", "einsum2_three_args", "trace", "cross", "pad", "repeat",
-    "diff")} | {f"linalg.{n}" for n in ("inv_3d", "solve_arg2", "det", "slogdet", "frobenius_norm_axis",
-                                        "vector_norm_ord3", "norm_axis1")}
+    "diff")} | {f"linalg.{n}" for n in ("inv_3d", "solve_arg2", "det", "slogdet", "cholesky", "cholesky_lower",
+                                        "frobenius_norm_axis", "vector_norm_ord3", "norm_axis1")}

@@ -107,6 +107,12 @@ CASES = {
     "det": (np.linalg.det, _draw(_matrix), ANY_),
     "inv": (np.linalg.inv, _draw(_matrix), ANY_),
     "slogdet": (lambda a: np.linalg.slogdet(a)[1], _draw(_matrix), ANY_),
+    # positive definite by Gershgorin (|entries| <= 1.5, n <= 3); NumPy reads one triangle of the argument
+    "cholesky": (lambda a: np.linalg.cholesky(a + 6 * np.eye(a.shape[-1])), _draw(_matrix), ANY_),
+    "cholesky_upper": (lambda a: np.linalg.cholesky(a + 6 * np.eye(a.shape[-1]), upper=True), _draw(_matrix), ANY_),
+    "eigh": (lambda a: np.linalg.eigh(a), _draw(_matrix), ANY_),
+    "eigh_upper": (lambda a: np.linalg.eigh(a, "U"), _draw(_matrix), ANY_),
+    "eigvalsh": (lambda a: np.linalg.eigvalsh(a, UPLO="U"), _draw(_matrix), ANY_),
     "solve": with_shapes(np.linalg.solve, [((3, 3), (3,)), ((2, 2), (2, 3)), ((2, 3, 3), (2, 3, 1))]),
     "roll": with_shapes(lambda a: np.roll(a, 1, axis=-1), [((3,),), ((2, 3),)]),
     "tile": with_shapes(lambda a: np.tile(a, (2, 1)), [((3,),), ((2, 2),)]),

@@ -605,3 +605,55 @@ def test_functools_partial_objects_as_jax_users_write_them(check):
         check(f, w.copy())
     with pytest.raises(UnsupportedError, match="second differentiation through functools.partial"):
         ad.gradient(lambda w: np.sum(ad.gradient(lambda v: functools.partial(_scaled_tanh, v)(x), w)[0]), w)
+
+
+_PD = np.array([[4.0, 1.0, 0.5], [0.3, 3.0, -0.2], [-0.6, 0.7, 5.0]])   # not symmetric: NumPy reads a triangle
+_SYMMETRIC = {
+    "cholesky": lambda a: np.sum(np.linalg.cholesky(a) * _PD),
+    "cholesky(upper=True)": lambda a: np.sum(np.linalg.cholesky(a, upper=True) ** 2 * _PD),
+    "log det by cholesky": lambda a: 2 * np.sum(np.log(np.diagonal(np.linalg.cholesky(a)))),
+    "eigh's eigenvalues": lambda a: np.sum(np.linalg.eigh(a).eigenvalues ** 3),
+    "eigh's eigenvectors, squared": lambda a: np.sum(np.linalg.eigh(a)[1] ** 2 * _PD),
+    "eigh(UPLO='U')": lambda a: np.sum(np.linalg.eigh(a, UPLO="U")[1] ** 2 * _PD) + np.sum(np.linalg.eigh(a, "U")[0]),
+    "eigvalsh": lambda a: np.sum(np.sin(np.linalg.eigvalsh(a))),
+}
+
+
+@pytest.mark.parametrize("name", list(_SYMMETRIC))
+def test_symmetric_factorisations_at_every_order(name, check):
+    """``np.linalg.cholesky``, ``eigh``, ``eigvalsh`` (they were refused: no rule), of a matrix that is not
+    symmetric, as NumPy calls them (one triangle read): against central differences in every mode."""
+    _every_order(_SYMMETRIC[name], _PD.copy(), np.array([[0.5, -1.0, 0.2], [0.1, 0.3, -0.4], [1.0, 0.2, 0.6]]), check)
+
+
+@pytest.mark.parametrize("f, read", [
+    (lambda a: np.sum(np.linalg.cholesky(a) * _PD), np.tril), (lambda a: np.sum(np.linalg.cholesky(a, upper=True)), np.triu),
+    (lambda a: np.sum(np.linalg.eigh(a)[1] ** 2 * _PD), np.tril), (lambda a: np.sum(np.linalg.eigh(a, "U")[1] ** 3), np.triu)])
+def test_the_triangle_numpy_does_not_read_gets_no_gradient(f, read):
+    g = ad.grad(f)(_PD)
+    np.testing.assert_array_equal(g - read(g), 0.0)
+    assert np.count_nonzero(read(g)) > 3   # the triangle read, off its diagonal too
+
+
+def test_what_the_symmetric_factorisations_refuse_by_name():
+    with pytest.raises(UnsupportedError, match="eigenvectors' derivative is undefined where two eigenvalues are equal"):
+        ad.grad(lambda a: np.sum(np.linalg.eigh(a)[1] ** 3))(np.diag([1.0, 2.0, 2.0]))
+    np.testing.assert_allclose(ad.grad(lambda a: np.sum(np.linalg.eigvalsh(a)))(np.eye(3)), np.eye(3))
+    with pytest.raises(UnsupportedError, match="cholesky of real matrices"):
+        ad.grad(lambda a: np.real(np.sum(np.linalg.cholesky(a * (1 + 0j)))))(np.eye(2) * 2.0)
+
+
+def _scaled(x, *, s=2.0):
+    return x * s
+
+
+def test_numpy_functions_without_derivative_called_with_keywords_and_keyword_only_parameters(check):
+    """``np.eye(n, dtype=bool)`` inside f raised a raw TypeError (its keywords were passed by position, the
+    keyword-only ones too) in reverse, forward and forward-over-reverse mode; a Python function with
+    keyword-only parameters is refused by name, where a call binds them (it was a raw TypeError)."""
+    def masked(x):
+        return np.sum(np.where(np.eye(3, dtype=bool), x * x, 0.0) + x * np.eye(3, k=1, dtype=float))
+    _every_order(masked, np.arange(9.0).reshape(3, 3), np.ones((3, 3)), check)
+    for run in (lambda f, x: ad.grad(f)(x), lambda f, x: ad.jvp(f, (x,), (x,)), lambda f, x: ad.hvp(f, (x,), (x,))):
+        with pytest.raises(UnsupportedError, match=r"_scaled's keyword-only parameters \(s\) are not supported"):
+            run(lambda x: np.sum(_scaled(x, s=3.0) ** 2), np.ones(2))

@@ -31,6 +31,7 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, dens
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
+from .linalg import check_real, eigenvector_factor, halved_lower, reads_upper, symmetric_tangent
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
@@ -327,6 +328,37 @@ def _solve(args, ts):
     if np.ndim(b) == 1:   # one right-hand side (for every matrix of a stack): a column
         return y, np.linalg.solve(a, np.broadcast_to(rhs, y.shape)[..., None])[..., 0]
     return y, np.linalg.solve(a, rhs)
+
+
+def _cholesky(args, ts, upper=False):
+    """``dL = L Phi(L^-1 dA L^-T)`` with dA the tangent of the symmetric matrix the triangle read spells."""
+    a, t = args[0], ts[0]
+    check_real("cholesky", a)
+    y = np.linalg.cholesky(a, upper=True) if upper else np.linalg.cholesky(a)
+    if t is None:
+        return y, None
+    lower = _mT(y) if upper else y
+    inv = np.linalg.inv(lower)
+    dl = lower @ halved_lower(inv @ symmetric_tangent(t, upper) @ _mT(inv))
+    return y, _mT(dl) if upper else dl
+
+
+def _symmetric_eigen(f):
+    """The forward rule of ``eigh`` or ``eigvalsh``: ``dw = diag(V^T dA V)`` and, for ``eigh``,
+    ``dV = V (F * (V^T dA V))`` (``eigenvector_factor``)."""
+    def rule(args, ts, UPLO="L"):
+        a, t = args[0], ts[0]
+        UPLO = args[1] if len(args) > 1 else UPLO   # (UPLO by position, as NumPy takes it)
+        check_real(f.__name__, a)
+        upper = reads_upper(UPLO)
+        y = f(a, UPLO)
+        if t is None:
+            return y, None
+        w, v = y if f is np.linalg.eigh else np.linalg.eigh(a, UPLO)
+        x = _mT(v) @ symmetric_tangent(t, upper) @ v
+        dw = np.diagonal(x, axis1=-2, axis2=-1)
+        return y, type(y)(dw, v @ (eigenvector_factor(w) * x)) if f is np.linalg.eigh else dw
+    return rule
 
 
 # -- builtins ------------------------------------------------------------------------------------------------------
@@ -639,6 +671,8 @@ JVP_RULES.update({
     np.concatenate: _stack_like(np.concatenate), np.stack: _stack_like(np.stack), np.where: _where,
     np.clip: _clip, np.array: _array(np.array), np.asarray: _array(np.asarray), np.linalg.norm: _norm,
     np.linalg.inv: _inv, np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
+    np.linalg.cholesky: _cholesky, np.linalg.eigh: _symmetric_eigen(np.linalg.eigh),
+    np.linalg.eigvalsh: _symmetric_eigen(np.linalg.eigvalsh),
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,

@@ -1,11 +1,17 @@
-"""Contractions and ``numpy.linalg``: ``einsum``, ``inner``, ``kron``, ``cross``, ``trace``, and the
-solvers ``det``, ``slogdet``, ``inv``, ``solve`` (batched over leading axes as NumPy's are)."""
+"""Contractions and ``numpy.linalg``: ``einsum``, ``inner``, ``kron``, ``cross``, ``trace``, the solvers
+``det``, ``slogdet``, ``inv``, ``solve``, and the symmetric factorisations ``cholesky``, ``eigh``,
+``eigvalsh`` (batched over leading axes as NumPy's are).
+
+NumPy's symmetric factorisations read one triangle of their argument (the lower by default) and factor the
+symmetric matrix it spells: an entry of that triangle stands for itself and its mirror, and the other
+triangle is never read.  Their gradients are those of NumPy's functions as called (``read_triangle``): zero
+in the triangle not read, as central differences of the call show."""
 from __future__ import annotations
 
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..runtime import METHOD_RULES, MULTILINEAR, RULES, unbroadcast
+from ..runtime import METHOD_RULES, MULTILINEAR, NONDIFF, RULES, unbroadcast
 
 
 def _parse_einsum(spec, ops):
@@ -159,9 +165,100 @@ def _solve(a, b):
     return y, back
 
 
+def read_triangle(s, upper: bool):
+    """The gradient with respect to the argument of a function of the symmetric matrix spelt by its lower
+    (or upper) triangle, from the gradient ``s`` with respect to that symmetric matrix: an off-diagonal
+    entry read stands for two, ``s_ij + s_ji``; the diagonal for one; the triangle not read for none."""
+    both = s + _mT(s)
+    return (np.triu(both) if upper else np.tril(both)) - s * np.eye(s.shape[-1])
+
+
+def symmetric_tangent(t, upper: bool):
+    """The tangent of the symmetric matrix spelt by the lower (or upper) triangle of a matrix of tangent
+    ``t``: the triangle read, mirrored."""
+    part = np.triu(t) if upper else np.tril(t)
+    return part + _mT(part) - part * np.eye(t.shape[-1])
+
+
+def halved_lower(x):
+    """``Phi(x)``: the lower triangle of ``x`` with its diagonal halved, the map in the Cholesky factor's
+    derivative ``dL = L Phi(L^-1 dA L^-T)`` (self-adjoint in the Frobenius inner product)."""
+    return np.tril(x) - 0.5 * x * np.eye(x.shape[-1])
+
+
+def eigenvector_factor(w):
+    """``F_ij = 1 / (w_j - w_i)`` off the diagonal and 0 on it, for eigenvalues ``w`` (stacked): the map in
+    the eigenvectors' derivative ``dV = V (F * (V^T dA V))``.  Undefined where two eigenvalues are equal:
+    refused by name."""
+    gap = np.expand_dims(w, -2) - np.expand_dims(w, -1)
+    off = ~np.eye(np.shape(w)[-1], dtype=bool)
+    if np.any((gap == 0) & off):
+        raise UnsupportedError(
+            "np.linalg.eigh: the eigenvectors' derivative is undefined where two eigenvalues are equal (the "
+            "eigenvectors of a repeated eigenvalue are not functions of the matrix); np.linalg.eigvalsh "
+            "differentiates the eigenvalues alone")
+    return np.where(off, 1.0 / np.where(off, gap, 1.0), 0.0)
+
+
+def check_real(name: str, a) -> None:
+    """Refuse a complex argument of the symmetric factorisation ``name`` (its rules are for real ones)."""
+    if np.iscomplexobj(a):
+        raise UnsupportedError(f"tensorlang.ad differentiates np.linalg.{name} of real matrices, not complex ones")
+
+
+def reads_upper(uplo: str) -> bool:
+    """Whether ``UPLO`` names the upper triangle (NumPy's check and message for anything else)."""
+    if uplo not in ("L", "U", "l", "u"):
+        raise ValueError(f"UPLO argument must be 'L' or 'U', not {uplo!r}")
+    return uplo in ("U", "u")
+
+
+def _cholesky(a, upper=False):
+    """``L = cholesky(A)``: ``A-bar = L^-T Phi(L^T L-bar) L^-1`` (Murray, 2016), read back onto the
+    triangle NumPy reads (the upper one and the factor transposed when ``upper``)."""
+    check_real("cholesky", a)
+    y = np.linalg.cholesky(a, upper=True) if upper else np.linalg.cholesky(a)
+    lower = _mT(y) if upper else y
+    inv = np.linalg.inv(lower)
+
+    def back(dy):
+        s = _mT(inv) @ halved_lower(_mT(lower) @ (_mT(dy) if upper else dy)) @ inv
+        return (read_triangle(s, upper),)
+    return y, back
+
+
+def _eigh(a, UPLO="L"):
+    """``w, V = eigh(A)``: ``A-bar = V (diag(w-bar) + F * (V^T V-bar)) V^T`` read back onto the triangle
+    NumPy reads (``eigenvector_factor``)."""
+    check_real("eigh", a)
+    upper = reads_upper(UPLO)
+    y = np.linalg.eigh(a, UPLO)
+    w, v = y
+
+    def back(dy):
+        dw, dv = dy
+        inner = 0.0 if dw is None else np.expand_dims(dw, -1) * np.eye(np.shape(w)[-1])
+        if dv is not None:
+            inner = inner + eigenvector_factor(w) * (_mT(v) @ dv)
+        return (read_triangle(v @ inner @ _mT(v), upper),)
+    return y, back
+
+
+def _eigvalsh(a, UPLO="L"):
+    """``w = eigvalsh(A)``: ``A-bar = V diag(w-bar) V^T`` (the eigenvectors from ``eigh``), read back onto the
+    triangle NumPy reads."""
+    check_real("eigvalsh", a)
+    upper = reads_upper(UPLO)
+    y = np.linalg.eigvalsh(a, UPLO)
+    v = np.linalg.eigh(a, UPLO)[1]
+    return y, lambda dy: (read_triangle((v * np.expand_dims(dy, -2)) @ _mT(v), upper),)
+
+
 RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _cross, np.trace: _trace,
               np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.inv: _inv,
-              np.linalg.solve: _solve})
+              np.linalg.solve: _solve, np.linalg.cholesky: _cholesky, np.linalg.eigh: _eigh,
+              np.linalg.eigvalsh: _eigvalsh})
+NONDIFF.update({check_real, reads_upper})   # checks, called as they are when a rule's own code is differentiated
 METHOD_RULES[(np.ndarray, "trace")] = _trace
 # linear in each operand (second order without *ops): after the subscripts, or at the even positions of the
 # sublist form
