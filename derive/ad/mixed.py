@@ -16,8 +16,8 @@ from .ir import NUM, kind_of
 from .rules import rule_of
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
-from .runtime import (BOX_METHODS, NONDIFF, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like, method_rule,
-                      refuse_keyword_only, register, with_defaults, with_nested_boxes)
+from .runtime import (BOX_METHODS, NONDIFF, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
+                      method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
 from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)

@@ -32,8 +32,8 @@ import numpy as np
 from ...errors import UnsupportedError
 from .cotangent import dense
 from .nested_store import box_method
-from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jm, acc,
-                      check_keywords, differentiable, method_rule)
+from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw,
+                      Jm, acc, check_keywords, differentiable, method_rule)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:

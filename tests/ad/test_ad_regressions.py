@@ -627,8 +627,10 @@ def test_symmetric_factorisations_at_every_order(name, check):
 
 
 @pytest.mark.parametrize("f, read", [
-    (lambda a: np.sum(np.linalg.cholesky(a) * _PD), np.tril), (lambda a: np.sum(np.linalg.cholesky(a, upper=True)), np.triu),
-    (lambda a: np.sum(np.linalg.eigh(a)[1] ** 2 * _PD), np.tril), (lambda a: np.sum(np.linalg.eigh(a, "U")[1] ** 3), np.triu)])
+    (lambda a: np.sum(np.linalg.cholesky(a) * _PD), np.tril),
+    (lambda a: np.sum(np.linalg.cholesky(a, upper=True)), np.triu),
+    (lambda a: np.sum(np.linalg.eigh(a)[1] ** 2 * _PD), np.tril),
+    (lambda a: np.sum(np.linalg.eigh(a, "U")[1] ** 3), np.triu)])
 def test_the_triangle_numpy_does_not_read_gets_no_gradient(f, read):
     g = ad.grad(f)(_PD)
     np.testing.assert_array_equal(g - read(g), 0.0)
