@@ -659,3 +659,34 @@ def test_numpy_functions_without_derivative_called_with_keywords_and_keyword_onl
     for run in (lambda f, x: ad.grad(f)(x), lambda f, x: ad.jvp(f, (x,), (x,)), lambda f, x: ad.hvp(f, (x,), (x,))):
         with pytest.raises(UnsupportedError, match=r"_scaled's keyword-only parameters \(s\) are not supported"):
             run(lambda x: np.sum(_scaled(x, s=3.0) ** 2), np.ones(2))
+
+
+_TALL = np.array([[1.0, 0.3, -0.5], [0.2, -1.4, 0.6], [0.9, 0.1, 2.0], [-0.7, 0.8, 0.4]])
+_SVD = {
+    "singular values": lambda a: np.sum(np.linalg.svd(a, compute_uv=False) ** 3),
+    "svdvals": lambda a: np.sum(np.sin(np.linalg.svdvals(a))),
+    "rank-1 approximation": lambda a: np.sum((np.linalg.svd(a, full_matrices=False)[0][:, :1]
+                                             * np.linalg.svd(a, full_matrices=False)[1][0]
+                                             @ np.linalg.svd(a, full_matrices=False).Vh[:1]) * _TALL),
+    "a wide matrix's singular vectors, squared": lambda a: np.sum(np.linalg.svd(a.T, False)[0] ** 2 * _TALL[:3])
+    + np.sum(np.linalg.svd(a.T, False)[2] ** 2 * _TALL.T[:3]),
+}
+
+
+@pytest.mark.parametrize("name", list(_SVD))
+def test_the_singular_value_decomposition_at_every_order(name, check):
+    """``np.linalg.svd`` (reduced, and a square matrix's) and ``svdvals`` (they were refused: no rule)
+    against central differences in every mode."""
+    _every_order(_SVD[name], _TALL.copy(), np.cos(np.arange(12.0)).reshape(4, 3), check)
+
+
+def test_what_the_singular_value_decomposition_refuses_by_name():
+    with pytest.raises(UnsupportedError, match="singular vectors' derivative is undefined"):
+        ad.grad(lambda a: np.sum(np.linalg.svd(a)[0] ** 3))(np.diag([1.0, 2.0, 2.0]))
+    with pytest.raises(UnsupportedError, match="full_matrices=False"):
+        ad.grad(lambda a: np.sum(np.linalg.svd(a)[0]))(_TALL)
+    with pytest.raises(UnsupportedError, match="hermitian=False"):
+        ad.grad(lambda a: np.sum(np.linalg.svd(a, hermitian=True)[1]))(np.eye(2) * 2.0)
+    with pytest.raises(UnsupportedError, match="derivative of a singular value is undefined"):
+        ad.grad(lambda a: np.linalg.svdvals(a)[0])(np.eye(2))
+    np.testing.assert_allclose(ad.grad(lambda a: np.sum(np.linalg.svdvals(a)))(np.eye(2) * 3.0), np.eye(2))

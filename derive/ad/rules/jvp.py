@@ -31,7 +31,8 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, dens
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
-from .linalg import check_real, eigenvector_factor, halved_lower, reads_upper, symmetric_tangent
+from .linalg import (check_real, check_svd, eigenvector_factor, halved_lower, reads_upper, svd_factor,
+                     symmetric_tangent)
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
@@ -361,6 +362,35 @@ def _symmetric_eigen(f):
     return rule
 
 
+def _svd(args, ts, full_matrices=True, compute_uv=True, hermitian=False):
+    """``ds = diag(U^T dA V)``; with ``dP = U^T dA V`` and ``F = svd_factor(s)``,
+    ``dU = U (F * (dP S + S dP^T)) + (I - U U^T) dA V S^-1`` and
+    ``dV = V (F * (S dP + dP^T S)) + (I - V V^T) dA^T U S^-1``."""
+    a, t = args[0], ts[0]
+    # (the options by position, as NumPy takes them, then by keyword)
+    full_matrices, compute_uv, hermitian = (*args[1:], *(full_matrices, compute_uv, hermitian)[len(args) - 1:])
+    check_svd(a, full_matrices and compute_uv, hermitian)
+    y = np.linalg.svd(a, full_matrices, compute_uv)
+    if t is None:
+        return y, None
+    u, s, vh = y if compute_uv else np.linalg.svd(a, full_matrices=False)
+    v = _mT(vh)
+    dp = _mT(u) @ t @ v
+    ds = np.diagonal(dp, axis1=-2, axis2=-1)
+    if not compute_uv:
+        return y, ds
+    f = svd_factor(s)
+    row, col = np.expand_dims(s, -1), np.expand_dims(s, -2)
+    du = u @ (f * (dp * col + row * _mT(dp))) + (t @ v - u @ dp) / col
+    dv = v @ (f * (row * dp + _mT(dp) * col)) + (_mT(t) @ u - v @ _mT(dp)) / col
+    return y, type(y)(du, ds, _mT(dv))
+
+
+def _svdvals(args, ts):
+    """``ds = diag(U^T dA V)``."""
+    return np.linalg.svdvals(args[0]), None if ts[0] is None else _svd((args[0], False, False), ts)[1]
+
+
 # -- builtins ------------------------------------------------------------------------------------------------------
 def _sum(args, ts):
     xs = args[0]
@@ -672,7 +702,7 @@ JVP_RULES.update({
     np.clip: _clip, np.array: _array(np.array), np.asarray: _array(np.asarray), np.linalg.norm: _norm,
     np.linalg.inv: _inv, np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
     np.linalg.cholesky: _cholesky, np.linalg.eigh: _symmetric_eigen(np.linalg.eigh),
-    np.linalg.eigvalsh: _symmetric_eigen(np.linalg.eigvalsh),
+    np.linalg.eigvalsh: _symmetric_eigen(np.linalg.eigvalsh), np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,

@@ -1,6 +1,7 @@
 """Contractions and ``numpy.linalg``: ``einsum``, ``inner``, ``kron``, ``cross``, ``trace``, the solvers
-``det``, ``slogdet``, ``inv``, ``solve``, and the symmetric factorisations ``cholesky``, ``eigh``,
-``eigvalsh`` (batched over leading axes as NumPy's are).
+``det``, ``slogdet``, ``inv``, ``solve``, the symmetric factorisations ``cholesky``, ``eigh``,
+``eigvalsh``, and the singular value decomposition ``svd`` and ``svdvals`` (batched over leading axes as
+NumPy's are).
 
 NumPy's symmetric factorisations read one triangle of their argument (the lower by default) and factor the
 symmetric matrix it spells: an entry of that triangle stands for itself and its mirror, and the other
@@ -254,11 +255,90 @@ def _eigvalsh(a, UPLO="L"):
     return y, lambda dy: (read_triangle((v * np.expand_dims(dy, -2)) @ _mT(v), upper),)
 
 
+def svd_factor(s):
+    """``F_ij = 1 / (s_j^2 - s_i^2)`` off the diagonal and 0 on it, for singular values ``s`` (stacked):
+    the map in the singular vectors' derivatives.  Undefined where two singular values are equal, or
+    one is zero (the vectors are then not functions of the matrix): refused by name."""
+    s2 = s * s
+    gap = np.expand_dims(s2, -2) - np.expand_dims(s2, -1)
+    off = ~np.eye(np.shape(s)[-1], dtype=bool)
+    if np.any((gap == 0) & off) or np.any(s == 0):
+        raise UnsupportedError(
+            "np.linalg.svd: the singular vectors' derivative is undefined where two singular values are equal "
+            "or one is zero (the vectors are not functions of the matrix there); np.linalg.svdvals "
+            "differentiates the singular values alone")
+    return np.where(off, 1.0 / np.where(off, gap, 1.0), 0.0)
+
+
+def check_svd(a, full_matrices, hermitian) -> None:
+    """Refuse what the SVD rules do not cover: complex matrices, ``hermitian=True``, and the full
+    (non-unique) bases of a matrix that is not square."""
+    check_real("svd", a)
+    if hermitian:
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.svd with hermitian=False")
+    if full_matrices and np.shape(a)[-1] != np.shape(a)[-2]:
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.svd of a matrix that is not square with "
+                               "full_matrices=False (the full bases are not functions of the matrix)")
+
+
+def _svdvals_back(a, s):
+    """The pullback of the singular values: ``A-bar = U diag(s-bar) V^T``.  Where two equal or zero singular
+    values get different cotangents the derivative is undefined: refused by name."""
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+
+    def back(ds):
+        same = np.expand_dims(s, -2) == np.expand_dims(s, -1)
+        if np.any(same & (np.expand_dims(ds, -2) != np.expand_dims(ds, -1))) or np.any((s == 0) & (ds != 0)):
+            raise UnsupportedError("np.linalg.svdvals: the derivative of a singular value is undefined where "
+                                   "it is zero or equal to another that the result weighs differently")
+        return ((u * np.expand_dims(ds, -2)) @ vh,)
+    return back
+
+
+def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    """``U, s, Vh = svd(A)`` (Townsend, 2016), with ``F = svd_factor(s)``, ``J = F * (U^T U-bar)``,
+    ``K = F * (V^T V-bar)``: ``A-bar = U ((J + J^T) S + diag(s-bar) + S (K + K^T)) V^T
+    + (I - U U^T) U-bar S^-1 V^T + U S^-1 V-bar^T (I - V V^T)``; without ``compute_uv`` the singular
+    values' ``U diag(s-bar) V^T``."""
+    check_svd(a, full_matrices and compute_uv, hermitian)
+    y = np.linalg.svd(a, full_matrices, compute_uv)
+    if not compute_uv:
+        return y, _svdvals_back(a, y)
+    u, s, vh = y
+    v = _mT(vh)
+
+    def back(dy):
+        du, ds, dvh = dy
+        inner = 0.0 if ds is None else np.expand_dims(ds, -1) * np.eye(np.shape(s)[-1])
+        ga = 0.0
+        if du is not None or dvh is not None:
+            f = svd_factor(s)
+            if du is not None:
+                j = f * (_mT(u) @ du)
+                inner = inner + (j + _mT(j)) * np.expand_dims(s, -2)
+                ga = ga + (du - u @ (_mT(u) @ du)) / np.expand_dims(s, -2) @ vh
+            if dvh is not None:
+                dv = _mT(dvh)
+                k = f * (_mT(v) @ dv)
+                inner = inner + np.expand_dims(s, -1) * (k + _mT(k))
+                ga = ga + u @ (_mT(dv - v @ (_mT(v) @ dv)) / np.expand_dims(s, -1))
+        return (u @ inner @ vh + ga,)
+    return y, back
+
+
+def _svdvals(x):
+    """``s = svdvals(A)``: ``A-bar = U diag(s-bar) V^T``."""
+    check_real("svdvals", x)
+    y = np.linalg.svdvals(x)
+    return y, _svdvals_back(x, y)
+
+
 RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _cross, np.trace: _trace,
               np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.inv: _inv,
               np.linalg.solve: _solve, np.linalg.cholesky: _cholesky, np.linalg.eigh: _eigh,
-              np.linalg.eigvalsh: _eigvalsh})
-NONDIFF.update({check_real, reads_upper})   # checks, called as they are when a rule's own code is differentiated
+              np.linalg.eigvalsh: _eigvalsh, np.linalg.svd: _svd, np.linalg.svdvals: _svdvals})
+# checks, called as they are when a rule's own code is differentiated
+NONDIFF.update({check_real, reads_upper, check_svd})
 METHOD_RULES[(np.ndarray, "trace")] = _trace
 # linear in each operand (second order without *ops): after the subscripts, or at the even positions of the
 # sublist form
