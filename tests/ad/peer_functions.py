@@ -1592,12 +1592,13 @@ def _symmetrized(fun):   # test_linalg.check_symmetric_matrix_grads
 _M6 = R(6, 6)
 _PSD = _M6 @ _M6.T + 6 * np.eye(6)
 # the symmetric factorisations, each as autograd's test calls it (symmetrised) and as NumPy's function alone
-# (which reads the lower triangle), and the singular value decomposition
+# (which reads the lower triangle), the singular value decomposition and the pseudo-inverse
 _SYMMETRIC = [("eigvalh_lower", _eigh, [_PSD]), ("eigh_symmetrized", _symmetrized(_eigh), [_PSD]),
               ("cholesky", _symmetrized(np.linalg.cholesky), [_PSD]), ("cholesky_lower", np.linalg.cholesky, [_PSD]),
               ("cholesky_reparameterization_trick", _symmetrized(_cholesky_reparameterization_trick), [_PSD]),
               ("svd_wide_2d", _svd, [R(3, 5)]), ("svd_tall_2d", _svd, [R(5, 3)]),
-              ("svd_only_s_2d", _bound(np.linalg.svd, full_matrices=False, compute_uv=False), [R(5, 3)])]
+              ("svd_only_s_2d", _bound(np.linalg.svd, full_matrices=False, compute_uv=False), [R(5, 3)]),
+              ("pinv", np.linalg.pinv, [R(5, 3)])]
 AG_SYSTEMATIC = ([(f"systematic.{n}", f, a) for n, f, a in _systematic()]
                  + [(f"linalg.{n}", f, a) for n, f, a in _linalg() + _SYMMETRIC])
 
@@ -1607,7 +1608,6 @@ AG_REFUSED = [
     ("systematic.real_ic", np.real_if_close, [R(3, 2)], "no derivative rule for numpy.real_if_close"),
     ("systematic.partition", _bound(np.partition, kth=3), [R(7)], "no derivative rule for numpy.partition"),
     ("systematic.gradient", np.gradient, [R(5, 5)], "no derivative rule for numpy.gradient"),
-    ("linalg.pinv", np.linalg.pinv, [R(5, 3)], "no derivative rule for numpy.linalg.pinv"),
     ("linalg.norm_nuclear", _bound(np.linalg.norm, ord="nuc"), [R(6, 5)], "np.linalg.norm .* not ord='nuc'"),
     ("linalg.eig_real", lambda x: tuple(np.abs(e) for e in np.linalg.eig(x)), [R(4, 4)],
      "no derivative rule for numpy.linalg.eig"),
@@ -1618,4 +1618,5 @@ AG_SYSTEMATIC_HVP = {f"systematic.{n}" for n in (
     "prod", "var", "std", "max", "sqrt", "arctanh", "logaddexp", "true_divide", "remainder", "kron", "tensordot_3",
     "dot", "matmul", "maximum", "sort", "einsum_covsum", "einsum2_three_args", "trace", "cross", "pad", "repeat",
     "diff")} | {f"linalg.{n}" for n in ("inv_3d", "solve_arg2", "det", "slogdet", "cholesky", "cholesky_lower",
-                                        "svd_only_s_2d", "frobenius_norm_axis", "vector_norm_ord3", "norm_axis1")}
+                                        "svd_only_s_2d", "pinv", "frobenius_norm_axis", "vector_norm_ord3",
+                                        "norm_axis1")}

@@ -117,6 +117,7 @@ CASES = {
     "svd_reduced": with_shapes(lambda a: np.linalg.svd(a, full_matrices=False), [((3, 2),), ((2, 3),), ((2, 3, 2),)]),
     "svd_values": with_shapes(lambda a: np.linalg.svd(a, False, False), [((3, 2),), ((2, 2, 3),)]),
     "svdvals": (np.linalg.svdvals, _draw(_matrix), ANY_),
+    "pinv": with_shapes(np.linalg.pinv, [((3, 2),), ((2, 3),), ((2, 2),), ((2, 3, 2),)]),
     "solve": with_shapes(np.linalg.solve, [((3, 3), (3,)), ((2, 2), (2, 3)), ((2, 3, 3), (2, 3, 1))]),
     "roll": with_shapes(lambda a: np.roll(a, 1, axis=-1), [((3,),), ((2, 3),)]),
     "tile": with_shapes(lambda a: np.tile(a, (2, 1)), [((3,),), ((2, 2),)]),

@@ -670,13 +670,15 @@ _SVD = {
                                              @ np.linalg.svd(a, full_matrices=False).Vh[:1]) * _TALL),
     "a wide matrix's singular vectors, squared": lambda a: np.sum(np.linalg.svd(a.T, False)[0] ** 2 * _TALL[:3])
     + np.sum(np.linalg.svd(a.T, False)[2] ** 2 * _TALL.T[:3]),
+    "pinv, and least squares by it": lambda a: np.sum(np.linalg.pinv(a) * _TALL.T)
+    + np.sum((a @ (np.linalg.pinv(a, 1e-8) @ _TALL[:, 0])) ** 2) + np.sum(np.linalg.pinv(a.T, rcond=1e-6) ** 2),
 }
 
 
 @pytest.mark.parametrize("name", list(_SVD))
 def test_the_singular_value_decomposition_at_every_order(name, check):
-    """``np.linalg.svd`` (reduced, and a square matrix's) and ``svdvals`` (they were refused: no rule)
-    against central differences in every mode."""
+    """``np.linalg.svd`` (reduced, and a square matrix's), ``svdvals`` and ``pinv`` (they were refused: no
+    rule) against central differences in every mode."""
     _every_order(_SVD[name], _TALL.copy(), np.cos(np.arange(12.0)).reshape(4, 3), check)
 
 
@@ -690,3 +692,7 @@ def test_what_the_singular_value_decomposition_refuses_by_name():
     with pytest.raises(UnsupportedError, match="derivative of a singular value is undefined"):
         ad.grad(lambda a: np.linalg.svdvals(a)[0])(np.eye(2))
     np.testing.assert_allclose(ad.grad(lambda a: np.sum(np.linalg.svdvals(a)))(np.eye(2) * 3.0), np.eye(2))
+    with pytest.raises(UnsupportedError, match="pseudo-inverse's derivative is undefined where the matrix is rank"):
+        ad.grad(lambda a: np.sum(np.linalg.pinv(a)))(np.ones((3, 2)))
+    with pytest.raises(UnsupportedError, match="pinv with hermitian=False"):
+        ad.grad(lambda a: np.sum(np.linalg.pinv(a, hermitian=True)))(np.eye(2))

@@ -31,8 +31,8 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, dens
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
-from .linalg import (check_real, check_svd, eigenvector_factor, halved_lower, reads_upper, svd_factor,
-                     symmetric_tangent)
+from .linalg import (check_full_rank, check_real, check_svd, eigenvector_factor, halved_lower, reads_upper,
+                     svd_factor, symmetric_tangent)
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
@@ -391,6 +391,20 @@ def _svdvals(args, ts):
     return np.linalg.svdvals(args[0]), None if ts[0] is None else _svd((args[0], False, False), ts)[1]
 
 
+def _pinv(args, ts, rcond=None, hermitian=False):
+    """``dY = -Y dA Y + Y Y^T dA^T (I - A Y) + (I - Y A) dA^T Y^T Y`` (a matrix of full rank)."""
+    a, t = args[0], ts[0]
+    rcond, hermitian = (*args[1:], *(rcond, hermitian)[len(args) - 1:])   # (by position, then by keyword)
+    if hermitian:
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.pinv with hermitian=False")
+    check_full_rank(a, rcond)
+    y = np.linalg.pinv(a)   # (every singular value is above the cutoff: the same bits whatever rcond is)
+    if t is None:
+        return y, None
+    tt, yt = _mT(t), _mT(y)
+    return y, -y @ t @ y + (y @ yt) @ (tt - (tt @ a) @ y) + (tt - y @ (a @ tt)) @ (yt @ y)
+
+
 # -- builtins ------------------------------------------------------------------------------------------------------
 def _sum(args, ts):
     xs = args[0]
@@ -703,6 +717,7 @@ JVP_RULES.update({
     np.linalg.inv: _inv, np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
     np.linalg.cholesky: _cholesky, np.linalg.eigh: _symmetric_eigen(np.linalg.eigh),
     np.linalg.eigvalsh: _symmetric_eigen(np.linalg.eigvalsh), np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
+    np.linalg.pinv: _pinv,
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,

@@ -1,7 +1,7 @@
 """Contractions and ``numpy.linalg``: ``einsum``, ``inner``, ``kron``, ``cross``, ``trace``, the solvers
 ``det``, ``slogdet``, ``inv``, ``solve``, the symmetric factorisations ``cholesky``, ``eigh``,
-``eigvalsh``, and the singular value decomposition ``svd`` and ``svdvals`` (batched over leading axes as
-NumPy's are).
+``eigvalsh``, the singular value decomposition ``svd`` and ``svdvals``, and the pseudo-inverse ``pinv``
+(batched over leading axes as NumPy's are).
 
 NumPy's symmetric factorisations read one triangle of their argument (the lower by default) and factor the
 symmetric matrix it spells: an entry of that triangle stands for itself and its mirror, and the other
@@ -333,12 +333,42 @@ def _svdvals(x):
     return y, _svdvals_back(x, y)
 
 
+def check_full_rank(a, rcond) -> None:
+    """Refuse the pseudo-inverse's derivative where ``a`` has fewer singular values above the cutoff than
+    its smaller side (a perturbation changes the rank there, and the pseudo-inverse jumps), and of complex
+    matrices."""
+    check_real("pinv", a)
+    s = np.linalg.svdvals(a)
+    cutoff = (max(np.shape(a)[-2:]) * np.finfo(np.result_type(a, float)).eps if rcond is None else rcond)
+    if np.any(s <= cutoff * np.max(s, axis=-1, keepdims=True)):
+        raise UnsupportedError("np.linalg.pinv: the pseudo-inverse's derivative is undefined where the matrix "
+                               "is rank-deficient (a perturbation changes its rank)")
+
+
+def _pinv(a, rcond=None, hermitian=False):
+    """``Y = pinv(A)`` of a matrix of full rank: ``A-bar = -Y^T Y-bar Y^T + (I - A Y) Y-bar^T Y Y^T
+    + Y^T Y Y-bar^T (I - Y A)`` (the transpose of ``dY = -Y dA Y + Y Y^T dA^T (I - A Y)
+    + (I - Y A) dA^T Y^T Y``)."""
+    if hermitian:
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.pinv with hermitian=False")
+    check_full_rank(a, rcond)
+    y = np.linalg.pinv(a)   # (every singular value is above the cutoff: the same bits whatever rcond is)
+
+    def back(dy):
+        yt, dyt = _mT(y), _mT(dy)
+        left = dyt - a @ (y @ dyt)      # (I - A Y) Y-bar^T
+        right = dyt - (dyt @ y) @ a     # Y-bar^T (I - Y A)
+        return (-yt @ dy @ yt + left @ (y @ yt) + (yt @ y) @ right,)
+    return y, back
+
+
 RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _cross, np.trace: _trace,
               np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.inv: _inv,
               np.linalg.solve: _solve, np.linalg.cholesky: _cholesky, np.linalg.eigh: _eigh,
-              np.linalg.eigvalsh: _eigvalsh, np.linalg.svd: _svd, np.linalg.svdvals: _svdvals})
+              np.linalg.eigvalsh: _eigvalsh, np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
+              np.linalg.pinv: _pinv})
 # checks, called as they are when a rule's own code is differentiated
-NONDIFF.update({check_real, reads_upper, check_svd})
+NONDIFF.update({check_real, reads_upper, check_svd, check_full_rank})
 METHOD_RULES[(np.ndarray, "trace")] = _trace
 # linear in each operand (second order without *ops): after the subscripts, or at the even positions of the
 # sublist form
