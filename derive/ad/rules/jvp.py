@@ -31,8 +31,8 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, dens
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
-from .linalg import (check_full_rank, check_real, check_svd, eigenvector_factor, halved_lower, reads_upper,
-                     svd_factor, symmetric_tangent)
+from .linalg import (check_pinv, check_real, check_svd, eigenvector_factor, halved_lower, reads_upper, svd_factor,
+                     symmetric_tangent)
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
@@ -272,12 +272,17 @@ def _array_tangent(y, args, ts):
     return y, np.array(densify(ts[0], xs), dtype=np.result_type(y.dtype, float))
 
 
+def _options(args, *keywords):
+    """The options after a forward rule's first argument, as NumPy takes them: those passed by position,
+    then, for the rest, ``keywords`` (the values the rule's keyword parameters got)."""
+    return (*args[1:], *keywords[len(args) - 1:])
+
+
 def _norm(args, ts, ord=None, axis=None):
     if len(args) > 3:
         raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm without keepdims")
     x = np.asarray(args[0])
-    ord = args[1] if len(args) > 1 else ord   # (ord and axis by position as NumPy takes them)
-    axis = args[2] if len(args) > 2 else axis
+    ord, axis = _options(args, ord, axis)
     p, axes = norm_power(x, ord, axis)
     y = np.linalg.norm(x, ord, axis)
     if ts[0] is None:
@@ -349,7 +354,7 @@ def _symmetric_eigen(f):
     ``dV = V (F * (V^T dA V))`` (``eigenvector_factor``)."""
     def rule(args, ts, UPLO="L"):
         a, t = args[0], ts[0]
-        UPLO = args[1] if len(args) > 1 else UPLO   # (UPLO by position, as NumPy takes it)
+        UPLO, = _options(args, UPLO)
         check_real(f.__name__, a)
         upper = reads_upper(UPLO)
         y = f(a, UPLO)
@@ -367,8 +372,7 @@ def _svd(args, ts, full_matrices=True, compute_uv=True, hermitian=False):
     ``dU = U (F * (dP S + S dP^T)) + (I - U U^T) dA V S^-1`` and
     ``dV = V (F * (S dP + dP^T S)) + (I - V V^T) dA^T U S^-1``."""
     a, t = args[0], ts[0]
-    # (the options by position, as NumPy takes them, then by keyword)
-    full_matrices, compute_uv, hermitian = (*args[1:], *(full_matrices, compute_uv, hermitian)[len(args) - 1:])
+    full_matrices, compute_uv, hermitian = _options(args, full_matrices, compute_uv, hermitian)
     check_svd(a, full_matrices and compute_uv, hermitian)
     y = np.linalg.svd(a, full_matrices, compute_uv)
     if t is None:
@@ -388,16 +392,20 @@ def _svd(args, ts, full_matrices=True, compute_uv=True, hermitian=False):
 
 def _svdvals(args, ts):
     """``ds = diag(U^T dA V)``."""
-    return np.linalg.svdvals(args[0]), None if ts[0] is None else _svd((args[0], False, False), ts)[1]
+    a, t = args[0], ts[0]
+    check_real("svdvals", a)
+    y = np.linalg.svdvals(a)
+    if t is None:
+        return y, None
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    return y, np.sum(u * (t @ _mT(vh)), axis=-2)
 
 
 def _pinv(args, ts, rcond=None, hermitian=False):
     """``dY = -Y dA Y + Y Y^T dA^T (I - A Y) + (I - Y A) dA^T Y^T Y`` (a matrix of full rank)."""
     a, t = args[0], ts[0]
-    rcond, hermitian = (*args[1:], *(rcond, hermitian)[len(args) - 1:])   # (by position, then by keyword)
-    if hermitian:
-        raise UnsupportedError("tensorlang.ad differentiates np.linalg.pinv with hermitian=False")
-    check_full_rank(a, rcond)
+    rcond, hermitian = _options(args, rcond, hermitian)
+    check_pinv(a, rcond, hermitian)
     y = np.linalg.pinv(a)   # (every singular value is above the cutoff: the same bits whatever rcond is)
     if t is None:
         return y, None

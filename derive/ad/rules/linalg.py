@@ -187,18 +187,22 @@ def halved_lower(x):
     return np.tril(x) - 0.5 * x * np.eye(x.shape[-1])
 
 
-def eigenvector_factor(w):
-    """``F_ij = 1 / (w_j - w_i)`` off the diagonal and 0 on it, for eigenvalues ``w`` (stacked): the map in
-    the eigenvectors' derivative ``dV = V (F * (V^T dA V))``.  Undefined where two eigenvalues are equal:
-    refused by name."""
-    gap = np.expand_dims(w, -2) - np.expand_dims(w, -1)
-    off = ~np.eye(np.shape(w)[-1], dtype=bool)
+def reciprocal_gaps(x, refusal: str):
+    """``F_ij = 1 / (x_j - x_i)`` off the diagonal and 0 on it, for values ``x`` (stacked); ``refusal``,
+    an ``UnsupportedError``, where two of them are equal."""
+    gap = np.expand_dims(x, -2) - np.expand_dims(x, -1)
+    off = ~np.eye(np.shape(x)[-1], dtype=bool)
     if np.any((gap == 0) & off):
-        raise UnsupportedError(
-            "np.linalg.eigh: the eigenvectors' derivative is undefined where two eigenvalues are equal (the "
-            "eigenvectors of a repeated eigenvalue are not functions of the matrix); np.linalg.eigvalsh "
-            "differentiates the eigenvalues alone")
+        raise UnsupportedError(refusal)
     return np.where(off, 1.0 / np.where(off, gap, 1.0), 0.0)
+
+
+def eigenvector_factor(w):
+    """``F_ij = 1 / (w_j - w_i)`` for eigenvalues ``w``: the map in the eigenvectors' derivative
+    ``dV = V (F * (V^T dA V))``.  Undefined where two eigenvalues are equal: refused by name."""
+    return reciprocal_gaps(w, "np.linalg.eigh: the eigenvectors' derivative is undefined where two eigenvalues "
+                              "are equal (the eigenvectors of a repeated eigenvalue are not functions of the "
+                              "matrix); np.linalg.eigvalsh differentiates the eigenvalues alone")
 
 
 def check_real(name: str, a) -> None:
@@ -255,19 +259,18 @@ def _eigvalsh(a, UPLO="L"):
     return y, lambda dy: (read_triangle((v * np.expand_dims(dy, -2)) @ _mT(v), upper),)
 
 
+_SINGULAR_VECTORS_REFUSED = (
+    "np.linalg.svd: the singular vectors' derivative is undefined where two singular values are equal or one "
+    "is zero (the vectors are not functions of the matrix there); np.linalg.svdvals differentiates the "
+    "singular values alone")
+
+
 def svd_factor(s):
-    """``F_ij = 1 / (s_j^2 - s_i^2)`` off the diagonal and 0 on it, for singular values ``s`` (stacked):
-    the map in the singular vectors' derivatives.  Undefined where two singular values are equal, or
-    one is zero (the vectors are then not functions of the matrix): refused by name."""
-    s2 = s * s
-    gap = np.expand_dims(s2, -2) - np.expand_dims(s2, -1)
-    off = ~np.eye(np.shape(s)[-1], dtype=bool)
-    if np.any((gap == 0) & off) or np.any(s == 0):
-        raise UnsupportedError(
-            "np.linalg.svd: the singular vectors' derivative is undefined where two singular values are equal "
-            "or one is zero (the vectors are not functions of the matrix there); np.linalg.svdvals "
-            "differentiates the singular values alone")
-    return np.where(off, 1.0 / np.where(off, gap, 1.0), 0.0)
+    """``F_ij = 1 / (s_j^2 - s_i^2)`` for singular values ``s``: the map in the singular vectors'
+    derivatives.  Undefined where two singular values are equal, or one is zero: refused by name."""
+    if np.any(s == 0):
+        raise UnsupportedError(_SINGULAR_VECTORS_REFUSED)
+    return reciprocal_gaps(s * s, _SINGULAR_VECTORS_REFUSED)
 
 
 def check_svd(a, full_matrices, hermitian) -> None:
@@ -333,11 +336,13 @@ def _svdvals(x):
     return y, _svdvals_back(x, y)
 
 
-def check_full_rank(a, rcond) -> None:
-    """Refuse the pseudo-inverse's derivative where ``a`` has fewer singular values above the cutoff than
-    its smaller side (a perturbation changes the rank there, and the pseudo-inverse jumps), and of complex
-    matrices."""
+def check_pinv(a, rcond, hermitian) -> None:
+    """Refuse what the pseudo-inverse's rules do not cover: complex matrices, ``hermitian=True``, and a
+    matrix with fewer singular values above the cutoff than its smaller side (a perturbation changes the
+    rank there, and the pseudo-inverse jumps)."""
     check_real("pinv", a)
+    if hermitian:
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.pinv with hermitian=False")
     s = np.linalg.svdvals(a)
     cutoff = (max(np.shape(a)[-2:]) * np.finfo(np.result_type(a, float)).eps if rcond is None else rcond)
     if np.any(s <= cutoff * np.max(s, axis=-1, keepdims=True)):
@@ -349,9 +354,7 @@ def _pinv(a, rcond=None, hermitian=False):
     """``Y = pinv(A)`` of a matrix of full rank: ``A-bar = -Y^T Y-bar Y^T + (I - A Y) Y-bar^T Y Y^T
     + Y^T Y Y-bar^T (I - Y A)`` (the transpose of ``dY = -Y dA Y + Y Y^T dA^T (I - A Y)
     + (I - Y A) dA^T Y^T Y``)."""
-    if hermitian:
-        raise UnsupportedError("tensorlang.ad differentiates np.linalg.pinv with hermitian=False")
-    check_full_rank(a, rcond)
+    check_pinv(a, rcond, hermitian)
     y = np.linalg.pinv(a)   # (every singular value is above the cutoff: the same bits whatever rcond is)
 
     def back(dy):
@@ -368,7 +371,7 @@ RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _c
               np.linalg.eigvalsh: _eigvalsh, np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
               np.linalg.pinv: _pinv})
 # checks, called as they are when a rule's own code is differentiated
-NONDIFF.update({check_real, reads_upper, check_svd, check_full_rank})
+NONDIFF.update({check_real, reads_upper, check_svd, check_pinv})
 METHOD_RULES[(np.ndarray, "trace")] = _trace
 # linear in each operand (second order without *ops): after the subscripts, or at the even positions of the
 # sublist form
