@@ -722,7 +722,7 @@ def Jkw(names, f, *args):
     if hook is not None:
         y, back = hook(*pos, **kw)
         return y, RulePullback(back, len(args))
-    if type(f) is types.FunctionType and f in NONDIFF:   # called as it is (np.eye(n, dtype=bool))
+    if in_table(f, NONDIFF):   # called as it is, keywords too (np.eye(n, dtype=bool)), before binding them
         return f(*pos, **kw), ZERO
     if type(f) is types.FunctionType:
         refuse_keyword_only(f)
@@ -745,7 +745,7 @@ def Jkw(names, f, *args):
         y = f(*pos, **kw)
         return y, lambda dy: (None, *(field(dy, f_.name) for f_ in dataclasses.fields(f)[:len(pos)]),
                               *(field(dy, n) for n in names))
-    if in_table(f, NONDIFF) or not any(differentiable(a) for a in args):
+    if not any(differentiable(a) for a in args):
         return f(*pos, **kw), ZERO
     raise UnsupportedError(f"no derivative rule for {qualified_name(f)} called with keyword arguments; "
                            f"register one with @tensorlang.ad.rule")

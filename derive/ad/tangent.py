@@ -320,7 +320,7 @@ def _jvp_kw(names, f, tf, args, ts):
         back_rule = None
     if back_rule is not None:
         check_keywords(f, back_rule, names)
-    if type(f) is types.FunctionType and back_rule is None and f in NONDIFF:   # called as it is (np.eye(n, dtype=bool))
+    if in_table(f, NONDIFF):   # called as it is, keywords too (np.eye(n, dtype=bool)), before binding them
         return f(*pos, **kw), None
     if type(f) is types.FunctionType and not (back_rule is not None and _keyword_only(f)):
         # bound to f's parameters (a rule's pullback takes them positionally: not past a keyword-only one)
@@ -338,7 +338,7 @@ def _jvp_kw(names, f, tf, args, ts):
         fields = [fd.name for fd in dataclasses.fields(f)]
         tans = dict(zip(fields, tpos), **tkw)
         return y, make_like(y, tans) if any(v is not None for v in tans.values()) else None
-    if in_table(f, NONDIFF) or all(x is None for x in ts):
+    if all(x is None for x in ts):
         return f(*pos, **kw), None
     along = LINEAR.get(back_rule) if back_rule is not None else None
     if getattr(along, "keyword_tangents", False):   # linear in its arguments, keywords included
