@@ -1,6 +1,10 @@
 """``tl.compile`` and ``tl.export`` (LANGUAGE.md section 2); re-exported by ``tensorlang.api``."""
 from __future__ import annotations
 
+import numpy as np
+
+from tensorlang.errors import UnsupportedError
+
 from .kernel import Kernel
 
 __all__ = ["compile", "export"]
@@ -12,7 +16,19 @@ def compile(expr, target: str = "c", dtype: str = "float64", sanitize: bool = Fa
     nvcc, run through CuPy where a GPU is); float64 by default, ``dtype="float32"`` on request.
     ``sanitize=True`` builds the C kernel (and its adjoint) with AddressSanitizer and UBSan instead of
     optimisation, cached apart; the process must have their runtime (docs/reliability.md)."""
-    return Kernel(expr, target=target, dtype=dtype, sanitize=sanitize)
+    return Kernel(expr, target=target, dtype=dtype_name(dtype), sanitize=sanitize)
+
+
+def dtype_name(dtype) -> str:
+    """``"float64"`` or ``"float32"`` from either name or anything NumPy reads as those dtypes
+    (``np.float32``, ``np.dtype("f4")``); any other is an ``UnsupportedError``."""
+    try:
+        name = np.dtype(dtype).name if not isinstance(dtype, str) or dtype in ("f4", "f8", "d", "f") else dtype
+    except TypeError:
+        name = None
+    if name not in ("float64", "float32"):
+        raise UnsupportedError(f"dtype must be 'float64' or 'float32' (or np.float64, np.float32), not {dtype!r}")
+    return name
 
 
 def export(kernels, name: str, directory: str, native: bool = False):

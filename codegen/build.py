@@ -19,15 +19,18 @@ then ``exp``, ``log``, ``pow``, ``sin``, ``cos``, ``tan``, ``tanh`` in vectorise
 from __future__ import annotations
 
 import ctypes
+import errno
 import hashlib
 import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
+import warnings
 
 from tensorlang.errors import CompileError, TensorLangError
 
@@ -42,16 +45,23 @@ _PROBES: dict[str, object] = {}
 
 def cache_dir() -> str:
     """The kernel cache: ``$TENSORLANG_CACHE`` or ``~/.cache/tensorlang``, made if missing; one that cannot
-    be made or written (a file, no permission) is a ``TensorLangError`` naming it."""
+    be made (a file, no permission) is a ``TensorLangError`` naming it.  A read-only cache serves the
+    kernels it holds; building one more into it is the error (``writable``)."""
     path = os.environ.get("TENSORLANG_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tensorlang")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         raise TensorLangError(f"the kernel cache {path} (TENSORLANG_CACHE) is not a usable directory: "
                               f"{exc.strerror or exc}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise TensorLangError(f"the kernel cache {path} (TENSORLANG_CACHE) is not writable")
     return path
+
+
+def writable(directory: str) -> str:
+    """``directory``, where a build is about to write, or a ``TensorLangError`` saying it cannot be written."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise TensorLangError(f"the kernel cache {directory} (TENSORLANG_CACHE) is not writable, and does not "
+                              f"hold this kernel yet")
+    return directory
 
 
 # -- cache entries that heal: a library is used only when its seal (size and SHA-256, written beside it
@@ -102,20 +112,79 @@ def _settled(path: str, tries: int = 20) -> bool:
 
 
 def install(tmp: str, target: str) -> None:
-    """Move the freshly built ``tmp`` to ``target`` (atomically), then write its seal beside it."""
+    """Move the freshly built ``tmp`` to ``target`` (atomically), then write its seal beside it; where the
+    seal cannot be written (a full disk), the entry is removed again: never a library without its seal."""
     _discard(target)
+    _discard(target + ".sum")
     seal = _seal_of(tmp)
     os.replace(tmp, target)
     seal_tmp = f"{target}.{os.getpid()}.{uuid.uuid4().hex[:8]}.sum.tmp"
-    with open(seal_tmp, "w") as f:
-        f.write(seal)
-    os.replace(seal_tmp, target + ".sum")
+    try:
+        with open(seal_tmp, "w") as f:
+            f.write(seal)
+        os.replace(seal_tmp, target + ".sum")
+    except OSError:
+        _remove(seal_tmp, target)
+        raise
 
 
-def _discard(target: str) -> None:
-    """Remove a damaged entry: a folder at its name (``os.replace`` cannot replace one)."""
-    if os.path.isdir(target) and not os.path.islink(target):
-        shutil.rmtree(target, ignore_errors=True)
+def _discard(path: str) -> None:
+    """Remove what is not a regular file at an entry's name (a folder, a link, a pipe), which
+    ``os.replace`` cannot replace or should not follow."""
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path) and not os.path.isdir(path)):
+        _remove(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove(*paths: str) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+# -- running the compilers: every command has a time limit, after which it and every process it started
+# are stopped (a compiler that never returns, CC=a hung script, made tl.compile wait for ever)
+
+BUILD_TIMEOUT_VARIABLE = "TENSORLANG_BUILD_TIMEOUT"
+DEFAULT_BUILD_TIMEOUT = 600.0  # seconds: a 128-layer network's gradient builds in under 10
+PROBE_TIMEOUT = 60.0  # a probe of the compiler (its version, OpenMP, libmvec), at most the build's limit
+
+
+def build_timeout() -> float:
+    """The time limit of one compiler run in seconds: ``$TENSORLANG_BUILD_TIMEOUT`` or 600."""
+    text = os.environ.get(BUILD_TIMEOUT_VARIABLE, "")
+    try:
+        limit = float(text) if text else DEFAULT_BUILD_TIMEOUT
+    except ValueError:
+        limit = -1.0
+    if not limit > 0:
+        raise TensorLangError(f"{BUILD_TIMEOUT_VARIABLE}={text!r} is not a positive number of seconds")
+    return limit
+
+
+def run_limited(cmd: list[str], limit: float | None = None) -> subprocess.CompletedProcess:
+    """``cmd``'s completed process (output captured as text), run for at most ``limit`` seconds (the
+    build's limit, ``build_timeout``, by default; a probe's is the lesser of the two); past it the
+    command and all it started are killed and a ``CompileError`` names the command, the limit and how to
+    raise it."""
+    limit = build_timeout() if limit is None else min(limit, build_timeout())
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        proc.communicate()
+        raise CompileError(f"the command {' '.join(cmd)!r} did not finish within its time limit of {limit:g} s and "
+                           f"was stopped; a slow compiler can be given longer with {BUILD_TIMEOUT_VARIABLE}=<seconds> "
+                           f"(now {build_timeout():g})") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def c_compiler() -> str:
@@ -126,8 +195,8 @@ def compiler_id(cc: str) -> str:
     key = "id:" + cc
     if key not in _PROBES:
         try:
-            out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
+            out = run_limited([cc, "--version"], PROBE_TIMEOUT).stdout
+        except (OSError, CompileError):
             out = ""
         _PROBES[key] = cc + "\n" + out.splitlines()[0] if out else cc
     return _PROBES[key]  # type: ignore[return-value]
@@ -144,10 +213,9 @@ def openmp_available(cc: str | None = None) -> bool:
             with open(src, "w") as f:
                 f.write("#include <omp.h>\nint tl_probe(void) { return omp_get_max_threads(); }\n")
             try:
-                r = subprocess.run([cc, "-fopenmp", "-shared", "-fPIC", src, "-o", os.path.join(d, "p.so")],
-                                   capture_output=True, timeout=60)
+                r = run_limited([cc, "-fopenmp", "-shared", "-fPIC", src, "-o", os.path.join(d, "p.so")], PROBE_TIMEOUT)
                 ok = r.returncode == 0
-            except (OSError, subprocess.SubprocessError):
+            except (OSError, CompileError):
                 ok = False
         _PROBES[key] = ok
     return bool(_PROBES[key])
@@ -180,16 +248,15 @@ def vector_math_available(cc: str | None = None) -> bool:
             with open(path, "w") as f:
                 f.write(src)
             try:
-                r = subprocess.run([cc, "-O3", "-march=native", "-fno-math-errno", VECTOR_MATH_FLAG, "-shared",
-                                    "-fPIC", path, "-o", os.path.join(d, "p.so"), "-lmvec", "-lm"],
-                                   capture_output=True, timeout=60)
+                r = run_limited([cc, "-O3", "-march=native", "-fno-math-errno", VECTOR_MATH_FLAG, "-shared",
+                                 "-fPIC", path, "-o", os.path.join(d, "p.so"), "-lmvec", "-lm"], PROBE_TIMEOUT)
                 if r.returncode == 0:
                     fn = ctypes.CDLL(os.path.join(d, "p.so")).tl_probe
                     fn.restype = ctypes.c_double
                     want = sum(math.exp(0.01 * i) + math.log(1.0 + i) + 1.5 ** (0.1 * i) + math.sin(i) + math.cos(i)
                                + math.tan(0.01 * i) + math.tanh(0.1 * i) for i in range(64))
                     ok = abs(fn() - want) <= 1e-12 * abs(want)
-            except (OSError, subprocess.SubprocessError):
+            except (OSError, CompileError):
                 ok = False
         _PROBES[key] = ok
     return bool(_PROBES[key])
@@ -249,8 +316,12 @@ def _staged(source: str, directory: str, key: str, src_ext: str, out_ext: str) -
     and its output: a build writes there and renames, so two processes can build at once."""
     tag = f".{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     src_tmp = os.path.join(directory, key + tag + src_ext)
-    with open(src_tmp, "w") as f:
-        f.write(source)
+    try:
+        with open(src_tmp, "w") as f:
+            f.write(source)
+    except OSError:
+        _remove(src_tmp)
+        raise
     return src_tmp, os.path.join(directory, key + tag + out_ext)
 
 
@@ -267,28 +338,83 @@ def build_c(source: str, flags: list[str] | None = None, directory: str | None =
     """The path of the shared library built from ``source`` (from the cache when it is there)."""
     cc = c_compiler()
     flags = c_flags() if flags is None else flags
-    key = _key(source, compiler_id(cc), " ".join(flags))
-    directory = directory or cache_dir()
-    os.makedirs(directory, exist_ok=True)
-    target = os.path.join(directory, (name or key) + ".so")
+    libs = ["-lmvec", "-lm"] if VECTOR_MATH_FLAG in flags else ["-lm"]
+    return _built(source, _key(source, compiler_id(cc), " ".join(flags)), (".c", ".so"),
+                  lambda src, out: [cc, *flags, src, "-o", out, *libs],
+                  f"the C compiler ({cc} {' '.join(flags)})", directory, name)
+
+
+# the errors of a write that found no room: a full disk, a file over the size limit, a full quota
+_NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+def _no_room(text: str) -> str | None:
+    """The line of a compiler's message that says it found no room to write its output (the linker may
+    also be stopped by the signal of a file over the size limit), or None."""
+    marks = [os.strerror(e) for e in _NO_ROOM] + [signal.strsignal(signal.SIGXFSZ)]
+    return next((line.strip() for line in text.splitlines() if any(m in line for m in marks)), None)
+
+
+def _built(source: str, key: str, exts: tuple[str, str], command, compiler: str, directory: str | None,
+           name: str | None) -> str:
+    """The path of ``source`` built by ``command(source path, output path)`` into ``directory`` (the cache
+    by default) as ``<name or key><exts[1]>``, from the cache when it is there.  Where the cache has no
+    room left (a full disk), nothing half-written stays in it: the kernel is built in a temporary folder
+    of its own instead, with a warning, and only where that has no room either is it an error."""
+    chosen = directory or cache_dir()
+    if directory is not None:
+        os.makedirs(directory, exist_ok=True)
+    target = os.path.join(chosen, (name or key) + exts[1])
     if name is None and intact(target):
         return target
-    src_tmp, so_tmp = _staged(source, directory, key, ".c", ".so")
     try:
-        libs = ["-lmvec", "-lm"] if VECTOR_MATH_FLAG in flags else ["-lm"]
-        r = subprocess.run([cc, *flags, src_tmp, "-o", so_tmp, *libs], capture_output=True, text=True)
+        return _build_into(source, key, exts, command, compiler, writable(chosen) if directory is None
+                           else chosen, name)
+    except _NoRoom as exc:
+        if directory is not None:
+            raise CompileError(f"no room to write the kernel in {chosen}: {exc}") from None
+        fallback = tempfile.mkdtemp(prefix="tensorlang-build-")
+        warnings.warn(f"the kernel cache {chosen} has no room left ({exc}); this kernel is built in {fallback} "
+                      f"for this process and rebuilt next time: free space or set TENSORLANG_CACHE", RuntimeWarning,
+                      stacklevel=2)
+        try:
+            return _build_into(source, key, exts, command, compiler, fallback, name)
+        except _NoRoom as again:
+            shutil.rmtree(fallback, ignore_errors=True)
+            raise CompileError(f"no room to build the kernel: not in the cache {chosen} ({exc}), nor in the "
+                               f"temporary folder {fallback} ({again}); free space or set TENSORLANG_CACHE") from None
+
+
+class _NoRoom(Exception):
+    """A build that found no room to write (``_NO_ROOM``); its text is the system's reason."""
+
+
+def _build_into(source: str, key: str, exts: tuple[str, str], command, compiler: str, directory: str,
+                name: str | None) -> str:
+    """One build into ``directory``: the source and output under temporary names, renamed into place when
+    complete; on any failure both temporaries are removed."""
+    target = os.path.join(directory, (name or key) + exts[1])
+    src_tmp = out_tmp = ""
+    try:
+        src_tmp, out_tmp = _staged(source, directory, key, *exts)
+        try:
+            r = run_limited(command(src_tmp, out_tmp))
+        except OSError as exc:
+            raise CompileError(f"cannot run {compiler}: {exc}\n--- generated source ---\n{numbered(source)}") from None
+        if r.returncode != 0:
+            reason = _no_room(r.stderr)
+            if reason:
+                raise _NoRoom(reason)
+            raise _rejected(f"{compiler} rejected the generated kernel", source, r.stderr)
+        os.replace(src_tmp, os.path.join(directory, (name or key) + exts[0]))
+        install(out_tmp, target)
+        return target
     except OSError as exc:
-        os.unlink(src_tmp)
-        raise CompileError(f"cannot run the C compiler {cc!r}: {exc}\n--- generated source ---\n"
-                           f"{numbered(source)}") from None
-    if r.returncode != 0:
-        os.unlink(src_tmp)
-        if os.path.exists(so_tmp):
-            os.unlink(so_tmp)
-        raise _rejected(f"the C compiler ({cc} {' '.join(flags)}) rejected the generated kernel", source, r.stderr)
-    os.replace(src_tmp, os.path.join(directory, (name or key) + ".c"))
-    install(so_tmp, target)
-    return target
+        if exc.errno in _NO_ROOM:
+            raise _NoRoom(exc.strerror or str(exc)) from None
+        raise
+    finally:
+        _remove(*(p for p in (src_tmp, out_tmp) if p))
 
 
 def load(path: str, sanitize: bool = False) -> ctypes.CDLL:
@@ -331,16 +457,5 @@ def build_cuda_object(source: str, arch: str | None = None) -> str:
     flags = ["-O3", "-c", "-std=c++17", "-w", "-Xcompiler", "-fPIC"]
     if arch:
         flags += [f"-arch={arch}"]
-    key = _key(source, nvcc, " ".join(flags))
-    directory = cache_dir()
-    target = os.path.join(directory, key + ".cu.o")
-    if intact(target):
-        return target
-    src_tmp, obj_tmp = _staged(source, directory, key, ".cu", ".o")
-    r = subprocess.run([nvcc, *flags, src_tmp, "-o", obj_tmp], capture_output=True, text=True)
-    if r.returncode != 0:
-        os.unlink(src_tmp)
-        raise _rejected("nvcc rejected the generated CUDA kernel", source, r.stderr)
-    os.replace(src_tmp, os.path.join(directory, key + ".cu"))
-    install(obj_tmp, target)
-    return target
+    return _built(source, _key(source, nvcc, " ".join(flags)), (".cu", ".cu.o"),
+                  lambda src, out: [nvcc, *flags, src, "-o", out], "nvcc", None, None)

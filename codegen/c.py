@@ -495,10 +495,10 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         scope.line(f"real {acc} = 0;")
         if e.pred is TRUE and not any(v in free_index_vars(e.body) for v in e.vars):
             # a sum of a term that does not depend on the summed variables over a box: count * term
-            count = self.size_product(e.sizes)
+            count = self.size_product(e.sizes, "real")
             scope.line(f"if (({count}) > 0) {{")
             inner = scope.child()
-            inner.line(f"{acc} = (real)({count}) * {self.expr(e.body, inner)};")
+            inner.line(f"{acc} = ({count}) * {self.expr(e.body, inner)};")
             scope.line("}")
             return acc
         csr = self._csr_choice(e)

@@ -60,8 +60,7 @@ class BlockLibrary:
     def _materialise(self) -> str:
         from tensorlang.codegen.build import install, intact
 
-        directory = os.path.join(tempfile.gettempdir(), f"tensorlang-dask-{os.getuid()}")
-        os.makedirs(directory, exist_ok=True)
+        directory = _library_folder()
         path = os.path.join(directory, f"{self.library_key}.so")
         if not intact(path):  # sealed like the kernel cache's entries (codegen.build)
             tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
@@ -69,6 +68,27 @@ class BlockLibrary:
                 f.write(self.data)
             install(tmp, path)
         return path
+
+
+_FOLDER: list = []  # this process's folder for block libraries, once found
+_FOLDER_LOCK = threading.Lock()
+
+
+def _library_folder() -> str:
+    """Where this worker keeps block libraries: ``$TMPDIR/tensorlang-dask-<uid>``, shared by the worker
+    processes of one user, when it is a folder of this user's (not a file, a link or another user's);
+    otherwise a private folder of this process."""
+    with _FOLDER_LOCK:
+        if not _FOLDER:
+            shared = os.path.join(tempfile.gettempdir(), f"tensorlang-dask-{os.getuid()}")
+            try:
+                os.makedirs(shared, mode=0o700, exist_ok=True)
+                info = os.lstat(shared)
+                usable = os.path.isdir(shared) and not os.path.islink(shared) and info.st_uid == os.getuid()
+            except OSError:
+                usable = False
+            _FOLDER.append(shared if usable else tempfile.mkdtemp(prefix="tensorlang-dask-"))
+        return _FOLDER[0]
 
 
 def run_block(library: BlockLibrary, sizes: dict, args: dict, pieces: dict) -> np.ndarray:
@@ -172,11 +192,13 @@ def _assemble(splits: tuple, cuts: list, parts: dict, prefix: tuple, da):
 
 
 def _window(value, bx: tuple, var):
-    """The part of ``value`` (a Dask or NumPy array, or a relation) in the box ``bx``."""
+    """The part of ``value`` (a Dask or NumPy array, or a relation: a sparse matrix, a Dask or NumPy array
+    of bools, or a list of points) in the box ``bx``."""
     from tensorlang.nodes import RelType
 
     index = tuple(slice(a, b) for a, b in bx)
-    if not isinstance(var.type, RelType) or hasattr(value, "tocsr") or isinstance(value, np.ndarray):
+    if not isinstance(var.type, RelType) or hasattr(value, "tocsr") or hasattr(value, "__dask_graph__") \
+            or isinstance(value, np.ndarray):
         return value[index]
     pts = np.array([tuple(t) if isinstance(t, (tuple, list, np.ndarray)) else (t,) for t in value],
                    dtype=np.int64).reshape(-1, len(bx))

@@ -19,8 +19,17 @@ from .target import target_of
 __all__ = ["program_meta", "emitter_for", "generate", "explain"]
 
 
+# the most axes a NumPy array has (NumPy 2; NumPy 1 has 32): every input and output of a kernel is one
+NUMPY_MAX_DIMS = 64
+
+
 def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
     """The runtime's description of the kernel's arguments (after emission: relation views are known)."""
+    for a in [*prog.inputs, *prog.output_arrays()]:
+        if len(a.dims) > NUMPY_MAX_DIMS:
+            what = f"input {a.key[0].name}" if a.kind == "input" else "output"
+            raise UnsupportedError(f"the kernel's {what} has {len(a.dims)} dimensions, and a NumPy array at most "
+                                   f"{NUMPY_MAX_DIMS}: nest fewer generators, or reshape the result")
     inputs = []
     by_var: dict = {}
     for a in prog.inputs:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import difflib
 import glob
+import numbers
 import os
 import weakref
 
@@ -147,6 +148,17 @@ def _aff_str(a) -> str:
     return " + ".join(parts).replace("+ -", "- ")
 
 
+def _physical_memory() -> int:
+    """This machine's memory in bytes (no array larger can be made; unknown: no limit)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 2**63
+
+
+PHYSICAL_MEMORY = _physical_memory()
+
+
 def _is_sparse(v) -> bool:
     return hasattr(v, "tocoo") and hasattr(v, "nnz") and hasattr(v, "shape")
 
@@ -200,6 +212,14 @@ class Arguments:
             arr = np.asarray(value)
         except Exception as exc:  # noqa: BLE001 - ragged lists and the like
             self._fail(f"input {where} cannot be read as an array: {exc}")
+        if arr.dtype.kind == "O":  # Python objects: real numbers (Fraction, ...) convert, as tl.evaluate's do
+            bad = [x for x in arr.flat if not isinstance(x, numbers.Real)][:1]
+            if bad:
+                self._fail(f"input {where} must hold real numbers, got a {type(bad[0]).__name__}")
+            try:
+                arr = arr.astype(np.float64)
+            except OverflowError:
+                self._fail(f"input {where} holds an integer beyond float64's range")
         if arr.dtype.kind not in "biuf":
             self._fail(f"input {where} has dtype {arr.dtype}; a real (float, int or bool) array is needed")
         if arr.ndim != ndim:
@@ -208,6 +228,34 @@ class Arguments:
             self._fail(f"input {where} has shape {arr.shape}, but its type {self._type_of(where)} needs "
                        f"{ndim} dimension(s)")
         return arr
+
+    def _converted(self, where, arr):
+        """``arr`` as the kernel reads it: C-contiguous, of the kernel's dtype; a copy that cannot be made
+        (a broadcast view of 2^40 elements) or a value beyond the dtype's range (1e308 for float32) is
+        refused, never allocated or rounded to infinity."""
+        if arr.dtype == self.dtype and arr.flags.c_contiguous:
+            return arr
+        self._allocatable(f"input {where} (shape {arr.shape}) must be copied as a contiguous "
+                          f"{np.dtype(self.dtype).name} array, which", arr.shape)
+        try:
+            with np.errstate(over="raise"):
+                return np.ascontiguousarray(arr, dtype=self.dtype)
+        except FloatingPointError:
+            big = np.abs(arr[np.isfinite(arr)]).max()
+            self._fail(f"input {where} holds {big:g}, beyond the range of this kernel's dtype "
+                       f"{np.dtype(self.dtype).name} (+-{np.finfo(self.dtype).max:g}); compile it with "
+                       f"dtype='float64'")
+
+    def _allocatable(self, what: str, shape) -> int:
+        """The bytes of an array of ``shape`` of the kernel's dtype, refused (naming ``what``) beyond this
+        machine's memory: before NumPy tries (a 74 TiB output raised a bare ``MemoryError``)."""
+        nbytes = np.dtype(self.dtype).itemsize
+        for d in shape:
+            nbytes *= d
+        if nbytes > PHYSICAL_MEMORY:
+            self._fail(f"{what} takes {nbytes:,} bytes, more than this machine's memory "
+                       f"({PHYSICAL_MEMORY:,} bytes): too large to allocate")
+        return nbytes
 
     def _type_of(self, where):
         for i in self.inputs:
@@ -273,13 +321,16 @@ class Arguments:
                 sz = ", ".join(f"{k} = {v}" for k, v in sizes.items())
                 self._fail(f"input {where} has shape {actual}, but its declared shape ({declared}) is "
                            f"{expected} with {sz}")
-        args = [np.ascontiguousarray(a, dtype=self.dtype) for a in values]
+        wheres = [(inp["name"], comp) for inp in self.inputs for comp in inp["components"]]
+        args = [self._converted(name + "".join(f".{k}" for k in comp["projs"]), a)
+                for (name, comp), a in zip(wheres, values)]
         for rel, v in zip(self.relations, rels):
             args.extend(self._relation(rel, v, sizes))
         outs = []
-        for o in self.meta["outputs"]:
+        for k, o in enumerate(self.meta["outputs"]):
             shape = tuple(aff_value(d, sizes) for d in o["dims"])
-            outs.append(self._output(shape if shape else (1,)))
+            what = f"the kernel's output{f' {k}' if len(self.meta['outputs']) > 1 else ''} of shape {shape}"
+            outs.append(self._output(shape if shape else (1,), what))
         size_arr = np.array([sizes[s] for s in size_names] + [0], dtype=np.int64)
         return size_arr, args, outs
 
@@ -308,16 +359,23 @@ class Arguments:
         name = rel["name"]
         if _is_sparse(v):
             coo = self._checked_sparse(name, v).tocoo()
+            rows, columns = np.asarray(coo.row), np.asarray(coo.col)
+            bad = (rows < 0) | (rows >= coo.shape[0]) | (columns < 0) | (columns >= coo.shape[1])
+            if bad.any():
+                k = int(np.argmax(bad))
+                self._fail(f"relation {name} is a malformed sparse matrix: entry ({rows[k]}, {columns[k]}) is "
+                           f"outside its shape {coo.shape}")
             keep = np.asarray(coo.data) != 0
-            cols = [np.asarray(coo.row)[keep], np.asarray(coo.col)[keep]]
+            cols = [rows[keep], columns[keep]]
         elif isinstance(v, np.ndarray) and v.dtype != object and v.ndim == len(shape):
             if v.dtype.kind not in "biuf":
                 self._fail(f"relation {name} must be a boolean array, got dtype {v.dtype}")
             cols = list(np.nonzero(v))
         else:
-            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+            zero_d = getattr(v, "ndim", None) == 0
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__") or zero_d:
                 self._fail(f"relation {name} must be a boolean array, a scipy.sparse matrix or a list of index "
-                           f"tuples, got a {type(v).__name__}")
+                           f"tuples, got a {'0-d array' if zero_d else type(v).__name__}")
             rows = [t if isinstance(t, (tuple, list, np.ndarray)) else (t,) for t in v]
             tuples = [tuple(self._index(name, a) for a in t) for t in rows]
             for t in tuples:
@@ -404,7 +462,7 @@ class Arguments:
 
     # ---------------------------------------------------------------------------------------------
 
-    def _output(self, shape):
+    def _output(self, shape, what: str):
         """A new output array.  A large one (``OUTPUT_POOL_BYTES`` or more) is memory recycled from an
         earlier result of this kernel that its caller has dropped: fresh memory from the operating
         system is zeroed page by page on first touch, which on this VM costs 3 to 10 times the
@@ -412,10 +470,7 @@ class Arguments:
         per-call holder object; every view of the result keeps the holder alive (NumPy's base chain
         stops at it), and the holder's finalizer returns the buffer to the pool only when the last
         view is gone."""
-        n = 1
-        for d in shape:
-            n *= d
-        nbytes = n * np.dtype(self.dtype).itemsize
+        nbytes = self._allocatable(what, shape)
         pools = self._out_pool
         if nbytes < OUTPUT_POOL_BYTES:
             return np.empty(shape, dtype=self.dtype)
@@ -425,7 +480,10 @@ class Arguments:
         try:
             buf = pool.pop()
         except IndexError:
-            buf = np.empty(nbytes, dtype=np.uint8)
+            try:
+                buf = np.empty(nbytes, dtype=np.uint8)
+            except MemoryError:
+                self._fail(f"{what} takes {nbytes:,} bytes, more than the memory free now: too large to allocate")
         holder = (ctypes.c_char * nbytes).from_buffer(buf)
         weakref.finalize(holder, _recycle, pool, buf)
         return np.frombuffer(holder, dtype=self.dtype).reshape(shape)
@@ -477,6 +535,9 @@ class Runner(Arguments):
             for d in dims:
                 n *= aff_value(d, sizes)
             total += ((n + 1) * item + 63) & ~63
+        if total > PHYSICAL_MEMORY:
+            self._fail(f"the kernel's temporaries take {total:,} bytes at {sizes}, more than this machine's "
+                       f"memory ({PHYSICAL_MEMORY:,} bytes): too large to allocate")
         try:
             ws = self._workspaces.pop()
         except IndexError:

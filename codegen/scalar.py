@@ -12,15 +12,19 @@ from sympy.printing.c import C99CodePrinter
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.functions import lookup
+from tensorlang.inputs import MAX_SIZE
 from tensorlang.nodes import (
     Access, Add, Affine, And, Call, Const, Exists, Expr, FalsePred, Guard, IndexVar, Mul, Or, RelAtom, TruePred,
     Var,
 )
 from tensorlang.predicates import has_relations, over_approximation
+from tensorlang.printer import affine_str
 
 from . import domains as D
 from .ir import Array, path_of
 from .loops import cond_c
+
+INT64_LIMIT = 2**62  # the constants an index or extent may hold: sums of two stay within int64
 
 __all__ = ["ScalarPrinter", "Scope", "function_c", "literal"]
 
@@ -71,9 +75,14 @@ def literal(value) -> str:
     return f"((real){f!r})"
 
 
-def _nonnegative(a: Affine) -> bool:
-    """Whether an affine size is >= 0 for all sizes >= 0 (no negative constant or coefficient)."""
-    return a.const >= 0 and all(c >= 0 for _, c in a.terms)
+def extent_range(a: Affine) -> tuple[int, int] | None:
+    """The least and greatest value of an extent affine in the sizes, over every size the runtime accepts
+    (``0 <= n <= MAX_SIZE``: the box ``domains.base_context`` states), exactly, in Python's integers;
+    ``None`` for a form over index variables."""
+    if any(isinstance(v, IndexVar) for v, _ in a.terms):
+        return None
+    return (a.const + sum(min(c, 0) for _, c in a.terms) * MAX_SIZE,
+            a.const + sum(max(c, 0) for _, c in a.terms) * MAX_SIZE)
 
 
 class Scope:
@@ -117,6 +126,11 @@ class ScalarPrinter:
         return f"tl_{base}{self.counter}"
 
     def affine(self, a: Affine) -> str:
+        wide = [c for c in (a.const, *(c for _, c in a.terms)) if not -INT64_LIMIT < c < INT64_LIMIT]
+        if wide:
+            raise UnsupportedError(f"the index or extent {affine_str(a)} holds the constant {wide[0]}, which a "
+                                   f"kernel's 64-bit index arithmetic cannot hold (|c| < 2^62); tl.evaluate "
+                                   f"computes with it exactly")
         parts = []
         for v, c in a.terms:
             name = self.names.var(v) if isinstance(v, IndexVar) else self.names.size(v.name)
@@ -148,13 +162,18 @@ class ScalarPrinter:
             return arr.cname
         return f"{arr.cname}[{self.linear(self.layout(arr), idx)}]"
 
-    def size_product(self, sizes) -> str:
-        """The number of points of a box of extents ``sizes``; an extent that may be negative at some sizes
-        (``n - 1``) counts as 0 there, as an empty loop does."""
+    def size_product(self, sizes, ctype: str = "int64_t") -> str:
+        """The number of points of a box of extents ``sizes``, in ``ctype`` (``real`` for a count that
+        scales a value: no product of sizes wraps there); an extent that may be negative at some sizes
+        (``n - 1``) counts as 0 there, as an empty loop does, and one that is never positive (``n - 10^19``)
+        makes the product the constant 0."""
+        ranges = [extent_range(s) for s in sizes]
+        if any(r is not None and r[1] <= 0 for r in ranges):
+            return "0"
         if not sizes:
             return "1"
-        factors = (f"(int64_t)({self.affine(s)})" for s in sizes)
-        return " * ".join(f if _nonnegative(s) else f"tl_max({f}, 0)" for f, s in zip(factors, sizes))
+        factors = (f"({ctype})({self.affine(s)})" for s in sizes)
+        return " * ".join(f if r is not None and r[0] >= 0 else f"tl_max({f}, 0)" for f, r in zip(factors, ranges))
 
     # ---------------------------------------------------------------------------------------------
     # scalar expressions

@@ -51,18 +51,22 @@ def infer_sizes(expr: Expr, inputs: Mapping[str, object]) -> dict[str, int]:
     """The sizes of ``expr`` at ``inputs``, the shape equations solved and checked as ``bind`` does, reading
     only shapes: no value is converted or copied (a Dask array is not computed, a sparse relation is not
     made dense)."""
-    stand_ins = {name: _shape_only(v) for name, v in inputs.items()}
+    stand_ins = {name: _shape_only(name, v) for name, v in inputs.items()}
     _, sizes, _, _, equations = _equations(expr, stand_ins, True)
     _check_shapes(equations, Binding(sizes))
     return sizes
 
 
-def _shape_only(value):
+def _shape_only(name: str, value):
     """A lazy array (anything with a shape and a ``__dask_graph__``) as a zero-strided NumPy array of its
-    shape; pairs element-wise; anything else as it is."""
+    shape; pairs element-wise; anything else as it is.  A Dask array whose chunk sizes are unknown (the
+    result of boolean indexing) is a ``ShapeError`` saying how to learn them."""
     if isinstance(value, (tuple, list)) and not isinstance(value, np.ndarray):
-        return type(value)(_shape_only(v) for v in value) if len(value) == 2 else value
+        return type(value)(_shape_only(f"{name}.{k}", v) for k, v in enumerate(value)) if len(value) == 2 else value
     if hasattr(value, "__dask_graph__") and hasattr(value, "shape"):
+        if any(d != d for d in value.shape):  # NaN: not known until computed
+            raise ShapeError(f"input {name} is a Dask array of unknown shape {value.shape} (its chunk sizes are "
+                             f"not known, as after boolean indexing): call {name}.compute_chunk_sizes() first")
         return np.broadcast_to(np.float64(0), tuple(int(d) for d in value.shape))
     return value
 
@@ -216,10 +220,11 @@ def relation_array(name: str, t: RelType, value, binding: Binding) -> np.ndarray
         if value.dtype.kind not in _REAL_KINDS:
             raise ShapeError(f"relation {name} must be a boolean array, got dtype {value.dtype}")
         return value.astype(bool)
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+    zero_d = getattr(value, "ndim", None) == 0
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or zero_d:
         raise ShapeError(
             f"relation {name} must be a boolean array, a scipy.sparse matrix or a list of index tuples, "
-            f"got a {type(value).__name__}"
+            f"got a {'0-d array' if zero_d else type(value).__name__}"
         )
     out = np.zeros(shape, dtype=bool)
     for tup in value:
