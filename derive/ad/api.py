@@ -12,12 +12,12 @@ from ...errors import TensorLangError, UnsupportedError, user_traceback
 from . import rules  # noqa: F401  (registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
 from .analysis import analyse, indexed_by_ints, restartable
+from .context import Store, current, within
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
 from .lower import lower
 from .nested_store import nested_gradient
-from .runtime import (BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, ZERO, acc, field, with_defaults,
-                      with_nested_boxes)
+from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, with_defaults, with_nested_boxes)
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -38,6 +38,7 @@ _FAST1: dict = {}   # id(code) -> the same for one-argument functions (the argum
 _SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 
 
+@TRANSFORM.provide
 def specialised(f: types.FunctionType, args) -> Specialisation:
     """The compiled specialisation of ``f`` for the kinds of ``args`` (transformed on first use)."""
     kinds = tuple(map(spec_kind, args))
@@ -51,8 +52,6 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
             spec = _SPECS[key] = _build(f, kinds)
     return spec
 
-
-TRANSFORM[0] = specialised
 
 
 def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset()):
@@ -334,47 +333,39 @@ def _argument_grads(g, args):
 
 
 def _with_store(run, f, args):
-    """``run(f, *args)`` with a box store of its own (the current one is kept when it is empty)."""
-    outer = STORE[0]
-    if outer.boxes:
-        STORE[0] = Store()
-    try:
-        return with_nested_boxes(args, run(f, *args))
-    finally:
-        s = STORE[0]
-        if s.boxes:
-            s.boxes.clear()
-            s.grads.clear()
-        STORE[0] = outer
+    """``run(f, *args)`` with a box store of its own."""
+    return within(current().but(store=Store()), _run_with_nested_boxes, run, f, args)
+
+
+def _run_with_nested_boxes(run, f, args):
+    return with_nested_boxes(args, run(f, *args))
 
 
 def pullback(f, *args):
     """``(y, back)`` where ``back(dy)`` returns the tuple of argument gradients.  The function's own
     gradient (its captured variables, for a closure) is ``back.closure_gradient`` after a call."""
     store = Store()
-    outer, STORE[0] = STORE[0], store
     try:
-        y, inner = J(f, *args)
+        y, inner = within(current().but(store=store), J, f, *args)
     except Exception as err:
         raise err.with_traceback(user_traceback(err.__traceback__))
-    finally:
-        STORE[0] = outer
 
     def back(dy):
-        outer, STORE[0] = STORE[0], store
         store.grads.clear()
         try:
-            g = inner(dy)
-            g = (g[0], *with_nested_boxes(args, _argument_grads(g, args)))
+            g = within(current().but(store=store), _pulled_back, inner, dy, args)
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
-        finally:
-            STORE[0] = outer
         back.closure_gradient = g[0]
         return tuple(g[1:])
 
     back.closure_gradient = None
     return y, back
+
+
+def _pulled_back(inner, dy, args):
+    g = inner(dy)
+    return (g[0], *with_nested_boxes(args, _argument_grads(g, args)))
 
 
 def rule(f):

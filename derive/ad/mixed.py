@@ -13,13 +13,14 @@ import numpy as np
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
+from .context import current, within
 from .rules import rule_of
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import (BOX_METHODS, NONDIFF, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
                       method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
 from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
-from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
+from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)
 
 
@@ -33,11 +34,7 @@ def jvp(f, primals, tangents):
         _check_tangent(x, t, f"tangents[{i}]")
     # an argument written in place has its tangent written too: the caller's tangent arrays are not
     tangents = tuple(t.copy() if type(t) is np.ndarray else t for t in tangents)
-    outer, TSTORE[0] = TSTORE[0], {}
-    try:
-        y, ty = JVP(f, None, primals, tangents)
-    finally:
-        TSTORE[0] = outer
+    y, ty = within(current().but(tangents={}), JVP, f, None, primals, tangents)
     return y, _dense_out(ty, y)
 
 
