@@ -170,8 +170,8 @@ def value_and_grad(f, argnums=0, has_aux=False):
     pick = _argnums(argnums)
 
     def value_and_grad_f(*args, **kw):
-        refuse_integers("value_and_grad", f, args, (pick,) if isinstance(pick, int) else pick)
         try:
+            refuse_integers("value_and_grad", f, args, (pick,) if isinstance(pick, int) else pick)
             g, full = with_keywords(f, args, kw) if kw else (f, args)
             y, back = pullback(g, *full)
             if has_aux:
@@ -411,7 +411,8 @@ def _run_with_nested_boxes(run, f, args):
 
 def pullback(f, *args):
     """``(y, back)`` where ``back(dy)`` returns the tuple of argument gradients.  The function's own
-    gradient (its captured variables, for a closure) is ``back.closure_gradient`` after a call."""
+    gradient (its captured variables, for a closure) is ``back.closure_gradient`` after a call.  Each call
+    of ``back`` has gradients of its own for the boxes of the forward pass, so calls may overlap (threads)."""
     store = Store()
     try:
         y, inner = within(current().but(store=store), J, f, *args)
@@ -419,9 +420,8 @@ def pullback(f, *args):
         raise err.with_traceback(user_traceback(err.__traceback__))
 
     def back(dy):
-        store.grads.clear()
         try:
-            g = within(current().but(store=store), _pulled_back, inner, dy, args)
+            g = within(current().but(store=Store(store.boxes)), _pulled_back, inner, dy, args)
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
         back.closure_gradient = g[0]

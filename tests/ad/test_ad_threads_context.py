@@ -137,6 +137,18 @@ def test_value_and_grad_and_pullbacks_called_in_other_threads():
     assert all_right(check, calls=72) == []
 
 
+def test_one_pullback_called_from_many_threads_at_once():
+    x = point(5, 40)
+    y, back = ad.pullback(squares_list, x)
+    _, back_written = ad.pullback(squares_written, x)
+
+    def check(k):
+        g, = back(float(k))
+        h, = back_written(float(k))
+        return np.allclose(g, 2 * k * x) and np.allclose(h, 3 * k * x ** 2)
+    assert y == pytest.approx(np.sum(x * x)) and all_right(check) == []
+
+
 # -- forward mode and second order -------------------------------------------------------------------------------
 def test_forward_mode_of_structures_and_writes_in_many_threads():
     def check(k):
