@@ -117,3 +117,41 @@ def test_the_ad_core_reads_its_rules_through_the_interface_of_the_rule_library()
              for target, _, line in _imports(m, top_only=False)
              if target.startswith("tensorlang.derive.ad.rules.") and (m, target) not in AD_CORE_LOADS]
     assert not found, "\n".join(found)
+
+
+AD = ROOT / "derive" / "ad"
+
+
+def _slots(path: Path) -> list[str]:
+    """What in module ``path`` keeps a current state outside ``derive/ad/context.py``'s one ``ContextVar``: a
+    module-level one-element list (``STORE = [Store()]``), a numbered item of a module-level name written
+    (``STORE[0] = s``), a ``global`` statement, thread-local state, or a ``ContextVar`` of its own.  Registries
+    and caches (dicts and sets written by key, lists of several entries) are none of these."""
+    tree = ast.parse(path.read_text())
+    names = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+             for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    names |= {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    found = []
+    for node in tree.body:
+        value = getattr(node, "value", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(value, ast.List) and len(value.elts) == 1:
+            found.append(f"{node.lineno}: a one-element list at module level")
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in names \
+                        and isinstance(sub.slice, ast.Constant) and type(sub.slice.value) is int:
+                    found.append(f"{node.lineno}: writes {ast.unparse(sub)}, a slot of a module-level list")
+        if isinstance(node, ast.Global):
+            found.append(f"{node.lineno}: global {', '.join(node.names)}")
+        if isinstance(node, ast.Attribute) and node.attr in ("local", "ContextVar") and path.name != "context.py":
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_ad_layer_keeps_the_current_differentiation_in_one_place():
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in sorted(AD.rglob("*.py")) for line in _slots(path)]
+    assert not found, "\n".join(found)
+    assert "ContextVar(" in (AD / "context.py").read_text()

@@ -5,11 +5,12 @@ the primal gets a pullback per call and a branch tag per join (``primal``), the 
 with loop values on a stack (``adjoint``), and both are emitted as Python source, compiled once per
 function and argument kinds (``emit``).  Rules live apart from the core, in ``rules``.
 """
-from .api import checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullback, rule, value_and_grad
+from .api import (checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullback, rule, stop_gradient,
+                  value_and_grad)
 from .mixed import forwarddiff, hessian, hvp, jacobian, jvp, jvp_rule, wirtinger
 from . import threads  # noqa: F401,E402  (rules for ThreadPoolExecutor and threading.Thread)
 
 __all__ = [
     "gradient", "grad", "value_and_grad", "pullback", "rule", "code_ir", "code_adjoint", "checkpoint", "hook",
-    "jvp", "jacobian", "hessian", "hvp", "forwarddiff", "wirtinger", "jvp_rule",
+    "stop_gradient", "jvp", "jacobian", "hessian", "hvp", "forwarddiff", "wirtinger", "jvp_rule",
 ]

@@ -3,21 +3,23 @@ rules that make the layer differentiate its own output (nested derivatives, chec
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import numbers
 import types
 
 import numpy as np
 
-from ...errors import TensorLangError, UnsupportedError, user_traceback
-from . import rules  # noqa: F401  (registers the rule library)
+from ...errors import TensorLangError, TypeCheckError, UnsupportedError, user_traceback
+from . import rules  # (importing it registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
 from .analysis import analyse, indexed_by_ints, restartable
+from .context import Store, current, within
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
 from .lower import lower
 from .nested_store import nested_gradient
-from .runtime import (BUILD_LOCK, HELPERS, RULES, STORE, TRANSFORM, J, Store, ZERO, acc, field, with_defaults,
-                      with_nested_boxes)
+from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, with_defaults, with_nested_boxes)
 from .source import function_node, unsupported
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -38,6 +40,7 @@ _FAST1: dict = {}   # id(code) -> the same for one-argument functions (the argum
 _SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 
 
+@TRANSFORM.provide
 def specialised(f: types.FunctionType, args) -> Specialisation:
     """The compiled specialisation of ``f`` for the kinds of ``args`` (transformed on first use)."""
     kinds = tuple(map(spec_kind, args))
@@ -51,8 +54,6 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
             spec = _SPECS[key] = _build(f, kinds)
     return spec
 
-
-TRANSFORM[0] = specialised
 
 
 def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset()):
@@ -141,12 +142,13 @@ def grad(f, argnums=0, has_aux=False):
     for a tuple of ints, the tuple of those gradients.  The result can be differentiated again
     (``grad(grad(f))``).  See ``gradients`` for how the gradients of all arguments are computed.
     With ``has_aux``, ``f`` returns a pair ``(value, aux)``: the function returns ``(gradient, aux)``, aux
-    not differentiated."""
+    not differentiated.  As in JAX, keyword arguments are passed to ``f`` and not differentiated, and an
+    int or bool argument in a differentiated position is refused (``refuse_integers``)."""
     if has_aux:
         with_aux = value_and_grad(f, argnums, has_aux=True)
 
-        def grad_f(*args):
-            (_, aux), g = with_aux(*args)
+        def grad_f(*args, **kw):
+            (_, aux), g = with_aux(*args, **kw)
             return g, aux
         grad_f.__qualname__ = f"grad({getattr(f, '__qualname__', repr(f))}, has_aux=True)"
         grad_f.__wrapped__ = f
@@ -163,12 +165,15 @@ def grad(f, argnums=0, has_aux=False):
 
 def value_and_grad(f, argnums=0, has_aux=False):
     """``jax.value_and_grad``: a function returning ``(f(*args), grad(f, argnums)(*args))``; with
-    ``has_aux``, ``f`` returns ``(value, aux)`` and the function ``((value, aux), gradient)``."""
+    ``has_aux``, ``f`` returns ``(value, aux)`` and the function ``((value, aux), gradient)``.  Keyword
+    arguments are passed to ``f`` and not differentiated."""
     pick = _argnums(argnums)
 
-    def value_and_grad_f(*args):
+    def value_and_grad_f(*args, **kw):
         try:
-            y, back = pullback(f, *args)
+            refuse_integers("value_and_grad", f, args, (pick,) if isinstance(pick, int) else pick)
+            g, full = with_keywords(f, args, kw) if kw else (f, args)
+            y, back = pullback(g, *full)
             if has_aux:
                 if not (isinstance(y, (tuple, list)) and len(y) == 2):
                     raise TensorLangError(f"with has_aux=True, {getattr(f, '__qualname__', 'f')} must return a pair "
@@ -178,7 +183,7 @@ def value_and_grad(f, argnums=0, has_aux=False):
                 grads = back(scalar_seed(y))
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
-        return y, _picked(grads, pick, args)
+        return y, _picked(grads[:len(args)], pick, args)
 
     value_and_grad_f.__qualname__ = f"value_and_grad({getattr(f, '__qualname__', repr(f))})"
     value_and_grad_f.__wrapped__ = f
@@ -202,22 +207,84 @@ def _picked(grads, pick, args):
         ) from None
 
 
-def _grad_pick(*args, _ad_all, _ad_f, _ad_i):
-    # the code of ``grad(f, argnums=int)``
+def _grad_pick(*args, _ad_all, _ad_f, _ad_i, **kw):
+    # the code of ``grad(f, argnums=int)``; a float argument without keywords (the common case) goes straight on
     try:
-        grads = _ad_all(*args)
+        grads = _ad_all(*args) if not kw and -len(args) <= _ad_i < len(args) and type(args[_ad_i]) is float \
+            else _checked_gradients(_ad_all, _ad_f, args, kw, (_ad_i,))
     except Exception as err:
         raise err.with_traceback(user_traceback(err.__traceback__))
     return grads[_ad_i] if -len(grads) <= _ad_i < len(grads) else _picked(grads, _ad_i, args)
 
 
-def _grad_picks(*args, _ad_all, _ad_f, _ad_i):
+def _grad_picks(*args, _ad_all, _ad_f, _ad_i, **kw):
     # the code of ``grad(f, argnums=tuple)``
     try:
-        grads = _ad_all(*args)
+        grads = _checked_gradients(_ad_all, _ad_f, args, kw, _ad_i)
     except Exception as err:
         raise err.with_traceback(user_traceback(err.__traceback__))
     return _picked(grads, _ad_i, args)
+
+
+def _checked_gradients(every, f, args, kw, positions):
+    """``every(*args)``, the gradients of ``f`` in every argument, for ``grad``: an int argument at ``positions``
+    refused, keywords passed to ``f``."""
+    refuse_integers("grad", f, args, positions)
+    if not kw:
+        return every(*args)
+    g, full = with_keywords(f, args, kw)
+    return gradient(g, *full)[:len(args)]
+
+
+def with_keywords(f, args, kw):
+    """The call ``f(*args, **kw)`` as ``(g, full)``, a function and positional arguments whose first
+    ``len(args)`` are ``args``, so that differentiating ``g`` at ``full`` differentiates ``f`` in ``args`` and
+    not in the keywords (JAX's convention): a Python function with its keywords bound to its parameters
+    (defaults filled in); a function made by ``grad`` as ``grad`` of its function, so bound; any other
+    callable as ``functools.partial(f, **kw)``."""
+    if type(f) is types.FunctionType:
+        own = f.__kwdefaults__ or {}
+        if f.__code__ is _grad_pick.__code__ or f.__code__ is _grad_picks.__code__:
+            inner, full = with_keywords(own["_ad_f"], args, kw)
+            if inner is own["_ad_f"]:
+                return grad(inner, own["_ad_i"]), full
+        else:
+            bound = inspect.signature(f).bind(*args, **kw)
+            bound.apply_defaults()
+            if not bound.kwargs:
+                return f, bound.args
+    return functools.partial(f, **kw), args
+
+
+def refuse_integers(api, f, args, positions):
+    """JAX's convention for the arguments that ``grad``, ``value_and_grad``, ``jacobian`` and ``hessian``
+    differentiate (``positions``): an int or a bool (a Python or NumPy scalar, or an array of an integer or
+    bool dtype) is a ``TypeCheckError`` naming it, not a None or float gradient (``gradient``, Zygote's form,
+    gives ints None)."""
+    for i in positions:
+        if not -len(args) <= i < len(args):
+            continue   # (argnums beyond the arguments: refused where the gradient is picked)
+        got = _integral(args[i])
+        if got is not None:
+            code = getattr(f, "__code__", None)
+            k = i % len(args)
+            name = f" ({code.co_varnames[k]})" if code is not None and k < code.co_argcount else ""
+            raise TypeCheckError(f"ad.{api}({getattr(f, '__qualname__', repr(f))}): argument {k}{name} is {got[0]}, "
+                                 f"and {api} requires real- or complex-valued inputs (input dtype that is a sub-dtype "
+                                 f"of np.inexact), but got {got[1]}; pass it as a float, or leave it out of argnums")
+
+
+def _integral(x):
+    """``(what x is, its dtype)`` for an int or bool (a Python or NumPy scalar, an array), else None."""
+    if type(x) is bool:
+        return "a bool", "bool"
+    if isinstance(x, int):
+        return "an int", "int"
+    if isinstance(x, (np.integer, np.bool_)):
+        return f"a NumPy {x.dtype}", str(x.dtype)
+    if type(x) is np.ndarray and x.dtype.kind in "biu":
+        return f"an array of dtype {x.dtype}", str(x.dtype)
+    return None
 
 
 _THIRD_ORDER = ("tensorlang.ad differentiates to second order (ad.grad(ad.grad(f)), ad.gradient of a function "
@@ -334,47 +401,39 @@ def _argument_grads(g, args):
 
 
 def _with_store(run, f, args):
-    """``run(f, *args)`` with a box store of its own (the current one is kept when it is empty)."""
-    outer = STORE[0]
-    if outer.boxes:
-        STORE[0] = Store()
-    try:
-        return with_nested_boxes(args, run(f, *args))
-    finally:
-        s = STORE[0]
-        if s.boxes:
-            s.boxes.clear()
-            s.grads.clear()
-        STORE[0] = outer
+    """``run(f, *args)`` with a box store of its own."""
+    return within(current().but(store=Store()), _run_with_nested_boxes, run, f, args)
+
+
+def _run_with_nested_boxes(run, f, args):
+    return with_nested_boxes(args, run(f, *args))
 
 
 def pullback(f, *args):
     """``(y, back)`` where ``back(dy)`` returns the tuple of argument gradients.  The function's own
-    gradient (its captured variables, for a closure) is ``back.closure_gradient`` after a call."""
+    gradient (its captured variables, for a closure) is ``back.closure_gradient`` after a call.  Each call
+    of ``back`` has gradients of its own for the boxes of the forward pass, so calls may overlap (threads)."""
     store = Store()
-    outer, STORE[0] = STORE[0], store
     try:
-        y, inner = J(f, *args)
+        y, inner = within(current().but(store=store), J, f, *args)
     except Exception as err:
         raise err.with_traceback(user_traceback(err.__traceback__))
-    finally:
-        STORE[0] = outer
 
     def back(dy):
-        outer, STORE[0] = STORE[0], store
-        store.grads.clear()
         try:
-            g = inner(dy)
-            g = (g[0], *with_nested_boxes(args, _argument_grads(g, args)))
+            g = within(current().but(store=Store(store.boxes)), _pulled_back, inner, dy, args)
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
-        finally:
-            STORE[0] = outer
         back.closure_gradient = g[0]
         return tuple(g[1:])
 
     back.closure_gradient = None
     return y, back
+
+
+def _pulled_back(inner, dy, args):
+    g = inner(dy)
+    return (g[0], *with_nested_boxes(args, _argument_grads(g, args)))
 
 
 def rule(f):
@@ -412,6 +471,27 @@ def code_adjoint(f, *args) -> Listing:
     if spec is None or spec.code is not f.__code__:
         spec = _SPECS[key] = _build(f, kinds)
     return Listing(spec.source)
+
+
+def stop_gradient(x):
+    """``x`` as a constant: its derivative is zero in every mode (``jax.lax.stop_gradient``).  A number is
+    returned as it is; an array is copied, and a tuple, list or dict is made anew around its entries so
+    treated, so that neither a write nor a derivative passes between ``x`` and the result (the layer follows
+    arrays and containers by identity)."""
+    t = type(x)
+    if t is np.ndarray:
+        return x.copy()
+    if t is tuple or t is list:
+        return t(map(stop_gradient, x))
+    if t is dict:
+        return {k: stop_gradient(v) for k, v in x.items()}
+    if isinstance(x, (numbers.Number, np.generic, str)) or x is None:
+        return x
+    raise UnsupportedError(f"ad.stop_gradient of {t.__qualname__} is not supported: numbers, arrays, and tuples, "
+                           f"lists and dicts of them are")
+
+
+rules.mark_nondiff(stop_gradient)
 
 
 def checkpoint(f, *args):

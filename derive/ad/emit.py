@@ -18,6 +18,7 @@ Blocks are laid out in reverse postorder inside a ``while True`` dispatch on the
 from __future__ import annotations
 
 import ast
+import itertools
 import linecache
 import math
 import numbers
@@ -413,7 +414,12 @@ class _ScalarSeed:
 scalar_seed = _ScalarSeed()
 rules.mark_nondiff(scalar_seed)
 
-_COUNTER = [0]
+_NUMBERS = itertools.count(1)
+
+
+def generated_name(kind: str, qualname: str) -> str:
+    """A file name for generated source, unique in the process (its text is kept in ``linecache`` under it)."""
+    return f"<{kind}:{qualname}:{next(_NUMBERS)}>"
 
 
 def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
@@ -421,8 +427,7 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
     """Compile generated source in the function's own module namespace (its text kept in ``linecache``
     under ``ns['_ad_gen_name']``); ``env`` gets ``helpers`` and the factories of ``fn``'s nested
     functions, whose code is registered as coming from their syntax tree (so it can be transformed)."""
-    _COUNTER[0] += 1
-    gen_name = f"<tensorlang.ad:{qualname}:{_COUNTER[0]}>"
+    gen_name = generated_name("tensorlang.ad", qualname)
     linecache.cache[gen_name] = (len(src), None, src.splitlines(True), gen_name)
     ns: dict = {"_ad_gen_name": gen_name}
     exec(_at_source_lines(src, gen_name, filename, text), fglobals, ns)

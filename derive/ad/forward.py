@@ -245,6 +245,7 @@ def generate(fn) -> tuple[str, dict]:
 _JVPS: dict = {}   # (id(code), kinds) -> (code, entry)
 
 
+@TRANSFORM.provide
 def specialised_jvp(f: types.FunctionType, args):
     """The compiled forward entry of ``f`` for the kinds of ``args`` (transformed on first use)."""
     kinds = tuple(map(spec_kind, args))
@@ -256,8 +257,6 @@ def specialised_jvp(f: types.FunctionType, args):
             hit = _JVPS[key] = (code, _build(f, kinds))
     return hit[1]
 
-
-TRANSFORM[0] = specialised_jvp
 
 
 def _build(f, kinds):

@@ -13,13 +13,14 @@ import numpy as np
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
+from .context import current, within
 from .rules import rule_of
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import (BOX_METHODS, NONDIFF, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
                       method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
 from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
-from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
+from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)
 
 
@@ -33,11 +34,7 @@ def jvp(f, primals, tangents):
         _check_tangent(x, t, f"tangents[{i}]")
     # an argument written in place has its tangent written too: the caller's tangent arrays are not
     tangents = tuple(t.copy() if type(t) is np.ndarray else t for t in tangents)
-    outer, TSTORE[0] = TSTORE[0], {}
-    try:
-        y, ty = JVP(f, None, primals, tangents)
-    finally:
-        TSTORE[0] = outer
+    y, ty = within(current().but(tangents={}), JVP, f, None, primals, tangents)
     return y, _dense_out(ty, y)
 
 
@@ -147,16 +144,19 @@ def jacobian(f, argnums=0, mode=None):
     if mode not in (None, "forward", "reverse"):
         raise TensorLangError(f"ad.jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
 
-    def jac(*args):
-        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    def jac(*args, **kw):
+        from .api import refuse_integers, with_keywords
+        nums = tuple(i + len(args) if i < 0 else i for i in ((argnums,) if isinstance(argnums, int) else argnums))
+        refuse_integers("jacobian", f, args, nums)
+        g, args = with_keywords(f, args, kw) if kw else (f, args)
         out = []
         for i in nums:
             x = _flat_input(args[i], f"ad.jacobian: argument {i}")
             how = mode
             if how is None:
-                m = _flat_output(f(*fresh(args)), "ad.jacobian: f").size
+                m = _flat_output(g(*fresh(args)), "ad.jacobian: f").size
                 how = "forward" if x.size <= m else "reverse"
-            y, J = _columns(f, args, i, x) if how == "forward" else _rows(f, args, i)
+            y, J = _columns(g, args, i, x) if how == "forward" else _rows(g, args, i)
             _flat_output(y, "ad.jacobian: f")
             out.append(_shaped(J, y, args[i]))
         return out[0] if isinstance(argnums, int) else tuple(out)
@@ -178,14 +178,18 @@ def hessian(f, argnums=0):
     if not isinstance(argnums, int):
         raise TensorLangError("ad.hessian: argnums must be one int")
 
-    def hess(*args):
-        x = _flat_input(args[argnums], f"ad.hessian: argument {argnums}")
+    def hess(*args, **kw):
+        from .api import refuse_integers, with_keywords
+        i = argnums + len(args) if argnums < 0 else argnums
+        refuse_integers("hessian", f, args, (i,))
+        g, args = with_keywords(f, args, kw) if kw else (f, args)
+        x = _flat_input(args[i], f"ad.hessian: argument {argnums}")
         cols = []
         for j in range(max(x.size, 1)):
             ts = [None] * len(args)
-            ts[argnums] = _basis(args[argnums], j)
-            cols.append(np.ravel(_zero_if_none(hvp(f, fresh(args), ts)[argnums], args[argnums])))
-        return _shaped(np.stack(cols, axis=1), args[argnums], args[argnums])
+            ts[i] = _basis(args[i], j)
+            cols.append(np.ravel(_zero_if_none(hvp(g, fresh(args), ts)[i], args[i])))
+        return _shaped(np.stack(cols, axis=1), args[i], args[i])
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
     return hess
 

@@ -122,7 +122,7 @@ def _through_code(f, r, pos, kw, lead):
                                    f"arguments is not supported")
         pos, where = bound
     if r is None:   # f's generated pullback, f's own gradient first
-        spec = TRANSFORM[0](f, pos)
+        spec = TRANSFORM.fn(f, pos)
         if getattr(spec, "refused_again", None):   # a function that ad.grad made, differentiated a third time
             raise UnsupportedError(spec.refused_again)
         (y, back), pb = J(spec.generic.pb, f, *pos)

@@ -28,10 +28,11 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError
+from .context import Store, current, within
 from .cotangent import dense
 from .rules.structures import setitem, store_attr
 from .tangent import JVP_RULES, code_jvp, tangent_of
-from .runtime import (COPIES, HELPERS, RULES, SHARED, STORE, ZERO, Store, Writes, acc, acc_into, box_of, cut, method_rule,
+from .runtime import (HELPERS, RULES, ZERO, Writes, acc, acc_into, box_of, cut, method_rule,
                       own, part_of, register, snap, take, with_nested_boxes)
 
 
@@ -53,34 +54,23 @@ class Level:
 
     def run(self, f, *args):
         """``f(*args)``, an operation of the gradient code, on its own store."""
-        saved, STORE[0] = STORE[0], self.inner
-        try:
-            return f(*args)
-        finally:
-            STORE[0] = saved
-
-
-LEVEL: list = [None]   # the current Level; None outside the gradient code of a nested derivative
+        return within(current().but(store=self.inner), f, *args)
 
 
 def nested_gradient(run, args):
     """``run()``, the forward pass of differentiating the gradient code of a function at ``args``, with a
     box store of its own.  A gradient left in that store for an object the arguments hold (a function that
     writes into its arguments) is refused: the nested gradient would not include it."""
-    lv, saved, copies = Level(), LEVEL[0], COPIES[0]
-    LEVEL[0], COPIES[0] = lv, lv.copies
-    try:
-        out = run()
-        if lv.inner.grads and any(g is not None for g in lv.run(with_nested_boxes, args, (None,) * len(args))):
-            raise UnsupportedError("a second differentiation of a function that writes into its arguments (or "
-                                   "into objects they hold) is not supported")
-        return out
-    finally:
-        LEVEL[0], COPIES[0] = saved, copies
+    lv = Level()
+    out = within(current().but(level=lv, copies=lv.copies), run)
+    if lv.inner.grads and any(g is not None for g in lv.run(with_nested_boxes, args, (None,) * len(args))):
+        raise UnsupportedError("a second differentiation of a function that writes into its arguments (or "
+                               "into objects they hold) is not supported")
+    return out
 
 
 def _level(what):
-    lv = LEVEL[0]
+    lv = current().level
     if lv is None:
         raise UnsupportedError(f"a second differentiation through {what} is supported only in the gradient "
                                f"code of a nested derivative")
@@ -187,13 +177,13 @@ def _box_key(s, v):
 
 
 def _original(v):
-    lv = LEVEL[0]
+    lv = current().level
     return v if lv is None else lv.original(v)
 
 
 def _inner_store():
-    lv = LEVEL[0]
-    return STORE[0] if lv is None else lv.inner
+    context = current()
+    return context.store if context.level is None else context.level.inner
 
 
 def _acc_into_rule(v, d, c):
@@ -226,7 +216,7 @@ def _shaped_as(dc, c):
 def _take_rule(v, d):
     v, s = _original(v), _inner_store()
     key = _box_key(s, v)
-    if key is None or key not in s.grads or id(v) in SHARED.ids:
+    if key is None or key not in s.grads or id(v) in current().shared:
         return dense(d), _identity_back
     lv, form = _level("a box's gradient taken"), _form(s.grads[key])
     y = lv.run(take, v, d)
@@ -265,7 +255,7 @@ def _cut_rule(y, back, copy, x):
     if copy is not x and id(copy) in _inner_store().boxes:
         raise UnsupportedError("a second differentiation through a call that writes into an array argument "
                                "written again after it is not supported (mutation)")
-    lv = LEVEL[0]
+    lv = current().level
     return (cut(y, back, copy, x) if lv is None else lv.run(cut, y, back, copy, x)), _cut_back
 
 

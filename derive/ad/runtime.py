@@ -24,6 +24,7 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError
+from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, NUM, kind_of
 
@@ -152,18 +153,16 @@ def deref(f, i):
 
 
 def snap(x):
-    """A copy of an array that may be written to later (copy on capture), recorded in ``COPIES``."""
+    """A copy of an array that may be written to later (copy on capture), recorded in the context's ``copies``
+    while gradient code is differentiated again (``nested_store``), so that the store operations the code
+    calls with a copy act on the array itself."""
     if type(x) is not np.ndarray:
         return x
     c = x.copy()
-    if COPIES[0] is not None:
-        COPIES[0][id(c)] = (c, x)
+    copies = current().copies
+    if copies is not None:
+        copies[id(c)] = (c, x)
     return c
-
-
-# while gradient code is differentiated again (``nested_store``): id(copy) -> (copy, the array snap copied), so
-# that the store operations the code calls with a copy act on the array itself
-COPIES: list = [None]
 
 
 def cut(y, back, copy, x):
@@ -178,7 +177,7 @@ def cut(y, back, copy, x):
         y = _rebased(y, copy, x)
     elif type(y) in (list, tuple):
         y = type(y)(_rebased(r, copy, x) if type(r) is np.ndarray else r for r in y)
-    if id(copy) not in STORE[0].boxes:
+    if id(copy) not in current().store.boxes:
         return y, back
     x[...] = copy
     register(x)
@@ -202,25 +201,12 @@ def _rebased(r, copy, x):
     return np.ndarray(r.shape, r.dtype, buffer=x, offset=offset, strides=r.strides)
 
 
-# -- the box store ----------------------------------------------------------------------------------------
-class Store:
-    """Boxes (objects written to) and their gradients, for one differentiation."""
-
-    __slots__ = ("boxes", "grads")
-
-    def __init__(self):
-        self.boxes: dict[int, object] = {}
-        self.grads: dict[int, object] = {}
-
-
-STORE = [Store()]  # the current store is STORE[0]; entry points swap it
-
-
+# -- the box store (``context.Store``, the current context's) ------------------------------------------------
 def register(obj, store=None) -> None:
     """Mark ``obj`` as a box (it is being written to) in ``store`` (the current one by default); writing to
     a view of an array writes to the array that owns the memory, which becomes the box."""
     obj = box_of(obj)
-    (store or STORE[0]).boxes[id(obj)] = obj
+    (store or current().store).boxes[id(obj)] = obj
 
 
 def box_of(obj):
@@ -246,7 +232,7 @@ def _view_of_box(v):
     if type(v) is not np.ndarray or v.base is None:
         return None
     root = memory_owner(v)
-    return root if id(root) in STORE[0].boxes else None
+    return root if id(root) in current().store.boxes else None
 
 
 def _grad_view(root, v, g):
@@ -279,7 +265,7 @@ def view_within(a, v, g):
 
 def _root_grad(root):
     """The gradient of box array ``root`` in the store, made (zero) if it has none yet."""
-    s = STORE[0]
+    s = current().store
     g = s.grads.get(id(root))
     if g is None:
         g = s.grads[id(root)] = np.zeros(root.shape, dtype=np.result_type(root, 0.0))
@@ -303,7 +289,7 @@ def own(g):
 def box_grad(obj):
     """The current gradient of box ``obj`` (owned by the store, so it may be updated in place); for a
     view of a box array, the part of the box's gradient it covers."""
-    g = STORE[0].grads.get(id(obj))
+    g = current().store.grads.get(id(obj))
     if g is None and type(obj) is np.ndarray:
         root = _view_of_box(obj)
         if root is not None:
@@ -316,7 +302,7 @@ def acc_into(v, d, c):
     local ``d``."""
     if c is None:
         return d
-    s = STORE[0]
+    s = current().store
     if s.boxes:
         if type(c) in (list, tuple, dict) and type(v) is type(c):
             c = _items_to_boxes(v, c, s, set())
@@ -388,23 +374,16 @@ BOX_LOCK = threading.Lock()
 BUILD_LOCK = threading.RLock()
 
 
-class _Shared(threading.local):
-    """Per thread: the boxes this thread's pullback shares with pullbacks running beside it (the
-    arguments of work sent to threads, ``threads.py``); their gradients stay in the store until the
-    thread that made them takes them."""
-    ids = frozenset()
-
-
-SHARED = _Shared()
-
-
 def take(v, d):
-    """The gradient of ``v`` where it was made: the local ``d`` plus (and emptying) its box's."""
-    s = STORE[0]
+    """The gradient of ``v`` where it was made: the local ``d`` plus (and emptying) its box's.  The box of an
+    object this thread's pullback shares with pullbacks running beside it (the arguments of work sent to
+    threads, ``threads``) keeps its gradient until the thread that made the object takes it."""
+    context = current()
+    s = context.store
     d = dense(d)
     if s.boxes:
         if id(v) in s.boxes:
-            return d if id(v) in SHARED.ids else acc(d, s.grads.pop(id(v), None))
+            return d if id(v) in context.shared else acc(d, s.grads.pop(id(v), None))
         root = _view_of_box(v)
         if root is not None and id(root) in s.grads:
             g = _grad_view(root, v, s.grads[id(root)])
@@ -418,7 +397,7 @@ def take_captured(v, d):
     The gradient of a box (or of a view of one) stays in the store, where the code that made the box takes
     it after the pullback of every write into it has run (``with_nested_boxes`` for boxes the arguments
     hold)."""
-    s = STORE[0]
+    s = current().store
     if s.boxes and (id(v) in s.boxes or _view_of_box(v) is not None):
         return dense(d)
     return take(v, d)
@@ -427,7 +406,7 @@ def take_captured(v, d):
 def with_nested_boxes(args, grads):
     """The gradients ``grads`` of ``args`` at the end of a differentiation, plus the gradients still in the
     store of the objects the arguments hold that were written to (``m[0][1] = v`` for an argument ``m``)."""
-    s = STORE[0]
+    s = current().store
     if not s.grads:
         return grads
     seen: set = set()
@@ -459,14 +438,15 @@ def _nested_grad(v, g, grads, seen):
 # -- J: a call and its pullback ----------------------------------------------------------------------------
 RULES: dict = {}           # function -> rule(*args) returning (y, back); back(dy) -> argument gradients
 METHOD_RULES: dict = {}    # (type, name) -> rule(obj, *args) returning (y, back); back -> (dobj, *dargs)
-NONDIFF: set = set()       # functions whose result has no derivative (print, isinstance, np.zeros_like ...)
+NONDIFF: set = {current}   # functions whose result has no derivative (print, isinstance, np.zeros_like ...;
+#                            the context, read by this module's functions that forward mode differentiates)
 BOX_METHODS: set = set()   # (type, name) of methods that write to their object: pullback runs without dy
 NONDIFF_METHODS: set = set()   # names of methods whose result has no derivative (str.join, ndarray.argmax ...)
 WRITING_RULES: set = set()   # rules that write to an argument (known to the analysis); J wraps their pullback in Writes
 KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyword changes what it does (out=)
-# [specialised(f, args)]: the source transformation, by which J differentiates a Python function (``api``
-# installs it; the transform itself calls into this module)
-TRANSFORM: list = [None]
+# specialised(f, args): the source transformation, by which J differentiates a Python function (``api``
+# provides it; the transform itself calls into this module)
+TRANSFORM = Provided("the source transformation (api.specialised)")
 # rules differentiated again without their code (``nested``): rule -> along(args, kw, tangents), the function
 # (linear in its arguments) along tangents; rule -> positions(args), the arguments it is linear in one by one
 LINEAR: dict = {}
@@ -548,7 +528,7 @@ def J(f, *args):
     if t is types.FunctionType:
         if f in NONDIFF:   # (a Python function without derivative is called as it is, not transformed)
             return f(*args), ZERO
-        specialised = TRANSFORM[0]
+        specialised = TRANSFORM.fn
         n = f.__code__.co_argcount
         if len(args) == n or f.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
             return specialised(f, args).pb(f, *args)

@@ -41,8 +41,9 @@ from .rules.complexes import HOLOMORPHIC, holomorphic
 from .rules.jvp import write_attr, write_item
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
+from .context import Store, current, within
 from .nested import positional, multilinear_along
-from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, check_keywords, is_complex, unbroadcast
+from .runtime import BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, check_keywords, is_complex, unbroadcast
 from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, numpy_filled,
                       pullback_tangent)
 
@@ -257,13 +258,12 @@ def reverse_rule_owner(r):
 _OWNERS: dict = {}
 
 
+@REVERSE_RULE_JVP.provide
 def reverse_rule_jvp(r, args, ts):
     """The JVP of a call of ``r`` when it is a primitive's reverse rule (``pair_jvp``), else None."""
     owner = reverse_rule_owner(r)
     return None if owner is None else pair_jvp(owner, r, args, ts)
 
-
-REVERSE_RULE_JVP[0] = reverse_rule_jvp
 
 
 # -- the box store under forward mode -------------------------------------------------------------------------------
@@ -273,37 +273,21 @@ REVERSE_RULE_JVP[0] = reverse_rule_jvp
 # gradient arguments and the store's gradients together, and depend on the primal only through indices and
 # shapes; so the store's tangent is a second store with the same boxes, on which each of them runs again with
 # the tangents.
-_TANGENT_STORES: dict = {}   # id(store) -> (store, its tangent store)
-
-
-def tangent_store():
-    """The tangent store of the current box store (made, empty, on first use)."""
-    s = STORE[0]
-    hit = _TANGENT_STORES.get(id(s))
-    if hit is None or hit[0] is not s:
-        t = Store()
-        t.boxes = s.boxes
-        hit = _TANGENT_STORES[id(s)] = (s, t)
-    return hit[1]
-
-
 def on_tangent_store(f, *args):
-    """``f(*args)`` with the tangent store as the box store."""
-    outer, STORE[0] = STORE[0], tangent_store()
-    try:
-        return f(*args)
-    finally:
-        STORE[0] = outer
+    """``f(*args)`` with the tangent store of the current box store (made, empty, on first use) as the box
+    store."""
+    context = current()
+    s = context.store
+    if s.tangent is None:
+        with BOX_LOCK:   # (pullbacks of work that ran in threads run in parallel)
+            if s.tangent is None:
+                s.tangent = Store(s.boxes)
+    return within(context.but(store=s.tangent), f, *args)
 
 
 def with_stores(run):
     """``run()`` with a fresh box store and its tangent store (dropped after)."""
-    outer, STORE[0] = STORE[0], Store()
-    try:
-        return run()
-    finally:
-        _TANGENT_STORES.pop(id(STORE[0]), None)
-        STORE[0] = outer
+    return within(current().but(store=Store()), run)
 
 
 def _on_both(f):

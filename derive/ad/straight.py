@@ -13,7 +13,7 @@ import linecache
 import re
 
 from . import primal, rules
-from .emit import Gen
+from .emit import Gen, generated_name
 from .ir import INT, NUM, Instr
 
 _SEED = "1.0"
@@ -149,9 +149,6 @@ def generate(fn, types_, qualname):
     return "\n".join(lines) + "\n", env, name
 
 
-_COUNTER = [0]
-
-
 def compile_straight(fn, types_, qualname, fglobals, fallback):
     """The compiled straight-line gradient function (keyword-only defaults set), or None."""
     made = generate(fn, types_, qualname)
@@ -159,8 +156,7 @@ def compile_straight(fn, types_, qualname, fglobals, fallback):
         return None
     src, env, name = made
     env["_ad_fb"] = fallback
-    _COUNTER[0] += 1
-    filename = f"<tensorlang.ad.grad:{qualname}:{_COUNTER[0]}>"
+    filename = generated_name("tensorlang.ad.grad", qualname)
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     ns: dict = {}
     exec(compile(src, filename, "exec"), fglobals, ns)

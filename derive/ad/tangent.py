@@ -24,21 +24,21 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError
+from .context import Provided, current
 from .ir import INT, NUM, kind_of
-from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, STORE, acc, check_keywords,
+from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
                       differentiable, in_table, make_like, memory_owner, qualified_name, refuse_keyword_only,
                       view_within, with_defaults)
 
 JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
 JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)
 
-TSTORE: list = [{}]          # TSTORE[0]: id(object) -> (object, tangent) for the current jvp
-# the transforms JVP hands calls over to, installed by the modules that make them (which call JVP in turn):
-# ``TRANSFORM[0](f, args)``, the compiled forward entry of a Python function (``forward``), and
-# ``REVERSE_RULE_JVP[0](r, args, ts)``, the JVP of a call of reverse rule ``r`` or None when ``r`` is not
+# the transforms JVP hands calls over to, provided by the modules that make them (which call JVP in turn):
+# ``TRANSFORM.fn(f, args)``, the compiled forward entry of a Python function (``forward``), and
+# ``REVERSE_RULE_JVP.fn(r, args, ts)``, the JVP of a call of reverse rule ``r`` or None when ``r`` is not
 # one (forward over reverse, ``second``)
-TRANSFORM: list = [None]
-REVERSE_RULE_JVP: list = [None]
+TRANSFORM = Provided("forward mode's source transformation (forward.specialised_jvp)")
+REVERSE_RULE_JVP = Provided("the forward mode of reverse rules (second.reverse_rule_jvp)")
 
 
 class PullbackTangent:
@@ -160,7 +160,7 @@ def tangent_of(obj, t):
 
 
 def _registered(obj):
-    hit = TSTORE[0].get(id(obj))
+    hit = current().tangents.get(id(obj))
     return None if hit is None or hit[0] is not obj else hit[1]
 
 
@@ -195,7 +195,7 @@ def mutable(obj, t):
                                    f"(an integer array written with differentiable values?)")
     if type(obj) is np.ndarray and type(t) is np.ndarray and not t.flags.writeable:
         t = np.array(t)
-    TSTORE[0][id(obj)] = (obj, t)
+    current().tangents[id(obj)] = (obj, t)
     return t
 
 
@@ -228,7 +228,7 @@ def _view_of_tangent(root, v, troot):
 def JVP(f, tf, args, ts):
     """``(f(*args), tangent)`` for tangents ``ts`` of ``args`` and ``tf`` of ``f`` itself (a closure's
     captured variables)."""
-    if TSTORE[0]:
+    if current().tangents:
         ts = tuple(map(tangent_of, args, ts))
     y, ty = _jvp(f, tf, args, ts)
     return y, follow_views(y, ty, args, ts)
@@ -244,10 +244,11 @@ def _jvp(f, tf, args, ts):
     if type(tf) is PullbackTangent:
         return call_pullback(f, tf, args[0], ts[0])
     t = type(f)
-    if t is types.FunctionType and tf is None and not TSTORE[0] and not STORE[0].boxes \
-            and all(x is None for x in ts):
-        return f(*args), None
-    paired = REVERSE_RULE_JVP[0](f, args, numpy_filled(f, ts, args))
+    if t is types.FunctionType and tf is None and all(x is None for x in ts):
+        context = current()
+        if not context.tangents and not context.store.boxes:
+            return f(*args), None
+    paired = REVERSE_RULE_JVP.fn(f, args, numpy_filled(f, ts, args))
     if paired is not None:
         return paired
     try:
@@ -285,12 +286,12 @@ def code_jvp(f, tf, args, ts):
     if len(args) != f.__code__.co_argcount:
         full = with_defaults(f, args)
         args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
-    return TRANSFORM[0](f, args)(f, tf, *args, *ts)
+    return TRANSFORM.fn(f, args)(f, tf, *args, *ts)
 
 
 def JVPkw(names, f, tf, args, ts):
     """JVP for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
-    if TSTORE[0]:
+    if current().tangents:
         ts = tuple(map(tangent_of, args, ts))
     y, ty = _jvp_kw(names, f, tf, args, ts)
     return y, follow_views(y, ty, args, ts)
@@ -379,7 +380,7 @@ def _keyword_only(f):
 def JVPm(name, kwnames, obj, tobj, args, ts):
     """JVP for ``obj.name(*args)``: forward method rules, module functions, Python methods, then the
     reverse method rules transposed."""
-    if TSTORE[0]:
+    if current().tangents:
         ts = tuple(map(tangent_of, args, ts))
     y, ty = _jvp_method(name, kwnames, obj, tobj, args, ts)
     return y, follow_views(y, ty, (obj, *args), (tangent_of(obj, tobj), *ts))

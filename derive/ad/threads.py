@@ -11,6 +11,10 @@ its pullback is recorded there; the pullbacks of work that ran in parallel run i
   in the adjoint ``join``'s pullback starts f's pullback in a thread and ``start``'s collects it.  A
   thread's results come back through the objects it writes to (the box rules); the box store is shared.
 
+Work and pullbacks sent to threads run there in the context of the differentiation that sent them
+(``context.carried``), so they share its box store and tangent store, and differentiations running beside
+it in other threads see none of it.
+
 Work on numbers and NumPy arrays and compiled tensorlang kernels (whose C code releases the GIL) gets a
 real speed-up from the threads; pure Python work interleaves under the GIL.
 """
@@ -21,7 +25,8 @@ import threading
 import types
 
 from ...errors import UnsupportedError
-from .runtime import BOX_METHODS, METHOD_RULES, NONDIFF, RULES, SHARED, ZERO, J, acc
+from .context import carried, current, within
+from .runtime import BOX_METHODS, METHOD_RULES, NONDIFF, RULES, ZERO, J, acc
 from .tangent import JVP, JVP_METHOD_RULES, JVP_RULES
 
 _POOLS: dict = {}   # size -> a pool for the pullbacks (the user's executor may be shut down by then)
@@ -46,26 +51,22 @@ def shared_ids(f, args) -> frozenset:
     return frozenset(id(x) for x in (*args, *(c.cell_contents for c in cells)))
 
 
-def run_back(back, dy, shared):
-    """``back(dy)`` with the shared objects' box gradients left in the store (``runtime.take``)."""
-    outer, SHARED.ids = SHARED.ids, shared
-    try:
-        return back(dy)
-    finally:
-        SHARED.ids = outer
+def run_back(context, back, dy, shared):
+    """``back(dy)`` in ``context``, with the shared objects' box gradients left in the store (``runtime.take``)."""
+    return within(context.but(shared=shared), back, dy)
 
 
 # -- ThreadPoolExecutor.map ------------------------------------------------------------------------------------
 def _map(ex, f, *seqs, timeout=None, chunksize=1):
     seqs = [list(s) for s in seqs]
-    results = list(ex.map(J, [f] * len(seqs[0]) if seqs else [], *seqs, timeout=timeout))
+    results = list(ex.map(carried(J), [f] * len(seqs[0]) if seqs else [], *seqs, timeout=timeout))
     ys = [r[0] for r in results]
 
     def back(dys):
         backs = [r[1] for r in results]
         dys = [None] * len(backs) if dys is None else list(dys)
         shared = [shared_ids(f, xs) for xs in zip(*seqs)]
-        grads = list(_pool(_size(ex)).map(run_back, backs, dys, shared))
+        grads = list(_pool(_size(ex)).map(run_back, [current()] * len(backs), backs, dys, shared))
         df = None
         dseqs = [[None] * len(ys) for _ in seqs]
         for i, g in enumerate(grads):
@@ -95,7 +96,7 @@ class DiffFuture:
     def _start_back(self, dy):
         back = self._future.result()[1]
         with self._lock:
-            self._pending.append(_pool(self._size).submit(run_back, back, dy, self._shared))
+            self._pending.append(_pool(self._size).submit(run_back, current(), back, dy, self._shared))
 
     def _collect(self):
         with self._lock:
@@ -109,7 +110,7 @@ class DiffFuture:
 
 
 def _submit(ex, f, *args):
-    fut = DiffFuture(ex.submit(J, f, *args), _size(ex), shared_ids(f, args))
+    fut = DiffFuture(ex.submit(carried(J), f, *args), _size(ex), shared_ids(f, args))
     return fut, lambda dfut: (None, *fut._collect())
 
 
@@ -130,7 +131,7 @@ class DiffThread:
         if kwargs:
             raise UnsupportedError("tensorlang.ad: threading.Thread(kwargs=...) is not supported; pass args")
         self.target, self.args = target, tuple(args)
-        self._thread = threading.Thread(target=self._run)
+        self._thread = threading.Thread(target=carried(self._run))
         self._out = None
         self._error = None
         self._pending = None
@@ -204,7 +205,7 @@ def _join(t, timeout=None):
     t.join(timeout)
 
     def back(dy):
-        t._pending = _Spawned(run_back, t._out[1], None, shared_ids(t.target, t.args))
+        t._pending = _Spawned(run_back, current(), t._out[1], None, shared_ids(t.target, t.args))
         return (None, None)
     return None, back
 
@@ -234,13 +235,13 @@ class ForwardFuture:
 def _map_jvp(ex, tex, args, ts, timeout=None, chunksize=1):
     f, *seqs = args
     tseqs = [[None] * len(s) if t is None else list(t) for s, t in zip(seqs, ts[1:])]
-    out = list(ex.map(lambda xs, txs: JVP(f, ts[0], xs, txs), list(zip(*seqs)), list(zip(*tseqs)),
+    out = list(ex.map(carried(lambda xs, txs: JVP(f, ts[0], xs, txs)), list(zip(*seqs)), list(zip(*tseqs)),
                       timeout=timeout))
     return [y for y, _ in out], [t for _, t in out]
 
 
 def _submit_jvp(ex, tex, args, ts):
-    return ForwardFuture(ex.submit(JVP, args[0], ts[0], tuple(args[1:]), tuple(ts[1:]))), None
+    return ForwardFuture(ex.submit(carried(JVP), args[0], ts[0], tuple(args[1:]), tuple(ts[1:]))), None
 
 
 def _thread_jvp(pos, tpos, tkw=None, **kw):
@@ -249,7 +250,7 @@ def _thread_jvp(pos, tpos, tkw=None, **kw):
     targs = tbound.get("args") or (None,) * len(bound.get("args", ()))
     t = DiffThread(bound.get("target"), bound.get("args", ()), bound.get("kwargs"))
     t._run = lambda: setattr(t, "_out", JVP(t.target, tbound.get("target"), t.args, tuple(targs)))
-    t._thread = threading.Thread(target=_guarded, args=(t,))
+    t._thread = threading.Thread(target=carried(_guarded), args=(t,))
     return t, None
 
 

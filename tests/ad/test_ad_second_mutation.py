@@ -8,7 +8,7 @@ import pytest
 
 from conftest import hvp_by_differences   # tests/ad is on the path (rootdir conftest)
 from tensorlang import ad
-from tensorlang.derive.ad import runtime
+from tensorlang.derive.ad import context
 from tensorlang.errors import UnsupportedError
 
 
@@ -148,7 +148,7 @@ def test_hvp_of_nested_gradients(name):
     got = ad.gradient(directional, *args)
     for g, want in zip(got, hvp_by_differences(f, args, vs)):
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
-    assert not runtime.STORE[0].boxes   # the stores of both levels are left empty
+    assert not context.current().store.boxes   # the stores of both levels are left empty
 
 
 @pytest.mark.parametrize("name", ["rnn: append in a loop, np.stack", "pop, pop(0)", "dict update and d[k] = v",

@@ -13,10 +13,11 @@ import types
 import numpy as np
 
 from ....errors import UnsupportedError
+from ..context import current
 from ..cotangent import Indexed, basic_index, dense
 from ..ir import CONST_KIND, INT, kind_of
 from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES,
-                       STORE, TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, make_like,
+                       TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, make_like,
                        own, part_of, register, unbroadcast, untracked)
 from .layout import concatenator_getitem
 
@@ -292,7 +293,7 @@ class Put:
         if g is None:
             if dy is None:
                 return (None, None)
-            g = STORE[0].grads[id(self.obj)] = [None] * (self.n - 1)
+            g = current().store.grads[id(self.obj)] = [None] * (self.n - 1)
         g.insert(self.pos, dy)
         return (None, None)
 
@@ -494,7 +495,7 @@ def _getattr_again(obj, name):
     getter's code is differentiated), the pullback of an attribute does not depend on the object's values,
     so the object's cotangent is that pullback of the attribute's."""
     if type(obj) is not np.ndarray and isinstance(getattr(type(obj), name, None), property):
-        y, back = TRANSFORM[0](getattr_, (obj, name)).pb(getattr_, obj, name)
+        y, back = TRANSFORM.fn(getattr_, (obj, name)).pb(getattr_, obj, name)
         return y, lambda d: back(d)[1:]
     y, back = getattr_(obj, name)
     return (y, back), lambda d: (None, None) if d is None or d[0] is None else (back(d[0])[0], None)
