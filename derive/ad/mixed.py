@@ -16,8 +16,9 @@ from .ir import NUM, kind_of
 from .rules import rule_of
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
+from .runtime import ZERO as NO_GRADIENTS
 from .runtime import (BOX_METHODS, NONDIFF, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
-                      method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
+                      method_grads, method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
 from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)
@@ -285,11 +286,27 @@ def _jvp_J(args, ts):
         return _adapted(_jvp_J((f, *full), (*ts, *(None,) * (len(full) - n))), lambda g: g[:n + 1], n + 1)
     if isinstance(f, type):
         return _jvp_construct(f, tuple(xs), ts[1:])
+    if isinstance(f, (types.MethodType, types.BuiltinMethodType)) and not isinstance(f.__self__, types.ModuleType):
+        return _jvp_bound((), f, tuple(xs), ts)
     call = getattr(type(f), "__call__", None)
     if isinstance(call, types.FunctionType):   # a callable object: its __call__ with the object first
         return _adapted(_jvp_J((call, f, *xs), (None, *ts)), lambda g: g[1:], len(xs) + 1)
     raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} is not "
                            f"supported")
+
+
+def _jvp_bound(names, f, xs, ts):
+    """``J``/``Jkw`` of bound method ``f`` (keyword arguments ``names``; ``ts`` the tangents of ``f`` and
+    ``xs``) under forward mode, as ``runtime.bound_call``: its function with the object first, or the object's
+    method rule, the object's tangent ``ts[0].__self__``."""
+    tself = getattr(ts[0], "__self__", None)
+    if type(f) is types.MethodType:
+        tail = (None, tself, *ts[1:])
+        paired = _jvp_Jkw((names, f.__func__, f.__self__, *xs), (None, *tail)) if names \
+            else _jvp_J((f.__func__, f.__self__, *xs), tail)
+        return _adapted(paired, method_grads, len(xs) + 1)
+    paired = _jvp_Jm((f.__name__, names, f.__self__, *xs), (None, None, tself, *ts[1:]))
+    return _adapted(paired, lambda g: method_grads(g if g is NO_GRADIENTS else (None, *g)), len(xs) + 1)
 
 
 def _jvp_map(xs, ts):
@@ -394,6 +411,9 @@ def _jvp_Jkw(args, ts):
         return _jvp_out(names, f, tuple(xs), ts[2:])
     if rule is None and isinstance(f, type) and dataclasses.is_dataclass(f):   # its pullback reads fields of dy
         return Jkw(*args), (JVPkw(names, f, None, tuple(xs), ts[2:])[1], ZERO)
+    if rule is None and isinstance(f, (types.MethodType, types.BuiltinMethodType)) \
+            and not isinstance(f.__self__, types.ModuleType):
+        return _jvp_bound(names, f, tuple(xs), ts[1:])
     if rule is None:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                                f"keyword arguments {', '.join(names)} is not supported")

@@ -108,8 +108,8 @@ def _register():
     CROSS.update({PYOP[op]: _partials_operator(g) for op, g in NUMERIC_GRADS.items() if op not in ("+", "-")})
     for f in (operator.add, operator.sub, operator.neg, operator.pos, np.sum, np.mean, np.reshape, np.transpose,
               np.ravel, np.squeeze, np.expand_dims, np.concatenate, np.stack, np.add, np.subtract, np.negative,
-              np.positive, np.array, np.asarray, structures.getitem, structures.getattr_, np.real, np.imag,
-              np.conj, sum, list, tuple, float, max, min, sorted):
+              np.positive, np.array, np.asarray, structures.getitem, structures.getattr_, getattr, np.real,
+              np.imag, np.conj, sum, list, tuple, float, max, min, sorted):
         CROSS[f] = _LINEAR
     CROSS.update({np.matmul: _bilinear(RULES[np.matmul]), operator.matmul: _bilinear(BINOPS["@"]),
                   np.dot: _bilinear(RULES[np.dot]), np.outer: _bilinear(RULES[np.outer]),
@@ -328,6 +328,8 @@ def box_write(write, rule):
 
 def _write_item(args, ts):
     obj, idx, val = args
+    if type(obj) is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v, as the box rule writes it
+        obj, ts = obj.base.reshape(-1), (None if ts[0] is None else np.reshape(ts[0].base, -1), *ts[1:])
     if type(obj) not in (list, dict, np.ndarray):
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through an item write into "
                                f"{type(obj).__qualname__} (its __setitem__) is not supported")

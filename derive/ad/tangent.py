@@ -258,8 +258,8 @@ def _jvp(f, tf, args, ts):
         return transposed(back_rule, args, ts)
     if t is types.FunctionType:
         return (f(*args), None) if in_table(f, NONDIFF) else code_jvp(f, tf, args, ts)
-    if t is types.MethodType:
-        return JVP(f.__func__, None, (f.__self__, *args), (_field(tf, "__self__"), *ts))
+    if t is types.MethodType or t is types.BuiltinMethodType and _bound_to_object(f):
+        return _jvp_bound((), f, tf, args, ts)
     if all(x is None for x in ts) and tf is None or in_table(f, NONDIFF):
         return f(*args), None
     if isinstance(f, type):
@@ -278,6 +278,21 @@ def _jvp(f, tf, args, ts):
     name = getattr(f, "__qualname__", repr(f))
     raise UnsupportedError(f"no forward-mode rule for {getattr(f, '__module__', '') or ''}.{name}; "
                            f"register a pullback with @tensorlang.ad.rule or a JVP with @tensorlang.ad.jvp_rule")
+
+
+def _bound_to_object(f) -> bool:
+    owner = getattr(f, "__self__", None)
+    return owner is not None and type(owner) is not types.ModuleType
+
+
+def _jvp_bound(names, f, tf, args, ts):
+    """The JVP of a call of bound method ``f`` (keyword arguments ``names``): the method's own with its
+    object's tangent, ``tf.__self__`` (a Python method's function, a builtin type's method rule)."""
+    obj, tobj = f.__self__, _field(tf, "__self__")
+    if type(f) is types.BuiltinMethodType:
+        return JVPm(f.__name__, names, obj, tobj, args, ts)
+    return (JVPkw(names, f.__func__, None, (obj, *args), (tobj, *ts)) if names
+            else JVP(f.__func__, None, (obj, *args), (tobj, *ts)))
 
 
 def code_jvp(f, tf, args, ts):
@@ -322,6 +337,8 @@ def _jvp_kw(names, f, tf, args, ts):
         check_keywords(f, back_rule, names)
     if in_table(f, NONDIFF):   # called as it is, keywords too (np.eye(n, dtype=bool)), before binding them
         return f(*pos, **kw), None
+    if type(f) is types.MethodType or type(f) is types.BuiltinMethodType and _bound_to_object(f):
+        return _jvp_bound(names, f, tf, args, ts)
     if type(f) is types.FunctionType and not (back_rule is not None and _keyword_only(f)):
         # bound to f's parameters (a rule's pullback takes them positionally: not past a keyword-only one)
         if back_rule is None:

@@ -502,6 +502,8 @@ def getitem(obj, tobj, idx, tidx=None):
         if tobj is None:
             return obj[idx], None
         return obj[idx], (tobj.get(idx) if t is dict else tobj[idx])
+    if t is np.flatiter:   # x.flat[i]: the same entries of x's tangent, tobj its flat iterator
+        return obj[idx], None if tobj is None else tobj[idx]
     m = getattr(t, "__getitem__", None)
     if isinstance(m, types.FunctionType):
         return JVP(m, None, (obj, idx), (tangent_of(obj, tobj), tidx))
@@ -529,6 +531,9 @@ def setitem(obj, tobj, idx, val, tval):
         tl = write_item(obj, tobj, idx, val, tval)
         obj[idx] = val
         return tl
+    if t is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v: a write into x.reshape(-1), a view
+        flat = setitem(obj.base.reshape(-1), None if tobj is None else np.reshape(tobj.base, -1), idx, val, tval)
+        return flat.base.flat if flat is not None and flat.base is not None else None
     m = getattr(t, "__setitem__", None)
     if isinstance(m, types.FunctionType):
         JVP(m, None, (obj, idx, val), (tangent_of(obj, tobj), None, tval))
@@ -540,12 +545,14 @@ def setitem(obj, tobj, idx, val, tval):
 
 
 def getattr_(obj, tobj, name):
+    """``obj.name`` and its tangent; a bound method's (``x.sum``) is ``SimpleNamespace(__self__=tobj)``, as
+    reverse mode's gradient of one, which calling it reads."""
     t = type(obj)
     if t is np.ndarray:
         y = getattr(obj, name)
         tobj = tangent_of(obj, tobj)
-        if tobj is None or name not in ("T", "real", "imag"):
-            return y, None
+        if tobj is None or name not in ("T", "real", "imag", "flat"):
+            return y, _bound_tangent(y, obj, tobj)
         return y, getattr(np.asarray(tobj), name)
     static = getattr(t, name, None)
     if isinstance(static, property):
@@ -555,9 +562,17 @@ def getattr_(obj, tobj, name):
         return JVP(fallback, None, (obj, name), (tangent_of(obj, tobj), None))   # the class's __getattr__
     y = getattr(obj, name)
     if isinstance(obj, types.ModuleType) or callable(y) and not isinstance(y, types.FunctionType):
-        return y, None
+        return y, _bound_tangent(y, obj, tangent_of(obj, tobj))
     tobj = tangent_of(obj, tobj)
     return y, None if tobj is None else getattr(tobj, name, None)
+
+
+def _bound_tangent(y, obj, tobj):
+    """The tangent of attribute ``y`` of ``obj`` that is a method bound to it: ``obj``'s tangent as its
+    ``__self__`` (None for other attributes, and where ``obj`` has none)."""
+    if tobj is None or getattr(y, "__self__", None) is not obj or isinstance(obj, types.ModuleType):
+        return None
+    return types.SimpleNamespace(__self__=tobj)
 
 
 def write_attr(obj, tobj, name, tval):

@@ -11,7 +11,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
 from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, unbroadcast
-from ..tangent import densify
+from ..tangent import JVP_RULES, densify
 from .operators import matmul_back, matmul_grad, pow_da
 
 
@@ -72,9 +72,31 @@ def partial(template: str, args: tuple[str, ...]) -> str:
 _LN2, _LN10 = np.log(2.0), np.log(10.0)
 
 
+_SINC_SERIES = 0.05   # below this |pi x| sinc's derivatives are summed as series (their quotients cancel)
+
+
 def _sinc_d(x, y):
-    safe = np.where(x == 0, 1.0, x)
-    return np.where(x == 0, 0.0, (np.cos(np.pi * x) - y) / safe)
+    """``sinc'(x) = (cos(pi x) - sinc(x)) / x`` (``y`` is ``sinc(x)``)."""
+    u = np.pi * np.asarray(x)
+    small = np.abs(u) < _SINC_SERIES
+    u2 = u * u
+    series = np.pi * u * (-1 / 3 + u2 * (1 / 30 - u2 * (1 / 840 - u2 / 45360)))
+    return np.where(small, series, (np.cos(u) - y) / np.where(small, 1.0, x))
+
+
+def _sinc_dd(x):
+    """``sinc''(x) = pi^2 ((2 - u^2) sin u - 2 u cos u) / u^3`` for ``u = pi x``; ``-pi^2 / 3`` at 0."""
+    u = np.pi * np.asarray(x)
+    small = np.abs(u) < _SINC_SERIES
+    u2 = u * u
+    series = -1 / 3 + u2 * (1 / 10 - u2 * (1 / 168 - u2 / 6480))
+    s = np.where(small, 1.0, u)
+    return np.pi ** 2 * np.where(small, series, ((2 - s * s) * np.sin(s) - 2 * s * np.cos(s)) / s ** 3)
+
+
+# sinc's derivative is a function of x alone (y is sinc(x)): its own derivative is sinc'' in x, none in y
+RULES[_sinc_d] = lambda x, y: (_sinc_d(x, y), lambda d: (d * _sinc_dd(x), None))
+JVP_RULES[_sinc_d] = lambda args, ts: (_sinc_d(*args), None if ts[0] is None else ts[0] * _sinc_dd(args[0]))
 
 
 def _gt(a, b):

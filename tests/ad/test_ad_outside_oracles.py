@@ -1,0 +1,123 @@
+"""Derivatives checked against oracles that share no code with tensorlang.ad: central differences computed
+here with plain NumPy, or closed forms; in reverse mode, forward mode and at second order, wherever the
+function has a derivative.  Each case was once a wrong derivative given without an error, or a raw
+exception: a method reached through ``getattr``, ``x.flat[i]`` in forward mode, masked branches of
+``np.where``, the norm at 0, the determinant of a singular matrix ..."""
+import numpy as np
+import pytest
+
+from tensorlang import ad
+from tensorlang.errors import UnsupportedError
+
+
+def cd(f, x, h=1e-6):
+    """The derivative of ``f`` at ``x`` (a float or a float array) by central differences: an array of shape
+    ``shape(f(x)) + shape(x)``."""
+    x = np.asarray(x, dtype=float)
+    cols = []
+    for k in np.ndindex(x.shape):
+        e = np.zeros(x.shape)
+        e[k] = h
+        up, down = (x + e, x - e) if x.ndim else (float(x + e), float(x - e))
+        cols.append((np.asarray(f(up), dtype=float) - np.asarray(f(down), dtype=float)) / (2 * h))
+    out = np.stack(cols, axis=-1) if cols else np.zeros(np.shape(f(x)) + (0,))
+    return out.reshape(np.shape(f(x)) + x.shape)
+
+
+def cd2(f, x, h=1e-4):
+    """The Hessian of scalar ``f`` at ``x`` by second central differences."""
+    return cd(lambda z: cd(f, z, h), x, h)
+
+
+def along(f, x, t, h=1e-6):
+    """The derivative of ``f`` at ``x`` along ``t`` by central differences."""
+    return (np.asarray(f(x + h * t)) - np.asarray(f(x - h * t))) / (2 * h)
+
+
+def close(a, b, tol=1e-5):
+    return np.allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=tol, atol=tol)
+
+
+# -- a method reached through getattr ---------------------------------------------------------------------------
+X23 = np.array([[1.0, -2.0, 0.5], [0.3, 1.5, -0.7]])
+
+
+def _getattr_sum(x):
+    return np.sum(getattr(x, "sum")(axis=1) ** 2)
+
+
+def _kept_method(x):
+    total = x.sum
+    return np.sum(total(axis=0) ** 3)
+
+
+class _Scaler:
+    def __init__(self, w):
+        self.w = w
+
+    def scale(self, v, k=1.0):
+        return self.w * v * k
+
+
+def _python_method_by_name(w):
+    s = _Scaler(w)
+    return getattr(s, "scale")(2.0, k=w) + s.scale(1.0, k=3.0)
+
+
+@pytest.mark.parametrize("f", [_getattr_sum, _kept_method])
+def test_a_method_reached_through_getattr_in_every_mode(f):
+    t = np.array([[0.2, -1.0, 0.4], [1.0, 0.5, -0.3]])
+    assert close(ad.grad(f)(X23), cd(f, X23))
+    assert close(ad.jvp(f, (X23,), (t,))[1], along(f, X23, t))
+    assert close(ad.jvp(lambda x: getattr(x, "sum")(axis=1), (X23,), (t,))[1], t.sum(axis=1))
+    assert close(ad.hessian(f)(X23), cd2(f, X23), 1e-4)
+
+
+def test_a_python_method_reached_through_getattr():
+    f = _python_method_by_name
+    assert close(ad.grad(f)(1.5), cd(f, 1.5))
+    assert close(ad.jvp(f, (1.5,), (1.0,))[1], cd(f, 1.5))
+    assert close(ad.hessian(f)(1.5), 4.0)   # 2 w ** 2 + 3 w
+
+
+# -- x.flat[i] in forward mode ------------------------------------------------------------------------------------
+V4 = np.array([1.0, 2.0, 3.0, 4.0])
+T4 = np.array([1.0, -1.0, 0.5, 2.0])
+
+
+def _flat_write(x):
+    y = x * 2.0
+    y.flat[1] = x[0] ** 2
+    return np.sum(y * x)
+
+
+def test_an_entry_read_through_flat_in_every_mode():
+    assert close(ad.jvp(lambda x: x.flat[2] * x, (V4,), (T4,))[1], V4[2] * T4 + T4[2] * V4)
+    m = V4.reshape(2, 2)
+    assert close(ad.jvp(lambda x: x.flat[3] * x, (m,), (T4.reshape(2, 2),))[1],
+                 along(lambda x: x.flat[3] * x, m, T4.reshape(2, 2)))
+    f = lambda x: np.sum(x.flat[2] * x)   # noqa: E731
+    assert close(ad.grad(f)(V4), cd(f, V4))
+    assert close(ad.hessian(f)(V4), cd2(f, V4), 1e-4)
+
+
+def test_an_entry_written_through_flat_in_every_mode():
+    f = _flat_write
+    assert close(ad.grad(f)(V4), cd(f, V4))
+    assert close(ad.jvp(f, (V4,), (T4,))[1], along(f, V4, T4))
+    assert close(ad.hessian(f)(V4), cd2(f, V4), 1e-4)
+
+
+# -- sinc at 0 ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("x", [0.0, 1e-9, 0.01, 0.3, 1.7])
+def test_sinc_to_second_order_at_and_near_zero(x):
+    def exact(x):   # sinc''(x), its Taylor series at 0 (-pi^2/3), else the closed form
+        u = np.pi * x
+        if abs(u) < 1e-3:
+            return np.pi ** 2 * (-1 / 3 + u * u / 10)
+        return np.pi ** 2 * ((2 - u * u) * np.sin(u) - 2 * u * np.cos(u)) / u ** 3
+    assert close(ad.grad(ad.grad(np.sinc))(x), exact(x), 1e-9)
+    assert close(ad.hessian(lambda v: np.sum(np.sinc(v)))(np.array([x])), [[exact(x)]], 1e-9)
+    assert close(ad.hvp(lambda v: np.sinc(v), (x,), (1.0,))[0], exact(x), 1e-9)
+    assert close(ad.grad(np.sinc)(x), cd(np.sinc, x), 1e-7)
+    assert close(ad.jvp(np.sinc, (x,), (1.0,))[1], cd(np.sinc, x), 1e-7)
