@@ -14,6 +14,7 @@ from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
 from .rules import rule_of
+from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
@@ -319,15 +320,7 @@ def _jvp_map(xs, ts):
     n = len(pairs)
 
     def collect(gs):   # per element J's (df, *dxs) -> the rule's (df, *dseqs)
-        if all(g is None for g in gs):
-            return None
-        df, dseqs = None, [[None] * n for _ in seqs]
-        for i, g in enumerate(gs):
-            if g is not None:
-                df = acc(df, g[0])
-                for k in range(len(seqs)):
-                    dseqs[k][i] = g[k + 1]
-        return (df, *dseqs)
+        return None if all(g is None for g in gs) else map_grads(seqs, gs)
 
     def back(dy):
         return collect([b(d) for (b, _), d in zip(backs, dy)]) or (None,) * len(xs)

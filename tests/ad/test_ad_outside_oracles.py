@@ -121,3 +121,49 @@ def test_sinc_to_second_order_at_and_near_zero(x):
     assert close(ad.hvp(lambda v: np.sinc(v), (x,), (1.0,))[0], exact(x), 1e-9)
     assert close(ad.grad(np.sinc)(x), cd(np.sinc, x), 1e-7)
     assert close(ad.jvp(np.sinc, (x,), (1.0,))[1], cd(np.sinc, x), 1e-7)
+
+
+# -- a ** b where b == 0, and at a == 0 -------------------------------------------------------------------------
+def test_the_hessian_of_a_power_at_a_zero_exponent_is_symmetric():
+    # d2(a ** b) = [[b (b - 1) a ** (b - 2), a ** (b - 1) (1 + b log a)], [., a ** b log(a) ** 2]]
+    exact = np.array([[0.0, 0.25], [0.25, np.log(4.0) ** 2]])
+    v = np.array([4.0, 0.0])
+    for f in (lambda v: v[0] ** v[1], lambda v: np.power(v[0], v[1]), lambda v: np.sum(v[:1] ** v[1:])):
+        assert close(ad.hessian(f)(v), exact, 1e-9)
+    assert close(ad.grad(lambda b: ad.grad(lambda a, b: a ** b)(4.0, b))(0.0), 0.25, 1e-12)
+    assert close(ad.grad(ad.grad(lambda b: 4.0 ** b))(0.0), np.log(4.0) ** 2, 1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_the_derivative_of_a_root_at_zero_is_inf_as_a_float_gives_it():
+    assert ad.grad(lambda x: x ** 0.5)(0.0) == np.inf
+    assert ad.jvp(lambda x: x ** 0.5, (0.0,), (1.0,))[1] == np.inf
+    assert ad.grad(lambda x: x ** 0)(0.0) == 0.0 and ad.grad(lambda x: x ** 1.0)(0.0) == 1.0
+    assert ad.grad(lambda x: x ** 2)(0.0) == 0.0
+    assert list(ad.grad(lambda x: np.sum(x ** 0.5))(np.array([0.0, 4.0]))) == [np.inf, 0.25]
+
+
+# -- eigenvalues equal up to rounding ---------------------------------------------------------------------------
+def test_eigenvectors_at_eigenvalues_equal_up_to_rounding_are_refused():
+    q, _ = np.linalg.qr(np.array([[1.0, 2.0, 0.5], [0.3, -1.0, 2.0], [1.0, 1.0, 1.0]]))
+    a = q @ np.diag([1e-17, 2e-17, 1.0]) @ q.T
+    a = (a + a.T) / 2
+    w = np.linalg.eigvalsh(a)
+    assert w[0] != w[1]   # not exactly equal: the refusal needs a tolerance
+    f = lambda a: np.sum(np.linalg.eigh(a)[1][:, 0] ** 3)   # noqa: E731
+    for call in (lambda: ad.grad(f)(a), lambda: ad.jvp(f, (a,), (np.eye(3),)), lambda: ad.hessian(f)(a)):
+        with pytest.raises(UnsupportedError, match="eigh"):
+            call()
+    # the eigenvalues alone are differentiable there
+    g = lambda a: np.sum(np.linalg.eigvalsh(a) ** 2)   # noqa: E731
+    assert close(ad.grad(g)(a), cd(g, a))
+
+
+# -- map over sequences of different lengths --------------------------------------------------------------------
+def test_map_stops_at_the_shortest_sequence_and_the_others_get_zeros():
+    x = np.arange(5.0) + 1
+    f = lambda x: sum(map(lambda a, b: a * b * a, x, [1.0, 2.0, 3.0]))   # noqa: E731
+    g = ad.grad(f)(x)
+    assert type(g) is np.ndarray and g.shape == (5,) and close(g, cd(f, x))
+    assert close(ad.jvp(f, (x,), (np.ones(5),))[1], along(f, x, np.ones(5)))
+    assert close(ad.hessian(f)(x), np.diag([2.0, 4.0, 6.0, 0.0, 0.0]), 1e-9)

@@ -15,15 +15,17 @@ from .structures import dict_update, extend_list, setitem
 
 
 def pow_da(a, b):
-    """The partial of ``a ** b`` in ``a``: ``b * a ** (b - 1)``, zero where ``b == 0`` (``x ** 0`` is
-    constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``)."""
+    """The partial of ``a ** b`` in ``a``: ``b * a ** (b - 1)``, zero at ``a == b == 0`` (``x ** 0`` is
+    constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``).  It is
+    written as a function of ``b`` too, so that its own derivative in ``b`` (``a ** (b - 1)`` at ``b == 0``)
+    is right."""
     if type(a) is not np.ndarray and type(b) is not np.ndarray:
-        if b == 0:
+        if a == 0 and b == 0:
             return 0 * a
         if a == 0 and (b - 1).real < 0:
             return b * np.float64(a) ** (b - 1)
         return b * a ** (b - 1)
-    return b * np.power(np.where(b == 0, 1.0, a), np.where(b == 0, 1.0, b - 1))
+    return b * np.power(np.where((np.asarray(a) == 0) & (np.asarray(b) == 0), 1.0, a), b - 1)
 
 
 def is_numeric(a) -> bool:
