@@ -39,7 +39,7 @@ from ...errors import UnsupportedError
 from .rules import structures
 from .rules.complexes import HOLOMORPHIC, holomorphic
 from .rules.jvp import write_attr, write_item
-from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
+from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, product
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .nested import positional, multilinear_along
 from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, check_keywords, is_complex, unbroadcast
@@ -54,21 +54,25 @@ NO_TANGENT = (None, ZERO)
 
 
 # -- the derivative of a pullback, per primitive ---------------------------------------------------------------------
-def _partials_unary(d):
+def _partials_unary(f, d):
+    mul = product(f)
+
     def cross(args, ts, y, ty):
         (x, *_), t = args, ts[0]
         td = JVP(d, None, (x, y), (t, ty))[1]
-        return None if td is None else (lambda dy: (dy * td,))
+        return None if td is None else (lambda dy: (mul(dy, td),))
     return cross
 
 
-def _partials_binary(d):
+def _partials_binary(f, d):
+    mul = product(f)
+
     def cross(args, ts, y, ty):
         a, b = args
         tp = JVP(d, None, (a, b, y), (*ts, ty))[1]
         if tp is None:
             return None
-        return lambda dy: tuple(None if t is None else unbroadcast(dy * t, x) for t, x in zip(tp, (a, b)))
+        return lambda dy: tuple(None if t is None else unbroadcast(mul(dy, t), x) for t, x in zip(tp, (a, b)))
     return cross
 
 
@@ -103,8 +107,8 @@ CROSS: dict = {}     # primitive -> _LINEAR or cross(args, tangents, y, ty) -> (
 
 
 def _register():
-    CROSS.update({f: _partials_unary(d) for f, d in PARTIALS_UNARY.items()})
-    CROSS.update({f: _partials_binary(d) for f, d in PARTIALS_BINARY.items()})
+    CROSS.update({f: _partials_unary(f, d) for f, d in PARTIALS_UNARY.items()})
+    CROSS.update({f: _partials_binary(f, d) for f, d in PARTIALS_BINARY.items()})
     CROSS.update({PYOP[op]: _partials_operator(g) for op, g in NUMERIC_GRADS.items() if op not in ("+", "-")})
     for f in (operator.add, operator.sub, operator.neg, operator.pos, np.sum, np.mean, np.reshape, np.transpose,
               np.ravel, np.squeeze, np.expand_dims, np.concatenate, np.stack, np.add, np.subtract, np.negative,

@@ -167,3 +167,52 @@ def test_map_stops_at_the_shortest_sequence_and_the_others_get_zeros():
     assert type(g) is np.ndarray and g.shape == (5,) and close(g, cd(f, x))
     assert close(ad.jvp(f, (x,), (np.ones(5),))[1], along(f, x, np.ones(5)))
     assert close(ad.hessian(f)(x), np.diag([2.0, 4.0, 6.0, 0.0, 0.0]), 1e-9)
+
+
+# -- the branch np.where, maximum or clip leaves out contributes an exact zero ------------------------------------
+MASKED = {
+    "where sqrt": lambda x: np.where(x > 0, np.sqrt(x), 0.0),
+    "sqrt of maximum": lambda x: np.sqrt(np.maximum(x, 0.0)),
+    "log of maximum in where": lambda x: np.where(x > 0, np.log(np.maximum(x, 0)), 0.0),
+    "sqrt of clip": lambda x: np.sqrt(np.clip(x, 0.0, None)),
+    "quotient in where": lambda x: np.where(x != 0, 1 / x, 0.0),
+}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", sorted(MASKED))
+def test_a_masked_branch_contributes_an_exact_zero_in_every_mode(name):
+    f = MASKED[name]
+    # a number where the branch with the singular derivative is left out: exactly 0, never NaN
+    for d in (ad.grad(f)(-1.0), ad.jvp(f, (-1.0,), (1.0,))[1], ad.hvp(lambda s: f(s) + 0.0, (-1.0,), (1.0,))[0]):
+        assert d == 0.0 or name == "quotient in where"
+    # arrays: 0 at the entries left out, the derivative of the branch taken elsewhere
+    x, t = np.array([-1.0, -2.5, 4.0, 0.7]), np.array([1.0, 2.0, -0.5, 1.5])
+    s = lambda x: np.sum(f(x) ** 2)   # noqa: E731
+    g = ad.grad(s)(x)
+    assert not np.isnan(g).any() and close(g, cd(s, x))
+    ty = ad.jvp(f, (x,), (t,))[1]
+    assert not np.isnan(ty).any() and close(ty, along(f, x, t))
+    h = ad.hessian(s)(x)
+    assert not np.isnan(h).any() and close(h, cd2(s, x), 1e-3)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_the_quotient_in_where_at_a_masked_zero():
+    f = MASKED["quotient in where"]
+    x = np.array([0.0, 2.0])
+    assert list(ad.grad(lambda x: np.sum(f(x)))(x)) == [0.0, -0.25]
+    assert list(ad.jvp(f, (x,), (np.ones(2),))[1]) == [0.0, -0.25]
+    assert close(ad.hessian(lambda x: np.sum(f(x)))(x), [[0.0, 0.0], [0.0, 0.25]], 1e-12)
+
+
+# -- complex powers ----------------------------------------------------------------------------------------------
+def test_a_complex_power_in_forward_mode_and_its_wirtinger_derivatives():
+    z = 0.7 - 1.3j
+    exact = 0.5 / np.sqrt(z)   # d z ** 0.5 / dz, holomorphic
+    assert abs(ad.jvp(lambda z: z ** 0.5, (z,), (1 + 0j,))[1] - exact) < 1e-12
+    dz, dzbar = ad.wirtinger(lambda z: z ** 0.5, z)
+    assert abs(dz - exact) < 1e-12 and abs(dzbar) < 1e-12
+    h = 1e-6   # along i: i f'(z)
+    fd = ((z + 1j * h) ** 0.5 - (z - 1j * h) ** 0.5) / (2 * h)
+    assert abs(ad.jvp(lambda z: z ** 0.5, (z,), (1j,))[1] - fd) < 1e-8

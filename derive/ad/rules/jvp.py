@@ -33,7 +33,7 @@ from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
 from .linalg import (check_pinv, check_real, check_svd, eigenvector_factor, halved_lower, reads_upper, svd_factor,
                      symmetric_tangent)
-from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power
+from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power, product, times
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
 from .structures import AxisConcatenator, index_grad
@@ -48,14 +48,18 @@ def _fit(t, y):
 
 # -- elementwise: from the partial derivatives of the reverse rules ------------------------------------------
 def _unary(f, d):
+    mul = product(f)
+
     def rule(args, ts, dtype=None):   # (the other keywords of a ufunc, where= ..., are refused)
         x, *rest = args
         y = f(x, *rest) if dtype is None else f(x, *rest, dtype=dtype)
-        return y, None if ts[0] is None else ts[0] * d(x, y)
+        return y, None if ts[0] is None else mul(ts[0], d(x, y))
     return rule
 
 
 def _binary(f, d):
+    mul = product(f)
+
     def rule(args, ts, dtype=None):
         a, b = args
         y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
@@ -65,9 +69,9 @@ def _binary(f, d):
         pa, pb = d(a, b, y)
         ty = None
         if ts[0] is not None:
-            ty = ts[0] * pa
+            ty = mul(ts[0], pa)
         if ts[1] is not None:
-            ty = tadd(ty, ts[1] * pb)
+            ty = tadd(ty, mul(ts[1], pb))
         return y, _fit(ty, y)
     return rule
 
@@ -253,7 +257,7 @@ def _clip(args, ts, a_min=None, a_max=None, min=None, max=None):
     y = np.clip(x, lo, hi)
     ty = None
     for t, mask in zip(ts, clip_masks(x, lo, hi)):
-        ty = tadd(ty, None if t is None else t * mask)
+        ty = tadd(ty, None if t is None else times(t, mask))
     return y, ty
 
 

@@ -191,14 +191,22 @@ def reciprocal_gaps(x, refusal: str):
     """``F_ij = 1 / (x_j - x_i)`` off the diagonal and 0 on it, for values ``x`` (stacked); ``refusal``,
     an ``UnsupportedError``, where two of them are equal up to rounding: no more than ``n`` units in the last
     place of the largest of them apart (the error of the decomposition that computed them)."""
-    x = np.asarray(x)
-    n = np.shape(x)[-1]
     gap = np.expand_dims(x, -2) - np.expand_dims(x, -1)
-    off = ~np.eye(n, dtype=bool)
-    tol = n * np.finfo(np.result_type(x.dtype, np.float32)).eps * np.max(np.abs(x), axis=-1, initial=0.0)
-    if np.any((np.abs(gap) <= np.expand_dims(tol, (-1, -2))) & off):
+    off = ~np.eye(np.shape(x)[-1], dtype=bool)
+    if _tied(x, gap, off):
         raise UnsupportedError(refusal)
     return np.where(off, 1.0 / np.where(off, gap, 1.0), 0.0)
+
+
+def _tied(x, gap, off) -> bool:
+    """Whether two of values ``x`` (their differences ``gap``) are no more than ``n`` units in the last place
+    of the largest apart, ``off`` the diagonal."""
+    x = np.asarray(x)
+    tol = x.shape[-1] * np.finfo(np.result_type(x.dtype, np.float32)).eps * np.max(np.abs(x), axis=-1, initial=0.0)
+    return bool(np.any((np.abs(gap) <= np.expand_dims(tol, (-1, -2))) & off))
+
+
+NONDIFF.add(_tied)
 
 
 def eigenvector_factor(w):

@@ -12,7 +12,7 @@ from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
 from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, unbroadcast
 from ..tangent import JVP_RULES, densify
-from .operators import matmul_back, matmul_grad, pow_da
+from .operators import log_base, matmul_back, matmul_grad, pow_da, times
 
 
 # -- elementwise functions ----------------------------------------------------------------------------------
@@ -21,32 +21,37 @@ from .operators import matmul_back, matmul_grad, pow_da
 # (``HELPERS``).  The templates are inlined as they stand where the arguments are known arrays
 # (``ARRAY_INLINE``, ``ARRAY_BINOPS``); elsewhere the rule multiplies the gradient by the partial
 # derivative, the template with ``{dy}`` taken out (``partial``), made a Python function whose source is
-# kept so that nested derivatives differentiate it in turn.
+# kept so that nested derivatives differentiate it in turn.  A derivative that can be infinite or undefined
+# where the function is finite or NaN (sqrt and log at 0, a quotient by 0, maximum's mask times an infinite
+# gradient) is written ``_ad_times({dy}, partial)``: a strong product (``times``), exactly 0 where either
+# factor is, so that a branch that np.where, maximum, minimum or clip leaves out contributes an exact 0.
 ELEMENTWISE_UNARY = {
-    np.exp: "{dy} * {y}", np.log: "{dy} / {0}", np.tanh: "{dy} * (1 - {y} * {y})",
+    np.exp: "{dy} * {y}", np.log: "_ad_times({dy}, 1 / {0})", np.tanh: "{dy} * (1 - {y} * {y})",
     np.sin: "{dy} * {np}.cos({0})", np.cos: "-{dy} * {np}.sin({0})", np.tan: "{dy} * (1 + {y} * {y})",
-    np.sqrt: "{dy} * 0.5 / {y}", np.abs: "{dy} * {np}.sign({0})", np.negative: "-{dy}",
-    np.square: "{dy} * 2 * {0}", np.log1p: "{dy} / (1 + {0})", np.expm1: "{dy} * ({y} + 1)",
+    np.sqrt: "_ad_times({dy}, 0.5 / {y})", np.abs: "{dy} * {np}.sign({0})", np.negative: "-{dy}",
+    np.square: "{dy} * 2 * {0}", np.log1p: "_ad_times({dy}, 1 / (1 + {0}))", np.expm1: "{dy} * ({y} + 1)",
     np.arctan: "{dy} / (1 + {0} * {0})", np.sinh: "{dy} * {np}.cosh({0})", np.cosh: "{dy} * {np}.sinh({0})",
-    np.log2: "{dy} / ({0} * _ad_ln2)", np.log10: "{dy} / ({0} * _ad_ln10)",
-    np.positive: "{dy}", np.reciprocal: "-{dy} * {y} * {y}",
-    np.arcsin: "{dy} / {np}.sqrt(1 - {0} * {0})", np.arccos: "-{dy} / {np}.sqrt(1 - {0} * {0})",
-    np.arcsinh: "{dy} / {np}.sqrt({0} * {0} + 1)", np.arccosh: "{dy} / {np}.sqrt({0} * {0} - 1)",
-    np.arctanh: "{dy} / (1 - {0} * {0})", np.exp2: "{dy} * {y} * _ad_ln2",
-    np.cbrt: "{dy} / (3 * {y} * {y})", np.fabs: "{dy} * {np}.sign({0})", np.sinc: "{dy} * _ad_sinc_d({0}, {y})",
+    np.log2: "_ad_times({dy}, 1 / ({0} * _ad_ln2))", np.log10: "_ad_times({dy}, 1 / ({0} * _ad_ln10))",
+    np.positive: "{dy}", np.reciprocal: "_ad_times({dy}, -{y} * {y})",
+    np.arcsin: "_ad_times({dy}, 1 / {np}.sqrt(1 - {0} * {0}))",
+    np.arccos: "_ad_times({dy}, -1 / {np}.sqrt(1 - {0} * {0}))",
+    np.arcsinh: "{dy} / {np}.sqrt({0} * {0} + 1)", np.arccosh: "_ad_times({dy}, 1 / {np}.sqrt({0} * {0} - 1))",
+    np.arctanh: "_ad_times({dy}, 1 / (1 - {0} * {0}))", np.exp2: "{dy} * {y} * _ad_ln2",
+    np.cbrt: "_ad_times({dy}, 1 / (3 * {y} * {y}))", np.fabs: "{dy} * {np}.sign({0})", np.sinc: "{dy} * _ad_sinc_d({0}, {y})",
     np.deg2rad: "{dy} * ({np}.pi / 180)", np.rad2deg: "{dy} * (180 / {np}.pi)",
     np.nan_to_num: "{dy} * {np}.isfinite({0})",
 }
 ELEMENTWISE_BINARY = {
     np.add: ("{dy}", "{dy}"), np.subtract: ("{dy}", "-{dy}"),
-    np.multiply: ("{dy} * {1}", "{dy} * {0}"), np.divide: ("{dy} / {1}", "-{dy} * {y} / {1}"),
-    np.power: ("{dy} * _ad_powd({0}, {1})", "{dy} * {y} * {np}.log({np}.where({np}.asarray({0}) > 0, {0}, 1))"),
-    np.maximum: ("{dy} * (1 - _ad_gt({1}, {0}))", "{dy} * _ad_gt({1}, {0})"),
-    np.minimum: ("{dy} * (1 - _ad_gt({0}, {1}))", "{dy} * _ad_gt({0}, {1})"),
-    np.arctan2: ("{dy} * {1} / ({0} * {0} + {1} * {1})", "-{dy} * {0} / ({0} * {0} + {1} * {1})"),
+    np.multiply: ("{dy} * {1}", "{dy} * {0}"), np.divide: ("_ad_times({dy}, 1 / {1})", "_ad_times({dy}, -{y} / {1})"),
+    np.power: ("_ad_times({dy}, _ad_powd({0}, {1}))", "_ad_times({dy}, {y} * _ad_logbase({0}))"),
+    np.maximum: ("_ad_times({dy}, 1 - _ad_gt({1}, {0}))", "_ad_times({dy}, _ad_gt({1}, {0}))"),
+    np.minimum: ("_ad_times({dy}, 1 - _ad_gt({0}, {1}))", "_ad_times({dy}, _ad_gt({0}, {1}))"),
+    np.arctan2: ("_ad_times({dy}, {1} / ({0} * {0} + {1} * {1}))",
+                 "_ad_times({dy}, -{0} / ({0} * {0} + {1} * {1}))"),
     np.logaddexp: ("{dy} * {np}.exp({0} - {y})", "{dy} * {np}.exp({1} - {y})"),
     np.logaddexp2: ("{dy} * {np}.exp2({0} - {y})", "{dy} * {np}.exp2({1} - {y})"),
-    np.hypot: ("{dy} * {0} / {y}", "{dy} * {1} / {y}"),
+    np.hypot: ("_ad_times({dy}, {0} / {y})", "_ad_times({dy}, {1} / {y})"),
     np.mod: ("{dy}", "-{dy} * {np}.floor_divide({0}, {1})"),
     np.fmod: ("{dy}", "-{dy} * {np}.trunc({np}.divide({0}, {1}))"),
 }
@@ -61,6 +66,8 @@ def partial(template: str, args: tuple[str, ...]) -> str:
     expression in ``args`` (the names for ``{0}``, ``{1}``) and ``y``: ``"{dy} * {np}.cos({0})"`` gives
     ``"np.cos(x)"``."""
     expr = template.format(*args, dy="{dy}", y="y", np="np")
+    if expr.startswith("_ad_times({dy}, ") and expr.endswith(")"):
+        return expr[len("_ad_times({dy}, "):-1]
     for head, tail in (("{dy} * ", ""), ("-{dy} * ", "-"), ("{dy} / ", "1 / "), ("-{dy} / ", "-1 / ")):
         if expr.startswith(head):
             return tail + expr[len(head):]
@@ -99,6 +106,36 @@ RULES[_sinc_d] = lambda x, y: (_sinc_d(x, y), lambda d: (d * _sinc_dd(x), None))
 JVP_RULES[_sinc_d] = lambda args, ts: (_sinc_d(*args), None if ts[0] is None else ts[0] * _sinc_dd(args[0]))
 
 
+def _times_jvp(args, ts):
+    """The product rule of ``times``, each term a strong product."""
+    (dy, d), (tdy, td) = args, ts
+    ty = None if tdy is None else times(tdy, d)
+    if td is not None:
+        g = times(dy, td)
+        ty = g if ty is None else ty + g
+    return times(dy, d), ty
+
+
+def _times_back(dy, d):
+    """The pullback of ``times``: strong products too, NaN in ``dy``'s gradient made 0 where ``dy`` is 0 (the
+    product is 0 there whatever ``dy``'s neighbourhood), and None for a gradient that is 0 throughout (a
+    branch left out), which the code of the partial derivative would turn into NaN again (``0 / nan``)."""
+    def back(c):
+        gdy = times(c, d)
+        if np.isnan(np.sum(gdy)):
+            gdy = np.where(np.isnan(gdy) & (np.asarray(dy) == 0), 0, gdy)[()]
+        return _none_if_zero(unbroadcast(gdy, dy)), _none_if_zero(unbroadcast(times(c, dy), d))
+    return back
+
+
+def _none_if_zero(g):
+    return None if not np.any(g) else g
+
+
+RULES[times] = lambda dy, d: (times(dy, d), _times_back(dy, d))
+JVP_RULES[times] = _times_jvp
+
+
 def _gt(a, b):
     return (np.asarray(a) > np.asarray(b)).astype(float)
 
@@ -121,28 +158,45 @@ def _partials(f, templates, args):
 
 
 # the helpers that the templates of elementwise functions name
-_TEMPLATE_HELPERS = {"_ad_powd": pow_da, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d, "_ad_ln2": _LN2, "_ad_ln10": _LN10}
+_TEMPLATE_HELPERS = {"_ad_powd": pow_da, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d, "_ad_ln2": _LN2, "_ad_ln10": _LN10,
+                     "_ad_times": times, "_ad_logbase": log_base}
 PARTIALS_UNARY = {f: _partials(f, [t], ("x",)) for f, t in ELEMENTWISE_UNARY.items()}
 PARTIALS_BINARY = {f: _partials(f, ts, ("a", "b")) for f, ts in ELEMENTWISE_BINARY.items()}
+# the functions whose gradients are strong products (``times``)
+STRONG = {f for f, ts in [*ELEMENTWISE_UNARY.items(), *ELEMENTWISE_BINARY.items()]
+          if any(t.startswith("_ad_times(") for t in ([ts] if type(ts) is str else ts))}
+
+
+def product(f):
+    """How the gradients and tangents of elementwise ``f`` are multiplied by its partials: ``times`` or ``*``."""
+    return times if f in STRONG else _plain
+
+
+def _plain(dy, d):
+    return dy * d
 
 
 def _unary(f, d):
     """``f`` elementwise with derivative ``d(x, y)`` (``dtype``: of the result; a ufunc's other keyword
     arguments, ``where=`` ..., are refused)."""
+    mul = product(f)
+
     def rule(x, dtype=None):
         y = f(x) if dtype is None else f(x, dtype=dtype)
-        return y, lambda dy: (dy * d(x, y),)
+        return y, lambda dy: (mul(dy, d(x, y)),)
     return rule
 
 
 def _binary(f, d):
     """``f(a, b)`` elementwise with partial derivatives ``d(a, b, y) -> (da, db)``; un-broadcast."""
+    mul = product(f)
+
     def rule(a, b, dtype=None):
         y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
 
         def back(dy):
             pa, pb = d(a, b, y)
-            return unbroadcast(dy * pa, a), unbroadcast(dy * pb, b)
+            return unbroadcast(mul(dy, pa), a), unbroadcast(mul(dy, pb), b)
         return y, back
     return rule
 
@@ -416,9 +470,9 @@ def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, min=np._NoValue, ma
     from_x, from_lo, from_hi = clip_masks(a, lo, hi)
 
     def back(dy):
-        dlo = None if lo is None else unbroadcast(dy * from_lo, lo)
-        dhi = None if hi is None else unbroadcast(dy * from_hi, hi)
-        return (unbroadcast(dy * from_x, a), None if a_min is np._NoValue else dlo,
+        dlo = None if lo is None else unbroadcast(times(dy, from_lo), lo)
+        dhi = None if hi is None else unbroadcast(times(dy, from_hi), hi)
+        return (unbroadcast(times(dy, from_x), a), None if a_min is np._NoValue else dlo,
                 None if a_max is np._NoValue else dhi, None, None if min is np._NoValue else dlo,
                 None if max is np._NoValue else dhi)
     return y, back

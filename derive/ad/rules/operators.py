@@ -10,7 +10,7 @@ import types
 import numpy as np
 
 from ..ir import CONST_KIND, INT, NUM, kind_of
-from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, unbroadcast, untracked
+from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, is_complex, unbroadcast, untracked
 from .structures import dict_update, extend_list, setitem
 
 
@@ -28,6 +28,29 @@ def pow_da(a, b):
     return b * np.power(np.where((np.asarray(a) == 0) & (np.asarray(b) == 0), 1.0, a), b - 1)
 
 
+def times(dy, d):
+    """``dy * d`` for a gradient or tangent ``dy`` and a partial derivative ``d``, as a strong product: 0
+    where either is exactly 0, also against an infinite or undefined other (``0 * inf``, ``0 * nan``).  In
+    the common case (no NaN in the product: one sum finds it) it is the plain product."""
+    g = dy * d
+    if type(g) is np.ndarray:
+        s = g.sum()
+        if s == s:
+            return g
+        return np.where((np.asarray(dy) == 0) | (np.asarray(d) == 0), 0, g)
+    if g == g or not (dy == 0 or np.all(np.asarray(d) == 0)):
+        return g
+    return type(g)(0)
+
+
+def log_base(a):
+    """``log(a)``, the partial of ``a ** b`` in ``b`` over ``a ** b``: the principal logarithm of a complex
+    ``a``; for a real one, 0 where ``a <= 0`` (there ``a ** b`` has a value at integers ``b`` only)."""
+    if is_complex(a):
+        return np.log(a)
+    return np.log(np.where(np.asarray(a) > 0, a, 1))
+
+
 def is_numeric(a) -> bool:
     return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, (np.generic, complex))
 
@@ -37,9 +60,9 @@ NUMERIC_GRADS = {
     "+": lambda dy, a, b, y: (dy, dy),
     "-": lambda dy, a, b, y: (dy, -dy),
     "*": lambda dy, a, b, y: (dy * b, dy * a),
-    "/": lambda dy, a, b, y: (dy / b, -dy * y / b),
-    "**": lambda dy, a, b, y: (dy * pow_da(a, b),
-                               dy * y * np.log(np.where(a > 0, a, 1)) if _is_active(b) else None),
+    "/": lambda dy, a, b, y: (times(dy, 1 / b), times(dy, -y / b)),
+    "**": lambda dy, a, b, y: (times(dy, pow_da(a, b)),
+                               times(dy, y * log_base(a)) if _is_active(b) else None),
     "%": lambda dy, a, b, y: (dy, -dy * (a // b)),
 }
 DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow", "%": "mod", "@": "matmul",
