@@ -216,3 +216,24 @@ def test_a_complex_power_in_forward_mode_and_its_wirtinger_derivatives():
     h = 1e-6   # along i: i f'(z)
     fd = ((z + 1j * h) ** 0.5 - (z - 1j * h) ** 0.5) / (2 * h)
     assert abs(ad.jvp(lambda z: z ** 0.5, (z,), (1j,))[1] - fd) < 1e-8
+
+
+# -- the norm at 0 -----------------------------------------------------------------------------------------------
+def test_the_norm_at_zero_has_the_subgradient_zero_and_no_second_derivative():
+    z = np.zeros(3)
+    assert list(ad.grad(np.linalg.norm)(z)) == [0.0, 0.0, 0.0]
+    assert list(ad.grad(lambda x: np.linalg.norm(x, 3))(z)) == [0.0, 0.0, 0.0]
+    assert ad.jvp(np.linalg.norm, (z,), (np.ones(3),))[1] == 0.0
+    m = np.array([[0.0, 0.0], [3.0, 4.0]])
+    f = lambda x: np.sum(np.linalg.norm(x, axis=1))   # noqa: E731
+    assert close(ad.grad(f)(m), [[0.0, 0.0], [0.6, 0.8]], 1e-12)
+    assert close(ad.jvp(lambda x: np.linalg.norm(x, axis=1), (m,), (np.ones((2, 2)),))[1], [0.0, 1.4], 1e-12)
+    # elsewhere, against central differences
+    x = np.array([3.0, -4.0, 1.0])
+    assert close(ad.grad(np.linalg.norm)(x), cd(np.linalg.norm, x))
+    assert close(ad.hessian(lambda x: np.linalg.norm(x))(x), cd2(np.linalg.norm, x), 1e-4)
+    # the second derivative at 0 is undefined (infinite): refused, never 0 or NaN
+    with pytest.raises(UnsupportedError, match="norm"):
+        ad.hessian(lambda x: np.linalg.norm(x) ** 2)(z)
+    with pytest.raises(UnsupportedError, match="norm"):
+        ad.grad(ad.grad(lambda x: np.linalg.norm(np.array([x, 0.0])) ** 2))(0.0)

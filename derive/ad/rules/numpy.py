@@ -545,11 +545,46 @@ def norm_power(x, ord, axis):
 
 def norm_partials(x, y, p, axes):
     """The derivative of the norm ``y`` in each entry of ``x`` (for a complex ``x``, ``x / y``: Zygote's
-    convention), ``y`` broadcast back over the reduced axes."""
+    convention), ``y`` broadcast back over the reduced axes; 0 where the norm is 0 (the subgradient PyTorch
+    and JAX give there: every entry of ``x`` is 0)."""
     ye = y if axes is None else np.expand_dims(y, axes)
     if p == 2.0:
-        return x / ye
-    return np.sign(x) * np.abs(x) ** (p - 1) / ye ** (p - 1)
+        return _quotient0(x, ye)
+    return _quotient0(np.sign(x) * np.abs(x) ** (p - 1), ye ** (p - 1))
+
+
+def _quotient0(n, d):
+    """``n / d``, 0 where ``d`` is 0 (there ``n`` is 0 too: the norm's subgradient at 0)."""
+    at0 = np.asarray(d) == 0
+    return np.where(at0, 0.0, n / np.where(at0, 1.0, d))
+
+
+def _refuse_at0(d):
+    if np.any(np.asarray(d) == 0):
+        raise UnsupportedError("np.linalg.norm: its second derivative at 0 is undefined (its gradient there is "
+                               "the subgradient 0)")
+
+
+def _quotient0_rule(n, d):
+    y = _quotient0(n, d)
+
+    def back(c):
+        _refuse_at0(d)
+        return unbroadcast(c / d, n), unbroadcast(-c * y / d, d)
+    return y, back
+
+
+def _quotient0_jvp(args, ts):
+    (n, d), (tn, td) = args, ts
+    y = _quotient0(n, d)
+    if tn is None and td is None:
+        return y, None
+    _refuse_at0(d)
+    return y, (0 if tn is None else tn / d) - (0 if td is None else td * y / d)
+
+
+RULES[_quotient0] = _quotient0_rule
+JVP_RULES[_quotient0] = _quotient0_jvp
 
 
 def _norm(x, ord=None, axis=None):
