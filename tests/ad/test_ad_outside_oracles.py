@@ -237,3 +237,35 @@ def test_the_norm_at_zero_has_the_subgradient_zero_and_no_second_derivative():
         ad.hessian(lambda x: np.linalg.norm(x) ** 2)(z)
     with pytest.raises(UnsupportedError, match="norm"):
         ad.grad(ad.grad(lambda x: np.linalg.norm(np.array([x, 0.0])) ** 2))(0.0)
+
+
+# -- the determinant of a singular matrix -------------------------------------------------------------------------
+SINGULAR = {"rank 1": np.array([[1.0, 2.0], [2.0, 4.0]]),
+            "rank 2 of 3": np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]),
+            "zero": np.zeros((3, 3)),
+            "invertible": np.array([[2.0, 0.5, 1.0], [0.3, 3.0, -1.0], [1.0, 0.0, 2.0]])}
+
+
+@pytest.mark.parametrize("name", sorted(SINGULAR))
+def test_the_determinant_of_a_singular_matrix_in_every_mode(name):
+    a = SINGULAR[name]
+    e = np.arange(a.size, dtype=float).reshape(a.shape) / 7 - 0.3
+    det = np.linalg.det
+    assert close(ad.grad(det)(a), cd(det, a))
+    assert close(ad.jvp(det, (a,), (e,))[1], np.sum(cd(det, a) * e))
+    assert close(ad.hessian(lambda a: det(a))(a), cd2(det, a), 1e-4)
+    assert close(ad.hvp(lambda a: det(a), (a,), (e,))[0], np.tensordot(cd2(det, a), e, 2), 1e-4)
+    g = lambda t: np.sum(ad.grad(det)(a + t * e) * e)   # noqa: E731
+    assert close(ad.grad(g)(0.0), cd(g, 0.0))
+
+
+def test_the_determinant_gradient_is_the_cofactor_matrix_and_slogdet_refuses_a_singular_matrix():
+    a = SINGULAR["rank 1"]
+    assert close(ad.grad(np.linalg.det)(a), [[4.0, -2.0], [-2.0, 1.0]], 1e-12)
+    stack = np.stack([a, SINGULAR["invertible"][:2, :2]])
+    f = lambda a: np.sum(np.linalg.det(a) ** 2)   # noqa: E731
+    assert close(ad.grad(f)(stack), cd(f, stack))
+    g = lambda a: np.linalg.slogdet(a)[1]   # noqa: E731
+    for call in (lambda: ad.grad(g)(a), lambda: ad.jvp(g, (a,), (np.eye(2),))):
+        with pytest.raises(UnsupportedError, match="slogdet"):
+            call()

@@ -31,8 +31,8 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, dens
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
-from .linalg import (check_pinv, check_real, check_svd, eigenvector_factor, halved_lower, reads_upper, svd_factor,
-                     symmetric_tangent)
+from .linalg import (check_pinv, check_real, check_slogdet, check_svd, cofactor, cofactor_derivative,
+                     eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power, product, times
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
@@ -311,7 +311,11 @@ def _inv(args, ts):
 
 def _det(args, ts):
     y = np.linalg.det(args[0])
-    return y, None if ts[0] is None else y * _dlogdet(args[0], ts[0])
+    return y, None if ts[0] is None else np.sum(cofactor(args[0]) * ts[0], axis=(-1, -2))
+
+
+def _cofactor(args, ts):
+    return cofactor(args[0]), None if ts[0] is None else cofactor_derivative(args[0], ts[0])
 
 
 def _slogdet(args, ts):
@@ -319,6 +323,7 @@ def _slogdet(args, ts):
     a complex one moves with the phase, ``i Im(tr(inv(A) dA))``."""
     a, t = args[0], ts[0]
     y = np.linalg.slogdet(a)
+    check_slogdet(y[0])
     if t is None:
         return y, None
     d = _dlogdet(a, t)
@@ -744,7 +749,7 @@ JVP_RULES.update({
     np.linalg.inv: _inv, np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
     np.linalg.cholesky: _cholesky, np.linalg.eigh: _symmetric_eigen(np.linalg.eigh),
     np.linalg.eigvalsh: _symmetric_eigen(np.linalg.eigvalsh), np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
-    np.linalg.pinv: _pinv,
+    np.linalg.pinv: _pinv, cofactor: _cofactor,
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
