@@ -5,6 +5,7 @@ exception: a method reached through ``getattr``, ``x.flat[i]`` in forward mode, 
 ``np.where``, the norm at 0, the determinant of a singular matrix ..."""
 import numpy as np
 import pytest
+import scipy.linalg as sl
 
 from tensorlang import ad
 from tensorlang.errors import UnsupportedError
@@ -269,3 +270,57 @@ def test_the_determinant_gradient_is_the_cofactor_matrix_and_slogdet_refuses_a_s
     for call in (lambda: ad.grad(g)(a), lambda: ad.jvp(g, (a,), (np.eye(2),))):
         with pytest.raises(UnsupportedError, match="slogdet"):
             call()
+
+
+# -- scipy.linalg's triangular and factored solvers ---------------------------------------------------------------
+_R = np.random.default_rng(3)
+_M = _R.normal(size=(3, 3)) + 3 * np.eye(3)
+_S = _M @ _M.T
+_b, _B = _R.normal(size=3), _R.normal(size=(3, 2))
+SOLVERS = {
+    "solve_triangular lower": (lambda a: sl.solve_triangular(a, _b, lower=True), _M),
+    "solve_triangular transposed": (lambda a: sl.solve_triangular(a, _B, trans="T"), _M),
+    "solve_triangular unit diagonal": (lambda a: sl.solve_triangular(a, _b, 1, True, True), _M),
+    "solve_triangular right-hand side": (lambda v: sl.solve_triangular(_M, v, lower=True), _b),
+    "cho_solve": (lambda s: sl.cho_solve(sl.cho_factor(s), _b), _S),
+    "cho_solve lower": (lambda s: sl.cho_solve(sl.cho_factor(s, lower=True), _B), _S),
+    "cho_factor": (lambda s: sl.cho_factor(s)[0], _S),
+    "cho_solve right-hand side": (lambda v: sl.cho_solve(sl.cho_factor(_S), v), _b),
+    "lu_solve": (lambda a: sl.lu_solve(sl.lu_factor(a), _b), _M),
+    "lu_solve transposed": (lambda a: sl.lu_solve(sl.lu_factor(a), _B, trans=1), _M),
+    "lu_factor": (lambda a: sl.lu_factor(a)[0], _M),
+    "lu_solve right-hand side": (lambda v: sl.lu_solve(sl.lu_factor(_M), v), _b),
+    "solve_continuous_lyapunov": (lambda a: sl.solve_continuous_lyapunov(a, _S), -_S),
+    "solve_continuous_lyapunov q": (lambda q: sl.solve_continuous_lyapunov(_M - _S, q), _S),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOLVERS))
+def test_scipy_solvers_in_every_mode(name):
+    f, x = SOLVERS[name]
+    rng = np.random.default_rng(7)
+    w, t = rng.normal(size=np.shape(f(x))), rng.normal(size=x.shape)
+    s = lambda x: np.sum(f(x) * w) + np.sum(f(x) ** 3)   # noqa: E731
+    assert close(ad.grad(s)(x), cd(s, x))
+    assert close(ad.jvp(f, (x,), (t,))[1], along(f, x, t))
+    h = cd2(s, x)
+    assert close(ad.hessian(s)(x), h, 1e-4)
+    g = lambda e: np.sum(ad.grad(s)(x + e * t) * t)   # noqa: E731
+    assert close(ad.grad(g)(0.0), np.tensordot(np.tensordot(h, t, x.ndim), t, x.ndim), 1e-4)
+
+
+def _gp_nll(theta, X, y):
+    K = np.exp(theta[0]) * np.exp(-0.5 * ((X[:, None] - X[None, :]) ** 2) / np.exp(theta[1])) + 1e-2 * np.eye(len(X))
+    L = np.linalg.cholesky(K)
+    a = sl.solve_triangular(L, y, lower=True)
+    return 0.5 * a @ a + np.sum(np.log(np.diag(L)))
+
+
+def test_the_hessian_of_a_gaussian_process_likelihood():
+    X = np.linspace(0.0, 1.0, 5)
+    y, theta = np.sin(3 * X), np.array([0.1, -1.0])
+    f = lambda th: _gp_nll(th, X, y)   # noqa: E731
+    assert close(ad.grad(_gp_nll)(theta, X, y), cd(f, theta))
+    assert close(ad.hessian(_gp_nll)(theta, X, y), cd(lambda th: ad.grad(_gp_nll)(th, X, y), theta), 1e-5)
+    assert close(ad.jvp(f, (theta,), (np.array([1.0, -0.5]),))[1], along(f, theta, np.array([1.0, -0.5])))
+

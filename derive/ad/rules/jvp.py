@@ -20,6 +20,7 @@ import operator
 import types
 
 import numpy as np
+import scipy.linalg as sl
 
 from ....errors import UnsupportedError
 from ..lower import as_sequence
@@ -36,6 +37,7 @@ from .linalg import (check_pinv, check_real, check_slogdet, check_svd, cofactor,
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power, product, times
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
+from .scipy_linalg import factor_of, lu_parts, row_order, transposed, triangle
 from .structures import AxisConcatenator, index_grad
 
 
@@ -422,6 +424,101 @@ def _pinv(args, ts, rcond=None, hermitian=False):
     return y, -y @ t @ y + (y @ yt) @ (tt - (tt @ a) @ y) + (tt - y @ (a @ tt)) @ (yt @ y)
 
 
+# -- scipy.linalg: d op(A)^-1 b = op(A)^-1 (db - op(dA) y), the factorisations' tangents -----------------------
+def _triangular(args, ts, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True):
+    a, b = args[:2]
+    trans, lower, unit_diagonal = _options(args[1:], trans, lower, unit_diagonal)
+    t = transposed("solve_triangular", a, b, trans)
+    y = sl.solve_triangular(a, b, trans, lower, unit_diagonal)
+    if ts[0] is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y)
+    if ts[0] is not None:
+        da = triangle(ts[0], lower, unit_diagonal)
+        rhs = rhs - (_mT(da) if t else da) @ y
+    return y, sl.solve_triangular(a, np.broadcast_to(rhs, y.shape), trans, lower, unit_diagonal)
+
+
+def _cho_factor(args, ts, lower=False, overwrite_a=False, check_finite=True):
+    """The Cholesky factor's tangent in the triangle read, ``A``'s own in the other."""
+    a, t = args[0], ts[0]
+    lower, = _options(args, lower)
+    check_real("cho_factor", a, "scipy.linalg")
+    y = sl.cho_factor(a, lower)
+    if t is None:
+        return y, None
+    factor = factor_of(y[0], lower)
+    inv = np.linalg.inv(factor)
+    dl = factor @ halved_lower(inv @ symmetric_tangent(t, not lower) @ _mT(inv))
+    return y, (dl + np.triu(t, 1) if lower else _mT(dl) + np.tril(t, -1), None)
+
+
+def _factor_tangent(ts):
+    """The tangent of a factorisation's matrix, the first item of its pair (None for none)."""
+    return None if ts[0] is None else ts[0][0]
+
+
+def _cho_solve(args, ts, overwrite_b=False, check_finite=True):
+    """``dA = dL L^T + L dL^T`` (``dU^T U + U^T dU``), ``dy = A^-1 (db - dA y)``."""
+    (c, lower), b = args[:2]
+    check_real("cho_solve", c, "scipy.linalg")
+    check_real("cho_solve", b, "scipy.linalg")
+    y = sl.cho_solve((c, lower), b)
+    tc = _factor_tangent(ts)
+    if tc is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y)
+    if tc is not None:
+        l, dl = factor_of(c, lower), factor_of(tc, lower)
+        rhs = rhs - (dl @ (_mT(l) @ y) + l @ (_mT(dl) @ y))
+    return y, sl.cho_solve((c, lower), np.broadcast_to(rhs, y.shape))
+
+
+def _lu_factor(args, ts, overwrite_a=False, check_finite=True):
+    """With ``X = L^-1 dA[order] U^-1``: ``dL = L tril(X, -1)``, ``dU = triu(X) U``."""
+    a, t = args[0], ts[0]
+    check_real("lu_factor", a, "scipy.linalg")
+    y = sl.lu_factor(a)
+    if t is None:
+        return y, None
+    l, u = lu_parts(y[0])
+    w = sl.solve_triangular(l, t[row_order(y[1])], 0, True, True)
+    x = _mT(sl.solve_triangular(u, _mT(w), 1, False))
+    return y, (l @ np.tril(x, -1) + np.triu(x) @ u, None)
+
+
+def _lu_solve(args, ts, trans=0, overwrite_b=False, check_finite=True):
+    """``dA[order] = dL U + L dU``, ``dy = op(A)^-1 (db - op(dA) y)``."""
+    (lu, piv), b = args[:2]
+    trans, = _options(args[1:], trans)
+    t = transposed("lu_solve", lu, b, trans)
+    y = sl.lu_solve((lu, piv), b, trans)
+    tlu = _factor_tangent(ts)
+    if tlu is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y)
+    if tlu is not None:
+        l, u = lu_parts(lu)
+        da = np.empty_like(l)
+        da[row_order(piv)] = np.tril(tlu, -1) @ u + l @ np.triu(tlu)
+        rhs = rhs - (_mT(da) if t else da) @ y
+    return y, sl.lu_solve((lu, piv), np.broadcast_to(rhs, y.shape), trans)
+
+
+def _lyapunov(args, ts):
+    """``A dX + dX A^T = dQ - dA X - X dA^T``."""
+    a, q = args
+    check_real("solve_continuous_lyapunov", a, "scipy.linalg")
+    check_real("solve_continuous_lyapunov", q, "scipy.linalg")
+    y = sl.solve_continuous_lyapunov(a, q)
+    if ts[0] is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y)
+    if ts[0] is not None:
+        rhs = rhs - ts[0] @ y - y @ _mT(ts[0])
+    return y, sl.solve_continuous_lyapunov(a, rhs)
+
+
 # -- builtins ------------------------------------------------------------------------------------------------------
 def _sum(args, ts):
     xs = args[0]
@@ -749,7 +846,9 @@ JVP_RULES.update({
     np.linalg.inv: _inv, np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
     np.linalg.cholesky: _cholesky, np.linalg.eigh: _symmetric_eigen(np.linalg.eigh),
     np.linalg.eigvalsh: _symmetric_eigen(np.linalg.eigvalsh), np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
-    np.linalg.pinv: _pinv, cofactor: _cofactor,
+    np.linalg.pinv: _pinv, cofactor: _cofactor, sl.solve_triangular: _triangular, sl.cho_factor: _cho_factor,
+    sl.cho_solve: _cho_solve, sl.lu_factor: _lu_factor, sl.lu_solve: _lu_solve,
+    sl.solve_continuous_lyapunov: _lyapunov,
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,

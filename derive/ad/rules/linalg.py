@@ -267,10 +267,11 @@ def eigenvector_factor(w):
                               "matrix); np.linalg.eigvalsh differentiates the eigenvalues alone")
 
 
-def check_real(name: str, a) -> None:
-    """Refuse a complex argument of the symmetric factorisation ``name`` (its rules are for real ones)."""
+def check_real(name: str, a, module: str = "np.linalg") -> None:
+    """Refuse a complex argument of the factorisation or solver ``module.name`` (its rules are for real
+    ones)."""
     if np.iscomplexobj(a):
-        raise UnsupportedError(f"tensorlang.ad differentiates np.linalg.{name} of real matrices, not complex ones")
+        raise UnsupportedError(f"tensorlang.ad differentiates {module}.{name} of real matrices, not complex ones")
 
 
 def reads_upper(uplo: str) -> bool:
