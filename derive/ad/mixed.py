@@ -20,7 +20,7 @@ from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
 from .runtime import (BOX_METHODS, NONDIFF, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
                       method_grads, method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
-from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
+from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)
 
@@ -113,13 +113,13 @@ def fresh(v):
 
 def _columns(f, args, i, x):
     """Forward mode: one ``jvp`` per input entry; ``(y, J)`` with J of shape (size(y), size(x))."""
-    cols, y = [], None
-    for j in range(max(x.size, 1)):
+    cols, y = [], f(*fresh(args)) if x.size == 0 else None
+    for j in range(x.size):
         ts = [None] * len(args)
         ts[i] = _basis(args[i], j)
         y, t = jvp(f, fresh(args), ts)
         cols.append(np.ravel(t))
-    return y, np.stack(cols, axis=1)
+    return y, _stacked(cols, 1, (np.size(y), 0))
 
 
 def _rows(f, args, i):
@@ -128,12 +128,18 @@ def _rows(f, args, i):
     y, back = pullback(f, *args)
     out = _flat_output(y, "ad.jacobian: f")
     rows = []
-    for k in range(max(out.size, 1)):
+    for k in range(out.size):
         e = np.zeros(out.shape)
         e.flat[k] = 1.0
         g = back(e if out.ndim else 1.0)[i]
         rows.append(np.zeros(np.shape(args[i])).ravel() if g is None else np.ravel(g))
-    return y, np.stack(rows)
+    return y, _stacked(rows, 0, (0, np.size(args[i])))
+
+
+def _stacked(parts, axis, empty):
+    """The columns or rows ``parts`` of a Jacobian stacked along ``axis``; none (an empty input or output):
+    an array of shape ``empty``."""
+    return np.stack(parts, axis=axis) if parts else np.zeros(empty)
 
 
 def _shaped(J, y, x):
@@ -183,11 +189,11 @@ def hessian(f, argnums=0):
     def hess(*args):
         x = _flat_input(args[argnums], f"ad.hessian: argument {argnums}")
         cols = []
-        for j in range(max(x.size, 1)):
+        for j in range(x.size):
             ts = [None] * len(args)
             ts[argnums] = _basis(args[argnums], j)
             cols.append(np.ravel(_zero_if_none(hvp(f, fresh(args), ts)[argnums], args[argnums])))
-        return _shaped(np.stack(cols, axis=1), args[argnums], args[argnums])
+        return _shaped(_stacked(cols, 1, (0, 0)), args[argnums], args[argnums])
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
     return hess
 
@@ -464,6 +470,8 @@ def _jvp_Jm(args, ts):
         return _adapted(paired, lambda g: (None if g[0] is None else field_grad(obj, name, g[0]), *g[1:]),
                         len(xs) + 1)
     what = f"the method {type(obj).__qualname__}.{name}"
+    if (type(obj), name) in METHOD_PAIRS and not kwnames:
+        return METHOD_PAIRS[(type(obj), name)](obj, ts[2], tuple(xs), ts[3:])
     if (type(obj), name) in BOX_METHODS and not kwnames and rule is not None:
         # the object's tangent written as the object is; the pullback moves gradients through the box store
         ty = write_method(obj, ts[2], name, tuple(xs), ts[3:])

@@ -103,6 +103,7 @@ def _bilinear(rule):
 
 _LINEAR = object()   # the pullback does not depend on the primal values
 PAIRS: dict = {}     # primitive -> pair(args, tangents): its pair_jvp, for rules written outside the subset
+METHOD_PAIRS: dict = {}   # (type, name) -> pair(obj, tobj, args, tangents): a method rule's pair_jvp
 CROSS: dict = {}     # primitive -> _LINEAR or cross(args, tangents, y, ty) -> (dy -> argument tangents)
 
 

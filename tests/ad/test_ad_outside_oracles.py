@@ -3,6 +3,8 @@ here with plain NumPy, or closed forms; in reverse mode, forward mode and at sec
 function has a derivative.  Each case was once a wrong derivative given without an error, or a raw
 exception: a method reached through ``getattr``, ``x.flat[i]`` in forward mode, masked branches of
 ``np.where``, the norm at 0, the determinant of a singular matrix ..."""
+import concurrent.futures as cf
+
 import numpy as np
 import pytest
 import scipy.linalg as sl
@@ -324,3 +326,34 @@ def test_the_hessian_of_a_gaussian_process_likelihood():
     assert close(ad.hessian(_gp_nll)(theta, X, y), cd(lambda th: ad.grad(_gp_nll)(th, X, y), theta), 1e-5)
     assert close(ad.jvp(f, (theta,), (np.array([1.0, -0.5]),))[1], along(f, theta, np.array([1.0, -0.5])))
 
+
+# -- empty inputs and outputs -------------------------------------------------------------------------------------
+def test_jacobians_and_hessians_of_empty_arrays_are_empty():
+    empty = np.zeros(0)
+    h = ad.hessian(lambda x: np.sum(x ** 2) + 1.0)(empty)
+    assert type(h) is np.ndarray and h.shape == (0, 0)
+    for mode in ("forward", "reverse"):
+        assert ad.jacobian(lambda x: x ** 2, mode=mode)(empty).shape == (0, 0)
+        assert ad.jacobian(lambda x: x[:0] * 2, mode=mode)(np.ones(2)).shape == (0, 2)
+        assert ad.jacobian(lambda x: np.sum(x ** 3), mode=mode)(np.ones((0, 3))).shape == (0, 3)
+    assert ad.hessian(lambda x: np.sum(x ** 3))(np.ones((2, 0))).shape == (2, 0, 2, 0)
+
+
+# -- work submitted to a thread pool, at second order -------------------------------------------------------------
+def _submitted(x):
+    ex = cf.ThreadPoolExecutor(2)
+    w = np.array([1.0, -2.0, 0.5])
+    a = ex.submit(lambda v: np.sum(np.sin(v) * w * v), x)
+    b = ex.submit(lambda v, k: np.sum(v ** 3) * k, x, 2.0)
+    return a.result() * b.result() + a.result()
+
+
+def test_work_submitted_to_a_thread_pool_in_every_mode():
+    x = np.array([0.3, -1.2, 0.8])
+    t = np.array([1.0, 0.5, -2.0])
+    f = _submitted
+    assert close(ad.grad(f)(x), cd(f, x))
+    assert close(ad.jvp(f, (x,), (t,))[1], along(f, x, t))
+    h = cd2(f, x)
+    assert close(ad.hessian(f)(x), h, 1e-4)
+    assert close(ad.hvp(f, (x,), (t,))[0], h @ t, 1e-4)
