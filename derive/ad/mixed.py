@@ -13,12 +13,12 @@ import numpy as np
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
-from .rules import rule_of
+from .rules import is_nondiff, rule_of
 from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (BOX_METHODS, NONDIFF, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
                       method_grads, method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, TSTORE, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
@@ -392,7 +392,7 @@ def _jvp_Jkw(args, ts):
     pos, kw = tuple(xs[:len(xs) - k]), dict(zip(names, xs[len(xs) - k:]))
     tpos, tkw = tuple(ts[2:len(ts) - k]), dict(zip(names, ts[len(ts) - k:]))
     rule = rule_of(f)
-    if all(t is None for t in ts) or rule is None and type(f) is types.FunctionType and f in NONDIFF:
+    if all(t is None for t in ts) or rule is None and is_nondiff(f):
         return Jkw(*args), NO_TANGENT
     if rule is None and type(f) is types.FunctionType:   # bound to f's parameters, as Jkw does
         refuse_keyword_only(f)

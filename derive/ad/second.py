@@ -43,7 +43,7 @@ from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, product
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .nested import positional, multilinear_along
 from .runtime import HELPERS, LINEAR, MULTILINEAR, RULES, STORE, Store, acc, check_keywords, is_complex, unbroadcast
-from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, numpy_filled,
+from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, numpy_filled,
                       pullback_tangent)
 
 
@@ -155,7 +155,7 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
         return rule(*args, **kw), NO_TANGENT
     if f in PAIRS and not kw:
         return PAIRS[f](args, ts)
-    bound = positional(rule, args, kw) if any(map(_active, tkw.values())) and type(rule) is types.FunctionType \
+    bound = positional(rule, args, kw) if any(map(active, tkw.values())) and type(rule) is types.FunctionType \
         else None
     if bound is not None:   # a differentiable keyword argument (np.stack(arrays=...)): called positionally
         return pair_jvp(f, rule, bound[0], _placed(ts, tkw, bound), name=name)
@@ -185,14 +185,9 @@ def called_name(f):
     return f"{module}.{qualname}" if module.split(".")[0] in ("numpy", "math", "builtins") else qualname
 
 
-def _active(t):
-    """Whether tangent ``t`` is not zero by its structure (a tuple of None is: the tangent of an axes tuple)."""
-    return t is not None and (not isinstance(t, (tuple, list)) or any(map(_active, t)))
-
-
 def _called(name, rule, args, kw, tkw):
     """``rule(*args, **kw)`` for a rule whose keyword arguments have no tangents (``tkw``)."""
-    if any(map(_active, tkw.values())):
+    if any(map(active, tkw.values())):
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} with a differentiable "
                                f"keyword argument is not supported")
     return rule(*args, **kw)

@@ -303,6 +303,11 @@ def code_jvp(f, tf, args, ts):
     return TRANSFORM[0](f, args)(f, tf, *args, *ts)
 
 
+def active(t):
+    """Whether tangent ``t`` is not zero by its structure (a tuple of None is: the tangent of an axes tuple)."""
+    return t is not None and (not isinstance(t, (tuple, list)) or any(map(active, t)))
+
+
 def JVPkw(names, f, tf, args, ts):
     """JVP for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
     if TSTORE[0]:
@@ -326,7 +331,7 @@ def _jvp_kw(names, f, tf, args, ts):
         check_keywords(f, rule, names)
         if getattr(rule, "keyword_tangents", False):   # the rule takes the keywords' tangents too
             return rule(pos, tpos, tkw=tkw, **kw)
-        if any(v is not None for v in tkw.values()):
+        if any(map(active, tkw.values())):
             raise UnsupportedError(f"tensorlang.ad.jvp: a differentiable keyword argument of {f!r}")
         return rule(pos, tpos, **kw)
     try:

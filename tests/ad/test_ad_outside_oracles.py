@@ -357,3 +357,29 @@ def test_work_submitted_to_a_thread_pool_in_every_mode():
     h = cd2(f, x)
     assert close(ad.hessian(f)(x), h, 1e-4)
     assert close(ad.hvp(f, (x,), (t,))[0], h @ t, 1e-4)
+
+
+# -- keywords that are not differentiable, index constructors -----------------------------------------------------
+def test_int_tuple_keywords_and_index_constructors_in_forward_mode():
+    x = np.arange(6.0).reshape(2, 1, 1, 3) / 3 + 0.5
+    t = np.ones_like(x)
+    f = lambda x: np.squeeze(x, axis=(1, 2)) ** 2   # noqa: E731
+    assert close(ad.jvp(f, (x,), (t,))[1], along(f, x, t))
+    v, tv = np.array([3.0, -4.0, 1.0]), np.array([1.0, 2.0, 0.5])
+    g = lambda x: np.linalg.norm(x, keepdims=False)   # noqa: E731
+    assert close(ad.jvp(g, (v,), (tv,))[1], along(g, v, tv))
+    m, tm = np.array([[2.0, 0.5], [0.3, 3.0]]), np.array([[1.0, -1.0], [0.5, 2.0]])
+    k = lambda x: np.sum(x[np.tril_indices(2)] ** 2) + np.sum(x[np.triu_indices(2, 1)] ** 3)   # noqa: E731
+    assert close(ad.grad(k)(m), cd(k, m))
+    assert close(ad.jvp(k, (m,), (tm,))[1], along(k, m, tm))
+    assert close(ad.hessian(k)(m), cd2(k, m), 1e-4)
+
+
+def test_second_order_through_index_and_constant_constructors_with_keywords():
+    x = np.array([3.0, 1.0, 2.0])
+    f = lambda x: np.sum(x[np.argsort(x, axis=0)] ** 3 * np.arange(3, dtype=float))   # noqa: E731
+    assert close(ad.hessian(f)(x), np.diag([36.0, 0.0, 12.0]), 1e-12)
+    assert close(ad.hessian(f)(x), cd2(f, x), 1e-4)
+    for g in (lambda s: np.sum(np.zeros(3) + s ** 3) + np.floor(s) + np.ceil(s) + np.round(s),
+              lambda s: np.sum(np.split(np.array([s, s * s]), 2)[1] ** 2) * np.arange(2.0, dtype=float)[1]):
+        assert close(ad.grad(ad.grad(g))(1.3), cd(lambda s: cd(g, s, 1e-4), 1.3, 1e-4), 1e-4)

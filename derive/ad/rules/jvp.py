@@ -284,11 +284,11 @@ def _options(args, *keywords):
     return (*args[1:], *keywords[len(args) - 1:])
 
 
-def _norm(args, ts, ord=None, axis=None):
-    if len(args) > 3:
-        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm without keepdims")
+def _norm(args, ts, ord=None, axis=None, keepdims=False):
     x = np.asarray(args[0])
-    ord, axis = _options(args, ord, axis)
+    ord, axis, keepdims = _options(args, ord, axis, keepdims)
+    if keepdims:
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm without keepdims")
     p, axes = norm_power(x, ord, axis)
     y = np.linalg.norm(x, ord, axis)
     if ts[0] is None:
