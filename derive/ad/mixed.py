@@ -14,12 +14,14 @@ from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
 from .context import current, within
-from .rules import rule_of
+from .rules import is_nondiff, rule_of
+from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
-from .runtime import (BOX_METHODS, NONDIFF, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
-                      method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
-from .second import NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
+from .runtime import ZERO as NO_GRADIENTS
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
+                      method_grads, method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
+from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)
 
@@ -108,13 +110,13 @@ def fresh(v):
 
 def _columns(f, args, i, x):
     """Forward mode: one ``jvp`` per input entry; ``(y, J)`` with J of shape (size(y), size(x))."""
-    cols, y = [], None
-    for j in range(max(x.size, 1)):
+    cols, y = [], f(*fresh(args)) if x.size == 0 else None
+    for j in range(x.size):
         ts = [None] * len(args)
         ts[i] = _basis(args[i], j)
         y, t = jvp(f, fresh(args), ts)
         cols.append(np.ravel(t))
-    return y, np.stack(cols, axis=1)
+    return y, _stacked(cols, 1, (np.size(y), 0))
 
 
 def _rows(f, args, i):
@@ -123,12 +125,18 @@ def _rows(f, args, i):
     y, back = pullback(f, *args)
     out = _flat_output(y, "ad.jacobian: f")
     rows = []
-    for k in range(max(out.size, 1)):
+    for k in range(out.size):
         e = np.zeros(out.shape)
         e.flat[k] = 1.0
         g = back(e if out.ndim else 1.0)[i]
         rows.append(np.zeros(np.shape(args[i])).ravel() if g is None else np.ravel(g))
-    return y, np.stack(rows)
+    return y, _stacked(rows, 0, (0, np.size(args[i])))
+
+
+def _stacked(parts, axis, empty):
+    """The columns or rows ``parts`` of a Jacobian stacked along ``axis``; none (an empty input or output):
+    an array of shape ``empty``."""
+    return np.stack(parts, axis=axis) if parts else np.zeros(empty)
 
 
 def _shaped(J, y, x):
@@ -185,11 +193,11 @@ def hessian(f, argnums=0):
         g, args = with_keywords(f, args, kw) if kw else (f, args)
         x = _flat_input(args[i], f"ad.hessian: argument {argnums}")
         cols = []
-        for j in range(max(x.size, 1)):
+        for j in range(x.size):
             ts = [None] * len(args)
             ts[i] = _basis(args[i], j)
             cols.append(np.ravel(_zero_if_none(hvp(g, fresh(args), ts)[i], args[i])))
-        return _shaped(np.stack(cols, axis=1), args[i], args[i])
+        return _shaped(_stacked(cols, 1, (0, 0)), args[i], args[i])
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
     return hess
 
@@ -289,11 +297,27 @@ def _jvp_J(args, ts):
         return _adapted(_jvp_J((f, *full), (*ts, *(None,) * (len(full) - n))), lambda g: g[:n + 1], n + 1)
     if isinstance(f, type):
         return _jvp_construct(f, tuple(xs), ts[1:])
+    if isinstance(f, (types.MethodType, types.BuiltinMethodType)) and not isinstance(f.__self__, types.ModuleType):
+        return _jvp_bound((), f, tuple(xs), ts)
     call = getattr(type(f), "__call__", None)
     if isinstance(call, types.FunctionType):   # a callable object: its __call__ with the object first
         return _adapted(_jvp_J((call, f, *xs), (None, *ts)), lambda g: g[1:], len(xs) + 1)
     raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} is not "
                            f"supported")
+
+
+def _jvp_bound(names, f, xs, ts):
+    """``J``/``Jkw`` of bound method ``f`` (keyword arguments ``names``; ``ts`` the tangents of ``f`` and
+    ``xs``) under forward mode, as ``runtime.bound_call``: its function with the object first, or the object's
+    method rule, the object's tangent ``ts[0].__self__``."""
+    tself = getattr(ts[0], "__self__", None)
+    if type(f) is types.MethodType:
+        tail = (None, tself, *ts[1:])
+        paired = _jvp_Jkw((names, f.__func__, f.__self__, *xs), (None, *tail)) if names \
+            else _jvp_J((f.__func__, f.__self__, *xs), tail)
+        return _adapted(paired, method_grads, len(xs) + 1)
+    paired = _jvp_Jm((f.__name__, names, f.__self__, *xs), (None, None, tself, *ts[1:]))
+    return _adapted(paired, lambda g: method_grads(g if g is NO_GRADIENTS else (None, *g)), len(xs) + 1)
 
 
 def _jvp_map(xs, ts):
@@ -306,15 +330,7 @@ def _jvp_map(xs, ts):
     n = len(pairs)
 
     def collect(gs):   # per element J's (df, *dxs) -> the rule's (df, *dseqs)
-        if all(g is None for g in gs):
-            return None
-        df, dseqs = None, [[None] * n for _ in seqs]
-        for i, g in enumerate(gs):
-            if g is not None:
-                df = acc(df, g[0])
-                for k in range(len(seqs)):
-                    dseqs[k][i] = g[k + 1]
-        return (df, *dseqs)
+        return None if all(g is None for g in gs) else map_grads(seqs, gs)
 
     def back(dy):
         return collect([b(d) for (b, _), d in zip(backs, dy)]) or (None,) * len(xs)
@@ -380,7 +396,7 @@ def _jvp_Jkw(args, ts):
     pos, kw = tuple(xs[:len(xs) - k]), dict(zip(names, xs[len(xs) - k:]))
     tpos, tkw = tuple(ts[2:len(ts) - k]), dict(zip(names, ts[len(ts) - k:]))
     rule = rule_of(f)
-    if all(t is None for t in ts) or rule is None and type(f) is types.FunctionType and f in NONDIFF:
+    if all(t is None for t in ts) or rule is None and is_nondiff(f):
         return Jkw(*args), NO_TANGENT
     if rule is None and type(f) is types.FunctionType:   # bound to f's parameters, as Jkw does
         refuse_keyword_only(f)
@@ -398,6 +414,9 @@ def _jvp_Jkw(args, ts):
         return _jvp_out(names, f, tuple(xs), ts[2:])
     if rule is None and isinstance(f, type) and dataclasses.is_dataclass(f):   # its pullback reads fields of dy
         return Jkw(*args), (JVPkw(names, f, None, tuple(xs), ts[2:])[1], ZERO)
+    if rule is None and isinstance(f, (types.MethodType, types.BuiltinMethodType)) \
+            and not isinstance(f.__self__, types.ModuleType):
+        return _jvp_bound(names, f, tuple(xs), ts[1:])
     if rule is None:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                                f"keyword arguments {', '.join(names)} is not supported")
@@ -455,6 +474,8 @@ def _jvp_Jm(args, ts):
         return _adapted(paired, lambda g: (None if g[0] is None else field_grad(obj, name, g[0]), *g[1:]),
                         len(xs) + 1)
     what = f"the method {type(obj).__qualname__}.{name}"
+    if (type(obj), name) in METHOD_PAIRS and not kwnames:
+        return METHOD_PAIRS[(type(obj), name)](obj, ts[2], tuple(xs), ts[3:])
     if (type(obj), name) in BOX_METHODS and not kwnames and rule is not None:
         # the object's tangent written as the object is; the pullback moves gradients through the box store
         ty = write_method(obj, ts[2], name, tuple(xs), ts[3:])

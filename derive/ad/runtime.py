@@ -539,13 +539,9 @@ def J(f, *args):
     if hook is not None:
         y, back = hook(*args)
         return y, RulePullback(back, len(args))
-    if t is types.MethodType:
-        y, back = J(f.__func__, f.__self__, *args)
-        return y, lambda dy: _method_grads(back(dy))
-    owner = getattr(f, "__self__", None)
-    if t is types.BuiltinMethodType and owner is not None and type(owner) is not types.ModuleType:
-        y, back = Jm(f.__name__, (), owner, *args)   # a bound method of a builtin type, e.g. x.sum
-        return y, ZERO if back is ZERO else lambda dy: _method_grads((None, *back(dy)))
+    bound = bound_call((), f, args)
+    if bound is not None:
+        return bound
     if in_table(f, NONDIFF):
         return f(*args), ZERO
     if isinstance(f, type):
@@ -559,6 +555,22 @@ def J(f, *args):
     if not any(differentiable(a) for a in args):
         return f(*args), ZERO
     raise UnsupportedError(f"no derivative rule for {qualified_name(f)}; register one with @tensorlang.ad.rule")
+
+
+def bound_call(names, f, args):
+    """J of a call of bound method ``f`` (keyword arguments ``names``, the last of ``args``): a Python
+    method's, or a builtin type's (``x.sum``, also reached as ``getattr(x, "sum")``) by its method rule; its
+    gradient's ``__self__`` is the object's.  None for other callables."""
+    t = type(f)
+    if t is types.MethodType:
+        y, back = Jkw(names, f.__func__, f.__self__, *args) if names else J(f.__func__, f.__self__, *args)
+        return y, lambda dy: method_grads(back(dy))
+    owner = getattr(f, "__self__", None)
+    if t is types.BuiltinMethodType and owner is not None and type(owner) is not types.ModuleType:
+        y, back = Jm(f.__name__, names, owner, *args)
+        return y, ZERO if back is ZERO else lambda dy: method_grads((None, *back(dy)))
+    return None
+
 
 
 def partial_call(p, args, kw):
@@ -636,7 +648,9 @@ def _pad(g, n):
     return (*g, *(None,) * (n - len(g)))
 
 
-def _method_grads(g):
+def method_grads(g):
+    """A bound method's gradients in J's convention from its function's, ``(df, dself, *dargs)``: the
+    gradient of its ``__self__`` as the method's own."""
     if type(g) is _Zero:
         return g
     dself = g[1]
@@ -704,6 +718,9 @@ def Jkw(names, f, *args):
         return y, RulePullback(back, len(args))
     if in_table(f, NONDIFF):   # called as it is, keywords too (np.eye(n, dtype=bool)), before binding them
         return f(*pos, **kw), ZERO
+    bound = bound_call(names, f, args)
+    if bound is not None:
+        return bound
     if type(f) is types.FunctionType:
         refuse_keyword_only(f)
         sig = inspect.signature(f)

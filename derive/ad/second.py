@@ -39,12 +39,12 @@ from ...errors import UnsupportedError
 from .rules import structures
 from .rules.complexes import HOLOMORPHIC, holomorphic
 from .rules.jvp import write_attr, write_item
-from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
+from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, product
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .context import Store, current, within
 from .nested import positional, multilinear_along
 from .runtime import BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, check_keywords, is_complex, unbroadcast
-from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, code_jvp, numpy_filled,
+from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, numpy_filled,
                       pullback_tangent)
 
 
@@ -55,21 +55,25 @@ NO_TANGENT = (None, ZERO)
 
 
 # -- the derivative of a pullback, per primitive ---------------------------------------------------------------------
-def _partials_unary(d):
+def _partials_unary(f, d):
+    mul = product(f)
+
     def cross(args, ts, y, ty):
         (x, *_), t = args, ts[0]
         td = JVP(d, None, (x, y), (t, ty))[1]
-        return None if td is None else (lambda dy: (dy * td,))
+        return None if td is None else (lambda dy: (mul(dy, td),))
     return cross
 
 
-def _partials_binary(d):
+def _partials_binary(f, d):
+    mul = product(f)
+
     def cross(args, ts, y, ty):
         a, b = args
         tp = JVP(d, None, (a, b, y), (*ts, ty))[1]
         if tp is None:
             return None
-        return lambda dy: tuple(None if t is None else unbroadcast(dy * t, x) for t, x in zip(tp, (a, b)))
+        return lambda dy: tuple(None if t is None else unbroadcast(mul(dy, t), x) for t, x in zip(tp, (a, b)))
     return cross
 
 
@@ -100,17 +104,18 @@ def _bilinear(rule):
 
 _LINEAR = object()   # the pullback does not depend on the primal values
 PAIRS: dict = {}     # primitive -> pair(args, tangents): its pair_jvp, for rules written outside the subset
+METHOD_PAIRS: dict = {}   # (type, name) -> pair(obj, tobj, args, tangents): a method rule's pair_jvp
 CROSS: dict = {}     # primitive -> _LINEAR or cross(args, tangents, y, ty) -> (dy -> argument tangents)
 
 
 def _register():
-    CROSS.update({f: _partials_unary(d) for f, d in PARTIALS_UNARY.items()})
-    CROSS.update({f: _partials_binary(d) for f, d in PARTIALS_BINARY.items()})
+    CROSS.update({f: _partials_unary(f, d) for f, d in PARTIALS_UNARY.items()})
+    CROSS.update({f: _partials_binary(f, d) for f, d in PARTIALS_BINARY.items()})
     CROSS.update({PYOP[op]: _partials_operator(g) for op, g in NUMERIC_GRADS.items() if op not in ("+", "-")})
     for f in (operator.add, operator.sub, operator.neg, operator.pos, np.sum, np.mean, np.reshape, np.transpose,
               np.ravel, np.squeeze, np.expand_dims, np.concatenate, np.stack, np.add, np.subtract, np.negative,
-              np.positive, np.array, np.asarray, structures.getitem, structures.getattr_, np.real, np.imag,
-              np.conj, sum, list, tuple, float, max, min, sorted):
+              np.positive, np.array, np.asarray, structures.getitem, structures.getattr_, getattr, np.real,
+              np.imag, np.conj, sum, list, tuple, float, max, min, sorted):
         CROSS[f] = _LINEAR
     CROSS.update({np.matmul: _bilinear(RULES[np.matmul]), operator.matmul: _bilinear(BINOPS["@"]),
                   np.dot: _bilinear(RULES[np.dot]), np.outer: _bilinear(RULES[np.outer]),
@@ -151,7 +156,7 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
         return rule(*args, **kw), NO_TANGENT
     if f in PAIRS and not kw:
         return PAIRS[f](args, ts)
-    bound = positional(rule, args, kw) if any(map(_active, tkw.values())) and type(rule) is types.FunctionType \
+    bound = positional(rule, args, kw) if any(map(active, tkw.values())) and type(rule) is types.FunctionType \
         else None
     if bound is not None:   # a differentiable keyword argument (np.stack(arrays=...)): called positionally
         return pair_jvp(f, rule, bound[0], _placed(ts, tkw, bound), name=name)
@@ -181,14 +186,9 @@ def called_name(f):
     return f"{module}.{qualname}" if module.split(".")[0] in ("numpy", "math", "builtins") else qualname
 
 
-def _active(t):
-    """Whether tangent ``t`` is not zero by its structure (a tuple of None is: the tangent of an axes tuple)."""
-    return t is not None and (not isinstance(t, (tuple, list)) or any(map(_active, t)))
-
-
 def _called(name, rule, args, kw, tkw):
     """``rule(*args, **kw)`` for a rule whose keyword arguments have no tangents (``tkw``)."""
-    if any(map(_active, tkw.values())):
+    if any(map(active, tkw.values())):
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} with a differentiable "
                                f"keyword argument is not supported")
     return rule(*args, **kw)
@@ -312,6 +312,8 @@ def box_write(write, rule):
 
 def _write_item(args, ts):
     obj, idx, val = args
+    if type(obj) is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v, as the box rule writes it
+        obj, ts = obj.base.reshape(-1), (None if ts[0] is None else np.reshape(ts[0].base, -1), *ts[1:])
     if type(obj) not in (list, dict, np.ndarray):
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through an item write into "
                                f"{type(obj).__qualname__} (its __setitem__) is not supported")

@@ -259,8 +259,8 @@ def _jvp(f, tf, args, ts):
         return transposed(back_rule, args, ts)
     if t is types.FunctionType:
         return (f(*args), None) if in_table(f, NONDIFF) else code_jvp(f, tf, args, ts)
-    if t is types.MethodType:
-        return JVP(f.__func__, None, (f.__self__, *args), (_field(tf, "__self__"), *ts))
+    if t is types.MethodType or t is types.BuiltinMethodType and _bound_to_object(f):
+        return _jvp_bound((), f, tf, args, ts)
     if all(x is None for x in ts) and tf is None or in_table(f, NONDIFF):
         return f(*args), None
     if isinstance(f, type):
@@ -281,12 +281,32 @@ def _jvp(f, tf, args, ts):
                            f"register a pullback with @tensorlang.ad.rule or a JVP with @tensorlang.ad.jvp_rule")
 
 
+def _bound_to_object(f) -> bool:
+    owner = getattr(f, "__self__", None)
+    return owner is not None and type(owner) is not types.ModuleType
+
+
+def _jvp_bound(names, f, tf, args, ts):
+    """The JVP of a call of bound method ``f`` (keyword arguments ``names``): the method's own with its
+    object's tangent, ``tf.__self__`` (a Python method's function, a builtin type's method rule)."""
+    obj, tobj = f.__self__, _field(tf, "__self__")
+    if type(f) is types.BuiltinMethodType:
+        return JVPm(f.__name__, names, obj, tobj, args, ts)
+    return (JVPkw(names, f.__func__, None, (obj, *args), (tobj, *ts)) if names
+            else JVP(f.__func__, None, (obj, *args), (tobj, *ts)))
+
+
 def code_jvp(f, tf, args, ts):
     """The JVP of Python function ``f`` by the forward mode of its code (whatever rule ``f`` has)."""
     if len(args) != f.__code__.co_argcount:
         full = with_defaults(f, args)
         args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
     return TRANSFORM.fn(f, args)(f, tf, *args, *ts)
+
+
+def active(t):
+    """Whether tangent ``t`` is not zero by its structure (a tuple of None is: the tangent of an axes tuple)."""
+    return t is not None and (not isinstance(t, (tuple, list)) or any(map(active, t)))
 
 
 def JVPkw(names, f, tf, args, ts):
@@ -312,7 +332,7 @@ def _jvp_kw(names, f, tf, args, ts):
         check_keywords(f, rule, names)
         if getattr(rule, "keyword_tangents", False):   # the rule takes the keywords' tangents too
             return rule(pos, tpos, tkw=tkw, **kw)
-        if any(v is not None for v in tkw.values()):
+        if any(map(active, tkw.values())):
             raise UnsupportedError(f"tensorlang.ad.jvp: a differentiable keyword argument of {f!r}")
         return rule(pos, tpos, **kw)
     try:
@@ -323,6 +343,8 @@ def _jvp_kw(names, f, tf, args, ts):
         check_keywords(f, back_rule, names)
     if in_table(f, NONDIFF):   # called as it is, keywords too (np.eye(n, dtype=bool)), before binding them
         return f(*pos, **kw), None
+    if type(f) is types.MethodType or type(f) is types.BuiltinMethodType and _bound_to_object(f):
+        return _jvp_bound(names, f, tf, args, ts)
     if type(f) is types.FunctionType and not (back_rule is not None and _keyword_only(f)):
         # bound to f's parameters (a rule's pullback takes them positionally: not past a keyword-only one)
         if back_rule is None:

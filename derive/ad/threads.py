@@ -7,6 +7,8 @@ its pullback is recorded there; the pullbacks of work that ran in parallel run i
 * ``fut = ex.submit(f, *args)`` returns a ``Future`` whose ``result()`` is the value; in the adjoint,
   ``result()``'s pullback starts ``back(dy)`` on the pool and ``submit``'s pullback, which comes later
   (submits precede their results), waits for it.  ``back`` is linear, so several ``result()`` calls add up.
+* under forward over reverse (``ad.hessian``), ``submit`` runs the forward mode of ``J(f, *args)`` in the
+  thread, and the pullbacks started on the pool give their tangents with their gradients.
 * ``threading.Thread(target=f, args=...)``: ``start`` runs ``J(f, *args)`` in the thread, ``join`` waits;
   in the adjoint ``join``'s pullback starts f's pullback in a thread and ``start``'s collects it.  A
   thread's results come back through the objects it writes to (the box rules); the box store is shared.
@@ -27,7 +29,9 @@ import types
 from ...errors import UnsupportedError
 from .context import carried, current, within
 from .runtime import BOX_METHODS, METHOD_RULES, NONDIFF, RULES, ZERO, J, acc
-from .tangent import JVP, JVP_METHOD_RULES, JVP_RULES
+from .second import METHOD_PAIRS
+from .tangent import (JVP, JVP_METHOD_RULES, JVP_RULES, PullbackTangent, call_pullback,
+                      pullback_tangent)
 
 _POOLS: dict = {}   # size -> a pool for the pullbacks (the user's executor may be shut down by then)
 _POOLS_LOCK = threading.Lock()
@@ -121,6 +125,57 @@ def _result(fut, timeout=None):
         fut._start_back(dy)
         return (None, None)
     return y, back
+
+
+# -- submit and result under forward over reverse ---------------------------------------------------------------
+class PairFuture(DiffFuture):
+    """The future of work under forward over reverse: it gives ``((y, back), (ty, tback))``, and the
+    pullbacks started by ``result()``'s pullback give gradients and their tangents."""
+
+    def result(self, timeout=None):
+        return self._future.result(timeout)[0][0]
+
+    def _pullbacks(self):
+        (_, back), (_, tback) = self._future.result()
+        return back, pullback_tangent(back, tback)
+
+    def _start_back(self, dy, tdy=None):
+        back, tback = self._pullbacks()
+        with self._lock:
+            self._pending.append(_pool(self._size).submit(run_back, current(), lambda d: call_pullback(back, tback, *d),
+                                                          (dy, tdy), self._shared))
+
+    def _collect(self):
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if not pending:
+            return call_pullback(*self._pullbacks(), None, None)
+        g = tg = None
+        for p in pending:
+            pg, ptg = p.result()
+            g, tg = acc(g, tuple(pg)), acc(tg, None if ptg is None else tuple(ptg))
+        return g, tg
+
+
+def _submit_pair(ex, tex, xs, txs):
+    fut = PairFuture(ex.submit(carried(JVP), J, None, xs, txs), _size(ex), shared_ids(xs[0], xs[1:]))
+
+    def call(dfut, tdfut):
+        g, tg = fut._collect()
+        return (None, *g), None if tg is None else (None, *tg)
+    return (fut, lambda dfut: call(dfut, None)[0]), (None, PullbackTangent(None, call))
+
+
+def _result_pair(fut, tfut, xs, txs):
+    (y, _), (ty, _) = fut._future.result(*xs)
+
+    def call(dy, tdy):
+        fut._start_back(dy, tdy)
+        return (None, None), None
+    return (y, lambda dy: call(dy, None)[0]), (ty, PullbackTangent(None, call))
+
+
+METHOD_PAIRS.update({(cf.ThreadPoolExecutor, "submit"): _submit_pair, (PairFuture, "result"): _result_pair})
 
 
 # -- threading.Thread -------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from ..lower import as_sequence
 from ..runtime import LINEAR, J, NONDIFF, RULES, acc
 
 
-def _seq_grad(xs, g: list):
+def seq_grad(xs, g: list):
     """The gradient of sequence ``xs`` from the list ``g`` of its items' gradients (None is zero): a
     tuple for a tuple, a dense array for an array, a list otherwise."""
     if type(xs) is np.ndarray:
@@ -48,7 +48,7 @@ def _extremum(pick):
         def back(dy):
             g = [None] * n
             g[i] = dy
-            return (_seq_grad(seq, g),) if len(xs) == 1 else tuple(g)
+            return (seq_grad(seq, g),) if len(xs) == 1 else tuple(g)
         return y, back
     return rule
 
@@ -63,7 +63,7 @@ def _float(x):
 
 def _list(xs=()):
     y = list(xs)
-    return y, lambda dy: (_seq_grad(xs, list(dy)),)
+    return y, lambda dy: (seq_grad(xs, list(dy)),)
 
 
 def _tuple(xs=()):
@@ -82,7 +82,7 @@ def _zip(*seqs):
             for i, d in enumerate(dy):
                 if d is not None:
                     g[i] = d[k]
-            out.append(_seq_grad(s, g))
+            out.append(seq_grad(s, g))
         return tuple(out)
     return y, back
 
@@ -94,28 +94,32 @@ def _zip_along(args, kw, ts):
 
 def _enumerate(xs, start=0):
     y = list(enumerate(xs, start))
-    return y, lambda dy: (_seq_grad(xs, [None if d is None else d[1] for d in dy]), None)
+    return y, lambda dy: (seq_grad(xs, [None if d is None else d[1] for d in dy]), None)
 
 
 def _map(f, *seqs):
     """``map`` calls J of ``f`` per element (a higher-order function)."""
     results = [J(f, *xs) for xs in zip(*seqs)]
     y = [r[0] for r in results]
+    return y, lambda dy: map_grads(seqs, [b(d) for (_, b), d in zip(results, dy)])
 
-    def back(dy):
-        df, dseqs = None, [[None] * len(y) for _ in seqs]
-        for i, ((_, b), d) in enumerate(zip(results, dy)):
-            g = b(d)
+
+def map_grads(seqs, calls):
+    """The gradients ``(df, *dseqs)`` of ``map(f, *seqs)`` from those ``(df, *dxs)`` of its calls of ``f`` (None
+    for a call without any): each sequence's gradient as ``seq_grad`` makes it, of the sequence's length
+    (``map`` stops at the shortest: the items past it get none), f's their sum."""
+    df, dseqs = None, [[None] * (len(s) if hasattr(s, "__len__") else len(calls)) for s in seqs]
+    for i, g in enumerate(calls):
+        if g is not None:
             df = acc(df, g[0])
             for k in range(len(seqs)):
                 dseqs[k][i] = g[k + 1]
-        return (df, *dseqs)
-    return y, back
+    return (df, *(seq_grad(s, d) for s, d in zip(seqs, dseqs)))
 
 
 def _reversed(xs):
     y = list(reversed(xs))
-    return y, lambda dy: (_seq_grad(xs, list(reversed(dy))),)
+    return y, lambda dy: (seq_grad(xs, list(reversed(dy))),)
 
 
 def _sorted(xs, key=None, reverse=False):
@@ -128,7 +132,7 @@ def _sorted(xs, key=None, reverse=False):
         g = [None] * len(items)
         for pos, i in enumerate(order):
             g[i] = dy[pos]
-        return (_seq_grad(xs, g),)
+        return (seq_grad(xs, g),)
     return y, back
 
 

@@ -20,6 +20,7 @@ import operator
 import types
 
 import numpy as np
+import scipy.linalg as sl
 
 from ....errors import UnsupportedError
 from ..lower import as_sequence
@@ -31,11 +32,12 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, dens
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
-from .linalg import (check_pinv, check_real, check_svd, eigenvector_factor, halved_lower, reads_upper, svd_factor,
-                     symmetric_tangent)
-from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power
+from .linalg import (check_pinv, check_real, check_slogdet, check_svd, cofactor, cofactor_derivative,
+                     eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
+from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power, product, times
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
+from .scipy_linalg import factor_of, lu_parts, row_order, transposed, triangle
 from .structures import AxisConcatenator, index_grad
 
 
@@ -48,14 +50,18 @@ def _fit(t, y):
 
 # -- elementwise: from the partial derivatives of the reverse rules ------------------------------------------
 def _unary(f, d):
+    mul = product(f)
+
     def rule(args, ts, dtype=None):   # (the other keywords of a ufunc, where= ..., are refused)
         x, *rest = args
         y = f(x, *rest) if dtype is None else f(x, *rest, dtype=dtype)
-        return y, None if ts[0] is None else ts[0] * d(x, y)
+        return y, None if ts[0] is None else mul(ts[0], d(x, y))
     return rule
 
 
 def _binary(f, d):
+    mul = product(f)
+
     def rule(args, ts, dtype=None):
         a, b = args
         y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
@@ -65,9 +71,9 @@ def _binary(f, d):
         pa, pb = d(a, b, y)
         ty = None
         if ts[0] is not None:
-            ty = ts[0] * pa
+            ty = mul(ts[0], pa)
         if ts[1] is not None:
-            ty = tadd(ty, ts[1] * pb)
+            ty = tadd(ty, mul(ts[1], pb))
         return y, _fit(ty, y)
     return rule
 
@@ -253,7 +259,7 @@ def _clip(args, ts, a_min=None, a_max=None, min=None, max=None):
     y = np.clip(x, lo, hi)
     ty = None
     for t, mask in zip(ts, clip_masks(x, lo, hi)):
-        ty = tadd(ty, None if t is None else t * mask)
+        ty = tadd(ty, None if t is None else times(t, mask))
     return y, ty
 
 
@@ -278,11 +284,11 @@ def _options(args, *keywords):
     return (*args[1:], *keywords[len(args) - 1:])
 
 
-def _norm(args, ts, ord=None, axis=None):
-    if len(args) > 3:
-        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm without keepdims")
+def _norm(args, ts, ord=None, axis=None, keepdims=False):
     x = np.asarray(args[0])
-    ord, axis = _options(args, ord, axis)
+    ord, axis, keepdims = _options(args, ord, axis, keepdims)
+    if keepdims:
+        raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm without keepdims")
     p, axes = norm_power(x, ord, axis)
     y = np.linalg.norm(x, ord, axis)
     if ts[0] is None:
@@ -307,7 +313,11 @@ def _inv(args, ts):
 
 def _det(args, ts):
     y = np.linalg.det(args[0])
-    return y, None if ts[0] is None else y * _dlogdet(args[0], ts[0])
+    return y, None if ts[0] is None else np.sum(cofactor(args[0]) * ts[0], axis=(-1, -2))
+
+
+def _cofactor(args, ts):
+    return cofactor(args[0]), None if ts[0] is None else cofactor_derivative(args[0], ts[0])
 
 
 def _slogdet(args, ts):
@@ -315,6 +325,7 @@ def _slogdet(args, ts):
     a complex one moves with the phase, ``i Im(tr(inv(A) dA))``."""
     a, t = args[0], ts[0]
     y = np.linalg.slogdet(a)
+    check_slogdet(y[0])
     if t is None:
         return y, None
     d = _dlogdet(a, t)
@@ -413,6 +424,101 @@ def _pinv(args, ts, rcond=None, hermitian=False):
     return y, -y @ t @ y + (y @ yt) @ (tt - (tt @ a) @ y) + (tt - y @ (a @ tt)) @ (yt @ y)
 
 
+# -- scipy.linalg: d op(A)^-1 b = op(A)^-1 (db - op(dA) y), the factorisations' tangents -----------------------
+def _triangular(args, ts, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True):
+    a, b = args[:2]
+    trans, lower, unit_diagonal = _options(args[1:], trans, lower, unit_diagonal)
+    t = transposed("solve_triangular", a, b, trans)
+    y = sl.solve_triangular(a, b, trans, lower, unit_diagonal)
+    if ts[0] is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y)
+    if ts[0] is not None:
+        da = triangle(ts[0], lower, unit_diagonal)
+        rhs = rhs - (_mT(da) if t else da) @ y
+    return y, sl.solve_triangular(a, np.broadcast_to(rhs, y.shape), trans, lower, unit_diagonal)
+
+
+def _cho_factor(args, ts, lower=False, overwrite_a=False, check_finite=True):
+    """The Cholesky factor's tangent in the triangle read, ``A``'s own in the other."""
+    a, t = args[0], ts[0]
+    lower, = _options(args, lower)
+    check_real("cho_factor", a, "scipy.linalg")
+    y = sl.cho_factor(a, lower)
+    if t is None:
+        return y, None
+    factor = factor_of(y[0], lower)
+    inv = np.linalg.inv(factor)
+    dl = factor @ halved_lower(inv @ symmetric_tangent(t, not lower) @ _mT(inv))
+    return y, (dl + np.triu(t, 1) if lower else _mT(dl) + np.tril(t, -1), None)
+
+
+def _factor_tangent(ts):
+    """The tangent of a factorisation's matrix, the first item of its pair (None for none)."""
+    return None if ts[0] is None else ts[0][0]
+
+
+def _cho_solve(args, ts, overwrite_b=False, check_finite=True):
+    """``dA = dL L^T + L dL^T`` (``dU^T U + U^T dU``), ``dy = A^-1 (db - dA y)``."""
+    (c, lower), b = args[:2]
+    check_real("cho_solve", c, "scipy.linalg")
+    check_real("cho_solve", b, "scipy.linalg")
+    y = sl.cho_solve((c, lower), b)
+    tc = _factor_tangent(ts)
+    if tc is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y)
+    if tc is not None:
+        l, dl = factor_of(c, lower), factor_of(tc, lower)
+        rhs = rhs - (dl @ (_mT(l) @ y) + l @ (_mT(dl) @ y))
+    return y, sl.cho_solve((c, lower), np.broadcast_to(rhs, y.shape))
+
+
+def _lu_factor(args, ts, overwrite_a=False, check_finite=True):
+    """With ``X = L^-1 dA[order] U^-1``: ``dL = L tril(X, -1)``, ``dU = triu(X) U``."""
+    a, t = args[0], ts[0]
+    check_real("lu_factor", a, "scipy.linalg")
+    y = sl.lu_factor(a)
+    if t is None:
+        return y, None
+    l, u = lu_parts(y[0])
+    w = sl.solve_triangular(l, t[row_order(y[1])], 0, True, True)
+    x = _mT(sl.solve_triangular(u, _mT(w), 1, False))
+    return y, (l @ np.tril(x, -1) + np.triu(x) @ u, None)
+
+
+def _lu_solve(args, ts, trans=0, overwrite_b=False, check_finite=True):
+    """``dA[order] = dL U + L dU``, ``dy = op(A)^-1 (db - op(dA) y)``."""
+    (lu, piv), b = args[:2]
+    trans, = _options(args[1:], trans)
+    t = transposed("lu_solve", lu, b, trans)
+    y = sl.lu_solve((lu, piv), b, trans)
+    tlu = _factor_tangent(ts)
+    if tlu is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y)
+    if tlu is not None:
+        l, u = lu_parts(lu)
+        da = np.empty_like(l)
+        da[row_order(piv)] = np.tril(tlu, -1) @ u + l @ np.triu(tlu)
+        rhs = rhs - (_mT(da) if t else da) @ y
+    return y, sl.lu_solve((lu, piv), np.broadcast_to(rhs, y.shape), trans)
+
+
+def _lyapunov(args, ts):
+    """``A dX + dX A^T = dQ - dA X - X dA^T``."""
+    a, q = args
+    check_real("solve_continuous_lyapunov", a, "scipy.linalg")
+    check_real("solve_continuous_lyapunov", q, "scipy.linalg")
+    y = sl.solve_continuous_lyapunov(a, q)
+    if ts[0] is None and ts[1] is None:
+        return y, None
+    rhs = dense(ts[1], y)
+    if ts[0] is not None:
+        rhs = rhs - ts[0] @ y - y @ _mT(ts[0])
+    return y, sl.solve_continuous_lyapunov(a, rhs)
+
+
 # -- builtins ------------------------------------------------------------------------------------------------------
 def _sum(args, ts):
     xs = args[0]
@@ -502,6 +608,8 @@ def getitem(obj, tobj, idx, tidx=None):
         if tobj is None:
             return obj[idx], None
         return obj[idx], (tobj.get(idx) if t is dict else tobj[idx])
+    if t is np.flatiter:   # x.flat[i]: the same entries of x's tangent, tobj its flat iterator
+        return obj[idx], None if tobj is None else tobj[idx]
     m = getattr(t, "__getitem__", None)
     if isinstance(m, types.FunctionType):
         return JVP(m, None, (obj, idx), (tangent_of(obj, tobj), tidx))
@@ -529,6 +637,9 @@ def setitem(obj, tobj, idx, val, tval):
         tl = write_item(obj, tobj, idx, val, tval)
         obj[idx] = val
         return tl
+    if t is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v: a write into x.reshape(-1), a view
+        flat = setitem(obj.base.reshape(-1), None if tobj is None else np.reshape(tobj.base, -1), idx, val, tval)
+        return flat.base.flat if flat is not None and flat.base is not None else None
     m = getattr(t, "__setitem__", None)
     if isinstance(m, types.FunctionType):
         JVP(m, None, (obj, idx, val), (tangent_of(obj, tobj), None, tval))
@@ -540,12 +651,14 @@ def setitem(obj, tobj, idx, val, tval):
 
 
 def getattr_(obj, tobj, name):
+    """``obj.name`` and its tangent; a bound method's (``x.sum``) is ``SimpleNamespace(__self__=tobj)``, as
+    reverse mode's gradient of one, which calling it reads."""
     t = type(obj)
     if t is np.ndarray:
         y = getattr(obj, name)
         tobj = tangent_of(obj, tobj)
-        if tobj is None or name not in ("T", "real", "imag"):
-            return y, None
+        if tobj is None or name not in ("T", "real", "imag", "flat"):
+            return y, _bound_tangent(y, obj, tobj)
         return y, getattr(np.asarray(tobj), name)
     static = getattr(t, name, None)
     if isinstance(static, property):
@@ -555,9 +668,17 @@ def getattr_(obj, tobj, name):
         return JVP(fallback, None, (obj, name), (tangent_of(obj, tobj), None))   # the class's __getattr__
     y = getattr(obj, name)
     if isinstance(obj, types.ModuleType) or callable(y) and not isinstance(y, types.FunctionType):
-        return y, None
+        return y, _bound_tangent(y, obj, tangent_of(obj, tobj))
     tobj = tangent_of(obj, tobj)
     return y, None if tobj is None else getattr(tobj, name, None)
+
+
+def _bound_tangent(y, obj, tobj):
+    """The tangent of attribute ``y`` of ``obj`` that is a method bound to it: ``obj``'s tangent as its
+    ``__self__`` (None for other attributes, and where ``obj`` has none)."""
+    if tobj is None or getattr(y, "__self__", None) is not obj or isinstance(obj, types.ModuleType):
+        return None
+    return types.SimpleNamespace(__self__=tobj)
 
 
 def write_attr(obj, tobj, name, tval):
@@ -725,7 +846,9 @@ JVP_RULES.update({
     np.linalg.inv: _inv, np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
     np.linalg.cholesky: _cholesky, np.linalg.eigh: _symmetric_eigen(np.linalg.eigh),
     np.linalg.eigvalsh: _symmetric_eigen(np.linalg.eigvalsh), np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
-    np.linalg.pinv: _pinv,
+    np.linalg.pinv: _pinv, cofactor: _cofactor, sl.solve_triangular: _triangular, sl.cho_factor: _cho_factor,
+    sl.cho_solve: _cho_solve, sl.lu_factor: _lu_factor, sl.lu_solve: _lu_solve,
+    sl.solve_continuous_lyapunov: _lyapunov,
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,

@@ -139,13 +139,63 @@ def _mT(x):
     return np.swapaxes(x, -1, -2)
 
 
+def _without(s, count: int):
+    """The products of singular values ``s`` (stacked) leaving out one of them (``count`` 1: ``p_i``, the
+    product over ``j != i``) or two (``count`` 2: ``q_ij``, over ``k != i, j``)."""
+    n = np.shape(s)[-1]
+    eye = np.eye(n, dtype=bool)
+    if count == 1:
+        return np.prod(np.where(eye, 1.0, np.expand_dims(s, -2)), axis=-1)
+    left = eye[:, None, :] | eye[None, :, :]   # [i, j, k]: k is i or j
+    return np.prod(np.where(left, 1.0, s[..., None, None, :]), axis=-1)
+
+
+def _svd_of(a):
+    """``(c, u, s, vh)``: the SVD ``A = U S Vh`` and ``c = det(U) det(Vh)``, the cofactor matrix of ``A`` being
+    ``c conj(U) diag(p) conj(Vh)`` (``p_i`` the product of the singular values but the ``i``-th; the cofactor
+    matrix is multiplicative, and a unitary ``U``'s is ``det(U) conj(U)``)."""
+    u, s, vh = np.linalg.svd(a)
+    return np.linalg.det(u) * np.linalg.det(vh), u, s, vh
+
+
+def cofactor(a):
+    """The cofactor matrix of ``A`` (stacked), the gradient of ``det``: ``det(A) A^-T`` where ``A`` is
+    invertible, and defined (without an inverse) where it is singular."""
+    c, u, s, vh = _svd_of(a)
+    return np.expand_dims(c, (-1, -2)) * (np.conj(u) * np.expand_dims(_without(s, 1), -2)) @ np.conj(vh)
+
+
+def cofactor_derivative(a, e):
+    """The derivative of ``cofactor`` at ``A`` along ``E`` (the second derivative of ``det``, a symmetric
+    bilinear form: the map is its own transpose, and so its own pullback).  With ``P = U^H E Vh^H``,
+    ``d cof(S)[P]`` is ``sum_{k != i} P_kk q_ik`` on the diagonal and ``-q_ij P_ji`` off it."""
+    c, u, s, vh = _svd_of(a)
+    p = np.conj(_mT(u)) @ e @ np.conj(_mT(vh))
+    q = _without(s, 2)
+    eye = np.eye(np.shape(s)[-1], dtype=bool)
+    diag = np.sum(np.where(eye, 0.0, q) * np.expand_dims(np.diagonal(p, axis1=-2, axis2=-1), -2), axis=-1)
+    d = np.where(eye, np.expand_dims(diag, -1), -q * _mT(p))
+    return np.expand_dims(c, (-1, -2)) * np.conj(u) @ d @ np.conj(vh)
+
+
+def _cofactor(a):
+    return cofactor(a), lambda dy: (cofactor_derivative(a, dy),)
+
+
 def _det(a):
     y = np.linalg.det(a)
-    return y, lambda dy: (np.expand_dims(dy * y, (-1, -2)) * _mT(np.linalg.inv(a)),)
+    return y, lambda dy: (np.expand_dims(dy, (-1, -2)) * cofactor(a),)
+
+
+def check_slogdet(sign) -> None:
+    """Refuse ``slogdet`` at a singular matrix: ``log |det A|`` is ``-inf`` there, without a derivative."""
+    if np.any(sign == 0):
+        raise UnsupportedError("np.linalg.slogdet: log |det A| has no derivative where A is singular (it is -inf)")
 
 
 def _slogdet(a):
     y = np.linalg.slogdet(a)
+    check_slogdet(y[0])
     return y, lambda dy: (None if dy is None or dy[1] is None
                           else np.expand_dims(dy[1], (-1, -2)) * _mT(np.linalg.inv(a)),)
 
@@ -189,12 +239,24 @@ def halved_lower(x):
 
 def reciprocal_gaps(x, refusal: str):
     """``F_ij = 1 / (x_j - x_i)`` off the diagonal and 0 on it, for values ``x`` (stacked); ``refusal``,
-    an ``UnsupportedError``, where two of them are equal."""
+    an ``UnsupportedError``, where two of them are equal up to rounding: no more than ``n`` units in the last
+    place of the largest of them apart (the error of the decomposition that computed them)."""
     gap = np.expand_dims(x, -2) - np.expand_dims(x, -1)
     off = ~np.eye(np.shape(x)[-1], dtype=bool)
-    if np.any((gap == 0) & off):
+    if _tied(x, gap, off):
         raise UnsupportedError(refusal)
     return np.where(off, 1.0 / np.where(off, gap, 1.0), 0.0)
+
+
+def _tied(x, gap, off) -> bool:
+    """Whether two of values ``x`` (their differences ``gap``) are no more than ``n`` units in the last place
+    of the largest apart, ``off`` the diagonal."""
+    x = np.asarray(x)
+    tol = x.shape[-1] * np.finfo(np.result_type(x.dtype, np.float32)).eps * np.max(np.abs(x), axis=-1, initial=0.0)
+    return bool(np.any((np.abs(gap) <= np.expand_dims(tol, (-1, -2))) & off))
+
+
+NONDIFF.add(_tied)
 
 
 def eigenvector_factor(w):
@@ -205,10 +267,11 @@ def eigenvector_factor(w):
                               "matrix); np.linalg.eigvalsh differentiates the eigenvalues alone")
 
 
-def check_real(name: str, a) -> None:
-    """Refuse a complex argument of the symmetric factorisation ``name`` (its rules are for real ones)."""
+def check_real(name: str, a, module: str = "np.linalg") -> None:
+    """Refuse a complex argument of the factorisation or solver ``module.name`` (its rules are for real
+    ones)."""
     if np.iscomplexobj(a):
-        raise UnsupportedError(f"tensorlang.ad differentiates np.linalg.{name} of real matrices, not complex ones")
+        raise UnsupportedError(f"tensorlang.ad differentiates {module}.{name} of real matrices, not complex ones")
 
 
 def reads_upper(uplo: str) -> bool:
@@ -369,9 +432,9 @@ RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _c
               np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.inv: _inv,
               np.linalg.solve: _solve, np.linalg.cholesky: _cholesky, np.linalg.eigh: _eigh,
               np.linalg.eigvalsh: _eigvalsh, np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
-              np.linalg.pinv: _pinv})
+              np.linalg.pinv: _pinv, cofactor: _cofactor})
 # checks, called as they are when a rule's own code is differentiated
-NONDIFF.update({check_real, reads_upper, check_svd, check_pinv})
+NONDIFF.update({check_real, reads_upper, check_svd, check_pinv, check_slogdet})
 METHOD_RULES[(np.ndarray, "trace")] = _trace
 # linear in each operand (second order without *ops): after the subscripts, or at the even positions of the
 # sublist form

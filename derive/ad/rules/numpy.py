@@ -11,8 +11,8 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
 from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, unbroadcast
-from ..tangent import densify
-from .operators import matmul_back, matmul_grad, pow_da
+from ..tangent import JVP_RULES, densify
+from .operators import log_base, matmul_back, matmul_grad, pow_da, times
 
 
 # -- elementwise functions ----------------------------------------------------------------------------------
@@ -21,32 +21,37 @@ from .operators import matmul_back, matmul_grad, pow_da
 # (``HELPERS``).  The templates are inlined as they stand where the arguments are known arrays
 # (``ARRAY_INLINE``, ``ARRAY_BINOPS``); elsewhere the rule multiplies the gradient by the partial
 # derivative, the template with ``{dy}`` taken out (``partial``), made a Python function whose source is
-# kept so that nested derivatives differentiate it in turn.
+# kept so that nested derivatives differentiate it in turn.  A derivative that can be infinite or undefined
+# where the function is finite or NaN (sqrt and log at 0, a quotient by 0, maximum's mask times an infinite
+# gradient) is written ``_ad_times({dy}, partial)``: a strong product (``times``), exactly 0 where either
+# factor is, so that a branch that np.where, maximum, minimum or clip leaves out contributes an exact 0.
 ELEMENTWISE_UNARY = {
-    np.exp: "{dy} * {y}", np.log: "{dy} / {0}", np.tanh: "{dy} * (1 - {y} * {y})",
+    np.exp: "{dy} * {y}", np.log: "_ad_times({dy}, 1 / {0})", np.tanh: "{dy} * (1 - {y} * {y})",
     np.sin: "{dy} * {np}.cos({0})", np.cos: "-{dy} * {np}.sin({0})", np.tan: "{dy} * (1 + {y} * {y})",
-    np.sqrt: "{dy} * 0.5 / {y}", np.abs: "{dy} * {np}.sign({0})", np.negative: "-{dy}",
-    np.square: "{dy} * 2 * {0}", np.log1p: "{dy} / (1 + {0})", np.expm1: "{dy} * ({y} + 1)",
+    np.sqrt: "_ad_times({dy}, 0.5 / {y})", np.abs: "{dy} * {np}.sign({0})", np.negative: "-{dy}",
+    np.square: "{dy} * 2 * {0}", np.log1p: "_ad_times({dy}, 1 / (1 + {0}))", np.expm1: "{dy} * ({y} + 1)",
     np.arctan: "{dy} / (1 + {0} * {0})", np.sinh: "{dy} * {np}.cosh({0})", np.cosh: "{dy} * {np}.sinh({0})",
-    np.log2: "{dy} / ({0} * _ad_ln2)", np.log10: "{dy} / ({0} * _ad_ln10)",
-    np.positive: "{dy}", np.reciprocal: "-{dy} * {y} * {y}",
-    np.arcsin: "{dy} / {np}.sqrt(1 - {0} * {0})", np.arccos: "-{dy} / {np}.sqrt(1 - {0} * {0})",
-    np.arcsinh: "{dy} / {np}.sqrt({0} * {0} + 1)", np.arccosh: "{dy} / {np}.sqrt({0} * {0} - 1)",
-    np.arctanh: "{dy} / (1 - {0} * {0})", np.exp2: "{dy} * {y} * _ad_ln2",
-    np.cbrt: "{dy} / (3 * {y} * {y})", np.fabs: "{dy} * {np}.sign({0})", np.sinc: "{dy} * _ad_sinc_d({0}, {y})",
+    np.log2: "_ad_times({dy}, 1 / ({0} * _ad_ln2))", np.log10: "_ad_times({dy}, 1 / ({0} * _ad_ln10))",
+    np.positive: "{dy}", np.reciprocal: "_ad_times({dy}, -{y} * {y})",
+    np.arcsin: "_ad_times({dy}, 1 / {np}.sqrt(1 - {0} * {0}))",
+    np.arccos: "_ad_times({dy}, -1 / {np}.sqrt(1 - {0} * {0}))",
+    np.arcsinh: "{dy} / {np}.sqrt({0} * {0} + 1)", np.arccosh: "_ad_times({dy}, 1 / {np}.sqrt({0} * {0} - 1))",
+    np.arctanh: "_ad_times({dy}, 1 / (1 - {0} * {0}))", np.exp2: "{dy} * {y} * _ad_ln2",
+    np.cbrt: "_ad_times({dy}, 1 / (3 * {y} * {y}))", np.fabs: "{dy} * {np}.sign({0})", np.sinc: "{dy} * _ad_sinc_d({0}, {y})",
     np.deg2rad: "{dy} * ({np}.pi / 180)", np.rad2deg: "{dy} * (180 / {np}.pi)",
     np.nan_to_num: "{dy} * {np}.isfinite({0})",
 }
 ELEMENTWISE_BINARY = {
     np.add: ("{dy}", "{dy}"), np.subtract: ("{dy}", "-{dy}"),
-    np.multiply: ("{dy} * {1}", "{dy} * {0}"), np.divide: ("{dy} / {1}", "-{dy} * {y} / {1}"),
-    np.power: ("{dy} * _ad_powd({0}, {1})", "{dy} * {y} * {np}.log({np}.where({np}.asarray({0}) > 0, {0}, 1))"),
-    np.maximum: ("{dy} * (1 - _ad_gt({1}, {0}))", "{dy} * _ad_gt({1}, {0})"),
-    np.minimum: ("{dy} * (1 - _ad_gt({0}, {1}))", "{dy} * _ad_gt({0}, {1})"),
-    np.arctan2: ("{dy} * {1} / ({0} * {0} + {1} * {1})", "-{dy} * {0} / ({0} * {0} + {1} * {1})"),
+    np.multiply: ("{dy} * {1}", "{dy} * {0}"), np.divide: ("_ad_times({dy}, 1 / {1})", "_ad_times({dy}, -{y} / {1})"),
+    np.power: ("_ad_times({dy}, _ad_powd({0}, {1}))", "_ad_times({dy}, {y} * _ad_logbase({0}))"),
+    np.maximum: ("_ad_times({dy}, 1 - _ad_gt({1}, {0}))", "_ad_times({dy}, _ad_gt({1}, {0}))"),
+    np.minimum: ("_ad_times({dy}, 1 - _ad_gt({0}, {1}))", "_ad_times({dy}, _ad_gt({0}, {1}))"),
+    np.arctan2: ("_ad_times({dy}, {1} / ({0} * {0} + {1} * {1}))",
+                 "_ad_times({dy}, -{0} / ({0} * {0} + {1} * {1}))"),
     np.logaddexp: ("{dy} * {np}.exp({0} - {y})", "{dy} * {np}.exp({1} - {y})"),
     np.logaddexp2: ("{dy} * {np}.exp2({0} - {y})", "{dy} * {np}.exp2({1} - {y})"),
-    np.hypot: ("{dy} * {0} / {y}", "{dy} * {1} / {y}"),
+    np.hypot: ("_ad_times({dy}, {0} / {y})", "_ad_times({dy}, {1} / {y})"),
     np.mod: ("{dy}", "-{dy} * {np}.floor_divide({0}, {1})"),
     np.fmod: ("{dy}", "-{dy} * {np}.trunc({np}.divide({0}, {1}))"),
 }
@@ -61,6 +66,8 @@ def partial(template: str, args: tuple[str, ...]) -> str:
     expression in ``args`` (the names for ``{0}``, ``{1}``) and ``y``: ``"{dy} * {np}.cos({0})"`` gives
     ``"np.cos(x)"``."""
     expr = template.format(*args, dy="{dy}", y="y", np="np")
+    if expr.startswith("_ad_times({dy}, ") and expr.endswith(")"):
+        return expr[len("_ad_times({dy}, "):-1]
     for head, tail in (("{dy} * ", ""), ("-{dy} * ", "-"), ("{dy} / ", "1 / "), ("-{dy} / ", "-1 / ")):
         if expr.startswith(head):
             return tail + expr[len(head):]
@@ -72,9 +79,61 @@ def partial(template: str, args: tuple[str, ...]) -> str:
 _LN2, _LN10 = np.log(2.0), np.log(10.0)
 
 
+_SINC_SERIES = 0.05   # below this |pi x| sinc's derivatives are summed as series (their quotients cancel)
+
+
 def _sinc_d(x, y):
-    safe = np.where(x == 0, 1.0, x)
-    return np.where(x == 0, 0.0, (np.cos(np.pi * x) - y) / safe)
+    """``sinc'(x) = (cos(pi x) - sinc(x)) / x`` (``y`` is ``sinc(x)``)."""
+    u = np.pi * np.asarray(x)
+    small = np.abs(u) < _SINC_SERIES
+    u2 = u * u
+    series = np.pi * u * (-1 / 3 + u2 * (1 / 30 - u2 * (1 / 840 - u2 / 45360)))
+    return np.where(small, series, (np.cos(u) - y) / np.where(small, 1.0, x))
+
+
+def _sinc_dd(x):
+    """``sinc''(x) = pi^2 ((2 - u^2) sin u - 2 u cos u) / u^3`` for ``u = pi x``; ``-pi^2 / 3`` at 0."""
+    u = np.pi * np.asarray(x)
+    small = np.abs(u) < _SINC_SERIES
+    u2 = u * u
+    series = -1 / 3 + u2 * (1 / 10 - u2 * (1 / 168 - u2 / 6480))
+    s = np.where(small, 1.0, u)
+    return np.pi ** 2 * np.where(small, series, ((2 - s * s) * np.sin(s) - 2 * s * np.cos(s)) / s ** 3)
+
+
+# sinc's derivative is a function of x alone (y is sinc(x)): its own derivative is sinc'' in x, none in y
+RULES[_sinc_d] = lambda x, y: (_sinc_d(x, y), lambda d: (d * _sinc_dd(x), None))
+JVP_RULES[_sinc_d] = lambda args, ts: (_sinc_d(*args), None if ts[0] is None else ts[0] * _sinc_dd(args[0]))
+
+
+def _times_jvp(args, ts):
+    """The product rule of ``times``, each term a strong product."""
+    (dy, d), (tdy, td) = args, ts
+    ty = None if tdy is None else times(tdy, d)
+    if td is not None:
+        g = times(dy, td)
+        ty = g if ty is None else ty + g
+    return times(dy, d), ty
+
+
+def _times_back(dy, d):
+    """The pullback of ``times``: strong products too, NaN in ``dy``'s gradient made 0 where ``dy`` is 0 (the
+    product is 0 there whatever ``dy``'s neighbourhood), and None for a gradient that is 0 throughout (a
+    branch left out), which the code of the partial derivative would turn into NaN again (``0 / nan``)."""
+    def back(c):
+        gdy = times(c, d)
+        if np.isnan(np.sum(gdy)):
+            gdy = np.where(np.isnan(gdy) & (np.asarray(dy) == 0), 0, gdy)[()]
+        return _none_if_zero(unbroadcast(gdy, dy)), _none_if_zero(unbroadcast(times(c, dy), d))
+    return back
+
+
+def _none_if_zero(g):
+    return None if not np.any(g) else g
+
+
+RULES[times] = lambda dy, d: (times(dy, d), _times_back(dy, d))
+JVP_RULES[times] = _times_jvp
 
 
 def _gt(a, b):
@@ -99,28 +158,45 @@ def _partials(f, templates, args):
 
 
 # the helpers that the templates of elementwise functions name
-_TEMPLATE_HELPERS = {"_ad_powd": pow_da, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d, "_ad_ln2": _LN2, "_ad_ln10": _LN10}
+_TEMPLATE_HELPERS = {"_ad_powd": pow_da, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d, "_ad_ln2": _LN2, "_ad_ln10": _LN10,
+                     "_ad_times": times, "_ad_logbase": log_base}
 PARTIALS_UNARY = {f: _partials(f, [t], ("x",)) for f, t in ELEMENTWISE_UNARY.items()}
 PARTIALS_BINARY = {f: _partials(f, ts, ("a", "b")) for f, ts in ELEMENTWISE_BINARY.items()}
+# the functions whose gradients are strong products (``times``)
+STRONG = {f for f, ts in [*ELEMENTWISE_UNARY.items(), *ELEMENTWISE_BINARY.items()]
+          if any(t.startswith("_ad_times(") for t in ([ts] if type(ts) is str else ts))}
+
+
+def product(f):
+    """How the gradients and tangents of elementwise ``f`` are multiplied by its partials: ``times`` or ``*``."""
+    return times if f in STRONG else _plain
+
+
+def _plain(dy, d):
+    return dy * d
 
 
 def _unary(f, d):
     """``f`` elementwise with derivative ``d(x, y)`` (``dtype``: of the result; a ufunc's other keyword
     arguments, ``where=`` ..., are refused)."""
+    mul = product(f)
+
     def rule(x, dtype=None):
         y = f(x) if dtype is None else f(x, dtype=dtype)
-        return y, lambda dy: (dy * d(x, y),)
+        return y, lambda dy: (mul(dy, d(x, y)),)
     return rule
 
 
 def _binary(f, d):
     """``f(a, b)`` elementwise with partial derivatives ``d(a, b, y) -> (da, db)``; un-broadcast."""
+    mul = product(f)
+
     def rule(a, b, dtype=None):
         y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
 
         def back(dy):
             pa, pb = d(a, b, y)
-            return unbroadcast(dy * pa, a), unbroadcast(dy * pb, b)
+            return unbroadcast(mul(dy, pa), a), unbroadcast(mul(dy, pb), b)
         return y, back
     return rule
 
@@ -394,9 +470,9 @@ def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, min=np._NoValue, ma
     from_x, from_lo, from_hi = clip_masks(a, lo, hi)
 
     def back(dy):
-        dlo = None if lo is None else unbroadcast(dy * from_lo, lo)
-        dhi = None if hi is None else unbroadcast(dy * from_hi, hi)
-        return (unbroadcast(dy * from_x, a), None if a_min is np._NoValue else dlo,
+        dlo = None if lo is None else unbroadcast(times(dy, from_lo), lo)
+        dhi = None if hi is None else unbroadcast(times(dy, from_hi), hi)
+        return (unbroadcast(times(dy, from_x), a), None if a_min is np._NoValue else dlo,
                 None if a_max is np._NoValue else dhi, None, None if min is np._NoValue else dlo,
                 None if max is np._NoValue else dhi)
     return y, back
@@ -469,11 +545,46 @@ def norm_power(x, ord, axis):
 
 def norm_partials(x, y, p, axes):
     """The derivative of the norm ``y`` in each entry of ``x`` (for a complex ``x``, ``x / y``: Zygote's
-    convention), ``y`` broadcast back over the reduced axes."""
+    convention), ``y`` broadcast back over the reduced axes; 0 where the norm is 0 (the subgradient PyTorch
+    and JAX give there: every entry of ``x`` is 0)."""
     ye = y if axes is None else np.expand_dims(y, axes)
     if p == 2.0:
-        return x / ye
-    return np.sign(x) * np.abs(x) ** (p - 1) / ye ** (p - 1)
+        return _quotient0(x, ye)
+    return _quotient0(np.sign(x) * np.abs(x) ** (p - 1), ye ** (p - 1))
+
+
+def _quotient0(n, d):
+    """``n / d``, 0 where ``d`` is 0 (there ``n`` is 0 too: the norm's subgradient at 0)."""
+    at0 = np.asarray(d) == 0
+    return np.where(at0, 0.0, n / np.where(at0, 1.0, d))
+
+
+def _refuse_at0(d):
+    if np.any(np.asarray(d) == 0):
+        raise UnsupportedError("np.linalg.norm: its second derivative at 0 is undefined (its gradient there is "
+                               "the subgradient 0)")
+
+
+def _quotient0_rule(n, d):
+    y = _quotient0(n, d)
+
+    def back(c):
+        _refuse_at0(d)
+        return unbroadcast(c / d, n), unbroadcast(-c * y / d, d)
+    return y, back
+
+
+def _quotient0_jvp(args, ts):
+    (n, d), (tn, td) = args, ts
+    y = _quotient0(n, d)
+    if tn is None and td is None:
+        return y, None
+    _refuse_at0(d)
+    return y, (0 if tn is None else tn / d) - (0 if td is None else td * y / d)
+
+
+RULES[_quotient0] = _quotient0_rule
+JVP_RULES[_quotient0] = _quotient0_jvp
 
 
 def _norm(x, ord=None, axis=None):
@@ -504,6 +615,7 @@ NONDIFF_CALLS = {np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.em
                  np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.floor,
                  np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
                  np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes,
+                 np.tril_indices, np.triu_indices, np.tril_indices_from, np.triu_indices_from,
                  np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_}
 NONDIFF.update(NONDIFF_CALLS)   # (none has an effect: ``rules.effect_free``)
 

@@ -10,20 +10,45 @@ import types
 import numpy as np
 
 from ..ir import CONST_KIND, INT, NUM, kind_of
-from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, unbroadcast, untracked
+from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, is_complex, unbroadcast, untracked
 from .structures import dict_update, extend_list, setitem
 
 
 def pow_da(a, b):
-    """The partial of ``a ** b`` in ``a``: ``b * a ** (b - 1)``, zero where ``b == 0`` (``x ** 0`` is
-    constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``)."""
+    """The partial of ``a ** b`` in ``a``: ``b * a ** (b - 1)``, zero at ``a == b == 0`` (``x ** 0`` is
+    constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``).  It is
+    written as a function of ``b`` too, so that its own derivative in ``b`` (``a ** (b - 1)`` at ``b == 0``)
+    is right."""
     if type(a) is not np.ndarray and type(b) is not np.ndarray:
-        if b == 0:
+        if a == 0 and b == 0:
             return 0 * a
         if a == 0 and (b - 1).real < 0:
             return b * np.float64(a) ** (b - 1)
         return b * a ** (b - 1)
-    return b * np.power(np.where(b == 0, 1.0, a), np.where(b == 0, 1.0, b - 1))
+    return b * np.power(np.where((np.asarray(a) == 0) & (np.asarray(b) == 0), 1.0, a), b - 1)
+
+
+def times(dy, d):
+    """``dy * d`` for a gradient or tangent ``dy`` and a partial derivative ``d``, as a strong product: 0
+    where either is exactly 0, also against an infinite or undefined other (``0 * inf``, ``0 * nan``).  In
+    the common case (no NaN in the product: one sum finds it) it is the plain product."""
+    g = dy * d
+    if type(g) is np.ndarray:
+        s = g.sum()
+        if s == s:
+            return g
+        return np.where((np.asarray(dy) == 0) | (np.asarray(d) == 0), 0, g)
+    if g == g or not (dy == 0 or np.all(np.asarray(d) == 0)):
+        return g
+    return type(g)(0)
+
+
+def log_base(a):
+    """``log(a)``, the partial of ``a ** b`` in ``b`` over ``a ** b``: the principal logarithm of a complex
+    ``a``; for a real one, 0 where ``a <= 0`` (there ``a ** b`` has a value at integers ``b`` only)."""
+    if is_complex(a):
+        return np.log(a)
+    return np.log(np.where(np.asarray(a) > 0, a, 1))
 
 
 def is_numeric(a) -> bool:
@@ -35,9 +60,9 @@ NUMERIC_GRADS = {
     "+": lambda dy, a, b, y: (dy, dy),
     "-": lambda dy, a, b, y: (dy, -dy),
     "*": lambda dy, a, b, y: (dy * b, dy * a),
-    "/": lambda dy, a, b, y: (dy / b, -dy * y / b),
-    "**": lambda dy, a, b, y: (dy * pow_da(a, b),
-                               dy * y * np.log(np.where(a > 0, a, 1)) if _is_active(b) else None),
+    "/": lambda dy, a, b, y: (times(dy, 1 / b), times(dy, -y / b)),
+    "**": lambda dy, a, b, y: (times(dy, pow_da(a, b)),
+                               times(dy, y * log_base(a)) if _is_active(b) else None),
     "%": lambda dy, a, b, y: (dy, -dy * (a // b)),
 }
 DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow", "%": "mod", "@": "matmul",

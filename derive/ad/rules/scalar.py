@@ -27,7 +27,9 @@ INLINE_BINOPS = {
     "-": ["{dy}", "-{dy}"],
     "*": ["{dy} * {1}", "{dy} * {0}"],
     "/": ["{dy} / {1}", "-{dy} * {y} / {1}"],
-    "**": ["({dy} * {1} * {0} ** ({1} - 1) if {1} != 0 else 0 * {dy})", "({dy} * {y} * {m}.log({0}) if {0} > 0 else 0)"],
+    # (at 0: 0 for x ** 0, inf where the derivative is infinite, as NumPy's float gives it: 0 ** 0.5)
+    "**": ["({dy} * {1} * {0} ** ({1} - 1) if {0} != 0 or {1} >= 1 else 0 * {dy} if {1} == 0 else {dy} * {m}.inf)",
+           "({dy} * {y} * {m}.log({0}) if {0} > 0 else 0)"],
     "%": ["{dy}", "-{dy} * ({0} // {1})"],
 }
 INLINE_UNARY = {"-": "-{dy}", "+": "{dy}"}

@@ -468,7 +468,7 @@ def _copyto(dst, src):
 
 def _getattr_call(obj, name, *default):
     """The builtin ``getattr(obj, name[, default])``."""
-    if default and _absent(obj, name) and not isinstance(getattr(type(obj), "__getattr__", None), types.FunctionType):
+    if _defaulted(obj, name, default):
         return default[0], lambda dy: (None, None, dy)
     y, back = getattr_(obj, name)
     return y, lambda dy: (back(dy)[0], None, None)
@@ -502,6 +502,28 @@ def _getattr_again(obj, name):
 
 
 RULES[getattr_] = _getattr_again
+
+
+def _defaulted(obj, name, default) -> bool:
+    """Whether ``getattr(obj, name, *default)`` gives its default."""
+    return bool(default) and _absent(obj, name) \
+        and not isinstance(getattr(type(obj), "__getattr__", None), types.FunctionType)
+
+
+def _getattr_call_again(obj, name, *default):
+    """The rule of ``_getattr_call`` itself (its code takes ``*default``): ``getattr_``'s, or the default's
+    (the pullback of either does not depend on the object's values)."""
+    pair = _getattr_call(obj, name, *default)
+    if _defaulted(obj, name, default):
+        return pair, lambda d: (None, None, None if d is None else d[0])
+    if type(obj) is not np.ndarray and isinstance(getattr(type(obj), name, None), property):
+        raise UnsupportedError(f"a second differentiation through getattr(obj, {name!r}) of a property is not "
+                               f"supported (read it as obj.{name})")
+    _, again = _getattr_again(obj, name)
+    return pair, lambda d: (*again(d), *(None,) * len(default))
+
+
+RULES[_getattr_call] = _getattr_call_again
 BOX_METHODS.update({(list, "append"), (list, "extend"), (list, "insert"), (list, "pop"), (dict, "update")})
 # methods of lists, tuples and dicts that never write to their object
 PURE_METHODS = {"get", "keys", "values", "items", "index", "count"}
