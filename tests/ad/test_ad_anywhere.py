@@ -46,8 +46,8 @@ def test_defs_with_loops_and_branches_in_python_c():
             "    if x > 0:\n"
             "        return x * x\n"
             "    return -x\n"
-            "print(ad.grad(f)(2.0), ad.grad(g)(3.0), ad.grad(g)(-3.0))")
-    assert _run(code) == "3.0 6.0 -1.0\n"          # f = 3x; g = x^2 for x > 0, -x otherwise
+            "print(ad.grad(f)(2.0), ad.grad(g)(3.0), ad.grad(g)(-3.0), ad.grad(ad.grad(g))(3.0))")
+    assert _run(code) == "3.0 6.0 -1.0 2.0\n"      # f = 3x; g = x^2 for x > 0, -x otherwise
 
 
 def test_python_c_after_other_options():
