@@ -366,7 +366,7 @@ def _jvp_kw(names, f, tf, args, ts):
     along = LINEAR.get(back_rule) if back_rule is not None else None
     if getattr(along, "keyword_tangents", False):   # linear in its arguments, keywords included
         return f(*pos, **kw), along(pos, kw, tpos, tkw)
-    if back_rule is not None and all(v is None for v in tkw.values()):
+    if back_rule is not None and not any(map(active, tkw.values())):   # int keywords (axes=([1], [1])) pass
         return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
     raise UnsupportedError(f"no forward-mode rule for {qualified_name(f)} called with keyword arguments")
 

@@ -383,3 +383,24 @@ def test_second_order_through_index_and_constant_constructors_with_keywords():
     for g in (lambda s: np.sum(np.zeros(3) + s ** 3) + np.floor(s) + np.ceil(s) + np.round(s),
               lambda s: np.sum(np.split(np.array([s, s * s]), 2)[1] ** 2) * np.arange(2.0, dtype=float)[1]):
         assert close(ad.grad(ad.grad(g))(1.3), cd(lambda s: cd(g, s, 1e-4), 1.3, 1e-4), 1e-4)
+
+
+B43 = np.array([[1.0, -0.5, 2.0], [0.3, 1.2, -1.0], [0.0, 0.7, 0.4], [-1.5, 0.2, 0.9]])
+INT_KEYWORDS = {
+    "tensordot axes": lambda a: np.tensordot(a, B43, axes=([1], [1])) ** 2,
+    "tensordot axes tuples": lambda a: np.sin(np.tensordot(a, B43, axes=((1,), (1,)))),
+    "einsum optimize": lambda a: np.einsum("ij,kj,il->kl", a, B43, a, optimize=True),
+    "sum axis tuple keepdims": lambda a: np.sum(a ** 3, axis=(0, 1), keepdims=True) * a,
+    "moveaxis": lambda a: np.moveaxis(a ** 2, source=0, destination=1) * a.T,
+    "transpose axes": lambda a: np.cos(np.transpose(a, axes=(1, 0))) * a.T,
+}
+
+
+@pytest.mark.parametrize("name", sorted(INT_KEYWORDS))
+def test_int_valued_keywords_pass_through_forward_mode_and_the_hessian(name):
+    f = INT_KEYWORDS[name]
+    a, t = X23, np.array([[0.2, -1.0, 0.4], [1.0, 0.5, -0.3]])
+    assert close(ad.jvp(f, (a,), (t,))[1], along(f, a, t))
+    assert close(ad.jacobian(f, mode="forward")(a), cd(f, a))
+    s = lambda a: np.sum(f(a) ** 2)   # noqa: E731
+    assert close(ad.hessian(s)(a), cd2(s, a), 1e-4)
