@@ -298,7 +298,7 @@ def _jvp_bound(names, f, tf, args, ts):
 
 def code_jvp(f, tf, args, ts):
     """The JVP of Python function ``f`` by the forward mode of its code (whatever rule ``f`` has)."""
-    if len(args) != f.__code__.co_argcount:
+    if len(args) != f.__code__.co_argcount and not f.__code__.co_flags & inspect.CO_VARARGS:
         full = with_defaults(f, args)
         args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
     return TRANSFORM.fn(f, args)(f, tf, *args, *ts)

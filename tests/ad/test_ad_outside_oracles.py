@@ -404,3 +404,30 @@ def test_int_valued_keywords_pass_through_forward_mode_and_the_hessian(name):
     assert close(ad.jacobian(f, mode="forward")(a), cd(f, a))
     s = lambda a: np.sum(f(a) ** 2)   # noqa: E731
     assert close(ad.hessian(s)(a), cd2(s, a), 1e-4)
+
+
+# -- forward mode over ad.grad --------------------------------------------------------------------------------------
+def _sin_square(x, s=1.0):
+    return np.sum(np.sin(x) * x ** 2) * s + np.prod(x[:2]) ** 2
+
+
+def test_forward_mode_over_a_function_made_by_grad():
+    x, t = np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.5, -0.2])
+    g = ad.grad(_sin_square)
+    y, ty = ad.jvp(g, (x,), (t,))
+    assert close(y, cd(_sin_square, x)) and close(ty, along(g, x, t))
+    h = cd(g, x)
+    assert close(ad.jacobian(g, mode="forward")(x), h) and close(ad.jacobian(g)(x), h)
+    assert close(ad.jacobian(g)(x), ad.hessian(_sin_square)(x), 1e-12)
+    assert close(ad.jacobian(g)(x, s=2.0), 2 * h - ad.hessian(lambda x: np.prod(x[:2]) ** 2)(x))
+    assert close(ad.jvp(lambda x: g(x) * x, (x,), (t,))[1], along(lambda x: g(x) * x, x, t))
+    # numbers, and argnums picking one or several arguments
+    cube = ad.grad(lambda s: s ** 3)
+    assert ad.jvp(cube, (2.0,), (1.0,)) == (12.0, 12.0)
+    p = lambda a, b: a ** 2 * np.sin(b)   # noqa: E731
+    (ga, gb), (ta, tb) = ad.jvp(ad.grad(p, argnums=(0, 1)), (2.0, 1.5), (1.0, 0.5))
+    assert close((ga, gb), (4 * np.sin(1.5), 4 * np.cos(1.5)))
+    assert close((ta, tb), (2 * np.sin(1.5) + 4 * np.cos(1.5) * 0.5, 4 * np.cos(1.5) - 4 * np.sin(1.5) * 0.5))
+    assert close(ad.jvp(ad.grad(p, argnums=1), (2.0, 1.5), (1.0, 0.5))[1], tb)
+    with pytest.raises(UnsupportedError, match="third derivative"):
+        ad.jacobian(ad.grad(ad.grad(lambda s: s ** 4)))(2.0)
