@@ -431,3 +431,27 @@ def test_forward_mode_over_a_function_made_by_grad():
     assert close(ad.jvp(ad.grad(p, argnums=1), (2.0, 1.5), (1.0, 0.5))[1], tb)
     with pytest.raises(UnsupportedError, match="third derivative"):
         ad.jacobian(ad.grad(ad.grad(lambda s: s ** 4)))(2.0)
+
+
+# -- the masked branch at second order, for numbers ----------------------------------------------------------------
+SECOND_MASKED = ["where sqrt", "sqrt of maximum", "log of maximum in where"]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", SECOND_MASKED)
+def test_a_masked_branch_contributes_an_exact_zero_in_reverse_over_reverse(name):
+    f = MASKED[name]
+    for x in (-1.0, np.float64(-2.5), np.array(-1.0)):
+        assert ad.grad(ad.grad(f))(x) == 0.0
+        assert ad.grad(ad.grad(lambda s: f(s) * 3.0))(x) == 0.0
+    assert close(ad.grad(ad.grad(f))(4.0), cd(lambda s: cd(f, s, 1e-4), 4.0, 1e-4), 1e-4)
+    x, v = np.array([-1.0, -2.5, 4.0, 0.7]), np.array([1.0, 2.0, -0.5, 1.5])
+    s = lambda x: np.sum(f(x) ** 2 + f(x))   # noqa: E731
+    hv = ad.grad(lambda x: np.sum(ad.grad(s)(x) * v))(x)
+    assert not np.isnan(hv).any() and close(hv, cd2(s, x) @ v, 1e-3)
+
+
+def test_an_argument_that_does_not_reach_the_result_gets_an_exact_zero_also_at_inf_and_nan():
+    for y in (np.inf, -np.inf, np.nan, np.float64(np.inf)):
+        assert ad.gradient(lambda x, y: x * 2.0, 1.5, y) == (2.0, 0.0)
+        assert ad.grad(lambda x, y: x * 2.0 if x > 0 else y, argnums=(0, 1))(1.5, y) == (2.0, 0.0)
