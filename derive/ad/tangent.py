@@ -363,6 +363,9 @@ def _jvp_kw(names, f, tf, args, ts):
         return y, make_like(y, tans) if any(v is not None for v in tans.values()) else None
     if all(x is None for x in ts):
         return f(*pos, **kw), None
+    hook = getattr(f, "__ad_jvp__", None)
+    if hook is not None:   # (a compiled tensorlang kernel takes its inputs by name)
+        return hook(pos, tpos, kw, tkw)
     along = LINEAR.get(back_rule) if back_rule is not None else None
     if getattr(along, "keyword_tangents", False):   # linear in its arguments, keywords included
         return f(*pos, **kw), along(pos, kw, tpos, tkw)

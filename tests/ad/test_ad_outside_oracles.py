@@ -455,3 +455,36 @@ def test_an_argument_that_does_not_reach_the_result_gets_an_exact_zero_also_at_i
     for y in (np.inf, -np.inf, np.nan, np.float64(np.inf)):
         assert ad.gradient(lambda x, y: x * 2.0, 1.5, y) == (2.0, 0.0)
         assert ad.grad(lambda x, y: x * 2.0 if x > 0 else y, argnums=(0, 1))(1.5, y) == (2.0, 0.0)
+
+
+# -- compiled tensorlang kernels in forward mode ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kernels():
+    import tensorlang as tl
+    return {"square": tl.compile(tl.parse("x : [n]R\ngen(i:n) x[i] * x[i]")),
+            "sum": tl.compile(tl.parse("x : [n]R\nsum(i:n) x[i] * x[i]")),
+            "two": tl.compile(tl.parse("x : [n]R\nw : [n]R\ngen(i:n) w[i] * x[i] * x[i] * x[i]"))}
+
+
+def test_a_compiled_kernel_in_forward_mode(kernels):
+    sq, total, two = kernels["square"], kernels["sum"], kernels["two"]
+    x, t, w = np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.5, -0.2]), np.array([0.3, -2.0, 1.5])
+    cases = [(lambda x: sq(x=x), 2 * np.diag(x)), (lambda x: total(x=x), 2 * x),
+             (lambda x: np.sin(sq(x=x)) * x, None), (lambda x: two(x=x, w=w), np.diag(3 * w * x ** 2)),
+             (lambda w: two(x=x, w=w), np.diag(x ** 3))]
+    for f, exact in cases:
+        J = ad.jacobian(f, mode="forward")(x)
+        assert close(J, cd(f, x))
+        assert exact is None or close(J, exact, 1e-12)
+        assert close(ad.jvp(f, (x,), (t,))[1], along(f, x, t))
+        assert close(ad.jacobian(f, mode="reverse")(x), J, 1e-12)
+    # both inputs differentiated, and one kernel per set of inputs with a tangent, built once
+    g = lambda x, w: np.sum(two(x=x, w=w) ** 2)   # noqa: E731
+    assert close(ad.jvp(g, (x, w), (t, t))[1], (g(x + 1e-6 * t, w + 1e-6 * t) - g(x - 1e-6 * t, w - 1e-6 * t)) / 2e-6)
+    ad.jvp(g, (x, w), (t, t))
+    built = dict(two.forward_kernels)
+    ad.jvp(g, (x, w), (t, None))
+    assert sorted(built) == [("w",), ("w", "x"), ("x",)] and two.forward_kernels == built
+    for k in (sq, total):
+        with pytest.raises(UnsupportedError, match="tl.hessian"):
+            ad.hessian(lambda x: np.sum(k(x=x)) * 1.0)(x)
