@@ -124,6 +124,43 @@ class Kernel:
                     self.adjoint_kernel = k
         return self.adjoint_kernel
 
+    forward_kernels: dict | None = None  # the compiled tl.derivative(expr, wrt) per tuple wrt, once built each
+    tangent_names: dict = {}  # a forward kernel's: the input that takes the tangent of each wrt input
+
+    def forward(self, wrt: tuple) -> "Kernel":
+        """``tl.compile(tl.derivative(expr, wrt))`` with this kernel's target, dtype and sanitizers, built on
+        first use for each ``wrt`` and cached (thread-safe: built at most once)."""
+        built = self.forward_kernels or {}
+        k = built.get(wrt)
+        if k is None:
+            with _ADJOINT_LOCK:
+                built = self.forward_kernels = self.forward_kernels or {}
+                k = built.get(wrt)
+                if k is None:
+                    from tensorlang.derive.api import derivative_and_tangents
+
+                    dexpr, names = derivative_and_tangents(self.expr, list(wrt))
+                    k = Kernel(dexpr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
+                    k.tangent_names = names
+                    built[wrt] = k
+        return k
+
+    def __ad_jvp__(self, args, ts, inputs=None, tangents=None):
+        """``(kernel(**inputs), tangent)`` for ``tensorlang.ad``'s forward mode, ``tangents`` those of the
+        keyword arguments (None for zero; relations and sizes have none): the compiled derivative in the
+        inputs that have a tangent, called with the inputs and their tangents (zeros for the parts of a
+        pair without one)."""
+        inputs, tangents = inputs or {}, tangents or {}
+        y = self(*args, **inputs)
+        wrt = tuple(n for n in self.differentiable_inputs() if tangents.get(n) is not None)
+        if not wrt:
+            return y, None
+        fwd = self.forward(wrt)
+        call = dict(inputs)
+        for name in wrt:
+            call[fwd.tangent_names[name]] = _zeros_where_none(tangents[name], inputs[name])
+        return y, fwd(**call)
+
     def __ad_pullback__(self, *args, **inputs):
         """``(kernel(**inputs), back)`` for ``tensorlang.ad``: ``back(dy)`` runs the compiled adjoint
         and returns one gradient per keyword argument in call order (``None`` for relations and

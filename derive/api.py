@@ -69,8 +69,14 @@ def _derived(result: Expr, primal: Expr, new_inputs=()) -> Expr:
 
 def derivative(expr: Expr, wrt) -> Expr:
     """``tl.derivative``: D (Fig. 13), with a new input ``d<name>`` per variable in wrt."""
+    return derivative_and_tangents(expr, wrt)[0]
+
+
+def derivative_and_tangents(expr: Expr, wrt) -> tuple[Expr, dict[str, str]]:
+    """``tl.derivative(expr, wrt)`` and the name of the tangent input of each variable in wrt (``d<name>``,
+    numbered where that name is taken)."""
     d, sigma = _derivative(expr, wrt_vars(expr, wrt))
-    return _derived(d, expr, sigma.values())
+    return _derived(d, expr, sigma.values()), {v.name: t.name for v, t in sigma.items()}
 
 
 def _derivative(expr: Expr, variables: Sequence[Var]) -> tuple[Expr, dict]:

@@ -21,6 +21,7 @@ from .lower import lower
 from .nested_store import nested_gradient
 from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, with_defaults, with_nested_boxes)
 from .source import function_node, unsupported
+from .tangent import JVP
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
@@ -48,7 +49,7 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     key = (id(code), kinds)
     spec = _SPECS.get(key)
     if spec is None or spec.code is not code:   # code objects compare by content: key by identity
-        if code is _grad_pick.__code__ or code is _grad_picks.__code__:
+        if made_by_grad(f):
             return _GradSpecialisation
         with BUILD_LOCK:
             spec = _SPECS[key] = _build(f, kinds)
@@ -217,6 +218,11 @@ def _grad_pick(*args, _ad_all, _ad_f, _ad_i, **kw):
     return grads[_ad_i] if -len(grads) <= _ad_i < len(grads) else _picked(grads, _ad_i, args)
 
 
+def made_by_grad(f: types.FunctionType) -> bool:
+    """Whether Python function ``f`` is one that ``grad`` returns."""
+    return f.__code__ is _grad_pick.__code__ or f.__code__ is _grad_picks.__code__
+
+
 def _grad_picks(*args, _ad_all, _ad_f, _ad_i, **kw):
     # the code of ``grad(f, argnums=tuple)``
     try:
@@ -244,7 +250,7 @@ def with_keywords(f, args, kw):
     callable as ``functools.partial(f, **kw)``."""
     if type(f) is types.FunctionType:
         own = f.__kwdefaults__ or {}
-        if f.__code__ is _grad_pick.__code__ or f.__code__ is _grad_picks.__code__:
+        if made_by_grad(f):
             inner, full = with_keywords(own["_ad_f"], args, kw)
             if inner is own["_ad_f"]:
                 return grad(inner, own["_ad_i"]), full
@@ -295,7 +301,9 @@ class _GradSpecialisation:
     """What ``specialised`` gives for a function made by ``grad``: its pullback differentiates
     ``gradient(f, *args)`` (the rule of nested gradients) and passes the cotangent of the picked
     gradients through, so ``grad(grad(f))`` and a ``grad(f)`` called inside a differentiated function
-    work; its pullback is not differentiated again (``refused_again``)."""
+    work; its pullback is not differentiated again (``refused_again``).  Its forward entry ``jvp`` (what
+    ``forward.specialised_jvp`` gives for it) is the forward mode of ``gradient(f, *args)``, forward over
+    reverse as ``hvp``, with the picked gradients' tangents."""
 
     refused_again = _THIRD_ORDER
 
@@ -318,6 +326,15 @@ class _GradSpecialisation:
     @staticmethod
     def grad(g, x):
         raise UnsupportedError(_THIRD_ORDER)
+
+    @staticmethod
+    def jvp(g, tg, *values):
+        """``(g(*args), tangent)`` for ``values``, the arguments then their tangents."""
+        args, ts = values[:len(values) // 2], values[len(values) // 2:]
+        f, pick = g.__kwdefaults__["_ad_f"], g.__kwdefaults__["_ad_i"]
+        refuse_integers("grad", f, args, (pick,) if isinstance(pick, int) else pick)
+        grads, tgrads = JVP(gradient, None, (f, *args), (field(tg, "_ad_f"), *ts))
+        return _picked(grads, pick, args), None if tgrads is None else _picked(tgrads, pick, args)
 
 
 _GradSpecialisation.generic = _GradSpecialisation   # (it assumes nothing about globals)

@@ -246,9 +246,9 @@ def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False) -> list[str]:
         for k in range(0, len(names), 32):
             lines.append(f"{indent}{' = '.join(names[k:k + 32])} = {z}")
     read = g.read
-    for p in param_instrs(fn):
+    for p in param_instrs(fn):   # the zero of the number's type, 0 also where it is inf or NaN (x ** 0 is 1)
         if p.active and p.kind == NUM:
-            lines.append(f"{indent}_d{p.id} = 0 * _v{p.id}")
+            lines.append(f"{indent}_d{p.id} = 0 * _v{p.id} ** 0")
     for x in sorted(read, key=lambda x: x.id):   # the gradients of its entries x[i] (adjoint.BlockAdjoint._entry)
         if x.active:
             lines.append(f"{indent}_i{x.id}, _g{x.id} = _ad_ents()")

@@ -247,12 +247,16 @@ _JVPS: dict = {}   # (id(code), kinds) -> (code, entry)
 
 @TRANSFORM.provide
 def specialised_jvp(f: types.FunctionType, args):
-    """The compiled forward entry of ``f`` for the kinds of ``args`` (transformed on first use)."""
+    """The compiled forward entry of ``f`` for the kinds of ``args`` (transformed on first use); for a
+    function made by ``ad.grad``, its specialisation's ``jvp``."""
     kinds = tuple(map(spec_kind, args))
     code = f.__code__
     key = (id(code), kinds)
     hit = _JVPS.get(key)
     if hit is None or hit[0] is not code:
+        from .api import made_by_grad, specialised
+        if made_by_grad(f):
+            return specialised(f, args).jvp
         with BUILD_LOCK:
             hit = _JVPS[key] = (code, _build(f, kinds))
     return hit[1]

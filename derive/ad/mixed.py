@@ -417,6 +417,10 @@ def _jvp_Jkw(args, ts):
     if rule is None and isinstance(f, (types.MethodType, types.BuiltinMethodType)) \
             and not isinstance(f.__self__, types.ModuleType):
         return _jvp_bound(names, f, tuple(xs), ts[1:])
+    if rule is None and hasattr(f, "__ad_pullback__"):   # (a compiled tensorlang kernel: its adjoint is C)
+        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {f!r}, a primitive known by its "
+                               f"__ad_pullback__, is not supported (the derivative of its pullback is not known): "
+                               f"for a compiled tensorlang kernel, use tl.hessian on its program (kernel.expr)")
     if rule is None:
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                                f"keyword arguments {', '.join(names)} is not supported")

@@ -298,7 +298,7 @@ def _jvp_bound(names, f, tf, args, ts):
 
 def code_jvp(f, tf, args, ts):
     """The JVP of Python function ``f`` by the forward mode of its code (whatever rule ``f`` has)."""
-    if len(args) != f.__code__.co_argcount:
+    if len(args) != f.__code__.co_argcount and not f.__code__.co_flags & inspect.CO_VARARGS:
         full = with_defaults(f, args)
         args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
     return TRANSFORM.fn(f, args)(f, tf, *args, *ts)
@@ -363,10 +363,13 @@ def _jvp_kw(names, f, tf, args, ts):
         return y, make_like(y, tans) if any(v is not None for v in tans.values()) else None
     if all(x is None for x in ts):
         return f(*pos, **kw), None
+    hook = getattr(f, "__ad_jvp__", None)
+    if hook is not None:   # (a compiled tensorlang kernel takes its inputs by name)
+        return hook(pos, tpos, kw, tkw)
     along = LINEAR.get(back_rule) if back_rule is not None else None
     if getattr(along, "keyword_tangents", False):   # linear in its arguments, keywords included
         return f(*pos, **kw), along(pos, kw, tpos, tkw)
-    if back_rule is not None and all(v is None for v in tkw.values()):
+    if back_rule is not None and not any(map(active, tkw.values())):   # int keywords (axes=([1], [1])) pass
         return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
     raise UnsupportedError(f"no forward-mode rule for {qualified_name(f)} called with keyword arguments")
 

@@ -383,3 +383,108 @@ def test_second_order_through_index_and_constant_constructors_with_keywords():
     for g in (lambda s: np.sum(np.zeros(3) + s ** 3) + np.floor(s) + np.ceil(s) + np.round(s),
               lambda s: np.sum(np.split(np.array([s, s * s]), 2)[1] ** 2) * np.arange(2.0, dtype=float)[1]):
         assert close(ad.grad(ad.grad(g))(1.3), cd(lambda s: cd(g, s, 1e-4), 1.3, 1e-4), 1e-4)
+
+
+B43 = np.array([[1.0, -0.5, 2.0], [0.3, 1.2, -1.0], [0.0, 0.7, 0.4], [-1.5, 0.2, 0.9]])
+INT_KEYWORDS = {
+    "tensordot axes": lambda a: np.tensordot(a, B43, axes=([1], [1])) ** 2,
+    "tensordot axes tuples": lambda a: np.sin(np.tensordot(a, B43, axes=((1,), (1,)))),
+    "einsum optimize": lambda a: np.einsum("ij,kj,il->kl", a, B43, a, optimize=True),
+    "sum axis tuple keepdims": lambda a: np.sum(a ** 3, axis=(0, 1), keepdims=True) * a,
+    "moveaxis": lambda a: np.moveaxis(a ** 2, source=0, destination=1) * a.T,
+    "transpose axes": lambda a: np.cos(np.transpose(a, axes=(1, 0))) * a.T,
+}
+
+
+@pytest.mark.parametrize("name", sorted(INT_KEYWORDS))
+def test_int_valued_keywords_pass_through_forward_mode_and_the_hessian(name):
+    f = INT_KEYWORDS[name]
+    a, t = X23, np.array([[0.2, -1.0, 0.4], [1.0, 0.5, -0.3]])
+    assert close(ad.jvp(f, (a,), (t,))[1], along(f, a, t))
+    assert close(ad.jacobian(f, mode="forward")(a), cd(f, a))
+    s = lambda a: np.sum(f(a) ** 2)   # noqa: E731
+    assert close(ad.hessian(s)(a), cd2(s, a), 1e-4)
+
+
+# -- forward mode over ad.grad --------------------------------------------------------------------------------------
+def _sin_square(x, s=1.0):
+    return np.sum(np.sin(x) * x ** 2) * s + np.prod(x[:2]) ** 2
+
+
+def test_forward_mode_over_a_function_made_by_grad():
+    x, t = np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.5, -0.2])
+    g = ad.grad(_sin_square)
+    y, ty = ad.jvp(g, (x,), (t,))
+    assert close(y, cd(_sin_square, x)) and close(ty, along(g, x, t))
+    h = cd(g, x)
+    assert close(ad.jacobian(g, mode="forward")(x), h) and close(ad.jacobian(g)(x), h)
+    assert close(ad.jacobian(g)(x), ad.hessian(_sin_square)(x), 1e-12)
+    assert close(ad.jacobian(g)(x, s=2.0), 2 * h - ad.hessian(lambda x: np.prod(x[:2]) ** 2)(x))
+    assert close(ad.jvp(lambda x: g(x) * x, (x,), (t,))[1], along(lambda x: g(x) * x, x, t))
+    # numbers, and argnums picking one or several arguments
+    cube = ad.grad(lambda s: s ** 3)
+    assert ad.jvp(cube, (2.0,), (1.0,)) == (12.0, 12.0)
+    p = lambda a, b: a ** 2 * np.sin(b)   # noqa: E731
+    (ga, gb), (ta, tb) = ad.jvp(ad.grad(p, argnums=(0, 1)), (2.0, 1.5), (1.0, 0.5))
+    assert close((ga, gb), (4 * np.sin(1.5), 4 * np.cos(1.5)))
+    assert close((ta, tb), (2 * np.sin(1.5) + 4 * np.cos(1.5) * 0.5, 4 * np.cos(1.5) - 4 * np.sin(1.5) * 0.5))
+    assert close(ad.jvp(ad.grad(p, argnums=1), (2.0, 1.5), (1.0, 0.5))[1], tb)
+    with pytest.raises(UnsupportedError, match="third derivative"):
+        ad.jacobian(ad.grad(ad.grad(lambda s: s ** 4)))(2.0)
+
+
+# -- the masked branch at second order, for numbers ----------------------------------------------------------------
+SECOND_MASKED = ["where sqrt", "sqrt of maximum", "log of maximum in where"]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", SECOND_MASKED)
+def test_a_masked_branch_contributes_an_exact_zero_in_reverse_over_reverse(name):
+    f = MASKED[name]
+    for x in (-1.0, np.float64(-2.5), np.array(-1.0)):
+        assert ad.grad(ad.grad(f))(x) == 0.0
+        assert ad.grad(ad.grad(lambda s: f(s) * 3.0))(x) == 0.0
+    assert close(ad.grad(ad.grad(f))(4.0), cd(lambda s: cd(f, s, 1e-4), 4.0, 1e-4), 1e-4)
+    x, v = np.array([-1.0, -2.5, 4.0, 0.7]), np.array([1.0, 2.0, -0.5, 1.5])
+    s = lambda x: np.sum(f(x) ** 2 + f(x))   # noqa: E731
+    hv = ad.grad(lambda x: np.sum(ad.grad(s)(x) * v))(x)
+    assert not np.isnan(hv).any() and close(hv, cd2(s, x) @ v, 1e-3)
+
+
+def test_an_argument_that_does_not_reach_the_result_gets_an_exact_zero_also_at_inf_and_nan():
+    for y in (np.inf, -np.inf, np.nan, np.float64(np.inf)):
+        assert ad.gradient(lambda x, y: x * 2.0, 1.5, y) == (2.0, 0.0)
+        assert ad.grad(lambda x, y: x * 2.0 if x > 0 else y, argnums=(0, 1))(1.5, y) == (2.0, 0.0)
+
+
+# -- compiled tensorlang kernels in forward mode ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kernels():
+    import tensorlang as tl
+    return {"square": tl.compile(tl.parse("x : [n]R\ngen(i:n) x[i] * x[i]")),
+            "sum": tl.compile(tl.parse("x : [n]R\nsum(i:n) x[i] * x[i]")),
+            "two": tl.compile(tl.parse("x : [n]R\nw : [n]R\ngen(i:n) w[i] * x[i] * x[i] * x[i]"))}
+
+
+def test_a_compiled_kernel_in_forward_mode(kernels):
+    sq, total, two = kernels["square"], kernels["sum"], kernels["two"]
+    x, t, w = np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.5, -0.2]), np.array([0.3, -2.0, 1.5])
+    cases = [(lambda x: sq(x=x), 2 * np.diag(x)), (lambda x: total(x=x), 2 * x),
+             (lambda x: np.sin(sq(x=x)) * x, None), (lambda x: two(x=x, w=w), np.diag(3 * w * x ** 2)),
+             (lambda w: two(x=x, w=w), np.diag(x ** 3))]
+    for f, exact in cases:
+        J = ad.jacobian(f, mode="forward")(x)
+        assert close(J, cd(f, x))
+        assert exact is None or close(J, exact, 1e-12)
+        assert close(ad.jvp(f, (x,), (t,))[1], along(f, x, t))
+        assert close(ad.jacobian(f, mode="reverse")(x), J, 1e-12)
+    # both inputs differentiated, and one kernel per set of inputs with a tangent, built once
+    g = lambda x, w: np.sum(two(x=x, w=w) ** 2)   # noqa: E731
+    assert close(ad.jvp(g, (x, w), (t, t))[1], (g(x + 1e-6 * t, w + 1e-6 * t) - g(x - 1e-6 * t, w - 1e-6 * t)) / 2e-6)
+    ad.jvp(g, (x, w), (t, t))
+    built = dict(two.forward_kernels)
+    ad.jvp(g, (x, w), (t, None))
+    assert sorted(built) == [("w",), ("w", "x"), ("x",)] and two.forward_kernels == built
+    for k in (sq, total):
+        with pytest.raises(UnsupportedError, match="tl.hessian"):
+            ad.hessian(lambda x: np.sum(k(x=x)) * 1.0)(x)
