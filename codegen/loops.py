@@ -22,6 +22,8 @@ from typing import Sequence
 
 import islpy as isl
 
+from tensorlang.errors import UnsupportedError
+
 dt = isl.dim_type
 
 __all__ = ["For", "If", "Block", "User", "loop_nest", "ast_expr_c", "cond_c"]
@@ -69,6 +71,9 @@ def ast_expr_c(e) -> str:
     t = e.get_type()
     if t == isl.ast_expr_type.int:
         v = e.get_val().to_python()
+        if not -2**63 <= v < 2**63:
+            raise UnsupportedError(f"a loop bound or condition of this kernel holds {v}, beyond its 64-bit index "
+                                   f"arithmetic; tl.evaluate computes with it exactly")
         return f"{v}L" if abs(v) >= 2**31 else str(v)
     if t == isl.ast_expr_type.id:
         return e.get_id().get_name()

@@ -24,7 +24,7 @@ from . import domains as D
 from .ir import Array, path_of
 from .loops import cond_c
 
-INT64_LIMIT = 2**62  # the constants an index or extent may hold: sums of two stay within int64
+INT64_LIMIT = 2**63  # an extent's values beyond int64's range: computed in floating point, or refused
 
 __all__ = ["ScalarPrinter", "Scope", "function_c", "literal"]
 
@@ -126,11 +126,6 @@ class ScalarPrinter:
         return f"tl_{base}{self.counter}"
 
     def affine(self, a: Affine) -> str:
-        wide = [c for c in (a.const, *(c for _, c in a.terms)) if not -INT64_LIMIT < c < INT64_LIMIT]
-        if wide:
-            raise UnsupportedError(f"the index or extent {affine_str(a)} holds the constant {wide[0]}, which a "
-                                   f"kernel's 64-bit index arithmetic cannot hold (|c| < 2^62); tl.evaluate "
-                                   f"computes with it exactly")
         parts = []
         for v, c in a.terms:
             name = self.names.var(v) if isinstance(v, IndexVar) else self.names.size(v.name)
@@ -138,6 +133,18 @@ class ScalarPrinter:
         if a.const or not parts:
             parts.append(str(a.const))
         return "(" + " + ".join(parts) + ")" if len(parts) > 1 else parts[0]
+
+    def _extent(self, a: Affine, r, ctype: str) -> str:
+        """An extent as a factor of type ``ctype``; one whose range leaves int64 (``n + 10^19``) is computed
+        in floating point where the product is (a count), and refused by name where it is not."""
+        if r is None or -INT64_LIMIT <= r[0] and r[1] < INT64_LIMIT:
+            return f"({ctype})({self.affine(a)})"
+        if ctype != "real":
+            raise UnsupportedError(f"the extent {affine_str(a)} reaches {r[1] if r[1] >= INT64_LIMIT else r[0]} at "
+                                   f"some sizes, beyond a kernel's 64-bit index arithmetic; tl.evaluate computes "
+                                   f"with it exactly")
+        terms = [f"{c} * (real){self.names.size(v.name)}" for v, c in a.terms]
+        return "(" + " + ".join(terms + [literal(a.const)]) + ")"
 
     def linear(self, dims, idx) -> str:
         """The row-major offset of ``idx`` in an array of extents ``dims`` (64-bit)."""
@@ -172,7 +179,7 @@ class ScalarPrinter:
             return "0"
         if not sizes:
             return "1"
-        factors = (f"({ctype})({self.affine(s)})" for s in sizes)
+        factors = (self._extent(s, r, ctype) for s, r in zip(sizes, ranges))
         return " * ".join(f if r is not None and r[0] >= 0 else f"tl_max({f}, 0)" for f, r in zip(factors, ranges))
 
     # ---------------------------------------------------------------------------------------------

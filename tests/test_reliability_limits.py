@@ -36,6 +36,7 @@ def _both(src: str, **inputs):
     (f"a : R\nsum(i:n - {FAR_BEYOND}, j:n - 1) a * a", {"a": 1.5, "n": 3}, 0.0),
     (f"a : R\nsum(i:n, j:n - {BEYOND}) a", {"a": 1.5, "n": 2**53}, 0.0),
     ("a : R\nsum(i:n, j:m) a", {"a": 1.5, "n": 2**40, "m": 2**40}, 1.5 * 2.0**80),
+    (f"a : R\nsum(i:n + {BEYOND}) a", {"a": 1.5, "n": 3}, 1.5e19),
     ("a : R\nsum(i:n, j:n, k:n) a", {"a": 1.0, "n": 2**53}, 2.0**159),
     (f"x : [n]R\nsum(i:n) [i < {BEYOND}] * x[i]", {"x": np.ones(4)}, 4.0),
     (f"x : [n]R\nsum(i:n) [i + {BEYOND} > 3] * x[i]", {"x": np.ones(4)}, 4.0),
@@ -49,10 +50,16 @@ def test_an_output_extent_beyond_int64_is_empty_in_both_paths():
     assert ref.shape == got.shape == (0,)
 
 
-@pytest.mark.parametrize("src", [f"a : R\nsum(i:n + {BEYOND}) a", f"x : [n]R\nsum(i:n, j:{BEYOND}) x[i]"])
-def test_an_extent_that_int64_cannot_hold_is_refused_by_name(src):
-    e = tl.parse(src)
-    with pytest.raises(UnsupportedError, match=f"constant {BEYOND}.*64-bit"):
+def test_a_constant_beyond_int64_in_an_unreachable_access_compiles():
+    src = ("b : [m][q]R\ngen(j:m + 1) sum(k:m) [0 <= 2*j + m + 9223372036854775807 < m and 0 <= j + 3 < q] * "
+           "b[2*j + m + 9223372036854775807, j + 3]")
+    ref, got = _both(src, b=np.ones((5, 5)))
+    assert np.array_equal(ref, got) and not got.any()
+
+
+def test_a_loop_that_int64_cannot_count_is_refused_by_name():
+    e = tl.parse(f"x : [n]R\nsum(i:n, j:{BEYOND}) x[i]")
+    with pytest.raises(UnsupportedError, match="loop bound .* holds 9999999999999999999, beyond its 64-bit"):
         tl.compile(e)
 
 
