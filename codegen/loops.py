@@ -22,8 +22,6 @@ from typing import Sequence
 
 import islpy as isl
 
-from tensorlang.errors import UnsupportedError
-
 dt = isl.dim_type
 
 __all__ = ["For", "If", "Block", "User", "loop_nest", "ast_expr_c", "cond_c"]
@@ -71,9 +69,6 @@ def ast_expr_c(e) -> str:
     t = e.get_type()
     if t == isl.ast_expr_type.int:
         v = e.get_val().to_python()
-        if not -2**63 <= v < 2**63:
-            raise UnsupportedError(f"a loop bound or condition of this kernel holds {v}, beyond its 64-bit index "
-                                   f"arithmetic; tl.evaluate computes with it exactly")
         return f"{v}L" if abs(v) >= 2**31 else str(v)
     if t == isl.ast_expr_type.id:
         return e.get_id().get_name()
@@ -143,6 +138,7 @@ def loop_nest(stmts: Sequence[tuple[str, isl.Set]], context: isl.Set, iterators:
               separate: bool = True):
     """The loop tree that runs every statement once at each point of its domain, in lexicographic order
     of the (shared) loop variables; ``None`` when every domain is empty under ``context``."""
+    context = int64_context(context)
     umap = None
     for name, dom in stmts:
         dom = dom.intersect_params(context).coalesce()
@@ -206,9 +202,20 @@ def _users(tree) -> int:
     return 1
 
 
+def int64_context(context: isl.Set) -> isl.Set:
+    """``context`` and what C's types add to it: every parameter (a size or an enclosing loop's variable,
+    each an ``int64_t``) lies in int64's range, so a condition that only a value beyond it could meet
+    (``2*j + 2^64 + 1 < n``) is known false, and isl never prints a constant C cannot hold."""
+    for k in range(context.dim(dt.param)):
+        context = context.lower_bound_val(dt.param, k, isl.Val(str(-2**63))).upper_bound_val(
+            dt.param, k, isl.Val(str(2**63 - 1)))
+    return context
+
+
 def cond_c(s: isl.Set, context: isl.Set) -> str | None:
     """A parameter-only set as a C condition under ``context``: ``None`` when it always holds, ``"0"``
     when it never does; otherwise the condition gisted against what is known."""
+    context = int64_context(context)
     if (s & context).is_empty():
         return "0"
     if context.is_subset(s):
