@@ -1,9 +1,10 @@
-"""The table of NumPy functions that have a reverse rule, generated from the rule registry
-(``runtime.RULES``), grouped by the module of the rule library that holds the rule; ``docs/ad.md``
+"""The table of NumPy (and ``scipy.special``) functions that have a reverse rule, generated from the rule
+registry (``runtime.RULES``), grouped by the module of the rule library that holds the rule; ``docs/ad.md``
 carries it (a test checks that the two agree)."""
 from __future__ import annotations
 
 import numpy as np
+import scipy.special as sc
 
 from . import rules  # noqa: F401  (registers the rule library)
 from .runtime import METHOD_RULES, RULES
@@ -14,17 +15,21 @@ _GROUPS = {
     "linalg": "contractions and `numpy.linalg`",
     "complexes": "complex numbers (Zygote's convention)",
     "structures": "indexing helpers",
+    "special": "`scipy.special`",
 }
 
 
 def _numpy_name(f):
-    """``f``'s public NumPy name (``linalg.det``, ``r_``), or None when ``f`` is not NumPy's."""
+    """``f``'s public NumPy name (``linalg.det``, ``r_``; ``special.erf`` for ``scipy.special``'s), or None when
+    ``f`` is neither NumPy's nor ``scipy.special``'s."""
     name = getattr(f, "__name__", None)
     if name is None:
         return None
     if getattr(np.linalg, name, None) is f:
         return f"linalg.{name}"
-    return name if getattr(np, name, None) is f else None
+    if getattr(np, name, None) is f:
+        return name
+    return f"special.{name}" if getattr(sc, name, None) is f else None
 
 
 def numpy_coverage() -> str:
@@ -36,6 +41,7 @@ def numpy_coverage() -> str:
             continue
         module = getattr(rule, "__module__", "") or ""
         group = module.rsplit(".", 1)[-1] if module.startswith(__package__ + ".rules") else "numpy"
+        group = "special" if name.startswith("special.") else group   # (elementwise ones made by rules.numpy)
         groups.setdefault(group if group in _GROUPS else "numpy", set()).add(name)
     methods = sorted(name for (t, name) in METHOD_RULES if t is np.ndarray)
     lines = ["| rules | what | NumPy functions |", "| --- | --- | --- |"]
