@@ -49,7 +49,7 @@ def _fit(t, y):
 
 
 # -- elementwise: from the partial derivatives of the reverse rules ------------------------------------------
-def _unary(f, d):
+def unary_jvp(f, d):
     mul = product(f)
 
     def rule(args, ts, dtype=None):   # (the other keywords of a ufunc, where= ..., are refused)
@@ -59,7 +59,7 @@ def _unary(f, d):
     return rule
 
 
-def _binary(f, d):
+def binary_jvp(f, d):
     mul = product(f)
 
     def rule(args, ts, dtype=None):
@@ -828,8 +828,8 @@ def _astype(x, t, args, ts, **kw):
     return y, None if t is None or y.dtype.kind not in "fc" else np.asarray(t).astype(np.result_type(y.dtype, float))
 
 
-JVP_RULES.update({f: _unary(f, d) for f, d in PARTIALS_UNARY.items()})
-JVP_RULES.update({f: _binary(f, d) for f, d in PARTIALS_BINARY.items()})
+JVP_RULES.update({f: unary_jvp(f, d) for f, d in PARTIALS_UNARY.items()})
+JVP_RULES.update({f: binary_jvp(f, d) for f, d in PARTIALS_BINARY.items()})
 JVP_RULES.update({f: _from_template(f, spec) for f, spec in INLINE_CALLS.items()
                   if getattr(f, "__module__", None) == "math"})
 JVP_RULES.update({PYOP[op]: _binop(op) for op in DUNDER})
@@ -899,7 +899,7 @@ def _complex(args, ts):
     return complex(*args), tadd(None if tre is None else tre + 0j, None if tim is None else 1j * tim)
 
 
-JVP_RULES.update({f: _unary(f, d) for f, d in CMATH.items()})
+JVP_RULES.update({f: unary_jvp(f, d) for f, d in CMATH.items()})
 JVP_RULES.update({np.angle: _angle, complex: _complex,
                   np.sign: lambda args, ts: (np.sign(args[0]), None if ts[0] is None else sign_tangent(*args, *ts))})
 

@@ -176,7 +176,7 @@ def _plain(dy, d):
     return dy * d
 
 
-def _unary(f, d):
+def unary_rule(f, d):
     """``f`` elementwise with derivative ``d(x, y)`` (``dtype``: of the result; a ufunc's other keyword
     arguments, ``where=`` ..., are refused)."""
     mul = product(f)
@@ -187,7 +187,7 @@ def _unary(f, d):
     return rule
 
 
-def _binary(f, d):
+def binary_rule(f, d):
     """``f(a, b)`` elementwise with partial derivatives ``d(a, b, y) -> (da, db)``; un-broadcast."""
     mul = product(f)
 
@@ -201,7 +201,7 @@ def _binary(f, d):
     return rule
 
 
-def _expand(dy, axis, keepdims):
+def expand_reduced(dy, axis, keepdims):
     """``dy`` of a reduction over ``axis``, reshaped to broadcast against the reduced array."""
     if axis is None or keepdims:
         return dy
@@ -210,7 +210,7 @@ def _expand(dy, axis, keepdims):
 
 def _spread(dy, x, axis, keepdims):
     """The gradient ``dy`` of a reduction of ``x`` over ``axis``, copied along the reduced axes."""
-    return np.broadcast_to(_expand(dy, axis, keepdims), x.shape).astype(np.result_type(x, dy, 0.0))
+    return np.broadcast_to(expand_reduced(dy, axis, keepdims), x.shape).astype(np.result_type(x, dy, 0.0))
 
 
 def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=True):
@@ -273,7 +273,7 @@ def _prod(a, axis=None, dtype=None, out=None, keepdims=False):
         return y, lambda dy: (np.reshape(dy * _exclusive(np.ravel(x), 0), x.shape),)
     if not isinstance(axis, (int, np.integer)):
         raise UnsupportedError("tensorlang.ad differentiates np.prod over one axis or all of them")
-    return y, lambda dy: (_expand(dy, axis, keepdims) * _exclusive(x, axis),)
+    return y, lambda dy: (expand_reduced(dy, axis, keepdims) * _exclusive(x, axis),)
 
 
 def _cumsum(a, axis=None, dtype=None, out=None):
@@ -345,10 +345,10 @@ def _extremum(f):
                 g = np.zeros(x.size, dtype=np.result_type(x.dtype, 0.0))
                 g[np.argmax(x == y)] = np.reshape(dy, ())
                 return (np.reshape(g, x.shape),)
-            ye = _expand(y, axis, keepdims)
+            ye = expand_reduced(y, axis, keepdims)
             mask = (x == ye).astype(float)
             mask /= mask.sum(axis=axis, keepdims=True)
-            return (mask * _expand(dy, axis, keepdims),)
+            return (mask * expand_reduced(dy, axis, keepdims),)
         return y, back
     return rule
 
@@ -597,8 +597,8 @@ def _norm(x, ord=None, axis=None):
     return y, back
 
 
-RULES.update({f: _unary(f, d) for f, d in PARTIALS_UNARY.items()})
-RULES.update({f: _binary(f, d) for f, d in PARTIALS_BINARY.items()})
+RULES.update({f: unary_rule(f, d) for f, d in PARTIALS_UNARY.items()})
+RULES.update({f: binary_rule(f, d) for f, d in PARTIALS_BINARY.items()})
 RULES.update({
     np.sum: _sum, np.mean: _mean, np.max: _extremum(np.max), np.min: _extremum(np.min),
     np.amax: _extremum(np.max), np.amin: _extremum(np.min), np.dot: _dot, np.matmul: _matmul,

@@ -84,10 +84,10 @@ PARTIALS_UNARY = {sc.erf: _d_erf, sc.erfc: _d_erfc, sc.erfinv: _d_erfinv, sc.exp
                   sc.gammaln: _d_gammaln, sc.digamma: _d_digamma, sc.i0e: _d_i0e, sc.i1e: _d_i1e}
 PARTIALS_BINARY = {sc.xlogy: _d_xlogy, sc.xlog1py: _d_xlog1py}
 rnp.STRONG.update({sc.erfinv, sc.logit, sc.gammaln, sc.digamma, sc.xlogy, sc.xlog1py})
-RULES.update({f: rnp._unary(f, d) for f, d in PARTIALS_UNARY.items()})
-RULES.update({f: rnp._binary(f, d) for f, d in PARTIALS_BINARY.items()})
-JVP_RULES.update({f: jvp._unary(f, d) for f, d in PARTIALS_UNARY.items()})
-JVP_RULES.update({f: jvp._binary(f, d) for f, d in PARTIALS_BINARY.items()})
+RULES.update({f: rnp.unary_rule(f, d) for f, d in PARTIALS_UNARY.items()})
+RULES.update({f: rnp.binary_rule(f, d) for f, d in PARTIALS_BINARY.items()})
+JVP_RULES.update({f: jvp.unary_jvp(f, d) for f, d in PARTIALS_UNARY.items()})
+JVP_RULES.update({f: jvp.binary_jvp(f, d) for f, d in PARTIALS_BINARY.items()})
 
 
 # -- functions of an order (an int, not differentiated) and x --------------------------------------------------
@@ -135,7 +135,7 @@ def _multigammaln_jvp(args, ts):
 
 def _softmax(a, y, axis, keepdims):
     """``exp(a - logsumexp)``: each entry's weight, at most 1 where ``b`` is (no overflow for large ``a``)."""
-    return np.exp(a - rnp._expand(y, axis, keepdims))
+    return np.exp(a - rnp.expand_reduced(y, axis, keepdims))
 
 
 def _check_sign(return_sign):
@@ -150,7 +150,7 @@ def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     w = _softmax(a, y, axis, keepdims)
 
     def back(dy):
-        g = rnp._expand(dy, axis, keepdims) * w
+        g = rnp.expand_reduced(dy, axis, keepdims) * w
         if b is None:
             return unbroadcast(g, a), None, None, None, None
         return unbroadcast(g * b, a), None, unbroadcast(g, b), None, None
