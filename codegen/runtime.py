@@ -235,8 +235,8 @@ class Arguments:
         refused, never allocated or rounded to infinity."""
         if arr.dtype == self.dtype and arr.flags.c_contiguous:
             return arr
-        self._allocatable(f"input {where} (shape {arr.shape}) must be copied as a contiguous "
-                          f"{np.dtype(self.dtype).name} array, which", arr.shape)
+        self._allocatable(arr.shape, lambda: f"input {where} (shape {arr.shape}) must be copied as a contiguous "
+                                             f"{np.dtype(self.dtype).name} array, which")
         try:
             with np.errstate(over="raise"):
                 return np.ascontiguousarray(arr, dtype=self.dtype)
@@ -246,14 +246,15 @@ class Arguments:
                        f"{np.dtype(self.dtype).name} (+-{np.finfo(self.dtype).max:g}); compile it with "
                        f"dtype='float64'")
 
-    def _allocatable(self, what: str, shape) -> int:
-        """The bytes of an array of ``shape`` of the kernel's dtype, refused (naming ``what``) beyond this
-        machine's memory: before NumPy tries (a 74 TiB output raised a bare ``MemoryError``)."""
+    def _allocatable(self, shape, what) -> int:
+        """The bytes of an array of ``shape`` of the kernel's dtype, refused beyond this machine's memory,
+        before NumPy tries (a 74 TiB output raised a bare ``MemoryError``); ``what()`` names the array in
+        the message (made only then: this runs on every call)."""
         nbytes = np.dtype(self.dtype).itemsize
         for d in shape:
             nbytes *= d
         if nbytes > PHYSICAL_MEMORY:
-            self._fail(f"{what} takes {nbytes:,} bytes, more than this machine's memory "
+            self._fail(f"{what()} takes {nbytes:,} bytes, more than this machine's memory "
                        f"({PHYSICAL_MEMORY:,} bytes): too large to allocate")
         return nbytes
 
@@ -289,7 +290,7 @@ class Arguments:
                 arr = self._array(where, v, len(comp["dims"]))
                 for k, (d, extent) in enumerate(zip(comp["dims"], arr.shape)):
                     equations.append((d, int(extent), where, k, comp["type"]))
-                values.append(arr)
+                values.append((where, arr))
         rels = []
         for rel in self.relations:
             v = inputs[rel["name"]]
@@ -321,16 +322,13 @@ class Arguments:
                 sz = ", ".join(f"{k} = {v}" for k, v in sizes.items())
                 self._fail(f"input {where} has shape {actual}, but its declared shape ({declared}) is "
                            f"{expected} with {sz}")
-        wheres = [(inp["name"], comp) for inp in self.inputs for comp in inp["components"]]
-        args = [self._converted(name + "".join(f".{k}" for k in comp["projs"]), a)
-                for (name, comp), a in zip(wheres, values)]
+        args = [self._converted(where, a) for where, a in values]
         for rel, v in zip(self.relations, rels):
             args.extend(self._relation(rel, v, sizes))
         outs = []
         for k, o in enumerate(self.meta["outputs"]):
             shape = tuple(aff_value(d, sizes) for d in o["dims"])
-            what = f"the kernel's output{f' {k}' if len(self.meta['outputs']) > 1 else ''} of shape {shape}"
-            outs.append(self._output(shape if shape else (1,), what))
+            outs.append(self._output(shape if shape else (1,), k))
         size_arr = np.array([sizes[s] for s in size_names] + [0], dtype=np.int64)
         return size_arr, args, outs
 
@@ -462,15 +460,17 @@ class Arguments:
 
     # ---------------------------------------------------------------------------------------------
 
-    def _output(self, shape, what: str):
+    def _output(self, shape, k: int):
         """A new output array.  A large one (``OUTPUT_POOL_BYTES`` or more) is memory recycled from an
         earlier result of this kernel that its caller has dropped: fresh memory from the operating
         system is zeroed page by page on first touch, which on this VM costs 3 to 10 times the
         kernel itself for a 32 MB gradient (the 2-D stencil at n = 2048).  The array is a view of a
         per-call holder object; every view of the result keeps the holder alive (NumPy's base chain
         stops at it), and the holder's finalizer returns the buffer to the pool only when the last
-        view is gone."""
-        nbytes = self._allocatable(what, shape)
+        view is gone.  ``k`` is the output's number, for the message where it cannot be allocated."""
+        count = len(self.meta["outputs"])
+        what = lambda: f"the kernel's output{f' {k}' if count > 1 else ''} of shape {shape}"  # noqa: E731
+        nbytes = self._allocatable(shape, what)
         pools = self._out_pool
         if nbytes < OUTPUT_POOL_BYTES:
             return np.empty(shape, dtype=self.dtype)
@@ -483,7 +483,7 @@ class Arguments:
             try:
                 buf = np.empty(nbytes, dtype=np.uint8)
             except MemoryError:
-                self._fail(f"{what} takes {nbytes:,} bytes, more than the memory free now: too large to allocate")
+                self._fail(f"{what()} takes {nbytes:,} bytes, more than the memory free now: too large to allocate")
         holder = (ctypes.c_char * nbytes).from_buffer(buf)
         weakref.finalize(holder, _recycle, pool, buf)
         return np.frombuffer(holder, dtype=self.dtype).reshape(shape)

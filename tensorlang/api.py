@@ -22,16 +22,57 @@ from .errors import ParseError, TensorLangError, TypeCheckError, UnsupportedErro
 from .nodes import Expr
 
 
-def _reported(fn):
-    """``fn`` with its errors raised as the user's: a ``TensorLangError`` without the library's own
-    frames in its traceback, a ``RecursionError`` (a program nested more deeply than the recursive
-    passes can follow, e.g. thousands of chained ``+``) reported as an ``UnsupportedError``, and an
-    integer longer than Python converts as a ``ParseError``."""
+# what each public call's arguments must be, by parameter name: (accepted types, how the message says it)
+PROGRAM = (Expr, "a program (an Expr, as tl.parse returns: tl.{call}(tl.parse(text), ...))")
+TEXT = (str, "program text (a str)")
+NAME = (str, "a str")
+FLAG = (bool, "True or False")
+ARGUMENTS = {
+    "src": TEXT, "filename": NAME, "expr": PROGRAM, "target": NAME, "sanitize": FLAG, "native": FLAG,
+    "name": NAME, "directory": ((str, os.PathLike), "a folder's path (a str or a pathlib.Path)"),
+    "kernels": ((Kernel, Expr, dict, list, tuple), "a Kernel or program, or a dict or list of them"),
+}
+
+
+def _checked(fn):
+    """``fn`` (or the function it wraps: ``functools.wraps``) with its arguments bound and checked against ``ARGUMENTS`` before it runs: a missing or
+    unknown argument, or one of the wrong type, is a ``TypeCheckError`` naming the argument and the call."""
+    signature = inspect.signature(fn)
+    checked = [p for p in signature.parameters if p in ARGUMENTS]
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs).arguments
+        except TypeError as exc:
+            raise TypeCheckError(f"tl.{fn.__name__}: {exc}") from None
+        for p in checked:
+            if p in bound and not isinstance(bound[p], ARGUMENTS[p][0]):
+                value = bound[p]
+                raise TypeCheckError(f"tl.{fn.__name__}: {p} must be {ARGUMENTS[p][1].format(call=fn.__name__)}, "
+                                     f"got {type(value).__name__} {_short(value)}")
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _reported(fn):
+    """``fn`` with its errors raised as the user's: a ``TensorLangError`` without the library's own
+    frames in its traceback, a ``RecursionError`` (a program nested more deeply than the recursive
+    passes can follow, e.g. thousands of chained ``+``) reported as an ``UnsupportedError``, and an
+    integer longer than Python converts as a ``ParseError``; its arguments are checked first
+    (``_checked``)."""
+    checked = _checked(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return checked(*args, **kwargs)
         except TensorLangError as err:
             raise err.with_traceback(user_traceback(err.__traceback__)) from None
         except RecursionError:
@@ -85,59 +126,20 @@ def _symbolic(fn):
     return _reported(call)
 
 
-# what each public call's arguments must be, by parameter name: (accepted types, how the message says it)
-PROGRAM = (Expr, "a program (an Expr, as tl.parse returns: tl.{call}(tl.parse(text), ...))")
-TEXT = (str, "program text (a str)")
-NAME = (str, "a str")
-FLAG = (bool, "True or False")
-ARGUMENTS = {
-    "src": TEXT, "filename": NAME, "expr": PROGRAM, "target": NAME, "sanitize": FLAG, "native": FLAG,
-    "name": NAME, "directory": ((str, os.PathLike), "a folder's path (a str or a pathlib.Path)"),
-    "kernels": ((Kernel, Expr, dict, list, tuple), "a Kernel or program, or a dict or list of them"),
-}
-
-
-def _checked(fn):
-    """``fn`` with its arguments bound and checked against ``ARGUMENTS`` before it runs: a missing or
-    unknown argument, or one of the wrong type, is a ``TypeCheckError`` naming the argument and the call."""
-    signature = inspect.signature(fn)
-    checked = [p for p in signature.parameters if p in ARGUMENTS]
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            bound = signature.bind(*args, **kwargs).arguments
-        except TypeError as exc:
-            raise TypeCheckError(f"tl.{fn.__name__}: {exc}") from None
-        for p in checked:
-            if p in bound and not isinstance(bound[p], ARGUMENTS[p][0]):
-                value = bound[p]
-                raise TypeCheckError(f"tl.{fn.__name__}: {p} must be {ARGUMENTS[p][1].format(call=fn.__name__)}, "
-                                     f"got {type(value).__name__} {_short(value)}")
-        return fn(*args, **kwargs)
-
-    return call
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-parse = _reported(_checked(parser.parse))
-check = _reported(_checked(checker.check))
-evaluate = _reported(_checked(_evaluate.evaluate))
-cost = _reported(_checked(_cost.cost))
-to_ssa = _symbolic(_checked(normalize.to_ssa))
-derivative = _symbolic(_checked(_derive.derivative))
-adjoint = _symbolic(_checked(_derive.adjoint))
-grad = _symbolic(_checked(_derive.grad))
-jacobian = _symbolic(_checked(_derive.jacobian))
-hessian = _symbolic(_checked(_derive.hessian))
-certify = _symbolic(_checked(_derive.certify))
-simplify = _symbolic(_checked(_derive.simplify))
-compile = _symbolic(_checked(_codegen.compile))  # noqa: A001 (tl.compile, as LANGUAGE.md names it)
-export = _symbolic(_checked(_codegen.export))
+parse = _reported(parser.parse)
+check = _reported(checker.check)
+evaluate = _reported(_evaluate.evaluate)
+cost = _reported(_cost.cost)
+to_ssa = _symbolic(normalize.to_ssa)
+derivative = _symbolic(_derive.derivative)
+adjoint = _symbolic(_derive.adjoint)
+grad = _symbolic(_derive.grad)
+jacobian = _symbolic(_derive.jacobian)
+hessian = _symbolic(_derive.hessian)
+certify = _symbolic(_derive.certify)
+simplify = _symbolic(_derive.simplify)
+compile = _symbolic(_codegen.compile)  # noqa: A001 (tl.compile, as LANGUAGE.md names it)
+export = _symbolic(_codegen.export)
 
 __all__ = [
     "Certificate", "adjoint", "certify", "check", "compile", "cost", "derivative", "evaluate", "export",
