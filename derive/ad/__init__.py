@@ -8,10 +8,12 @@ function and argument kinds (``emit``).  Rules live apart from the core, in ``ru
 from .api import (checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullback, rule, stop_gradient,
                   value_and_grad)
 from .mixed import forwarddiff, hessian, hvp, jacobian, jvp, jvp_rule, wirtinger
+from .registry import primitive
 from .source import code_source, define
 from . import threads  # noqa: F401,E402  (rules for ThreadPoolExecutor and threading.Thread)
 
 __all__ = [
     "gradient", "grad", "value_and_grad", "pullback", "rule", "code_ir", "code_adjoint", "code_source", "define",
     "checkpoint", "hook", "stop_gradient", "jvp", "jacobian", "hessian", "hvp", "forwarddiff", "wirtinger", "jvp_rule",
+    "primitive",
 ]

@@ -5,6 +5,7 @@ forward mode inside a reverse pass, stored and applied in the pullback, as Zygot
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import types
 
@@ -299,11 +300,24 @@ def _jvp_J(args, ts):
         return _jvp_construct(f, tuple(xs), ts[1:])
     if isinstance(f, (types.MethodType, types.BuiltinMethodType)) and not isinstance(f.__self__, types.ModuleType):
         return _jvp_bound((), f, tuple(xs), ts)
+    if type(f) is functools.partial and ts[0] is None:   # its function, the bound arguments around xs
+        return _jvp_partial(f, tuple(xs), ts[1:])
     call = getattr(type(f), "__call__", None)
     if isinstance(call, types.FunctionType):   # a callable object: its __call__ with the object first
         return _adapted(_jvp_J((call, f, *xs), (None, *ts)), lambda g: g[1:], len(xs) + 1)
     raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} is not "
                            f"supported")
+
+
+def _jvp_partial(p, xs, ts):
+    """``J(p, *xs)`` under forward mode for a ``functools.partial`` object ``p`` without tangent: ``J`` of its
+    function with its bound arguments and keywords; ``p`` itself gets no gradient."""
+    names, b, n = tuple(p.keywords), len(p.args), len(xs)
+    consts = (None,) * b
+    paired = _jvp_Jkw((names, p.func, *p.args, *xs, *p.keywords.values()),
+                      (None, None, *consts, *ts, *(None,) * len(names))) if names \
+        else _jvp_J((p.func, *p.args, *xs), (None, *consts, *ts))
+    return _adapted(paired, lambda g: (None, *g[1 + b:1 + b + n]), n + 1)
 
 
 def _jvp_bound(names, f, xs, ts):

@@ -34,7 +34,7 @@ from .cotangent import dense
 from .nested_store import box_method
 from .rules import is_nondiff
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw,
-                      Jm, acc, check_keywords, differentiable, method_rule)
+                      Jm, acc, check_keywords, differentiable, method_rule, rule_code_refused, with_defaults)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:
@@ -61,11 +61,15 @@ class Pullback:
 
 
 def picked(g, where):
-    """The entries of ``g`` at ``where`` (None for -1 or past its end)."""
+    """The entries of ``g`` at ``where`` (None for -1 or past its end; all None when ``g`` is no gradient)."""
+    if g is ZERO or g is None:
+        return (None,) * len(where)
     return tuple(None if i < 0 or i >= len(g) else g[i] for i in where)
 
 
 def _picked_rule(g, where):
+    if g is ZERO or g is None:
+        return picked(g, where), lambda d: (None, None)
     def back(d):
         dg = [None] * len(g)
         for k, i in enumerate(where):
@@ -123,6 +127,8 @@ def _through_code(f, r, pos, kw, lead):
                                    f"arguments is not supported")
         pos, where = bound
     if r is None:   # f's generated pullback, f's own gradient first
+        if len(pos) < f.__code__.co_argcount and not f.__code__.co_flags & inspect.CO_VARARGS:
+            pos = with_defaults(f, pos)   # (defaults filled in, as J does; their gradients dropped)
         spec = TRANSFORM.fn(f, pos)
         if getattr(spec, "refused_again", None):   # a function that ad.grad made, differentiated a third time
             raise UnsupportedError(spec.refused_again)
@@ -133,7 +139,13 @@ def _through_code(f, r, pos, kw, lead):
         if len(pos) > _MOST:
             raise UnsupportedError(f"a second differentiation through {_name(f)} with more than {_MOST} "
                                    f"arguments is not supported")
-        (y, back), pb = J(call_rule, r, pos)
+        try:
+            (y, back), pb = J(call_rule, r, pos)
+        except UnsupportedError as e:
+            code = getattr(r, "__code__", None)
+            if code is None or not str(e).startswith(code.co_filename):   # (not a refusal of the rule's code)
+                raise
+            raise rule_code_refused(_name(f), e) from None
         where = [-1] + where if lead else where
         grads = lambda g: (None, *_at(_spread(g[2], len(pos)), where[lead:], 0))   # noqa: E731
 
@@ -236,7 +248,7 @@ def _rule_of(f):
 def _call(f, r, pos, kw):
     """J of ``f(*pos, **kw)`` (``r`` its rule or None): ``(pair, pullback)`` in J's convention."""
     if type(f) is functools.partial:
-        raise UnsupportedError("a second differentiation through a functools.partial object is not supported")
+        return _partial_call(f, pos, kw)
     if r is not None and kw:
         check_keywords(f, r, tuple(kw))
     if r is not None and (r in LINEAR or r in MULTILINEAR):
@@ -248,6 +260,26 @@ def _call(f, r, pos, kw):
     if isinstance(f, type) and not any(map(differentiable, (*pos, *kw.values()))):
         return (f(*pos, **kw), ZERO), _no_grads   # an object made from constants (its fields written later)
     raise UnsupportedError(f"a second differentiation through {_name(f)} is not supported")
+
+
+def _partial_call(p, pos, kw):
+    """J of calling ``functools.partial`` object ``p`` made of constants: J of its function with the bound
+    arguments in place (``runtime.partial_call``), whose pullback's gradients are picked for ``pos`` and
+    ``kw``; the object itself has no gradient.  A partial that binds a differentiable value is refused."""
+    if any(map(differentiable, (*p.args, *p.keywords.values()))):
+        raise UnsupportedError("a second differentiation through a functools.partial object that binds a "
+                               "differentiable value is not supported; pass the value as an argument")
+    keywords = {**p.keywords, **kw}
+    n, m = len(p.args), len(pos)
+    full = (*p.args, *pos)
+    (y, back), inner = _call(p.func, _rule_of(p.func), full, keywords)
+    where = [-1, *range(n + 1, n + m + 1), *(n + m + 1 + list(keywords).index(k) for k in kw)]
+
+    def pb(d):
+        dy, dback = (None, None) if d is None else d
+        g = inner((dy, getattr(dback, "back", None)))
+        return ZERO if g is ZERO else picked(tuple(g), where)
+    return (y, Pullback(back, where)), pb
 
 
 def _no_grads(d):

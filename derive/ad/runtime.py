@@ -27,6 +27,7 @@ from ...errors import UnsupportedError
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, NUM, kind_of
+from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES  # noqa: F401  (read through here)
 
 
 def is_complex(v) -> bool:
@@ -201,6 +202,10 @@ def _rebased(r, copy, x):
     return np.ndarray(r.shape, r.dtype, buffer=x, offset=offset, strides=r.strides)
 
 
+# forward mode (forward over reverse): the rebased view has the values of the view of the copy, and so its tangent
+JVP_RULES[_rebased] = lambda args, ts: (_rebased(*args), ts[0])
+
+
 # -- the box store (``context.Store``, the current context's) ------------------------------------------------
 def register(obj, store=None) -> None:
     """Mark ``obj`` as a box (it is being written to) in ``store`` (the current one by default); writing to
@@ -284,6 +289,11 @@ def own(g):
     if dataclasses.is_dataclass(g):
         return make_like(g, {f.name: getattr(g, f.name) for f in dataclasses.fields(g)})
     return g
+
+
+# a copy is linear (its code builds a namespace from ``**vars``, outside the transformed subset)
+RULES[own] = lambda g: (own(g), lambda dy: (dy,))
+JVP_RULES[own] = lambda args, ts: (own(args[0]), None if ts[0] is None else own(ts[0]))
 
 
 def box_grad(obj):
@@ -436,10 +446,7 @@ def _nested_grad(v, g, grads, seen):
 
 
 # -- J: a call and its pullback ----------------------------------------------------------------------------
-RULES: dict = {}           # function -> rule(*args) returning (y, back); back(dy) -> argument gradients
-METHOD_RULES: dict = {}    # (type, name) -> rule(obj, *args) returning (y, back); back -> (dobj, *dargs)
-NONDIFF: set = {current}   # functions whose result has no derivative (print, isinstance, np.zeros_like ...;
-#                            the context, read by this module's functions that forward mode differentiates)
+NONDIFF.add(current)   # (the context, read by this module's functions that forward mode differentiates)
 BOX_METHODS: set = set()   # (type, name) of methods that write to their object: pullback runs without dy
 NONDIFF_METHODS: set = set()   # names of methods whose result has no derivative (str.join, ndarray.argmax ...)
 WRITING_RULES: set = set()   # rules that write to an argument (known to the analysis); J wraps their pullback in Writes
@@ -447,10 +454,6 @@ KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyw
 # specialised(f, args): the source transformation, by which J differentiates a Python function (``api``
 # provides it; the transform itself calls into this module)
 TRANSFORM = Provided("the source transformation (api.specialised)")
-# rules differentiated again without their code (``nested``): rule -> along(args, kw, tangents), the function
-# (linear in its arguments) along tangents; rule -> positions(args), the arguments it is linear in one by one
-LINEAR: dict = {}
-MULTILINEAR: dict = {}
 
 
 def along_first(rule):
@@ -528,12 +531,11 @@ def J(f, *args):
     if t is types.FunctionType:
         if f in NONDIFF:   # (a Python function without derivative is called as it is, not transformed)
             return f(*args), ZERO
-        specialised = TRANSFORM.fn
         n = f.__code__.co_argcount
         if len(args) == n or f.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
-            return specialised(f, args).pb(f, *args)
+            return _transformed(f, args).pb(f, *args)
         full = with_defaults(f, args)
-        y, back = specialised(f, full).pb(f, *full)
+        y, back = _transformed(f, full).pb(f, *full)
         return y, lambda dy: back(dy)[:len(args) + 1]
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
@@ -571,6 +573,28 @@ def bound_call(names, f, args):
         return y, ZERO if back is ZERO else lambda dy: method_grads((None, *back(dy)))
     return None
 
+
+
+def _transformed(f, args):
+    """The source transformation of Python function ``f`` at ``args``.  A rule of the library is transformed
+    when it is differentiated again (generated code calls rules directly); where its code is outside the
+    subset, the refusal names the primitive it is the rule of."""
+    try:
+        return TRANSFORM.fn(f, args)
+    except UnsupportedError as e:
+        owner = next((k for k, r in list(RULES.items()) if r is f), None) if str(e).startswith(
+            f.__code__.co_filename) else None
+        if owner is None:
+            raise
+        raise rule_code_refused(getattr(owner, "__qualname__", None) or repr(owner), e) from None
+
+
+def rule_code_refused(name, e) -> UnsupportedError:
+    """The refusal of a second differentiation through primitive ``name`` whose rule's code the transform
+    refused with ``e``."""
+    return UnsupportedError(f"a second differentiation (reverse over reverse: ad.grad of ad.grad, ad.hessian of a "
+                            f"function that calls ad.grad) through {name} is not supported: the code of its rule "
+                            f"is outside the subset tensorlang.ad transforms ({e})")
 
 
 def partial_call(p, args, kw):

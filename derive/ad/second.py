@@ -43,6 +43,7 @@ from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, product
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .context import Store, current, within
 from .nested import positional, multilinear_along
+from .registry import CROSS, LINEAR_PULLBACK, METHOD_PAIRS, PAIRS  # noqa: F401  (read through here)
 from .runtime import BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, check_keywords, is_complex, unbroadcast
 from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, numpy_filled,
                       pullback_tangent)
@@ -102,10 +103,6 @@ def _bilinear(rule):
     return cross
 
 
-_LINEAR = object()   # the pullback does not depend on the primal values
-PAIRS: dict = {}     # primitive -> pair(args, tangents): its pair_jvp, for rules written outside the subset
-METHOD_PAIRS: dict = {}   # (type, name) -> pair(obj, tobj, args, tangents): a method rule's pair_jvp
-CROSS: dict = {}     # primitive -> _LINEAR or cross(args, tangents, y, ty) -> (dy -> argument tangents)
 
 
 def _register():
@@ -116,7 +113,7 @@ def _register():
               np.ravel, np.squeeze, np.expand_dims, np.concatenate, np.stack, np.add, np.subtract, np.negative,
               np.positive, np.array, np.asarray, structures.getitem, structures.getattr_, getattr, np.real,
               np.imag, np.conj, sum, list, tuple, float, max, min, sorted):
-        CROSS[f] = _LINEAR
+        CROSS[f] = LINEAR_PULLBACK
     CROSS.update({np.matmul: _bilinear(RULES[np.matmul]), operator.matmul: _bilinear(BINOPS["@"]),
                   np.dot: _bilinear(RULES[np.dot]), np.outer: _bilinear(RULES[np.outer]),
                   np.multiply: _bilinear(RULES[np.multiply])})
@@ -164,8 +161,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     how = (COMPLEX_CROSS if cplx else CROSS).get(f) if f is not None else None
     if f in _OPERATORS and not all(map(is_numeric, args)):
         how = None   # sequences, user types' __add__ ...: the operator rule's code
-    if how is None or kw and how is not _LINEAR or cplx and how not in _COMPLEX_READY and f not in HOLOMORPHIC \
-            and how is not _LINEAR:
+    if how is None or kw and how is not LINEAR_PULLBACK or cplx and how not in _COMPLEX_READY and f not in HOLOMORPHIC \
+            and how is not LINEAR_PULLBACK:
         return _declared_or_code(name, rule, args, ts, kw, tkw)
     y, back = _called(name, rule, args, kw, tkw)
     if f in _STRUCTURAL:
@@ -173,7 +170,7 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     else:
         ty = JVPkw(tuple(kw), f, None, (*args, *kw.values()), (*ts, *(None,) * len(kw)))[1] if kw \
             else JVP(f, None, args, ts)[1]
-    cross = None if how is _LINEAR else how(args, ts, y, ty)
+    cross = None if how is LINEAR_PULLBACK else how(args, ts, y, ty)
     if cross is not None and how not in _COMPLEX_READY and (cplx or is_complex(y)):
         cross = holomorphic(cross, args)   # the plain partials' cross term, in the convention as the rule is
     return (y, back), (ty, ZERO if cross is None else PullbackTangent(cross))

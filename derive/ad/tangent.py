@@ -17,6 +17,7 @@ gradients, so a write through a view reaches its base's tangent.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import numbers
 import types
@@ -26,12 +27,11 @@ import numpy as np
 from ...errors import UnsupportedError
 from .context import Provided, current
 from .ir import INT, NUM, kind_of
+from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
                       differentiable, in_table, make_like, memory_owner, qualified_name, refuse_keyword_only,
                       view_within, with_defaults)
 
-JVP_RULES: dict = {}         # function -> rule(args, tangents, **kw) returning (y, ty)
-JVP_METHOD_RULES: dict = {}  # (type, name) -> rule(obj, tobj, args, tangents, **kw) returning (y, ty)
 
 # the transforms JVP hands calls over to, provided by the modules that make them (which call JVP in turn):
 # ``TRANSFORM.fn(f, args)``, the compiled forward entry of a Python function (``forward``), and
@@ -265,6 +265,8 @@ def _jvp(f, tf, args, ts):
         return f(*args), None
     if isinstance(f, type):
         return _construct(f, args, ts)
+    if t is functools.partial:
+        return partial_jvp(f, tf, (), args, ts)
     hook = getattr(f, "__ad_jvp__", None)
     if hook is not None:
         return hook(args, ts)
@@ -279,6 +281,19 @@ def _jvp(f, tf, args, ts):
     name = getattr(f, "__qualname__", repr(f))
     raise UnsupportedError(f"no forward-mode rule for {getattr(f, '__module__', '') or ''}.{name}; "
                            f"register a pullback with @tensorlang.ad.rule or a JVP with @tensorlang.ad.jvp_rule")
+
+
+def partial_jvp(p, tp, names, args, ts):
+    """The JVP of a call of ``functools.partial`` object ``p`` (tangent ``tp``: None, or a namespace of the
+    tangents of its ``args`` and ``keywords``) with ``args``, the last ``len(names)`` of them keywords: its
+    function's, with the bound arguments first and the bound keywords that the call does not override."""
+    k = len(names)
+    kw = {**p.keywords, **dict(zip(names, args[len(args) - k:]))}
+    tbound, tkw = _field(tp, "args") or (None,) * len(p.args), _field(tp, "keywords") or {}
+    tkw = {**{n: tkw.get(n) for n in p.keywords}, **dict(zip(names, ts[len(ts) - k:]))}
+    xs = (*p.args, *args[:len(args) - k], *kw.values())
+    txs = (*tbound, *ts[:len(ts) - k], *(tkw.get(n) for n in kw))
+    return JVPkw(tuple(kw), p.func, None, xs, txs) if kw else JVP(p.func, None, xs, txs)
 
 
 def _bound_to_object(f) -> bool:
@@ -345,6 +360,8 @@ def _jvp_kw(names, f, tf, args, ts):
         return f(*pos, **kw), None
     if type(f) is types.MethodType or type(f) is types.BuiltinMethodType and _bound_to_object(f):
         return _jvp_bound(names, f, tf, args, ts)
+    if type(f) is functools.partial:
+        return partial_jvp(f, tf, names, args, ts)
     if type(f) is types.FunctionType and not (back_rule is not None and _keyword_only(f)):
         # bound to f's parameters (a rule's pullback takes them positionally: not past a keyword-only one)
         if back_rule is None:

@@ -7,6 +7,7 @@ import builtins as _b
 import numpy as np
 
 from ..lower import as_sequence
+from ..registry import define
 from ..runtime import LINEAR, J, NONDIFF, RULES, acc
 
 
@@ -38,10 +39,21 @@ def ranking(items, key):
 
 
 def _extremum(pick):
-    def rule(*xs, key=None):
+    def chosen(xs, key):
+        """The sequence compared and the position of the item picked."""
         seq = xs[0] if len(xs) == 1 else xs
         items = list(seq)
-        i = pick(range(len(items)), key=ranking(items, key))
+        return seq, items, pick(range(len(items)), key=ranking(items, key))
+
+    def along(args, kw, ts):
+        """Along tangents ``ts``: the tangent of the item picked (the pick is locally constant, so the pullback
+        does not depend on the items' values; its code takes ``*xs``)."""
+        _, _, i = chosen(args, kw.get("key"))
+        picked = ts[0] if len(args) == 1 else ts
+        return None if picked is None else picked[i]
+
+    def rule(*xs, key=None):
+        seq, items, i = chosen(xs, key)
         y = items[i]
         n = len(items)
 
@@ -50,6 +62,7 @@ def _extremum(pick):
             g[i] = dy
             return (seq_grad(seq, g),) if len(xs) == 1 else tuple(g)
         return y, back
+    LINEAR[rule] = along
     return rule
 
 
@@ -68,8 +81,7 @@ def _list(xs=()):
 
 def _tuple(xs=()):
     y = tuple(xs)
-    kind = type(xs)
-    return y, lambda dy: (list(dy) if kind is list else dy,)
+    return y, lambda dy: (seq_grad(xs, list(dy)),)
 
 
 def _zip(*seqs):
@@ -155,3 +167,5 @@ def _as_sequence(xs):
 
 RULES[as_sequence] = _as_sequence
 LINEAR[_zip] = _zip_along   # (its code takes *seqs)
+define(_b.map, refused={"reverse over reverse": "its rule calls J of the function on each item, over *seqs, "
+                                                "outside the transformed subset"})

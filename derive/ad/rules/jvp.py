@@ -836,7 +836,8 @@ JVP_RULES.update({PYOP[op]: _binop(op) for op in DUNDER})
 JVP_RULES.update({PYIOP[op + "="]: _inplace(op) for op in DUNDER})
 JVP_RULES.update({f: _linear(f) for f in (np.mean, np.reshape, np.transpose, np.ravel, np.squeeze,
                                            np.expand_dims, np.real, np.imag, np.conj, np.conjugate, np.negative,
-                                           np.positive, np.cumsum, np.trace, np.diag)})
+                                           np.positive, np.cumsum, np.trace, np.diag, np.split, np.array_split,
+                                           np.hsplit, np.vsplit, np.dsplit)})
 JVP_RULES.update({
     np.sum: _sum_np, np.max: _extremum(np.max), np.min: _extremum(np.min), np.amax: _extremum(np.max),
     np.amin: _extremum(np.min),
@@ -884,6 +885,8 @@ JVP_METHOD_RULES.update({
     (dict, "items"): lambda d, t, args, ts: (list(d.items()), [(None, None if t is None else t.get(k)) for k in d]),
     (dict, "values"): lambda d, t, args, ts: (list(d.values()), [None if t is None else t.get(k) for k in d]),
     (dict, "keys"): lambda d, t, args, ts: (list(d.keys()), None),
+    (complex, "conjugate"): lambda z, t, args, ts: (z.conjugate(), None if t is None else np.conj(t)),
+    (complex, "conj"): lambda z, t, args, ts: (z.conj(), None if t is None else np.conj(t)),
 })
 
 def _angle(args, ts, deg=False):

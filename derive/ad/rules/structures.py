@@ -16,6 +16,7 @@ from ....errors import UnsupportedError
 from ..context import current
 from ..cotangent import Indexed, basic_index, dense
 from ..ir import CONST_KIND, INT, kind_of
+from ..registry import JVP_RULES, LINEAR, refusing
 from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES,
                        TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, make_like,
                        own, part_of, register, unbroadcast, untracked)
@@ -420,7 +421,10 @@ def _dict_items(d):
 
 def _dict_values(d):
     keys = list(d)
-    return list(d.values()), lambda dy: (None,) if dy is None else (dict(zip(keys, dy)),)
+    return list(d.values()), lambda dy: (None,) if dy is None else ({k: g for k, g in zip(keys, dy)},)
+
+
+LINEAR[_dict_values] = lambda args, kw, ts: None if ts[0] is None else [ts[0].get(k) for k in args[0]]
 
 
 def _copy(x):
@@ -484,6 +488,8 @@ KEYWORD_RULES["out"] = with_out
 RULES.update({object.__setattr__: store_attr, np.copyto: _copyto, getattr: _getattr_call,
               setattr: _setattr_call})
 WRITING_RULES.update({store_attr, _copyto, _setattr_call})
+JVP_RULES[np.copyto] = refusing(np.copyto, "forward", "forward mode has no rule for a function that writes into "
+                                                      "its argument; write dst[...] = src")
 NONDIFF.add(_absent)
 # (linear in dy: differentiated again without its code, which builds named tuples)
 RULES[index_grad] = lambda like, idx, dy: (index_grad(like, idx, dy), lambda d: (None, None, _entry(d, idx)))
