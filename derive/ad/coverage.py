@@ -13,6 +13,7 @@ _GROUPS = {
     "numpy": "elementwise functions, reductions, products, shapes",
     "layout": "functions that move, copy or drop entries (one driver over entry positions)",
     "linalg": "contractions and `numpy.linalg`",
+    "linalg_more": "more `numpy.linalg`: factorisations with rules, norms and products as code",
     "fft": "`numpy.fft` (linear: the adjoint transforms)",
     "complexes": "complex numbers (Zygote's convention)",
     "structures": "indexing helpers",
