@@ -117,7 +117,7 @@ def vector_axes(x, axis):
 def _vector_norm(x, axis=None, keepdims=False, ord=2):
     x = np.asarray(x)
     axes, merged = vector_axes(x, axis)
-    flat = np.reshape(np.ascontiguousarray(np.moveaxis(x, axes, tuple(range(-len(axes), 0)))), merged)
+    flat = np.reshape(np.moveaxis(x, axes, tuple(range(-len(axes), 0))), merged)
     y = _norm(flat, ord, -1, False)
     if keepdims:
         return np.expand_dims(y, axes)
@@ -187,8 +187,8 @@ def solve_plan(shape, bdim, axes):
 
 def _tensorsolve(a, b, axes=None):
     order, n, out = solve_plan(np.shape(a), np.ndim(b), axes)
-    if order is not None:   # (a copy: a view of the transposed array would be written by a second derivative)
-        a = np.ascontiguousarray(np.transpose(a, order))
+    if order is not None:
+        a = np.transpose(a, order)
     return np.reshape(np.linalg.solve(np.reshape(a, (-1, n)), np.ravel(b)), out)
 
 
