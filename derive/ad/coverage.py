@@ -13,6 +13,8 @@ _GROUPS = {
     "numpy": "elementwise functions, reductions, products, shapes",
     "layout": "functions that move, copy or drop entries (one driver over entry positions)",
     "linalg": "contractions and `numpy.linalg`",
+    "linalg_more": "more `numpy.linalg`: factorisations with rules, norms and products as code",
+    "fft": "`numpy.fft` (linear: the adjoint transforms)",
     "complexes": "complex numbers (Zygote's convention)",
     "structures": "indexing helpers",
     "special": "`scipy.special`",
@@ -20,13 +22,15 @@ _GROUPS = {
 
 
 def _numpy_name(f):
-    """``f``'s public NumPy name (``linalg.det``, ``r_``; ``special.erf`` for ``scipy.special``'s), or None when
+    """``f``'s public NumPy name (``linalg.det``, ``fft.fft``, ``r_``; ``special.erf`` for ``scipy.special``'s), or None when
     ``f`` is neither NumPy's nor ``scipy.special``'s."""
     name = getattr(f, "__name__", None)
     if name is None:
         return None
     if getattr(np.linalg, name, None) is f:
         return f"linalg.{name}"
+    if getattr(np.fft, name, None) is f:
+        return f"fft.{name}"
     if getattr(np, name, None) is f:
         return name
     return f"special.{name}" if getattr(sc, name, None) is f else None

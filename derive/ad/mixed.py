@@ -286,6 +286,8 @@ def _jvp_J(args, ts):
     if all(t is None for t in ts):
         return J(*args), NO_TANGENT
     rule = rule_of(f)
+    if rule is None and is_nondiff(f):   # (called as it is, as J calls it: its code is not differentiated)
+        return J(*args), NO_TANGENT
     if rule is not None:
         n = len(xs)
         return _adapted(pair_jvp(f, rule, tuple(xs), ts[1:]), lambda g: (None, *g, *(None,) * (n - len(g))), n + 1,

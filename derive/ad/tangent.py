@@ -255,6 +255,9 @@ def _jvp(f, tf, args, ts):
         back_rule = RULES.get(f)
     except TypeError:
         back_rule = None
+    along = LINEAR.get(back_rule) if back_rule is not None else None
+    if along is not None:   # linear (the layout functions): the function along the tangents, complex ones too
+        return f(*args), None if all(t is None for t in ts) else along(args, {}, ts)
     if back_rule is not None:   # a pullback (also a user's @ad.rule on a Python function) and no forward rule
         return transposed(back_rule, args, ts)
     if t is types.FunctionType:

@@ -1598,7 +1598,8 @@ _SYMMETRIC = [("eigvalh_lower", _eigh, [_PSD]), ("eigh_symmetrized", _symmetrize
               ("cholesky_reparameterization_trick", _symmetrized(_cholesky_reparameterization_trick), [_PSD]),
               ("svd_wide_2d", _svd, [R(3, 5)]), ("svd_tall_2d", _svd, [R(5, 3)]),
               ("svd_only_s_2d", _bound(np.linalg.svd, full_matrices=False, compute_uv=False), [R(5, 3)]),
-              ("pinv", np.linalg.pinv, [R(5, 3)])]
+              ("pinv", np.linalg.pinv, [R(5, 3)]), ("norm_nuclear", _bound(np.linalg.norm, ord="nuc"), [R(6, 5)]),
+              ("eig_real", lambda x: tuple(np.abs(e) for e in np.linalg.eig(x)), [R(4, 4)])]
 AG_SYSTEMATIC = ([(f"systematic.{n}", f, a) for n, f, a in _systematic()]
                  + [(f"linalg.{n}", f, a) for n, f, a in _linalg() + _SYMMETRIC])
 
@@ -1608,9 +1609,6 @@ AG_REFUSED = [
     ("systematic.real_ic", np.real_if_close, [R(3, 2)], "no derivative rule for numpy.real_if_close"),
     ("systematic.partition", _bound(np.partition, kth=3), [R(7)], "no derivative rule for numpy.partition"),
     ("systematic.gradient", np.gradient, [R(5, 5)], "no derivative rule for numpy.gradient"),
-    ("linalg.norm_nuclear", _bound(np.linalg.norm, ord="nuc"), [R(6, 5)], "np.linalg.norm .* not ord='nuc'"),
-    ("linalg.eig_real", lambda x: tuple(np.abs(e) for e in np.linalg.eig(x)), [R(4, 4)],
-     "no derivative rule for numpy.linalg.eig"),
 ]
 # checked at second order as well (ad.hvp and ad.hessian of a scalar function of each): the first case of
 # each name whose arguments are arrays

@@ -177,7 +177,6 @@ REFUSED = {
     "max_where": (lambda x: np.max(x, where=MASK, initial=-9.0) ** 2, "where"),
     "prod_initial": (lambda x: np.prod(x, initial=2.0), "initial"),
     "var_where": (lambda x: np.var(x, where=MASK), "where"),
-    "norm_keepdims": (lambda x: np.linalg.norm(x, keepdims=True)[0, 0], "keepdims"),
     "multiply_where": (lambda x: np.sum(np.multiply(x, 2.0, where=MASK, out=np.zeros((2, 3)))), "where|out="),
     "method_max_initial": (lambda x: x.max(initial=0.0) ** 2, "initial"),
     "pad_mean": (lambda x: np.sum(np.pad(x, 1, mode="mean") * np.arange(20).reshape(4, 5)), "mean"),

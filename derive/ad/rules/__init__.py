@@ -1,9 +1,10 @@
 """The rule library, apart from the core transform: scalar rules inlined into generated code
 (``scalar``), operators on values of unknown kind (``operators``), data structures and mutation
 (``structures``), ``math``, Python builtins, NumPy (elementwise functions and reductions in ``numpy``,
-functions that move entries in ``layout``, contractions and ``numpy.linalg`` in ``linalg``),
-``scipy.linalg``'s triangular and factored solvers (``scipy_linalg``), ``scipy.special`` (``special``), and complex
-numbers (``complexes``).  Importing the package registers them all.
+functions that move entries in ``layout``, contractions and ``numpy.linalg`` in ``linalg`` and
+``linalg_more``, functions given as code in ``implemented``),
+``scipy.linalg``'s triangular and factored solvers (``scipy_linalg``), ``scipy.special`` (``special``),
+``numpy.fft`` (``fft``), and complex numbers (``complexes``).  Importing the package registers them all.
 
 The core transform (``analysis``, ``emit``, ``primal``, ``adjoint``, ``straight``, ``forward``) reads the
 library through this module only:
@@ -25,7 +26,8 @@ library through this module only:
   share memory with its object), ``stores(name)`` (stores its arguments in its object).
 """
 from ..runtime import BOX_METHODS, NONDIFF, RULES, WRITING_RULES
-from . import builtins, layout, linalg, math, numpy, operators, scalar, scipy_linalg, special, structures  # noqa: F401
+from . import builtins, fft, layout, linalg, math, numpy, operators, scalar  # noqa: F401
+from . import linalg_more, scipy_linalg, special, structures  # noqa: F401
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
 from .numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM  # noqa: F401  (the interface)
 from .scalar import INLINE_BINOPS, INLINE_UNARY  # noqa: F401  (the interface)

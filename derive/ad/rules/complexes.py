@@ -131,7 +131,8 @@ HOLOMORPHIC: set = set()   # the primitives whose rules ``zygote`` wraps
 def _wrap_holomorphic():
     from . import numpy as rnp
     from . import operators
-    for f in [*rnp.ELEMENTWISE_UNARY, *rnp.ELEMENTWISE_BINARY, np.dot, np.matmul, np.outer, np.tensordot]:
+    for f in [*rnp.ELEMENTWISE_UNARY, *rnp.ELEMENTWISE_BINARY, np.dot, np.matmul, np.outer, np.tensordot,
+              np.linalg.solve, np.linalg.inv]:
         if f is not np.abs and f in RULES:
             RULES[f] = zygote(RULES[f])
             HOLOMORPHIC.add(f)

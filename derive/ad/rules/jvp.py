@@ -32,8 +32,8 @@ from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, dens
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
-from .linalg import (check_pinv, check_real, check_slogdet, check_svd, cofactor, cofactor_derivative,
-                     eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
+from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svdvals_tangent, cofactor,
+                     cofactor_derivative, eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
 from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power, product, times
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
@@ -408,6 +408,7 @@ def _svdvals(args, ts):
     y = np.linalg.svdvals(a)
     if t is None:
         return y, None
+    check_svdvals_tangent(y)
     u, _, vh = np.linalg.svd(a, full_matrices=False)
     return y, np.sum(u * (t @ _mT(vh)), axis=-2)
 

@@ -347,6 +347,30 @@ def check_svd(a, full_matrices, hermitian) -> None:
                                "full_matrices=False (the full bases are not functions of the matrix)")
 
 
+def zero_singular(s):
+    """Which singular values ``s`` are zero up to rounding (no more than ``n`` units in the last place of the
+    largest)."""
+    s = np.asarray(s)
+    tol = max(s.shape[-1], 1) * np.finfo(np.result_type(s.dtype, np.float32)).eps * np.max(s, axis=-1, initial=0.0)
+    return s <= np.expand_dims(tol, -1)
+
+
+def _tied_pairs(s):
+    """Which pairs of singular values ``s`` are equal up to rounding (``_tied``'s tolerance), off the diagonal."""
+    s = np.asarray(s)
+    gap = np.expand_dims(s, -2) - np.expand_dims(s, -1)
+    tol = s.shape[-1] * np.finfo(np.result_type(s.dtype, np.float32)).eps * np.max(np.abs(s), axis=-1, initial=0.0)
+    return (np.abs(gap) <= np.expand_dims(tol, (-1, -2))) & ~np.eye(s.shape[-1], dtype=bool)
+
+
+def check_svdvals_tangent(s) -> None:
+    """Refuse the tangent of singular values ``s`` where two are equal or one is zero, up to rounding: the
+    singular values are not differentiable there (their directional derivatives are not linear)."""
+    if np.size(s) and (np.any(_tied_pairs(s)) or np.any(zero_singular(s))):
+        raise UnsupportedError("np.linalg.svdvals: the tangent of the singular values is undefined where one is "
+                               "zero or two are equal (their derivative there is not linear)")
+
+
 def _svdvals_back(a, s):
     """The pullback of the singular values: ``A-bar = U diag(s-bar) V^T``.  Where two equal or zero singular
     values get different cotangents the derivative is undefined: refused by name."""
@@ -354,7 +378,8 @@ def _svdvals_back(a, s):
 
     def back(ds):
         same = np.expand_dims(s, -2) == np.expand_dims(s, -1)
-        if np.any(same & (np.expand_dims(ds, -2) != np.expand_dims(ds, -1))) or np.any((s == 0) & (ds != 0)):
+        same = same | (_tied_pairs(s) if np.size(s) else same)
+        if np.any(same & (np.expand_dims(ds, -2) != np.expand_dims(ds, -1))) or np.any(zero_singular(s) & (ds != 0)):
             raise UnsupportedError("np.linalg.svdvals: the derivative of a singular value is undefined where "
                                    "it is zero or equal to another that the result weighs differently")
         return ((u * np.expand_dims(ds, -2)) @ vh,)
@@ -434,7 +459,8 @@ RULES.update({np.einsum: _einsum, np.inner: _inner, np.kron: _kron, np.cross: _c
               np.linalg.eigvalsh: _eigvalsh, np.linalg.svd: _svd, np.linalg.svdvals: _svdvals,
               np.linalg.pinv: _pinv, cofactor: _cofactor})
 # checks, called as they are when a rule's own code is differentiated
-NONDIFF.update({check_real, reads_upper, check_svd, check_pinv, check_slogdet})
+NONDIFF.update({check_real, reads_upper, check_svd, check_pinv, check_slogdet, zero_singular, _tied_pairs,
+                check_svdvals_tangent})
 METHOD_RULES[(np.ndarray, "trace")] = _trace
 # linear in each operand (second order without *ops): after the subscripts, or at the even positions of the
 # sublist form
