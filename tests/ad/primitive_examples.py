@@ -171,6 +171,25 @@ example(sl.lu_factor)((lambda x: sl.lu_factor(x)[0], M))
 example(sl.lu_solve)((lambda x: sl.lu_solve(sl.lu_factor(x), V[:3]), M))
 example(sl.solve_continuous_lyapunov)((lambda x: sl.solve_continuous_lyapunov(x - 6 * np.eye(3), S), M))
 
+for _f in (np.fft.fft, np.fft.ifft, np.fft.rfft):
+    example(_f)((lambda x, f=_f: np.abs(f(x)) ** 2, V), (lambda x, f=_f: f(x, axis=0), A))
+example(np.fft.irfft)((lambda x: np.fft.irfft(x * (1 + 0.5j)), V))
+for _f in (np.fft.fft2, np.fft.ifft2, np.fft.fftn, np.fft.ifftn):
+    example(_f)((lambda x, f=_f: np.abs(f(x)) ** 2, A))
+example(np.linalg.qr)((lambda x: np.linalg.qr(x)[1], A.T), (lambda x: np.abs(np.linalg.qr(x)[0]), A.T))
+example(np.linalg.lstsq)((lambda x: np.linalg.lstsq(x, W[:4], rcond=None)[0], A.T))
+example(np.linalg.eig)((lambda x: np.linalg.eig(x)[0], M), (lambda x: np.abs(np.linalg.eig(x)[1]), M))
+example(np.linalg.eigvals)((lambda x: np.linalg.eigvals(x), M))
+example(np.linalg.matrix_power)((lambda x: np.linalg.matrix_power(x, 3), M / 3))
+example(np.linalg.multi_dot)((lambda x: np.linalg.multi_dot([x, M, x]), M))
+example(np.linalg.cond)((lambda x: np.linalg.cond(x), M))
+example(np.linalg.tensorinv)((lambda x: np.linalg.tensorinv(x.reshape(3, 3), ind=1), M))
+example(np.linalg.tensorsolve)((lambda x: np.linalg.tensorsolve(x, V[:3]), M))
+if hasattr(np.linalg, "matrix_norm"):
+    example(np.linalg.matrix_norm)((lambda x: np.linalg.matrix_norm(x), A), (lambda x: np.linalg.matrix_norm(x, ord=1), A))
+    example(np.linalg.vector_norm)((lambda x: np.linalg.vector_norm(x), V), (lambda x: np.linalg.vector_norm(x, ord=np.inf), V))
+example(sl.expm)((lambda x: sl.expm(x), M / 4))
+
 # methods: (type, name)
 for _name, _g in {"sum": lambda x: x.sum(axis=1), "mean": lambda x: x.mean(), "max": lambda x: x.max(axis=0),
                   "min": lambda x: x.min(), "prod": lambda x: x.prod(axis=1), "std": lambda x: x.std(),
