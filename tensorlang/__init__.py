@@ -1,6 +1,6 @@
 """tensorlang: a differentiable tensor language with provable derivative costs.
 
-``import tensorlang as tl``; the calls of LANGUAGE.md section 2 (``tl.parse``, ``tl.evaluate``,
+``import tensorlang as tl``; the calls of the public API (``tl.parse``, ``tl.evaluate``,
 ``tl.cost``, ...) are defined in ``tensorlang.api`` and re-exported here.
 ``tl.__version__`` is the installed distribution's version (pyproject.toml is its one source).
 """

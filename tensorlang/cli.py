@@ -1,5 +1,5 @@
 """``tl-cost``: the costs of a program, its forward derivative and its adjoint, and the bounds of
-Theorems 6.1 and 6.35 (LANGUAGE.md section 3).
+Theorems 6.1 and 6.35 (docs/derive.md, section ``tl-cost``).
 
     tl-cost FILE --wrt x[,y...] [--size n=1000 --size m=16] [--json]
     tl-cost --example conv --wrt x ...      (a program shipped with the package)

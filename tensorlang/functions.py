@@ -1,4 +1,4 @@
-"""Black-box scalar functions (4.5): the built-ins of LANGUAGE.md and user functions registered with
+"""Black-box scalar functions (4.5): the built-ins of docs/language.md and user functions registered with
 ``define_function``.
 
 Each function is data: a SymPy expression in its arguments, from which its NumPy implementation, its

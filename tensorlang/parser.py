@@ -1,11 +1,11 @@
-"""The parser: program text (LANGUAGE.md section 1) to a checked ``Expr``.
+"""The parser: program text (docs/language.md) to a checked ``Expr``.
 
 Two steps.  Lark's LALR parser (``grammar.lark``) turns the text into a parse tree with positions; the
 elaborator below walks the tree once, resolving names in scope and building hash-consed nodes, and
 places every error it meets at the construct it is about (``FILE:line:col``, the line, a caret).
 Finally ``tensorlang.checker.check`` proves the accesses in bounds.
 
-Elaboration follows the decisions of LANGUAGE.md:
+Elaboration follows the language's decisions (docs/language.md):
 
 * A product chain is a list of factors folded from the right: a bracket factor ``[p]`` guards the
   product of everything to its right (``[p] * a * b`` is ``Guard(p, Mul(a, b))``), other factors

@@ -1,4 +1,4 @@
-"""The text printer: nodes back to the syntax of LANGUAGE.md section 1.
+"""The text printer: nodes back to the syntax of docs/language.md.
 
 ``to_source(e)`` is a complete program (one declaration per input, then the expression) such that
 ``parse(to_source(e)) == e`` for every well-typed ``Expr``, however it was built.  That takes three

@@ -1,4 +1,4 @@
-"""``tl-cost`` (LANGUAGE.md section 3): the certificate, JSON, symbolic costs, exit codes 0/1/2 and the
+"""``tl-cost`` (docs/derive.md): the certificate, JSON, symbolic costs, exit codes 0/1/2 and the
 caret on bad input."""
 import json
 import os

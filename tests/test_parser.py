@@ -1,4 +1,4 @@
-"""The parser: every construct of LANGUAGE.md section 1 builds the nodes the language decisions fix,
+"""The parser: every construct of docs/language.md builds the nodes the language decisions fix,
 and every error is of the right kind and placed (line, column, caret) at the construct it is about."""
 import pytest
 
