@@ -29,6 +29,9 @@ def test_examples_tour_runs_one_program():
     assert "== skip_x1: x[0] + x[2]" in out.stdout and "C kernel agrees" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "tensorlang.examples", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "there is no example 'nope'" in bad.stderr
+    usage = subprocess.run([sys.executable, "-m", "tensorlang.examples", "--help"], capture_output=True, text=True)
+    assert usage.returncode == 0 and "usage: python -m tensorlang.examples" in usage.stdout
+    assert "deconv_loss" in usage.stdout and "no example" not in usage.stderr
 
 
 def test_demo_tells_the_story_in_under_40_lines():
