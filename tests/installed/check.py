@@ -23,7 +23,7 @@ INSTALLED_AS = {"tensorlang": "tensorlang", "normalize": "tensorlang/normalize",
                 "codegen": "tensorlang/codegen", "examples": "tensorlang/examples"}
 # the pages whose examples run again with the wheel (all of them run with the editable install in
 # tests/test_docs_run.py; docs/dask.md needs the dask extra, which this environment leaves out)
-DOC_PAGES = ["README.md", "docs/language.md", "docs/derive.md", "docs/ad.md"]
+DOC_PAGES = ["README.md", "docs/language.md", "docs/derive.md", "docs/ad.md", "docs/ad_internals.md"]
 DATA = ["tensorlang/grammar.lark", "tensorlang/examples/conv.tl", "tensorlang/examples/tour.ipynb",
         "tensorlang/docs/language.md"]
 
