@@ -7,17 +7,25 @@ STAMP  := $(VENV)/.installed
 .PHONY: demo test bench proofs clean
 
 $(STAMP): pyproject.toml setup.py
+	@echo "== setting up $(VENV): a virtual environment with tensorlang installed (editable) and its"
+	@echo "   dependencies (NumPy, SciPy, SymPy, islpy, Lark, pytest, Dask ...); a few minutes the first time"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,dask]'
 	touch $(STAMP)
+	@echo "== $(VENV) is ready"
 
 demo: $(STAMP)
+	@echo "== the demo (examples/demo.py)"
 	$(PY) examples/demo.py
 
+# pytest prints each test file as it runs it (addopts' -q would print dots only) and the 15 slowest tests
 test: $(STAMP)
-	$(PY) -m pytest tests
-	$(PY) tests/installed/check.py  # the wheel, installed in a fresh environment, run outside the clone
+	@echo "== 1/3 the unit tests (tests/: each file as it runs, the slowest tests at the end)"
+	$(PY) -m pytest tests -o addopts="" --durations=15
+	@echo "== 2/3 the installed wheel: built, installed in a fresh environment, run outside the clone"
+	$(PY) tests/installed/check.py
+	@echo "== 3/3 the proof obligations of every rule (python -m proofs)"
 	$(PY) -m proofs
 
 bench: $(STAMP)

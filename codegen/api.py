@@ -1,4 +1,4 @@
-"""``tl.compile`` and ``tl.export`` (LANGUAGE.md section 2); re-exported by ``tensorlang.api``."""
+"""``tl.compile`` and ``tl.export`` (docs/codegen.md); re-exported by ``tensorlang.api``."""
 from __future__ import annotations
 
 import numpy as np

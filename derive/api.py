@@ -1,4 +1,4 @@
-"""The derivative calls of LANGUAGE.md section 2: ``derivative``, ``adjoint``, ``grad``, ``jacobian``,
+"""The derivative calls of the public API (docs/derive.md): ``derivative``, ``adjoint``, ``grad``, ``jacobian``,
 ``hessian`` and ``certify``, each an ``Expr`` to ``Expr`` (or ``Certificate``) function.
 
 Every derivative is taken on the Tensor SSA form of the program (Theorems 6.1 and 6.35 are stated on

@@ -1,13 +1,14 @@
 """The paper's programs as ``.tl`` files, shipped with the package as ``tensorlang.examples``.
 
 ``names()`` lists them, ``path(name)`` and ``source(name)`` find and read one (``"conv"`` or
-``"conv.tl"``), ``describe(name)`` is its first comment line.  ``tl-cost --example conv`` and
+``"conv.tl"``), ``describe(name)`` is the first sentence of its comment.  ``tl-cost --example conv`` and
 ``python -m tensorlang.examples`` (every program: printed, costed, differentiated, certified, compiled)
 use them, so they work from an installed package as well as from the repository.
 """
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 from tensorlang.errors import TensorLangError
@@ -37,11 +38,16 @@ def source(name: str) -> str:
 
 
 def describe(name: str) -> str:
-    """The example's first comment line, without the ``#``."""
+    """The first sentence of the example's leading comment, on one line, without the ``#``s."""
+    lines = []
     for line in source(name).splitlines():
-        if line.startswith("#"):
-            return line.lstrip("# ").strip()
-    return ""
+        if not line.startswith("#"):
+            if lines:
+                break
+            continue
+        lines.append(line.lstrip("#").strip())
+    text = " ".join(lines)
+    return re.split(r"(?<=\.)\s+(?=[A-Z(`])", text, maxsplit=1)[0]
 
 
 def reference() -> Path:

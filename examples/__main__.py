@@ -1,4 +1,5 @@
-"""``python -m tensorlang.examples [NAME ...]``: a tour of the paper's programs, one by one.
+"""``python -m tensorlang.examples [NAME ...]``: a tour of the paper's programs, one by one (``--help``
+lists their names).
 
 For each example (all of them, or the names given): its description and program, the same program in
 the paper's notation (the start of its LaTeX), its value on random inputs, its exact work cost
@@ -7,6 +8,7 @@ gradient's cost (Theorems 6.1 and 6.35), and a compiled C kernel checked against
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 import numpy as np
@@ -64,8 +66,23 @@ def tour(name: str, rng) -> None:
     print("  compiled: C kernel agrees with the evaluator\n")
 
 
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m tensorlang.examples",
+        description="A tour of the example programs shipped with tensorlang: each one printed (as text and "
+                    "in the paper's notation), evaluated, costed, differentiated, certified and compiled.",
+        epilog="examples: " + ", ".join(names()) + " (tl-cost --list-examples describes them)",
+    )
+    ap.add_argument("names", nargs="*", metavar="NAME", help="the examples to show (default: all of them)")
+    return ap
+
+
 def main(argv=None) -> int:
-    chosen = list(sys.argv[1:] if argv is None else argv) or names()
+    try:
+        args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # --help (status 0) or a bad option (status 2)
+        return int(exc.code or 0)
+    chosen = args.names or names()
     rng = np.random.default_rng(0)
     try:
         for name in chosen:

@@ -1,4 +1,4 @@
-"""The public API of LANGUAGE.md section 2: the one module that joins the language core and the passes.
+"""The public API (``import tensorlang as tl``): the one module that joins the language core and the passes.
 
 Each call is defined where its work is done and re-exported here (and so as ``tl.<name>``).
 """
@@ -138,7 +138,7 @@ jacobian = _symbolic(_derive.jacobian)
 hessian = _symbolic(_derive.hessian)
 certify = _symbolic(_derive.certify)
 simplify = _symbolic(_derive.simplify)
-compile = _symbolic(_codegen.compile)  # noqa: A001 (tl.compile, as LANGUAGE.md names it)
+compile = _symbolic(_codegen.compile)  # noqa: A001 (tl.compile, as the API names it)
 export = _symbolic(_codegen.export)
 
 __all__ = [

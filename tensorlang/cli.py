@@ -1,5 +1,5 @@
 """``tl-cost``: the costs of a program, its forward derivative and its adjoint, and the bounds of
-Theorems 6.1 and 6.35 (LANGUAGE.md section 3).
+Theorems 6.1 and 6.35 (docs/derive.md, section ``tl-cost``).
 
     tl-cost FILE --wrt x[,y...] [--size n=1000 --size m=16] [--json]
     tl-cost --example conv --wrt x ...      (a program shipped with the package)
@@ -23,6 +23,7 @@ import itertools
 import json
 import math
 import sys
+import textwrap
 
 SAMPLE_SIZES = (1, 2, 5, 16, 100, 1000)
 BOUND = 4
@@ -91,7 +92,19 @@ def _example_list() -> str:
     from tensorlang.examples import describe, names
 
     width = max(map(len, names()))
-    return "\n".join(f"{name:<{width}}  {describe(name)}" for name in names())
+    return "\n".join(textwrap.fill(describe(name), 100, initial_indent=f"{name:<{width}}  ",
+                                   subsequent_indent=" " * (width + 2)) for name in names())
+
+
+def _example_hint(path: str) -> str:
+    """Where a missing FILE names an example shipped with the package (``examples/conv.tl`` outside a
+    clone), how to run that example."""
+    import os
+
+    from tensorlang.examples import names
+
+    stem = os.path.basename(path).removesuffix(".tl")
+    return f" (the example shipped with tensorlang is: tl-cost --example {stem} ...)" if stem in names() else ""
 
 
 def _check_usage(args) -> None:
@@ -119,7 +132,7 @@ def _load(path: str):
         with open(path, encoding="utf-8") as f:
             src = f.read()
     except OSError as exc:
-        raise _Usage(f"{path}: {exc.strerror or exc}") from None
+        raise _Usage(f"{path}: {exc.strerror or exc}{_example_hint(path)}") from None
     except UnicodeDecodeError as exc:
         raise _Usage(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     try:

@@ -1,6 +1,6 @@
 """Programs that declare inputs they do not read.
 
-A program is its declarations and one expression (LANGUAGE.md section 1).  The inputs the expression
+A program is its declarations and one expression (docs/language.md, "A program").  The inputs the expression
 reads are its free variables; an input that is declared but not read (``y : R; sum(i:n) x[i]``, or the
 ``x`` of a gradient that does not depend on x) is kept by a ``Declare`` node at the root of the program,
 which lists the program's declarations in order, and the size variables of the program it was derived

@@ -1,4 +1,4 @@
-"""The error family of tensorlang (LANGUAGE.md section 1).
+"""The error family of tensorlang (docs/language.md, "What is checked when a program is parsed").
 
 Every error the library raises on bad input is a ``TensorLangError``.  Errors about source text carry
 a ``SourceLocation`` and render as ``FILE:line:col: message`` followed by the offending line and a caret.
@@ -57,7 +57,7 @@ class TensorLangError(Exception):
 
 
 class ParseError(TensorLangError):
-    """Program text that does not follow the grammar of LANGUAGE.md section 1."""
+    """Program text that does not follow the grammar of docs/language.md."""
 
 
 class TypeCheckError(TensorLangError):

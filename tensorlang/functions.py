@@ -1,4 +1,4 @@
-"""Black-box scalar functions (4.5): the built-ins of LANGUAGE.md and user functions registered with
+"""Black-box scalar functions (4.5): the built-ins of docs/language.md and user functions registered with
 ``define_function``.
 
 Each function is data: a SymPy expression in its arguments, from which its NumPy implementation, its
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 import sympy
 
-from .errors import TypeCheckError
+from .errors import TypeCheckError, did_you_mean
 
 if TYPE_CHECKING:
     from .nodes import Expr
@@ -104,7 +104,8 @@ def _check_numeric(name: str, params: tuple, expr) -> None:
 def lookup(name: str) -> FunctionSpec:
     spec = _REGISTRY.get(name) or _derive(name)
     if spec is None:
-        raise TypeCheckError(f"unknown function {name!r} (known: {', '.join(sorted(_REGISTRY))})")
+        raise TypeCheckError(f"unknown function {name!r} (known: {', '.join(sorted(_REGISTRY))})"
+                             f"{did_you_mean(name, sorted(_REGISTRY))}")
     return spec
 
 

@@ -1,9 +1,9 @@
 """The paper's notation (Fig. 3) in LaTeX, for ``Expr._repr_latex_`` in notebooks.
 
-``\\boxplus_{i=0}^{n} e``, ``\\sum_{j=0}^{m} e``, ``[p] \\cdot e``, ``\\pi_0 e``, ``\\text{let } x = e_0
-\\text{ in } e_1``, ``\\wedge \\vee \\exists``, accesses ``x[i + j]``.  The structure (precedence,
-parentheses, names made unambiguous) is the text printer's; the spelling differs, and three things read
-better than in text:
+``\\boxplus_{i=0}^{n-1} e``, ``\\sum_{j=0}^{m-1} e`` (an index's first and last values),
+``[p] \\cdot e``, ``\\pi_0 e``, ``\\text{let } x = e_0 \\text{ in } e_1``, ``\\wedge \\vee \\exists``,
+accesses ``x[i + j]``.  The structure (precedence, parentheses, names made unambiguous) is the text
+printer's; the spelling differs, and three things read better than in text:
 
 * ``⊞`` is a large operator with its limits below and above, as ``Σ`` is (``GEN``);
 * the lets that lead a program are one per line (an ``aligned`` block), not one long line;
@@ -99,6 +99,10 @@ class LatexPrinter(TextPrinter):
 
     def let(self, name: str, value: str, body: str) -> str:
         return rf"\text{{let }} {name} = {value} \text{{ in }} {body}"
+
+    def extent(self, size, env) -> str:
+        """The last value of the index, as the bound above the operator: ``n - 1`` for ``i:n``."""
+        return self.affine(size - 1, env)
 
     def loop(self, kind: str, bindings: list[tuple[str, str]], body: str) -> str:
         symbol = {"gen": GEN, "sum": r"\sum", "exists": r"\exists"}[kind]

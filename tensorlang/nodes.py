@@ -575,7 +575,7 @@ class Expr(Node):
 
         return alpha_hash(self)
 
-    # the public surface of LANGUAGE.md section 2
+    # the public surface of an Expr (README.md, docs/language.md)
     @property
     def free_vars(self) -> dict[str, Type]:
         """Input variables (free ``Var``s) in order of first occurrence, name -> type."""

@@ -1,11 +1,11 @@
-"""The parser: program text (LANGUAGE.md section 1) to a checked ``Expr``.
+"""The parser: program text (docs/language.md) to a checked ``Expr``.
 
 Two steps.  Lark's LALR parser (``grammar.lark``) turns the text into a parse tree with positions; the
 elaborator below walks the tree once, resolving names in scope and building hash-consed nodes, and
 places every error it meets at the construct it is about (``FILE:line:col``, the line, a caret).
 Finally ``tensorlang.checker.check`` proves the accesses in bounds.
 
-Elaboration follows the decisions of LANGUAGE.md:
+Elaboration follows the language's decisions (docs/language.md):
 
 * A product chain is a list of factors folded from the right: a bracket factor ``[p]`` guards the
   product of everything to its right (``[p] * a * b`` is ``Guard(p, Mul(a, b))``), other factors
@@ -22,13 +22,15 @@ Elaboration follows the decisions of LANGUAGE.md:
 """
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 from typing import Callable
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from .errors import ParseError, SourceLocation, TensorLangError, TypeCheckError
+from .errors import ParseError, SourceLocation, TensorLangError, TypeCheckError, did_you_mean
 from .declarations import declare
 from .functions import is_function, lookup
 from .nodes import (
@@ -160,6 +162,43 @@ _CHAR_HINTS = {"^": _POWER, "&": "a conjunction is written 'and'", "|": "a disju
                "!": "a negation is written 'not p'; 'not equal' is !="}
 
 
+# the keywords a misspelling may have meant, by the token the parser would take for each
+_KEYWORDS = {"LET": "let", "IN": "in", "GEN": "gen", "SUM": "sum", "EXISTS": "exists", "AND": "and", "OR": "or",
+             "NOT": "not", "TRUE": "true", "FALSE": "false"}
+_BINDER_OPEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*[A-Za-z_][A-Za-z0-9_]*\s*$")
+_LAST_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s+$")
+
+
+def _close_keyword(word: str, keywords) -> str | None:
+    """The keyword a name most likely misspells: two letters swapped (``gne``, ``ni``), or close by
+    ``difflib``'s measure (``summ``, ``exist``); None for a keyword itself and for one-letter names."""
+    if len(word) < 2 or word in _KEYWORDS.values():
+        return None
+    swapped = [k for k in keywords if sorted(k) == sorted(word)]
+    if swapped:
+        return swapped[0]
+    close = difflib.get_close_matches(word, list(keywords), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _misspelt_keyword(tok: Token, accepts: set, before: str) -> str | None:
+    """A hint where the unexpected token, or the name just before it, reads as a misspelt keyword:
+    ``ni`` where ``in`` may come, ``gne(i:n)`` (a name called with ``i:`` is a binder), ``lte y = ...``."""
+    if tok.type == "NAME":
+        word = _close_keyword(tok.value, [k for t, k in _KEYWORDS.items() if t in accepts])
+        if word is not None:
+            return f"{tok.value!r} is not a keyword; did you mean {word!r}?"
+    opened = _BINDER_OPEN.search(before) if tok.type == "COLON" else None
+    if opened is not None:
+        word = _close_keyword(opened.group(1), ["gen", "sum", "exists"])
+        if word is not None:
+            return f"{opened.group(1)!r} is not a keyword; did you mean {word!r}?"
+    last = _LAST_WORD.search(before) if tok.type == "NAME" else None
+    if last is not None and _close_keyword(last.group(1), ["let"]) == "let":
+        return f"{last.group(1)!r} is not a keyword; did you mean 'let'?"
+    return None
+
+
 def _in_type(before: str) -> bool:
     """Whether the text before ends inside a declaration's type: ``name : [...`` on the current line."""
     line = before.rsplit("\n", 1)[-1].rsplit(";", 1)[-1]
@@ -217,8 +256,11 @@ def _syntax_error(err: UnexpectedInput, src: str, filename: str) -> ParseError:
         affine_rest = accepts <= ({"COMMA", "PLUS", "MINUS", "STAR", "RSQB", "RPAR"} | _CMP | _UNICODE_TWINS)
         before = src[:tok.start_pos] if tok.start_pos is not None else ""
         mistake = next((m for m in _MISTAKES if m.matches(tok, accepts, before)), None)
+        keyword = None if mistake is not None else _misspelt_keyword(tok, accepts, before)
         if mistake is not None:
             msg += f" ({mistake.hint})"
+        elif keyword is not None:
+            msg += f" ({keyword})"
         elif tok.type in ("FLOAT", "LBRACK", "SLASH", "LPAR", "PROJ") and (affine_start or affine_rest):
             msg += f" ({_AFFINE_HINT})"
         return ParseError(msg, loc)
@@ -375,7 +417,8 @@ class _Elaborator:
             if name in self.sizes:
                 raise self.error(f"{name} is a size variable, not a value; declare an input to use it", tree)
             self.check_in_scope(name, tree)
-            raise self.error(f"undeclared variable {name}", tree)
+            values = [n for n, b in self.scope.items() if b.kind in ("input", "let")]
+            raise self.error(f"undeclared variable {name}{did_you_mean(name, values)}", tree)
         if b.kind == "index":
             raise self.error(
                 f"the index variable {name} is not a value: use it in an index or a predicate, "

@@ -1,4 +1,4 @@
-"""The text printer: nodes back to the syntax of LANGUAGE.md section 1.
+"""The text printer: nodes back to the syntax of docs/language.md.
 
 ``to_source(e)`` is a complete program (one declaration per input, then the expression) such that
 ``parse(to_source(e)) == e`` for every well-typed ``Expr``, however it was built.  That takes three
@@ -317,6 +317,10 @@ class TextPrinter:
         shown = self.name(name)
         return shown, value, env.bind(e.var, name, shown)
 
+    def extent(self, size: Affine, env: _Env) -> str:
+        """A binder's range as written: its size ``n`` for ``i:n``."""
+        return self.affine(size, env)
+
     def binder(self, e: Expr, env: _Env) -> str:
         if isinstance(e, Let):
             shown, value, inner = self.let_parts(e, env)
@@ -326,7 +330,7 @@ class TextPrinter:
         while type(e) is kind:
             name = self.index_name(e.var, env)
             shown = self.name(name)
-            bindings.append((shown, self.affine(e.size, env)))
+            bindings.append((shown, self.extent(e.size, env)))
             env = env.bind(e.var, name, shown)
             e = e.body
         return self.loop("gen" if kind is Gen else "sum", bindings, self.expr(e, env))
@@ -392,7 +396,7 @@ class TextPrinter:
         while isinstance(p, Exists):
             name = self.index_name(p.var, env)
             shown = self.name(name)
-            bindings.append((shown, self.affine(p.size, env)))
+            bindings.append((shown, self.extent(p.size, env)))
             env = env.bind(p.var, name, shown)
             p = p.body
         return self.loop("exists", bindings, self.pred(p, env))

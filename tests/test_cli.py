@@ -1,4 +1,4 @@
-"""``tl-cost`` (LANGUAGE.md section 3): the certificate, JSON, symbolic costs, exit codes 0/1/2 and the
+"""``tl-cost`` (docs/derive.md): the certificate, JSON, symbolic costs, exit codes 0/1/2 and the
 caret on bad input."""
 import json
 import os
@@ -114,6 +114,23 @@ def test_example_shipped_with_the_package(capsys):
     assert main(["--list-examples"]) == 0
     listing = capsys.readouterr().out
     assert "conv " in listing and "deconv_loss" in listing and "1-D convolution" in listing
+
+
+def test_a_missing_file_named_like_an_example_says_how_to_run_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # outside the clone, as a user runs the README's commands
+    assert main(["examples/conv.tl", "--wrt", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "examples/conv.tl: No such file or directory" in err and "tl-cost --example conv" in err
+    assert main(["mine.tl", "--wrt", "x"]) == 2
+    assert "--example" not in capsys.readouterr().err
+
+
+def test_example_list_gives_whole_sentences(capsys):
+    assert main(["--list-examples"]) == 0
+    listing = capsys.readouterr().out
+    assert "the let of dy is nested in the batch loop" in listing  # the comment's second line
+    assert "(examples/deconv_loss.tl" not in listing  # only the first sentence
+    assert max(map(len, listing.splitlines())) <= 100
 
 
 def test_unknown_example_suggests_the_closest(capsys):

@@ -670,6 +670,27 @@ def test_generated_cuda_compiles_with_nvcc():
     assert os.path.exists(build_cuda_object(src))
 
 
+def _gpu() -> bool:
+    """Whether CuPy and a GPU are here to run CUDA kernels (``pip install 'tensorlang[cuda]'``)."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no CuPy, no driver, no device
+        return False
+
+
+@pytest.mark.skipif(nvcc_path() is None or not _gpu(), reason="needs nvcc, CuPy and a GPU")
+def test_cuda_kernel_agrees_with_c_on_a_gpu():
+    """The check docs/codegen.md gives for a GPU run: the loss and its gradient, CUDA against C."""
+    loss = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
+    rng = np.random.default_rng(0)
+    inputs = dict(x=rng.normal(size=100_015), c=rng.normal(size=16), z=rng.normal(size=100_000))
+    for program in (loss, tl.grad(loss, "x")):
+        gpu, cpu = tl_compile(program, target="cuda"), tl_compile(program)
+        assert np.allclose(gpu(**inputs), cpu(**inputs), rtol=1e-10, atol=1e-12)
+
+
 def test_cuda_target_generates_kernels():
     e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
     if nvcc_path() is None:

@@ -1,4 +1,4 @@
-"""Kernels over Dask arrays (LANGUAGE.md section 2): lazy collections computed blockwise, equal to the
+"""Kernels over Dask arrays (docs/dask.md): lazy collections computed blockwise, equal to the
 kernel on whole arrays on every scheduler; the footprint of each block is the isl box and nothing more;
 a LocalCluster of two worker processes runs graphs built here without building anything.
 

@@ -29,6 +29,8 @@ def test_tour_runs_and_displays_programs_in_latex(tmp_path):
     for cell in tagged["expr"]:
         (latex,) = _outputs(cell, "text/latex")
         assert latex.startswith(r"$\displaystyle ") and r"\boxplus" in latex
+        assert r"_{i=0}^{n - 1}" in latex or r"_{i_{0}=0}^{n - 1}" in latex, latex  # i:n runs to n - 1
+        assert "^{n}" not in latex and "^{m}" not in latex
     (cert,) = _outputs(tagged["certificate"][0], "text/html")
     assert "certificate for wrt x at n = 1000, m = 16: ok" in cert and "Theorem 6.35" in cert
     (kernel,) = _outputs(tagged["kernel"][0], "text/html")

@@ -29,6 +29,9 @@ def test_examples_tour_runs_one_program():
     assert "== skip_x1: x[0] + x[2]" in out.stdout and "C kernel agrees" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "tensorlang.examples", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "there is no example 'nope'" in bad.stderr
+    usage = subprocess.run([sys.executable, "-m", "tensorlang.examples", "--help"], capture_output=True, text=True)
+    assert usage.returncode == 0 and "usage: python -m tensorlang.examples" in usage.stdout
+    assert "deconv_loss" in usage.stdout and "no example" not in usage.stderr
 
 
 def test_demo_tells_the_story_in_under_40_lines():
@@ -39,3 +42,12 @@ def test_demo_tells_the_story_in_under_40_lines():
     assert len(lines) < 40
     for step in ("1. A tensorlang program", "2. Its gradient", "3. Certified", "L-BFGS-B", "tensorlang.ad"):
         assert any(step in line for line in lines), step
+
+
+def test_dir_lists_the_public_names():
+    listed = dir(tl)
+    assert set(tl.__all__) <= set(listed) and {"ad", "examples", "__version__"} <= set(listed)
+    for internal in ("api", "parser", "checker", "nodes", "PackageNotFoundError", "_version", "_api_all"):
+        assert internal not in listed
+    assert tl.examples.path("conv.tl").name == "conv.tl" and tl.ad.grad(lambda x: x * x)(3.0) == 6.0
+    assert tl.nodes.Expr is tl.Expr  # the implementation's modules stay reachable by name

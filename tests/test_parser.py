@@ -1,4 +1,4 @@
-"""The parser: every construct of LANGUAGE.md section 1 builds the nodes the language decisions fix,
+"""The parser: every construct of docs/language.md builds the nodes the language decisions fix,
 and every error is of the right kind and placed (line, column, caret) at the construct it is about."""
 import pytest
 
@@ -324,6 +324,37 @@ def test_undeclared_variable():
     assert "undeclared variable q" in err.message
 
 
+def test_undeclared_variable_suggests_the_closest_value_in_scope():
+    err = located(TypeCheckError, "c : [n]R; sum(i:n) cc[i]", 1, 20)
+    assert err.message == "undeclared variable cc; did you mean 'c'?"
+    err = located(TypeCheckError, "let total = x in totl + 1", 1, 18)
+    assert err.message.endswith("did you mean 'total'?")
+    err = located(TypeCheckError, "gen(ij:n) x * ijk", 1, 15)  # an index variable is not a value
+    assert err.message == "undeclared variable ijk"
+
+
+@pytest.mark.parametrize("src, column, meant", [
+    ("gne(i:n) x", 6, "gen"),
+    ("smu(i:n) x", 6, "sum"),
+    ("summ(i:n, j:m) A[i, j]", 7, "sum"),
+    ("lte y = x in y", 5, "let"),
+    ("let y = x ni y", 11, "in"),
+    ("sum(i:n) [i > 0 adn i < 3] * x", 17, "and"),
+    ("sum(i:n) [i < 1 ro i > 3] * x", 17, "or"),
+    ("sum(i:n) [exist(j:n) i < j] * x", 18, "exists"),
+])
+def test_misspelt_keyword_gets_a_did_you_mean(src, column, meant):
+    err = located(ParseError, src, 1, column)
+    assert err.message.endswith(f"is not a keyword; did you mean {meant!r}?)"), err.message
+
+
+def test_a_name_far_from_every_keyword_gets_no_keyword_hint():
+    for src in ("y y", "frob(i:n) x", "foo y = x in y"):
+        with pytest.raises(ParseError) as info:
+            p(src)
+        assert "keyword" not in info.value.message, info.value.message
+
+
 def test_rebinding_is_an_error():
     err = located(TypeCheckError, "let x = 1 in x", 1, 5)
     assert "x" in err.message and "already bound" in err.message
@@ -375,7 +406,9 @@ def test_arity_and_unknown_function():
     err = located(TypeCheckError, "x + exp(x, y)", 1, 5)
     assert "exp takes 1 argument" in err.message
     err = located(TypeCheckError, "x + frobnicate(x)", 1, 5)
-    assert "frobnicate" in err.message
+    assert "frobnicate" in err.message and "did you mean" not in err.message
+    err = located(TypeCheckError, "x + exq(x)", 1, 5)
+    assert err.message.endswith("did you mean 'exp'?")
 
 
 def test_not_on_relation_or_exists():

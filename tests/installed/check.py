@@ -1,6 +1,7 @@
 """``make test``'s check of the package as a user installs it: build the wheel, install it (not
 editable, with its declared dependencies and nothing else) into a fresh virtual environment, and run
-``smoke.py`` there from a directory outside the clone.
+``smoke.py`` there from a directory outside the clone, then the examples of some documentation pages
+(``DOC_PAGES``, by ``tests/doc_blocks.py``).
 
 Before any of that, the wheel must hold every Python file of the folders that install as packages,
 each at its installed path (``derive/ad/rules/math.py`` as ``tensorlang/derive/ad/rules/math.py``),
@@ -20,6 +21,9 @@ CLONE = Path(__file__).resolve().parents[2]
 # the folders of the clone and the names they install under (the oracle for setup.py's search)
 INSTALLED_AS = {"tensorlang": "tensorlang", "normalize": "tensorlang/normalize", "derive": "tensorlang/derive",
                 "codegen": "tensorlang/codegen", "examples": "tensorlang/examples"}
+# the pages whose examples run again with the wheel (all of them run with the editable install in
+# tests/test_docs_run.py; docs/dask.md needs the dask extra, which this environment leaves out)
+DOC_PAGES = ["README.md", "docs/language.md", "docs/derive.md", "docs/ad.md", "docs/ad_internals.md"]
 DATA = ["tensorlang/grammar.lark", "tensorlang/examples/conv.tl", "tensorlang/examples/tour.ipynb",
         "tensorlang/docs/language.md"]
 
@@ -67,6 +71,11 @@ def main() -> None:
         shutil.copy(Path(__file__).with_name("smoke.py"), away)
         r = step("run the smoke script outside the clone", [python, "smoke.py", CLONE], cwd=away, env=env)
         print("  " + r.stdout.strip())
+        # the documentation's examples, as a user of the wheel copies them (tl-cost from its bin/)
+        shutil.copy(CLONE / "tests" / "doc_blocks.py", away)
+        env["PATH"] = str(python.parent) + os.pathsep + env.get("PATH", "")
+        step("run the examples of " + ", ".join(DOC_PAGES) + " outside the clone",
+             [python, "doc_blocks.py", *(CLONE / page for page in DOC_PAGES)], cwd=away, env=env)
 
 
 if __name__ == "__main__":
