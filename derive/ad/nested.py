@@ -34,7 +34,7 @@ from .cotangent import dense
 from .nested_store import box_method
 from .rules import is_nondiff
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw,
-                      Jm, acc, check_keywords, differentiable, method_rule, rule_code_refused, with_defaults)
+                      Jm, Writes, acc, check_keywords, differentiable, method_rule, rule_code_refused, with_defaults)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:
@@ -152,7 +152,9 @@ def _through_code(f, r, pos, kw, lead):
     def code_back(d):
         dy, dback = (None, None) if d is None else d
         return grads(pb((dy, None if dback is None else getattr(dback, "back", None))))
-    return (y, Pullback(back, where)), code_back
+    # the code may make boxes (a loop's stack of values) whose gradients reach the store and not the pair's
+    # cotangent: its pullback runs without a cotangent too, and takes them where they were made
+    return (y, Pullback(back, where)), Writes(code_back)
 
 
 def _at(g, where, shift):
