@@ -1,0 +1,100 @@
+"""``python -m tensorlang.gradbench``, GradBench's protocol driven as the evals drive it (a subprocess,
+JSON lines), its answers checked against NumPy and central differences on small inputs (no GradBench
+installation needed)."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+
+def _session(*messages):
+    """The tool's answers to ``messages`` (each given its id), by id."""
+    lines = "".join(json.dumps({"id": i, **m}) + "\n" for i, m in enumerate(messages))
+    done = subprocess.run([sys.executable, "-m", "tensorlang.gradbench"], input=lines, capture_output=True,
+                          text=True, timeout=600, check=True)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["id"] for a in answers] == list(range(len(messages)))
+    return answers
+
+
+def _evaluate(module, function, value, **more):
+    return {"kind": "evaluate", "module": module, "function": function, "input": value, **more}
+
+
+def _central(f, x, h=1e-6):
+    g = np.zeros_like(x)
+    for k in range(x.size):
+        e = np.zeros_like(x)
+        e[k] = h
+        g[k] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
+def _lse(x):
+    return np.log(np.sum(np.exp(x - x.max()))) + x.max()
+
+
+def _llsq(x, n):
+    t = -1.0 + 2.0 * np.arange(n) / (n - 1.0)
+    return 0.5 * sum((np.sign(ti) - sum(xj * ti ** j for j, xj in enumerate(x))) ** 2 for ti in t)
+
+
+@pytest.fixture(scope="module")
+def answers():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-100, 100, 7)       # GradBench's lse draws from [-100, 100): exp overflows unshifted
+    y = rng.random(5)
+    repeat = {"min_runs": 3, "min_seconds": 0}
+    return x, y, _session(
+        {"kind": "start", "eval": "hello"},
+        {"kind": "define", "module": "hello"},
+        _evaluate("hello", "square", 3.0), _evaluate("hello", "double", 9.0),
+        {"kind": "define", "module": "lse"},
+        _evaluate("lse", "primal", {"x": x.tolist(), **repeat}),
+        _evaluate("lse", "gradient", {"x": x.tolist(), **repeat}),
+        {"kind": "define", "module": "llsq"},
+        _evaluate("llsq", "primal", {"x": y.tolist(), "n": 9, **repeat}),
+        _evaluate("llsq", "gradient", {"x": y.tolist(), "n": 9, **repeat}),
+        {"kind": "analysis", "of": 9, "valid": True},
+        {"kind": "define", "module": "no-such-eval"},
+        _evaluate("lse", "no-such-function", {"x": [1.0]}),
+    )
+
+
+def test_start_and_define(answers):
+    _, _, got = answers
+    assert got[0]["tool"] == "tensorlang"
+    assert got[1]["success"] and got[4]["success"] and got[7]["success"]
+    assert got[10] == {"id": 10}
+
+
+def test_hello(answers):
+    _, _, got = answers
+    assert got[2]["output"] == 9.0 and got[3]["output"] == 18.0
+
+
+def test_lse_against_numpy_and_differences(answers):
+    x, _, got = answers
+    assert got[5]["output"] == pytest.approx(_lse(x), rel=1e-12)
+    np.testing.assert_allclose(got[6]["output"], _central(_lse, x), rtol=1e-5, atol=1e-8)
+
+
+def test_llsq_against_numpy_and_differences(answers):
+    _, y, got = answers
+    assert got[8]["output"] == pytest.approx(_llsq(y, 9), rel=1e-12)
+    np.testing.assert_allclose(got[9]["output"], _central(lambda v: _llsq(v, 9), y), rtol=1e-6, atol=1e-8)
+
+
+def test_timings_as_gradbench_counts_them(answers):
+    _, _, got = answers
+    timings = got[6]["timings"]
+    assert [t["name"] for t in timings] == ["prepare", "evaluate", "evaluate", "evaluate"]
+    assert all(isinstance(t["nanoseconds"], int) and t["nanoseconds"] > 0 for t in timings)
+
+
+def test_what_it_does_not_do_is_an_answer_with_why(answers):
+    _, _, got = answers
+    assert not got[11]["success"] and "does not implement the eval 'no-such-eval'" in got[11]["error"]
+    assert not got[12]["success"] and "no-such-function" in got[12]["error"]
