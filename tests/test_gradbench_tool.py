@@ -60,7 +60,18 @@ def answers():
         {"kind": "analysis", "of": 9, "valid": True},
         {"kind": "define", "module": "no-such-eval"},
         _evaluate("lse", "no-such-function", {"x": [1.0]}),
+        {"kind": "define", "module": "kmeans"},
+        _evaluate("kmeans", "cost", {"points": POINTS.tolist(), "centroids": CENTROIDS.tolist(), **repeat}),
+        _evaluate("kmeans", "dir", {"points": POINTS.tolist(), "centroids": CENTROIDS.tolist(), **repeat}),
     )
+
+
+POINTS = np.random.default_rng(1).random((12, 3))
+CENTROIDS = np.random.default_rng(2).random((3, 3))
+
+
+def _kmeans(c):
+    return sum(min(np.sum((p - ck) ** 2) for ck in c.reshape(3, 3)) for p in POINTS)
 
 
 def test_start_and_define(answers):
@@ -98,3 +109,12 @@ def test_what_it_does_not_do_is_an_answer_with_why(answers):
     _, _, got = answers
     assert not got[11]["success"] and "does not implement the eval 'no-such-eval'" in got[11]["error"]
     assert not got[12]["success"] and "no-such-function" in got[12]["error"]
+
+
+def test_kmeans_against_numpy_and_differences(answers):
+    _, _, got = answers
+    assert got[13]["success"]
+    assert got[14]["output"] == pytest.approx(_kmeans(CENTROIDS), rel=1e-12)
+    g = _central(_kmeans, CENTROIDS.ravel())
+    h = (_central(_kmeans, CENTROIDS.ravel() + 1e-3) - _central(_kmeans, CENTROIDS.ravel() - 1e-3)) / 2e-3
+    np.testing.assert_allclose(np.ravel(got[15]["output"]), g / h, rtol=1e-4)

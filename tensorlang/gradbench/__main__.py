@@ -1,10 +1,12 @@
 """The GradBench protocol: one JSON message per line on stdin, one answer per line on stdout
 (``start`` -> the tool's name; ``define`` -> compile the eval's programs; ``evaluate`` -> output and
-timings; anything else -> its id).  An eval this tool does not implement fails at ``define``, with why."""
+timings; anything else -> its id), in one thread.  An eval this tool does not implement fails at ``define``,
+with why."""
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import traceback
 
@@ -33,7 +35,14 @@ def answer(message: dict, defined: dict) -> dict:
     return {}
 
 
+_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def main() -> None:
+    if any(os.environ.get(k) != v for k, v in _ONE_THREAD.items()):
+        # one thread, as GradBench compares tools (its JAX tool pins itself to one CPU); NumPy's BLAS reads
+        # these when it loads, which importing this package already did: run again with them set
+        os.execve(sys.executable, [sys.executable, "-m", __package__, *sys.argv[1:]], {**os.environ, **_ONE_THREAD})
     defined: dict = {}
     for line in sys.stdin:
         message = json.loads(line)
