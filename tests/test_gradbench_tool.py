@@ -63,7 +63,13 @@ def answers():
         {"kind": "define", "module": "kmeans"},
         _evaluate("kmeans", "cost", {"points": POINTS.tolist(), "centroids": CENTROIDS.tolist(), **repeat}),
         _evaluate("kmeans", "dir", {"points": POINTS.tolist(), "centroids": CENTROIDS.tolist(), **repeat}),
+        {"kind": "define", "module": "det"},
+        _evaluate("det", "primal", {"A": MATRIX.ravel().tolist(), "ell": 4, **repeat}),
+        _evaluate("det", "gradient", {"A": MATRIX.ravel().tolist(), "ell": 4, **repeat}),
     )
+
+
+MATRIX = np.random.default_rng(3).random((4, 4))
 
 
 POINTS = np.random.default_rng(1).random((12, 3))
@@ -118,3 +124,11 @@ def test_kmeans_against_numpy_and_differences(answers):
     g = _central(_kmeans, CENTROIDS.ravel())
     h = (_central(_kmeans, CENTROIDS.ravel() + 1e-3) - _central(_kmeans, CENTROIDS.ravel() - 1e-3)) / 2e-3
     np.testing.assert_allclose(np.ravel(got[15]["output"]), g / h, rtol=1e-4)
+
+
+def test_det_against_numpy_and_differences(answers):
+    _, _, got = answers
+    assert got[16]["success"]
+    assert got[17]["output"] == pytest.approx(np.linalg.det(MATRIX), rel=1e-12)
+    expected = _central(lambda a: np.linalg.det(a.reshape(4, 4)), MATRIX.ravel())
+    np.testing.assert_allclose(got[18]["output"], expected, rtol=1e-6, atol=1e-9)
