@@ -66,7 +66,27 @@ def answers():
         {"kind": "define", "module": "det"},
         _evaluate("det", "primal", {"A": MATRIX.ravel().tolist(), "ell": 4, **repeat}),
         _evaluate("det", "gradient", {"A": MATRIX.ravel().tolist(), "ell": 4, **repeat}),
+        {"kind": "define", "module": "ode"},
+        _evaluate("ode", "primal", {"x": ODE_X.tolist(), "s": 3, **repeat}),
+        _evaluate("ode", "gradient", {"x": ODE_X.tolist(), "s": 3, **repeat}),
     )
+
+
+ODE_X = np.random.default_rng(4).random(5)
+
+
+def _rk4(x, s):
+    """Runge-Kutta 4 on y0' = x0, yi' = xi y(i-1), from 0 to 2, written entry by entry."""
+    def field(y):
+        return np.array([x[0]] + [x[i] * y[i - 1] for i in range(1, len(x))])
+    y, h = np.zeros(len(x)), 2.0 / s
+    for _ in range(s):
+        k1 = field(y)
+        k2 = field(y + h / 2 * k1)
+        k3 = field(y + h / 2 * k2)
+        k4 = field(y + h * k3)
+        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return y
 
 
 MATRIX = np.random.default_rng(3).random((4, 4))
@@ -132,3 +152,10 @@ def test_det_against_numpy_and_differences(answers):
     assert got[17]["output"] == pytest.approx(np.linalg.det(MATRIX), rel=1e-12)
     expected = _central(lambda a: np.linalg.det(a.reshape(4, 4)), MATRIX.ravel())
     np.testing.assert_allclose(got[18]["output"], expected, rtol=1e-6, atol=1e-9)
+
+
+def test_ode_against_numpy_and_differences(answers):
+    _, _, got = answers
+    assert got[19]["success"]
+    np.testing.assert_allclose(got[20]["output"], _rk4(ODE_X, 3), rtol=1e-12)
+    np.testing.assert_allclose(got[21]["output"], _central(lambda x: _rk4(x, 3)[-1], ODE_X), rtol=1e-6, atol=1e-9)
