@@ -69,7 +69,37 @@ def answers():
         {"kind": "define", "module": "ode"},
         _evaluate("ode", "primal", {"x": ODE_X.tolist(), "s": 3, **repeat}),
         _evaluate("ode", "gradient", {"x": ODE_X.tolist(), "s": 3, **repeat}),
+        {"kind": "define", "module": "gmm"},
+        _evaluate("gmm", "objective", {**GMM, **repeat}),
+        _evaluate("gmm", "jacobian", {**GMM, **repeat}),
     )
+
+
+_g = np.random.default_rng(5)
+GMM = {"d": 3, "k": 2, "n": 4, "alpha": _g.normal(size=2).tolist(), "mu": _g.random((2, 3)).tolist(),
+       "q": (0.1 * _g.normal(size=(2, 3))).tolist(), "l": (0.3 * _g.normal(size=(2, 3))).tolist(),
+       "x": _g.random((4, 3)).tolist(), "m": 0, "gamma": 1.0}
+
+
+def _gmm(alpha, mu, q, l):
+    """The objective written point by point, from GradBench's definition (the C++ reference's loops)."""
+    d, k, x, m, gamma = 3, 2, np.array(GMM["x"]), 0, 1.0
+    def factor(j):
+        L = np.diag(np.exp(q[j]))
+        L[1, 0], L[2, 0], L[2, 1] = l[j]          # the strictly lower triangle, by columns
+        return L
+    def logsumexp(v):
+        return np.log(np.sum(np.exp(v - v.max()))) + v.max()
+    total = -len(x) * d * 0.5 * np.log(2 * np.pi)
+    for xi in x:
+        total += logsumexp(np.array([alpha[j] + np.sum(q[j]) - 0.5 * np.sum((factor(j) @ (xi - mu[j])) ** 2)
+                                     for j in range(k)]))
+    total -= len(x) * logsumexp(alpha)
+    p = d + m + 1
+    for j in range(k):
+        total -= 0.5 * gamma ** 2 * (np.sum(np.exp(q[j]) ** 2) + np.sum(l[j] ** 2)) - m * np.sum(q[j])
+    from scipy.special import multigammaln
+    return total + k * (p * d * np.log(gamma / np.sqrt(2)) - multigammaln(0.5 * p, d))
 
 
 ODE_X = np.random.default_rng(4).random(5)
@@ -159,3 +189,17 @@ def test_ode_against_numpy_and_differences(answers):
     assert got[19]["success"]
     np.testing.assert_allclose(got[20]["output"], _rk4(ODE_X, 3), rtol=1e-12)
     np.testing.assert_allclose(got[21]["output"], _central(lambda x: _rk4(x, 3)[-1], ODE_X), rtol=1e-6, atol=1e-9)
+
+
+def test_gmm_against_numpy_and_differences(answers):
+    _, _, got = answers
+    assert got[22]["success"]
+    parts = [np.array(GMM[name]) for name in ("alpha", "mu", "q", "l")]
+    assert got[23]["output"] == pytest.approx(_gmm(*parts), rel=1e-12)
+    for i, name in enumerate(("alpha", "mu", "q", "l")):
+        def along(v, i=i):
+            moved = list(parts)
+            moved[i] = v.reshape(parts[i].shape)
+            return _gmm(*moved)
+        np.testing.assert_allclose(np.ravel(got[24]["output"][name]), _central(along, parts[i].ravel()),
+                                   rtol=1e-6, atol=1e-8, err_msg=name)
