@@ -93,10 +93,14 @@ def call_rule(r, args):
         return r(args[0], args[1], args[2], args[3])
     if n == 5:
         return r(args[0], args[1], args[2], args[3], args[4])
-    return r(args[0], args[1], args[2], args[3], args[4], args[5])
+    if n == 6:
+        return r(args[0], args[1], args[2], args[3], args[4], args[5])
+    if n == 7:
+        return r(args[0], args[1], args[2], args[3], args[4], args[5], args[6])
+    return r(args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7])
 
 
-_MOST = 6   # the most arguments call_rule passes
+_MOST = 8   # the most arguments call_rule passes
 
 
 def positional(r, pos, kw):
