@@ -34,7 +34,8 @@ from .cotangent import dense
 from .nested_store import box_method
 from .rules import is_nondiff
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw,
-                      Jm, acc, check_keywords, differentiable, method_rule, rule_code_refused, with_defaults)
+                      Jm, acc, check_keywords, differentiable, method_rule, rule_code_refused, ufunc_method,
+                      with_defaults)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:
@@ -317,7 +318,7 @@ def _Jm_rule(name, kwnames, obj, *args):
     """J of Jm (``J(Jm, name, kwnames, obj, *args)``): method rules and module functions."""
     k = len(kwnames)
     pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
-    if isinstance(obj, types.ModuleType):
+    if isinstance(obj, types.ModuleType) or ufunc_method(obj, name):
         f = getattr(obj, name)
         pair, pb = _call(f, _rule_of(f), pos, kw)
         return pair, lambda d: (None, None, None, *pb(d)[1:])
