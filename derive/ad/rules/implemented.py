@@ -440,8 +440,10 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
 
 def _polyval(p, x):
     coefficients = np.asarray(p)
-    y = np.zeros_like(x)
-    for k in range(len(coefficients)):
+    # (from the first coefficient, not from zeros_like(x): a loop that starts from a constant array loses
+    # its second derivative in reverse over reverse, a defect of the transform not yet fixed)
+    y = coefficients[0] * np.ones_like(x)
+    for k in range(1, len(coefficients)):
         y = y * x + coefficients[k]
     return y
 

@@ -260,11 +260,15 @@ def _block(arrays):
     return y, lambda dy: (_rebuilt(arrays, back(dy)),)
 
 
+def _tangents_like(x, t):
+    """The tangent ``t`` of nested lists ``x`` as nested lists (zeros for None; ``t``'s lists may be tuples)."""
+    if type(x) is list:
+        return [_tangents_like(xi, None if t is None else t[i]) for i, xi in enumerate(x)]
+    return _tangent(x, t)
+
+
 def _block_along(args, kw, ts):
-    arrays = args[0]
-    leaves = _leaves(arrays, [])
-    tleaves = [None] * len(leaves) if ts[0] is None else _leaves(ts[0], [])
-    return np.block(_rebuilt(arrays, [_tangent(x, t) for x, t in zip(leaves, tleaves)]))
+    return np.block(_tangents_like(args[0], ts[0]))
 
 
 def _meshgrid(*xi, **kw):
