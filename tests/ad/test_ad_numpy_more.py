@@ -121,3 +121,13 @@ def test_layout_functions():
     check_modes(lambda x: np.sum(np.lib.stride_tricks.sliding_window_view(x, 2, axis=1) ** 2), A)
     check_modes(lambda p, x: np.sum(np.polyval(p, x)), V[:3], A[0])
     check_modes(lambda x: np.sum(np.vander(x, 4) ** 2), np.array([0.0, 0.5, -0.3]))   # (x = 0: no 0 * inf)
+
+
+def test_keywords_without_a_rule_are_refused_by_name_in_every_mode():
+    x = np.array([0.3, np.nan, 0.5])
+    with pytest.raises(UnsupportedError, match="nansum without the keyword argument where"):
+        ad.jvp(lambda z: np.nansum(z, where=z > 0), (x,), (x,))
+    with pytest.raises(UnsupportedError, match="nansum without the keyword argument where"):
+        ad.grad(lambda z: np.nansum(z, where=z > 0))(x)
+    with pytest.raises(UnsupportedError, match="var without the keyword argument where"):
+        ad.jvp(lambda z: np.var(z, where=z > 0.4), (V,), (V,))

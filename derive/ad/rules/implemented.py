@@ -40,6 +40,10 @@ def implemented_by(f, impl):
     rule.__module__ = impl.__module__
 
     def forward(args, ts, tkw=None, **kw):
+        bad = [k for k in kw if k not in names]
+        if bad:   # (as the reverse rule refuses them)
+            raise UnsupportedError(f"tensorlang.ad differentiates {getattr(f, '__name__', f)} without the keyword "
+                                   f"argument{'s' if len(bad) > 1 else ''} {', '.join(bad)}")
         bound = sig.bind(*args, **kw)
         bound.apply_defaults()
         full = tuple(bound.arguments[n] for n in names)

@@ -286,6 +286,10 @@ def _spread_jvp(f):
     (``tm`` the mean's tangent: of the mean given by ``mean=``, or the mean of ``tx``); for ``std`` divided
     by ``2 std``, 0 where the entries are all equal (as the reverse rule)."""
     def jvp(args, ts, tkw=None, **kw):
+        bad = [k for k in kw if k not in _SPREAD_NAMES]
+        if bad:   # (where=, correction=: as the reverse rule refuses them)
+            raise UnsupportedError(f"tensorlang.ad differentiates {f.__name__} without the keyword argument"
+                                   f"{'s' if len(bad) > 1 else ''} {', '.join(bad)}")
         p = dict(zip(_SPREAD_NAMES, args[1:]))
         p.update(kw)
         tkw = tkw or {}
