@@ -14,6 +14,8 @@ _GROUPS = {
     "layout": "functions that move, copy or drop entries (one driver over entry positions)",
     "linalg": "contractions and `numpy.linalg`",
     "linalg_more": "more `numpy.linalg`: factorisations with rules, norms and products as code",
+    "implemented": "given as NumPy code, differentiated as code in every mode (statistics, nan-reductions, "
+                   "convolutions, interpolation, NumPy 2's names, ufunc methods)",
     "fft": "`numpy.fft` (linear: the adjoint transforms)",
     "complexes": "complex numbers (Zygote's convention)",
     "structures": "indexing helpers",
@@ -27,6 +29,11 @@ def _numpy_name(f):
     name = getattr(f, "__name__", None)
     if name is None:
         return None
+    owner = getattr(f, "__self__", None)
+    if isinstance(owner, np.ufunc) and getattr(np, owner.__name__, None) is owner:   # np.add.reduce
+        return f"{owner.__name__}.{name}"
+    if getattr(np.lib.stride_tricks, name, None) is f and getattr(np, name, None) is not f:
+        return f"lib.stride_tricks.{name}"
     if getattr(np.linalg, name, None) is f:
         return f"linalg.{name}"
     if getattr(np.fft, name, None) is f:

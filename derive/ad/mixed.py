@@ -21,7 +21,8 @@ from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
 from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
-                      method_grads, method_rule, refuse_keyword_only, register, with_defaults, with_nested_boxes)
+                      method_grads, method_rule, refuse_keyword_only, register, ufunc_method, with_defaults,
+                      with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)
@@ -476,7 +477,7 @@ def _jvp_Jm(args, ts):
     name, kwnames, obj, *xs = args
     if all(t is None for t in ts):
         return Jm(*args), NO_TANGENT
-    if isinstance(obj, types.ModuleType):
+    if isinstance(obj, types.ModuleType) or ufunc_method(obj, name):
         f = getattr(obj, name)
         return _jvp_Jkw((kwnames, f, *xs), (None, None, *ts[3:])) if kwnames else _jvp_J((f, *xs), (None, *ts[3:]))
     rule = method_rule(obj, name)

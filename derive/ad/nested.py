@@ -34,7 +34,8 @@ from .cotangent import dense
 from .nested_store import box_method
 from .rules import is_nondiff
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw,
-                      Jm, Writes, acc, check_keywords, differentiable, method_rule, rule_code_refused, with_defaults)
+                      Jm, Writes, acc, check_keywords, differentiable, method_rule, rule_code_refused,
+                      ufunc_method, with_defaults)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:
@@ -93,10 +94,14 @@ def call_rule(r, args):
         return r(args[0], args[1], args[2], args[3])
     if n == 5:
         return r(args[0], args[1], args[2], args[3], args[4])
-    return r(args[0], args[1], args[2], args[3], args[4], args[5])
+    if n == 6:
+        return r(args[0], args[1], args[2], args[3], args[4], args[5])
+    if n == 7:
+        return r(args[0], args[1], args[2], args[3], args[4], args[5], args[6])
+    return r(args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7])
 
 
-_MOST = 6   # the most arguments call_rule passes
+_MOST = 8   # the most arguments call_rule passes
 
 
 def positional(r, pos, kw):
@@ -315,7 +320,7 @@ def _Jm_rule(name, kwnames, obj, *args):
     """J of Jm (``J(Jm, name, kwnames, obj, *args)``): method rules and module functions."""
     k = len(kwnames)
     pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
-    if isinstance(obj, types.ModuleType):
+    if isinstance(obj, types.ModuleType) or ufunc_method(obj, name):
         f = getattr(obj, name)
         pair, pb = _call(f, _rule_of(f), pos, kw)
         return pair, lambda d: (None, None, None, *pb(d)[1:])

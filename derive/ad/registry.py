@@ -56,6 +56,9 @@ class Primitive:
     def name(self) -> str:
         if isinstance(self.key, tuple):
             return f"{self.key[0].__name__}.{self.key[1]}"
+        owner = getattr(self.key, "__self__", None)
+        if type(owner).__name__ == "ufunc":   # a ufunc's method (np.add.reduce)
+            return f"numpy.{owner.__name__}.{self.key.__name__}"
         module = getattr(self.key, "__module__", None)
         name = getattr(self.key, "__qualname__", None) or getattr(self.key, "__name__", None) or repr(self.key)
         return f"{module}.{name}" if module and module != "builtins" else name

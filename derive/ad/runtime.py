@@ -473,6 +473,8 @@ class RulePullback:
         if dy is None and type(self.back) is not Writes:
             return (None,) * (self.n + 1)
         g = self.back(dy)   # (a rule may give gradients of parameters left at their defaults: dropped)
+        if g is ZERO:   # (a pullback differentiated again, through a call without derivative)
+            return (None,) * (self.n + 1)
         if len(g) == self.n:
             return (None, *g)
         return (None, *g[:self.n]) if len(g) > self.n else (None, *g, *(None,) * (self.n - len(g)))
@@ -878,8 +880,9 @@ def Jm(name, kwnames, obj, *args):
         if (t, name) in BOX_METHODS:
             return y, lambda dy: _pad(back(dy), n)
         return y, lambda dy: ZERO if dy is None else _pad(back(dy), n)
-    if t is types.ModuleType or isinstance(obj, type) and _class_function(obj, name):
-        f = getattr(obj, name)   # a module's function; a class's function called on the class (Cls.f(o, v))
+    if t is types.ModuleType or isinstance(obj, type) and _class_function(obj, name) or ufunc_method(obj, name):
+        f = getattr(obj, name)   # a module's function; a class's function called on the class (Cls.f(o, v));
+        # a ufunc's method with a rule of its own (np.add.reduce)
         y, back = Jkw(kwnames, f, *args) if kwnames else J(f, *args)
         return y, lambda dy: back(dy)
     attr = inspect.getattr_static(obj, name, None)
@@ -897,6 +900,17 @@ def Jm(name, kwnames, obj, *args):
     if not differentiable(obj) and not any(differentiable(a) for a in args) or name in NONDIFF_METHODS:
         return (bound(*pos, **kw) if kw else bound(*pos)), ZERO
     raise UnsupportedError(f"no derivative rule for the method {t.__qualname__}.{name}")
+
+
+def ufunc_method(obj, name) -> bool:
+    """Whether ``obj.name`` is a ufunc's method with a rule of its own (``np.add.reduce``: its rule is keyed
+    by the bound method, as a function's)."""
+    if type(obj) is not np.ufunc:
+        return False
+    try:
+        return getattr(obj, name) in RULES
+    except (AttributeError, TypeError):
+        return False
 
 
 def _class_function(cls, name) -> bool:

@@ -30,7 +30,7 @@ from .ir import INT, NUM, kind_of
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
                       differentiable, in_table, make_like, memory_owner, qualified_name, refuse_keyword_only,
-                      view_within, with_defaults)
+                      ufunc_method, view_within, with_defaults)
 
 
 # the transforms JVP hands calls over to, provided by the modules that make them (which call JVP in turn):
@@ -78,7 +78,8 @@ def call_pullback(back, tback, dy, tdy):
 def zero(x):
     """A zero tangent for a number or an array (None for other values)."""
     if kind_of(x) in (INT, NUM) and type(x) is not bool or isinstance(x, (complex, np.complexfloating)):
-        return 0 * x
+        z = 0 * x
+        return z if z == z else type(x)(0)   # (an exact 0 for an infinite number too, not 0 * inf)
     if type(x) is np.ndarray:
         return np.zeros(x.shape, dtype=np.result_type(x.dtype, float))
     return None
@@ -448,7 +449,7 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
         rule = next((JVP_METHOD_RULES[(b, name)] for b in t.__mro__[1:] if (b, name) in JVP_METHOD_RULES), None)
     if rule is not None:
         return rule(obj, tangent_of(obj, tobj), pos, tpos, **kw)
-    if t is types.ModuleType:
+    if t is types.ModuleType or ufunc_method(obj, name):
         f = getattr(obj, name)
         return JVPkw(kwnames, f, None, args, ts) if kwnames else JVP(f, None, args, ts)
     attr = inspect.getattr_static(obj, name, None)

@@ -190,6 +190,76 @@ if hasattr(np.linalg, "matrix_norm"):
     example(np.linalg.vector_norm)((lambda x: np.linalg.vector_norm(x), V), (lambda x: np.linalg.vector_norm(x, ord=np.inf), V))
 example(sl.expm)((lambda x: sl.expm(x), M / 4))
 
+# NumPy 2's names, ufunc methods, statistics, convolutions, interpolation (most given as code: rules.implemented)
+_swv = np.lib.stride_tricks.sliding_window_view
+_NANS = np.zeros(A.shape, dtype=bool)
+_NANS[0, 1] = _NANS[2, 3] = True          # (every row and column keeps numbers)
+_with_nans = lambda x: np.where(_NANS, np.nan, x)   # noqa: E731
+for _module, _name in ((np, "matrix_transpose"), (np.linalg, "matrix_transpose")):
+    if hasattr(_module, _name):
+        example(getattr(_module, _name))((lambda x, f=getattr(_module, _name): f(x) * 1.5, A))
+if hasattr(np, "vecdot"):
+    example(np.vecdot)((lambda x: np.vecdot(x, B), A), (lambda x: np.vecdot(A, x, axis=0), B))
+    example(np.linalg.vecdot)((lambda x: np.linalg.vecdot(x, V), A))
+    example(np.cumulative_sum)((lambda x: np.cumulative_sum(x, axis=1) ** 2, A),
+                               (lambda x: np.cumulative_sum(x, include_initial=True) ** 2, V))
+    example(np.cumulative_prod)((lambda x: np.cumulative_prod(x, axis=0), A),
+                                (lambda x: np.cumulative_prod(x, include_initial=True), V))
+    example(np.var)((lambda x: np.var(x, axis=1, mean=np.mean(x, axis=1, keepdims=True)), A))
+    example(np.std)((lambda x: np.std(x, axis=0, ddof=1, mean=np.mean(x, axis=0, keepdims=True)), A))
+example(np.prod)((lambda x: np.prod(x, axis=(0, 2)), T), (lambda x: np.prod(x, axis=(2, 0), keepdims=True), T))
+example(np.add.reduce)((lambda x: np.add.reduce(x) ** 2, A), (lambda x: np.add.reduce(x, axis=1, keepdims=True) ** 2, A))
+example(np.multiply.reduce)((lambda x: np.multiply.reduce(x, axis=1), A))
+example(np.maximum.reduce)((lambda x: np.maximum.reduce(x, axis=1), A), (lambda x: np.maximum.reduce(x, axis=None), A))
+example(np.minimum.reduce)((lambda x: np.minimum.reduce(x), A))
+example(np.add.accumulate)((lambda x: np.add.accumulate(x, axis=1) ** 2, A))
+example(np.multiply.accumulate)((lambda x: np.multiply.accumulate(x), A))
+example(np.add.outer)((lambda x: np.add.outer(x, W) ** 2, V), (lambda x: np.add.outer(V, x) ** 2, A))
+example(np.subtract.outer)((lambda x: np.subtract.outer(x, W) ** 2, V))
+example(np.multiply.outer)((lambda x: np.multiply.outer(x, W), V), (lambda x: np.multiply.outer(x, x), V))
+example(np.block)((lambda x: np.block([[x, 2 * x], [x * x, x]]), A), (lambda x: np.block([x, x[:2] ** 2]), V))
+example(np.vdot)((lambda x: np.vdot(x, B), A))
+example(np.cov)((lambda x: np.cov(x), A), (lambda x: np.cov(x, rowvar=False, bias=True), A),
+                (lambda x: np.cov(x[0], x[1]), A))
+example(np.corrcoef)((lambda x: np.corrcoef(x), A), (lambda x: np.corrcoef(x[0], x[2]), A))
+example(np.average)((lambda x: np.average(x), A), (lambda x: np.average(x, axis=1, weights=V), A),
+                    (lambda x: np.average(A, axis=1, weights=x), V),
+                    (lambda x: np.average(x, axis=0, weights=x * x, returned=True), A))
+example(np.median)((lambda x: np.median(x), A), (lambda x: np.median(x, axis=1), A),
+                   (lambda x: np.median(x, axis=0, keepdims=True), A))
+example(np.quantile)((lambda x: np.quantile(x, 0.3), A), (lambda x: np.quantile(x, [0.2, 0.7], axis=1), A),
+                     (lambda x: np.quantile(A, x), 0.3))
+example(np.percentile)((lambda x: np.percentile(x, 30, axis=0), A), (lambda x: np.percentile(x, [10, 95]), T))
+example(np.nansum)((lambda x: np.nansum(_with_nans(x)), A), (lambda x: np.nansum(_with_nans(x), axis=1), A))
+example(np.nanprod)((lambda x: np.nanprod(_with_nans(x), axis=0), A))
+example(np.nanmean)((lambda x: np.nanmean(_with_nans(x)), A), (lambda x: np.nanmean(_with_nans(x), axis=0), A))
+example(np.nanmax)((lambda x: np.nanmax(_with_nans(x), axis=1), A), (lambda x: np.nanmax(_with_nans(x)), A))
+example(np.nanmin)((lambda x: np.nanmin(_with_nans(x), axis=0), A))
+example(np.nanvar)((lambda x: np.nanvar(_with_nans(x)), A), (lambda x: np.nanvar(_with_nans(x), axis=1, ddof=1), A))
+example(np.nanstd)((lambda x: np.nanstd(_with_nans(x), axis=0), A),
+                   (lambda x: np.nanstd(_with_nans(x), axis=1, keepdims=True), A))
+example(np.ptp)((lambda x: np.ptp(x, axis=1), A), (lambda x: np.ptp(x), A))
+example(np.convolve)((lambda x: np.convolve(x, W), V), (lambda x: np.convolve(V, x, "same"), W),
+                     (lambda x: np.convolve(x, W[:3], "valid"), V))
+example(np.correlate)((lambda x: np.correlate(x, W, "full"), V), (lambda x: np.correlate(V, x, "same"), W),
+                      (lambda x: np.correlate(x, W[:3]), V))
+example(np.interp)((lambda x: np.interp(x, [0.0, 0.45, 1.0], [1.0, 2.0, 0.5]), A),
+                   (lambda x: np.interp(A, np.array([0.0, 0.45, 1.0]), x), np.array([1.0, 2.0, 0.5])),
+                   (lambda x: np.interp(x, [0.3, 0.6], [1.0, 2.0]), A))
+example(np.polyval)((lambda x: np.polyval(x, 0.7), V), (lambda x: np.polyval(V, x), A))
+example(np.vander)((lambda x: np.vander(x, 3), V), (lambda x: np.vander(x, increasing=True), V))
+example(np.meshgrid)((lambda x: np.meshgrid(x, W), V), (lambda x: np.meshgrid(x, x[:2], indexing="ij", sparse=True), V))
+example(_swv)((lambda x: _swv(x, 3) * 1.5, V), (lambda x: _swv(x, (2, 2)) ** 2, A))
+for _name in ("trapezoid", "trapz"):
+    if hasattr(np, _name):
+        _f = getattr(np, _name)
+        example(_f)((lambda x, f=_f: f(x, axis=1), A), (lambda x, f=_f: f(A, x=x, axis=1), np.cumsum(V)),
+                    (lambda x, f=_f: f(x, dx=0.5, axis=0), A))
+example(np.fft.rfftn)((lambda x: np.abs(np.fft.rfftn(x)) ** 2, A), (lambda x: np.fft.rfftn(x, axes=(0, 2)), T))
+example(np.fft.irfftn)((lambda x: np.fft.irfftn(x * (1 + 0.5j)), A), (lambda x: np.fft.irfftn(x * 1j, s=(3, 5)), A))
+example(np.fft.rfft2)((lambda x: np.abs(np.fft.rfft2(x)) ** 2, A))
+example(np.fft.irfft2)((lambda x: np.fft.irfft2(x * (1 + 0.5j)), A))
+
 # methods: (type, name)
 for _name, _g in {"sum": lambda x: x.sum(axis=1), "mean": lambda x: x.mean(), "max": lambda x: x.max(axis=0),
                   "min": lambda x: x.min(), "prod": lambda x: x.prod(axis=1), "std": lambda x: x.std(),

@@ -27,7 +27,7 @@ library through this module only:
 """
 from ..runtime import BOX_METHODS, NONDIFF, RULES, WRITING_RULES
 from . import builtins, fft, layout, linalg, math, numpy, operators, scalar  # noqa: F401
-from . import linalg_more, scipy_linalg, special, structures  # noqa: F401
+from . import implemented, linalg_more, scipy_linalg, special, structures  # noqa: F401
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
 from .numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM  # noqa: F401  (the interface)
 from .scalar import INLINE_BINOPS, INLINE_UNARY  # noqa: F401  (the interface)

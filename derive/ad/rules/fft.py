@@ -19,6 +19,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..runtime import NONDIFF, RULES, is_complex
 from ..tangent import JVP_RULES
+from .implemented import implemented_by
 
 _DUAL = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
 
@@ -172,3 +173,46 @@ _RULES = {np.fft.fft: _fft, np.fft.ifft: _ifft, np.fft.fftn: _fftn, np.fft.ifftn
 RULES.update(_RULES)
 JVP_RULES.update({f: _linear_jvp(f) for f in _RULES})
 NONDIFF.update({dual, check_real_input, transform_axes, mirrored})
+
+
+# -- the multidimensional real transforms, as code: rfft along the last axis then fft along the others, and back
+def real_transform_args(a, s, axes, inverse):
+    """The lengths and axes of ``rfftn``/``irfftn`` (NumPy's defaults: the last ``len(s)`` axes, or all; for
+    the inverse, ``2 (m - 1)`` along the last axis)."""
+    shape = np.shape(a)
+    axes = transform_axes(a, s, axes)
+    if s is None:
+        s = [shape[ax] for ax in axes]
+        if inverse:
+            s[-1] = (shape[axes[-1]] - 1) * 2
+    return tuple(s), axes
+
+
+def _rfftn(a, s=None, axes=None, norm=None, out=None):
+    lengths, over = real_transform_args(a, s, axes, False)
+    y = np.fft.rfft(a, lengths[-1], over[-1], norm)
+    for k in range(len(over) - 1):
+        y = np.fft.fft(y, lengths[k], over[k], norm)
+    return y
+
+
+def _irfftn(a, s=None, axes=None, norm=None, out=None):
+    lengths, over = real_transform_args(a, s, axes, True)
+    y = a
+    for k in range(len(over) - 1):
+        y = np.fft.ifft(y, lengths[k], over[k], norm)
+    return np.fft.irfft(y, lengths[-1], over[-1], norm)
+
+
+def _rfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    return _rfftn(a, s, axes, norm)
+
+
+def _irfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    return _irfftn(a, s, axes, norm)
+
+
+NONDIFF.add(real_transform_args)
+for _f, _impl in ((np.fft.rfftn, _rfftn), (np.fft.irfftn, _irfftn), (np.fft.rfft2, _rfft2),
+                  (np.fft.irfft2, _irfft2)):
+    implemented_by(_f, _impl)

@@ -17,6 +17,7 @@ import numbers
 import numpy as np
 
 from ....errors import UnsupportedError
+from ..registry import JVP_RULES
 from ..runtime import LINEAR, RULES
 
 
@@ -143,7 +144,7 @@ def layout_rule(f, arrays=(0,), sequences=(), fills=(), computes=None):
             n = len(out) - len(moved)   # a keyword call: the keyword arguments' gradients in call order
             by_name = dict(zip(moved, out[n:]))
             by_name.update(zip(filled, g[k:]))
-            return (*out[:n], *(by_name.get(k) for k in names))
+            return tuple(out[:n]) + tuple([by_name.get(k) for k in names])
         return y, back
 
     def along(args, kw, ts, tkw=None):
@@ -230,3 +231,67 @@ RULES.update({f: layout_rule(f, arrays=(), sequences=(0,)) for f in _SEQUENCE})
 RULES.update({np.pad: layout_rule(np.pad, fills=("constant_values",), computes=_pad_computes),
               np.append: layout_rule(np.append, arrays=(0, 1)),
               np.select: layout_rule(np.select, arrays=(), sequences=(1,), fills=("default", 2))})
+
+
+# -- functions of a variable number of arrays, or of nested lists of them -------------------------------------------
+def _leaves(x, out):
+    """The arrays and numbers of nested lists ``x`` (``np.block``'s argument), in order, into ``out``."""
+    if type(x) is list:
+        for item in x:
+            _leaves(item, out)
+    else:
+        out.append(x)
+    return out
+
+
+def _rebuilt(x, leaves, at=None):
+    """Nested lists shaped like ``x`` holding ``leaves`` in order."""
+    at = at if at is not None else [0]
+    if type(x) is list:
+        return [_rebuilt(item, leaves, at) for item in x]
+    at[0] += 1
+    return leaves[at[0] - 1]
+
+
+def _block(arrays):
+    """``np.block(arrays)``: the layout driver over the arrays of the nested lists."""
+    leaves = _leaves(arrays, [])
+    y, back = layout_rule(lambda *xs: np.block(_rebuilt(arrays, xs)), arrays=tuple(range(len(leaves))))(*leaves)
+    return y, lambda dy: (_rebuilt(arrays, back(dy)),)
+
+
+def _tangents_like(x, t):
+    """The tangent ``t`` of nested lists ``x`` as nested lists (zeros for None; ``t``'s lists may be tuples)."""
+    if type(x) is list:
+        return [_tangents_like(xi, None if t is None else t[i]) for i, xi in enumerate(x)]
+    return _tangent(x, t)
+
+
+def _block_along(args, kw, ts):
+    return np.block(_tangents_like(args[0], ts[0]))
+
+
+def _meshgrid(*xi, **kw):
+    """``np.meshgrid(*xi, ...)``: the layout driver over its arrays."""
+    y, back = layout_rule(lambda *xs: np.meshgrid(*xs, **kw), arrays=tuple(range(len(xi))))(*xi)
+    return y, back
+
+
+def _meshgrid_along(args, kw, ts):
+    return np.meshgrid(*(_tangent(x, t) for x, t in zip(args, ts)), **kw)
+
+
+def _linear_jvp(f, along):
+    """The forward rule of a function linear in its arguments: ``along`` them."""
+    def jvp(args, ts, **kw):
+        y = f(*args, **kw)
+        if all(t is None for t in ts):
+            return y, None
+        return y, along(args, kw, ts)
+    return jvp
+
+
+LINEAR.update({_block: _block_along, _meshgrid: _meshgrid_along})
+RULES.update({np.block: _block, np.meshgrid: _meshgrid,
+              np.lib.stride_tricks.sliding_window_view: layout_rule(np.lib.stride_tricks.sliding_window_view)})
+JVP_RULES.update({np.block: _linear_jvp(np.block, _block_along), np.meshgrid: _linear_jvp(np.meshgrid, _meshgrid_along)})

@@ -11,7 +11,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
 from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, unbroadcast
-from ..tangent import JVP_RULES, densify
+from ..tangent import JVP_METHOD_RULES, JVP_RULES, densify
 from .operators import log_base, matmul_back, matmul_grad, pow_da, times
 
 
@@ -241,20 +241,88 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=True):
     return y, lambda dy: (_spread(dy, x, axis, keepdims) * where / count,)
 
 
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, mean=None):
     x = np.asarray(a)
-    y = np.var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    if mean is None:
+        y = np.var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+        m = np.mean(x, axis=axis, keepdims=True)
+    else:   # NumPy 2's mean=: the mean given (keepdims shaped) is used, and differentiated in turn
+        y = np.var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, mean=mean)
+        m = mean
     n = x.size / max(np.size(y), 1)
-    return y, lambda dy: (_spread(dy, x, axis, keepdims) * (x - np.mean(x, axis=axis, keepdims=True)) * (2 / (n - ddof)),)
+
+    def back(dy):
+        g = _spread(dy, x, axis, keepdims) * (x - m) * (2 / (n - ddof))
+        if mean is None:
+            return (g,)
+        return g, None, None, None, None, None, -np.sum(g, axis=axis, keepdims=True)
+    return y, back
 
 
-def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, mean=None):
     x = np.asarray(a)
-    y = np.std(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    if mean is None:
+        y = np.std(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+        m = np.mean(x, axis=axis, keepdims=True)
+    else:
+        y = np.std(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, mean=mean)
+        m = mean
     n = x.size / max(np.size(y), 1)
-    # where y == 0 every entry equals the mean, so the gradient is 0 there (not 0/0)
-    return y, lambda dy: (_spread(dy / (np.where(y == 0, 1, y) * (n - ddof)), x, axis, keepdims)
-                          * (x - np.mean(x, axis=axis, keepdims=True)),)
+
+    def back(dy):
+        # where y == 0 every entry equals the mean, so the gradient is 0 there (not 0/0)
+        g = _spread(dy / (np.where(y == 0, 1, y) * (n - ddof)), x, axis, keepdims) * (x - m)
+        if mean is None:
+            return (g,)
+        return g, None, None, None, None, None, -np.sum(g, axis=axis, keepdims=True)
+    return y, back
+
+
+_SPREAD_NAMES = ("axis", "dtype", "out", "ddof", "keepdims", "mean")
+
+
+def _spread_jvp(f):
+    """The forward rule of ``np.var``/``np.std``: ``sum(2 (x - m) (tx - tm)) / (n - ddof)`` over the axes
+    (``tm`` the mean's tangent: of the mean given by ``mean=``, or the mean of ``tx``); for ``std`` divided
+    by ``2 std``, 0 where the entries are all equal (as the reverse rule)."""
+    def jvp(args, ts, tkw=None, **kw):
+        bad = [k for k in kw if k not in _SPREAD_NAMES]
+        if bad:   # (where=, correction=: as the reverse rule refuses them)
+            raise UnsupportedError(f"tensorlang.ad differentiates {f.__name__} without the keyword argument"
+                                   f"{'s' if len(bad) > 1 else ''} {', '.join(bad)}")
+        p = dict(zip(_SPREAD_NAMES, args[1:]))
+        p.update(kw)
+        tkw = tkw or {}
+        x = np.asarray(args[0])
+        y = f(x, **p)
+        tmean = tkw.get("mean") if "mean" in kw else (ts[6] if len(ts) > 6 else None)
+        if ts[0] is None and tmean is None:
+            return y, None
+        axis, keepdims, ddof = p.get("axis"), p.get("keepdims", False), p.get("ddof", 0)
+        m = p.get("mean")
+        m = np.mean(x, axis=axis, keepdims=True) if m is None else m
+        tx = np.zeros(x.shape) if ts[0] is None else ts[0]
+        tm = np.mean(tx, axis=axis, keepdims=True) if p.get("mean") is None else (0.0 if tmean is None else tmean)
+        n = x.size / max(np.size(y), 1)
+        tvar = np.sum(np.real(np.conj(x - m) * (tx - tm)), axis=axis, keepdims=keepdims) * (2 / (n - ddof))
+        if f is np.var:
+            return y, tvar
+        return y, tvar / (2 * np.where(y == 0, 1, y))
+    jvp.keyword_tangents = True
+    return jvp
+
+
+def _spread_method_jvp(f):
+    """``x.var()``/``x.std()`` in forward mode (a method's keyword arguments have no tangents here: a
+    ``mean=`` is refused by name)."""
+    rule = _spread_jvp(f)
+
+    def jvp(obj, tobj, args, ts, **kw):
+        if "mean" in kw:
+            raise UnsupportedError(f"tensorlang.ad.jvp differentiates ndarray.{f.__name__} without mean=; "
+                                   f"write np.{f.__name__}(x, mean=...)")
+        return rule((obj, *args), (tobj, *ts), **kw)
+    return jvp
 
 
 def _exclusive(x, axis):
@@ -271,9 +339,18 @@ def _prod(a, axis=None, dtype=None, out=None, keepdims=False):
     y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
     if axis is None:
         return y, lambda dy: (np.reshape(dy * _exclusive(np.ravel(x), 0), x.shape),)
-    if not isinstance(axis, (int, np.integer)):
-        raise UnsupportedError("tensorlang.ad differentiates np.prod over one axis or all of them")
-    return y, lambda dy: (expand_reduced(dy, axis, keepdims) * _exclusive(x, axis),)
+    if isinstance(axis, (int, np.integer)):
+        return y, lambda dy: (expand_reduced(dy, axis, keepdims) * _exclusive(x, axis),)
+    # several axes: moved last and merged into one
+    axes = tuple(sorted(a % x.ndim for a in axis))
+    last = tuple(range(x.ndim - len(axes), x.ndim))
+    moved = np.moveaxis(x, axes, last)
+    merged = np.reshape(moved, moved.shape[:x.ndim - len(axes)] + (-1,))
+
+    def back(dy):
+        d = np.reshape(dy, merged.shape[:-1] + (1,))
+        return (np.moveaxis(np.reshape(d * _exclusive(merged, -1), moved.shape), last, axes),)
+    return y, back
 
 
 def _cumsum(a, axis=None, dtype=None, out=None):
@@ -670,6 +747,8 @@ METHOD_RULES.update({
     (np.ndarray, "cumsum"): _cumsum, (np.ndarray, "cumprod"): _cumprod,
 })
 NONDIFF_METHODS.update({"argmax", "argmin", "nonzero"})
+JVP_RULES.update({np.var: _spread_jvp(np.var), np.std: _spread_jvp(np.std)})
+JVP_METHOD_RULES.update({(np.ndarray, "var"): _spread_method_jvp(np.var), (np.ndarray, "std"): _spread_method_jvp(np.std)})
 
 
 # -- inlined NumPy rules --------------------------------------------------------------------------------------
