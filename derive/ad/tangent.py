@@ -30,8 +30,7 @@ from .ir import INT, NUM, kind_of
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
                       differentiable, in_table, make_like, memory_owner, outside_refused, qualified_name,
-                      refuse_keyword_only,
-                      view_within, with_defaults)
+                      refuse_keyword_only, view_within, with_defaults)
 
 
 # the transforms JVP hands calls over to, provided by the modules that make them (which call JVP in turn):
