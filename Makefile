@@ -8,10 +8,10 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml setup.py
 	@echo "== setting up $(VENV): a virtual environment with tensorlang installed (editable) and its"
-	@echo "   dependencies (NumPy, SciPy, SymPy, islpy, Lark, pytest, Dask ...); a few minutes the first time"
+	@echo "   dependencies (NumPy, SciPy, SymPy, islpy, Lark, pytest, Dask, matplotlib ...); a few minutes the first time"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,dask]'
+	$(PY) -m pip install -q -e '.[dev,dask,notebook]'
 	touch $(STAMP)
 	@echo "== $(VENV) is ready"
 

@@ -33,6 +33,7 @@ import uuid
 import warnings
 
 from tensorlang.errors import CompileError, TensorLangError
+from tensorlang.progress import stage
 
 __all__ = ["cache_dir", "c_compiler", "compiler_id", "c_flags", "build_c", "load", "openmp_available", "vector_math_available",
            "VECTOR_MATH_FLAG", "VECTOR_MATH_DECLS", "nvcc_path",
@@ -398,7 +399,8 @@ def _build_into(source: str, key: str, exts: tuple[str, str], command, compiler:
     try:
         src_tmp, out_tmp = _staged(source, directory, key, *exts)
         try:
-            r = run_limited(command(src_tmp, out_tmp))
+            with stage(f"building kernel {name or key} with {compiler}"):
+                r = run_limited(command(src_tmp, out_tmp))
         except OSError as exc:
             raise CompileError(f"cannot run {compiler}: {exc}\n--- generated source ---\n{numbered(source)}") from None
         if r.returncode != 0:

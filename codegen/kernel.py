@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from tensorlang.errors import ShapeError, TensorLangError, check_keywords, user_traceback
+from tensorlang.progress import stage
 from tensorlang.nodes import Expr
 
 from .generate import explain, generate
@@ -45,7 +46,8 @@ class Kernel:
         self.target = target
         self.dtype = dtype
         self.sanitize = sanitize
-        self.source, self.meta = generate(expr, target, dtype)
+        with stage(f"generating {target} code ({dtype}) from isl loop nests"):
+            self.source, self.meta = generate(expr, target, dtype)
         t1, c1 = time.perf_counter(), time.process_time()
         # flags: the C compiler's (codegen.build.c_flags), -fsanitize=... among them when sanitized
         self._runner, self.library, self.flags = target_of(target).load(self.source, self.meta, ShapeError,

@@ -18,6 +18,7 @@ from tensorlang.nodes import (
     tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
+from tensorlang.progress import stage
 from tensorlang.substitute import fresh_var, substitute_vars
 from tensorlang.traversal import free_vars, size_vars, value_inputs
 
@@ -84,7 +85,12 @@ def _derivative(expr: Expr, variables: Sequence[Var]) -> tuple[Expr, dict]:
     sigma: dict = {}
     for v in variables:
         sigma[v] = fresh_var("d" + v.name, v.type, avoid=[expr, *sigma.values()])
-    return simplify_program(forward(to_ssa(body_of(expr)), sigma)), sigma
+    with stage("normalising to Tensor SSA"):
+        ssa = to_ssa(body_of(expr))
+    with stage("deriving the forward derivative"):
+        d = forward(ssa, sigma)
+    with stage("simplifying"):
+        return simplify_program(d), sigma
 
 
 def adjoint(expr: Expr, wrt, check: dict | None = None) -> Expr:
@@ -98,7 +104,12 @@ def adjoint(expr: Expr, wrt, check: dict | None = None) -> Expr:
 def _adjoint(expr: Expr, variables: Sequence[Var], check: dict | None = None) -> tuple[Expr, Var]:
     """D^T of the program's expression (its declarations are the caller's) and the cotangent input."""
     dy = fresh_var("dy", expr.type, avoid=[expr])
-    return simplify_program(adjoint_ssa(to_ssa(body_of(expr)), variables, dy, check)), dy
+    with stage("normalising to Tensor SSA"):
+        ssa = to_ssa(body_of(expr))
+    with stage("deriving the adjoint"):
+        a = adjoint_ssa(ssa, variables, dy, check)
+    with stage("simplifying"):
+        return simplify_program(a), dy
 
 
 def grad(expr: Expr, wrt) -> Expr:
@@ -106,8 +117,12 @@ def grad(expr: Expr, wrt) -> Expr:
     if not isinstance(expr.type, RealType):
         raise TypeCheckError(f"grad needs a scalar program, this one has type {expr.type}; use adjoint")
     # D^T with the cotangent 1 itself (6.14 reads it like any dy), so the program is simplified once
-    a = adjoint_ssa(to_ssa(body_of(expr)), wrt_vars(expr, wrt), Const(1))
-    return _derived(simplify_program(a), expr)
+    with stage("normalising to Tensor SSA"):
+        ssa = to_ssa(body_of(expr))
+    with stage("deriving the adjoint"):
+        a = adjoint_ssa(ssa, wrt_vars(expr, wrt), Const(1))
+    with stage("simplifying"):
+        return _derived(simplify_program(a), expr)
 
 
 def jacobian(expr: Expr, wrt) -> Expr:

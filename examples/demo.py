@@ -39,7 +39,7 @@ def main() -> None:
     gradient = tl.grad(loss, "c")
     print("2. Its gradient in c, derived as another program (tl.grad: the loss's derivative in every c[k] at")
     print("   once, by one pass backwards through the program: reverse mode; X8, dX8 are names it made up):")
-    print(indented(str(gradient).replace(" in ", " in\n")))  # newlines are spaces to the parser
+    print(indented(gradient))
     result = fit(verbose=False)
     cert, res = result["certificate"], result["result"]
     print("3. Certified at n = 100000, m = 16 (tl.certify): derivatives cost at most 4x the loss, as the paper")

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 
-from . import checker, cost as _cost, evaluate as _evaluate, parser
+from . import checker, cost as _cost, evaluate as _evaluate, parser, progress
 from . import normalize  # tl.normalize.let_lift, ...: the passes one by one
 from .codegen import api as _codegen
 from .derive import api as _derive
@@ -116,11 +116,12 @@ def _collector_paused():
 
 
 def _symbolic(fn):
-    """``_reported(fn)`` run with the cycle collector paused: the calls that build programs and kernels."""
+    """``_reported(fn)`` run with the cycle collector paused, its time logged (``progress.call``): the calls that
+    build programs and kernels."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        with _collector_paused():
+        with _collector_paused(), progress.call(f"tl.{fn.__name__}"):
             return fn(*args, **kwargs)
 
     return _reported(call)

@@ -105,22 +105,56 @@ def check_keywords(given: Iterable[str], inputs: Iterable[str], sizes: Iterable[
 _INTERNAL = ("tensorlang", "tensorlang.normalize", "tensorlang.derive", "tensorlang.codegen")
 
 
+def internal_file(filename: str) -> bool:
+    """Whether code compiled under ``filename`` is tensorlang's own (its packages, or text it generated
+    under a ``<tensorlang...>`` name)."""
+    internal = tuple(
+        os.path.dirname(m.__file__) + os.sep for m in map(sys.modules.get, _INTERNAL) if m is not None
+    )
+    return filename.startswith(internal) or filename.startswith("<tensorlang")
+
+
+def library_file(filename: str) -> bool:
+    """Whether ``filename`` belongs to the Python installation (the standard library, site-packages) rather
+    than to the user's code."""
+    library = tuple({os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    parts = filename.split(os.sep)
+    return filename.startswith(library) or "site-packages" in parts or "dist-packages" in parts \
+        or filename.startswith("<frozen ")
+
+
+def user_call_site(frame: types.FrameType | None) -> tuple[str, int, str, str | None] | None:
+    """``(file, line, function, callee)`` of the innermost frame at or above ``frame`` that runs the user's
+    code (``tensorlang.ad`` compiles what it generates for a user's function at that function's file and
+    lines, named after it), or None; ``callee`` is ``module.qualname`` of the library function that frame
+    called, where the frames inside it run one (None where tensorlang's own frames follow it)."""
+    inner = None
+    while frame is not None:
+        code = frame.f_code
+        if not internal_file(code.co_filename):
+            if not library_file(code.co_filename):
+                callee = None
+                if inner is not None:
+                    name = getattr(inner.f_code, "co_qualname", inner.f_code.co_name)
+                    callee = f"{inner.f_globals.get('__name__', '?')}.{name}"
+                return code.co_filename, frame.f_lineno, code.co_name, callee
+            inner = frame
+        frame = frame.f_back
+    return None
+
+
 def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
     """``tb`` as the user needs it: the frames of the caller's code, and of the user's functions that
     tensorlang ran (``tensorlang.ad`` compiles the code it generates against the user's file and lines),
     without tensorlang's own frames or those of the libraries it called.  Raise an error at a public
     entry point with ``err.with_traceback(user_traceback(err.__traceback__))``."""
-    internal = tuple(
-        os.path.dirname(m.__file__) + os.sep for m in map(sys.modules.get, _INTERNAL) if m is not None
-    )
-    library = tuple({os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
     kept = []
     inside = False  # below the first frame of tensorlang: only the user's own code is shown
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if filename.startswith(internal) or filename.startswith("<tensorlang"):
+        if internal_file(filename):
             inside = True
-        elif not inside or not filename.startswith(library):
+        elif not inside or not library_file(filename):
             kept.append(tb)
         tb = tb.tb_next
     out = None

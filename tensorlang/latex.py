@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from .declarations import body_of
-from .nodes import Const, Let, Mul
+from .nodes import Const, Mul
 from .printer import UNARY, TextPrinter
 from .substitute import rebuild
 
@@ -108,15 +108,8 @@ class LatexPrinter(TextPrinter):
         symbol = {"gen": GEN, "sum": r"\sum", "exists": r"\exists"}[kind]
         return "".join(f"{symbol}_{{{n}=0}}^{{{s}}} " for n, s in bindings) + body
 
-
-    def lines(self, e, env) -> list[str]:
-        """The leading lets of ``e``, one line each, then its body."""
-        out = []
-        while isinstance(e, Let):
-            shown, value, env = self.let_parts(e, env)
-            out.append(rf"\text{{let }} {shown} = {value} \text{{ in}}")
-            e = e.body
-        return out + [self.expr(e, env)]
+    def let_line(self, name: str, value: str) -> str:
+        return rf"\text{{let }} {name} = {value} \text{{ in}}"
 
 
 def _is_minus_one(e) -> bool:

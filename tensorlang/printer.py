@@ -1,8 +1,8 @@
 """The text printer: nodes back to the syntax of docs/language.md.
 
-``to_source(e)`` is a complete program (one declaration per input, then the expression) such that
-``parse(to_source(e)) == e`` for every well-typed ``Expr``, however it was built.  That takes three
-things beyond precedence:
+``to_source(e)`` is a complete program (one declaration per input, then the expression, the lets that
+lead it one per line) such that ``parse(to_source(e)) == e`` for every well-typed ``Expr``, however it
+was built.  That takes three things beyond precedence:
 
 * The parser's readings are inverted exactly: ``Add(a, Mul(Const(-1), b))`` prints as ``a - b`` and
   ``Add(a, Const(-2))`` as ``a - 2``; a product chain reads as factors folded from the right, so a
@@ -338,6 +338,20 @@ class TextPrinter:
     def let(self, name: str, value: str, body: str) -> str:
         return f"let {name} = {value} in {body}"
 
+    def let_line(self, name: str, value: str) -> str:
+        """A leading let on a line of its own (``lines``)."""
+        return f"let {name} = {value} in"
+
+    def lines(self, e: Expr, env: _Env) -> list[str]:
+        """The leading lets of ``e``, one line each, then its body (a let nested inside an expression stays
+        inline)."""
+        out = []
+        while isinstance(e, Let):
+            shown, value, env = self.let_parts(e, env)
+            out.append(self.let_line(shown, value))
+            e = e.body
+        return out + [self.expr(e, env)]
+
     def loop(self, kind: str, bindings: list[tuple[str, str]], body: str) -> str:
         return f"{kind}(" + ", ".join(f"{n}:{s}" for n, s in bindings) + f") {body}"
 
@@ -405,7 +419,7 @@ class TextPrinter:
 
     def program(self, e: Expr) -> str:
         lines = [f"{self.name(v.name)} : {self.type(v.type, self.root_env)}" for v in free_vars(e)]
-        lines.append(self.expr(body_of(e), self.root_env))
+        lines += self.lines(body_of(e), self.root_env)
         return "\n".join(lines)
 
 
@@ -436,5 +450,6 @@ def expr_str(e: Expr) -> str:
 
 def to_source(e: Expr) -> str:
     """A complete program: one declaration ``name : type`` per input, in ``e.free_vars`` order, then
-    the expression.  ``parse(to_source(e)) == e``."""
+    the expression, its leading lets one per line (newlines are whitespace to the parser).
+    ``parse(to_source(e)) == e``."""
     return TextPrinter(e).program(e)

@@ -1,6 +1,8 @@
 """The notebook as a user meets it: ``examples/tour.ipynb`` runs headless without an error, programs
-display in the paper's notation (``text/latex``), certificates and kernels as tables; and the rich
-displays themselves."""
+display in the paper's notation (``text/latex``) and the cost as LaTeX, certificates and kernels as
+tables, the timing, the fit and the cost against size as plots (``image/png``); and the rich displays
+themselves."""
+import base64
 from pathlib import Path
 
 import nbformat
@@ -35,6 +37,14 @@ def test_tour_runs_and_displays_programs_in_latex(tmp_path):
     assert "certificate for wrt x at n = 1000, m = 16: ok" in cert and "Theorem 6.35" in cert
     (kernel,) = _outputs(tagged["kernel"][0], "text/html")
     assert "Kernel (C, float64)" in kernel and "x : [m + n - 1]R" in kernel
+    assert " in\nlet dX8 = gen(t0:n) X8[t0] + X8[t0] in\ngen(k0:m + n - 1) " in kernel  # one statement a line
+    (cost,) = _outputs(tagged["cost"][0], "text/latex")
+    assert cost.startswith(r"$\displaystyle \operatorname{work}(\text{loss}) = \begin{cases} 2 m n + 5 n - 1")
+    assert "$" not in cost[1:-1]  # a notebook's $...$ holds no other $
+    assert len(tagged["plot"]) == 3
+    for cell in tagged["plot"]:
+        (png,) = _outputs(cell, "image/png")
+        assert base64.b64decode(png).startswith(b"\x89PNG")
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "compiled loss" in printed and "NumPy" in printed and "CONVERGENCE" in printed
 

@@ -196,12 +196,12 @@ def test_shadowing_lets_get_fresh_names():
     inner = Let(t, Mul(t, t), Add(t, y))
     e = Let(t, y, inner)
     src = to_source(e)
-    assert src == "y : R\nlet t = y in let t1 = t * t in t1 + y"
+    assert src == "y : R\nlet t = y in\nlet t1 = t * t in\nt1 + y"  # the leading lets one per line
     assert let_canonical(parse(src)) == let_canonical(e)
     # a let named like an input it uses
     e = Let(y, Add(y, Const(1)), Mul(y, y))
     src = to_source(e)
-    assert src == "y : R\nlet y1 = y + 1 in y1 * y1"
+    assert src == "y : R\nlet y1 = y + 1 in\ny1 * y1"
     assert let_canonical(parse(src)) == let_canonical(e)
     # a let named like a size variable
     nv = Var("n", R)

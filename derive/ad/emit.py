@@ -23,6 +23,8 @@ import linecache
 import math
 import numbers
 import re
+import sys
+import types
 
 import numpy as np
 
@@ -422,15 +424,46 @@ def generated_name(kind: str, qualname: str) -> str:
     return f"<{kind}:{qualname}:{next(_NUMBERS)}>"
 
 
+_ENTRIES = ("_ad_grad", "_ad_pb", "_ad_fast", "_ad_jvp")
+
+
+def shown_names(user: str) -> dict[str, tuple[str, str]]:
+    """The names (``co_name``, ``co_qualname``) that the generated entries of the user's function (qualified
+    name ``user``) carry, so that a traceback through them names the user's function: each entry is the
+    function itself, the closure ``_ad_back`` its pullback."""
+    name = user.rsplit(".", 1)[-1]
+    names = {entry: (name, user) for entry in _ENTRIES}
+    names["_ad_back"] = (f"<pullback of {name}>", f"{user}.<pullback>")
+    return names
+
+
+def renamed(code: types.CodeType, names: dict[str, tuple[str, str]]) -> types.CodeType:
+    """``code`` with the functions defined in it (at any depth) named as ``names`` says (generated name ->
+    ``(co_name, co_qualname)``)."""
+    consts = tuple(renamed(c, names) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    changes: dict = {"co_consts": consts}
+    if code.co_name in names:
+        changes["co_name"] = names[code.co_name][0]
+        if sys.version_info >= (3, 11):
+            changes["co_qualname"] = names[code.co_name][1]
+    return code.replace(**changes)
+
+
 def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
-                   env: dict, helpers: dict) -> dict:
+                   env: dict, helpers: dict, user: str | None = None) -> dict:
     """Compile generated source in the function's own module namespace (its text kept in ``linecache``
     under ``ns['_ad_gen_name']``); ``env`` gets ``helpers`` and the factories of ``fn``'s nested
-    functions, whose code is registered as coming from their syntax tree (so it can be transformed)."""
+    functions, whose code is registered as coming from their syntax tree (so it can be transformed).
+    With ``user`` (the qualified name of the user's function), the entries that ``_ad_factory`` makes are
+    named after it (``shown_names``; ``ns['_ad_names']`` maps their generated names to those)."""
     gen_name = generated_name("tensorlang.ad", qualname)
     linecache.cache[gen_name] = (len(src), None, src.splitlines(True), gen_name)
     ns: dict = {"_ad_gen_name": gen_name}
     exec(_at_source_lines(src, gen_name, filename, text), fglobals, ns)
+    names = shown_names(user) if user else {}
+    ns["_ad_names"] = {k: v[0] for k, v in names.items()}
+    if names:
+        ns["_ad_factory"].__code__ = renamed(ns["_ad_factory"].__code__, names)
     env.update(helpers)
     for i, node in enumerate(fn.factory_nodes):
         mk = ns[f"_ad_mk{i}"]
@@ -454,12 +487,13 @@ def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str,
     src, env = generate(fn, guard, assumed)
     env = dict(env)
     helpers = {**runtime.HELPERS, "_ad_seed": scalar_seed, **(fallbacks or {})}
-    ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, helpers)
+    ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, helpers, user=qualname)
     gen_name = ns["_ad_gen_name"]
     grad, pb, fast = ns["_ad_factory"](env)
     tree = ast.parse(src)
     codes = {"_ad_grad": grad.__code__, "_ad_pb": pb.__code__}
-    codes.update((c.co_name, c) for c in pb.__code__.co_consts if hasattr(c, "co_code"))
+    generated = {shown: name for name, shown in ns["_ad_names"].items() if name not in _ENTRIES}
+    codes.update((generated.get(c.co_name, c.co_name), c) for c in pb.__code__.co_consts if hasattr(c, "co_code"))
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in codes:
             register(codes[node.name], node, gen_name, src)

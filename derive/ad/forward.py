@@ -267,7 +267,8 @@ def _build(f, kinds):
     from .api import analysed_ir
     fn, filename, text = analysed_ir(f, kinds)
     src, env = generate(fn)
-    ns = exec_generated(src, fn, f.__globals__, f"jvp {f.__qualname__}", filename, text, env, _helpers())
+    ns = exec_generated(src, fn, f.__globals__, f"jvp {f.__qualname__}", filename, text, env, _helpers(),
+                        user=f.__qualname__)
     return ns["_ad_factory"](env)
 
 

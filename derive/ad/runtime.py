@@ -23,7 +23,7 @@ import types
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...errors import UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, NUM, kind_of
@@ -558,7 +558,8 @@ def J(f, *args):
         return y, lambda dy: back(dy)[1:]
     if not any(differentiable(a) for a in args):
         return f(*args), ZERO
-    raise UnsupportedError(f"no derivative rule for {qualified_name(f)}; register one with @tensorlang.ad.rule")
+    raise UnsupportedError(f"no derivative rule for {qualified_name(f)}{called_at()}; register one with "
+                           f"@tensorlang.ad.rule")
 
 
 def bound_call(names, f, args):
@@ -587,8 +588,38 @@ def _transformed(f, args):
         owner = next((k for k, r in list(RULES.items()) if r is f), None) if str(e).startswith(
             f.__code__.co_filename) else None
         if owner is None:
-            raise
+            raise outside_refused(f, e) or e
         raise rule_code_refused(getattr(owner, "__qualname__", None) or repr(owner), e) from None
+
+
+def called_at() -> str:
+    """`` (called at FILE:line, in g)``: where the innermost frame of the user's code on the stack is, or ``""``."""
+    site = user_call_site(sys._getframe(1))
+    return f" (called at {site[0]}:{site[1]}, in {site[2]})" if site else ""
+
+
+def outside_refused(f, e: UnsupportedError) -> UnsupportedError | None:
+    """The refusal of Python function ``f`` from outside the user's code (a library's: its file is in the
+    Python installation or a site-packages folder; or one whose source file is missing), whose code the
+    transform refused with ``e``: it says to register a rule with ``@ad.rule`` and where the user's code
+    called ``f`` (the innermost frame of the user's code on the stack).  None for the user's own functions,
+    whose refusal is at their ``FILE:line:col`` already, and for a refusal that says what to do."""
+    code = f.__code__
+    if "ad.rule" in str(e) or not (library_file(code.co_filename) or getattr(e, "no_source", False)):
+        return None
+    site = user_call_site(sys._getframe(1))
+    where = f"{site[0]}:{site[1]}: in {site[2]}: " if site else ""
+    name = qualified_name(f)
+    called = site[3] if site and site[3] else name   # the library function the user's code called
+    inner = f", through {name} ({code.co_filename}:{code.co_firstlineno})" if called != name else \
+        f" ({code.co_filename}:{code.co_firstlineno})"
+    err = UnsupportedError(
+        f"{where}tensorlang.ad cannot differentiate this call of {called}{inner}: library code outside the subset "
+        f"the transform takes. Register a rule with `@ad.rule({called})` (a function of its arguments "
+        f"returning (value, back), back(dy) giving one gradient per argument; docs/ad.md, \"Rules\"), or keep "
+        f"the call out of the differentiated code. The transform's refusal: {e}")
+    err.__cause__ = None
+    return err
 
 
 def rule_code_refused(name, e) -> UnsupportedError:
@@ -770,8 +801,8 @@ def Jkw(names, f, *args):
                               *(field(dy, n) for n in names))
     if not any(differentiable(a) for a in args):
         return f(*pos, **kw), ZERO
-    raise UnsupportedError(f"no derivative rule for {qualified_name(f)} called with keyword arguments; "
-                           f"register one with @tensorlang.ad.rule")
+    raise UnsupportedError(f"no derivative rule for {qualified_name(f)} called with keyword arguments"
+                           f"{called_at()}; register one with @tensorlang.ad.rule")
 
 
 _KEYWORDS: dict = {}

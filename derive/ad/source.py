@@ -218,7 +218,10 @@ def _not_available(fn, filename: str) -> UnsupportedError:
         return UnsupportedError(f"{head}: it was read from standard input (a pipe, or a prompt without readline) "
                                 f"and is not in readline's history; run it from a file, or {define}")
     if not filename.startswith("<"):
-        return UnsupportedError(head)
+        err = UnsupportedError(f"{head}: its file is missing (a module installed without its source, or one "
+                               f"deleted since it was imported)")
+        err.no_source = True  # (runtime.outside_refused says to register a rule, and where it was called)
+        return err
     why = ("it was compiled from a string (exec, eval or compile), whose text Python does not keep"
            if filename == "<string>" else "it was compiled from text that is not in linecache")
     return UnsupportedError(f"{head}: {why}; {define} in place of exec(text, namespace), or compile it with "

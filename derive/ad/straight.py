@@ -13,7 +13,7 @@ import linecache
 import re
 
 from . import primal, rules
-from .emit import Gen, generated_name
+from .emit import Gen, generated_name, renamed
 from .ir import INT, NUM, Instr
 
 _SEED = "1.0"
@@ -161,6 +161,7 @@ def compile_straight(fn, types_, qualname, fglobals, fallback):
     ns: dict = {}
     exec(compile(src, filename, "exec"), fglobals, ns)
     func = ns[name]
+    func.__code__ = renamed(func.__code__, {name: (qualname.rsplit(".", 1)[-1], qualname)})  # the user's name
     func.__defaults__ = tuple(env.values())
     func.__ad_source__ = src
     return func

@@ -29,8 +29,8 @@ from .context import Provided, current
 from .ir import INT, NUM, kind_of
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
-                      differentiable, in_table, make_like, memory_owner, qualified_name, refuse_keyword_only,
-                      ufunc_method, view_within, with_defaults)
+                      differentiable, in_table, make_like, memory_owner, outside_refused, qualified_name,
+                      refuse_keyword_only, ufunc_method, view_within, with_defaults)
 
 
 # the transforms JVP hands calls over to, provided by the modules that make them (which call JVP in turn):
@@ -320,7 +320,11 @@ def code_jvp(f, tf, args, ts):
     if len(args) != f.__code__.co_argcount and not f.__code__.co_flags & inspect.CO_VARARGS:
         full = with_defaults(f, args)
         args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
-    return TRANSFORM.fn(f, args)(f, tf, *args, *ts)
+    try:
+        entry = TRANSFORM.fn(f, args)
+    except UnsupportedError as e:
+        raise outside_refused(f, e) or e
+    return entry(f, tf, *args, *ts)
 
 
 def active(t):

@@ -16,16 +16,34 @@ from .structures import dict_update, extend_list, setitem
 
 def pow_da(a, b):
     """The partial of ``a ** b`` in ``a``: ``b * a ** (b - 1)``, zero at ``a == b == 0`` (``x ** 0`` is
-    constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``).  It is
+    constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``), made by
+    ``zero_power`` without NumPy's divide-by-zero warning (the power is taken of 1 in their place).  It is
     written as a function of ``b`` too, so that its own derivative in ``b`` (``a ** (b - 1)`` at ``b == 0``)
     is right."""
     if type(a) is not np.ndarray and type(b) is not np.ndarray:
         if a == 0 and b == 0:
             return 0 * a
         if a == 0 and (b - 1).real < 0:
-            return b * np.float64(a) ** (b - 1)
+            return b * zero_power(a, b - 1)
         return b * a ** (b - 1)
-    return b * np.power(np.where((np.asarray(a) == 0) & (np.asarray(b) == 0), 1.0, a), b - 1)
+    zero = np.asarray(a) == 0
+    constant = zero & (np.asarray(b) == 0)
+    pole = zero & (np.real(b) < 1) & ~constant
+    return b * np.where(pole, zero_power(a, b - 1), np.power(np.where(pole | constant, 1.0, a), b - 1))
+
+
+def zero_power(a, e):
+    """``a ** e`` for ``a == 0`` and ``e`` of negative real part, as IEEE's pow and NumPy give it but without
+    the divide-by-zero warning: inf, -inf where ``a`` is a negative zero and ``e`` an odd integer, nan for a
+    complex ``a`` or ``e``.  A constant where the derivative does not exist (its own derivative is none)."""
+    e = np.asarray(e)
+    if e.dtype.kind == "c" or is_complex(a):
+        return np.full(np.broadcast(np.asarray(a), e).shape, complex(np.nan, np.nan))
+    odd = np.mod(np.where(np.isfinite(e), e, 0), 2) == 1
+    return np.where(odd & np.signbit(a), -np.inf, np.inf)
+
+
+NONDIFF.add(zero_power)
 
 
 def times(dy, d):
