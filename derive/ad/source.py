@@ -58,6 +58,15 @@ def unsupported(what: str, filename: str, text: str, node: ast.AST | None) -> Un
     return UnsupportedError(msg, loc)
 
 
+def generated(name: str, src: str, filename: str, env: dict):
+    """Function ``name`` defined by the generated source ``src`` in namespace ``env``, its text kept in
+    ``linecache`` under ``filename`` so that tensorlang.ad can read it (a rule's code is differentiated
+    again at second order) and tracebacks show its lines."""
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), env)
+    return env[name]
+
+
 def define(text: str, namespace: dict | None = None) -> dict:
     """``exec(text, namespace)`` (a new namespace when none is given) with ``text`` kept in ``linecache``, so
     that tensorlang.ad reads the source of the functions it defines (and tracebacks show their lines), which

@@ -11,12 +11,12 @@ from __future__ import annotations
 import cmath
 import inspect
 import itertools
-import linecache
 import operator
 
 import numpy as np
 
 from ..runtime import METHOD_RULES, NONDIFF, RULES, is_complex
+from ..source import generated
 
 
 def project(g, x):
@@ -113,11 +113,8 @@ def zygote(rule):
     src = (f"def {name}({', '.join(params)}):\n"
            f"    y, back = rule({', '.join(call)})\n"
            f"    return y, (holomorphic(back, ({''.join(a + ', ' for a in first)})) if is_complex(y) else back)\n")
-    filename = f"<tensorlang.ad complex convention {name} {next(_COUNT)}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    env = {"rule": rule, "holomorphic": holomorphic, "is_complex": is_complex}
-    exec(compile(src, filename, "exec"), env)
-    z = env[name]
+    z = generated(name, src, f"<tensorlang.ad complex convention {name} {next(_COUNT)}>",
+                  {"rule": rule, "holomorphic": holomorphic, "is_complex": is_complex})
     z.__defaults__, z.__kwdefaults__ = rule.__defaults__, rule.__kwdefaults__
     return z
 

@@ -83,30 +83,25 @@ def _ifft(a, n=None, axis=-1, norm=None):
     return y, back
 
 
-def _fftn(a, s=None, axes=None, norm=None):
-    y = np.fft.fftn(a, s, axes, norm)
-    over = transform_axes(a, s, axes)
-    shape = np.shape(a)
+def _nd(transform, adjoint):
+    """The rule of an n-dimensional transform (``fftn``, ``ifftn``): the gradient is the adjoint transform
+    over the same axes, cropped or padded back to the argument's shape."""
+    def rule(a, s=None, axes=None, norm=None):
+        y = transform(a, s, axes, norm)
+        over = transform_axes(a, s, axes)
+        shape = np.shape(a)
 
-    def back(dy):
-        g = np.fft.ifftn(dy, None, over, dual(norm))
-        for ax in over:
-            g = resized(g, shape[ax], ax)
-        return _real_if(g, a), None, None, None
-    return y, back
+        def back(dy):
+            g = adjoint(dy, None, over, dual(norm))
+            for ax in over:
+                g = resized(g, shape[ax], ax)
+            return _real_if(g, a), None, None, None
+        return y, back
+    return rule
 
 
-def _ifftn(a, s=None, axes=None, norm=None):
-    y = np.fft.ifftn(a, s, axes, norm)
-    over = transform_axes(a, s, axes)
-    shape = np.shape(a)
-
-    def back(dy):
-        g = np.fft.fftn(dy, None, over, dual(norm))
-        for ax in over:
-            g = resized(g, shape[ax], ax)
-        return _real_if(g, a), None, None, None
-    return y, back
+_fftn = _nd(np.fft.fftn, np.fft.ifftn)
+_ifftn = _nd(np.fft.ifftn, np.fft.fftn)
 
 
 def _fft2(a, s=None, axes=(-2, -1), norm=None):

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import linecache
 
 import numpy as np
 
 from ....errors import UnsupportedError
 from ..runtime import NONDIFF, RULES, J
 from ..tangent import JVP, JVP_RULES
+from ..source import generated
 
 _COUNT = itertools.count()
 
@@ -31,11 +31,7 @@ def implemented_by(f, impl):
     src = (f"def {name}({', '.join(names)}):\n"
            f"    y, back = J(impl, {''.join(n + ', ' for n in names)})\n"
            f"    return y, lambda dy: back(dy)[1:]\n")
-    filename = f"<tensorlang.ad rule {name} {next(_COUNT)}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    env = {"J": J, "impl": impl}
-    exec(compile(src, filename, "exec"), env)
-    rule = env[name]
+    rule = generated(name, src, f"<tensorlang.ad rule {name} {next(_COUNT)}>", {"J": J, "impl": impl})
     rule.__defaults__ = impl.__defaults__
     rule.__module__ = impl.__module__
 
@@ -88,20 +84,20 @@ def initial_shape(y, axis):
     return tuple(shape)
 
 
-def _cumulative_sum(x, axis=None, dtype=None, out=None, include_initial=False):
-    ax = one_axis("cumulative_sum", x, axis)
-    y = np.cumsum(x, axis=ax, dtype=dtype)
-    if include_initial:
-        return np.concatenate([np.zeros(initial_shape(y, ax)), y], axis=ax)
-    return y
+def _cumulative(name, accumulate, start):
+    """NumPy 2's ``cumulative_sum``/``cumulative_prod``: ``accumulate`` along one axis, with the initial value
+    made by ``start`` (zeros, ones) in front where ``include_initial``."""
+    def cumulative(x, axis=None, dtype=None, out=None, include_initial=False):
+        ax = one_axis(name, x, axis)
+        y = accumulate(x, axis=ax, dtype=dtype)
+        if include_initial:
+            return np.concatenate([start(initial_shape(y, ax)), y], axis=ax)
+        return y
+    return cumulative
 
 
-def _cumulative_prod(x, axis=None, dtype=None, out=None, include_initial=False):
-    ax = one_axis("cumulative_prod", x, axis)
-    y = np.cumprod(x, axis=ax, dtype=dtype)
-    if include_initial:
-        return np.concatenate([np.ones(initial_shape(y, ax)), y], axis=ax)
-    return y
+_cumulative_sum = _cumulative("cumulative_sum", np.cumsum, np.zeros)
+_cumulative_prod = _cumulative("cumulative_prod", np.cumprod, np.ones)
 
 
 def _vdot(a, b):

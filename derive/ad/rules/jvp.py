@@ -14,7 +14,6 @@ from __future__ import annotations
 import builtins as _b
 import dataclasses
 import inspect
-import linecache
 import math as _m
 import operator
 import types
@@ -29,6 +28,7 @@ from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import LINEAR, check_keywords, field_grad
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of, zero
+from ..source import generated
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
@@ -88,11 +88,7 @@ def _from_template(f, spec):
         body += [f"    if ts[{i}] is not None:",
                  f"        ty = _tadd(ty, {t.format(*names, dy=f'ts[{i}]', y='y', m='_m')})"]
     src = "\n".join(body + ["    return y, ty"]) + "\n"
-    filename = f"<tensorlang.ad jvp {spec.name}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    env = {"f": f, "_m": _m, "_tadd": tadd}
-    exec(compile(src, filename, "exec"), env)
-    return env[f"jvp_{spec.name}"]
+    return generated(f"jvp_{spec.name}", src, f"<tensorlang.ad jvp {spec.name}>", {"f": f, "_m": _m, "_tadd": tadd})
 
 
 # -- operators on values of unknown kind ------------------------------------------------------------------------

@@ -3,10 +3,10 @@ kind, calls through variables).  Built from the same templates as the inlined ve
 (kept in ``linecache``), so that the rules can themselves be differentiated for nested derivatives."""
 from __future__ import annotations
 
-import linecache
 import math as _m
 
 from ..runtime import RULES
+from ..source import generated
 from .scalar import INLINE_CALLS
 
 
@@ -15,11 +15,7 @@ def rule_from_template(f, spec, n):
     args = ", ".join(f"a{i}" for i in range(n))
     exprs = "".join(t.format(*[f"a{i}" for i in range(n)], dy="dy", y="y", m="_m") + ", " for t in spec.derivs)
     src = f"def rule_{spec.name}({args}):\n    y = f({args})\n    return y, lambda dy: ({exprs})\n"
-    filename = f"<tensorlang.ad rule {spec.name}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    env = {"f": f, "_m": _m}
-    exec(compile(src, filename, "exec"), env)
-    return env[f"rule_{spec.name}"]
+    return generated(f"rule_{spec.name}", src, f"<tensorlang.ad rule {spec.name}>", {"f": f, "_m": _m})
 
 
 for _f, _spec in INLINE_CALLS.items():

@@ -4,7 +4,6 @@ reductions with axes, ``dot``/``matmul``/``outer``, shape functions, indexing he
 from __future__ import annotations
 
 import itertools
-import linecache
 
 import numpy as np
 
@@ -12,6 +11,7 @@ from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
 from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, unbroadcast
 from ..tangent import JVP_METHOD_RULES, JVP_RULES, densify
+from ..source import generated
 from .operators import log_base, matmul_back, matmul_grad, pow_da, times
 
 
@@ -150,11 +150,8 @@ def _partials(f, templates, args):
     exprs = [partial(t, args) for t in templates]
     body = exprs[0] if len(exprs) == 1 else "(" + "".join(e + ", " for e in exprs) + ")"
     src = f"def {name}({', '.join(args)}, y):\n    return {body}\n"
-    filename = f"<tensorlang.ad partial derivative {next(_COUNT)} of numpy.{f.__name__}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    env = {"np": np, **_TEMPLATE_HELPERS}
-    exec(compile(src, filename, "exec"), env)
-    return env[name]
+    return generated(name, src, f"<tensorlang.ad partial derivative {next(_COUNT)} of numpy.{f.__name__}>",
+                     {"np": np, **_TEMPLATE_HELPERS})
 
 
 # the helpers that the templates of elementwise functions name
