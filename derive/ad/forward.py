@@ -27,7 +27,6 @@ class ForwardGen(Gen):
 
     def __init__(self, fn):
         super().__init__(fn)
-        self.owner = rules.owners()   # reverse rule -> the primitive it belongs to
         # objects written to (``x[i] = v``, ``o.a = v``, ``lst.append``) get a tangent even when their
         # value is inactive (``np.zeros(3)``): the write may give them one
         self.tracked = {ins.args[0] for ins in fn.values() if isinstance(ins, Instr) and (
@@ -90,7 +89,7 @@ class ForwardGen(Gen):
         if op == "unary":
             return [f"{v}, {f} = _fw_unary({ins.attr!r}, {a[0]}, {t[0]})"]
         if op == "rule":
-            fn = self.const(self.owner[id(ins.attr[0])])
+            fn = self.const(rules.owner(ins.attr[0]))
             return [f"{v}, {f} = _fw_J({fn}, None, {_tuple(a)}, {_tuple(t)})"]
         if op == "call":
             kw = ins.attr
@@ -144,7 +143,7 @@ class ForwardGen(Gen):
             entry = rules.array_call(ins.attr[0])
             return [f"{v} = {entry.primal.format(*a) if entry.primal else self.const(ins.attr[0]) + '(' + a[0] + ')'}"]
         if op == "rule":
-            return [f"{v} = {self.const(self.owner[id(ins.attr[0])])}({', '.join(a)})"]
+            return [f"{v} = {self.const(rules.owner(ins.attr[0]))}({', '.join(a)})"]
         if op == "call":
             return [f"{v} = {a[0]}({_call_args(a[1:], ins.attr)})"]
         if op == "getitem":

@@ -122,6 +122,8 @@ def define(key, **fields) -> Primitive:
         if field == "refused":
             record.refused.update(value)
             continue
+        if field == "reverse":
+            _owned(key, record.reverse, value)
         setattr(record, field, value)
         index = _INDEXES.get((field, isinstance(key, tuple)))
         if index is not None:
@@ -132,6 +134,26 @@ def define(key, **fields) -> Primitive:
             else:
                 dict.__setitem__(index, key, value)
     return record
+
+
+# id(reverse rule) -> the key of the record whose reverse rule it is: a function's, a method's
+_OWNERS: tuple = ({}, {})
+
+
+def _owned(key, old, new) -> None:
+    """Keep ``_OWNERS`` in step with ``key``'s reverse rule changing from ``old`` to ``new``."""
+    owners = _OWNERS[isinstance(key, tuple)]
+    if old is not None and owners.get(id(old)) == key:
+        del owners[id(old)]
+    if new is not None:
+        owners[id(new)] = key
+
+
+def rule_owner(rule) -> Primitive | None:
+    """The record whose reverse rule ``rule`` is (a function's before a method's), or None: generated code
+    calls rules directly, and a rule differentiated again is known by its primitive."""
+    key = _OWNERS[0].get(id(rule), _OWNERS[1].get(id(rule)))
+    return None if key is None else REGISTRY[key]
 
 
 def refusing(key, mode: str, why: str):

@@ -27,7 +27,7 @@ from ...errors import UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, NUM, kind_of
-from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES  # noqa: F401  (read through here)
+from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
 
 
 def is_complex(v) -> bool:
@@ -585,11 +585,10 @@ def _transformed(f, args):
     try:
         return TRANSFORM.fn(f, args)
     except UnsupportedError as e:
-        owner = next((k for k, r in list(RULES.items()) if r is f), None) if str(e).startswith(
-            f.__code__.co_filename) else None
-        if owner is None:
+        primitive = rule_owner(f) if str(e).startswith(f.__code__.co_filename) else None
+        if primitive is None:
             raise outside_refused(f, e) or e
-        raise rule_code_refused(getattr(owner, "__qualname__", None) or repr(owner), e) from None
+        raise rule_code_refused(primitive.name, e) from None
 
 
 def called_at() -> str:

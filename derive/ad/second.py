@@ -43,7 +43,7 @@ from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, product
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .context import Store, current, within
 from .nested import positional, multilinear_along
-from .registry import CROSS, LINEAR_PULLBACK, METHOD_PAIRS, PAIRS  # noqa: F401  (read through here)
+from .registry import CROSS, LINEAR_PULLBACK, METHOD_PAIRS, PAIRS, rule_owner  # noqa: F401  (read through here)
 from .runtime import BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, check_keywords, is_complex, unbroadcast
 from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, numpy_filled,
                       pullback_tangent)
@@ -240,19 +240,17 @@ _STRUCTURAL = {structures.getitem: _structural_getitem, structures.getattr_: _st
 
 
 # -- rules that are reverse rules themselves (called from generated reverse code) ---------------------------------------
+# rules that generated code calls for primitives it does not name (operators, indexing)
+_OPERATOR_OWNERS = {id(UNARY["-"]): operator.neg, id(UNARY["+"]): operator.pos,
+                    id(structures.getitem): structures.getitem, id(structures.getattr_): structures.getattr_}
+
+
 def reverse_rule_owner(r):
-    """The primitive whose reverse rule ``r`` is (None if it is not one)."""
-    owners = _OWNERS.get(len(RULES))
-    if owners is None:
-        owners = {id(rule): f for f, rule in RULES.items()}
-        owners.update({id(UNARY["-"]): operator.neg, id(UNARY["+"]): operator.pos,
-                       id(structures.getitem): structures.getitem, id(structures.getattr_): structures.getattr_})
-        _OWNERS.clear()
-        _OWNERS[len(RULES)] = owners
-    return owners.get(id(r))
-
-
-_OWNERS: dict = {}
+    """The primitive (a function) whose reverse rule ``r`` is (None if it is not one)."""
+    if id(r) in _OPERATOR_OWNERS:
+        return _OPERATOR_OWNERS[id(r)]
+    record = rule_owner(r)
+    return None if record is None or isinstance(record.key, tuple) else record.key
 
 
 @REVERSE_RULE_JVP.provide

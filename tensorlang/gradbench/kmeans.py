@@ -20,9 +20,11 @@ def cost(points, centroids):
     return np.sum(np.min(distances, axis=1))
 
 
+_GRADIENT = ad.grad(cost, argnums=1)
+
+
 def direction(points, centroids):
-    gradient = ad.grad(cost, argnums=1)
-    g, h = ad.jvp(lambda c: gradient(points, c), (centroids,), (np.ones(centroids.shape),))
+    g, h = ad.jvp(lambda c: _GRADIENT(points, c), (centroids,), (np.ones(centroids.shape),))
     with np.errstate(invalid="ignore"):   # a centroid without points: 0 / 0, NaN, as JAX's tool gives
         return g / h
 

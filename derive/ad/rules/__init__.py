@@ -12,7 +12,7 @@ library through this module only:
 * callables known when transforming: ``rule_of(f)`` (its rule, ``rule(*args) -> (y, back)``),
   ``is_nondiff(f)`` (a result without derivative), ``int_result(f)`` (an int, never differentiated),
   ``float_result(f)`` (a float whatever numbers go in), ``int_preserving(f)`` (an int for ints),
-  ``owners()`` (each rule's primitive), ``mark_nondiff(f)``, ``effect_free(f)`` (a call without
+  ``owner(rule)`` (a rule's primitive), ``mark_nondiff(f)``, ``effect_free(f)`` (a call without
   derivative that has no effect, so that a function can be run again from its start);
 * rules inlined for numbers, derivative templates (``rules.scalar``): ``scalar_call(f)`` (an ``Inline``
   or None), ``INLINE_BINOPS``, ``INLINE_UNARY``, ``scalar_templates(op, attr)`` (an instruction's);
@@ -25,6 +25,7 @@ library through this module only:
 * methods: ``pure_method(name)`` (does not write to its object), ``view_method(name)`` (its result may
   share memory with its object), ``stores(name)`` (stores its arguments in its object).
 """
+from ..registry import rule_owner
 from ..runtime import BOX_METHODS, NONDIFF, RULES, WRITING_RULES
 from . import builtins, fft, layout, linalg, math, numpy, operators, scalar  # noqa: F401
 from . import implemented, linalg_more, scipy_linalg, special, structures  # noqa: F401
@@ -93,9 +94,9 @@ def int_preserving(f) -> bool:
     return _has(scalar.INT_PRESERVING_CALLS, f)
 
 
-def owners() -> dict:
-    """``id(rule) -> primitive`` for every rule."""
-    return {id(r): f for f, r in RULES.items()}
+def owner(rule):
+    """The primitive (a function) whose rule ``rule`` is."""
+    return rule_owner(rule).key
 
 
 def scalar_call(f):
