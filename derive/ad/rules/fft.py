@@ -65,22 +65,21 @@ def _real_if(g, a):
     return np.real(g)
 
 
-def _fft(a, n=None, axis=-1, norm=None):
-    y = np.fft.fft(a, n, axis, norm)
-    m = np.shape(a)[axis]
+def _one(transform, adjoint):
+    """The rule of a one-dimensional transform (``fft``, ``ifft``): the gradient is the adjoint transform
+    along the same axis, cropped or padded back to the argument's length."""
+    def rule(a, n=None, axis=-1, norm=None):
+        y = transform(a, n, axis, norm)
+        m = np.shape(a)[axis]
 
-    def back(dy):
-        return _real_if(resized(np.fft.ifft(dy, None, axis, dual(norm)), m, axis), a), None, None, None
-    return y, back
+        def back(dy):
+            return _real_if(resized(adjoint(dy, None, axis, dual(norm)), m, axis), a), None, None, None
+        return y, back
+    return rule
 
 
-def _ifft(a, n=None, axis=-1, norm=None):
-    y = np.fft.ifft(a, n, axis, norm)
-    m = np.shape(a)[axis]
-
-    def back(dy):
-        return _real_if(resized(np.fft.fft(dy, None, axis, dual(norm)), m, axis), a), None, None, None
-    return y, back
+_fft = _one(np.fft.fft, np.fft.ifft)
+_ifft = _one(np.fft.ifft, np.fft.fft)
 
 
 def _nd(transform, adjoint):
