@@ -5,7 +5,7 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 
-from .kernel import Kernel
+from .kernel import Kernel, SparseKernel
 
 __all__ = ["compile", "export"]
 
@@ -15,7 +15,12 @@ def compile(expr, target: str = "c", dtype: str = "float64", sanitize: bool = Fa
     compiler at -O3, OpenMP where available, loaded in-process) or CUDA (``target="cuda"``: built with
     nvcc, run through CuPy where a GPU is); float64 by default, ``dtype="float32"`` on request.
     ``sanitize=True`` builds the C kernel (and its adjoint) with AddressSanitizer and UBSan instead of
-    optimisation, cached apart; the process must have their runtime (docs/reliability.md)."""
+    optimisation, cached apart; the process must have their runtime (docs/reliability.md).  A sparse
+    Jacobian (``tl.jacobian(..., sparse=True)``) gives a ``SparseKernel``, which returns a ``csr_array``."""
+    from tensorlang.derive.sparse import SparseJacobian
+
+    if isinstance(expr, SparseJacobian):
+        return SparseKernel(expr, target=target, dtype=dtype_name(dtype), sanitize=sanitize)
     return Kernel(expr, target=target, dtype=dtype_name(dtype), sanitize=sanitize)
 
 

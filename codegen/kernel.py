@@ -226,3 +226,28 @@ def _zeros_where_none(dy, y):
         parts = (None,) * len(y) if dy is None else dy
         return tuple(_zeros_where_none(d, v) for d, v in zip(parts, y))
     return np.zeros_like(y, dtype=float) if dy is None else dy
+
+
+class SparseKernel:
+    """A compiled sparse Jacobian (``tl.compile`` of ``tl.jacobian(..., sparse=True)``): ``kernel(**inputs)``
+    returns the ``scipy.sparse.csr_array`` that ``tl.evaluate`` does, its nonzeros computed by the kernel of
+    the Jacobian's values (``kernel.values``, whose ``source`` this is) and put in the pattern that the
+    sparse Jacobian computes once per size."""
+
+    def __init__(self, jacobian, target: str = "c", dtype: str = "float64", sanitize: bool = False):
+        self.jacobian = jacobian
+        self.values = Kernel(jacobian.values, target=target, dtype=dtype, sanitize=sanitize)
+        self.source, self.meta, self.timings = self.values.source, self.values.meta, self.values.timings
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.values.input_names
+
+    def __call__(self, *args, **inputs):
+        from tensorlang.cost import sizes_and_relations
+
+        values = self.values(*args, **inputs)
+        return self.jacobian.assemble(values, sizes_and_relations(self.jacobian.values, inputs)[0])
+
+    def explain(self) -> str:
+        return self.values.explain()

@@ -25,6 +25,8 @@ from tensorlang.traversal import free_vars, size_vars, value_inputs
 from .adjoint import adjoint_ssa
 from .forward import forward
 from .simplify import simplify_program
+from .sparse import SparseJacobian, sparse_jacobian
+from .structure import keep_structure
 
 
 def wrt_vars(expr: Expr, wrt) -> list[Var]:
@@ -125,10 +127,25 @@ def grad(expr: Expr, wrt) -> Expr:
         return _derived(simplify_program(a), expr)
 
 
-def jacobian(expr: Expr, wrt) -> Expr:
-    """``tl.jacobian``: the materialised Jacobian, output indices first, by probing D with one-hot
-    tensors ``gen(k:s) [k = i]`` (section 2.1), then simplified so that its structure survives."""
+def jacobian(expr: Expr, wrt, sparse: bool = False) -> Expr | SparseJacobian:
+    """``tl.jacobian``: the materialised Jacobian, output indices first (``probed_jacobian``), simplified
+    so that its structure survives: its tensors keep only the loops they read and are bracketed and stored
+    by where they can be nonzero (``derive/structure.py``), so it costs the work of its nonzeros.
+    ``sparse=True``: a ``SparseJacobian``, whose value is a ``scipy.sparse.csr_array`` (``derive/sparse.py``)."""
     (var,) = wrt_vars(expr, wrt)
+    out_sizes, _ = tensor_dims(expr.type)
+    jac = probed_jacobian(expr, var)
+    with stage("keeping the Jacobian's structure"):
+        structured = keep_structure(jac)
+    if sparse:
+        with stage("splitting the Jacobian into its nonzero pieces"):
+            return sparse_jacobian(structured, lambda body: _derived(body, expr), len(out_sizes))
+    return _derived(structured, expr)
+
+
+def probed_jacobian(expr: Expr, var: Var) -> Expr:
+    """The Jacobian of a program's expression in ``var``, by probing D with one-hot tensors ``gen(k:s) [k =
+    i]`` (section 2.1), simplified: ``gen(outputs, inputs) D(e_inputs)[outputs]``."""
     out_sizes, out_elem = tensor_dims(expr.type)
     in_sizes, in_elem = tensor_dims(var.type)
     if not isinstance(out_elem, RealType) or not isinstance(in_elem, RealType):
@@ -144,14 +161,14 @@ def jacobian(expr: Expr, wrt) -> Expr:
     entry = probed
     for i in outputs:
         entry = entry[i]
-    jac = gens(list(zip(outputs, out_sizes)) + list(zip(inputs, in_sizes)), entry)
-    return _derived(simplify(jac), expr)
+    return body_of(simplify(gens(list(zip(outputs, out_sizes)) + list(zip(inputs, in_sizes)), entry)))
 
 
-def hessian(expr: Expr, wrt) -> Expr:
-    """``tl.hessian``: the Jacobian of the gradient (a scalar program, one input)."""
+def hessian(expr: Expr, wrt, sparse: bool = False) -> Expr | SparseJacobian:
+    """``tl.hessian``: the Jacobian of the gradient (a scalar program, one input); ``sparse=True`` as for
+    ``jacobian``."""
     (var,) = wrt_vars(expr, wrt)
-    return jacobian(grad(expr, var), var.name)
+    return jacobian(grad(expr, var), var.name, sparse)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -655,3 +655,80 @@ def _check_step(s, before, after, envs, cache, label):
             s.fail("cost", f"{label}: cost rises from {ca} to {cb} at {_sizes(before, env)}\n"
                            f"      before: {_show(before)}\n      after:  {_show(after)}")
             return
+
+
+# ------------------------------------------------------------------------------------------------
+# structure: T1-T3
+
+
+def _structure_cases(expr) -> list:
+    """(label, simplified probed Jacobian) for each Jacobian that ``tl.jacobian`` and ``tl.hessian`` would
+    structure: of the program in each real input where it has at most two indices in all, and of its
+    gradient (the Hessian) for a scalar program."""
+    from tensorlang.declarations import body_of
+    from tensorlang.derive.api import grad, probed_jacobian
+
+    out = []
+    out_sizes, out_elem = tensor_dims(expr.type)
+    for var in _differentiable(expr):
+        in_sizes, in_elem = tensor_dims(var.type)
+        if out_elem is not R or in_elem is not R:
+            continue
+        if len(out_sizes) + len(in_sizes) <= 2:
+            out.append((f"jacobian in {var.name}", probed_jacobian(expr, var)))
+        if expr.type is R and len(in_sizes) <= 2:
+            g = grad(expr, var.name)
+            out.append((f"hessian in {var.name}", probed_jacobian(body_of(g), var)))
+    return out
+
+
+def check_structure(programs: int = 10, per_rule: int = 20):
+    """Every application of T1-T3 while ``keep_structure`` runs on the Jacobians and Hessians of drawn
+    programs and of stencil energies: the same value on two input sets, and a cost that does not rise."""
+    from tensorlang.derive.structure import STRUCTURE, keep_structure
+
+    rows = tuple((r.name, r.realises) for r in STRUCTURE)
+    stats = _stats(rows)
+    items = _draw(program_strategy(black_boxes=SMOOTH_FUNCTIONS), 2 * programs, seed=30)
+    items += _draw(scalar_programs(black_boxes=SMOOTH_FUNCTIONS), 2 * programs, seed=31)
+    for fixed in _stencils():
+        items += _draw(st.just(fixed), 1, seed=32)
+    problems: list = []
+    for expr, in1, in2 in items:
+        try:
+            cases = _structure_cases(expr)
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"{_raised(exc)} on {_show(expr)}")
+            continue
+        for label, program in cases:
+            trace: list = []
+            try:
+                keep_structure(program, trace)
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"{label}: {_raised(exc)} on {_show(program)}")
+                continue
+            cache: dict = {}
+            for rule, before, after in trace:
+                s = stats.get(rule)
+                if s is None:
+                    continue
+                s.seen += 1
+                if s.checked >= per_rule:
+                    continue
+                s.checked += 1
+                try:
+                    _check_step(s, before, after, [in1, in2], cache, label)
+                except Exception as exc:  # noqa: BLE001
+                    s.fail("meaning", f"{label}: {_raised(exc)}\n      before: {_show(before)}")
+    return len(items), problems, stats
+
+
+def _stencils() -> list:
+    """Energies whose Hessians are banded: a 1-D and a 2-D finite-difference energy, a convolution."""
+    return [
+        tl.parse("x : [n]R\nsum(i:n) [i < n - 1] * (x[i+1] - x[i]) * (x[i+1] - x[i]) * x[i]"),
+        tl.parse("x : [n][m]R\nsum(i:n, j:m) [i < n - 1 and j < m - 1] * ((x[i+1, j] - x[i, j]) * (x[i+1, j] - x[i, j])"
+                 " + (x[i, j+1] - x[i, j]) * (x[i, j+1] - x[i, j])) * (x[i, j] * x[i, j] + 1)"),
+        tl.parse("x : [n]R\nw : [3]R\nsum(i:n - 2) exp(sum(k:3) w[k] * x[i + k])"),
+        tl.parse("x : [n]R\ngen(i:n) [0 < i] * x[i] * x[i - 1]"),
+    ]

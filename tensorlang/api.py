@@ -17,13 +17,16 @@ from . import normalize  # tl.normalize.let_lift, ...: the passes one by one
 from .codegen import api as _codegen
 from .derive import api as _derive
 from .derive.api import Certificate
+from .derive import sparse as _sparse
+from .derive.sparse import SparseJacobian
 from .codegen.kernel import Kernel
 from .errors import ParseError, TensorLangError, TypeCheckError, UnsupportedError, user_traceback
 from .nodes import Expr
 
 
 # what each public call's arguments must be, by parameter name: (accepted types, how the message says it)
-PROGRAM = (Expr, "a program (an Expr, as tl.parse returns: tl.{call}(tl.parse(text), ...))")
+PROGRAM = ((Expr, SparseJacobian), "a program (an Expr, as tl.parse returns: tl.{call}(tl.parse(text), ...))")
+SPARSE_CALLS = ("evaluate", "cost", "compile")   # the calls that take a sparse Jacobian as their program
 TEXT = (str, "program text (a str)")
 NAME = (str, "a str")
 FLAG = (bool, "True or False")
@@ -47,6 +50,9 @@ def _checked(fn):
         except TypeError as exc:
             raise TypeCheckError(f"tl.{fn.__name__}: {exc}") from None
         for p in checked:
+            if isinstance(bound.get(p), SparseJacobian) and fn.__name__ not in SPARSE_CALLS:
+                raise TypeCheckError(f"tl.{fn.__name__}: {p} is a sparse Jacobian, a result that tl.evaluate, tl.compile "
+                                     f"and tl.cost take; call tl.{fn.__name__} on the program it was derived from")
             if p in bound and not isinstance(bound[p], ARGUMENTS[p][0]):
                 value = bound[p]
                 raise TypeCheckError(f"tl.{fn.__name__}: {p} must be {ARGUMENTS[p][1].format(call=fn.__name__)}, "
@@ -129,8 +135,20 @@ def _symbolic(fn):
 
 parse = _reported(parser.parse)
 check = _reported(checker.check)
-evaluate = _reported(_evaluate.evaluate)
-cost = _reported(_cost.cost)
+
+
+def _evaluate_program(expr, **inputs):
+    return _sparse.evaluate(expr, **inputs) if isinstance(expr, SparseJacobian) else _evaluate.evaluate(expr, **inputs)
+
+
+def _cost_program(expr, **sizes_or_inputs):
+    return _sparse.cost(expr, **sizes_or_inputs) if isinstance(expr, SparseJacobian) else _cost.cost(expr, **sizes_or_inputs)
+
+
+_evaluate_program.__name__, _evaluate_program.__doc__ = "evaluate", _evaluate.evaluate.__doc__
+_cost_program.__name__, _cost_program.__doc__ = "cost", _cost.cost.__doc__
+evaluate = _reported(_evaluate_program)
+cost = _reported(_cost_program)
 to_ssa = _symbolic(normalize.to_ssa)
 derivative = _symbolic(_derive.derivative)
 adjoint = _symbolic(_derive.adjoint)

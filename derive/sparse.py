@@ -1,0 +1,182 @@
+"""Sparse Jacobians and Hessians: ``tl.jacobian(e, wrt, sparse=True)`` and ``tl.hessian(e, wrt, sparse=True)``.
+
+A ``SparseJacobian`` is a program whose value is a ``scipy.sparse.csr_array`` (rows: the flattened outputs,
+columns: the flattened inputs, C order).  It is made from the structured Jacobian (``derive/structure.py``):
+the support of its body, split into disjoint pieces each stored over fewer loops (``structure.pieces``: an
+index that is a band of constant width around the others is stored as an offset), gives
+
+* ``values``: a program, taking the primal's inputs, whose value is the nonzeros of each piece, one tensor
+  per piece (right-nested pairs), each over the piece's loops: its cost is the work of the nonzeros;
+* ``pattern(sizes)``: the rows and columns of those values, computed once per size from the pieces'
+  predicates with NumPy (affine comparisons over the pieces' loops), and the order that sorts them into
+  CSR.
+
+``assemble`` puts the values of one call into that pattern: a gather, O(nonzeros).  ``tl.evaluate`` runs
+``values`` with the reference evaluator, ``tl.compile`` with a kernel (``codegen.kernel.SparseKernel``), and
+``tl.cost`` counts ``values``.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+
+import numpy as np
+
+from tensorlang.errors import UnsupportedError
+from tensorlang.nodes import (
+    FALSE, TRUE, Affine, And, Cmp, Expr, Or, Pair, Pred, SizeVar, box, conj, gens, guard, let_chain,
+    build_lets, strip_gens,
+)
+from tensorlang.predicates import simplify as simplify_pred
+from tensorlang.substitute import substitute_index
+
+from .structure import Piece, Supports, pieces, support
+
+
+class SparseJacobian:
+    """A Jacobian (or Hessian) whose value is a ``scipy.sparse.csr_array``: see the module docstring.
+    ``dense`` is the structured Jacobian as an ordinary program (its value is the same matrix, dense, with
+    the output indices first); ``rank`` the number of output indices."""
+
+    def __init__(self, dense: Expr, values: Expr, parts: list[Piece], rank: int, loops: tuple):
+        self.dense, self.values, self.parts, self.rank, self.loops = dense, values, parts, rank, loops
+        self._patterns: dict = {}
+        self._lock = threading.Lock()
+
+    def __str__(self) -> str:
+        return f"# sparse: {len(self.parts)} piece(s), value a scipy.sparse.csr_array\n{self.dense}"
+
+    __repr__ = __str__
+
+    def shape(self, sizes: dict) -> tuple[int, int]:
+        extents = [_extent(s, sizes) for _, s in self.loops]
+        return int(np.prod(extents[:self.rank], dtype=np.int64)), int(np.prod(extents[self.rank:], dtype=np.int64))
+
+    def pattern(self, sizes: dict):
+        """``(take, indices, indptr, shape)`` at ``sizes`` (names to ints), computed once per size: ``take``
+        the positions, in the pieces' values laid end to end, of the nonzeros in CSR order (None where that
+        is all of them in order), ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy
+        makes them)."""
+        key = tuple(sorted(sizes.items()))
+        with self._lock:
+            found = self._patterns.get(key)
+        if found is not None:
+            return found
+        extents = [_extent(s, sizes) for _, s in self.loops]
+        rows_of, cols_of, kept, start = [], [], [], 0
+        for part in self.parts:
+            shape = tuple(max(_extent(s, sizes), 0) for _, s in part.loops)
+            grid = np.indices(shape, dtype=np.int64, sparse=True) if shape else ()
+            env = {v: grid[k] for k, (v, _) in enumerate(part.loops)}
+            env.update({SizeVar(name): value for name, value in sizes.items()})
+            mask = np.broadcast_to(_holds(substitute_index(part.pred, part.at), env), shape).ravel()
+            coords = [np.broadcast_to(np.asarray(part.at[v].evaluate(env)), shape).ravel()[mask]
+                      for v, _ in self.loops]
+            rows_of.append(_flat(coords[:self.rank], extents[:self.rank], mask.sum()))
+            cols_of.append(_flat(coords[self.rank:], extents[self.rank:], mask.sum()))
+            kept.append(start + np.flatnonzero(mask))
+            start += mask.size
+        rows, cols, take = (np.concatenate(a) for a in (rows_of, cols_of, kept))
+        order = np.lexsort((cols, rows))
+        take = take[order]
+        n_rows, n_cols = self.shape(sizes)
+        index = np.int32 if max(n_cols, len(take)) < 2 ** 31 else np.int64
+        indptr = np.zeros(n_rows + 1, dtype=index)
+        np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+        everything = len(take) == start and bool(np.all(take == np.arange(start)))
+        found = (None if everything else take, cols[order].astype(index), indptr, (n_rows, n_cols))
+        with self._lock:
+            self._patterns[key] = found
+        return found
+
+    def assemble(self, values, sizes: dict):
+        """The ``csr_array`` of one call's ``values`` (the value of ``self.values``) at ``sizes``: the values
+        of the pieces laid end to end, gathered into the pattern, O(nonzeros)."""
+        import scipy.sparse as sp
+
+        take, indices, indptr, shape = self.pattern(sizes)
+        parts = [np.asarray(v).ravel() for v in _parts(values, len(self.parts))]
+        flat = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        data = flat if take is None else flat[take]
+        return sp.csr_array((data, indices, indptr), shape=shape, copy=False)
+
+
+def _parts(values, count: int) -> list:
+    out = []
+    for _ in range(count - 1):
+        first, values = values
+        out.append(first)
+    return out + [values] if count else []
+
+
+def _extent(size: Affine, sizes: dict) -> int:
+    return int(size.evaluate({v: sizes[v.name] for v in size.size_vars}))
+
+
+def _flat(coords: list, extents: list, count: int) -> np.ndarray:
+    """The C-order flat index of the points ``coords`` (one array per dimension, ``count`` points)."""
+    out = np.zeros(count, dtype=np.int64)
+    for c, n in zip(coords, extents):
+        out = out * n + c
+    return out
+
+
+def _holds(p: Pred, env: dict):
+    """The points of the NumPy index arrays ``env`` where the affine predicate ``p`` holds."""
+    if p is TRUE:
+        return True
+    if p is FALSE:
+        return False
+    if isinstance(p, (And, Or)):
+        return functools.reduce(np.logical_and if isinstance(p, And) else np.logical_or,
+                                (_holds(q, env) for q in p.parts))
+    if isinstance(p, Cmp):
+        lhs, rhs = p.lhs.evaluate(env), p.rhs.evaluate(env)
+        return {"<": np.less, "<=": np.less_equal, "=": np.equal, "!=": np.not_equal}[p.op](lhs, rhs)
+    raise UnsupportedError(f"a sparse Jacobian's pattern is computed from affine brackets; this one has {p}")
+
+
+def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
+    """The ``SparseJacobian`` of a structured Jacobian's body (``gen(outputs, inputs) ...`` after its lets);
+    ``declare`` makes a program of an expression (the primal's inputs and sizes)."""
+    from .simplify import simplify_program
+
+    bindings, out = let_chain(dense_body)
+    loops, body = strip_gens(out)
+    loops = tuple(loops)
+    known = Supports()
+    for var, value in bindings:
+        v_loops, v_body = strip_gens(value)
+        s = support(v_body, tuple(v_loops), known) if v_loops else TRUE
+        if s is not TRUE:
+            known.of[var] = (tuple(v for v, _ in v_loops), s)
+    s = support(body, loops, known)
+    parts = pieces(s, loops) if s is not TRUE and s is not FALSE else None
+    if s is FALSE:   # no nonzero: one piece of no point
+        parts = [Piece(FALSE, (), {v: Affine.const_(0) for v, _ in loops}, {})]
+    elif parts is None:
+        variables = tuple(v for v, _ in loops)
+        parts = [Piece(simplify_pred(conj(s, box(loops)), variables), loops,
+                       {v: Affine.var(v) for v in variables}, {})]
+    made = [gens(p.loops, substitute_index(guard(p.pred, body), p.at)) for p in parts]
+    out_value = made[-1]
+    for first in reversed(made[:-1]):
+        out_value = Pair(first, out_value)
+    values = simplify_program(build_lets(bindings, out_value))
+    return SparseJacobian(declare(dense_body), declare(values), parts, rank, loops)
+
+
+def evaluate(jac: SparseJacobian, **inputs):
+    """``tl.evaluate`` of a sparse Jacobian: its values by the reference evaluator, in its pattern."""
+    from tensorlang.cost import sizes_and_relations
+    from tensorlang.evaluate import evaluate as evaluate_program
+
+    values = evaluate_program(jac.values, **inputs)
+    return jac.assemble(values, sizes_and_relations(jac.values, inputs)[0])
+
+
+def cost(jac: SparseJacobian, **sizes_or_inputs):
+    """``tl.cost`` of a sparse Jacobian: the cost of its values, the work of its nonzeros."""
+    from tensorlang.cost import cost as cost_of
+
+    return cost_of(jac.values, **sizes_or_inputs)

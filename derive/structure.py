@@ -1,0 +1,393 @@
+"""Derivatives that keep their structure: the supports of a program's tensors, and the two rules that use
+them so that a probed Jacobian or Hessian costs the work of its nonzeros.
+
+A Jacobian is a derivative probed with one-hot tensors ``gen(k) [k = j]`` at every input index ``j``
+(``derive/api.jacobian``).  Simplified, its let-bound tensors carry the loops of every output and input
+index, and a product of a tangent (nonzero near the probe only) with a primal value is computed at every
+point of them: the Hessian of a tridiagonal energy costs ``n^3``.  The brackets of the program state where
+each tensor can be nonzero (its *support*); these rules make the cost model, and the kernel, see it:
+
+* ``T1 support bracket``: a read of a let-bound tensor, and a sum of two operands, is bracketed by where it
+  can be nonzero, when the brackets and loops around it do not already imply that: ``X[a] -> [S_X(a)] *
+  X[a]`` (``S_X``: the support of X's value, at the index read), ``a + b -> [S_a or S_b] * (a + b)``.  A
+  bracket never raises the cost (4.33, 4.34), and where it fails the operand is zero, so the meaning is
+  the same; S6 then hoists the bracket out of the products around it, and the product is computed only
+  where the tangent can be nonzero.
+* ``T2 unread loop``: a let-bound ``gen(v:s)`` whose body does not read ``v`` (a primal value that one-hot
+  probing spread over the probe's loops, the same at every probe) is stored once:
+  ``let X = gen(u, v, w) e -> let X = gen(u, w) e``, and every read ``X[a, b, c] -> X[a, c]``.  It costs a
+  factor ``s`` less, and the reads the same.
+
+The support of an expression (``support``) is a predicate over the loops around it that holds wherever the
+expression can be nonzero: a bracket's predicate and its operand's support, the intersection of a
+product's operands' supports, the union of a sum's, the projection of a summation's body's support, the
+support of a let-bound tensor at the index read; anything else (an input, a function call) can be nonzero
+anywhere.  It is an over-approximation, so a bracket made from it never changes the value.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+from tensorlang.errors import UnsupportedError
+from tensorlang.nodes import (
+    FALSE, TRUE, Access, Add, Affine, Const, Expr, Guard, Let, Mul, Or, Pred, Sum, Var, box, build_lets, conj, disj,
+    gens, guard, let_chain, strip_accesses, strip_gens,
+)
+from tensorlang.predicates import implies, project
+from tensorlang.predicates import simplify as simplify_pred
+from tensorlang.rules import Rule, RuleTable
+from tensorlang.substitute import rebuild, substitute_index
+from tensorlang.traversal import free_index_vars, free_vars
+
+
+class Supports:
+    """The supports of the let-bound tensors of one let chain: ``var -> (loop variables, predicate)``, for
+    the tensors that are zero somewhere (a tensor that can be nonzero anywhere is not recorded)."""
+
+    def __init__(self):
+        self.of: dict[Var, tuple[tuple, Pred]] = {}
+
+    def at(self, read: Expr) -> Pred:
+        """The support of the read ``read`` (an access chain over a let-bound variable) at its index."""
+        index, base = strip_accesses(read)
+        known = self.of.get(base) if isinstance(base, Var) else None
+        if known is None:
+            return TRUE
+        variables, pred = known
+        if len(index) != len(variables):
+            return TRUE   # a part of the tensor, not one element
+        return substitute_index(pred, dict(zip(variables, index)))
+
+
+def _simplified(pred: Pred, dims: Sequence) -> Pred:
+    if pred is TRUE or pred is FALSE:
+        return pred
+    try:
+        return simplify_pred(pred, tuple(v for v, _ in dims), box(dims))
+    except UnsupportedError:
+        return pred
+
+
+def support(e: Expr, dims: Sequence, known: Supports) -> Pred:
+    """A predicate over the loops ``dims`` (``(var, size)`` pairs) around ``e`` that holds wherever ``e``
+    can be nonzero (see the module docstring)."""
+    if isinstance(e, Const):
+        return FALSE if e.value == 0 else TRUE
+    if isinstance(e, Guard):
+        return _simplified(conj(e.pred, support(e.body, dims, known)), dims)
+    if isinstance(e, Mul):
+        left = support(e.left, dims, known)
+        return FALSE if left is FALSE else _simplified(conj(left, support(e.right, dims, known)), dims)
+    if isinstance(e, Add):
+        left = support(e.left, dims, known)
+        return TRUE if left is TRUE else _simplified(disj(left, support(e.right, dims, known)), dims)
+    if isinstance(e, Sum):
+        inner = tuple(dims) + ((e.var, e.size),)
+        body = support(e.body, inner, known)
+        if body is TRUE or body is FALSE:
+            return body
+        try:
+            return _simplified(project(conj(body, box(((e.var, e.size),))), e.var, tuple(v for v, _ in inner)),
+                               dims)
+        except UnsupportedError:
+            return TRUE
+    if isinstance(e, Access):
+        return _simplified(known.at(e), dims)
+    return TRUE
+
+
+# T1 -----------------------------------------------------------------------------------------------
+
+
+def _bracketed(e: Expr, dims: tuple, context: Pred, known: Supports) -> Expr:
+    """``e`` with its reads of let-bound tensors and its sums bracketed by their supports where the loops
+    ``dims`` and the brackets ``context`` around them do not imply it (T1)."""
+    if isinstance(e, Access):
+        s = known.at(e)
+        return e if s is TRUE or _implied(context, s, dims) else Guard(s, e)
+    if isinstance(e, Guard):
+        return guard(e.pred, _bracketed(e.body, dims, conj(context, e.pred), known))
+    if isinstance(e, Add):
+        out = Add(_bracketed(e.left, dims, context, known), _bracketed(e.right, dims, context, known))
+        s = support(out, dims, known)
+        return out if s is TRUE or _implied(context, s, dims) else Guard(s, out)
+    if isinstance(e, Sum):
+        inner = dims + ((e.var, e.size),)
+        return Sum(e.var, e.size, _bracketed(e.body, inner, context, known))
+    return rebuild(e, lambda c: _bracketed(c, dims, context, known) if isinstance(c, Expr) else c)
+
+
+def _implied(context: Pred, s: Pred, dims) -> bool:
+    try:
+        return implies(conj(box(dims), context), s, tuple(v for v, _ in dims))
+    except UnsupportedError:
+        return True
+
+
+def _support_brackets(e: Expr, trace=None) -> Expr:
+    bindings, out = let_chain(e)
+    known = Supports()
+    kept = []
+    for var, value in bindings:
+        loops, body = strip_gens(value)
+        new_body = _bracketed(body, tuple(loops), TRUE, known)
+        s = support(new_body, tuple(loops), known)
+        if s is not TRUE:
+            known.of[var] = (tuple(v for v, _ in loops), s)
+        kept.append((var, value if new_body is body else gens(loops, new_body)))
+    loops, body = strip_gens(out)
+    new_out = _bracketed(body, tuple(loops), TRUE, known)
+    result = build_lets(kept, out if new_out is body else gens(loops, new_out))
+    if trace is not None and result != e:
+        trace.append((SUPPORT_BRACKET.name, e, result))
+    return result
+
+
+# T2 -----------------------------------------------------------------------------------------------
+
+
+def _drop_unread_loops(e: Expr, trace=None) -> Expr:
+    bindings, out = let_chain(e)
+    slots = [value for _, value in bindings] + [out]
+    for j, (var, _) in enumerate(bindings):
+        loops, body = strip_gens(slots[j])
+        read = free_index_vars(body)
+        keep = [k for k, (v, _) in enumerate(loops) if v in read]
+        if len(keep) == len(loops) or not _all_full_reads(slots[j + 1:], var, len(loops)):
+            continue
+        new_var = Var(var.name, gens([loops[k] for k in keep], body).type)
+        slots[j] = gens([loops[k] for k in keep], body)
+        for s in range(j + 1, len(slots)):
+            slots[s] = _reindexed(slots[s], var, new_var, keep)
+        bindings[j] = (new_var, slots[j])
+    result = build_lets([(var, slots[s]) for s, (var, _) in enumerate(bindings)], slots[-1])
+    if trace is not None and result is not e:
+        trace.append((UNREAD_LOOP.name, e, result))
+    return result
+
+
+def _all_full_reads(slots, var: Var, rank: int) -> bool:
+    return all(_full_reads(s, var, rank) for s in slots)
+
+
+def _full_reads(e, var: Var, rank: int) -> bool:
+    """Whether every read of ``var`` in ``e`` gives all ``rank`` indices."""
+    if not isinstance(e, Expr) or var not in free_vars(e):
+        return True
+    if isinstance(e, Access) or e is var:
+        index, base = strip_accesses(e)
+        if base is var:
+            return len(index) == rank
+    return all(_full_reads(c, var, rank) for c in _children(e))
+
+
+def _children(e: Expr):
+    for c in e.children:
+        yield from (c if isinstance(c, tuple) else (c,))
+
+
+def _reindexed(e, var: Var, new_var: Var, keep: list[int]):
+    if not isinstance(e, Expr) or var not in free_vars(e):
+        return e
+    if isinstance(e, Access):
+        index, base = strip_accesses(e)
+        if base is var:
+            out = new_var
+            for k in keep:
+                out = Access(out, index[k])
+            return out
+    return rebuild(e, lambda c: _reindexed(c, var, new_var, keep))
+
+
+# T3 -----------------------------------------------------------------------------------------------
+
+MAX_WIDTH = 16   # the widest band stored as offsets rather than as a whole loop
+
+
+class Piece:
+    """One disjoint part of a tensor's support, stored compactly: ``pred`` (over the tensor's loop variables)
+    is the part; ``loops`` the loops of its storage (the loops it keeps, then an offset ``t:w`` for each
+    loop it stores as a band ``v = lo + t``); ``at`` each original loop variable as an affine form of the
+    storage's loops (for the value); ``index(a)`` the storage index of the tensor's element ``a``."""
+
+    def __init__(self, pred: Pred, loops: tuple, at: dict, offsets: dict):
+        self.pred, self.loops, self.at, self.offsets = pred, loops, at, offsets
+
+    def index(self, variables: tuple, a: Sequence) -> list:
+        subst = dict(zip(variables, a))
+        out = []
+        for v, _ in self.loops:
+            if v in self.offsets:
+                d, lo = self.offsets[v]
+                out.append(subst[d] - lo.substitute(subst))
+            else:
+                out.append(subst[v])
+        return out
+
+
+def _constraints(bs, dims: tuple) -> list[tuple[Affine, bool]] | None:
+    """The constraints of an isl basic set over ``dims`` as ``(affine, is_equality)`` (``affine >= 0`` or
+    ``= 0``); None when it has integer divisions."""
+    from tensorlang.isl_sets import val_int
+    from tensorlang.nodes import SizeVar
+    import islpy as isl
+
+    if bs.dim(isl.dim_type.div):
+        return None
+    params = [bs.get_dim_name(isl.dim_type.param, k) for k in range(bs.dim(isl.dim_type.param))]
+    out = []
+    for c in bs.get_constraints():
+        terms = [(d, val_int(c.get_coefficient_val(isl.dim_type.set, k))) for k, d in enumerate(dims)]
+        terms += [(SizeVar(p), val_int(c.get_coefficient_val(isl.dim_type.param, k))) for k, p in enumerate(params)]
+        out.append((Affine.of(terms, val_int(c.get_constant_val())), c.is_equality()))
+    return out
+
+
+def _band(pred: Pred, d, rest: tuple, loops: tuple) -> tuple[Affine, int] | None:
+    """A lower bound ``lo`` of ``d`` affine in ``rest`` (and the sizes) with ``lo <= d < lo + w`` on ``pred``
+    for the least constant ``w <= MAX_WIDTH`` among the lower bounds ``pred`` states, or None."""
+    from tensorlang.isl_sets import to_isl
+    from tensorlang.nodes import IndexVar, compare
+
+    dims = (d, *rest)
+    try:
+        s = to_isl(pred, dims)
+    except (UnsupportedError, ValueError):
+        return None
+    best = None
+    for bs in s.get_basic_sets():
+        cons = _constraints(bs, dims)
+        if cons is None:
+            return None
+        for affine, equality in cons:
+            c = affine.coeff(d)
+            if abs(c) != 1 or (c == -1 and not equality):
+                continue
+            lo = (affine - Affine.var(d) * c) * (-c)   # d = lo (equality) or d >= lo
+            t = IndexVar("t")
+            shifted = substitute_index(pred, {d: lo + Affine.var(t)})
+            for w in range(1, MAX_WIDTH + 1):
+                if best is not None and w >= best[1]:
+                    break
+                if implies(conj(box(loops), shifted), compare("<", t, w), (t, *rest)):
+                    best = (lo, w)
+                    break
+    return best
+
+
+def pieces(pred: Pred, loops: tuple) -> list[Piece] | None:
+    """The support ``pred`` of a tensor with loops ``loops`` as disjoint pieces, each stored over fewer
+    points where a loop is a band of constant width in the others (innermost loops first); None when no
+    piece stores fewer loops than the tensor."""
+    from tensorlang.isl_sets import is_exact, over_approximation, to_isl
+    from tensorlang.nodes import IndexVar
+    from tensorlang.predicates import from_isl
+    import islpy as isl
+
+    variables = tuple(v for v, _ in loops)
+    affine = pred if is_exact(pred) else over_approximation(pred)
+    try:   # the disjuncts as they are, not coalesced: each is a band where their hull may not be
+        parts = [to_isl(conj(d, box(loops)), variables) for d in (affine.parts if isinstance(affine, Or) else (affine,))]
+    except (UnsupportedError, ValueError):
+        return None
+    s = functools.reduce(lambda a, b: a.union(b), parts)
+    out, smaller = [], False
+    for bs in s.make_disjoint().get_basic_sets():
+        part = from_isl(isl.Set.from_basic_set(bs), variables)
+        current = part
+        kept = list(loops)
+        at = {v: Affine.var(v) for v in variables}
+        offsets = {}
+        for k in reversed(range(len(loops))):
+            d, _ = loops[k]
+            rest = tuple((v, s_) for v, s_ in kept if v is not d)
+            band = _band(current, d, tuple(v for v, _ in rest), rest)
+            if band is None:
+                continue
+            lo, w = band
+            size = dict(loops)[d]
+            if any(v in offsets for v in lo.index_vars) or (w > 1 and size.is_const and size.const <= w):
+                continue
+            t = IndexVar("t")
+            value = lo + Affine.var(t) if w > 1 else lo
+            current = substitute_index(current, {d: value})
+            at = {v: a.substitute({d: value}) for v, a in at.items()}
+            kept = [(t, Affine.const_(w)) if v is d else (v, s_) for v, s_ in kept] if w > 1 else rest
+            if w > 1:
+                offsets[t] = (d, lo)
+            smaller = True
+        out.append(Piece(part, tuple(kept), at, offsets))
+    return out if smaller else None
+
+
+def _compress(e: Expr, trace=None) -> Expr:
+    bindings, out = let_chain(e)
+    slots = [value for _, value in bindings] + [out]
+    known = Supports()
+    new_bindings = []
+    for j, (var, _) in enumerate(bindings):
+        loops, body = strip_gens(slots[j])
+        loops = tuple(loops)
+        s = support(body, loops, known) if loops else TRUE
+        parts = None if s is TRUE or s is FALSE else pieces(s, loops)
+        if parts is None or not _all_full_reads(slots[j + 1:], var, len(loops)):
+            if s is not TRUE:
+                known.of[var] = (tuple(v for v, _ in loops), s)
+            new_bindings.append((var, slots[j]))
+            continue
+        variables = tuple(v for v, _ in loops)
+        made = []
+        for k, piece in enumerate(parts):
+            value = gens(piece.loops, substitute_index(guard(piece.pred, body), piece.at))
+            part_var = Var(f"{var.name}_{k}", value.type)
+            made.append((part_var, piece))
+            new_bindings.append((part_var, value))
+        for s_ in range(j + 1, len(slots)):
+            slots[s_] = _read_pieces(slots[s_], var, variables, made)
+    result = build_lets(new_bindings, slots[-1])
+    if trace is not None and result is not e:
+        trace.append((COMPRESS.name, e, result))
+    return result
+
+
+def _read_pieces(e, var: Var, variables: tuple, made: list):
+    if not isinstance(e, Expr) or var not in free_vars(e):
+        return e
+    if isinstance(e, Access):
+        index, base = strip_accesses(e)
+        if base is var:
+            terms = []
+            for part_var, piece in made:
+                read = part_var
+                for a in piece.index(variables, index):
+                    read = Access(read, a)
+                terms.append(guard(substitute_index(piece.pred, dict(zip(variables, index))), read))
+            out = terms[0]
+            for t in terms[1:]:
+                out = Add(out, t)
+            return out
+    return rebuild(e, lambda c: _read_pieces(c, var, variables, made))
+
+
+SUPPORT_BRACKET = Rule("T1 support bracket", _support_brackets, (Let,), "reads and sums bracketed by their "
+                       "supports (see the module docstring); on the let chain", root=True)
+UNREAD_LOOP = Rule("T2 unread loop", _drop_unread_loops, (Let,), "a let-bound gen's loop that its body does not "
+                   "read is dropped, and the index of every read of it", root=True)
+COMPRESS = Rule("T3 compress", _compress, (Let,), "a let-bound tensor whose support "
+                "has loops of constant width stored as pieces over fewer loops (see Piece)", root=True)
+STRUCTURE = RuleTable("structure", [SUPPORT_BRACKET, UNREAD_LOOP, COMPRESS],
+                      doc="the rules that keep a probed derivative's structure, none raising the cost")
+
+
+def keep_structure(expr: Expr, trace: list | None = None) -> Expr:
+    """T2, then T1 and the simplification rules, to a fixed point: a probed derivative whose tensors have
+    no loops they do not read and whose work is bracketed by where it can be nonzero."""
+    from .simplify import simplify_program
+
+    while True:
+        new = simplify_program(SUPPORT_BRACKET.fn(UNREAD_LOOP.fn(expr, trace), trace), trace)
+        new = simplify_program(COMPRESS.fn(new, trace), trace)
+        if new is expr or new == expr:
+            return new
+        expr = new

@@ -1,0 +1,161 @@
+"""Jacobians and Hessians that keep their structure (``derive/structure.py``) and sparse results
+(``tl.jacobian(..., sparse=True)``, ``derive/sparse.py``): checked against NumPy gradients written by hand and
+central differences of them, and against the unstructured probed Jacobian, with costs linear in the nonzeros."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensorlang as tl
+from tensorlang.derive.api import probed_jacobian, wrt_vars
+from tensorlang.nodes import RelType, tensor_dims
+from tensorlang.traversal import free_vars
+
+from strategies import SMOOTH_FUNCTIONS, inputs_for, programs, scalar_programs
+
+STENCIL_1D = "x : [n]R\nsum(i:n) [i < n - 1] * (x[i+1] - x[i]) * (x[i+1] - x[i]) * x[i]"
+STENCIL_2D = ("x : [n][m]R\nsum(i:n, j:m) [i < n - 1 and j < m - 1] * ((x[i+1, j] - x[i, j]) * (x[i+1, j] - x[i, j])"
+              " + (x[i, j+1] - x[i, j]) * (x[i, j+1] - x[i, j])) * (x[i, j] * x[i, j] + 1)")
+
+
+def _gradient_1d(x):
+    """The gradient of STENCIL_1D, by hand."""
+    d = x[1:] - x[:-1]
+    g = np.zeros_like(x)
+    g[:-1] += d * d - 2 * d * x[:-1]
+    g[1:] += 2 * d * x[:-1]
+    return g
+
+
+def _gradient_2d(x):
+    """The gradient of STENCIL_2D, by hand."""
+    a = (x[1:, :-1] - x[:-1, :-1]) ** 2 + (x[:-1, 1:] - x[:-1, :-1]) ** 2
+    w = x[:-1, :-1] ** 2 + 1
+    g = np.zeros_like(x)
+    g[:-1, :-1] += a * 2 * x[:-1, :-1]
+    dv, dh = x[1:, :-1] - x[:-1, :-1], x[:-1, 1:] - x[:-1, :-1]
+    g[1:, :-1] += 2 * dv * w
+    g[:-1, :-1] -= 2 * dv * w + 2 * dh * w
+    g[:-1, 1:] += 2 * dh * w
+    return g
+
+
+def _differenced(gradient, x, h=1e-6):
+    """The Hessian by central differences of ``gradient`` (rows: gradient entries, columns: x's)."""
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = h
+        e = e.reshape(x.shape)
+        cols.append(((gradient(x + e) - gradient(x - e)) / (2 * h)).ravel())
+    return np.stack(cols, axis=1)
+
+
+def test_the_1d_stencil_hessian_is_sparse_right_and_costs_its_nonzeros():
+    e = tl.parse(STENCIL_1D)
+    H = tl.hessian(e, "x", sparse=True)
+    x = np.random.default_rng(0).uniform(-1, 1, 12)
+    got = tl.evaluate(H, x=x)
+    assert isinstance(got, sp.csr_array) and got.shape == (12, 12)
+    assert got.nnz == 3 * 12 - 2
+    np.testing.assert_allclose(got.toarray(), _differenced(_gradient_1d, x), atol=1e-6)
+    compiled = tl.compile(H)(x=x)
+    assert isinstance(compiled, sp.csr_array)
+    np.testing.assert_allclose(compiled.toarray(), got.toarray(), rtol=1e-12, atol=1e-12)
+    # the certified cost is linear in n (the dense Hessian's was n * (4n^2 + 3n - 8))
+    assert tl.cost(H, n=10_000) < 20 * 10_000
+    assert tl.cost(tl.hessian(e, "x"), n=10_000) < 20 * 10_000
+
+
+def test_the_2d_stencil_hessian_is_sparse_right_and_costs_its_nonzeros():
+    e = tl.parse(STENCIL_2D)
+    H = tl.hessian(e, "x", sparse=True)
+    x = np.random.default_rng(1).uniform(-1, 1, (5, 6))
+    got = tl.compile(H)(x=x)
+    assert isinstance(got, sp.csr_array) and got.shape == (30, 30)
+    np.testing.assert_allclose(got.toarray(), _differenced(_gradient_2d, x), atol=1e-6)
+    np.testing.assert_allclose(tl.evaluate(H, x=x).toarray(), got.toarray(), rtol=1e-12, atol=1e-12)
+    assert got.nnz <= 5 * 30
+    for size in (100, 200):   # O(n m), where the dense Hessian is (n m)^2
+        assert tl.cost(H, n=size, m=size) < 60 * size * size
+    # a grid beyond what a dense Hessian could hold: 512 x 512 (a dense one would take 550 GB)
+    big = np.random.default_rng(2).uniform(-1, 1, (512, 512))
+    hb = tl.compile(H)(x=big)
+    assert hb.nnz < 5 * big.size
+    np.testing.assert_allclose(hb @ np.ones(big.size), _hessian_times_ones_2d(big), rtol=1e-9, atol=1e-9)
+
+
+def _hessian_times_ones_2d(x, h=1e-5):
+    """H @ 1 for STENCIL_2D by a central difference of the hand-written gradient along ones."""
+    return ((_gradient_2d(x + h) - _gradient_2d(x - h)) / (2 * h)).ravel()
+
+
+def test_a_dense_jacobian_is_a_csr_array_of_every_entry():
+    e = tl.parse("x : [n]R\nA : [n][n]R\ngen(i:n) sum(j:n) A[i, j] * x[j] * x[j]")
+    J = tl.jacobian(e, "x", sparse=True)
+    rng = np.random.default_rng(3)
+    x, A = rng.normal(size=4), rng.normal(size=(4, 4))
+    got = tl.compile(J)(x=x, A=A)
+    np.testing.assert_allclose(got.toarray(), 2 * A * x[None, :], rtol=1e-12)
+
+
+def test_a_zero_hessian_has_no_nonzeros():
+    H = tl.hessian(tl.parse("x : [n]R\nsum(i:n) 3 * x[i]"), "x", sparse=True)
+    got = tl.evaluate(H, x=np.ones(5))
+    assert got.shape == (5, 5) and got.nnz == 0
+    assert tl.compile(H)(x=np.ones(5)).nnz == 0
+
+
+def test_a_sparse_jacobian_is_refused_by_the_calls_that_take_a_program_to_derive():
+    H = tl.hessian(tl.parse(STENCIL_1D), "x", sparse=True)
+    with pytest.raises(tl.TypeCheckError, match="tl.adjoint: expr is a sparse Jacobian.*program it was derived from"):
+        tl.adjoint(H, "x")
+    assert str(H).startswith("# sparse: ") and "csr_array" in str(H).splitlines()[0]
+
+
+def _jacobians(expr):
+    """The wrt variables of ``expr`` whose Jacobian (or the program's Hessian) has at most 4 indices."""
+    out_sizes, out_elem = tensor_dims(expr.type)
+    found = []
+    for v in free_vars(expr):
+        if isinstance(v.type, RelType):
+            continue
+        in_sizes, in_elem = tensor_dims(v.type)
+        if out_elem is tl.nodes.R and in_elem is tl.nodes.R and len(out_sizes) + len(in_sizes) <= 3:
+            found.append(v.name)
+    return found
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.one_of(programs(black_boxes=SMOOTH_FUNCTIONS, allow_relations=False),
+                 scalar_programs(black_boxes=SMOOTH_FUNCTIONS, allow_relations=False)).flatmap(
+    lambda e: st.tuples(st.just(e), inputs_for(e, max_size=4, allow_zero=False))))
+def test_structured_and_sparse_jacobians_of_generated_programs_agree_with_the_probed_one(item):
+    expr, inputs = item
+    for name in _jacobians(expr):
+        (var,) = wrt_vars(expr, name)
+        probed = tl.evaluate(_declared(probed_jacobian(expr, var), expr), **inputs)
+        structured = tl.jacobian(expr, name)
+        np.testing.assert_allclose(tl.evaluate(structured, **inputs), probed, rtol=1e-9, atol=1e-12)
+        sparse = tl.jacobian(expr, name, sparse=True)
+        got = tl.evaluate(sparse, **inputs)
+        np.testing.assert_allclose(got.toarray(), np.asarray(probed).reshape(got.shape), rtol=1e-9, atol=1e-12)
+        # the work is that of the entries that can be nonzero and of the program itself
+        assert tl.cost(sparse, **inputs) <= 40 * (_pattern_size(sparse, inputs) + tl.cost(expr, **inputs) + 1)
+
+
+def _pattern_size(sparse, inputs) -> int:
+    from tensorlang.cost import sizes_and_relations
+
+    take, indices, _, _ = sparse.pattern(sizes_and_relations(sparse.values, inputs)[0])
+    return len(indices)
+
+
+def _declared(body, expr):
+    from tensorlang.declarations import declare
+    from tensorlang.traversal import size_vars
+
+    return declare(body, free_vars(expr), size_vars(expr))
