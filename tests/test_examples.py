@@ -74,3 +74,12 @@ def test_linear_zw():
 def test_examples_round_trip(path):
     e = tl.parse(path.read_text())
     assert tl.parse(str(e)) == e
+
+
+def test_newton_pde_converges_with_the_sparse_hessian():
+    from examples import newton_pde
+
+    out = newton_pde.main(n=48, verbose=False)
+    assert out["residual"] < 1e-10 and out["steps"] <= 8
+    # quadratic convergence: each of the last steps squares the residual, roughly
+    assert out["history"][-1] < 1e-3 * out["history"][-2]
