@@ -53,10 +53,10 @@ class SparseJacobian:
         return int(np.prod(extents[:self.rank], dtype=np.int64)), int(np.prod(extents[self.rank:], dtype=np.int64))
 
     def pattern(self, sizes: dict):
-        """``(take, indices, indptr, shape)`` at ``sizes`` (names to ints), computed once per size: ``take``
-        the positions, in the pieces' values laid end to end, of the nonzeros in CSR order (None where that
-        is all of them in order), ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy
-        makes them)."""
+        """``(select, indices, indptr, shape)`` at ``sizes`` (names to ints), computed once per size:
+        ``select`` picks the nonzeros, in CSR order, out of the pieces' values laid end to end (the
+        positions; a boolean mask where they are in that order already; None where they are all of them),
+        ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy makes them)."""
         key = tuple(sorted(sizes.items()))
         with self._lock:
             found = self._patterns.get(key)
@@ -78,13 +78,15 @@ class SparseJacobian:
             start += mask.size
         rows, cols, take = (np.concatenate(a) for a in (rows_of, cols_of, kept))
         order = np.lexsort((cols, rows))
-        take = take[order]
         n_rows, n_cols = self.shape(sizes)
         index = np.int32 if max(n_cols, len(take)) < 2 ** 31 else np.int64
         indptr = np.zeros(n_rows + 1, dtype=index)
         np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
-        everything = len(take) == start and bool(np.all(take == np.arange(start)))
-        found = (None if everything else take, cols[order].astype(index), indptr, (n_rows, n_cols))
+        if bool(np.all(order == np.arange(len(order)))):   # already in CSR order: select, don't gather
+            select = None if len(take) == start else np.isin(np.arange(start), take, assume_unique=True)
+        else:
+            select = take[order]
+        found = (select, cols[order].astype(index), indptr, (n_rows, n_cols))
         with self._lock:
             self._patterns[key] = found
         return found
@@ -94,10 +96,10 @@ class SparseJacobian:
         of the pieces laid end to end, gathered into the pattern, O(nonzeros)."""
         import scipy.sparse as sp
 
-        take, indices, indptr, shape = self.pattern(sizes)
+        select, indices, indptr, shape = self.pattern(sizes)
         parts = [np.asarray(v).ravel() for v in _parts(values, len(self.parts))]
         flat = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        data = flat if take is None else flat[take]
+        data = flat if select is None else flat[select]
         return sp.csr_array((data, indices, indptr), shape=shape, copy=False)
 
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 import functools
 from typing import Sequence
 
+import numpy as np
+
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
     FALSE, TRUE, Access, Add, Affine, Const, Expr, Guard, Let, Mul, Or, Pred, Sum, Var, box, build_lets, conj, disj,
@@ -279,19 +281,42 @@ def _band(pred: Pred, d, rest: tuple, loops: tuple) -> tuple[Affine, int] | None
 def pieces(pred: Pred, loops: tuple) -> list[Piece] | None:
     """The support ``pred`` of a tensor with loops ``loops`` as disjoint pieces, each stored over fewer
     points where a loop is a band of constant width in the others (innermost loops first); None when no
-    piece stores fewer loops than the tensor."""
+    piece stores fewer loops than the tensor.  Two splittings are tried, the pieces of the support as isl
+    coalesces it (a tridiagonal band is one piece) and those of its disjuncts as written (a stencil's arms,
+    whose hull is no band): the one that stores fewer points, then the one with fewer pieces."""
     from tensorlang.isl_sets import is_exact, over_approximation, to_isl
+
+    variables = tuple(v for v, _ in loops)
+    affine = pred if is_exact(pred) else over_approximation(pred)
+    try:
+        disjuncts = [to_isl(conj(d, box(loops)), variables)
+                     for d in (affine.parts if isinstance(affine, Or) else (affine,))]
+    except (UnsupportedError, ValueError):
+        return None
+    union = functools.reduce(lambda a, b: a.union(b), disjuncts)
+    candidates = [c for c in (_split(union.coalesce(), loops), _split(union, loops)) if c is not None]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda c: (_stored(c), len(c)))
+
+
+def _stored(parts: list[Piece], size: int = 1000) -> int:
+    """The points the pieces store with every size variable at ``size``."""
+    from tensorlang.nodes import SizeVar
+
+    def extent(a: Affine) -> int:
+        return a.evaluate({v: size for v in a.variables if isinstance(v, SizeVar)})
+
+    return sum(int(np.prod([extent(s) for _, s in p.loops], dtype=object)) for p in parts)
+
+
+def _split(s, loops: tuple) -> list[Piece] | None:
+    """``pieces`` of the isl set ``s`` made disjoint (None where no piece is smaller than the tensor)."""
     from tensorlang.nodes import IndexVar
     from tensorlang.predicates import from_isl
     import islpy as isl
 
     variables = tuple(v for v, _ in loops)
-    affine = pred if is_exact(pred) else over_approximation(pred)
-    try:   # the disjuncts as they are, not coalesced: each is a band where their hull may not be
-        parts = [to_isl(conj(d, box(loops)), variables) for d in (affine.parts if isinstance(affine, Or) else (affine,))]
-    except (UnsupportedError, ValueError):
-        return None
-    s = functools.reduce(lambda a, b: a.union(b), parts)
     out, smaller = [], False
     for bs in s.make_disjoint().get_basic_sets():
         part = from_isl(isl.Set.from_basic_set(bs), variables)

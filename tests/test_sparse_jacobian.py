@@ -150,7 +150,7 @@ def test_structured_and_sparse_jacobians_of_generated_programs_agree_with_the_pr
 def _pattern_size(sparse, inputs) -> int:
     from tensorlang.cost import sizes_and_relations
 
-    take, indices, _, _ = sparse.pattern(sizes_and_relations(sparse.values, inputs)[0])
+    _, indices, _, _ = sparse.pattern(sizes_and_relations(sparse.values, inputs)[0])
     return len(indices)
 
 
