@@ -7,7 +7,8 @@ function and argument kinds (``emit``).  Rules live apart from the core, in ``ru
 """
 from .api import (checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullback, rule, stop_gradient,
                   value_and_grad)
-from .mixed import forwarddiff, hessian, hvp, jacobian, jvp, jvp_rule, wirtinger
+from .mixed import forwarddiff, hvp, jvp, jvp_rule, wirtinger
+from .sparsity import hessian, jacobian
 from .registry import primitive
 from .source import code_source, define
 from . import threads  # noqa: F401,E402  (rules for ThreadPoolExecutor and threading.Thread)
