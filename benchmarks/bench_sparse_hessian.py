@@ -1,13 +1,17 @@
-"""Sparse Hessians (``tl.hessian(e, wrt, sparse=True)``) against the gradient of the same program, in one
-run: the 1-D finite-difference energy ``sum(i) [i < n - 1] (x[i+1] - x[i])^2 x[i]`` (tridiagonal, 3n - 2
-nonzeros) at n = 10^3 ... 10^6 and the 2-D one of ``tests/test_sparse_jacobian.py`` on n x n grids (about 7
-nonzeros per row); where JAX is installed, ``jax.hessian`` (dense) of the same 1-D energy, jit-compiled, at the
-sizes a dense Hessian fits.  Standalone: ``python benchmarks/bench_sparse_hessian.py [--quick]``; prints a
-table (the load average beside it) to paste into docs/derive.md.
+"""Sparse Hessians (``tl.hessian(e, wrt, sparse=True)``) against the gradient of the same program and against
+JAX, in one run: the 1-D finite-difference energy ``sum(i) [i < n - 1] (x[i+1] - x[i])^2 x[i]`` (tridiagonal,
+3n - 2 nonzeros) at n = 10^3 ... 10^6 and the 2-D one of ``tests/test_sparse_jacobian.py`` on n x n grids
+(about 5 nonzeros per row).  Where JAX is installed (``make bench`` installs it): ``jax.hessian`` (dense,
+jit-compiled) where a dense Hessian fits, and colouring with JAX: the same colouring of the same pattern,
+one ``jax.jvp`` of ``jax.grad`` per colour (``vmap``-ed and jit-compiled), the entries read out as
+tensorlang.ad's sparse Hessian reads them.  Peak memory: the largest resident set of this process after
+each size (``resource``), which only grows.  Standalone: ``python benchmarks/bench_sparse_hessian.py
+[--quick]``; prints a table (the load average beside it) for docs/derive.md.
 """
 from __future__ import annotations
 
 import os
+import resource
 import sys
 from pathlib import Path
 
@@ -18,10 +22,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
 
 import tensorlang as tl  # noqa: E402
 from harness import best, options  # noqa: E402
+from tensorlang.derive.ad.sparsity import Compressed  # noqa: E402
 from test_sparse_jacobian import STENCIL_1D, STENCIL_2D  # noqa: E402
 
 
-def _jax_dense(n: int):
+def jax_energies():
+    """The two energies in JAX (float64), or None without JAX."""
     try:
         import jax
         import jax.numpy as jnp
@@ -29,35 +35,66 @@ def _jax_dense(n: int):
         return None
     jax.config.update("jax_enable_x64", True)
 
-    def energy(x):
+    def one(x):
         d = x[1:] - x[:-1]
         return jnp.sum(d * d * x[:-1])
 
-    hessian = jax.jit(jax.hessian(energy))
-    x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, n))
-    return best(lambda: hessian(x).block_until_ready())
+    def two(x):
+        dv, dh = x[1:, :-1] - x[:-1, :-1], x[:-1, 1:] - x[:-1, :-1]
+        return jnp.sum((dv * dv + dh * dh) * (x[:-1, :-1] ** 2 + 1))
+
+    return jax, jnp, {1: one, 2: two}
+
+
+def jax_dense(peer, dim, x):
+    jax, jnp, energies = peer
+    hessian = jax.jit(jax.hessian(energies[dim]))
+    xj = jnp.asarray(x)
+    return best(lambda: hessian(xj).block_until_ready())
+
+
+def jax_coloured(peer, dim, x, pattern):
+    """One ``jvp`` of ``grad`` per colour of ``pattern`` (vmap-ed, jit-compiled), the entries read into CSR."""
+    jax, jnp, energies = peer
+    compressed = Compressed(pattern)
+    seeds = jnp.asarray(np.stack([compressed.seed(c, x.shape) for c in range(compressed.count)]))
+    grad = jax.grad(energies[dim])
+    products = jax.jit(jax.vmap(lambda v, x: jax.jvp(grad, (x,), (v,))[1], in_axes=(0, None)))
+    xj = jnp.asarray(x)
+
+    def run():
+        p = np.asarray(products(seeds, xj)).reshape(compressed.count, -1)
+        return compressed.assemble(list(p))
+
+    return best(run), compressed.count
 
 
 def main() -> None:
     args = options(__doc__, quick="smaller sizes").parse_args()
+    peer = jax_energies()
     rows = []
-    for src, sizes, shape in ((STENCIL_1D, (10**3, 10**4, 10**5) if args.quick else (10**3, 10**4, 10**5, 10**6),
-                               lambda n: (n,)),
-                              (STENCIL_2D, (64, 128) if args.quick else (64, 128, 256, 512), lambda n: (n, n))):
+    cases = ((STENCIL_1D, (10**3, 10**4, 10**5) if args.quick else (10**3, 10**4, 10**5, 10**6), 1),
+             (STENCIL_2D, (64, 128) if args.quick else (64, 128, 256, 512), 2))
+    for src, sizes, dim in cases:
         e = tl.parse(src)
         grad, hess = tl.compile(tl.grad(e, "x")), tl.compile(tl.hessian(e, "x", sparse=True))
         for n in sizes:
-            x = np.random.default_rng(n).uniform(-1, 1, shape(n))
+            x = np.random.default_rng(n).uniform(-1, 1, (n,) * dim)
             h = hess(x=x)
             tg, th = best(lambda: grad(x=x)), best(lambda: hess(x=x))
-            jax_time = _jax_dense(n) if len(shape(n)) == 1 and n <= 4000 else None
-            rows.append((f"{len(shape(n))}-D", x.size, h.nnz, tg, th, jax_time))
+            dense = jax_dense(peer, dim, x) if peer and x.size <= 4096 else None
+            coloured = jax_coloured(peer, dim, x, h) if peer else (None, None)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            rows.append((f"{dim}-D", x.size, h.nnz, tg, th, dense, *coloured, peak))
     print(f"load average {os.getloadavg()[0]:.2f}")
-    print("| energy | unknowns | nonzeros | gradient | sparse Hessian | Hessian / gradient | JAX dense Hessian |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for kind, size, nnz, tg, th, tj in rows:
-        jax_text = f"{tj * 1e3:.3f} ms" if tj is not None else "-"
-        print(f"| {kind} | {size:,} | {nnz:,} | {tg * 1e3:.3f} ms | {th * 1e3:.3f} ms | {th / tg:.1f} | {jax_text} |")
+    print("| energy | unknowns | nonzeros | gradient | sparse Hessian | Hessian / gradient | JAX dense Hessian "
+          "| JAX coloured HVPs (colours) | peak RSS |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for kind, size, nnz, tg, th, dense, col, colours, peak in rows:
+        dense_text = f"{dense * 1e3:.3f} ms" if dense is not None else "-"
+        col_text = f"{col * 1e3:.3f} ms ({colours})" if col is not None else "-"
+        print(f"| {kind} | {size:,} | {nnz:,} | {tg * 1e3:.3f} ms | {th * 1e3:.3f} ms | {th / tg:.1f} | {dense_text} "
+              f"| {col_text} | {peak:,.0f} MB |")
 
 
 if __name__ == "__main__":

@@ -54,8 +54,9 @@ class SparseJacobian:
 
     def pattern(self, sizes: dict):
         """``(select, indices, indptr, shape)`` at ``sizes`` (names to ints), computed once per size:
-        ``select`` picks the nonzeros, in CSR order, out of the pieces' values laid end to end (the
-        positions; a boolean mask where they are in that order already; None where they are all of them),
+        ``select`` picks the nonzeros, in CSR order, out of the pieces' values laid end to end (their
+        positions; a boolean mask where they are in that order already; a slice, a view, where they are a
+        run of them),
         ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy makes them)."""
         key = tuple(sorted(sizes.items()))
         with self._lock:
@@ -82,10 +83,13 @@ class SparseJacobian:
         index = np.int32 if max(n_cols, len(take)) < 2 ** 31 else np.int64
         indptr = np.zeros(n_rows + 1, dtype=index)
         np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
-        if bool(np.all(order == np.arange(len(order)))):   # already in CSR order: select, don't gather
-            select = None if len(take) == start else np.isin(np.arange(start), take, assume_unique=True)
+        take = take[order]
+        if len(take) and take[-1] - take[0] == len(take) - 1 and bool(np.all(np.diff(take) == 1)):
+            select = slice(int(take[0]), int(take[-1]) + 1)   # a run of the values in CSR order: a view
+        elif bool(np.all(order == np.arange(len(order)))):   # in CSR order with gaps: a mask
+            select = np.isin(np.arange(start), take, assume_unique=True)
         else:
-            select = take[order]
+            select = take
         found = (select, cols[order].astype(index), indptr, (n_rows, n_cols))
         with self._lock:
             self._patterns[key] = found
@@ -99,7 +103,7 @@ class SparseJacobian:
         select, indices, indptr, shape = self.pattern(sizes)
         parts = [np.asarray(v).ravel() for v in _parts(values, len(self.parts))]
         flat = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        data = flat if select is None else flat[select]
+        data = flat[select]
         return sp.csr_array((data, indices, indptr), shape=shape, copy=False)
 
 
