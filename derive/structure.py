@@ -227,6 +227,16 @@ class Piece:
                 out.append(subst[v])
         return out
 
+    def in_storage_order(self, variables: tuple) -> Piece:
+        """This piece with its loops ordered for the tensor's storage: each by the innermost of the tensor's
+        loops (``variables``) whose value it takes part in, so that a loop that stands for an inner index
+        of the tensor (and of what it reads at that index, row by row) stays inner."""
+        def depth(loop) -> int:
+            v, _ = loop
+            return max((k for k, d in enumerate(variables) if self.at[d].coeff(v) != 0), default=-1)
+
+        return Piece(self.pred, tuple(sorted(self.loops, key=depth)), self.at, self.offsets)
+
 
 def _constraints(bs, dims: tuple) -> list[tuple[Affine, bool]] | None:
     """The constraints of an isl basic set over ``dims`` as ``(affine, is_equality)`` (``affine >= 0`` or
@@ -364,6 +374,7 @@ def _compress(e: Expr, trace=None) -> Expr:
         variables = tuple(v for v, _ in loops)
         made = []
         for k, piece in enumerate(parts):
+            piece = piece.in_storage_order(variables)
             value = gens(piece.loops, substitute_index(guard(piece.pred, body), piece.at))
             part_var = Var(f"{var.name}_{k}", value.type)
             made.append((part_var, piece))
