@@ -24,7 +24,7 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Affine, And, Cmp, Expr, Or, Pair, Pred, SizeVar, box, conj, gens, guard, let_chain,
+    FALSE, TRUE, Affine, And, Cmp, Expr, Or, Pair, Pred, RelAtom, SizeVar, walk, box, conj, gens, guard, let_chain,
     build_lets, strip_gens,
 )
 from tensorlang.predicates import simplify as simplify_pred
@@ -164,6 +164,12 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
         variables = tuple(v for v, _ in loops)
         parts = [Piece(simplify_pred(conj(s, box(loops)), variables), loops,
                        {v: Affine.var(v) for v in variables}, {})]
+    relations = sorted({a.rel.name for p in parts for a in walk(p.pred) if isinstance(a, RelAtom)})
+    if relations:
+        raise UnsupportedError(
+            f"tl.jacobian(..., sparse=True): where this Jacobian can be nonzero depends on the data of the relation(s) "
+            f"{', '.join(relations)}, and a sparse result over a relation's pattern is not supported yet; use "
+            f"sparse=False (its kernel computes only the relation's entries; scipy.sparse.csr_array(J) compresses it)")
     made = [gens(p.loops, substitute_index(guard(p.pred, body), p.at)) for p in parts]
     out_value = made[-1]
     for first in reversed(made[:-1]):

@@ -159,3 +159,12 @@ def _declared(body, expr):
     from tensorlang.traversal import size_vars
 
     return declare(body, free_vars(expr), size_vars(expr))
+
+
+def test_a_pattern_that_depends_on_a_relation_is_refused_by_name_and_the_dense_one_is_right():
+    e = tl.parse("E : rel[n, m]\ny : [m]R\ngen(i:n) sum(j:m) [E(i, j)] * y[j] * y[j]")
+    with pytest.raises(tl.UnsupportedError, match="relation\\(s\\) E.*use sparse=False"):
+        tl.jacobian(e, "y", sparse=True)
+    E = np.array([[1, 0, 1], [0, 1, 0]], dtype=bool)
+    y = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(tl.compile(tl.jacobian(e, "y"))(E=E, y=y), 2 * E * y[None, :])
