@@ -34,6 +34,17 @@ def _lazy(value) -> bool:
     return hasattr(value, "__dask_graph__")
 
 
+def _tracing(inputs: dict):
+    """The kernel rule of the tracers in an input that is an object array of them (``tensorlang.ad``'s sparsity
+    tracing: their type's ``through_kernel``), or None."""
+    for v in inputs.values():
+        if isinstance(v, np.ndarray) and v.dtype == object and v.size:
+            rule = getattr(type(v.flat[0]), "through_kernel", None)
+            if rule is not None:
+                return rule
+    return None
+
+
 class Kernel:
     """A compiled program: ``kernel(**inputs)`` returns what ``tl.evaluate(expr, **inputs)`` does (NumPy
     arrays, floats, tuples for pairs), computed by generated code; ``kernel.source`` is that code."""
@@ -70,6 +81,9 @@ class Kernel:
         if any(_lazy(v) for v in inputs.values()):
             return self.blocks(inputs).collection(inputs)  # blocks() checks the keywords
         check_keywords(inputs, self.input_names, self.meta["sizes"])
+        traced = _tracing(inputs)
+        if traced is not None:
+            return traced(self, inputs)
         try:
             return self._runner(**inputs)
         except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's

@@ -15,6 +15,7 @@ each entry from the product of its column's colour.
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -91,6 +92,13 @@ class Tracer:
 
     __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __bool__ = _refused
 
+    @staticmethod
+    def through_kernel(kernel, inputs: dict):
+        """A compiled kernel called on traced inputs: each output entry a smooth function of the input
+        entries its row of the kernel's Jacobian can depend on (``tl.jacobian(..., sparse=True)``'s pattern
+        at these sizes; every pair of them may interact)."""
+        return kernel_outputs(kernel, inputs)
+
     def __float__(self):
         raise UnsupportedError("ad.jacobian/ad.hessian(sparse=True): the function converts a traced value to a "
                                "Python float (math.* or float()); write it with NumPy's functions")
@@ -159,6 +167,46 @@ class Graph:
             if node.kind != "input":
                 stack.extend(a for a in node.args if isinstance(a, Tracer))
         return pairs
+
+
+def kernel_outputs(kernel, inputs: dict) -> np.ndarray:
+    """The traced outputs of ``kernel`` (a tensor of reals) on ``inputs``, some of them object arrays of tracers."""
+    from ...cost import sizes_and_relations
+    from ...nodes import PairType
+
+    expr = kernel.expr
+    if isinstance(expr.type, PairType):
+        raise UnsupportedError("ad.jacobian(sparse=True): tracing through a kernel with a pair output is not "
+                               "supported; use sparse=False")
+    traced = {k: v for k, v in inputs.items() if isinstance(v, np.ndarray) and v.dtype == object}
+    plain = {k: (np.zeros(v.shape) if k in traced else v) for k, v in inputs.items()}
+    sizes = sizes_and_relations(expr, plain)[0]
+    rows: list | None = None
+    for name, value in traced.items():
+        _, indices, indptr, shape = _kernel_jacobian(expr, name).pattern(sizes)
+        flat = value.ravel()
+        rows = rows or [[] for _ in range(shape[0])]
+        for r in range(shape[0]):
+            rows[r].extend(flat[indices[indptr[r]:indptr[r + 1]]])
+    out = np.empty(len(rows), dtype=object)
+    for r, args in enumerate(rows):
+        out[r] = Tracer("nonlinear", tuple(args)) if args else Tracer("constant", ())
+    shape = kernel_shape(expr, sizes)
+    return out.reshape(shape) if shape else out[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel_jacobian(expr, name: str):
+    from ..api import jacobian
+
+    return jacobian(expr, name, sparse=True)
+
+
+def kernel_shape(expr, sizes: dict) -> tuple:
+    from ...nodes import tensor_dims
+
+    dims, _ = tensor_dims(expr.type)
+    return tuple(int(d.evaluate({v: sizes[v.name] for v in d.size_vars})) for d in dims)
 
 
 def _cross(a: frozenset, b: frozenset) -> set:

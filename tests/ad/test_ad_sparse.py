@@ -83,3 +83,18 @@ def test_branches_and_python_floats_are_refused_by_name():
         ad.hessian(lambda x: math.sin(x[0]) * x[1], sparse=True)(np.ones(2))
     with pytest.raises(UnsupportedError, match="tracing the sparsity pattern"):
         ad.hessian(lambda x: np.linalg.det(np.outer(x, x) + np.eye(2)), sparse=True)(np.ones(2))
+
+
+def test_the_pattern_goes_through_a_compiled_kernel():
+    import tensorlang as tl
+
+    kernel = tl.compile(tl.parse("x : [n]R\ngen(i:n) [0 < i] * x[i] * x[i - 1] + sin(x[i])"))
+
+    def residual(x, a):
+        y = kernel(x=x)
+        return a * y[1:] - np.exp(y[:-1]) * x[:-1]
+
+    x = np.random.default_rng(2).normal(size=7)
+    J = ad.jacobian(residual, sparse=True)(x, 0.7)
+    assert J.nnz == 17   # banded: each residual reads the kernel's outputs i and i + 1, each x[i - 1] and x[i]
+    np.testing.assert_allclose(J.toarray(), _differenced(lambda y: residual(y, 0.7), x), atol=1e-6)
