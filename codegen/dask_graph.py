@@ -7,6 +7,8 @@ split sum's partial results are added by ``da.stack(...).sum(axis=0)`` (Dask's t
 statement left whole is one task.  A window of a Dask array is the grid of its chunks' parts (a slicing
 task per chunk it overlaps, run where the chunk lives; none for a whole chunk), joined in the block's
 task; windows of NumPy inputs and of relations are cut on the client and travel with their task.
+``like_values`` gives gradients (of a kernel's inputs, for ``tensorlang.ad``) as their values are: lazy
+in the chunks of a Dask input, computed for a NumPy one.
 
 **Workers build nothing.**  A block program's compiled library travels as data: a ``BlockLibrary``
 (the shared library's bytes and the runtime's plain-data description of its arguments) is one key of
@@ -26,7 +28,7 @@ import numpy as np
 
 from tensorlang.errors import ShapeError
 
-__all__ = ["BlockLibrary", "collection", "run_block"]
+__all__ = ["BlockLibrary", "collection", "known_shape", "lazy", "lazy_array", "like_values", "run_block"]
 
 _RUNNERS: dict = {}  # library key -> Runner, per process
 _LOCK = threading.Lock()
@@ -204,3 +206,67 @@ def _window(value, bx: tuple, var):
                    dtype=np.int64).reshape(-1, len(bx))
     keep = np.all([(pts[:, k] >= a) & (pts[:, k] < b) for k, (a, b) in enumerate(bx)], axis=0)
     return [tuple(int(c) for c in p) for p in pts[keep] - np.array([a for a, _ in bx])]
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def lazy(value) -> bool:
+    """A Dask collection (or a pair holding one), recognised without importing Dask."""
+    if isinstance(value, (tuple, list)):
+        return any(lazy(v) for v in value)
+    return hasattr(value, "__dask_graph__")
+
+
+def lazy_array(value) -> bool:
+    """A Dask array (a lazy collection with a shape), recognised without importing Dask."""
+    return hasattr(value, "__dask_graph__") and hasattr(value, "shape")
+
+
+def known_shape(value):
+    """``value``, refused (``ShapeError``) where it is a Dask array of unknown shape (chunks of unknown
+    sizes, after a boolean mask): its gradient needs its shape."""
+    if lazy_array(value) and any(n != n for n in value.shape):
+        raise ShapeError(f"tensorlang.ad: a Dask array of unknown shape {value.shape} has no gradient in its "
+                         f"chunks; learn its chunk sizes first with x.compute_chunk_sizes()")
+    return value
+
+
+def like_values(grads: tuple, values: tuple) -> tuple:
+    """The gradients ``grads`` of ``values`` as those values are (``tensorlang.ad``'s gradients mirror
+    their values), where some are lazy: a Dask array's a Dask array in the array's chunks; a NumPy
+    array's, a number's computed, all of them in one Dask graph; tuples and lists entry by entry."""
+    import dask
+    import dask.array as da
+
+    eager: list = []
+
+    def shaped(g, x):
+        if type(g) in (tuple, list):
+            return type(g)(shaped(a, b) for a, b in zip(g, x))
+        if lazy_array(known_shape(x)):
+            return None if g is None else g.rechunk(x.chunks) if lazy(g) else \
+                da.from_array(np.asarray(g), chunks=x.chunks)
+        if not lazy(g) or lazy(x):   # (another lazy collection's gradient: as it came)
+            return g
+        eager.append(g)
+        return _Computed(len(eager) - 1)
+
+    out = shaped(grads, values)
+    done = dask.compute(*eager)
+
+    def filled(g):
+        if type(g) in (tuple, list):
+            return type(g)(filled(a) for a in g)
+        return done[g.index] if isinstance(g, _Computed) else g
+
+    return filled(out)
+
+
+class _Computed:
+    """A place in ``like_values``'s gradients for the ``index``-th of the values computed together."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index

@@ -19,19 +19,13 @@ from tensorlang.errors import ShapeError, TensorLangError, check_keywords, user_
 from tensorlang.progress import stage
 from tensorlang.nodes import Expr
 
+from .dask_graph import lazy, like_values
 from .generate import explain, generate
 from .target import TARGETS, target_of
 
 __all__ = ["Kernel", "TARGETS", "generate", "explain"]
 
 _ADJOINT_LOCK = threading.RLock()
-
-
-def _lazy(value) -> bool:
-    """A Dask collection (or a pair holding one), recognised without importing Dask."""
-    if isinstance(value, (tuple, list)):
-        return any(_lazy(v) for v in value)
-    return hasattr(value, "__dask_graph__")
 
 
 def _tracing(inputs: dict):
@@ -78,7 +72,7 @@ class Kernel:
                 f"a kernel takes its inputs by name (keywords), not by position: kernel({call}) (sizes, where "
                 f"they cannot be inferred from the shapes, by name too: {', '.join(self.meta['sizes']) or 'none'})"
             )
-        if any(_lazy(v) for v in inputs.values()):
+        if any(lazy(v) for v in inputs.values()):
             return self.blocks(inputs).collection(inputs)  # blocks() checks the keywords
         check_keywords(inputs, self.input_names, self.meta["sizes"])
         traced = _tracing(inputs)
@@ -180,7 +174,8 @@ class Kernel:
     def __ad_pullback__(self, *args, **inputs):
         """``(kernel(**inputs), back)`` for ``tensorlang.ad``: ``back(dy)`` runs the compiled adjoint
         and returns one gradient per keyword argument in call order (``None`` for relations and
-        sizes)."""
+        sizes).  Where an input or ``dy`` is a Dask collection the adjoint runs blockwise like the kernel,
+        and each gradient is as its input is (``dask_graph.like_values``)."""
         y = self(*args, **inputs)
         names = list(inputs)
 
@@ -199,7 +194,8 @@ class Kernel:
                     grads[name] = rest
                 else:
                     grads[name], rest = rest
-            return tuple(grads.get(n) for n in names)
+            found = tuple(grads.get(n) for n in names)
+            return like_values(found, tuple(inputs.values())) if lazy(found) else found
 
         return y, back
 

@@ -10,6 +10,7 @@ import types
 
 import numpy as np
 
+from ...codegen.dask_graph import lazy, like_values
 from ...errors import TensorLangError, TypeCheckError, UnsupportedError, user_traceback
 from . import rules  # (importing it registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
@@ -184,7 +185,7 @@ def value_and_grad(f, argnums=0, has_aux=False):
                 grads = back(scalar_seed(y))
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
-        return y, _picked(grads[:len(args)], pick, args)
+        return y, _picked(as_arguments(grads[:len(args)], args), pick, args)
 
     value_and_grad_f.__qualname__ = f"value_and_grad({getattr(f, '__qualname__', repr(f))})"
     value_and_grad_f.__wrapped__ = f
@@ -234,12 +235,19 @@ def _grad_picks(*args, _ad_all, _ad_f, _ad_i, **kw):
 
 def _checked_gradients(every, f, args, kw, positions):
     """``every(*args)``, the gradients of ``f`` in every argument, for ``grad``: an int argument at ``positions``
-    refused, keywords passed to ``f``."""
+    refused, keywords passed to ``f``, each as its argument is (``as_arguments``)."""
     refuse_integers("grad", f, args, positions)
     if not kw:
-        return every(*args)
+        return as_arguments(every(*args), args)
     g, full = with_keywords(f, args, kw)
-    return gradient(g, *full)[:len(args)]
+    return as_arguments(gradient(g, *full)[:len(args)], args)
+
+
+def as_arguments(grads: tuple, args: tuple) -> tuple:
+    """The gradients of ``args`` as the arguments are where a gradient or an argument is lazy (Dask's;
+    ``codegen.dask_graph.like_values``): a Dask argument's a Dask array in its chunks, a NumPy argument's
+    computed."""
+    return like_values(grads, args) if lazy(grads) or lazy(args) else grads
 
 
 def with_keywords(f, args, kw):

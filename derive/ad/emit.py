@@ -390,17 +390,20 @@ def _at_source_lines(src: str, gen_name: str, filename: str, text: str):
 
 class _ScalarSeed:
     """``scalar_seed(y)``: the seed ``dy = 1`` of a gradient, whose function must return a real scalar:
-    a Python or NumPy real number or a 0-d real array; any other output is an error naming it (a
+    a Python or NumPy real number or a 0-d real array (a NumPy array, or a Dask array: a lazy scalar, as
+    a compiled kernel called on Dask inputs returns); any other output is an error naming it (a
     gradient of ``sum(y)`` silently taken for a vector ``y`` would be a wrong answer).  The generated
     gradient entries call it on an output that is not a float.  It is an object, not a Python function,
     so that the transforms (forward over reverse differentiates the gradient code) take it as the
     primitive without a derivative that it is (``NONDIFF``) instead of transforming its source."""
 
     def __call__(self, y):
-        if isinstance(y, numbers.Real) or (isinstance(y, np.ndarray) and y.shape == () and y.dtype.kind in "biuf"):
+        array = isinstance(y, np.ndarray) or hasattr(y, "__dask_graph__") and hasattr(y, "shape")
+        if isinstance(y, numbers.Real) or (array and y.shape == () and y.dtype.kind in "biuf"):
             return 1
-        if isinstance(y, np.ndarray):
-            what = f"an array of shape {y.shape} and dtype {y.dtype}"
+        if array:
+            kind = "an array" if isinstance(y, np.ndarray) else "a Dask array"
+            what = f"{kind} of shape {y.shape} and dtype {y.dtype}"
         elif isinstance(y, numbers.Complex):
             what = f"the complex number {y!r}"
         else:

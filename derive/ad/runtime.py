@@ -23,6 +23,7 @@ import types
 
 import numpy as np
 
+from ...codegen.dask_graph import lazy_array
 from ...errors import UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
@@ -78,15 +79,21 @@ def unbroadcast(g, x):
         shape = x.shape
         if getattr(g, "shape", ()) == shape:
             return g
-        g = np.asarray(g)
-        while g.ndim > len(shape):
-            g = g.sum(axis=0)
-        for axis, n in enumerate(shape):
-            if n == 1 and g.shape[axis] != 1:
-                g = g.sum(axis=axis, keepdims=True)
-        return g
+        return summed_to(np.asarray(g), shape)
+    if lazy_array(x) or lazy_array(g):   # a Dask array: summed lazily
+        return summed_to(g, x.shape if lazy_array(x) else ())
     if type(g) is np.ndarray:
         return g.sum()
+    return g
+
+
+def summed_to(g, shape: tuple):
+    """Array ``g`` (NumPy's or Dask's) summed over the axes along which ``shape`` was broadcast to its."""
+    while np.ndim(g) > len(shape):
+        g = g.sum(axis=0)
+    for axis, n in enumerate(shape):
+        if n == 1 and g.shape[axis] != 1:
+            g = g.sum(axis=axis, keepdims=True)
     return g
 
 
@@ -454,6 +461,10 @@ KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyw
 # specialised(f, args): the source transformation, by which J differentiates a Python function (``api``
 # provides it; the transform itself calls into this module)
 TRANSFORM = Provided("the source transformation (api.specialised)")
+# a library's top-level package -> the function that registers the rules of its functions (by importing
+# them; ``rules`` fills it in), called the first time one of its functions is met without a rule, so that
+# importing tensorlang.ad does not import the library (Dask)
+LIBRARY_RULES: dict = {}
 
 
 def along_first(rule):
@@ -585,10 +596,26 @@ def _transformed(f, args):
     try:
         return TRANSFORM.fn(f, args)
     except UnsupportedError as e:
+        if library_rules(f):
+            return _BY_RULE
         primitive = rule_owner(f) if str(e).startswith(f.__code__.co_filename) else None
         if primitive is None:
             raise outside_refused(f, e) or e
         raise rule_code_refused(primitive.name, e) from None
+
+
+def library_rules(f) -> bool:
+    """Whether Python function ``f`` has a rule once the rules of its library are registered (those of
+    ``LIBRARY_RULES``, registered here on first need)."""
+    register = LIBRARY_RULES.get(str(getattr(f, "__module__", None)).partition(".")[0])
+    if register is None:
+        return False
+    register()
+    return f in RULES
+
+
+# what ``_transformed`` gives for a function whose rule ``library_rules`` registered: J by the rule
+_BY_RULE = types.SimpleNamespace(pb=lambda f, *args: J(f, *args))
 
 
 def called_at() -> str:
@@ -778,6 +805,8 @@ def Jkw(names, f, *args):
     if bound is not None:
         return bound
     if type(f) is types.FunctionType:
+        if library_rules(f):
+            return Jkw(names, f, *args)
         refuse_keyword_only(f)
         sig = inspect.signature(f)
         bound = sig.bind(*pos, **kw)

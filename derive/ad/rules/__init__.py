@@ -4,7 +4,9 @@
 functions that move entries in ``layout``, contractions and ``numpy.linalg`` in ``linalg`` and
 ``linalg_more``, functions given as code in ``implemented``),
 ``scipy.linalg``'s triangular and factored solvers (``scipy_linalg``), ``scipy.special`` (``special``),
-``numpy.fft`` (``fft``), and complex numbers (``complexes``).  Importing the package registers them all.
+``numpy.fft`` (``fft``), and complex numbers (``complexes``).  Importing the package registers them all,
+but for Dask's (``dask_arrays``), registered the first time a function of Dask's is met without a rule
+(``runtime.library_rules``).
 
 The core transform (``analysis``, ``emit``, ``primal``, ``adjoint``, ``straight``, ``forward``) reads the
 library through this module only:
@@ -26,7 +28,7 @@ library through this module only:
   share memory with its object), ``stores(name)`` (stores its arguments in its object).
 """
 from ..registry import rule_owner
-from ..runtime import BOX_METHODS, NONDIFF, RULES, WRITING_RULES
+from ..runtime import BOX_METHODS, LIBRARY_RULES, NONDIFF, RULES, WRITING_RULES
 from . import builtins, fft, layout, linalg, math, numpy, operators, scalar  # noqa: F401
 from . import implemented, linalg_more, scipy_linalg, special, structures  # noqa: F401
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
@@ -34,6 +36,13 @@ from .numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM  # noqa: F4
 from .scalar import INLINE_BINOPS, INLINE_UNARY  # noqa: F401  (the interface)
 
 _PURE_METHODS = numpy.PURE_METHODS | structures.PURE_METHODS
+
+
+def _dask_rules():
+    from . import dask_arrays  # noqa: F401  (importing it registers its rules)
+
+
+LIBRARY_RULES["dask"] = _dask_rules   # (registered on first need: importing tensorlang.ad does not import Dask)
 
 
 def _get(table, f):

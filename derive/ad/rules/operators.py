@@ -1,6 +1,6 @@
 """Operators on values whose kind is not known when the function is transformed: numbers and arrays
-(with un-broadcasting), sequence concatenation and repetition, and user types through their Python
-``__add__``/``__radd__``... methods, which are transformed in turn.
+(with un-broadcasting; Dask arrays too, but for ``@``), sequence concatenation and repetition, and user
+types through their Python ``__add__``/``__radd__``... methods, which are transformed in turn.
 """
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import types
 
 import numpy as np
 
+from ....codegen.dask_graph import known_shape, lazy_array, like_values
 from ..ir import CONST_KIND, INT, NUM, kind_of
 from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, is_complex, unbroadcast, untracked
 from .structures import dict_update, extend_list, setitem
@@ -20,14 +21,14 @@ def pow_da(a, b):
     ``zero_power`` without NumPy's divide-by-zero warning (the power is taken of 1 in their place).  It is
     written as a function of ``b`` too, so that its own derivative in ``b`` (``a ** (b - 1)`` at ``b == 0``)
     is right."""
-    if type(a) is not np.ndarray and type(b) is not np.ndarray:
+    if type(a) is not np.ndarray and type(b) is not np.ndarray and not lazy_array(a) and not lazy_array(b):
         if a == 0 and b == 0:
             return 0 * a
         if a == 0 and (b - 1).real < 0:
             return b * zero_power(a, b - 1)
         return b * a ** (b - 1)
-    zero = np.asarray(a) == 0
-    constant = zero & (np.asarray(b) == 0)
+    zero = (a if lazy_array(a) else np.asarray(a)) == 0   # (a Dask array compared as it is: lazily)
+    constant = zero & ((b if lazy_array(b) else np.asarray(b)) == 0)
     pole = zero & (np.real(b) < 1) & ~constant
     return b * np.where(pole, zero_power(a, b - 1), np.power(np.where(pole | constant, 1.0, a), b - 1))
 
@@ -43,7 +44,7 @@ def zero_power(a, e):
     return np.where(odd & np.signbit(a), -np.inf, np.inf)
 
 
-NONDIFF.add(zero_power)
+NONDIFF.update({zero_power, lazy_array})
 
 
 def times(dy, d):
@@ -51,6 +52,8 @@ def times(dy, d):
     where either is exactly 0, also against an infinite or undefined other (``0 * inf``, ``0 * nan``).  In
     the common case (no NaN in the product: one sum finds it) it is the plain product."""
     g = dy * d
+    if lazy_array(g):   # (a Dask array: the same product, lazily)
+        return np.where((dy == 0) | (d == 0), 0, g)
     if type(g) is np.ndarray:
         s = g.sum()
         if s == s:
@@ -66,11 +69,17 @@ def log_base(a):
     ``a``; for a real one, 0 where ``a <= 0`` (there ``a ** b`` has a value at integers ``b`` only)."""
     if is_complex(a):
         return np.log(a)
-    return np.log(np.where(np.asarray(a) > 0, a, 1))
+    return np.log(np.where((a if lazy_array(a) else np.asarray(a)) > 0, a, 1))
 
 
 def is_numeric(a) -> bool:
     return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, (np.generic, complex))
+
+
+def lazy_arithmetic(a, b) -> bool:
+    """Whether ``a op b`` is arithmetic of Dask arrays (one at least), NumPy arrays and numbers: its
+    gradients are the numeric ones, a Dask operand's lazy, a NumPy operand's computed."""
+    return (lazy_array(a) or lazy_array(b)) and (lazy_array(a) or is_numeric(a)) and (lazy_array(b) or is_numeric(b))
 
 
 # the gradients of a OP b, for numbers and arrays
@@ -128,10 +137,21 @@ def _make_binop(op):
             if grads is None:
                 return y, ZERO
             return y, lambda dy: tuple(unbroadcast(g, x) for g, x in zip(grads(dy, a, b, y), (a, b)))
+        if op != "@" and lazy_arithmetic(a, b):
+            return _lazy_binop(grads, pyop, a, b)
         return _dunder(op, name, pyop, a, b)
 
     rule.__name__ = f"J_{name}"
     return rule
+
+
+def _lazy_binop(grads, pyop, a, b):
+    """``a op b`` of Dask arrays, NumPy arrays and numbers (``lazy_arithmetic``): each gradient as its
+    operand is, lazy or computed (``like_values``); a Dask array of unknown shape refused by name."""
+    y = pyop(known_shape(a), known_shape(b))
+    if grads is None:
+        return y, ZERO
+    return y, lambda dy: like_values(tuple(unbroadcast(g, x) for g, x in zip(grads(dy, a, b, y), (a, b))), (a, b))
 
 
 def _dunder(op, name, pyop, a, b):
@@ -244,7 +264,7 @@ RULES.update({PYIOP[op]: BINOPS[op] for op in PYIOP})
 
 
 def _neg(a):
-    if is_numeric(a):
+    if is_numeric(a) or lazy_array(a):
         return -a, lambda dy: (-dy,)
     m = getattr(type(a), "__neg__", None)
     if isinstance(m, types.FunctionType):
