@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
+from .registry import refusing
 from .context import current, within
 from .rules import is_nondiff, rule_of
 from .rules.builtins import map_grads
@@ -527,3 +528,10 @@ def _register_api_rules():
 
 
 _register_api_rules()
+
+_FORWARD_INSIDE = ("a function that calls it is not differentiated (reverse over forward, forward over forward, or a "
+                   "third derivative): take the inner derivative by ad.grad or ad.gradient, whose code is "
+                   "differentiated again (ad.grad(ad.grad(f)), ad.jvp of a function that calls ad.grad)")
+for _f in (jvp, jacobian, hessian, hvp):
+    RULES[_f] = refusing(_f, "reverse", _FORWARD_INSIDE)
+    JVP_RULES[_f] = refusing(_f, "forward", _FORWARD_INSIDE)

@@ -6,13 +6,14 @@ elementwise NumPy functions from their partial derivatives (``rules.numpy.PARTIA
 arguments, where the pullback multiplies the incoming gradient), ``math`` from the scalar templates
 (``rules.scalar``), operators on numbers and arrays from ``rules.operators.NUMERIC_GRADS``.  Linear
 functions (reshapes, reductions, ``real``) apply themselves to the tangent; bilinear ones (``dot``, ``@``,
-``outer``) take the product rule; data structures carry their tangents alongside.  A primitive with a
+``outer``, ``cross``) take the product rule; data structures carry their tangents alongside.  A primitive with a
 reverse rule and no forward rule is handled by ``tangent.transposed``.
 """
 from __future__ import annotations
 
 import builtins as _b
 import dataclasses
+import functools
 import inspect
 import math as _m
 import operator
@@ -167,6 +168,13 @@ def _bilinear(f):
         a, b = args
         return f(a, b), _bilinear_tangent(f, a, b, *ts)
     return rule
+
+
+def _cross(args, ts, **kw):
+    """``np.cross`` (its axes as keywords), bilinear: the product rule, one pass over the vectors."""
+    a, b = args
+    f = functools.partial(np.cross, **kw)
+    return f(a, b), _bilinear_tangent(f, a, b, *ts)
 
 
 def _unary_op(op, x, t):
@@ -839,6 +847,7 @@ JVP_RULES.update({
     np.sum: _sum_np, np.max: _extremum(np.max), np.min: _extremum(np.min), np.amax: _extremum(np.max),
     np.amin: _extremum(np.min),
     np.dot: _bilinear(np.dot), np.matmul: _bilinear(np.matmul), np.outer: _bilinear(np.outer),
+    np.cross: _cross,
     np.concatenate: _stack_like(np.concatenate), np.stack: _stack_like(np.stack), np.where: _where,
     np.clip: _clip, np.array: _array(np.array), np.asarray: _array(np.asarray), np.linalg.norm: _norm,
     np.linalg.inv: _inv, np.linalg.det: _det, np.linalg.slogdet: _slogdet, np.linalg.solve: _solve,
