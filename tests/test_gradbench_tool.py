@@ -446,3 +446,33 @@ def test_saddle_nested_derivatives_against_the_closed_form():
     search = (start, saddle._reverse(saddle.f, 1))
     for outer in (saddle._reverse, saddle._forward):
         np.testing.assert_allclose(outer(saddle.maximum, 0)(x, search), 2 * x, rtol=1e-9)
+
+
+def test_ba_jacobian_as_a_sparse_matrix_against_directional_differences():
+    """The bundle-adjustment Jacobian as a scipy.sparse.csr_array: J v against the central difference of the
+    residuals along v, at cameras, points and weights that differ from one another."""
+    import scipy.sparse as sp
+
+    from tensorlang.gradbench import ba
+
+    rng = np.random.default_rng(5)
+    n, m, p = 3, 5, 12
+    cams = np.concatenate((0.3 * rng.normal(size=(n, 3)), rng.normal(size=(n, 3)), 1 + rng.random((n, 1)),
+                           rng.normal(size=(n, 2)), 0.01 * rng.normal(size=(n, 2))), axis=1)
+    X = rng.normal(size=(m, 3)) + np.array([0.0, 0.0, 8.0])
+    w = 1 + 0.1 * rng.normal(size=p)
+    obs = np.stack((rng.integers(0, n, p), rng.integers(0, m, p)), axis=1)
+    feats = rng.normal(size=(p, 2))
+    J = ba.sparse_jacobian(cams, X, w, obs, feats)
+    assert isinstance(J, sp.csr_array) and J.shape == (3 * p, 11 * n + 3 * m + p) and J.nnz == 2 * p * 15 + p
+
+    def residuals(v, h):
+        c = cams + h * v[:11 * n].reshape(n, 11)
+        x = X + h * v[11 * n:11 * n + 3 * m].reshape(m, 3)
+        ww = w + h * v[11 * n + 3 * m:]
+        reproj, w_err = ba.objective(c, x, ww, obs, feats)
+        return np.concatenate((reproj.ravel(), w_err))
+
+    for _ in range(3):
+        v = rng.normal(size=J.shape[1])
+        np.testing.assert_allclose(J @ v, (residuals(v, 1e-6) - residuals(v, -1e-6)) / 2e-6, rtol=1e-5, atol=1e-6)

@@ -72,6 +72,16 @@ def jacobian(cams, X, w, obs, feats):
     return rows, cols, vals
 
 
+def sparse_jacobian(cams, X, w, obs, feats):
+    """The Jacobian as a ``scipy.sparse.csr_array``: rows the reprojection errors (two per observation, in
+    order) then the weight errors, columns the cameras' parameters, the points' and the weights (GradBench's
+    ``SparseMat`` is CSR already: its rows are the row pointers)."""
+    import scipy.sparse as sp
+
+    rows, cols, vals = jacobian(cams, X, w, obs, feats)
+    return sp.csr_array((vals, cols, rows), shape=(len(rows) - 1, CAMERA * len(cams) + POINT * len(X) + len(w)))
+
+
 def _inputs(raw) -> tuple:
     n, m, p = int(raw["n"]), int(raw["m"]), int(raw["p"])
     cams = np.tile(np.asarray(raw["cam"], dtype=np.float64), (n, 1))
