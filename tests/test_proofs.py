@@ -114,3 +114,26 @@ def test_a_simplification_that_raises_the_cost_is_caught(monkeypatch):
     monkeypatch.setattr(Scope, "record", record)
     _, _, stats = check_simplify(programs=2, per_rule=5)
     assert stats["S7 constant"].cost_fail > 0
+
+
+def test_the_structure_rules_pass_and_a_wrong_support_is_caught(monkeypatch, capsys):
+    """T1-T3 have instances and pass; a support that leaves out points where the value is nonzero (the
+    first loop's last index) makes T1's brackets change the meaning, and the check says so."""
+    failures = run(programs=2, per_rule=3, symbolic=0, only=["derive structure"])
+    out = capsys.readouterr().out
+    assert "T1 support bracket" in out and "T3 compress" in out and failures == 0, out
+
+    import tensorlang.derive.structure as structure
+    from tensorlang.nodes import compare, conj
+
+    right = structure.support
+
+    def too_small(e, dims, known):
+        s = right(e, dims, known)
+        return conj(s, compare("<", dims[0][0], dims[0][1] - 1)) if dims and s is not structure.FALSE else s
+
+    monkeypatch.setattr(structure, "support", too_small)
+    from proofs.derive_checks import check_structure
+
+    _, problems, stats = check_structure(programs=2, per_rule=5)
+    assert stats["T1 support bracket"].meaning_fail > 0
