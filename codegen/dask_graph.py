@@ -138,10 +138,12 @@ class Graph:
     precomputed: a block's sizes and the chunk parts of its windows, a slicing task per chunk a window
     overlaps but does not cover (run where the chunk lives), and the trees adding a split sum's partial
     results.  Keys are written ``(slot, index)``: a slot is a chunked input, a statement's result, its
-    partial results, its sum tree or the slicing tasks, and ``arrays`` names the slots after a call's
-    inputs (a chunked input's slot is the input's Dask name).  What each call adds: the windows of its
-    NumPy inputs and relations, cut on the client, and the keys of lazy inputs that are not chunked
-    arrays (made with ``dask.delayed``)."""
+    partial results, its sum tree or the slicing tasks of a chunked variable, and ``arrays`` names the
+    slots after a call's inputs: a chunked input's slot is the input's Dask name, and the slicing tasks
+    of a variable are named after it and the part they cut (two kernels computed together share the
+    parts they both read of an input).  What each call adds: the windows of its NumPy inputs and
+    relations, cut on the client, and the keys of lazy inputs that are not chunked arrays (made with
+    ``dask.delayed``)."""
 
     FAN_IN = 8  # partial results added per task of a split sum's tree
 
@@ -150,14 +152,16 @@ class Graph:
 
         self.token = uuid.uuid4().hex  # the tasks of two plans never share a key
         self.dtype = np.float32 if plan.dtype == "float32" else np.float64
-        self.labels: list = []  # per slot: the label of its keys, or the Var of a chunked input
+        self.labels: list = []  # per slot: the label of its keys, the Var of a chunked input, or the
+        # slot whose chunks its slicing tasks cut (named after it: the parts of an input's chunks are
+        # the same tasks in every graph that reads them)
         self.of_var: dict = {}  # a chunked Var (input or intermediate) -> (slot, chunks)
         self.libraries: dict = {}  # key -> BlockLibrary
         self.tasks: list = []  # (slot, index, function, refs, literals): slicing tasks and the sum trees
         self.blocks: list = []  # (slot, index, library key, sizes, pieces, others)
         self.outputs: dict = {}  # its variable (id(statement) for a part of the output) -> (slot, chunks)
         self.windows: dict = {}  # (ref, ((start, stop), ...)) -> ref of its slicing task
-        self.window_slot = self._slot("window")
+        self.parts: dict = {}  # slot -> the slot of the slicing tasks of its chunks
         self.inputs: list = []  # the inputs read, in order of first read
         made = {sp.stmt.var for sp in plan.statements}
         for sp in plan.statements:
@@ -247,7 +251,10 @@ class Graph:
                 slices = tuple(s for _, s, _ in combo)
                 at = (ref, tuple((s.start, s.stop) for s in slices))
                 if at not in self.windows:
-                    self.windows[at] = self._task(self.window_slot, (len(self.windows),), _part, [ref], (slices,))
+                    if slot not in self.parts:
+                        self.parts[slot] = self._slot(slot)
+                    index = ref[1] + tuple(b for s in slices for b in (s.start, s.stop))
+                    self.windows[at] = self._task(self.parts[slot], index, _part, [ref], (slices,))
                 ref = self.windows[at]
             refs.append(ref)
         return refs[0] if len(refs) == 1 else _nest(refs, tuple(len(a) for a in axes))
@@ -272,8 +279,10 @@ class Graph:
                 client[v] = _input(v, value)
         token = dask.base.tokenize(self.token, [a.name for a in deps], [d.key for d in delayed.values()],
                                    [(v.name, c) for v, c in client.items()])
-        names = [inputs[label.name].name if not isinstance(label, str) else f"tl-{label}-{token}"
-                 for label in self.labels]
+        names: list = []
+        for label in self.labels:
+            names.append(f"tl-{label}-{token}" if isinstance(label, str) else f"tl-part-{names[label]}"
+                         if isinstance(label, int) else inputs[label.name].name)
         deps += delayed.values()
         dsk: dict = {f"tl-library-{key}": library for key, library in self.libraries.items()}
         for slot, index, fn, refs, literals in self.tasks:
