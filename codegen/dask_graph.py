@@ -2,11 +2,19 @@
 
 Every block of a statement is one task: ``run_block(library, sizes, args, pieces)`` runs the
 statement's block program on the windows of its inputs and intermediates that isl computed for it, and
-returns the block as a NumPy array.  A split generator's blocks are concatenated (``da.concatenate``), a
-split sum's partial results are added by ``da.stack(...).sum(axis=0)`` (Dask's tree reduction), a
+returns the block as a NumPy array.  A split generator's blocks are the chunks of the statement's
+result, a split sum's partial results are added by a tree of tasks (``Graph.FAN_IN`` at a time), a
 statement left whole is one task.  A window of a Dask array is the grid of its chunks' parts (a slicing
 task per chunk it overlaps, run where the chunk lives; none for a whole chunk), joined in the block's
 task; windows of NumPy inputs and of relations are cut on the client and travel with their task.
+
+**Made once per plan.**  A plan's ``Graph`` (every task with its sizes, windows and keys) depends only
+on the plan, which is cached per sizes and chunking; a call of the kernel names its tasks after the
+call's inputs (the keys of its Dask inputs, a hash of its NumPy ones) and cuts its NumPy windows, a few
+dictionary entries a task.  Nothing else is made per call: no slicing or concatenation through Dask's
+collections, and ``dask.delayed`` only for a lazy input that is not a chunked array (a ``Delayed``, a
+pair holding a Dask array).
+
 ``like_values`` gives gradients (of a kernel's inputs, for ``tensorlang.ad``) as their values are: lazy
 in the chunks of a Dask input, computed for a NumPy one.
 
@@ -14,8 +22,9 @@ in the chunks of a Dask input, computed for a NumPy one.
 (the shared library's bytes and the runtime's plain-data description of its arguments) is one key of
 the graph, so Dask sends it once to each worker that needs it.  Unpickled, it writes the library to a
 worker-local cache named by the hash of its bytes (atomically: a temporary name, then a rename; sealed
-with its size and checksum like the kernel cache's entries) and loads it with ``codegen.runtime`` (NumPy and ctypes).  Workers need NumPy, Dask and this package; no C
-compiler and no tensorlang build step.
+with its size and checksum like the kernel cache's entries) and loads it with ``codegen.runtime`` (NumPy
+and ctypes), once per process (``_RUNNERS``): a task looks its runner up.  Workers need NumPy, Dask and
+this package; no C compiler and no tensorlang build step.
 """
 from __future__ import annotations
 
@@ -287,7 +296,6 @@ class Graph:
         dsk: dict = {f"tl-library-{key}": library for key, library in self.libraries.items()}
         for slot, index, fn, refs, literals in self.tasks:
             dsk[(names[slot],) + index] = (fn, *(_key(names, r) for r in refs), *literals)
-        run = run_block  # (looked up at each call)
         for slot, index, library, sizes, pieces, others in self.blocks:
             grids, args = [[name, _named(names, grid)] for name, grid in pieces], {}
             for name, v, bx in others:
@@ -297,11 +305,11 @@ class Graph:
                     grids.append([name, d.key])
                 else:
                     args[name] = client[v] if bx is None else _window(client[v], bx, v)
-            dsk[(names[slot],) + index] = (run, f"tl-library-{library}", sizes, args, (dict, grids))
+            dsk[(names[slot],) + index] = (run_block, f"tl-library-{library}", sizes, args, (dict, grids))
         out = {}
-        for sid, (slot, chunks) in self.outputs.items():
+        for made, (slot, chunks) in self.outputs.items():
             graph = HighLevelGraph.from_collections(names[slot], dsk, dependencies=deps)
-            out[sid] = da.Array(graph, names[slot], chunks, dtype=self.dtype)
+            out[made] = da.Array(graph, names[slot], chunks, dtype=self.dtype)
         return out
 
 
