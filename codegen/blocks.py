@@ -31,6 +31,10 @@ pair type is passed whole.
 ones), every windowed variable ``x`` replaced by a window of type ``[len_x_0]...R`` read at
 ``a_k - lo_x_k``.  The block programs a plan needs are compiled once, together (one compiler run); a
 block's offsets and window lengths are sizes passed at the call.
+
+**Plans are cached** per sizes, input chunks and ``chunks`` (an optimiser's loop calls with the same),
+and so are their Dask tasks (``Plan.graph``, a ``dask_graph.Graph``): a call on inputs of a chunking
+seen before computes no footprint and makes no task.
 """
 from __future__ import annotations
 
