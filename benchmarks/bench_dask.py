@@ -1,12 +1,15 @@
 """Kernels on Dask against the single-machine kernel: the deconvolution loss and its gradient in ``c``
-(``examples/kernel_fit.tl``), computed together in one graph, on a ``LocalCluster`` of 1 and 2 worker
-processes (one thread each) in 2, 8 and 32 chunks, against the compiled kernels called on the whole
-NumPy arrays in this process; and the overhead per task (a program of almost no work in many blocks).
-Standalone: ``python benchmarks/bench_dask.py [n]``; writes ``docs/dask_bench.md``.
+(``examples/kernel_fit.tl``), computed together in one graph, on Dask's threaded scheduler and on a
+``LocalCluster`` of 1 and 2 worker processes (one thread each) in 1 to 32 chunks, against the compiled
+kernels called on the whole NumPy arrays in this process.  Per row: the time to build the graph of one
+call (both kernels), its number of tasks, the time to compute it, and the overhead per task (a program
+of almost no work, ``sum(i:n) x[i]``, in as many chunks of 1,000 elements: its time over its tasks).
+Standalone: ``python benchmarks/bench_dask.py [n]``; writes ``docs/dask_bench.md``, keeping the part of
+it from ``## Before`` on (figures measured on earlier versions).
 
-The inputs are persisted on the workers before timing, so a timed graph moves windows and results, not
-the signal from the client.  Times are the best of a few runs; the machine is shared, so read the
-ratios (measured in one run) rather than the absolute figures.
+The inputs are persisted before timing, so a timed graph moves windows and results, not the signal
+from the client.  Times are the best of a few runs; the machine is shared, so read the ratios (measured
+in one run) rather than the absolute figures, and the load average printed beside each row.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import tensorlang as tl  # noqa: E402
 from harness import best as best_of, options  # noqa: E402
 
 REPEATS = 3
+HISTORY = "## Before"
 
 
 def best(fn) -> float:
@@ -38,9 +42,28 @@ def tasks(*collections) -> int:
     return len(graph)
 
 
-def main(n: int = 4_000_000, m: int = 16) -> str:
+def rows(label: str, chunkings, n: int, m: int, x, z, c, kernels, t_local: float, scheduler=None):
+    """One table row per number of chunks, on ``scheduler`` (None: the current client)."""
     import dask
     import dask.array as da
+
+    loss_k, grad_k, tiny = kernels
+    kw = {} if scheduler is None else {"scheduler": scheduler}
+    for chunks in chunkings:
+        size = -(-n // chunks)
+        xd = da.from_array(x, chunks=size).persist(**kw)
+        zd = da.from_array(z, chunks=size).persist(**kw)
+        build = lambda: (loss_k(x=xd, z=zd, c=c), grad_k(x=xd, z=zd, c=c))  # noqa: E731
+        t_build = best(build)
+        t = best(lambda: dask.compute(*build(), **kw))
+        xt = da.from_array(np.ones(chunks * 1000), chunks=1000).persist(**kw)
+        t_tiny = best(lambda: tiny(x=xt).compute(**kw))
+        yield (f"| {label} | {chunks} | {t_build * 1e3:.1f} | {tasks(*build())} | {t * 1e3:.0f} | "
+               f"{n / t / 1e6:.0f} | {t_local / t:.2f}x | {t_tiny / tasks(tiny(x=xt)) * 1e3:.2f} | "
+               f"{os.getloadavg()[0]:.1f} |")
+
+
+def main(n: int = 4_000_000, m: int = 16) -> str:
     from dask.distributed import Client, LocalCluster
 
     loss = tl.parse((ROOT / "examples" / "kernel_fit.tl").read_text())
@@ -48,34 +71,28 @@ def main(n: int = 4_000_000, m: int = 16) -> str:
     rng = np.random.default_rng(0)
     x, z, c = rng.standard_normal(n + m - 1), rng.standard_normal(n), rng.standard_normal(m)
     t_local = best(lambda: (loss_k(x=x, z=z, c=c), grad_k(x=x, z=z, c=c)))
-    tiny = tl.compile(tl.parse("x : [n]R\nsum(i:n) x[i]"))
+    kernels = (loss_k, grad_k, tl.compile(tl.parse("x : [n]R\nsum(i:n) x[i]")))
     lines = [f"# Kernels on Dask: deconvolution loss + gradient, n = {n:,}, m = {m}", "",
              f"Single-machine kernels (loss and gradient, NumPy inputs, this process): {t_local * 1e3:.0f} ms "
-             f"({n / t_local / 1e6:.0f} M elements/s).", "",
-             "| workers | chunks | time (ms) | M elements/s | vs single machine | tasks | overhead/task (ms) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             f"({n / t_local / 1e6:.0f} M elements/s); load average {os.getloadavg()[0]:.1f} on "
+             f"{os.cpu_count()} cores.", "",
+             "| scheduler | chunks | graph (ms/call) | tasks | time (ms) | M elements/s | vs single machine | "
+             "overhead/task (ms) | load |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    common = (n, m, x, z, c, kernels, t_local)
+    for line in rows("threads", (1, 2, 4, 8, 32), *common, scheduler="threads"):
+        lines.append(line)
+        print(line, flush=True)
     for workers in (1, 2):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                           dashboard_address=None) as cluster, Client(cluster):
-            for chunks in (2, 8, 32):
-                size = -(-n // chunks)
-                xd = da.from_array(x, chunks=size).persist()
-                zd = da.from_array(z, chunks=size).persist()
-                graph = lambda: dask.compute(loss_k(x=xd, z=zd, c=c), grad_k(x=xd, z=zd, c=c))  # noqa: E731
-                t = best(graph)
-                ntasks = tasks(loss_k(x=xd, z=zd, c=c), grad_k(x=xd, z=zd, c=c))
-                xt = da.from_array(np.ones(chunks * 1000), chunks=1000).persist()
-                tiny_graph = lambda: tiny(x=xt).compute()  # noqa: E731
-                t_tiny = best(tiny_graph)
-                tiny_tasks = tasks(tiny(x=xt))
-                lines.append(f"| {workers} | {chunks} | {t * 1e3:.0f} | {n / t / 1e6:.0f} | "
-                             f"{t_local / t:.2f}x | {ntasks} | {t_tiny / tiny_tasks * 1e3:.2f} |")
-                print(lines[-1], flush=True)
-    lines += ["", f"Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
-              "", "`vs single machine`: the single-machine time over the Dask time (above 1: Dask is faster). "
+            for line in rows(f"{workers} worker{'s' * (workers > 1)}", (1, 2, 4, 8, 32), *common):
+                lines.append(line)
+                print(line, flush=True)
+    lines += ["", "`graph`: building the lazy collections of one call of both kernels (the plan is cached). "
+              "`vs single machine`: the single-machine time over the Dask time (above 1: Dask is faster). "
               "`overhead/task`: a graph of `sum(i:n) x[i]` over as many chunks of 1,000 elements, its time "
-              "divided by its number of tasks. Both include building the graph on the client (the plan "
-              "and its footprints are cached; the tasks are made anew at each call)."]
+              "divided by its number of tasks. `load`: the load average (1 minute) after the row."]
     return "\n".join(lines) + "\n"
 
 
@@ -84,4 +101,6 @@ if __name__ == "__main__":
     ap.add_argument("n", type=int, nargs="?", default=4_000_000, help="the signal's length (4,000,000)")
     text = main(ap.parse_args().n)
     print(text)
-    (ROOT / "docs" / "dask_bench.md").write_text(text)
+    out = ROOT / "docs" / "dask_bench.md"
+    old = out.read_text() if out.exists() else ""
+    out.write_text(text + ("\n" + old[old.index(HISTORY):] if HISTORY in old else ""))

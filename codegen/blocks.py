@@ -31,6 +31,10 @@ pair type is passed whole.
 ones), every windowed variable ``x`` replaced by a window of type ``[len_x_0]...R`` read at
 ``a_k - lo_x_k``.  The block programs a plan needs are compiled once, together (one compiler run); a
 block's offsets and window lengths are sizes passed at the call.
+
+**Plans are cached** per sizes, input chunks and ``chunks`` (an optimiser's loop calls with the same),
+and so are their Dask tasks (``Plan.graph``, a ``dask_graph.Graph``): a call on inputs of a chunking
+seen before computes no footprint and makes no task.
 """
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ from tensorlang.traversal import free_vars, size_vars
 
 from .build import build_c
 from .c import CEmitter
-from .dask_graph import BlockLibrary, collection
+from .dask_graph import BlockLibrary, Graph, collection
 from .generate import emitter_for
 
 __all__ = ["Blocked", "Plan", "StatementPlan", "Read", "reads", "footprint"]
@@ -323,6 +327,7 @@ class StatementPlan:
     blocks: list
     boxes: list  # per block: {Var: box or None}
     shape: tuple
+    chunks: tuple  # of its result: the gen splits' cuts on their axes, whole elsewhere
 
     def __str__(self) -> str:
         from tensorlang.printer import expr_str
@@ -360,6 +365,8 @@ class Plan:
     statements: list
     output: object
     dtype: str
+    layout: dict  # the chunks of the Dask inputs: {Var: chunks}
+    _graph: object = None  # its tasks (dask_graph.Graph), made by the first call that needs them
 
     def __str__(self) -> str:
         sz = ", ".join(f"{k} = {v}" for k, v in self.sizes.items())
@@ -368,6 +375,12 @@ class Plan:
     def collection(self, inputs: dict):
         """The lazy Dask collection of the program on ``inputs`` (see ``codegen.dask_graph``)."""
         return collection(self, inputs)
+
+    def graph(self) -> Graph:
+        """The plan's tasks, made once: each call of the kernel names them after its inputs."""
+        if self._graph is None:
+            self._graph = Graph(self)
+        return self._graph
 
 
 class Blocked:
@@ -411,12 +424,13 @@ class Blocked:
         return self._plans[key]
 
     def _plan(self, sizes: dict, layout: dict, chunks) -> Plan:
+        inputs_layout = dict(layout)
         choices = []
         for stmt in self.statements:
             splits, cuts = self._choice(stmt, sizes, layout, chunks)
             choices.append((splits, cuts))
             if stmt.var is not None and splits:
-                layout[stmt.var] = _result_chunks(stmt, sizes, splits, cuts)
+                layout[stmt.var] = _result_chunks(_shape(stmt.value.type, sizes), splits, cuts)
         self._compile([(k, splits) for k, (splits, _) in enumerate(choices)])
         plans = []
         for k, (stmt, (splits, cuts)) in enumerate(zip(self.statements, choices)):
@@ -426,8 +440,8 @@ class Blocked:
             boxes = [{v: _hull([footprint(r, sizes, tuple((sp.var, lo, hi) for sp, (lo, hi) in zip(splits, b)))
                                 for r in stmt.reads[v]]) for v in stmt.windowed} for b in blocks] \
                 if splits else [{}]
-            plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, shape))
-        return Plan(sizes, plans, self.output, self.dtype)
+            plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, shape, _result_chunks(shape, splits, cuts)))
+        return Plan(sizes, plans, self.output, self.dtype, inputs_layout)
 
     @staticmethod
     def _choice(stmt: Statement, sizes: dict, layout: dict, chunks):
@@ -477,9 +491,8 @@ def _input_chunks(expr: Expr, inputs: dict) -> dict:
     return out
 
 
-def _result_chunks(stmt: Statement, sizes: dict, splits: tuple, cuts: list) -> tuple:
-    """The chunks of a split statement's result: its gen splits' cuts on their axes, whole elsewhere."""
-    shape = _shape(stmt.value.type, sizes)
+def _result_chunks(shape: tuple, splits: tuple, cuts: list) -> tuple:
+    """The chunks of a statement's result of ``shape``: its gen splits' cuts on their axes, whole elsewhere."""
     chunks = [(d,) for d in shape]
     for sp, cut in zip(splits, cuts):
         if sp.kind == "gen":

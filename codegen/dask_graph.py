@@ -2,11 +2,19 @@
 
 Every block of a statement is one task: ``run_block(library, sizes, args, pieces)`` runs the
 statement's block program on the windows of its inputs and intermediates that isl computed for it, and
-returns the block as a NumPy array.  A split generator's blocks are concatenated (``da.concatenate``), a
-split sum's partial results are added by ``da.stack(...).sum(axis=0)`` (Dask's tree reduction), a
+returns the block as a NumPy array.  A split generator's blocks are the chunks of the statement's
+result, a split sum's partial results are added by a tree of tasks (``Graph.FAN_IN`` at a time), a
 statement left whole is one task.  A window of a Dask array is the grid of its chunks' parts (a slicing
 task per chunk it overlaps, run where the chunk lives; none for a whole chunk), joined in the block's
 task; windows of NumPy inputs and of relations are cut on the client and travel with their task.
+
+**Made once per plan.**  A plan's ``Graph`` (every task with its sizes, windows and keys) depends only
+on the plan, which is cached per sizes and chunking; a call of the kernel names its tasks after the
+call's inputs (the keys of its Dask inputs, a hash of its NumPy ones) and cuts its NumPy windows, a few
+dictionary entries a task.  Nothing else is made per call: no slicing or concatenation through Dask's
+collections, and ``dask.delayed`` only for a lazy input that is not a chunked array (a ``Delayed``, a
+pair holding a Dask array).
+
 ``like_values`` gives gradients (of a kernel's inputs, for ``tensorlang.ad``) as their values are: lazy
 in the chunks of a Dask input, computed for a NumPy one.
 
@@ -14,12 +22,14 @@ in the chunks of a Dask input, computed for a NumPy one.
 (the shared library's bytes and the runtime's plain-data description of its arguments) is one key of
 the graph, so Dask sends it once to each worker that needs it.  Unpickled, it writes the library to a
 worker-local cache named by the hash of its bytes (atomically: a temporary name, then a rename; sealed
-with its size and checksum like the kernel cache's entries) and loads it with ``codegen.runtime`` (NumPy and ctypes).  Workers need NumPy, Dask and this package; no C
-compiler and no tensorlang build step.
+with its size and checksum like the kernel cache's entries) and loads it with ``codegen.runtime`` (NumPy
+and ctypes), once per process (``_RUNNERS``): a task looks its runner up.  Workers need NumPy, Dask and
+this package; no C compiler and no tensorlang build step.
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import tempfile
 import threading
@@ -28,7 +38,7 @@ import numpy as np
 
 from tensorlang.errors import ShapeError
 
-__all__ = ["BlockLibrary", "collection", "known_shape", "lazy", "lazy_array", "like_values", "run_block"]
+__all__ = ["BlockLibrary", "Graph", "collection", "known_shape", "lazy", "lazy_array", "like_values", "run_block"]
 
 _RUNNERS: dict = {}  # library key -> Runner, per process
 _LOCK = threading.Lock()
@@ -95,9 +105,18 @@ def _library_folder() -> str:
 
 def run_block(library: BlockLibrary, sizes: dict, args: dict, pieces: dict) -> np.ndarray:
     """One task: the block program on its windows; a scalar result as a 0-d array.  ``pieces`` holds the
-    windows of Dask arrays as the grids of their chunks' parts (nested lists), joined here."""
-    joined = {name: np.block(grid) for name, grid in pieces.items()}
+    windows of lazy values: a chunk's part as it is, or the grid of its chunks' parts (nested lists),
+    joined here."""
+    joined = {name: np.block(grid) if isinstance(grid, list) else grid for name, grid in pieces.items()}
     return np.asarray(library.runner()(**args, **joined, **sizes))
+
+
+def _add(*parts):
+    """A node of the tree that adds a split sum's partial results."""
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
 
 
 # --------------------------------------------------------------------------------------------------
@@ -106,31 +125,223 @@ def run_block(library: BlockLibrary, sizes: dict, args: dict, pieces: dict) -> n
 def collection(plan, inputs: dict):
     """The lazy Dask collection of ``plan`` (a ``codegen.blocks.Plan``) on ``inputs``: an array (0-d for a
     scalar), or tuples."""
-    import dask
     import dask.array as da
 
+    arrays = plan.graph().arrays(inputs)
     dtype = np.float32 if plan.dtype == "float32" else np.float64
-    env: dict = {}
-    for sp in plan.statements:
-        for v in sp.stmt.reads:
-            if v.name in inputs and v not in env:
-                env[v] = _input(v, inputs[v.name])
-    done: dict = {}
-    for sp in plan.statements:
-        result = _statement(sp, env, plan.sizes, dtype, dask, da)
-        done[id(sp.stmt)] = result
-        if sp.stmt.var is not None:
-            env[sp.stmt.var] = result
 
     def build(o):
         if isinstance(o, tuple):
             return tuple(build(p) for p in o)
-        if id(o) in done:
-            return done[id(o)]
-        value = env.get(o, inputs.get(getattr(o, "name", None)))
+        made = arrays.get(o if hasattr(o, "name") else id(o))
+        if made is not None:
+            return made
+        value = inputs.get(o.name)
         return value if hasattr(value, "__dask_graph__") else da.asarray(np.asarray(value, dtype=dtype))
 
     return build(plan.output)
+
+
+class Graph:
+    """The tasks of a plan, made once per plan (so once per sizes and chunking), each with what it needs
+    precomputed: a block's sizes and the chunk parts of its windows, a slicing task per chunk a window
+    overlaps but does not cover (run where the chunk lives), and the trees adding a split sum's partial
+    results.  Keys are written ``(slot, index)``: a slot is a chunked input, a statement's result, its
+    partial results, its sum tree or the slicing tasks of a chunked variable, and ``arrays`` names the
+    slots after a call's inputs: a chunked input's slot is the input's Dask name, and the slicing tasks
+    of a variable are named after it and the part they cut (two kernels computed together share the
+    parts they both read of an input).  What each call adds: the windows of its NumPy inputs and
+    relations, cut on the client, and the keys of lazy inputs that are not chunked arrays (made with
+    ``dask.delayed``)."""
+
+    FAN_IN = 8  # partial results added per task of a split sum's tree
+
+    def __init__(self, plan):
+        import uuid
+
+        self.token = uuid.uuid4().hex  # the tasks of two plans never share a key
+        self.dtype = np.float32 if plan.dtype == "float32" else np.float64
+        self.labels: list = []  # per slot: the label of its keys, the Var of a chunked input, or the
+        # slot whose chunks its slicing tasks cut (named after it: the parts of an input's chunks are
+        # the same tasks in every graph that reads them)
+        self.of_var: dict = {}  # a chunked Var (input or intermediate) -> (slot, chunks)
+        self.libraries: dict = {}  # key -> BlockLibrary
+        self.tasks: list = []  # (slot, index, function, refs, literals): slicing tasks and the sum trees
+        self.blocks: list = []  # (slot, index, library key, sizes, pieces, others)
+        self.outputs: dict = {}  # its variable (id(statement) for a part of the output) -> (slot, chunks)
+        self.windows: dict = {}  # (ref, ((start, stop), ...)) -> ref of its slicing task
+        self.parts: dict = {}  # slot -> the slot of the slicing tasks of its chunks
+        self.inputs: list = []  # the inputs read, in order of first read
+        made = {sp.stmt.var for sp in plan.statements}
+        for sp in plan.statements:
+            for v in sp.stmt.reads:
+                if v not in made and v not in self.inputs:
+                    self.inputs.append(v)
+                    if v in plan.layout:
+                        self.of_var[v] = (self._slot(v), plan.layout[v])
+        for k, sp in enumerate(plan.statements):
+            self._statement(k, sp, plan.sizes)
+
+    def _slot(self, label) -> int:
+        self.labels.append(label)
+        return len(self.labels) - 1
+
+    def _statement(self, k: int, sp, plan_sizes: dict) -> None:
+        bp = sp.program
+        label = f"{sp.stmt.var.name if sp.stmt.var is not None else 'out'}-{k}"
+        out = self._slot(label)
+        summed = any(split.kind == "sum" for split in bp.splits)
+        partial = self._slot(f"{label}-part") if summed else out
+        self.libraries[bp.library.key] = bp.library
+        wanted = set(bp.library.meta["sizes"])
+        ndim = len(sp.shape)
+        cut_indices = list(itertools.product(*(range(len(c)) for c in sp.cuts)))
+        for block, cut_index, boxes in zip(sp.blocks, cut_indices, sp.boxes):
+            sizes = dict(plan_sizes)
+            for (off, length), (lo, hi) in zip(bp.sizes, block):
+                sizes[off.name], sizes[length.name] = lo, hi - lo
+            pieces, others = [], []
+            for v in sp.stmt.reads:
+                bx, name = None, v.name
+                if v in bp.windows:
+                    w, los, lens = bp.windows[v]
+                    bx = boxes.get(v) or tuple((0, 0) for _ in los)
+                    for s, t, (a, b) in zip(los, lens, bx):
+                        sizes[s.name], sizes[t.name] = a, b - a
+                    name = w.name
+                if v in self.of_var:
+                    pieces.append((name, self._grid(*self.of_var[v], bx)))
+                else:
+                    others.append((name, v, bx))
+            sizes = {s: int(x) for s, x in sizes.items() if s in wanted}
+            index = cut_index if summed else _out_index(bp.splits, cut_index, ndim)
+            self.blocks.append((partial, index, bp.library.key, sizes, tuple(pieces), tuple(others)))
+        if summed:
+            self._sums(out, partial, bp.splits, cut_indices, ndim)
+        if sp.stmt.var is not None:
+            self.of_var[sp.stmt.var] = (out, sp.chunks)
+        self.outputs[id(sp.stmt) if sp.stmt.var is None else sp.stmt.var] = (out, sp.chunks)
+
+    def _sums(self, out: int, partial: int, splits: tuple, cut_indices: list, ndim: int) -> None:
+        """The trees adding each slab's partial results (one tree when no gen dimension is split)."""
+        tree = self._slot(f"{self.labels[out]}-sum")
+        slabs: dict = {}
+        for cut_index in cut_indices:
+            slabs.setdefault(_out_index(splits, cut_index, ndim), []).append((partial, cut_index))
+        for index, refs in slabs.items():
+            level = 0
+            while len(refs) > self.FAN_IN:
+                level += 1
+                refs = [self._task(tree, index + (level, j), _add, refs[i:i + self.FAN_IN], ())
+                        for j, i in enumerate(range(0, len(refs), self.FAN_IN))]
+            self._task(out, index, _add, refs, ())
+
+    def _task(self, slot: int, index: tuple, fn, refs: list, literals: tuple) -> tuple:
+        self.tasks.append((slot, index, fn, tuple(refs), literals))
+        return slot, index
+
+    def _grid(self, slot: int, chunks: tuple, bx):
+        """The window ``bx`` (None: whole) of the chunked variable in ``slot``: a ref where it lies in one
+        chunk (the chunk's, or its slicing task's), else the nested lists of its chunks' parts."""
+        axes = []
+        for k, ax in enumerate(chunks):
+            a, b = (0, sum(ax)) if bx is None else bx[k]
+            parts, start = [], 0
+            for c, length in enumerate(ax):
+                lo, hi = max(a, start), min(b, start + length)
+                if lo < hi:
+                    parts.append((c, slice(lo - start, hi - start), lo == start and hi == start + length))
+                start += length
+            axes.append(parts or [(0, slice(0, 0), ax[0] == 0)])  # an empty window: nothing of chunk 0
+        refs = []
+        for combo in itertools.product(*axes):
+            ref = (slot, tuple(c for c, _, _ in combo))
+            if not all(whole for _, _, whole in combo):
+                slices = tuple(s for _, s, _ in combo)
+                at = (ref, tuple((s.start, s.stop) for s in slices))
+                if at not in self.windows:
+                    if slot not in self.parts:
+                        self.parts[slot] = self._slot(slot)
+                    index = ref[1] + tuple(b for s in slices for b in (s.start, s.stop))
+                    self.windows[at] = self._task(self.parts[slot], index, _part, [ref], (slices,))
+                ref = self.windows[at]
+            refs.append(ref)
+        return refs[0] if len(refs) == 1 else _nest(refs, tuple(len(a) for a in axes))
+
+    # ----------------------------------------------------------------------------------------------
+
+    def arrays(self, inputs: dict) -> dict:
+        """``{variable or id(statement): Dask array}`` of every statement on ``inputs`` (keyed as
+        ``outputs``): the tasks named after this call's inputs."""
+        import dask
+        import dask.array as da
+        from dask.highlevelgraph import HighLevelGraph
+
+        deps, delayed, client = [], {}, {}
+        for v in self.inputs:
+            value = inputs.get(v.name)
+            if v in self.of_var:
+                deps.append(value)
+            elif lazy(value):
+                delayed[v] = dask.delayed(value)
+            else:
+                client[v] = _input(v, value)
+        token = dask.base.tokenize(self.token, [a.name for a in deps], [d.key for d in delayed.values()],
+                                   [(v.name, c) for v, c in client.items()])
+        names: list = []
+        for label in self.labels:
+            names.append(f"tl-{label}-{token}" if isinstance(label, str) else f"tl-part-{names[label]}"
+                         if isinstance(label, int) else inputs[label.name].name)
+        deps += delayed.values()
+        dsk: dict = {f"tl-library-{key}": library for key, library in self.libraries.items()}
+        for slot, index, fn, refs, literals in self.tasks:
+            dsk[(names[slot],) + index] = (fn, *(_key(names, r) for r in refs), *literals)
+        for slot, index, library, sizes, pieces, others in self.blocks:
+            grids, args = [[name, _named(names, grid)] for name, grid in pieces], {}
+            for name, v, bx in others:
+                if v in delayed:
+                    d = delayed[v] if bx is None else dask.delayed(_window, pure=True)(delayed[v], bx, v)
+                    deps.append(d)
+                    grids.append([name, d.key])
+                else:
+                    args[name] = client[v] if bx is None else _window(client[v], bx, v)
+            dsk[(names[slot],) + index] = (run_block, f"tl-library-{library}", sizes, args, (dict, grids))
+        out = {}
+        for made, (slot, chunks) in self.outputs.items():
+            graph = HighLevelGraph.from_collections(names[slot], dsk, dependencies=deps)
+            out[made] = da.Array(graph, names[slot], chunks, dtype=self.dtype)
+        return out
+
+
+def _out_index(splits: tuple, cut_index: tuple, ndim: int) -> tuple:
+    """The index of a block's slab in its statement's result: its gen cuts on their axes, 0 elsewhere."""
+    index = [0] * ndim
+    for split, c in zip(splits, cut_index):
+        if split.kind == "gen":
+            index[split.axis] = c
+    return tuple(index)
+
+
+def _part(chunk, slices: tuple):
+    """A slicing task: the part of a chunk a window reads."""
+    return chunk[slices]
+
+
+def _nest(refs: list, shape: tuple) -> list:
+    """``refs`` (row-major) as nested lists of ``shape``."""
+    if len(shape) == 1:
+        return list(refs)
+    step = len(refs) // shape[0]
+    return [_nest(refs[i:i + step], shape[1:]) for i in range(0, len(refs), step)]
+
+
+def _key(names: list, ref: tuple) -> tuple:
+    return (names[ref[0]],) + ref[1]
+
+
+def _named(names: list, grid):
+    """A grid of refs as Dask keys."""
+    return [_named(names, g) for g in grid] if isinstance(grid, list) else _key(names, grid)
 
 
 def _input(var, value):
@@ -145,52 +356,6 @@ def _input(var, value):
     if isinstance(value, (tuple, list)):
         return tuple(value)
     return np.asarray(value) if not isinstance(value, (int, float)) else value
-
-
-def _statement(sp, env: dict, sizes: dict, dtype, dask, da):
-    """The statement plan ``sp`` (a ``codegen.blocks.StatementPlan``) as a Dask array: one task a block."""
-    bp = sp.program
-    library = dask.delayed(bp.library, pure=True)
-    wanted = set(bp.library.meta["sizes"])
-    parts = {}
-    for block, boxes in zip(sp.blocks, sp.boxes):
-        call_sizes = dict(sizes)
-        args, pieces = {}, {}
-        shape = list(sp.shape)
-        for split, (off, length), (lo, hi) in zip(bp.splits, bp.sizes, block):
-            call_sizes[off.name], call_sizes[length.name] = lo, hi - lo
-            if split.kind == "gen":
-                shape[split.axis] = hi - lo
-        for v in sp.stmt.reads:
-            if v in bp.windows:
-                w, los, lens = bp.windows[v]
-                bx = boxes.get(v)
-                bx = bx if bx is not None else tuple((0, 0) for _ in los)
-                for s, t, (a, b) in zip(los, lens, bx):
-                    call_sizes[s.name], call_sizes[t.name] = a, b - a
-                window = _window(env[v], bx, v)
-                if hasattr(window, "to_delayed"):  # one task per chunk part, joined in run_block
-                    pieces[w.name] = window.to_delayed().tolist()
-                else:
-                    args[w.name] = window
-            else:
-                args[v.name] = env[v]
-        call_sizes = {k: int(x) for k, x in call_sizes.items() if k in wanted}
-        task = dask.delayed(run_block, pure=True)(library, call_sizes, args, pieces)
-        parts[block] = da.from_delayed(task, shape=tuple(shape), dtype=dtype)
-    return _assemble(bp.splits, sp.cuts, parts, (), da)
-
-
-def _assemble(splits: tuple, cuts: list, parts: dict, prefix: tuple, da):
-    """The statement's result from its blocks: the gen splits' slabs concatenated along their axes (in
-    nest order), the sum splits' partial results added (``da.stack(...).sum``: Dask's tree reduction)."""
-    k = len(prefix)
-    if k == len(splits):
-        return parts[prefix]
-    pieces = [_assemble(splits, cuts, parts, prefix + (cut,), da) for cut in cuts[k]]
-    if splits[k].kind == "gen":
-        return da.concatenate(pieces, axis=splits[k].axis)
-    return da.stack(pieces).sum(axis=0)
 
 
 def _window(value, bx: tuple, var):

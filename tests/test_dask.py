@@ -200,6 +200,59 @@ def test_plan_prints_the_footprints(deconv):
     assert "partial sums, added" in text
 
 
+# -- a plan's graph is made once and named after each call's inputs ------------------------------------
+
+
+def test_a_reused_graph_gives_what_a_fresh_one_does_for_new_values(deconv, monkeypatch):
+    """The second call with inputs of the same chunks (an optimiser's loop) plans nothing and makes no
+    task: it names the plan's tasks after its inputs; on new values it gives what a kernel compiled
+    afresh gives, and two calls computed in one graph keep their own values."""
+    from tensorlang.codegen import blocks, dask_graph
+
+    loss, grad = deconv
+    rng = np.random.default_rng(12)
+    chunks = ((40, 1, 59, 33),)
+    first, second = deconv_inputs(130, 4, rng), deconv_inputs(130, 4, rng)
+    lazy_first = {"x": da.from_array(first["x"], chunks=chunks), "c": first["c"], "z": first["z"]}
+    lazy_second = {"x": da.from_array(second["x"], chunks=chunks), "c": second["c"], "z": second["z"]}
+    value, g = loss(**lazy_first), grad(**lazy_first)
+    made = []
+    monkeypatch.setattr(blocks, "footprint", lambda *a, **k: made.append("footprint"))
+    monkeypatch.setattr(dask_graph.Graph, "__init__", lambda *a, **k: made.append("graph"))
+    value2, g2 = loss(**lazy_second), grad(**lazy_second)
+    assert not made
+    assert loss.blocks(lazy_first).graph() is loss.blocks(lazy_second).graph()
+    monkeypatch.undo()
+    fresh_loss = tl.compile(tl.parse(DECONV))
+    fresh = tl.compile(tl.grad(tl.parse(DECONV), ["x", "c"]))
+    (v1, v2, f2), (g1, gg2, fg2) = dask.compute((value, value2, fresh_loss(**lazy_second)),
+                                                (g, g2, fresh(**lazy_second)))
+    assert close(float(v1), loss(**first)) and close(g1, grad(**first))
+    assert close(float(v2), loss(**second)) and close(gg2, grad(**second))
+    assert np.array_equal(v2, f2) and all(np.array_equal(a, b) for a, b in zip(gg2, fg2))
+    assert g2[0].chunks == lazy_second["x"].chunks
+
+
+def test_another_chunking_gets_its_own_graph(deconv):
+    """Same sizes, other chunks (or an input in NumPy instead of Dask): another plan and graph, and the
+    results follow the new chunks."""
+    loss, grad = deconv
+    rng = np.random.default_rng(13)
+    ins = deconv_inputs(90, 5, rng)
+    graphs = []
+    for chunks in (((30, 30, 34),), ((10, 84),), ((94,),)):
+        lz = {**ins, "x": da.from_array(ins["x"], chunks=chunks)}
+        graphs.append(grad.blocks(lz).graph())
+        gx, gc = dask.compute(*grad(**lz))
+        assert close((gx, gc), grad(**ins))
+        assert grad(**lz)[0].chunks == chunks  # the gradient in x is cut where x is
+        assert close(float(loss(**lz).compute()), loss(**ins))
+    lz = {**ins, "x": da.from_array(ins["x"], chunks=((10, 84),)), "z": da.from_array(ins["z"], chunks=30)}
+    graphs.append(grad.blocks(lz).graph())  # z in Dask now
+    assert close(dask.compute(*grad(**lz)), grad(**ins))
+    assert len({id(g) for g in graphs}) == len(graphs)
+
+
 # -- generated programs and their gradients, random chunkings -------------------------------------------
 
 
