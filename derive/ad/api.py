@@ -4,6 +4,7 @@ rules that make the layer differentiate its own output (nested derivatives, chec
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import numbers
 import types
@@ -426,8 +427,17 @@ def _argument_grads(g, args):
 
 
 def _with_store(run, f, args):
-    """``run(f, *args)`` with a box store of its own."""
-    return within(current().but(store=Store()), _run_with_nested_boxes, run, f, args)
+    """``run(f, *args)`` with a box store of its own, the cyclic garbage collector paused meanwhile: the
+    values the adjoint reads (the stack, the pullbacks' closures) are live until it ends, and each full
+    collection would scan all of them again, a cost per step that grew with the number of steps."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return within(current().but(store=Store()), _run_with_nested_boxes, run, f, args)
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _run_with_nested_boxes(run, f, args):
