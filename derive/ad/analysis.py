@@ -19,10 +19,11 @@
 """
 from __future__ import annotations
 
+import types
 from operator import attrgetter
 
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, PYINT, VEC, Function, Instr, Phi, kind_of
-from .lower import as_sequence
+from .lower import as_sequence, lower
 from .rules import (ARRAY_BINOPS, array_call, array_method, effect_free, int_preserving, int_result, is_nondiff,
                     pure_method, rule_of, scalar_call, writes)
 
@@ -50,10 +51,7 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, d
     for v in values:   # ``x += y`` on a number rebinds x; on anything else it may write in place
         if _augmented(v) and v.args[0].kind in (INT, NUM):
             v.attr = v.attr[:-1]
-    mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v)
-                                            or v.op == "method" and not pure_method(v.attr[0])
-                                            or v.op == "call" and _may_write(v))
-                  for v in values)
+    mutates = any(_writes(v, fn.pure) for v in values)
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
         arg_kinds = tuple(ANY if k in (ARR, VEC) else k for k in arg_kinds)
         gk, derived = {}, frozenset()
@@ -107,13 +105,61 @@ def _index_arrays_directly(fn: Function, values: list) -> bool:
     return True
 
 
-def _may_write(v) -> bool:
+def _writes(v, pure) -> bool:
+    """Whether instruction ``v`` may write to an array or an object (``pure``: as for ``may_write``)."""
+    return isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v)
+                                     or v.op == "method" and not pure_method(v.attr[0])
+                                     or v.op == "call" and may_write(v, pure))
+
+
+def may_write(v, pure=frozenset()) -> bool:
     """Whether a call may write to an array: with ``out=``, a rule that writes (``np.copyto``), or a call of
-    user code given an array or a value that may hold one (``fill(y)``, ``fill([y])``)."""
+    user code given an array or a value that may hold one (``fill(y)``, ``fill([y])``), unless it calls a
+    global function of ``pure`` (names of functions assumed to write nothing, ``write_free``)."""
     f = _callee(v)
     if "out" in v.attr or writes(rule_of(f)):
         return True
-    return f is None and any(a.kind in (ARR, ANY) for a in v.args[1:])
+    return f is None and not calls_write_free(v, pure) and any(a.kind in (ARR, ANY) for a in v.args[1:])
+
+
+def calls_write_free(v, pure) -> bool:
+    """Whether ``call`` instruction ``v`` calls a module global named in ``pure`` (a function assumed to
+    write nothing)."""
+    c = v.args[0]
+    return isinstance(c, Instr) and c.op == "global" and c.attr in pure
+
+
+def write_free(f, _open=None) -> tuple | None:
+    """The assumptions under which a call of Python function ``f`` writes to nothing (not its arguments,
+    not anything else): the ``(globals, name, function, code)`` of the module globals it calls, and of those
+    they call, as they are bound now; None where it may write (an item or attribute written, ``x op= y``
+    on anything but a number, a method that may write, a rule that writes or ``out=``, a call of anything
+    but a primitive or a module global bound to a Python function that writes to nothing), or where it
+    cannot be transformed.  A function being analysed when it is called again (recursion) is assumed to."""
+    from .source import function_node
+    code = f.__code__
+    _open = set() if _open is None else _open
+    if id(code) in _open:
+        return ()
+    _open.add(id(code))
+    try:
+        node, filename, text = function_node(f)
+        fn = lower(node, filename, text, code.co_freevars, f.__globals__)
+        analyse(fn, (ANY,) * len(fn.params))
+    except Exception:   # (outside the transformed subset: assume nothing)
+        return None
+    assumed = []
+    for v in fn.values():
+        if isinstance(v, Instr) and v.op == "call" and _callee(v) is None:
+            c = v.args[0]
+            g = f.__globals__.get(c.attr) if isinstance(c, Instr) and c.op == "global" else None
+            sub = write_free(g, _open) if type(g) is types.FunctionType and "out" not in v.attr else None
+            if sub is None:
+                return None
+            assumed += [(f.__globals__, c.attr, g, g.__code__), *sub]
+        elif _writes(v, frozenset()):
+            return None
+    return tuple(assumed)
 
 
 def _augmented(v) -> bool:

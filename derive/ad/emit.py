@@ -32,7 +32,7 @@ from ...errors import TensorLangError
 
 from . import adjoint as adj
 from . import primal
-from .analysis import loop_blocks, reverse_postorder
+from .analysis import calls_write_free, loop_blocks, reverse_postorder
 from .ir import ANY, ARR, INT, NUM, PYINT, VEC, Function, Instr
 from . import rules
 from .source import register
@@ -156,7 +156,8 @@ class Written:
                 if v.op == "setitem" or v.op == "binop" and v.attr.endswith("=") \
                         or v.op == "rule" and rules.writes(v.attr[0]):
                     writes.append((v, v.args[0]))
-                elif v.op == "call" or v.op == "method" and not rules.pure_method(v.attr[0]):
+                elif v.op == "call" and not calls_write_free(v, fn.pure) \
+                        or v.op == "method" and not rules.pure_method(v.attr[0]):
                     writes += [(v, u) for u in v.args[v.op == "call":]]
             else:
                 for u in v.incoming.values():
@@ -318,6 +319,9 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
             conds.append(_VECTOR.format(f"_v{p.id}"))
         elif k == PYINT:
             conds.append(f"type(_v{p.id}) is {g.const(int)}")
+    if fn.purity:   # the functions it calls are still those found to write nothing
+        from . import runtime
+        conds.append(f"{g.const(runtime.holds)}({g.const(fn.purity)})")
     for entry in ("grad", "pb", "fast"):
         checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"] if conds else []
         if g.derived:
