@@ -61,6 +61,13 @@ class Gen:
         # copy them when they keep them (copy on capture)
         self.written = Written(fn)
         self.boxfree = is_boxfree(fn)
+        # what it returns, and what it puts in the containers it makes (which it may return): the caller may
+        # write into such an array, making it a box whose gradient it leaves in the store for the code that
+        # made it (``take_captured``), so a box-free function's adjoint takes their gradients too
+        self.escaping = {a for v in fn.values() if isinstance(v, Instr) and v.op in ("tuple", "list", "dict")
+                         for a in v.args}
+        if fn.exit is not None and fn.exit.term[0] == "return":
+            self.escaping.add(fn.exit.term[1])
         # the vectors whose entries are read as numbers (``x[i]``), and among them the arrays the function
         # makes (assumed vectors: the primal checks each where it is made, ``vector_check``)
         self.read = {v.args[0] for v in fn.values() if isinstance(v, Instr) and v.op == "getitem" and v.kind == NUM}
