@@ -19,6 +19,7 @@
 """
 from __future__ import annotations
 
+import inspect
 import types
 from operator import attrgetter
 
@@ -37,17 +38,20 @@ def join(a, b):
     return a if _ORDER[a] >= _ORDER[b] else b
 
 
-def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, derived=frozenset()) -> None:
+def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, derived=frozenset(),
+            _open=frozenset()) -> None:
     """Set ``kind`` and ``active`` on every value, and turn inlinable calls into ``prim``.
     ``globals_kinds`` (name -> kind) are kinds assumed for module globals (a specialisation that is
     guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``.
-    ``derived``: the ids of values (arrays the function makes) assumed to be vectors."""
+    ``derived``: the ids of values (arrays the function makes) assumed to be vectors.  A call of a function
+    assumed to write nothing (``fn.pure``) has the kind that function returns for its arguments' kinds."""
     gk = globals_kinds or {}
     values = list(fn.values())
-    _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived)
+    returns = _Returns(fn.pure, _open)
+    _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived, returns)
     if _index_arrays_directly(fn, values):
         values = list(fn.values())
-        _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived)
+        _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived, returns)
     for v in values:   # ``x += y`` on a number rebinds x; on anything else it may write in place
         if _augmented(v) and v.args[0].kind in (INT, NUM):
             v.attr = v.attr[:-1]
@@ -55,7 +59,7 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, d
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
         arg_kinds = tuple(ANY if k in (ARR, VEC) else k for k in arg_kinds)
         gk, derived = {}, frozenset()
-    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk, derived), derived)
+    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk, derived), derived, returns)
     for v in values:
         if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
@@ -162,21 +166,60 @@ def write_free(f, _open=None) -> tuple | None:
     return tuple(assumed)
 
 
+class _Returns:
+    """The kinds that the functions of ``pure`` (name -> their ``write_free`` assumptions, the function's
+    own first) return for arguments of given kinds: each analysed as it would be specialised (``ANY`` where
+    it cannot be, and for a call of a function whose analysis is under way: recursion)."""
+
+    def __init__(self, pure, open_):
+        self.pure, self.open, self.memo = pure, open_, {}
+
+    def __call__(self, name, kinds):
+        key = (name, kinds)
+        if key not in self.memo:
+            self.memo[key] = self._kind(name, kinds)
+        return self.memo[key]
+
+    def _kind(self, name, kinds):
+        from .source import function_node
+        assumed = self.pure[name]
+        g = assumed[0][2]
+        code = g.__code__
+        key = (id(code), kinds)
+        if key in self.open or code.co_argcount != len(kinds) or code.co_kwonlyargcount \
+                or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+            return ANY
+        try:
+            node, filename, text = function_node(g)
+            fn = lower(node, filename, text, code.co_freevars, g.__globals__)
+            fn.pure = {e[1]: (e, *assumed) for e in assumed if e[0] is g.__globals__}
+            analyse(fn, kinds, _open=self.open | {key})
+        except Exception:   # (outside the transformed subset)
+            return ANY
+        term = fn.exit.term if fn.exit is not None else None
+        return (term[1].kind or ANY) if term and term[0] == "return" and hasattr(term[1], "kind") else ANY
+
+
 def _augmented(v) -> bool:
     """An augmented assignment ``x op= y`` (``binop`` with ``attr`` ``"op="``)."""
     return isinstance(v, Instr) and v.op == "binop" and v.attr.endswith("=")
 
 
-def _fix_kinds(values, arg_kinds, gk, aug_plain, reads, derived):
+def _fix_kinds(values, arg_kinds, gk, aug_plain, reads, derived, returns=None):
     """The kinds of ``values`` (a fixed point); ``aug_plain``: augmented assignments count as their
     plain operation, else as ANY (an in-place write); ``reads``: the entries of vectors read;
-    ``derived``: the ids of values assumed vectors (``ARR``)."""
+    ``derived``: the ids of values assumed vectors (``ARR``); ``returns(v, kinds)``: the kind of call ``v``
+    of a function assumed to write nothing, given its arguments' kinds."""
     def transfer(v):
         if v.id in derived:
             return ARR
         if isinstance(v, Instr) and v.op == "global":
             k = gk.get(v.attr, ANY)
             return ARR if k == VEC else k
+        if returns is not None and isinstance(v, Instr) and v.op == "call" and not v.attr \
+                and calls_write_free(v, returns.pure):
+            kinds = tuple(a.kind for a in v.args[1:])
+            return None if None in kinds else returns(v.args[0].attr, kinds)
         if _augmented(v) and not aug_plain:
             return ANY
         return _kind(v, arg_kinds, reads)

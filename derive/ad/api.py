@@ -66,7 +66,7 @@ def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
     node, filename, text = function_node(f)
     fn = lower(node, filename, text, code.co_freevars, f.__globals__)
     if pure:
-        fn.pure, fn.purity = frozenset(pure), tuple(a for assumed in pure.values() for a in assumed)
+        fn.pure, fn.purity = pure, tuple(a for assumed in pure.values() for a in assumed)
     if code.co_flags & _FLAGS:
         what = "'async' functions are" if code.co_flags & inspect.CO_COROUTINE else "generators ('yield') are"
         raise unsupported(what, filename, text, node)
