@@ -47,6 +47,8 @@ def acc(a, b):
     if b is None:
         return a
     t = type(a)
+    if t is np.ndarray and type(b) is np.ndarray:   # (the common case, first)
+        return a + b
     if t is tuple:
         return tuple(acc(x, y) for x, y in zip(a, b))
     if t is list:
