@@ -161,8 +161,8 @@ def write_free(f, _open=None) -> tuple | None:
             if sub is None:
                 return None
             assumed += [(f.__globals__, c.attr, g, g.__code__), *sub]
-        elif _writes(v, frozenset()):
-            return None
+        elif _writes(v, frozenset()) or isinstance(v, Instr) and v.op == "rule" and writes(v.attr[0]):
+            return None   # (after ``analyse`` a call of a primitive is a ``rule``: ``np.copyto(z, v)``)
     return tuple(assumed)
 
 
