@@ -16,6 +16,9 @@
   derivative is written into the generated code (``rules.scalar``), so loops store numbers, not closures;
   common NumPy functions on arrays become ``aprim`` instructions, likewise inlined (``rules.numpy``).
 * loops: the blocks that can run more than once; only they push their values on the stack.
+* functions that write nothing (``write_free``): a module global bound to a Python function that writes
+  to nothing, nor calls anything that may; a specialisation that assumes so (``fn.pure``) neither counts
+  calls of it as writes nor gives their results an unknown kind (``_Returns``).
 """
 from __future__ import annotations
 
