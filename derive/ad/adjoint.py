@@ -63,9 +63,11 @@ class BlockAdjoint:
         d = f"_d{v.id}"
         if v.kind == NUM:
             self.lines.append(f"{d} = _ad_addn({d}, {expr})" if maybe_none else f"{d} += {expr}")
-        elif v.kind == ARR and self.g.boxfree and not maybe_none:
-            # no boxes can exist for this function's arrays: a local variable holds the gradient (summed by
-            # a helper, which forward over reverse differentiates as a sum, also of indexed cotangents)
+        elif v.kind == ARR and self.g.boxfree:
+            # no boxes can exist for this function's arrays while it runs: a local variable holds the gradient
+            # (summed by a helper, which forward over reverse differentiates as a sum, also of indexed
+            # cotangents); so does the gradient its pullback is given for an array it returned that the
+            # caller made a box afterwards (the caller took that gradient out of the store)
             self.lines.append(f"{d} = _ad_acc({d}, {expr})")
         else:
             self.lines.append(f"{d} = _ad_acci({self.ref(v)}, {d}, {expr})")
@@ -79,7 +81,7 @@ class BlockAdjoint:
             self.lines.append(f"{d} = _ad_withents({d}, {self.ref(ins)}, _i{ins.id}, _g{ins.id})")
             if self.loop:
                 self.lines.append(f"_i{ins.id}, _g{ins.id} = _ad_ents()")
-        if ins.kind == ANY or ins.kind == ARR and not self.g.boxfree:
+        if ins.kind == ANY or ins.kind == ARR and (not self.g.boxfree or ins in self.g.escaping):
             read = ins.op == "deref" or ins.op in ("getitem", "getattr") and ins.kind == ANY and not _sliced(ins)
             take = "_ad_takef" if read else "_ad_take"
             self.lines.append(f"_e = {take}({self.ref(ins)}, {d})")

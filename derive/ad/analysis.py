@@ -16,13 +16,18 @@
   derivative is written into the generated code (``rules.scalar``), so loops store numbers, not closures;
   common NumPy functions on arrays become ``aprim`` instructions, likewise inlined (``rules.numpy``).
 * loops: the blocks that can run more than once; only they push their values on the stack.
+* functions that write nothing (``write_free``): a module global bound to a Python function that writes
+  to nothing, nor calls anything that may; a specialisation that assumes so (``fn.pure``) neither counts
+  calls of it as writes nor gives their results an unknown kind (``_Returns``).
 """
 from __future__ import annotations
 
+import inspect
+import types
 from operator import attrgetter
 
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, PYINT, VEC, Function, Instr, Phi, kind_of
-from .lower import as_sequence
+from .lower import as_sequence, lower
 from .rules import (ARRAY_BINOPS, array_call, array_method, effect_free, int_preserving, int_result, is_nondiff,
                     pure_method, rule_of, scalar_call, writes)
 
@@ -36,28 +41,28 @@ def join(a, b):
     return a if _ORDER[a] >= _ORDER[b] else b
 
 
-def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, derived=frozenset()) -> None:
+def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, derived=frozenset(),
+            _open=frozenset()) -> None:
     """Set ``kind`` and ``active`` on every value, and turn inlinable calls into ``prim``.
     ``globals_kinds`` (name -> kind) are kinds assumed for module globals (a specialisation that is
     guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``.
-    ``derived``: the ids of values (arrays the function makes) assumed to be vectors."""
+    ``derived``: the ids of values (arrays the function makes) assumed to be vectors.  A call of a function
+    assumed to write nothing (``fn.pure``) has the kind that function returns for its arguments' kinds."""
     gk = globals_kinds or {}
     values = list(fn.values())
-    _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived)
+    returns = _Returns(fn.pure, _open)
+    _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived, returns)
     if _index_arrays_directly(fn, values):
         values = list(fn.values())
-        _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived)
+        _fix_kinds(values, arg_kinds, gk, True, _entry_reads(values, arg_kinds, gk, derived), derived, returns)
     for v in values:   # ``x += y`` on a number rebinds x; on anything else it may write in place
         if _augmented(v) and v.args[0].kind in (INT, NUM):
             v.attr = v.attr[:-1]
-    mutates = any(isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v)
-                                            or v.op == "method" and not pure_method(v.attr[0])
-                                            or v.op == "call" and _may_write(v))
-                  for v in values)
+    mutates = any(_writes(v, fn.pure) for v in values)
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
         arg_kinds = tuple(ANY if k in (ARR, VEC) else k for k in arg_kinds)
         gk, derived = {}, frozenset()
-    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk, derived), derived)
+    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk, derived), derived, returns)
     for v in values:
         if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
@@ -107,13 +112,95 @@ def _index_arrays_directly(fn: Function, values: list) -> bool:
     return True
 
 
-def _may_write(v) -> bool:
+def _writes(v, pure) -> bool:
+    """Whether instruction ``v`` may write to an array or an object (``pure``: as for ``may_write``)."""
+    return isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v)
+                                     or v.op == "method" and not pure_method(v.attr[0])
+                                     or v.op == "call" and may_write(v, pure))
+
+
+def may_write(v, pure=frozenset()) -> bool:
     """Whether a call may write to an array: with ``out=``, a rule that writes (``np.copyto``), or a call of
-    user code given an array or a value that may hold one (``fill(y)``, ``fill([y])``)."""
+    user code given an array or a value that may hold one (``fill(y)``, ``fill([y])``), unless it calls a
+    global function of ``pure`` (names of functions assumed to write nothing, ``write_free``)."""
     f = _callee(v)
     if "out" in v.attr or writes(rule_of(f)):
         return True
-    return f is None and any(a.kind in (ARR, ANY) for a in v.args[1:])
+    return f is None and not calls_write_free(v, pure) and any(a.kind in (ARR, ANY) for a in v.args[1:])
+
+
+def calls_write_free(v, pure) -> bool:
+    """Whether ``call`` instruction ``v`` calls a module global named in ``pure`` (a function assumed to
+    write nothing)."""
+    c = v.args[0]
+    return isinstance(c, Instr) and c.op == "global" and c.attr in pure
+
+
+def write_free(f, _open=None) -> tuple | None:
+    """The assumptions under which a call of Python function ``f`` writes to nothing (not its arguments,
+    not anything else): the ``(globals, name, function, code)`` of the module globals it calls, and of those
+    they call, as they are bound now; None where it may write (an item or attribute written, ``x op= y``
+    on anything but a number, a method that may write, a rule that writes or ``out=``, a call of anything
+    but a primitive or a module global bound to a Python function that writes to nothing), or where it
+    cannot be transformed.  A function being analysed when it is called again (recursion) is assumed to."""
+    from .source import function_node
+    code = f.__code__
+    _open = set() if _open is None else _open
+    if id(code) in _open:
+        return ()
+    _open.add(id(code))
+    try:
+        node, filename, text = function_node(f)
+        fn = lower(node, filename, text, code.co_freevars, f.__globals__)
+        analyse(fn, (ANY,) * len(fn.params))
+    except Exception:   # (outside the transformed subset: assume nothing)
+        return None
+    assumed = []
+    for v in fn.values():
+        if isinstance(v, Instr) and v.op == "call" and _callee(v) is None:
+            c = v.args[0]
+            g = f.__globals__.get(c.attr) if isinstance(c, Instr) and c.op == "global" else None
+            sub = write_free(g, _open) if type(g) is types.FunctionType and "out" not in v.attr else None
+            if sub is None:
+                return None
+            assumed += [(f.__globals__, c.attr, g, g.__code__), *sub]
+        elif _writes(v, frozenset()) or isinstance(v, Instr) and v.op == "rule" and writes(v.attr[0]):
+            return None   # (after ``analyse`` a call of a primitive is a ``rule``: ``np.copyto(z, v)``)
+    return tuple(assumed)
+
+
+class _Returns:
+    """The kinds that the functions of ``pure`` (name -> their ``write_free`` assumptions, the function's
+    own first) return for arguments of given kinds: each analysed as it would be specialised (``ANY`` where
+    it cannot be, and for a call of a function whose analysis is under way: recursion)."""
+
+    def __init__(self, pure, open_):
+        self.pure, self.open, self.memo = pure, open_, {}
+
+    def __call__(self, name, kinds):
+        key = (name, kinds)
+        if key not in self.memo:
+            self.memo[key] = self._kind(name, kinds)
+        return self.memo[key]
+
+    def _kind(self, name, kinds):
+        from .source import function_node
+        assumed = self.pure[name]
+        g = assumed[0][2]
+        code = g.__code__
+        key = (id(code), kinds)
+        if key in self.open or code.co_argcount != len(kinds) or code.co_kwonlyargcount \
+                or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+            return ANY
+        try:
+            node, filename, text = function_node(g)
+            fn = lower(node, filename, text, code.co_freevars, g.__globals__)
+            fn.pure = {e[1]: (e, *assumed) for e in assumed if e[0] is g.__globals__}
+            analyse(fn, kinds, _open=self.open | {key})
+        except Exception:   # (outside the transformed subset)
+            return ANY
+        term = fn.exit.term if fn.exit is not None else None
+        return (term[1].kind or ANY) if term and term[0] == "return" and hasattr(term[1], "kind") else ANY
 
 
 def _augmented(v) -> bool:
@@ -121,16 +208,21 @@ def _augmented(v) -> bool:
     return isinstance(v, Instr) and v.op == "binop" and v.attr.endswith("=")
 
 
-def _fix_kinds(values, arg_kinds, gk, aug_plain, reads, derived):
+def _fix_kinds(values, arg_kinds, gk, aug_plain, reads, derived, returns=None):
     """The kinds of ``values`` (a fixed point); ``aug_plain``: augmented assignments count as their
     plain operation, else as ANY (an in-place write); ``reads``: the entries of vectors read;
-    ``derived``: the ids of values assumed vectors (``ARR``)."""
+    ``derived``: the ids of values assumed vectors (``ARR``); ``returns(v, kinds)``: the kind of call ``v``
+    of a function assumed to write nothing, given its arguments' kinds."""
     def transfer(v):
         if v.id in derived:
             return ARR
         if isinstance(v, Instr) and v.op == "global":
             k = gk.get(v.attr, ANY)
             return ARR if k == VEC else k
+        if returns is not None and isinstance(v, Instr) and v.op == "call" and not v.attr \
+                and calls_write_free(v, returns.pure):
+            kinds = tuple(a.kind for a in v.args[1:])
+            return None if None in kinds else returns(v.args[0].attr, kinds)
         if _augmented(v) and not aug_plain:
             return ANY
         return _kind(v, arg_kinds, reads)

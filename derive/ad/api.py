@@ -4,6 +4,7 @@ rules that make the layer differentiate its own output (nested derivatives, chec
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import numbers
 import types
@@ -14,7 +15,7 @@ from ...codegen.dask_graph import lazy, like_values
 from ...errors import TensorLangError, TypeCheckError, UnsupportedError, user_traceback
 from . import rules  # (importing it registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
-from .analysis import analyse, indexed_by_ints, restartable
+from .analysis import analyse, indexed_by_ints, may_write, restartable, write_free
 from .context import Store, current, within
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
@@ -58,10 +59,14 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
 
 
 
-def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset()):
+def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
+    """The SSA form of ``f`` analysed for argument ``kinds``; ``pure``: the global functions it calls that are
+    assumed to write nothing (name -> what that assumes, ``analysis.write_free``)."""
     code = f.__code__
     node, filename, text = function_node(f)
     fn = lower(node, filename, text, code.co_freevars, f.__globals__)
+    if pure:
+        fn.pure, fn.purity = pure, tuple(a for assumed in pure.values() for a in assumed)
     if code.co_flags & _FLAGS:
         what = "'async' functions are" if code.co_flags & inspect.CO_COROUTINE else "generators ('yield') are"
         raise unsupported(what, filename, text, node)
@@ -73,6 +78,12 @@ def _build(f, kinds) -> Specialisation:
     fn, filename, text = analysed_ir(f, kinds)
     grad, pb, fast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
     spec = Specialisation(f.__code__, fn, grad, pb, fast, boxfree, src)
+    pure = _write_free_callees(f, fn)
+    if pure:   # (a function that calls user code is never box-free: the assumptions below do not apply)
+        fn2, _, _ = analysed_ir(f, kinds, pure=pure)
+        grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, None,
+                                                      {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": fast})
+        return Specialisation(f.__code__, fn2, grad2, pb2, fast2, False, src2, spec)
     # Assumptions that make the function box-free or its loops cheaper, checked by its entries once at the
     # start (handing over to the specialisation above when they do not hold): globals that are arrays or
     # ints now (the data of a model: ``X @ w``, ``z[LABEL]``) keep their types (box-free, NumPy and
@@ -105,6 +116,24 @@ def _build(f, kinds) -> Specialisation:
     grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, gk,
                                                   fallbacks, assumed)
     return Specialisation(f.__code__, fn2, grad2, pb2, fast2, True, src2, spec)
+
+
+def _write_free_callees(f, fn) -> dict:
+    """The module globals that ``f`` calls with arrays (or values that may hold them) and that are bound to
+    Python functions that write to nothing (``analysis.write_free``): name -> what that assumes.  Assuming
+    so, ``f`` passes them its arrays without copies (copy on capture), and when it writes nothing itself
+    its own array operations get inlined rules; its entries check that the names are bound as they were
+    (else the specialisation that assumes nothing runs) and each such call that they still are."""
+    out = {}
+    for v in fn.values():
+        if getattr(v, "op", None) == "call" and may_write(v):
+            c = v.args[0]
+            g = f.__globals__.get(c.attr) if getattr(c, "op", None) == "global" else None
+            if type(g) is types.FunctionType and c.attr not in out and "out" not in v.attr:
+                assumed = write_free(g)
+                if assumed is not None:
+                    out[c.attr] = ((f.__globals__, c.attr, g, g.__code__), *assumed)
+    return out
 
 
 def _vector(x) -> bool:
@@ -426,8 +455,17 @@ def _argument_grads(g, args):
 
 
 def _with_store(run, f, args):
-    """``run(f, *args)`` with a box store of its own."""
-    return within(current().but(store=Store()), _run_with_nested_boxes, run, f, args)
+    """``run(f, *args)`` with a box store of its own, the cyclic garbage collector paused meanwhile: the
+    values the adjoint reads (the stack, the pullbacks' closures) are live until it ends, and each full
+    collection would scan all of them again, a cost per step that grew with the number of steps."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return within(current().but(store=Store()), _run_with_nested_boxes, run, f, args)
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _run_with_nested_boxes(run, f, args):

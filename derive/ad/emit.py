@@ -32,7 +32,7 @@ from ...errors import TensorLangError
 
 from . import adjoint as adj
 from . import primal
-from .analysis import loop_blocks, reverse_postorder
+from .analysis import calls_write_free, loop_blocks, reverse_postorder
 from .ir import ANY, ARR, INT, NUM, PYINT, VEC, Function, Instr
 from . import rules
 from .source import register
@@ -61,6 +61,13 @@ class Gen:
         # copy them when they keep them (copy on capture)
         self.written = Written(fn)
         self.boxfree = is_boxfree(fn)
+        # what it returns, and what it puts in the containers it makes (which it may return): the caller may
+        # write into such an array, making it a box whose gradient it leaves in the store for the code that
+        # made it (``take_captured``), so a box-free function's adjoint takes their gradients too
+        self.escaping = {a for v in fn.values() if isinstance(v, Instr) and v.op in ("tuple", "list", "dict")
+                         for a in v.args}
+        if fn.exit is not None and fn.exit.term[0] == "return":
+            self.escaping.add(fn.exit.term[1])
         # the vectors whose entries are read as numbers (``x[i]``), and among them the arrays the function
         # makes (assumed vectors: the primal checks each where it is made, ``vector_check``)
         self.read = {v.args[0] for v in fn.values() if isinstance(v, Instr) and v.op == "getitem" and v.kind == NUM}
@@ -156,7 +163,8 @@ class Written:
                 if v.op == "setitem" or v.op == "binop" and v.attr.endswith("=") \
                         or v.op == "rule" and rules.writes(v.attr[0]):
                     writes.append((v, v.args[0]))
-                elif v.op == "call" or v.op == "method" and not rules.pure_method(v.attr[0]):
+                elif v.op == "call" and not calls_write_free(v, fn.pure) \
+                        or v.op == "method" and not rules.pure_method(v.attr[0]):
                     writes += [(v, u) for u in v.args[v.op == "call":]]
             else:
                 for u in v.incoming.values():
@@ -318,6 +326,9 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
             conds.append(_VECTOR.format(f"_v{p.id}"))
         elif k == PYINT:
             conds.append(f"type(_v{p.id}) is {g.const(int)}")
+    if fn.purity:   # the functions it calls are still those found to write nothing
+        from . import runtime
+        conds.append(f"{g.const(runtime.holds)}({g.const(fn.purity)})")
     for entry in ("grad", "pb", "fast"):
         checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"] if conds else []
         if g.derived:

@@ -157,6 +157,8 @@ class Function:
         self.exit: Block | None = None
         self.factories: list[str] = []      # source of nested functions (closure instructions)
         self.factory_nodes: list = []       # their AST nodes, to transform them in turn
+        self.pure: dict = {}                # global functions assumed to write nothing: name -> ``write_free``'s assumptions
+        self.purity: tuple = ()             # what that assumes: (globals, name, function, code), checked by the entries
 
     def values(self):
         for b in self.blocks:

@@ -6,6 +6,7 @@ predecessor it came from (the branch tag: on the stack inside loops, in a local 
 from __future__ import annotations
 
 from . import rules
+from .analysis import calls_write_free
 from .ir import ANY, ARR, NUM, Instr
 
 
@@ -13,10 +14,14 @@ def instr(g, ins: Instr) -> list[str]:
     """The primal statements of one instruction.  An array argument written again later is copied when
     the instruction keeps it for its pullback (copy on capture, not where it stores it); a call given such
     a copy has what it wrote into the copy written into the array, and views of the copy it returns made
-    views of the array (``runtime.cut``)."""
+    views of the array (``runtime.cut``).  A call of a function assumed to write nothing first checks that
+    it still is the function found so (``runtime.still_write_free``)."""
     op, v, a = ins.op, g.val(ins), [g.val(x) for x in ins.args]
     generic = ins.active and ins.op not in ("tuple", "list", "dict", "closure", "deref", "prim")
     copies, cuts = [], []
+    if op == "call" and calls_write_free(ins, g.fn.pure):   # (the generated code relies on it)
+        from . import runtime
+        copies.append(f"{g.const(runtime.still_write_free)}({g.const(g.fn.purity)})")
     if generic and g.written and not _stores(ins):
         for k, x in enumerate(ins.args):
             if g.written.copied(ins, x) and not (k == 0 and (op == "call" or _may_view(ins))):

@@ -47,6 +47,8 @@ def acc(a, b):
     if b is None:
         return a
     t = type(a)
+    if t is np.ndarray and type(b) is np.ndarray:   # (the common case, first)
+        return a + b
     if t is tuple:
         return tuple(acc(x, y) for x, y in zip(a, b))
     if t is list:
@@ -158,6 +160,27 @@ def fold(g, name):
 
 def deref(f, i):
     return f.__closure__[i].cell_contents
+
+
+def holds(purity) -> bool:
+    """Whether the module globals that ``analysis.write_free`` found bound to functions that write nothing
+    (``purity``: their ``(globals, name, function, code)``) are bound to them still, with the same code."""
+    for fglobals, name, f, code in purity:
+        if fglobals.get(name) is not f or f.__code__ is not code:
+            return False
+    return True
+
+
+def still_write_free(purity) -> None:
+    """Before a call that generated code assumes writes nothing (checked by its entry with ``holds``): an
+    ``UnsupportedError`` where a function it calls was rebound since the entry began."""
+    if not holds(purity):
+        names = ", ".join(sorted({name for _, name, _, _ in purity}))
+        raise UnsupportedError(f"tensorlang.ad assumed that {names} write to nothing, as they did when this "
+                               f"gradient began; one was rebound while it ran")
+
+
+NONDIFF.update((holds, still_write_free))
 
 
 def snap(x):

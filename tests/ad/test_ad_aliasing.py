@@ -484,3 +484,36 @@ def _appended_then_written(x):
 @pytest.mark.parametrize("f", [_stored_in_a_list, _stored_in_an_attribute, _appended_then_written])
 def test_an_array_stored_and_then_written_is_the_same_array(check, f):
     check(f, X4)
+
+
+# -- an array a box-free helper returned, written by its caller ---------------------------------------------
+def _doubled(x):
+    return x * 2.0
+
+
+def _doubled_and_tripled(x):
+    return (x * 2.0, x * 3.0)
+
+
+def _returned_then_written(x):
+    a = _doubled(x)
+    a[0] = a[1] * 5.0
+    return np.sum(a * x)
+
+
+def _returned_then_overwritten(x):
+    a = _doubled(x)
+    a[0] = 5.0
+    return np.sum(a * x)
+
+
+def _returned_in_a_tuple_then_written(x):
+    a, b = _doubled_and_tripled(x)
+    a[0] = a[1] * 5.0
+    return np.sum(a * b)
+
+
+@pytest.mark.parametrize("f", [_returned_then_written, _returned_then_overwritten, _returned_in_a_tuple_then_written])
+def test_an_array_a_box_free_helper_returned_written_by_the_caller(check, f):
+    # (the helper's pullback put the gradient it was given back into the store and read its local: lost)
+    check(f, X4)
