@@ -82,3 +82,15 @@ def close(got, ref, tol: float = 1e-10) -> bool:
 
 def assert_close(actual, expected, rtol=1e-5, atol=1e-6):
     zip_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=rtol, atol=atol), actual, expected)
+
+
+def differenced_jacobian(fn, x, h: float = 1e-6) -> np.ndarray:
+    """The Jacobian of the array function ``fn`` at ``x`` by central differences, one column per entry of x
+    (rows: fn's flattened output)."""
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = h
+        e = e.reshape(x.shape)
+        cols.append(np.ravel(fn(x + e) - fn(x - e)) / (2 * h))
+    return np.stack(cols, axis=1)

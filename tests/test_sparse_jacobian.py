@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from oracles import differenced_jacobian
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,17 +44,6 @@ def _gradient_2d(x):
     return g
 
 
-def _differenced(gradient, x, h=1e-6):
-    """The Hessian by central differences of ``gradient`` (rows: gradient entries, columns: x's)."""
-    cols = []
-    for k in range(x.size):
-        e = np.zeros(x.size)
-        e[k] = h
-        e = e.reshape(x.shape)
-        cols.append(((gradient(x + e) - gradient(x - e)) / (2 * h)).ravel())
-    return np.stack(cols, axis=1)
-
-
 def test_the_1d_stencil_hessian_is_sparse_right_and_costs_its_nonzeros():
     e = tl.parse(STENCIL_1D)
     H = tl.hessian(e, "x", sparse=True)
@@ -61,7 +51,7 @@ def test_the_1d_stencil_hessian_is_sparse_right_and_costs_its_nonzeros():
     got = tl.evaluate(H, x=x)
     assert isinstance(got, sp.csr_array) and got.shape == (12, 12)
     assert got.nnz == 3 * 12 - 2
-    np.testing.assert_allclose(got.toarray(), _differenced(_gradient_1d, x), atol=1e-6)
+    np.testing.assert_allclose(got.toarray(), differenced_jacobian(_gradient_1d, x), atol=1e-6)
     compiled = tl.compile(H)(x=x)
     assert isinstance(compiled, sp.csr_array)
     np.testing.assert_allclose(compiled.toarray(), got.toarray(), rtol=1e-12, atol=1e-12)
@@ -76,7 +66,7 @@ def test_the_2d_stencil_hessian_is_sparse_right_and_costs_its_nonzeros():
     x = np.random.default_rng(1).uniform(-1, 1, (5, 6))
     got = tl.compile(H)(x=x)
     assert isinstance(got, sp.csr_array) and got.shape == (30, 30)
-    np.testing.assert_allclose(got.toarray(), _differenced(_gradient_2d, x), atol=1e-6)
+    np.testing.assert_allclose(got.toarray(), differenced_jacobian(_gradient_2d, x), atol=1e-6)
     np.testing.assert_allclose(tl.evaluate(H, x=x).toarray(), got.toarray(), rtol=1e-12, atol=1e-12)
     assert got.nnz <= 5 * 30
     for size in (100, 200):   # O(n m), where the dense Hessian is (n m)^2

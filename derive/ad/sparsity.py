@@ -347,41 +347,42 @@ def hessian(f, argnums=0, sparse=False):
 
 def sparse_jacobian(f, argnums: int):
     """``ad.jacobian(f, argnums, sparse=True)``: see the module docstring."""
-    known = _PerShape()
+    def pattern(g, args, i):
+        return (np.shape(args[i]), np.shape(g(*args))), lambda: jacobian_pattern(g, args, i)
 
-    def jac(*args, **kw):
-        from .api import refuse_integers, with_keywords
-        i = argnums + len(args) if argnums < 0 else argnums
-        refuse_integers("jacobian", f, args, (i,))
-        g, args = with_keywords(f, args, kw) if kw else (f, args)
-        compressed = known.get((np.shape(args[i]), np.shape(g(*args))), lambda: jacobian_pattern(g, args, i))
-        products = []
-        for c in range(compressed.count):
-            ts = [None] * len(args)
-            ts[i] = compressed.seed(c, np.shape(args[i]))
-            _, t = mixed.jvp(g, tuple(args), tuple(ts))
-            products.append(np.zeros(compressed.pattern.shape[0]) if t is None else np.ravel(t))
-        return compressed.assemble(products)
-    jac.__name__ = f"jacobian({getattr(f, '__name__', 'f')}, sparse=True)"
-    return jac
+    def product(g, args, i, ts):
+        return mixed.jvp(g, tuple(args), tuple(ts))[1]
+    return _compressed(f, argnums, "jacobian", pattern, product)
 
 
 def sparse_hessian(f, argnums: int):
     """``ad.hessian(f, argnums, sparse=True)``: see the module docstring."""
+    def pattern(g, args, i):
+        return np.shape(args[i]), lambda: hessian_pattern(g, args, i)
+
+    def product(g, args, i, ts):
+        return mixed.hvp(g, tuple(args), ts)[i]
+    return _compressed(f, argnums, "hessian", pattern, product)
+
+
+def _compressed(f, argnums: int, name: str, pattern, product):
+    """The function ``args -> csr_array`` of ``f``'s compressed derivative ``name`` in argument ``argnums``:
+    ``pattern(g, args, i)`` is the key of its pattern and how to detect it, ``product(g, args, i, tangents)``
+    the derivative's product with one colour's seed."""
     known = _PerShape()
 
-    def hess(*args, **kw):
+    def derivative(*args, **kw):
         from .api import refuse_integers, with_keywords
         i = argnums + len(args) if argnums < 0 else argnums
-        refuse_integers("hessian", f, args, (i,))
+        refuse_integers(name, f, args, (i,))
         g, args = with_keywords(f, args, kw) if kw else (f, args)
-        compressed = known.get(np.shape(args[i]), lambda: hessian_pattern(g, args, i))
+        compressed = known.get(*pattern(g, args, i))
         products = []
         for c in range(compressed.count):
             ts = [None] * len(args)
             ts[i] = compressed.seed(c, np.shape(args[i]))
-            t = mixed.hvp(g, tuple(args), ts)[i]
-            products.append(np.zeros(np.size(args[i])) if t is None else np.ravel(t))
+            t = product(g, args, i, ts)
+            products.append(np.zeros(compressed.pattern.shape[0]) if t is None else np.ravel(t))
         return compressed.assemble(products)
-    hess.__name__ = f"hessian({getattr(f, '__name__', 'f')}, sparse=True)"
-    return hess
+    derivative.__name__ = f"{name}({getattr(f, '__name__', 'f')}, sparse=True)"
+    return derivative

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from oracles import differenced_jacobian
 
 from tensorlang import ad
 from tensorlang.errors import UnsupportedError
@@ -29,21 +30,12 @@ def energy_gradient(u):
     return g
 
 
-def _differenced(fn, x, h=1e-6):
-    cols = []
-    for k in range(x.size):
-        e = np.zeros(x.size)
-        e[k] = h
-        cols.append(np.ravel(fn(x + e.reshape(x.shape)) - fn(x - e.reshape(x.shape))) / (2 * h))
-    return np.stack(cols, axis=1)
-
-
 def test_the_sparse_hessian_of_a_2d_energy_matches_differences_of_its_gradient():
     u = np.random.default_rng(0).normal(size=(6, 7))
     H = ad.hessian(energy, sparse=True)(u)
     assert isinstance(H, sp.csr_array) and H.shape == (42, 42)
     assert H.nnz == 42 + 2 * (5 * 7 + 6 * 6)   # the diagonal and one entry per pair of neighbours
-    np.testing.assert_allclose(H.toarray(), _differenced(energy_gradient, u), atol=1e-6)
+    np.testing.assert_allclose(H.toarray(), differenced_jacobian(energy_gradient, u), atol=1e-6)
     np.testing.assert_allclose(H.toarray(), ad.hessian(energy)(u).reshape(42, 42), atol=1e-12)
 
 
@@ -58,7 +50,7 @@ def test_the_pattern_is_traced_once_per_shape_and_the_colours_do_not_grow_with_t
     for n in (8, 8, 16):
         u = np.random.default_rng(n).normal(size=(n, n))
         H = hessian(u)
-        np.testing.assert_allclose(H @ np.ones(n * n), np.ravel(_differenced(
+        np.testing.assert_allclose(H @ np.ones(n * n), np.ravel(differenced_jacobian(
             lambda s: energy_gradient(u + s[0]), np.zeros(1))), rtol=1e-6, atol=1e-6)
     assert sum(calls) == 2   # traced at 8 x 8 and at 16 x 16, not at the second 8 x 8 call
     from tensorlang.derive.ad.sparsity import Compressed, hessian_pattern
@@ -73,7 +65,7 @@ def test_the_sparse_jacobian_of_a_residual_matches_central_differences():
     x = np.random.default_rng(1).normal(size=9)
     J = ad.jacobian(residual, sparse=True)(x, 0.3)
     assert isinstance(J, sp.csr_array) and J.shape == (8, 9) and J.nnz == 16
-    np.testing.assert_allclose(J.toarray(), _differenced(lambda y: residual(y, 0.3), x), atol=1e-6)
+    np.testing.assert_allclose(J.toarray(), differenced_jacobian(lambda y: residual(y, 0.3), x), atol=1e-6)
 
 
 def test_branches_and_python_floats_are_refused_by_name():
@@ -97,4 +89,4 @@ def test_the_pattern_goes_through_a_compiled_kernel():
     x = np.random.default_rng(2).normal(size=7)
     J = ad.jacobian(residual, sparse=True)(x, 0.7)
     assert J.nnz == 17   # banded: each residual reads the kernel's outputs i and i + 1, each x[i - 1] and x[i]
-    np.testing.assert_allclose(J.toarray(), _differenced(lambda y: residual(y, 0.7), x), atol=1e-6)
+    np.testing.assert_allclose(J.toarray(), differenced_jacobian(lambda y: residual(y, 0.7), x), atol=1e-6)
