@@ -39,7 +39,8 @@ _PURE_METHODS = numpy.PURE_METHODS | structures.PURE_METHODS
 
 
 def _dask_rules():
-    from . import dask_arrays  # noqa: F401  (importing it registers its rules)
+    from . import dask_arrays
+    dask_arrays.register()
 
 
 LIBRARY_RULES["dask"] = _dask_rules   # (registered on first need: importing tensorlang.ad does not import Dask)

@@ -6,13 +6,10 @@ array's a Dask array in the array's chunks, a NumPy array's (a number's) compute
 differentiate.  Arithmetic on Dask arrays goes through the operator rules, as on NumPy arrays; Dask's
 own functions (``da.sum`` ...) have no rules here.
 
-Importing this module imports Dask: ``runtime.library_rules`` imports it the first time a function of
-Dask's is met without a rule, so that importing ``tensorlang.ad`` does not import Dask.
+``register`` imports Dask and writes the rules; ``runtime.library_rules`` calls it the first time a function
+of Dask's is met without a rule, so that importing ``tensorlang.ad`` (or this module) does not import Dask.
 """
 from __future__ import annotations
-
-import dask.array as da
-from dask.base import DaskMethodsMixin
 
 from ....codegen.dask_graph import like_values
 from ....errors import UnsupportedError
@@ -25,6 +22,8 @@ def _as_value(g, x):
 
 
 def _compute(x, **kw):
+    import dask.array as da
+
     if not isinstance(x, da.Array):
         raise UnsupportedError(f"tensorlang.ad differentiates .compute() of a Dask array, not of a "
                                f"{type(x).__qualname__}")
@@ -32,11 +31,20 @@ def _compute(x, **kw):
 
 
 def _from_array(x, *args, **kw):
+    import dask.array as da
+
     return da.from_array(x, *args, **kw), lambda dy: (_as_value(dy, x),)
 
 
 def _asarray(a, *args, **kw):
+    import dask.array as da
+
     return da.asarray(a, *args, **kw), lambda dy: (_as_value(dy, a),)
 
 
-RULES.update({DaskMethodsMixin.compute: _compute, da.from_array: _from_array, da.asarray: _asarray})
+def register() -> None:
+    """Dask's rules, written into the registry (Dask imported here)."""
+    import dask.array as da
+    from dask.base import DaskMethodsMixin
+
+    RULES.update({DaskMethodsMixin.compute: _compute, da.from_array: _from_array, da.asarray: _asarray})
