@@ -24,7 +24,7 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Affine, And, Cmp, Expr, Or, Pair, Pred, RelAtom, SizeVar, walk, box, conj, gens, guard, let_chain,
+    FALSE, TRUE, Affine, And, Cmp, Expr, Or, Pair, Pred, RelAtom, SizeVar, walk, box, conj, let_chain,
     build_lets, strip_gens,
 )
 from tensorlang.predicates import simplify as simplify_pred
@@ -153,9 +153,8 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
     known = Supports()
     for var, value in bindings:
         v_loops, v_body = strip_gens(value)
-        s = support(v_body, tuple(v_loops), known) if v_loops else TRUE
-        if s is not TRUE:
-            known.of[var] = (tuple(v for v, _ in v_loops), s)
+        if v_loops:
+            known.learn(var, tuple(v_loops), v_body)
     s = support(body, loops, known)
     parts = pieces(s, loops) if s is not TRUE and s is not FALSE else None
     if s is FALSE:   # no nonzero: one piece of no point
@@ -170,7 +169,7 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
             f"tl.jacobian(..., sparse=True): where this Jacobian can be nonzero depends on the data of the relation(s) "
             f"{', '.join(relations)}, and a sparse result over a relation's pattern is not supported yet; use "
             f"sparse=False (its kernel computes only the relation's entries; scipy.sparse.csr_array(J) compresses it)")
-    made = [gens(p.loops, substitute_index(guard(p.pred, body), p.at)) for p in parts]
+    made = [p.value(body) for p in parts]
     out_value = made[-1]
     for first in reversed(made[:-1]):
         out_value = Pair(first, out_value)

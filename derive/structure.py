@@ -40,8 +40,8 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Mul, Or, Pred, Sum, Var, box, build_lets, conj, disj,
-    gens, guard, let_chain, strip_accesses, strip_gens,
+    FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Mul, Or, Pred, Sum, Var, box, build_lets, conj,
+    disj, gens, guard, let_chain, strip_accesses, strip_gens,
 )
 from tensorlang.predicates import implies, project
 from tensorlang.predicates import simplify as simplify_pred
@@ -67,6 +67,13 @@ class Supports:
         if len(index) != len(variables):
             return TRUE   # a part of the tensor, not one element
         return substitute_index(pred, dict(zip(variables, index)))
+
+    def learn(self, var: Var, loops: tuple, body: Expr) -> Pred:
+        """The support of ``var``'s value ``gen(loops) body``, recorded where it is not everywhere."""
+        s = support(body, loops, self)
+        if s is not TRUE:
+            self.of[var] = (tuple(v for v, _ in loops), s)
+        return s
 
 
 def _simplified(pred: Pred, dims: Sequence) -> Pred:
@@ -141,9 +148,7 @@ def _support_brackets(e: Expr, trace=None) -> Expr:
     for var, value in bindings:
         loops, body = strip_gens(value)
         new_body = _bracketed(body, tuple(loops), TRUE, known)
-        s = support(new_body, tuple(loops), known)
-        if s is not TRUE:
-            known.of[var] = (tuple(v for v, _ in loops), s)
+        known.learn(var, tuple(loops), new_body)
         kept.append((var, value if new_body is body else gens(loops, new_body)))
     loops, body = strip_gens(out)
     new_out = _bracketed(body, tuple(loops), TRUE, known)
@@ -165,10 +170,11 @@ def _drop_unread_loops(e: Expr, trace=None) -> Expr:
         keep = [k for k, (v, _) in enumerate(loops) if v in read]
         if len(keep) == len(loops) or not _all_full_reads(slots[j + 1:], var, len(loops)):
             continue
-        new_var = Var(var.name, gens([loops[k] for k in keep], body).type)
         slots[j] = gens([loops[k] for k in keep], body)
+        new_var = Var(var.name, slots[j].type)
         for s in range(j + 1, len(slots)):
-            slots[s] = _reindexed(slots[s], var, new_var, keep)
+            slots[s] = _replace_reads(slots[s], var, lambda index, new_var=new_var, keep=keep:
+                                      _read(new_var, [index[k] for k in keep]))
         bindings[j] = (new_var, slots[j])
     result = build_lets([(var, slots[s]) for s, (var, _) in enumerate(bindings)], slots[-1])
     if trace is not None and result is not e:
@@ -196,17 +202,23 @@ def _children(e: Expr):
         yield from (c if isinstance(c, tuple) else (c,))
 
 
-def _reindexed(e, var: Var, new_var: Var, keep: list[int]):
+def _replace_reads(e, var: Var, element):
+    """``e`` with every read of the element ``index`` of ``var`` (an access chain over it) replaced by
+    ``element(index)``."""
     if not isinstance(e, Expr) or var not in free_vars(e):
         return e
     if isinstance(e, Access):
         index, base = strip_accesses(e)
         if base is var:
-            out = new_var
-            for k in keep:
-                out = Access(out, index[k])
-            return out
-    return rebuild(e, lambda c: _reindexed(c, var, new_var, keep))
+            return element(index)
+    return rebuild(e, lambda c: _replace_reads(c, var, element))
+
+
+def _read(tensor: Expr, index: Sequence) -> Expr:
+    """``tensor[index[0]]...[index[-1]]``."""
+    for a in index:
+        tensor = Access(tensor, a)
+    return tensor
 
 
 # T3 -----------------------------------------------------------------------------------------------
@@ -243,6 +255,11 @@ class Piece:
             return max((k for k, d in enumerate(variables) if self.at[d].coeff(v) != 0), default=-1)
 
         return Piece(self.pred, tuple(sorted(self.loops, key=depth)), self.at, self.offsets)
+
+    def value(self, body: Expr) -> Expr:
+        """The piece's storage of the tensor ``gen(variables) body``: ``body`` where the piece holds, over
+        the piece's loops."""
+        return gens(self.loops, substitute_index(guard(self.pred, body), self.at))
 
 
 def _constraints(bs, dims: tuple) -> list[tuple[Affine, bool]] | None:
@@ -371,46 +388,31 @@ def _compress(e: Expr, trace=None) -> Expr:
     for j, (var, _) in enumerate(bindings):
         loops, body = strip_gens(slots[j])
         loops = tuple(loops)
-        s = support(body, loops, known) if loops else TRUE
+        s = known.learn(var, loops, body) if loops else TRUE
         parts = None if s is TRUE or s is FALSE else pieces(s, loops)
         if parts is None or not _all_full_reads(slots[j + 1:], var, len(loops)):
-            if s is not TRUE:
-                known.of[var] = (tuple(v for v, _ in loops), s)
             new_bindings.append((var, slots[j]))
             continue
         variables = tuple(v for v, _ in loops)
         made = []
         for k, piece in enumerate(parts):
             piece = piece.in_storage_order(variables)
-            value = gens(piece.loops, substitute_index(guard(piece.pred, body), piece.at))
+            value = piece.value(body)
             part_var = Var(f"{var.name}_{k}", value.type)
             made.append((part_var, piece))
             new_bindings.append((part_var, value))
+
+        def read_pieces(index, made=made, variables=variables):
+            """The element ``index`` of the tensor: the sum of its pieces' bracketed reads."""
+            terms = [guard(substitute_index(piece.pred, dict(zip(variables, index))),
+                           _read(part_var, piece.index(variables, index))) for part_var, piece in made]
+            return functools.reduce(Add, terms)
         for s_ in range(j + 1, len(slots)):
-            slots[s_] = _read_pieces(slots[s_], var, variables, made)
+            slots[s_] = _replace_reads(slots[s_], var, read_pieces)
     result = build_lets(new_bindings, slots[-1])
     if trace is not None and result is not e:
         trace.append((COMPRESS.name, e, result))
     return result
-
-
-def _read_pieces(e, var: Var, variables: tuple, made: list):
-    if not isinstance(e, Expr) or var not in free_vars(e):
-        return e
-    if isinstance(e, Access):
-        index, base = strip_accesses(e)
-        if base is var:
-            terms = []
-            for part_var, piece in made:
-                read = part_var
-                for a in piece.index(variables, index):
-                    read = Access(read, a)
-                terms.append(guard(substitute_index(piece.pred, dict(zip(variables, index))), read))
-            out = terms[0]
-            for t in terms[1:]:
-                out = Add(out, t)
-            return out
-    return rebuild(e, lambda c: _read_pieces(c, var, variables, made))
 
 
 SUPPORT_BRACKET = Rule("T1 support bracket", _support_brackets, (Let,), "reads and sums bracketed by their "
