@@ -4,15 +4,12 @@ Each call is defined where its work is done and re-exported here (and so as ``tl
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import inspect
 import os
 import sys
-import threading
 
-from . import checker, cost as _cost, evaluate as _evaluate, parser, progress
+from . import checker, collector, cost as _cost, evaluate as _evaluate, parser, progress
 from . import normalize  # tl.normalize.let_lift, ...: the passes one by one
 from .codegen import api as _codegen
 from .derive import api as _derive
@@ -95,39 +92,13 @@ def _reported(fn):
     return call
 
 
-_collector_lock = threading.Lock()
-_collector_pauses = [0, False]  # symbolic passes running, and whether the collector ran before the first
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """Python's cycle collector paused while a symbolic pass runs, and resumed (if it was running) when
-    the last one running returns.  Nodes form no reference cycles (their caches never refer back to
-    them: ``Node.memo``), so reference counting frees every node a pass drops; but a pass keeps tens of
-    thousands of new nodes alive at once, and CPython's generational heuristics then run collections of
-    the whole heap that find nothing (a sixth of a 64-layer network's ``tl.grad``).  Cycles that other
-    code makes meanwhile are collected once the collector resumes."""
-    with _collector_lock:
-        if _collector_pauses[0] == 0:
-            _collector_pauses[1] = gc.isenabled()
-            gc.disable()
-        _collector_pauses[0] += 1
-    try:
-        yield
-    finally:
-        with _collector_lock:
-            _collector_pauses[0] -= 1
-            if _collector_pauses[0] == 0 and _collector_pauses[1]:
-                gc.enable()
-
-
 def _symbolic(fn):
     """``_reported(fn)`` run with the cycle collector paused, its time logged (``progress.call``): the calls that
     build programs and kernels."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        with _collector_paused(), progress.call(f"tl.{fn.__name__}"):
+        with collector.paused(), progress.call(f"tl.{fn.__name__}"):
             return fn(*args, **kwargs)
 
     return _reported(call)

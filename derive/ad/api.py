@@ -4,7 +4,6 @@ rules that make the layer differentiate its own output (nested derivatives, chec
 from __future__ import annotations
 
 import functools
-import gc
 import inspect
 import numbers
 import types
@@ -12,6 +11,7 @@ import types
 import numpy as np
 
 from ...codegen.dask_graph import lazy, like_values
+from ... import collector
 from ...errors import TensorLangError, TypeCheckError, UnsupportedError, user_traceback
 from . import rules  # (importing it registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
@@ -457,15 +457,10 @@ def _argument_grads(g, args):
 def _with_store(run, f, args):
     """``run(f, *args)`` with a box store of its own, the cyclic garbage collector paused meanwhile: the
     values the adjoint reads (the stack, the pullbacks' closures) are live until it ends, and each full
-    collection would scan all of them again, a cost per step that grew with the number of steps."""
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
+    collection would scan all of them again, a cost per step that grew with the number of steps
+    (``tensorlang.collector``)."""
+    with collector.paused():
         return within(current().but(store=Store()), _run_with_nested_boxes, run, f, args)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _run_with_nested_boxes(run, f, args):
