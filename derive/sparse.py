@@ -164,6 +164,8 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
         parts = [Piece(simplify_pred(conj(s, box(loops)), variables), loops,
                        {v: Affine.var(v) for v in variables}, {})]
     relations = sorted({a.rel.name for p in parts for a in walk(p.pred) if isinstance(a, RelAtom)})
+    if s is TRUE:   # nonzero anywhere, as far as the brackets say: where a relation is read, its data decide
+        relations = sorted({a.rel.name for a in walk(dense_body) if isinstance(a, RelAtom)})
     if relations:
         raise UnsupportedError(
             f"tl.jacobian(..., sparse=True): where this Jacobian can be nonzero depends on the data of the relation(s) "

@@ -40,8 +40,8 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Mul, Or, Pred, Sum, Var, box, build_lets, conj,
-    disj, gens, guard, let_chain, strip_accesses, strip_gens,
+    FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Mul, Or, Pred, RelAtom, Sum, Var, box, build_lets, conj,
+    disj, gens, guard, let_chain, walk, strip_accesses, strip_gens,
 )
 from tensorlang.predicates import implies, project
 from tensorlang.predicates import simplify as simplify_pred
@@ -103,6 +103,8 @@ def support(e: Expr, dims: Sequence, known: Supports) -> Pred:
         body = support(e.body, inner, known)
         if body is TRUE or body is FALSE:
             return body
+        if _reads_a_relation_at(body, e.var):   # where the data of a relation allows: not projected
+            return TRUE
         try:
             return _simplified(project(conj(body, box(((e.var, e.size),))), e.var, tuple(v for v, _ in inner)),
                                dims)
@@ -111,6 +113,12 @@ def support(e: Expr, dims: Sequence, known: Supports) -> Pred:
     if isinstance(e, Access):
         return _simplified(known.at(e), dims)
     return TRUE   # an input, a call, a tensor built here (a gen): anywhere
+
+
+def _reads_a_relation_at(p: Pred, var) -> bool:
+    """Whether a relation atom of ``p`` is indexed by ``var``: its projection over ``var`` would be an
+    existential over the relation's data, which no loop bound can use and which grows at each rewrite."""
+    return any(isinstance(a, RelAtom) and any(arg.coeff(var) for arg in a.args) for a in walk(p))
 
 
 # T1 -----------------------------------------------------------------------------------------------

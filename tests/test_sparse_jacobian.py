@@ -158,3 +158,21 @@ def test_a_pattern_that_depends_on_a_relation_is_refused_by_name_and_the_dense_o
     E = np.array([[1, 0, 1], [0, 1, 0]], dtype=bool)
     y = np.array([1.0, 2.0, 3.0])
     np.testing.assert_allclose(tl.compile(tl.jacobian(e, "y"))(E=E, y=y), 2 * E * y[None, :])
+
+
+def test_the_hessian_of_a_graph_energy_over_a_relation_is_right_and_its_sparse_form_refused_by_name():
+    """The energy of a graph Laplacian, sum over the edges E of (x_i - x_j)^2: its Hessian is twice the
+    Laplacian of E + E^T (a closed form sharing no code with tensorlang).  Its supports are existentials over
+    the relation's data, which are not projected (they grew at every rewrite: the derivation did not end)."""
+    e = tl.parse("E : rel[n, n]\nx : [n]R\nsum(i:n, j:n) [E(i, j)] * (x[i] - x[j]) * (x[i] - x[j])")
+    H = tl.hessian(e, "x")
+    rng = np.random.default_rng(0)
+    E = rng.random((7, 7)) < 0.3
+    x = rng.random(7)
+    A = E.astype(float)   # a pair of edges i -> j and j -> i counts twice
+    W = A + A.T - 2 * np.diag(np.diag(A))
+    laplacian = np.diag(W.sum(axis=1)) - W
+    np.testing.assert_allclose(tl.evaluate(H, E=E, x=x), 2 * laplacian, atol=1e-12)
+    np.testing.assert_allclose(tl.compile(H)(E=E, x=x), 2 * laplacian, atol=1e-12)
+    with pytest.raises(tl.UnsupportedError, match="relation\\(s\\) E.*use sparse=False"):
+        tl.hessian(e, "x", sparse=True)
