@@ -177,27 +177,59 @@ class Kernel:
         sizes).  Where an input or ``dy`` is a Dask collection the adjoint runs blockwise like the kernel,
         and each gradient is as its input is (``dask_graph.like_values``)."""
         y = self(*args, **inputs)
-        names = list(inputs)
 
         def back(dy):
             if not self.differentiable_inputs():
-                return (None,) * len(names)
+                return (None,) * len(inputs)
             adj = self.adjoint()
-            call = dict(inputs)  # the adjoint declares every input of its primal
-            if adj.dy_name is not None:
-                call[adj.dy_name] = _zeros_where_none(dy, y)
-            out = adj(**call)
-            grads = {}
-            rest = out
-            for k, name in enumerate(adj.wrt):
-                if k == len(adj.wrt) - 1:
-                    grads[name] = rest
-                else:
-                    grads[name], rest = rest
-            found = tuple(grads.get(n) for n in names)
-            return like_values(found, tuple(inputs.values())) if lazy(found) else found
+            return self._gradients(adj, adj(**self._adjoint_inputs(adj, inputs, dy, y)), inputs)
 
         return y, back
+
+    def __ad_pullback_jvp__(self, args, ts, inputs, tangents):
+        """``((y, back), (ty, call))`` for ``tensorlang.ad``'s forward over reverse (``ad.hessian``,
+        ``ad.hvp``): ``y, ty`` as ``__ad_jvp__`` gives them, ``back`` as ``__ad_pullback__``'s, and
+        ``call(dy, tdy)`` the pair ``(back(dy), its tangent)``, the tangent along the inputs' ``tangents``
+        and ``dy``'s ``tdy`` at once: the compiled derivative of the adjoint kernel (linear in ``dy``) in
+        its inputs and ``dy``."""
+        y, ty = self.__ad_jvp__(args, ts, inputs, tangents)
+
+        def back(dy):
+            return call(dy, None)[0]
+
+        def call(dy, tdy):
+            if not self.differentiable_inputs():
+                return (None,) * len(inputs), None
+            adj = self.adjoint()
+            along = {n: t for n, t in tangents.items() if t is not None}
+            if tdy is not None and adj.dy_name is not None:
+                along[adj.dy_name] = _zeros_where_none(tdy, y)
+            g, tg = adj.__ad_jvp__((), (), self._adjoint_inputs(adj, inputs, dy, y), along)
+            return self._gradients(adj, g, inputs), None if tg is None else self._gradients(adj, tg, inputs)
+
+        return (y, back), (ty, call)
+
+    @staticmethod
+    def _adjoint_inputs(adj: "Kernel", inputs: dict, dy, y) -> dict:
+        """The adjoint kernel's keyword arguments: every input of its primal and the cotangent ``dy``."""
+        call = dict(inputs)
+        if adj.dy_name is not None:
+            call[adj.dy_name] = _zeros_where_none(dy, y)
+        return call
+
+    @staticmethod
+    def _gradients(adj: "Kernel", out, inputs: dict) -> tuple:
+        """The adjoint kernel's output (right-nested pairs over ``adj.wrt``) as one gradient per input in
+        call order (``None`` for relations and sizes), each as its input is where one is a Dask collection."""
+        grads = {}
+        rest = out
+        for k, name in enumerate(adj.wrt):
+            if k == len(adj.wrt) - 1:
+                grads[name] = rest
+            else:
+                grads[name], rest = rest
+        found = tuple(grads.get(n) for n in inputs)
+        return like_values(found, tuple(inputs.values())) if lazy(found) else found
 
     def __repr__(self) -> str:
         return f"<Kernel target={self.target} dtype={self.dtype} inputs={[i['name'] for i in self.meta['inputs']]}>"

@@ -21,7 +21,7 @@ from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, acc, acc_into, field_grad, keyword_grads, like,
+from .runtime import (BOX_METHODS, RULES, J, Jkw, RulePullback, Jm, acc, acc_into, field_grad, keyword_grads, like,
                       method_grads, method_rule, refuse_keyword_only, register, ufunc_method, with_defaults,
                       with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
@@ -435,7 +435,14 @@ def _jvp_Jkw(args, ts):
     if rule is None and isinstance(f, (types.MethodType, types.BuiltinMethodType)) \
             and not isinstance(f.__self__, types.ModuleType):
         return _jvp_bound(names, f, tuple(xs), ts[1:])
-    if rule is None and hasattr(f, "__ad_pullback__"):   # (a compiled tensorlang kernel: its adjoint is C)
+    if rule is None and hasattr(f, "__ad_pullback_jvp__"):   # a compiled tensorlang kernel: its adjoint's JVP is C
+        (y, back), (ty, call) = f.__ad_pullback_jvp__(pos, tpos, kw, tkw)
+
+        def kernel_call(dy, tdy):
+            g, tg = call(dy, tdy)
+            return (None, *g), None if tg is None else (None, *tg)
+        return (y, RulePullback(back, len(xs))), (ty, PullbackTangent(None, kernel_call))
+    if rule is None and hasattr(f, "__ad_pullback__"):
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {f!r}, a primitive known by its "
                                f"__ad_pullback__, is not supported (the derivative of its pullback is not known): "
                                f"for a compiled tensorlang kernel, use tl.hessian on its program (kernel.expr)")

@@ -112,3 +112,43 @@ def test_positional_arguments_are_refused(conv):
         k.__ad_pullback__(np.zeros(3))
     with pytest.raises(tl.TensorLangError, match=r"by name.*kernel\(x=\.\.\., c=\.\.\."):
         k(np.zeros(3))
+
+
+def test_second_derivatives_by_forward_over_reverse_go_through_a_kernel():
+    """ad.hessian (dense and sparse), ad.hvp and ad.jacobian(ad.grad(f)) of a function around a compiled
+    kernel: the tangent of the kernel's pullback is the compiled derivative of its adjoint.  The oracle is the
+    same function written in NumPy, its Hessian by nested central differences (no tensorlang code)."""
+    from oracles import differenced_jacobian
+
+    kernel = tl.compile(tl.parse("x : [n]R\na : [n]R\ngen(i:n) [0 < i] * x[i] * x[i - 1] * a[i] + sin(x[i])"))
+
+    def f(x, a):
+        y = kernel(x=x, a=a)
+        return np.sum(y * y) + np.sum(np.exp(x[:-1]) * y[1:])
+
+    def f_numpy(x, a):
+        y = np.sin(x) + np.concatenate([[0.0], x[1:] * x[:-1] * a[1:]])
+        return np.sum(y * y) + np.sum(np.exp(x[:-1]) * y[1:])
+
+    rng = np.random.default_rng(0)
+    x, a = rng.normal(size=6), rng.normal(size=6)
+    in_x = differenced_jacobian(lambda x: differenced_jacobian(lambda x: f_numpy(x, a), x, 1e-4), x, 1e-4)
+    in_a = differenced_jacobian(lambda a: differenced_jacobian(lambda a: f_numpy(x, a), a, 1e-4), a, 1e-4)
+    np.testing.assert_allclose(ad.hessian(f)(x, a), in_x, atol=1e-5)
+    np.testing.assert_allclose(ad.hessian(f, argnums=1)(x, a), in_a, atol=1e-5)
+    np.testing.assert_allclose(ad.jacobian(ad.grad(f))(x, a), in_x, atol=1e-5)
+    sparse = ad.hessian(f, sparse=True)(x, a)
+    assert sparse.nnz == 16   # tridiagonal
+    np.testing.assert_allclose(sparse.toarray(), in_x, atol=1e-5)
+    t = rng.normal(size=6)
+    np.testing.assert_allclose(ad.hvp(f, (x, a), (t, np.zeros(6)))[0], in_x @ t, atol=1e-5)
+
+
+def test_reverse_over_reverse_through_a_kernel_is_refused_by_name():
+    kernel = tl.compile(tl.parse("x : [n]R\ngen(i:n) x[i] * x[i]"))
+
+    def f(x):
+        return np.sum(kernel(x=x))
+
+    with pytest.raises(tl.UnsupportedError, match="second differentiation through <Kernel"):
+        ad.grad(lambda x: ad.grad(f)(x)[0])(np.ones(3))
