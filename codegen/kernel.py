@@ -280,16 +280,28 @@ class SparseKernel:
         self.jacobian = jacobian
         self.values = Kernel(jacobian.values, target=target, dtype=dtype, sanitize=sanitize)
         self.source, self.meta, self.timings = self.values.source, self.values.meta, self.values.timings
+        self._solved: dict = {}
 
     @property
     def input_names(self) -> list[str]:
         return self.values.input_names
 
     def __call__(self, *args, **inputs):
-        from tensorlang.cost import sizes_and_relations
+        values = self.values(*args, **inputs)   # (which checks the inputs)
+        return self.jacobian.assemble(values, self._sizes(inputs))
 
-        values = self.values(*args, **inputs)
-        return self.jacobian.assemble(values, sizes_and_relations(self.jacobian.values, inputs)[0])
+    def _sizes(self, inputs: dict) -> dict:
+        """The sizes at ``inputs``, solved once per tuple of the inputs' shapes (and sizes given by name)."""
+        key = tuple((name, value if isinstance(value, (int, np.integer)) else np.shape(value))
+                    for name, value in inputs.items())
+        sizes = self._solved.get(key)
+        if sizes is None:
+            from tensorlang.cost import sizes_and_relations
+
+            sizes = sizes_and_relations(self.jacobian.values, inputs)[0]
+            if len(self._solved) < 64:
+                self._solved[key] = sizes
+        return sizes
 
     def explain(self) -> str:
         return self.values.explain()

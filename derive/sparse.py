@@ -57,7 +57,9 @@ class SparseJacobian:
         ``select`` picks the nonzeros, in CSR order, out of the pieces' values laid end to end (their
         positions; a boolean mask where they are in that order already; a slice, a view, where they are a
         run of them),
-        ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy makes them)."""
+        ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy makes them), read-only:
+        every result at these sizes holds them, so a change of one result's structure in place
+        (``eliminate_zeros``) would change the others'."""
         key = tuple(sorted(sizes.items()))
         with self._lock:
             found = self._patterns.get(key)
@@ -90,7 +92,10 @@ class SparseJacobian:
             select = np.isin(np.arange(start), take, assume_unique=True)
         else:
             select = take
-        found = (select, cols[order].astype(index), indptr, (n_rows, n_cols))
+        indices = cols[order].astype(index)
+        for shared in (indices, indptr):   # every result holds them: a change in place is refused, not shared
+            shared.flags.writeable = False
+        found = (select, indices, indptr, (n_rows, n_cols))
         with self._lock:
             self._patterns[key] = found
         return found

@@ -176,3 +176,19 @@ def test_the_hessian_of_a_graph_energy_over_a_relation_is_right_and_its_sparse_f
     np.testing.assert_allclose(tl.compile(H)(E=E, x=x), 2 * laplacian, atol=1e-12)
     with pytest.raises(tl.UnsupportedError, match="relation\\(s\\) E.*use sparse=False"):
         tl.hessian(e, "x", sparse=True)
+
+
+def test_the_results_of_a_sparse_kernel_share_a_read_only_pattern():
+    """Every result at a size holds the same indices and indptr: a change of one result's structure in place
+    (``eliminate_zeros`` at a point where entries are 0) is refused, and the next result is still right
+    (it was wrong, silently, when the shared arrays were writable); a copy is the user's to change."""
+    e = tl.parse(STENCIL_1D)
+    kernel = tl.compile(tl.hessian(e, "x", sparse=True))
+    at_zero = kernel(x=np.zeros(6))
+    with pytest.raises(ValueError):
+        at_zero.eliminate_zeros()
+    mine = at_zero.copy()
+    mine.eliminate_zeros()
+    assert mine.nnz == 0
+    x = np.linspace(0.0, 1.0, 6)
+    np.testing.assert_allclose(kernel(x=x).toarray(), tl.evaluate(tl.hessian(e, "x"), x=x), atol=1e-12)
