@@ -137,6 +137,27 @@ def test_structured_and_sparse_jacobians_of_generated_programs_agree_with_the_pr
         assert tl.cost(sparse, **inputs) <= 40 * (_pattern_size(sparse, inputs) + tl.cost(expr, **inputs) + 1)
 
 
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.one_of(programs(black_boxes=SMOOTH_FUNCTIONS, allow_relations=True),
+                 scalar_programs(black_boxes=SMOOTH_FUNCTIONS, allow_relations=True)).flatmap(
+    lambda e: st.tuples(st.just(e), inputs_for(e, max_size=4, allow_zero=False))))
+def test_jacobians_of_generated_programs_over_relations_are_right_or_their_sparse_form_refused(item):
+    """Over data relations the structured Jacobian is the probed one; the sparse one is right, or refused
+    naming the relation where its pattern would depend on the relation's data."""
+    expr, inputs = item
+    for name in _jacobians(expr):
+        (var,) = wrt_vars(expr, name)
+        probed = tl.evaluate(_declared(probed_jacobian(expr, var), expr), **inputs)
+        np.testing.assert_allclose(tl.evaluate(tl.jacobian(expr, name), **inputs), probed, rtol=1e-9, atol=1e-12)
+        try:
+            sparse = tl.jacobian(expr, name, sparse=True)
+        except tl.UnsupportedError as err:
+            assert "relation(s)" in str(err)
+            continue
+        got = tl.evaluate(sparse, **inputs)
+        np.testing.assert_allclose(got.toarray(), np.asarray(probed).reshape(got.shape), rtol=1e-9, atol=1e-12)
+
+
 def _pattern_size(sparse, inputs) -> int:
     from tensorlang.cost import sizes_and_relations
 
