@@ -263,6 +263,10 @@ class CudaRunner:
             raise UnsupportedError("no GPU is present to run the CUDA kernel") from None
         return cupy
 
+    def plain(self, inputs: dict):
+        """As ``Arguments.plain``: the host's checks are the C runner's."""
+        return self.arguments.plain(inputs)
+
     def __call__(self, **inputs):
         cp = self._cupy()
         if self._module is None:

@@ -72,12 +72,17 @@ class Kernel:
                 f"a kernel takes its inputs by name (keywords), not by position: kernel({call}) (sizes, where "
                 f"they cannot be inferred from the shapes, by name too: {', '.join(self.meta['sizes']) or 'none'})"
             )
+        if self._runner.plain(inputs) is not None:   # NumPy arrays of its dtype, no Dask, no tracers
+            return self._run(inputs)
         if any(lazy(v) for v in inputs.values()):
             return self.blocks(inputs).collection(inputs)  # blocks() checks the keywords
         check_keywords(inputs, self.input_names, self.meta["sizes"])
         traced = _tracing(inputs)
         if traced is not None:
             return traced(self, inputs)
+        return self._run(inputs)
+
+    def _run(self, inputs: dict):
         try:
             return self._runner(**inputs)
         except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's

@@ -27,7 +27,7 @@ import types
 from operator import attrgetter
 
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, PYINT, VEC, Function, Instr, Phi, kind_of
-from .lower import as_sequence, lower
+from .lower import as_sequence, lowered
 from .rules import (ARRAY_BINOPS, array_call, array_method, effect_free, int_preserving, int_result, is_nondiff,
                     pure_method, rule_of, scalar_call, writes)
 
@@ -143,15 +143,13 @@ def write_free(f, _open=None) -> tuple | None:
     on anything but a number, a method that may write, a rule that writes or ``out=``, a call of anything
     but a primitive or a module global bound to a Python function that writes to nothing), or where it
     cannot be transformed.  A function being analysed when it is called again (recursion) is assumed to."""
-    from .source import function_node
     code = f.__code__
     _open = set() if _open is None else _open
     if id(code) in _open:
         return ()
     _open.add(id(code))
     try:
-        node, filename, text = function_node(f)
-        fn = lower(node, filename, text, code.co_freevars, f.__globals__)
+        fn = lowered(f)[0]
         analyse(fn, (ANY,) * len(fn.params))
     except Exception:   # (outside the transformed subset: assume nothing)
         return None
@@ -184,7 +182,6 @@ class _Returns:
         return self.memo[key]
 
     def _kind(self, name, kinds):
-        from .source import function_node
         assumed = self.pure[name]
         g = assumed[0][2]
         code = g.__code__
@@ -193,8 +190,7 @@ class _Returns:
                 or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
             return ANY
         try:
-            node, filename, text = function_node(g)
-            fn = lower(node, filename, text, code.co_freevars, g.__globals__)
+            fn = lowered(g)[0]
             fn.pure = {e[1]: (e, *assumed) for e in assumed if e[0] is g.__globals__}
             analyse(fn, kinds, _open=self.open | {key})
         except Exception:   # (outside the transformed subset)

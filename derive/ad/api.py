@@ -19,10 +19,10 @@ from .analysis import analyse, indexed_by_ints, may_write, restartable, write_fr
 from .context import Store, current, within
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
-from .lower import lower
+from .lower import lowered
 from .nested_store import nested_gradient
 from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, with_defaults, with_nested_boxes)
-from .source import function_node, unsupported
+from .source import unsupported
 from .tangent import JVP
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -63,8 +63,7 @@ def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
     """The SSA form of ``f`` analysed for argument ``kinds``; ``pure``: the global functions it calls that are
     assumed to write nothing (name -> what that assumes, ``analysis.write_free``)."""
     code = f.__code__
-    node, filename, text = function_node(f)
-    fn = lower(node, filename, text, code.co_freevars, f.__globals__)
+    fn, node, filename, text = lowered(f)
     if pure:
         fn.pure, fn.purity = pure, tuple(a for assumed in pure.values() for a in assumed)
     if code.co_flags & _FLAGS:

@@ -15,7 +15,7 @@ import builtins
 import types
 
 from .ir import Function, Instr
-from .source import unsupported
+from .source import function_node, unsupported
 from .ssa import SSABuilder
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -43,6 +43,13 @@ except AttributeError:  # Python < 3.11
 def lower(node, filename: str, text: str, freevars: tuple[str, ...], fglobals: dict) -> Function:
     """The SSA function of a ``FunctionDef`` or ``Lambda`` node."""
     return _Lowerer(node, filename, text, freevars, fglobals).run()
+
+
+def lowered(f) -> tuple[Function, ast.AST, str, str]:
+    """``(fn, node, filename, text)``: the SSA function of Python function ``f``, lowered from its source
+    (``node``, read from ``text`` in ``filename``)."""
+    node, filename, text = function_node(f)
+    return lower(node, filename, text, f.__code__.co_freevars, f.__globals__), node, filename, text
 
 
 def _refuse(node, filename, text):
