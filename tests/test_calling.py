@@ -167,3 +167,25 @@ def test_public_calls_raise_without_internal_frames():
     files = [f.filename for f in frames]
     assert files[0] == __file__ and len(files) == 2, files  # the caller, then the public entry point
     assert "checker.py" not in shown and "During handling" not in shown
+
+
+def test_a_call_prepared_from_the_shapes_of_an_earlier_one_is_checked_as_the_first():
+    """Plain arrays of known shapes skip the checks they passed before; every other call is checked: a new
+    shape, a wrong one, a size that disagrees, read-only, strided, int and float32 inputs, lists."""
+    k = tl.compile(tl.parse("x : [n]R\ny : [n]R\ngen(i:n) x[i] * y[i]"))
+    rng = np.random.default_rng(0)
+    for n in (3, 5, 3):
+        x, y = rng.normal(size=n), rng.normal(size=n)
+        for _ in range(2):
+            np.testing.assert_array_equal(k(x=x, y=y), x * y)
+    with pytest.raises(tl.ShapeError, match="input y has shape \\(4,\\)"):
+        k(x=np.ones(3), y=np.ones(4))
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    strided = np.arange(6.0)[::2]
+    np.testing.assert_array_equal(k(x=frozen, y=strided), frozen * strided)
+    np.testing.assert_array_equal(k(x=[1, 2, 3], y=np.arange(3, dtype=np.float32)), [0.0, 2.0, 6.0])
+    with pytest.raises(tl.TensorLangError, match="unknown input|z"):
+        k(x=np.ones(3), y=np.ones(3), z=np.ones(3))
+    s = tl.compile(tl.parse("x : [n]R\nsum(i:n) x[i]"))
+    assert s(x=np.ones(4)) == 4.0 and s(x=np.ones(4)) == 4.0 and s(x=np.ones(0)) == 0.0
