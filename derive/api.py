@@ -12,13 +12,14 @@ from typing import Sequence
 
 from tensorlang.cost import concrete_cost, ratio, sizes_and_relations, type_size
 from tensorlang.declarations import body_of, declare, keeps_declarations
-from tensorlang.errors import TypeCheckError, did_you_mean
+from tensorlang.errors import TypeCheckError
 from tensorlang.nodes import (
     Const, Expr, Guard, IndexVar, RealType, RelType, Var, compare, conj, gens,
     tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
 from tensorlang.progress import stage
+from tensorlang.spelling import did_you_mean
 from tensorlang.substitute import fresh_var, substitute_vars
 from tensorlang.traversal import free_vars, size_vars, value_inputs
 

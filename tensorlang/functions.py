@@ -15,8 +15,9 @@ from typing import Callable, Sequence
 import numpy as np
 import sympy
 
-from .errors import TypeCheckError, did_you_mean
+from .errors import TypeCheckError
 from .nodes import OPERATIONS, Add, Call, Const, Expr, Mul
+from .spelling import did_you_mean
 
 
 @dataclass(frozen=True)

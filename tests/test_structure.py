@@ -123,6 +123,18 @@ def test_the_nodes_import_nothing_above_them():
     assert not found, "\n".join(found)
 
 
+def _importers(prefix: str, of: str) -> list[str]:
+    """``path:line imports target`` for each import, at module level or in a function, by a module whose
+    name starts with ``prefix`` of a module whose name starts with ``of``."""
+    return [f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}" for m in MODULES if m.startswith(prefix)
+            for target, _, line in _imports(m, top_only=False) if target.startswith(of)]
+
+
+def test_the_errors_import_nothing_from_codegen():
+    found = _importers("tensorlang.errors", "tensorlang.codegen")
+    assert not found, "\n".join(found)
+
+
 def _installers() -> list[str]:
     """The modules that install an operation into a ``Hooks`` table (``TABLE.install(...)`` on a name they
     import)."""
