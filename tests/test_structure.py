@@ -135,6 +135,13 @@ def test_the_errors_import_nothing_from_codegen():
     assert not found, "\n".join(found)
 
 
+def test_codegen_imports_nothing_from_derive():
+    """A kernel's derivatives are compiled from programs that the derivative layer, above codegen, builds
+    and installs (``codegen.kernel.DERIVATIVES``)."""
+    found = _importers("tensorlang.codegen", "tensorlang.derive")
+    assert not found, "\n".join(found)
+
+
 def _installers() -> list[str]:
     """The modules that install an operation into a ``Hooks`` table (``TABLE.install(...)`` on a name they
     import)."""
