@@ -1,11 +1,12 @@
-"""``tl.compile`` and ``tl.export`` (docs/codegen.md); re-exported by ``tensorlang.api``."""
+"""``tl.compile`` and ``tl.export`` (docs/codegen.md) of a program; re-exported by ``tensorlang.api``, whose
+``tl.compile`` also takes a sparse Jacobian."""
 from __future__ import annotations
 
 import numpy as np
 
 from tensorlang.errors import UnsupportedError
 
-from .kernel import Kernel, SparseKernel
+from .kernel import Kernel
 
 __all__ = ["compile", "export"]
 
@@ -15,12 +16,7 @@ def compile(expr, target: str = "c", dtype: str = "float64", sanitize: bool = Fa
     compiler at -O3, OpenMP where available, loaded in-process) or CUDA (``target="cuda"``: built with
     nvcc, run through CuPy where a GPU is); float64 by default, ``dtype="float32"`` on request.
     ``sanitize=True`` builds the C kernel (and its adjoint) with AddressSanitizer and UBSan instead of
-    optimisation, cached apart; the process must have their runtime (docs/reliability.md).  A sparse
-    Jacobian (``tl.jacobian(..., sparse=True)``) gives a ``SparseKernel``, which returns a ``csr_array``."""
-    from tensorlang.derive.sparse import SparseJacobian
-
-    if isinstance(expr, SparseJacobian):
-        return SparseKernel(expr, target=target, dtype=dtype_name(dtype), sanitize=sanitize)
+    optimisation, cached apart; the process must have their runtime (docs/reliability.md)."""
     return Kernel(expr, target=target, dtype=dtype_name(dtype), sanitize=sanitize)
 
 

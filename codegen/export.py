@@ -1,10 +1,10 @@
 """``tl.export(kernels, name, directory)``: a Python module plus its compiled library, for NumPy alone.
 
 Writes ``<directory>/<name>.py`` and ``<directory>/<name>_lib.so`` (with its C source beside it,
-``<name>_lib.c``).  The module embeds ``codegen/runtime.py`` verbatim (NumPy and ctypes only: the same
-input checks, size inference and argument layout as the in-process ``Kernel``) and the kernels'
-argument descriptions as JSON; it imports nothing from tensorlang, so it runs where only NumPy is
-installed.  ``kernels`` is a ``Kernel`` or ``Expr`` (the module's function is ``kernel``), a list of them
+``<name>_lib.c``).  The module embeds ``tensorlang/spelling.py`` and ``codegen/runtime.py`` verbatim
+(NumPy and ctypes only: the same input checks, size inference, messages and argument layout as the
+in-process ``Kernel``) and the kernels' argument descriptions as JSON; it imports nothing from
+tensorlang, so it runs where only NumPy is installed.  ``kernels`` is a ``Kernel`` or ``Expr`` (the module's function is ``kernel``), a list of them
 (``kernel0``, ``kernel1``, ...) or a dict from function names to them.  Bad inputs raise the module's
 ``ShapeError`` (a ``ValueError``).
 
@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
+from tensorlang import spelling
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import Expr
 
+from . import runtime
 from .build import compiler_id, build_c, c_compiler, c_flags
 from .c import CEmitter
 from .generate import emitter_for
@@ -39,7 +42,7 @@ Built {built}; ``BUILD`` holds the compiler and its flags.
 """
 from __future__ import annotations
 
-# ---- runtime (codegen/runtime.py, verbatim) ------------------------------------------------------
+# ---- runtime (tensorlang/spelling.py and codegen/runtime.py, verbatim) ---------------------------
 {runtime}
 # ---- this module's kernels -----------------------------------------------------------------------
 import json as _json
@@ -78,6 +81,16 @@ def _normalise(kernels) -> dict:
     return {f"kernel{k}": v for k, v in enumerate(kernels)}
 
 
+def _runtime_source() -> str:
+    """``spelling`` and ``runtime`` as one text, verbatim but for their ``from __future__`` lines and the
+    runtime's import of ``spelling`` (whose text comes first)."""
+    text = ""
+    for module in (spelling, runtime):
+        with open(module.__file__) as f:
+            text += f.read().replace("from __future__ import annotations\n", "")
+    return re.sub(r"^from tensorlang\.spelling import .*\n", "", text, flags=re.M)
+
+
 def export(kernels, name: str, directory: str, native: bool = False) -> str:
     """Write the module and its library; returns the module's path.  ``native=True`` builds the library
     for this machine's CPU only (``-march=native``); by default it runs on any CPU of its architecture."""
@@ -107,13 +120,10 @@ def export(kernels, name: str, directory: str, native: bool = False) -> str:
     build_c(source, flags=flags, directory=directory, name=lib_name)
     build = {"compiler": compiler_id(c_compiler()).replace("\n", ": "), "flags": flags, "native": native}
     built = "for this machine's CPU (-march=native)" if native else "for any CPU of its architecture (no -march)"
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "runtime.py")) as f:
-        runtime = f.read().replace("from __future__ import annotations\n", "")
     defs = "".join(
         _DEF.format(fname=fname, doc="\n".join("        " + line for line in programs[fname].splitlines()))
         for fname in items)
-    text = _TEMPLATE.format(name=name, functions=", ".join(items), runtime=runtime,
+    text = _TEMPLATE.format(name=name, functions=", ".join(items), runtime=_runtime_source(),
                             meta=json.dumps(metas), lib=lib_name + ".so", programs=programs, defs=defs,
                             build=build, built=built,
                             names=", ".join(repr(f) for f in items))

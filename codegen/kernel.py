@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from tensorlang.errors import ShapeError, TensorLangError, check_keywords, user_traceback
+from tensorlang.hooks import Hooks
 from tensorlang.progress import stage
 from tensorlang.nodes import Expr
 
@@ -26,6 +27,11 @@ from .target import TARGETS, target_of
 __all__ = ["Kernel", "TARGETS", "generate", "explain"]
 
 _ADJOINT_LOCK = threading.RLock()
+
+# the programs a kernel's derivatives are compiled from, built by the derivative layer above codegen, which
+# installs them when imported: ``adjoint(expr, wrt)`` (tl.adjoint) and ``derivative_and_tangents(expr, wrt)``
+# (tl.derivative, and the input that takes the tangent of each wrt input)
+DERIVATIVES = Hooks("tensorlang.codegen.kernel")
 
 
 def _tracing(inputs: dict):
@@ -126,11 +132,10 @@ class Kernel:
         if self.adjoint_kernel is None:
             with _ADJOINT_LOCK:
                 if self.adjoint_kernel is None:
-                    from tensorlang.derive.api import adjoint as tl_adjoint
                     from tensorlang.traversal import free_vars
 
                     wrt = self.differentiable_inputs()
-                    aexpr = tl_adjoint(self.expr, wrt)
+                    aexpr = DERIVATIVES.adjoint(self.expr, wrt)
                     known = {v.name for v in free_vars(self.expr)}
                     dy = [v.name for v in free_vars(aexpr) if v.name not in known]
                     k = Kernel(aexpr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
@@ -152,9 +157,7 @@ class Kernel:
                 built = self.forward_kernels = self.forward_kernels or {}
                 k = built.get(wrt)
                 if k is None:
-                    from tensorlang.derive.api import derivative_and_tangents
-
-                    dexpr, names = derivative_and_tangents(self.expr, list(wrt))
+                    dexpr, names = DERIVATIVES.derivative_and_tangents(self.expr, list(wrt))
                     k = Kernel(dexpr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
                     k.tangent_names = names
                     built[wrt] = k

@@ -1,7 +1,8 @@
 """The run-time side of a compiled kernel: NumPy and ctypes only.
 
-This module imports nothing from tensorlang, so that ``tl.export`` can copy it verbatim next to a
-compiled library and the exported module runs where only NumPy is installed.  ``Runner(meta, library)``
+This module imports nothing from tensorlang but ``spelling`` (the standard library alone), so that
+``tl.export`` can copy both verbatim next to a compiled library and the exported module runs where only
+NumPy is installed.  ``Runner(meta, library)``
 is called with the same inputs as ``tl.evaluate``: its ``Arguments`` (shared with the CUDA runner)
 check every input's type, shape and dtype
 against the declared types (solving the shape equations for the sizes, as ``tensorlang.inputs.bind``
@@ -15,7 +16,6 @@ and calls the entry point ``void entry(const int64_t *sizes, void **args)``.
 from __future__ import annotations
 
 import ctypes
-import difflib
 import glob
 import numbers
 import os
@@ -23,8 +23,9 @@ import weakref
 
 import numpy as np
 
-__all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value", "closest_name", "did_you_mean",
-           "unknown_input"]
+from tensorlang.spelling import unknown_input
+
+__all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value"]
 
 # ---- BLAS for dense contractions ------------------------------------------------------------------
 # A kernel with matrix products (codegen.contract) takes a table {gemm, gemv, ilp64 flag} of Fortran
@@ -104,33 +105,6 @@ MAX_SIZE = 2**53
 
 class RuntimeShapeError(ValueError):
     """Raised for bad inputs when no error class is given (the exported module's ShapeError)."""
-
-
-# ---- misspelt names: the one place that guesses them (tensorlang.errors asks here too, so that a call
-# of an exported module says what tl.evaluate says)
-
-def closest_name(name, candidates):
-    """The candidate a misspelt ``name`` most likely meant (``N`` for ``n``, ``jj`` for ``j``), or None."""
-    candidates = list(candidates)
-    same_case = [c for c in candidates if c.lower() == name.lower()]
-    if same_case:
-        return same_case[0]
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.5)
-    return close[0] if close else None
-
-
-def did_you_mean(name, candidates) -> str:
-    """``"; did you mean 'x'?"`` for the closest candidate, or ``""``."""
-    close = closest_name(name, candidates)
-    return f"; did you mean {close!r}?" if close else ""
-
-
-def unknown_input(name, inputs, sizes) -> str:
-    """The message for a keyword ``name`` of a call that is neither one of ``inputs`` nor of ``sizes``."""
-    inputs, sizes = list(inputs), list(sizes)
-    known_sizes = f"; its sizes: {', '.join(sizes)}" if sizes else ""
-    return (f"unknown input {name!r}: it is neither an input nor a size of this program (its inputs: "
-            f"{', '.join(inputs) or 'none'}{known_sizes}){did_you_mean(name, inputs + sizes)}")
 
 
 def aff_value(a, sizes) -> int:

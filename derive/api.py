@@ -3,22 +3,26 @@
 
 Every derivative is taken on the Tensor SSA form of the program (Theorems 6.1 and 6.35 are stated on
 it) and then simplified (``derive/simplify.py``), which never raises the cost, so the results print
-readably, evaluate, cost, normalise and can be differentiated again.
+readably, evaluate, cost, normalise and can be differentiated again.  ``adjoint`` and
+``derivative_and_tangents`` are also what a compiled kernel's derivatives are compiled from: this module
+installs them into ``codegen.kernel.DERIVATIVES`` (``Kernel.adjoint``, ``Kernel.forward``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
+from tensorlang.codegen.kernel import DERIVATIVES
 from tensorlang.cost import concrete_cost, ratio, sizes_and_relations, type_size
 from tensorlang.declarations import body_of, declare, keeps_declarations
-from tensorlang.errors import TypeCheckError, did_you_mean
+from tensorlang.errors import TypeCheckError
 from tensorlang.nodes import (
     Const, Expr, Guard, IndexVar, RealType, RelType, Var, compare, conj, gens,
     tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
 from tensorlang.progress import stage
+from tensorlang.spelling import did_you_mean
 from tensorlang.substitute import fresh_var, substitute_vars
 from tensorlang.traversal import free_vars, size_vars, value_inputs
 
@@ -240,3 +244,6 @@ def certify(expr: Expr, wrt, **sizes_or_inputs) -> Certificate:
         primal, fwd, adj, primal + io, adj + io, ratio(fwd, primal), ratio(adj + io, primal + io),
         dict(sizes), tuple(v.name for v in variables),
     )
+
+
+DERIVATIVES.install(adjoint=adjoint, derivative_and_tangents=derivative_and_tangents)

@@ -7,6 +7,9 @@
 """
 from importlib.metadata import PackageNotFoundError, version as _version
 
+# the modules that install what the nodes' methods do (printing, equality, evaluation, ...): imported
+# first, so that every expression built from here on prints, compares and evaluates
+from . import alpha, declarations, evaluate, functions, latex, printer, substitute, traversal  # noqa: F401
 from .api import *  # noqa: F401,F403
 from .api import __all__ as _api_all
 from .errors import (

@@ -7,7 +7,9 @@ so canonical forms are unique and sharing is kept.
 """
 from __future__ import annotations
 
-from .nodes import BINDERS, Affine, Cmp, Let, Node, RelAtom, Type, Var, CANONICAL_INDICES, canonical_index
+from .nodes import (
+    BINDERS, CANONICAL_INDICES, OPERATIONS, Affine, Cmp, Let, Node, RelAtom, Type, Var, canonical_index,
+)
 from .substitute import rebuild
 from .traversal import free_index_vars, free_vars
 
@@ -63,3 +65,6 @@ def alpha_equal(a: Node, b: Node) -> bool:
 
 def alpha_hash(a: Node) -> int:
     return hash((type(a).__name__, id(canonical(a))))
+
+
+OPERATIONS.install(alpha_equal=alpha_equal, alpha_hash=alpha_hash)

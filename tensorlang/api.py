@@ -16,7 +16,7 @@ from .derive import api as _derive
 from .derive.api import Certificate
 from .derive import sparse as _sparse
 from .derive.sparse import SparseJacobian
-from .codegen.kernel import Kernel
+from .codegen.kernel import Kernel, SparseKernel
 from .errors import ParseError, TensorLangError, TypeCheckError, UnsupportedError, user_traceback
 from .nodes import Expr
 
@@ -116,8 +116,18 @@ def _cost_program(expr, **sizes_or_inputs):
     return _sparse.cost(expr, **sizes_or_inputs) if isinstance(expr, SparseJacobian) else _cost.cost(expr, **sizes_or_inputs)
 
 
+def _compile_program(expr, target: str = "c", dtype: str = "float64", sanitize: bool = False):
+    if isinstance(expr, SparseJacobian):
+        return SparseKernel(expr, target=target, dtype=_codegen.dtype_name(dtype), sanitize=sanitize)
+    return _codegen.compile(expr, target, dtype, sanitize)
+
+
 _evaluate_program.__name__, _evaluate_program.__doc__ = "evaluate", _evaluate.evaluate.__doc__
 _cost_program.__name__, _cost_program.__doc__ = "cost", _cost.cost.__doc__
+_compile_program.__name__ = "compile"
+_compile_program.__doc__ = _codegen.compile.__doc__ + """
+    A sparse Jacobian (``tl.jacobian(..., sparse=True)``) gives a ``SparseKernel``, which returns a
+    ``csr_array``."""
 evaluate = _reported(_evaluate_program)
 cost = _reported(_cost_program)
 to_ssa = _symbolic(normalize.to_ssa)
@@ -128,7 +138,7 @@ jacobian = _symbolic(_derive.jacobian)
 hessian = _symbolic(_derive.hessian)
 certify = _symbolic(_derive.certify)
 simplify = _symbolic(_derive.simplify)
-compile = _symbolic(_codegen.compile)  # noqa: A001 (tl.compile, as the API names it)
+compile = _symbolic(_compile_program)  # noqa: A001 (tl.compile, as the API names it)
 export = _symbolic(_codegen.export)
 
 __all__ = [

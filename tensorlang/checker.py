@@ -7,11 +7,12 @@ Relation atoms in guards count as the bounds they imply (an over-approximation, 
 """
 from __future__ import annotations
 
-from .errors import BoundsError, TypeCheckError, did_you_mean
+from .errors import BoundsError, TypeCheckError
 from .nodes import (
     TRUE, Access, Affine, Exists, Expr, Gen, Guard, IndexVar, Let, Pred, Sum, TensorType, box, compare, conj,
     disj, type_size_vars, walk,
 )
+from .spelling import did_you_mean
 from .traversal import free_index_vars, free_vars
 
 

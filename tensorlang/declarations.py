@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Iterable
 
-from .nodes import Declare, Expr, SizeVar, Var, type_size_vars
+from .nodes import OPERATIONS, Declare, Expr, SizeVar, Var, type_size_vars
 from .traversal import free_vars, size_vars
 
 
@@ -58,3 +58,6 @@ def keeps_declarations(fn: Callable[..., Expr]) -> Callable[..., Expr]:
         return declare(fn(expr.body, *args, **kwargs), free_vars(expr), size_vars(expr))
 
     return run
+
+
+OPERATIONS.install(declare=declare)

@@ -11,6 +11,8 @@ import types
 from dataclasses import dataclass
 from typing import Iterable
 
+from .spelling import unknown_input
+
 
 @dataclass(frozen=True)
 class SourceLocation:
@@ -80,26 +82,13 @@ class CompileError(TensorLangError):
     """A generated kernel the compiler rejected: carries the generated source and the compiler's message."""
 
 
-# A misspelt name is guessed, and an unknown keyword worded, by ``codegen.runtime`` alone: it is copied
-# into exported modules, which import nothing from tensorlang, and they say what tl.evaluate says.  It is
-# imported on use, because importing the codegen package imports this module.
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest candidate, or ``""``."""
-    from tensorlang.codegen import runtime
-
-    return runtime.did_you_mean(name, candidates)
-
-
 def check_keywords(given: Iterable[str], inputs: Iterable[str], sizes: Iterable[str], error=None) -> None:
     """Every keyword of a call (``tl.evaluate``, ``tl.cost``, ``tl.certify``, a kernel) names an input or a
     size of the program; otherwise ``error`` (a ``ShapeError``) names it and the closest name."""
-    from tensorlang.codegen import runtime
-
     inputs, sizes = list(inputs), list(sizes)
     for name in given:
         if name not in inputs and name not in sizes:
-            raise (error or ShapeError)(runtime.unknown_input(name, inputs, sizes))
+            raise (error or ShapeError)(unknown_input(name, inputs, sizes))
 
 
 _INTERNAL = ("tensorlang", "tensorlang.normalize", "tensorlang.derive", "tensorlang.codegen")

@@ -22,8 +22,8 @@ from .errors import BoundsError, ShapeError, TypeCheckError, UnsupportedError
 from .functions import lookup
 from .inputs import Binding, bind
 from .nodes import (
-    Access, Add, Affine, And, Call, Cmp, Const, Declare, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let,
-    Mul, Or, Pair, PairType, Pred, Proj, R, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
+    OPERATIONS, Access, Add, Affine, And, Call, Cmp, Const, Declare, Exists, Expr, FalsePred, Gen, Guard, IndexVar,
+    Let, Mul, Or, Pair, PairType, Pred, Proj, R, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
 )
 from .traversal import free_vars
 
@@ -483,3 +483,6 @@ def _lift(value, depth: int, to_depth: int):
         return value
     extra = (1,) * (to_depth - depth)
     return _map(value, lambda v: np.asarray(v).reshape(np.shape(v)[:depth] + extra + np.shape(v)[depth:]))
+
+
+OPERATIONS.install(evaluate=evaluate)

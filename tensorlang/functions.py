@@ -10,15 +10,14 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import sympy
 
-from .errors import TypeCheckError, did_you_mean
-
-if TYPE_CHECKING:
-    from .nodes import Expr
+from .errors import TypeCheckError
+from .nodes import OPERATIONS, Add, Call, Const, Expr, Mul
+from .spelling import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -174,11 +173,9 @@ def _derive(name: str) -> FunctionSpec | None:
     return _register(name, base.arity, sympy.Lambda(base.params, base.partial(k)))
 
 
-def partial(fn: str, k: int, args: Sequence) -> "Expr":
+def partial(fn: str, k: int, args: Sequence) -> Expr:
     """``d_k fn(args)`` as an expression: translated into the language where that costs at most one
     operation, else the derived black box ``<fn>_d<k>``."""
-    from .nodes import Call
-
     spec = lookup(fn)
     inline = from_sympy(spec.partial(k), dict(zip(spec.params, args)))
     if inline is not None and _ops(inline) <= 1:
@@ -186,11 +183,9 @@ def partial(fn: str, k: int, args: Sequence) -> "Expr":
     return Call(f"{fn}_d{k}", tuple(args))
 
 
-def jvp(fn: str, args: Sequence, tangents: Sequence) -> "Expr":
+def jvp(fn: str, args: Sequence, tangents: Sequence) -> Expr:
     """``D fn(args; tangents)`` (rule 6.6); ``None`` tangents are zero.  One non-zero tangent gives
     ``partial * tangent``; several give the single derived black box ``<fn>_jvp``."""
-    from .nodes import Call, Const, Mul
-
     live = [k for k, t in enumerate(tangents) if t is not None]
     if not live:
         return None
@@ -203,8 +198,6 @@ def jvp(fn: str, args: Sequence, tangents: Sequence) -> "Expr":
 
 def _ops(e) -> int:
     """The number of arithmetic operations in a scalar expression tree (its cost at one point)."""
-    from .nodes import Add, Call, Mul
-
     if isinstance(e, (Add, Mul)):
         return 1 + _ops(e.left) + _ops(e.right)
     if isinstance(e, Call):
@@ -218,11 +211,9 @@ _SYMPY_CALLS = {
 }
 
 
-def from_sympy(expr: sympy.Expr, env: dict) -> "Expr | None":
+def from_sympy(expr: sympy.Expr, env: dict) -> Expr | None:
     """A SymPy expression over the symbols of ``env`` as an expression of the language, or ``None``
     where it uses something the language lacks."""
-    from .nodes import Add, Call, Const, Mul
-
     if expr in env:
         return env[expr]
     if expr.is_Integer:
@@ -260,12 +251,13 @@ def from_sympy(expr: sympy.Expr, env: dict) -> "Expr | None":
     return None
 
 
-def vjp(fn: str, k: int, args: Sequence, cotangent: "Expr") -> "Expr":
+def vjp(fn: str, k: int, args: Sequence, cotangent: Expr) -> Expr:
     """The k-th component of ``D^T fn(args, cotangent)`` (rule 6.27): ``partial * cotangent`` for a
     function of one argument (the same shape as its forward derivative), and the derived black box
     ``<fn>_vjp<k>`` (one operation) for a function of several."""
-    from .nodes import Call, Mul
-
     if lookup(fn).arity == 1:
         return Mul(partial(fn, 0, args), cotangent)
     return Call(f"{fn}_vjp{k}", tuple(args) + (cotangent,))
+
+
+OPERATIONS.install(lookup=lookup)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from .declarations import body_of
-from .nodes import Const, Mul
+from .nodes import OPERATIONS, Const, Mul
 from .printer import UNARY, TextPrinter
 from .substitute import rebuild
 
@@ -137,3 +137,6 @@ def to_latex(e) -> str:
     if len(lines) == 1:
         return lines[0]
     return r"\begin{aligned}" + r" \\ ".join("&" + line for line in lines) + r"\end{aligned}"
+
+
+OPERATIONS.install(to_latex=to_latex)

@@ -14,6 +14,10 @@ Variables come in three sorts:
 * ``Var``: an input (free) or let-bound variable carrying its type; interned by (name, type).
 
 Types are computed when an expression is built; an ill-typed construction raises ``TypeCheckError``.
+
+This module imports nothing above it: what a node does beyond its structure (printing, equality, evaluation,
+the registry of black-box functions) is defined by the modules above and installed into ``OPERATIONS``
+(``tensorlang.hooks``) when they are imported, which ``import tensorlang`` does.
 """
 from __future__ import annotations
 
@@ -23,6 +27,11 @@ from fractions import Fraction
 from typing import Iterable, Iterator, Mapping
 
 from .errors import TypeCheckError
+from .hooks import Hooks
+
+# what the nodes' methods do that the modules above define (printing, alpha-equivalence, evaluation, the
+# function registry, ...): each of those modules installs its operations here when it is imported
+OPERATIONS = Hooks("tensorlang.nodes")
 
 # --------------------------------------------------------------------------------------------------
 # hash-consing
@@ -259,9 +268,7 @@ class Affine(Node):
         return value
 
     def __repr__(self) -> str:
-        from .printer import affine_str
-
-        return affine_str(self)
+        return OPERATIONS.affine_str(self)
 
 
 def as_affine(x) -> Affine:
@@ -286,9 +293,7 @@ class Type(Node):
     __slots__ = ()
 
     def __str__(self) -> str:
-        from .printer import type_str
-
-        return type_str(self)
+        return OPERATIONS.type_str(self)
 
     __repr__ = __str__
 
@@ -387,14 +392,10 @@ class Pred(Node):
     __slots__ = ()
 
     def __eq__(self, other) -> bool:
-        from .alpha import alpha_equal
-
-        return self is other or (isinstance(other, Pred) and alpha_equal(self, other))
+        return self is other or (isinstance(other, Pred) and OPERATIONS.alpha_equal(self, other))
 
     def __hash__(self) -> int:
-        from .alpha import alpha_hash
-
-        return alpha_hash(self)
+        return OPERATIONS.alpha_hash(self)
 
     def __and__(self, other: "Pred") -> "Pred":
         return conj(self, other)
@@ -406,9 +407,7 @@ class Pred(Node):
         return negate(self)
 
     def __str__(self) -> str:
-        from .printer import pred_str
-
-        return pred_str(self)
+        return OPERATIONS.pred_str(self)
 
     __repr__ = __str__
 
@@ -566,54 +565,37 @@ class Expr(Node):
 
     # equality is alpha-equivalence
     def __eq__(self, other) -> bool:
-        from .alpha import alpha_equal
-
-        return self is other or (isinstance(other, Expr) and alpha_equal(self, other))
+        return self is other or (isinstance(other, Expr) and OPERATIONS.alpha_equal(self, other))
 
     def __hash__(self) -> int:
-        from .alpha import alpha_hash
-
-        return alpha_hash(self)
+        return OPERATIONS.alpha_hash(self)
 
     # the public surface of an Expr (README.md, docs/language.md)
     @property
     def free_vars(self) -> dict[str, Type]:
         """Input variables (free ``Var``s) in order of first occurrence, name -> type."""
-        from .traversal import free_vars
-
-        return {v.name: v.type for v in free_vars(self)}
+        return {v.name: v.type for v in OPERATIONS.free_vars(self)}
 
     @property
     def sizes(self) -> tuple[str, ...]:
         """The names of the size variables the program mentions, in order of first occurrence."""
-        from .traversal import size_vars
-
-        return tuple(s.name for s in size_vars(self))
+        return tuple(s.name for s in OPERATIONS.size_vars(self))
 
     def __str__(self) -> str:
-        from .printer import to_source
-
-        return to_source(self)
+        return OPERATIONS.to_source(self)
 
     def __repr__(self) -> str:
-        from .printer import expr_str
-
-        return f"<Expr {expr_str(self)}>"
+        return f"<Expr {OPERATIONS.expr_str(self)}>"
 
     def _repr_latex_(self) -> str:
-        from .latex import to_latex
-
-        return "$\\displaystyle " + to_latex(self) + "$"  # limits below and above, as a display shows them
+        # limits below and above, as a display shows them
+        return "$\\displaystyle " + OPERATIONS.to_latex(self) + "$"
 
     def __call__(self, **inputs):
-        from .evaluate import evaluate
-
-        return evaluate(self, **inputs)
+        return OPERATIONS.evaluate(self, **inputs)
 
     def substitute(self, **replacements) -> "Expr":
-        from .substitute import substitute_inputs
-
-        return substitute_inputs(self, replacements)
+        return OPERATIONS.substitute_inputs(self, replacements)
 
     # building expressions from Python (a program's declarations carry over to what is built from it)
     def __add__(self, other) -> "Expr":
@@ -651,10 +633,8 @@ def _built(make, *operands: Expr) -> Expr:
     out = make(*(e.body if isinstance(e, Declare) else e for e in operands))
     if not programs:
         return out
-    from .declarations import declare
-
     sizes = [s for e in programs for s in e.declared_sizes]
-    return declare(out, [v for e in programs for v in e.inputs], sizes)
+    return OPERATIONS.declare(out, [v for e in programs for v in e.inputs], sizes)
 
 
 def as_expr(x) -> Expr:
@@ -739,9 +719,7 @@ class Call(Expr):
     _fields = ("fn", "args")
 
     def _check(self) -> None:
-        from .functions import lookup
-
-        spec = lookup(self.fn)
+        spec = OPERATIONS.lookup(self.fn)
         if len(self.args) != spec.arity:
             raise TypeCheckError(f"{self.fn} takes {spec.arity} argument(s), got {len(self.args)}")
         for k, a in enumerate(self.args):

@@ -30,7 +30,7 @@ from typing import Callable
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from .errors import ParseError, SourceLocation, TensorLangError, TypeCheckError, did_you_mean
+from .errors import ParseError, SourceLocation, TensorLangError, TypeCheckError
 from .declarations import declare
 from .functions import is_function, lookup
 from .nodes import (
@@ -38,6 +38,7 @@ from .nodes import (
     Pair, PairType, Pred, Proj, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare, negate,
     type_size_vars,
 )
+from .spelling import did_you_mean
 
 __all__ = ["parse", "parse_type"]
 

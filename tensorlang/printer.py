@@ -25,7 +25,7 @@ from fractions import Fraction
 from .nodes import (
     Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let, Mul, Or,
     Pair, PairType, Pred, Proj, RealType, RelAtom, RelType, SizeVar, Sum, TensorType, TruePred, Type, Var,
-    walk,
+    OPERATIONS, walk,
 )
 from .declarations import body_of
 from .traversal import free_index_vars, free_vars, size_vars
@@ -453,3 +453,6 @@ def to_source(e: Expr) -> str:
     the expression, its leading lets one per line (newlines are whitespace to the parser).
     ``parse(to_source(e)) == e``."""
     return TextPrinter(e).program(e)
+
+
+OPERATIONS.install(affine_str=affine_str, type_str=type_str, pred_str=pred_str, expr_str=expr_str, to_source=to_source)

@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 
 from .declarations import body_of, declare
 from .errors import TypeCheckError
-from .nodes import BINDERS, Affine, Expr, IndexVar, Let, Node, RelAtom, Type, Var, as_affine
+from .nodes import BINDERS, OPERATIONS, Affine, Expr, IndexVar, Let, Node, RelAtom, Type, Var, as_affine
 from .traversal import free_index_vars, free_vars, size_vars
 
 
@@ -183,3 +183,6 @@ def freshen(node):
         body = rename_index(freshen(node.body), node.var, var)
         return type(node)(var, node.size, body)
     return rebuild(node, freshen)
+
+
+OPERATIONS.install(substitute_inputs=substitute_inputs)

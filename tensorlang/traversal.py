@@ -9,7 +9,7 @@ from itertools import chain
 
 from .nodes import (
     BINDERS, Access, Affine, Expr, IndexVar, Let, Node, Pred, RelAtom, RelType, SizeVar, Type, Var,
-    type_size_vars,
+    OPERATIONS, type_size_vars,
 )
 
 
@@ -96,3 +96,6 @@ def accesses(node: Node):
     from .nodes import walk
 
     return [n for n in walk(node) if isinstance(n, Access)]
+
+
+OPERATIONS.install(free_vars=free_vars, size_vars=size_vars)

@@ -1,4 +1,5 @@
-"""The package as a user meets it: its version, the examples it ships, ``python -m tensorlang.examples``.
+"""The package as a user meets it: its version, the examples it ships, ``python -m tensorlang.examples``, one
+of its modules imported alone.
 (The wheel itself is built, installed and run outside the clone by ``tests/installed/check.py``.)"""
 import importlib.metadata
 import subprocess
@@ -51,3 +52,17 @@ def test_dir_lists_the_public_names():
         assert internal not in listed
     assert tl.examples.path("conv.tl").name == "conv.tl" and tl.ad.grad(lambda x: x * x)(3.0) == 6.0
     assert tl.nodes.Expr is tl.Expr  # the implementation's modules stay reachable by name
+
+
+def test_nodes_imported_alone_print_compare_and_evaluate():
+    """``from tensorlang.nodes import ...`` in a fresh interpreter: the package is imported first, and with it
+    every module that installs what a node does (``nodes.OPERATIONS``) and what a kernel's derivatives are
+    compiled from (``codegen.kernel.DERIVATIVES``)."""
+    code = ("from tensorlang.nodes import Add, Call, Const\n"
+            "e = Add(Const(1), Call('exp', (Const(0),)))\n"
+            "from tensorlang.codegen.kernel import DERIVATIVES\n"
+            "print(str(e), repr(e), e == Add(Const(1), Call('exp', (Const(0),))), e(),\n"
+            "      callable(DERIVATIVES.adjoint))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "+", "exp(0)", "<Expr", "1", "+", "exp(0)>", "True", "2.0", "True"]

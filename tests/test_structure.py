@@ -2,9 +2,12 @@
 imports do not go round in circles.
 
 Module-level imports never form a cycle.  Imports inside functions may, in one place only: the core
-language modules (an ``Expr`` prints, evaluates and renders itself through the modules above ``nodes``);
+language modules above ``nodes`` (the parser, the checker and the predicates call one another);
 everywhere else (``normalize``, ``derive`` and ``derive.ad``, ``codegen``, ``proofs``) the import graph,
-lazy imports included, is acyclic.
+lazy imports included, is acyclic.  No module reaches up a layer by importing inside a function where
+the layers are drawn: ``nodes`` imports nothing above it (the modules that define what a node does
+beyond its structure install it, ``tensorlang.hooks``), ``errors`` nothing of ``codegen``, and
+``codegen`` nothing of ``derive``.
 """
 from __future__ import annotations
 
@@ -104,6 +107,67 @@ def test_module_level_imports_form_no_cycle():
 def test_lazy_imports_form_cycles_only_in_the_core():
     bad = [c for c in _cycles(top_only=False) if not all(_core(m) for m in c)]
     assert not bad, bad
+
+
+def _lazy_imports(module: str) -> list[str]:
+    """``path:line imports target`` for each import of our modules inside a function or class of ``module``."""
+    top = set(_imports(module, top_only=True))
+    return [f"{MODULES[module].relative_to(ROOT)}:{line} imports {target}"
+            for target, name, line in sorted(set(_imports(module, top_only=False)) - top, key=lambda i: i[2])]
+
+
+def test_the_nodes_import_nothing_above_them():
+    """What a node does beyond its structure (printing, equality, evaluation) is installed into
+    ``nodes.OPERATIONS`` by the modules that define it, not imported by the node's methods."""
+    found = _lazy_imports("tensorlang.nodes")
+    assert not found, "\n".join(found)
+
+
+def _importers(prefix: str, of: str) -> list[str]:
+    """``path:line imports target`` for each import, at module level or in a function, by a module whose
+    name starts with ``prefix`` of a module whose name starts with ``of``."""
+    return [f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}" for m in MODULES if m.startswith(prefix)
+            for target, _, line in _imports(m, top_only=False) if target.startswith(of)]
+
+
+def test_the_errors_import_nothing_from_codegen():
+    found = _importers("tensorlang.errors", "tensorlang.codegen")
+    assert not found, "\n".join(found)
+
+
+def test_codegen_imports_nothing_from_derive():
+    """A kernel's derivatives are compiled from programs that the derivative layer, above codegen, builds
+    and installs (``codegen.kernel.DERIVATIVES``)."""
+    found = _importers("tensorlang.codegen", "tensorlang.derive")
+    assert not found, "\n".join(found)
+
+
+def _installers() -> list[str]:
+    """The modules that install an operation into a ``Hooks`` table (``TABLE.install(...)`` on a name they
+    import)."""
+    out = []
+    for m, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        imported = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+        if any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "install"
+               and isinstance(node.func.value, ast.Name) and node.func.value.id in imported
+               for node in ast.walk(tree)):
+            out.append(m)
+    return out
+
+
+def test_importing_the_package_installs_every_operation():
+    """``import tensorlang`` imports, at module level, every module that installs an operation, so a
+    program built after ``import tensorlang`` (or ``from tensorlang.nodes import ...``) finds them all."""
+    seen, todo = set(), ["tensorlang"]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += [t for t, _, _ in _imports(m, top_only=True)]
+    installers = _installers()
+    assert "tensorlang.printer" in installers
+    assert sorted(set(installers) - seen) == []
 
 
 # the core transform of tensorlang.ad and the one module of the rule library it may import besides the
