@@ -61,8 +61,12 @@ def _is_float(v, floats) -> bool:
     return False
 
 
-def generate(fn, types_, qualname):
-    """The source of the straight-line gradient function and its defaults, or None if not eligible."""
+def generate(fn, types_, qualname, pick=None, value=False):
+    """The source of the straight-line gradient function and its defaults, or None if not eligible.  It
+    returns the tuple of every argument's gradient when ``pick`` is None; else the gradient in argument
+    ``pick`` (an int) or the tuple of those in ``pick`` (a tuple of ints, all in range), takes keyword
+    arguments and hands a call that passes some over to its fallback; with ``value``, the pair
+    ``(f's value, that)``."""
     if not _eligible(fn, types_):
         return None
     g = Gen(fn)
@@ -134,6 +138,14 @@ def generate(fn, types_, qualname):
     args = [g.val(p) for p in params]
     guard = " or ".join(f"_ad_type({a}) is not {'_ad_flt' if t is float else '_ad_int'}"
                         for a, t in zip(args, types_))
+    keywords = ""
+    if pick is not None:
+        keywords = ", **_ad_kw"
+        guard = f"_ad_kw or {guard}" if guard else "_ad_kw"
+    returned = f"({''.join(x + ', ' for x in grads)})" if pick is None else grads[pick] if isinstance(pick, int) \
+        else f"({''.join(grads[i] + ', ' for i in pick)})"
+    if value:
+        returned = f"{g.val(ret)}, {returned}"
     env = dict(g.env)
     env.update(_ad_type=type, _ad_flt=float, _ad_int=int, _ad_fb=None)
     # positional defaults, not keyword-only ones: CPython 3.11 specialises calls of the former only
@@ -141,17 +153,18 @@ def generate(fn, types_, qualname):
     order = ["_ad_type"] + sorted(set(env) - {"_ad_type"})
     env = {k: env[k] for k in order}
     name = "_ad_grad_" + re.sub(r"\W", "_", qualname)
-    lines = [f"def {name}({''.join(a + ', ' for a in args)}{', '.join(k + '=None' for k in order)}):"]
+    lines = [f"def {name}({''.join(a + ', ' for a in args)}{', '.join(k + '=None' for k in order)}{keywords}):"]
     if guard:
-        lines += [f"    if {guard}:", f"        return _ad_fb({', '.join(args)})"]
+        lines += [f"    if {guard}:", f"        return _ad_fb({''.join(a + ', ' for a in args)}{keywords[2:]})"]
     lines += ["    " + x for x in body]
-    lines.append(f"    return ({''.join(x + ', ' for x in grads)})")
+    lines.append(f"    return {returned}")
     return "\n".join(lines) + "\n", env, name
 
 
-def compile_straight(fn, types_, qualname, fglobals, fallback):
-    """The compiled straight-line gradient function (keyword-only defaults set), or None."""
-    made = generate(fn, types_, qualname)
+def compile_straight(fn, types_, qualname, fglobals, fallback, pick=None, value=False):
+    """The compiled straight-line gradient function (its defaults set), or None; ``pick`` and ``value`` as
+    for ``generate``."""
+    made = generate(fn, types_, qualname, pick, value)
     if made is None:
         return None
     src, env, name = made
