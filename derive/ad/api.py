@@ -419,8 +419,8 @@ def _install(g, f, pick, how, args):
             and how in (None, "value"):
         types_ = tuple(map(type, args))
         if all(t is float or t is int for t in types_) and float in types_:
-            fast = compile_straight(specialised(f, args).ir, types_, f.__qualname__, f.__globals__,
-                                    _with_code(_picker(pick, how), g), _positive(pick, len(args)), how == "value")
+            fast = compile_straight(specialised(f, args).ir, types_, f, _with_code(_picker(pick, how), g),
+                                    _positive(pick, len(args)), how == "value")
     if fast is None:
         fast = _picker(pick, how)
     with _INSTALL_LOCK:

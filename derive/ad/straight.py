@@ -13,7 +13,8 @@ import linecache
 import re
 
 from . import primal, rules
-from .emit import Gen, generated_name, renamed
+from .emit import Gen, _at_source_lines, generated_name, renamed
+from .source import function_node
 from .ir import INT, NUM, Instr
 
 _SEED = "1.0"
@@ -74,7 +75,7 @@ def generate(fn, types_, qualname, pick=None, value=False):
     params = [ins for ins in b.instrs if ins.op == "param"]
     body = []
     for ins in b.instrs:
-        body += primal.instr(g, ins)
+        body += primal.source_line(primal.instr(g, ins), ins)
     floats = set()
     for ins in b.instrs:
         if _is_float(ins, floats):
@@ -161,9 +162,11 @@ def generate(fn, types_, qualname, pick=None, value=False):
     return "\n".join(lines) + "\n", env, name
 
 
-def compile_straight(fn, types_, qualname, fglobals, fallback, pick=None, value=False):
-    """The compiled straight-line gradient function (its defaults set), or None; ``pick`` and ``value`` as
-    for ``generate``."""
+def compile_straight(fn, types_, f, fallback, pick=None, value=False):
+    """The compiled straight-line gradient function of ``f`` (its IR ``fn``; the function's defaults set), or
+    None; ``pick`` and ``value`` as for ``generate``.  It is compiled at the lines of the user's source that its statements came from, so
+    that an error raised in it shows the user's line."""
+    qualname = f.__qualname__
     made = generate(fn, types_, qualname, pick, value)
     if made is None:
         return None
@@ -172,7 +175,7 @@ def compile_straight(fn, types_, qualname, fglobals, fallback, pick=None, value=
     filename = generated_name("tensorlang.ad.grad", qualname)
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     ns: dict = {}
-    exec(compile(src, filename, "exec"), fglobals, ns)
+    exec(_at_source_lines(src, filename, *function_node(f)[1:]), f.__globals__, ns)
     func = ns[name]
     func.__code__ = renamed(func.__code__, {name: (qualname.rsplit(".", 1)[-1], qualname)})  # the user's name
     func.__defaults__ = tuple(env.values())
