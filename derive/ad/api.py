@@ -509,7 +509,7 @@ def _placed(statements, where):
 def _gradient(f, args):
     """``gradient`` off the fast path: specialise (or go through ``J``), fill the cache, and run the
     entry with a box store of its own unless it is box-free."""
-    if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args:
+    if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args and not made_by_grad(f):
         code = f.__code__
         key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args))
         entry = _SEEN.get(key)

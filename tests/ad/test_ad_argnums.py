@@ -14,6 +14,8 @@ import pytest
 from tensorlang import ad
 from tensorlang.errors import TypeCheckError
 
+from conftest import central_difference as central
+
 
 def scalars(x, y, n):
     return math.sin(x) * y * y + x ** n / (1.0 + y)
@@ -41,22 +43,6 @@ def logged(x):
 
 RNG = np.random.default_rng(3)
 W, B, X = RNG.normal(size=3), 0.3, RNG.normal(size=(5, 3))
-
-
-def central(f, args, i, h=1e-6):
-    """The central difference of ``f`` in argument ``i`` (entry by entry for an array)."""
-    a = args[i]
-    if isinstance(a, float):
-        up, dn = list(args), list(args)
-        up[i], dn[i] = a + h, a - h
-        return (f(*up) - f(*dn)) / (2 * h)
-    out = np.zeros_like(a)
-    for k in np.ndindex(a.shape):
-        up, dn = a.copy(), a.copy()
-        up[k] += h
-        dn[k] -= h
-        out[k] = (f(*args[:i], up, *args[i + 1:]) - f(*args[:i], dn, *args[i + 1:])) / (2 * h)
-    return out
 
 
 def close(got, want):
