@@ -3,8 +3,8 @@ rules that make the layer differentiate its own output (nested derivatives, chec
 """
 from __future__ import annotations
 
-import functools
 import ast
+import functools
 import inspect
 import numbers
 import textwrap
@@ -179,7 +179,7 @@ def grad(f, argnums=0, has_aux=False):
     """``jax.grad``: the gradient function of scalar-valued ``f``.  For an int ``argnums``,
     ``grad(f)(*args)`` is the gradient with respect to that argument (``gradient(f, *args)[argnums]``);
     for a tuple of ints, the tuple of those gradients.  The result can be differentiated again
-    (``grad(grad(f))``).  See ``gradients`` for how the gradients of all arguments are computed.
+    (``grad(grad(f))``).  See ``_installing`` for the code the returned function runs.
     With ``has_aux``, ``f`` returns a pair ``(value, aux)``: the function returns ``(gradient, aux)``, aux
     not differentiated.  As in JAX, keyword arguments are passed to ``f`` and not differentiated, and an
     int or bool argument in a differentiated position is refused (``refuse_integers``)."""
@@ -488,7 +488,7 @@ def _picker(pick, how):
     node.args = ast.parse("def _(*args, _ad_self, _ad_f, _ad_i, _ad_how, **kw): pass").body[0].args
     trying = next(x for x in node.body if isinstance(x, ast.Try))
     trying.body[-1:] = _placed(ast.parse(after).body, trying.body[-1])
-    trying.body[:0] = _placed(ast.parse(before + "f = _ad_f\n").body, trying)
+    trying.body[:0] = _placed(ast.parse(before + ("f = _ad_f\n" if base is gradient else "")).body, trying)
     node.body = [trying]
     ns: dict = {}
     exec(compile(ast.fix_missing_locations(tree), base.__code__.co_filename, "exec"), globals(), ns)

@@ -13,7 +13,7 @@ import linecache
 import re
 
 from . import primal, rules
-from .emit import Gen, _at_source_lines, generated_name, renamed
+from .emit import Gen, at_source_lines, generated_name, renamed
 from .source import function_node
 from .ir import INT, NUM, Instr
 
@@ -175,7 +175,7 @@ def compile_straight(fn, types_, f, fallback, pick=None, value=False):
     filename = generated_name("tensorlang.ad.grad", qualname)
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     ns: dict = {}
-    exec(_at_source_lines(src, filename, *function_node(f)[1:]), f.__globals__, ns)
+    exec(at_source_lines(src, filename, *function_node(f)[1:]), f.__globals__, ns)
     func = ns[name]
     func.__code__ = renamed(func.__code__, {name: (qualname.rsplit(".", 1)[-1], qualname)})  # the user's name
     func.__defaults__ = tuple(env.values())
