@@ -156,7 +156,7 @@ def generate(fn, types_, qualname, pick=None, value=False):
     name = "_ad_grad_" + re.sub(r"\W", "_", qualname)
     lines = [f"def {name}({''.join(a + ', ' for a in args)}{', '.join(k + '=None' for k in order)}{keywords}):"]
     if guard:
-        lines += [f"    if {guard}:", f"        return _ad_fb({''.join(a + ', ' for a in args)}{keywords[2:]})"]
+        lines += [f"    if {guard}:", f"        return _ad_fb({', '.join(args + ['**_ad_kw'] * bool(keywords))})"]
     lines += ["    " + x for x in body]
     lines.append(f"    return {returned}")
     return "\n".join(lines) + "\n", env, name
