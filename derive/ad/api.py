@@ -3,9 +3,12 @@ rules that make the layer differentiate its own output (nested derivatives, chec
 """
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import numbers
+import textwrap
+import threading
 import types
 
 import numpy as np
@@ -145,23 +148,28 @@ def gradient(f, *args):
     its structure; ``None`` for arguments that are not differentiable (ints, strings ...).  An error
     shows the user's frames only (generated code is compiled at the lines of f's source)."""
     # the cached path, kept short (it is the whole per-call overhead): one dict lookup by the identity
-    # of the code object, the argument types checked against the entry, the generated entry called
+    # of the code object, the argument types checked against the entry, the generated entry called; the
+    # functions that ``grad`` returns run this code too, the picking put around it (``_picker``)
     try:
         code = getattr(f, "__code__", None)
         if len(args) == 1:
             x, = args
             entry = _FAST1.get(id(code))
             if entry is None or entry[0] is not code or type(x) is not entry[1]:
-                return _gradient(f, args)
-            if entry[3]:   # box-free: the entry touches no store
-                return entry[2](f, x)   # (not *args: a star call costs more than a small forward)
+                grads = _gradient(f, args)
+            elif entry[3]:   # box-free: the entry touches no store
+                grads = entry[2](f, x)   # (not *args: a star call costs more than a small forward)
+            else:
+                grads = _with_store(entry[2], f, args)
         else:
             entry = _FAST.get((id(code), *map(type, args)))
             if entry is None or entry[0] is not code:
-                return _gradient(f, args)
-            if entry[3]:
-                return entry[2](f, *args)
-        return _with_store(entry[2], f, args)
+                grads = _gradient(f, args)
+            elif entry[3]:
+                grads = entry[2](f, *args)
+            else:
+                grads = _with_store(entry[2], f, args)
+        return grads
     except Exception as err:
         raise err.with_traceback(user_traceback(err.__traceback__))
 
@@ -170,54 +178,26 @@ def grad(f, argnums=0, has_aux=False):
     """``jax.grad``: the gradient function of scalar-valued ``f``.  For an int ``argnums``,
     ``grad(f)(*args)`` is the gradient with respect to that argument (``gradient(f, *args)[argnums]``);
     for a tuple of ints, the tuple of those gradients.  The result can be differentiated again
-    (``grad(grad(f))``).  See ``gradients`` for how the gradients of all arguments are computed.
+    (``grad(grad(f))``).  See ``_installing`` for the code the returned function runs.
     With ``has_aux``, ``f`` returns a pair ``(value, aux)``: the function returns ``(gradient, aux)``, aux
     not differentiated.  As in JAX, keyword arguments are passed to ``f`` and not differentiated, and an
     int or bool argument in a differentiated position is refused (``refuse_integers``)."""
+    name = getattr(f, '__qualname__', repr(f))
     if has_aux:
-        with_aux = value_and_grad(f, argnums, has_aux=True)
-
-        def grad_f(*args, **kw):
-            (_, aux), g = with_aux(*args, **kw)
-            return g, aux
-        grad_f.__qualname__ = f"grad({getattr(f, '__qualname__', repr(f))}, has_aux=True)"
-        grad_f.__wrapped__ = f
-        return grad_f
-    pick = _argnums(argnums)
-    code = _grad_pick if isinstance(pick, int) else _grad_picks
-    g = types.FunctionType(code.__code__, code.__globals__, f"grad({getattr(f, '__name__', 'f')})")
-    g.__kwdefaults__ = {"_ad_all": gradients(f), "_ad_f": f, "_ad_i": pick}
-    g.__qualname__ = f"grad({getattr(f, '__qualname__', repr(f))})"
-    g.__doc__ = f"The gradient of {g.__qualname__[5:-1]} (``tensorlang.ad.grad``) in argument(s) {argnums}."
-    g.__wrapped__ = f
-    return g
+        return _installing(f, _argnums(argnums), "grad_aux", f"grad({name}, has_aux=True)",
+                           f"The gradient of {name} (``tensorlang.ad.grad``) in argument(s) {argnums}, and its aux.")
+    return _installing(f, _argnums(argnums), None, f"grad({name})",
+                       f"The gradient of {name} (``tensorlang.ad.grad``) in argument(s) {argnums}.")
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
-    """``jax.value_and_grad``: a function returning ``(f(*args), grad(f, argnums)(*args))``; with
-    ``has_aux``, ``f`` returns ``(value, aux)`` and the function ``((value, aux), gradient)``.  Keyword
-    arguments are passed to ``f`` and not differentiated."""
-    pick = _argnums(argnums)
-
-    def value_and_grad_f(*args, **kw):
-        try:
-            refuse_integers("value_and_grad", f, args, (pick,) if isinstance(pick, int) else pick)
-            g, full = with_keywords(f, args, kw) if kw else (f, args)
-            y, back = pullback(g, *full)
-            if has_aux:
-                if not (isinstance(y, (tuple, list)) and len(y) == 2):
-                    raise TensorLangError(f"with has_aux=True, {getattr(f, '__qualname__', 'f')} must return a pair "
-                                          f"(value, aux), not {type(y).__name__}")
-                grads = back(type(y)((scalar_seed(y[0]), None)))
-            else:
-                grads = back(scalar_seed(y))
-        except Exception as err:
-            raise err.with_traceback(user_traceback(err.__traceback__))
-        return y, _picked(as_arguments(grads[:len(args)], args), pick, args)
-
-    value_and_grad_f.__qualname__ = f"value_and_grad({getattr(f, '__qualname__', repr(f))})"
-    value_and_grad_f.__wrapped__ = f
-    return value_and_grad_f
+    """``jax.value_and_grad``: a function returning ``(f(*args), grad(f, argnums)(*args))``, both from one
+    differentiation; with ``has_aux``, ``f`` returns ``(value, aux)`` and the function
+    ``((value, aux), gradient)``.  Keyword arguments are passed to ``f`` and not differentiated."""
+    name = getattr(f, '__qualname__', repr(f))
+    return _installing(f, _argnums(argnums), "aux" if has_aux else "value", f"value_and_grad({name})",
+                       f"The value of {name} and its gradient in argument(s) {argnums} "
+                       f"(``tensorlang.ad.value_and_grad``{', has_aux' if has_aux else ''}).")
 
 
 def _argnums(argnums):
@@ -237,38 +217,38 @@ def _picked(grads, pick, args):
         ) from None
 
 
-def _grad_pick(*args, _ad_all, _ad_f, _ad_i, **kw):
-    # the code of ``grad(f, argnums=int)``; a float argument without keywords (the common case) goes straight on
-    try:
-        grads = _ad_all(*args) if not kw and -len(args) <= _ad_i < len(args) and type(args[_ad_i]) is float \
-            else _checked_gradients(_ad_all, _ad_f, args, kw, (_ad_i,))
-    except Exception as err:
-        raise err.with_traceback(user_traceback(err.__traceback__))
-    return grads[_ad_i] if -len(grads) <= _ad_i < len(grads) else _picked(grads, _ad_i, args)
-
-
 def made_by_grad(f: types.FunctionType) -> bool:
     """Whether Python function ``f`` is one that ``grad`` returns."""
-    return f.__code__ is _grad_pick.__code__ or f.__code__ is _grad_picks.__code__
+    own = f.__kwdefaults__
+    return own is not None and own.get("_ad_self") is f and own["_ad_i"] is not None and own["_ad_how"] is None
 
 
-def _grad_picks(*args, _ad_all, _ad_f, _ad_i, **kw):
-    # the code of ``grad(f, argnums=tuple)``
-    try:
-        grads = _checked_gradients(_ad_all, _ad_f, args, kw, _ad_i)
-    except Exception as err:
-        raise err.with_traceback(user_traceback(err.__traceback__))
-    return _picked(grads, _ad_i, args)
+_APIS = {None: "grad", "grad_aux": "grad", "value": "value_and_grad", "aux": "value_and_grad"}
 
 
-def _checked_gradients(every, f, args, kw, positions):
-    """``every(*args)``, the gradients of ``f`` in every argument, for ``grad``: an int argument at ``positions``
-    refused, keywords passed to ``f``, each as its argument is (``as_arguments``)."""
-    refuse_integers("grad", f, args, positions)
-    if not kw:
-        return as_arguments(every(*args), args)
-    g, full = with_keywords(f, args, kw)
-    return as_arguments(gradient(g, *full)[:len(args)], args)
+def _checked_gradients(f, pick, how, args, kw):
+    """What the function that ``_installing(f, pick, how)`` makes gives for ``args`` and keywords ``kw``, every
+    case handled: an int argument at a picked position refused, keywords passed to ``f`` (JAX's conventions;
+    where ``pick`` is None, ``gradient(f, *args)``, no keywords), each gradient as its argument is
+    (``as_arguments``)."""
+    if pick is None:
+        if kw:
+            raise TypeError(f"gradients({getattr(f, '__qualname__', 'f')}) got keyword arguments {sorted(kw)}: "
+                            f"it takes positional arguments only")
+        return gradient(f, *args)
+    refuse_integers(_APIS[how], f, args, (pick,) if isinstance(pick, int) else pick)
+    g, full = with_keywords(f, args, kw) if kw else (f, args)
+    if how is None:
+        return _as_picked(gradient(g, *full)[:len(args)], pick, args)
+    y, grads = _valued_with_store(g, full, how != "value")
+    picked = _as_picked(grads[:len(args)], pick, args)
+    return (picked, y[1]) if how == "grad_aux" else (y, picked)
+
+
+def _as_picked(grads, pick, args):
+    """The gradients in the arguments at ``pick`` of ``grads``, those of every argument, each as its
+    argument is (``as_arguments``)."""
+    return _picked(as_arguments(grads, args), pick, args)
 
 
 def as_arguments(grads: tuple, args: tuple) -> tuple:
@@ -378,57 +358,157 @@ _GradSpecialisation.generic = _GradSpecialisation   # (it assumes nothing about 
 
 def gradients(f):
     """The gradient function of scalar-valued ``f`` in every argument: ``gradients(f)(*args)`` equals
-    ``gradient(f, *args)``.  The first call specialises ``f`` for the argument types; from then on the
-    returned function object runs the compiled gradient code itself (no cache lookup).  A function of
-    ``float``/``int`` arguments with one basic block of inlined arithmetic and ``math`` calls gets a
-    tight straight-line gradient (``straight.py``; other argument types hand over to ``gradient``);
-    any other function calls ``gradient``'s cached entry directly.  Like ``jax.grad`` it differentiates
-    ``f`` as it is at that first call: rebinding ``f.__code__`` afterwards is not seen."""
-    g = types.FunctionType(_grad_first.__code__, _grad_first.__globals__, f"gradients({getattr(f, '__name__', 'f')})")
-    g.__kwdefaults__ = {"_ad_self": g, "_ad_f": f}
-    g.__qualname__ = f"gradients({getattr(f, '__qualname__', repr(f))})"
+    ``gradient(f, *args)``.  See ``_installing`` for how it specialises itself on its first call.  Like
+    ``jax.grad`` it differentiates ``f`` as it is at that first call: rebinding ``f.__code__`` afterwards is
+    not seen."""
+    name = getattr(f, '__qualname__', repr(f))
+    return _installing(f, None, None, f"gradients({name})",
+                       f"The gradients of {name} in every argument (``gradient(f, *args)``).")
+
+
+def _installing(f, pick, how, qualname, doc):
+    """The function that ``grad(f, pick)`` (``how`` None), ``grad(f, pick, has_aux=True)`` (``"grad_aux"``),
+    ``value_and_grad(f, pick)`` (``"value"``, ``"aux"`` with ``has_aux``) and ``gradients(f)`` (``pick`` None)
+    return.  Its first call without keywords replaces its code by code specialised for the argument types
+    of that call, ``pick`` and ``how``: a function of ``float``/``int`` arguments with one basic block of
+    inlined arithmetic and ``math`` calls gets a tight straight-line gradient that computes and returns
+    the picked gradients only (and the value, for ``value_and_grad``; ``straight.py``); any other function
+    the code of ``_picker(pick, how)``.  Both check their arguments as cheaply as they can and hand any call
+    they do not cover (other types, keywords, integers at picked positions, lazy gradients) over to
+    ``_checked_gradients``.  Its keyword-only defaults (``_ad_self``, ``_ad_f``, ``_ad_i``, ``_ad_how``: the
+    function itself, ``f``, ``pick`` and ``how``) never change, and the code it gets reads positional
+    defaults only, which are set first: another thread that calls it meanwhile runs either code with what
+    that code reads."""
+    g = types.FunctionType(_grad_first.__code__, _grad_first.__globals__, qualname.replace(
+        getattr(f, "__qualname__", ""), getattr(f, "__name__", "f")))
+    g.__kwdefaults__ = {"_ad_self": g, "_ad_f": f, "_ad_i": pick, "_ad_how": how}
+    g.__qualname__ = qualname
+    g.__doc__ = doc
     g.__wrapped__ = f
+    g.__ad_source__ = None
     return g
 
 
-def _grad_first(*args, _ad_self, _ad_f):
-    # the code of a fresh ``gradients(f)``: it replaces itself on the first call (its code and defaults)
-    return _grad_install(_ad_self, _ad_f, args)
-
-
-def _grad_generic(*args, _ad_f, _ad_gradient):
-    return _ad_gradient(_ad_f, *args)
-
-
-def _grad_install(g, f, args):
-    from .straight import compile_straight
-    result = gradient(f, *args)   # specialises f (and raises what gradient raises)
-    fast = None
-    if type(f) is types.FunctionType and args and len(args) == f.__code__.co_argcount:
-        types_ = tuple(map(type, args))
-        if all(t is float or t is int for t in types_) and float in types_:
-            spec = specialised(f, args)
-            fast = compile_straight(spec.ir, types_, f.__qualname__, f.__globals__,
-                                    _generic_for(f))
-    if fast is None:
-        fast = _generic_for(f)
-    g.__code__ = fast.__code__
-    g.__defaults__ = fast.__defaults__
-    g.__kwdefaults__ = fast.__kwdefaults__
-    g.__ad_source__ = getattr(fast, "__ad_source__", None)
+def _grad_first(*args, _ad_self, _ad_f, _ad_i, _ad_how, **kw):
+    # the code of a fresh ``_installing`` function: it replaces itself on its first call without keywords
+    try:
+        result = _checked_gradients(_ad_f, _ad_i, _ad_how, args, kw)
+    except Exception as err:
+        raise err.with_traceback(user_traceback(err.__traceback__))
+    if not kw:
+        _install(_ad_self, _ad_f, _ad_i, _ad_how, args)
     return result
 
 
-def _generic_for(f):
-    fb = types.FunctionType(_grad_generic.__code__, _grad_generic.__globals__, "grad")
-    fb.__kwdefaults__ = {"_ad_f": f, "_ad_gradient": gradient}
-    return fb
+def _grad_checked(*args, _ad_self, _ad_f, _ad_i, _ad_how, **kw):
+    # the code of an ``_installing`` function that has no fast path: every call checked
+    try:
+        return _checked_gradients(_ad_f, _ad_i, _ad_how, args, kw)
+    except Exception as err:
+        raise err.with_traceback(user_traceback(err.__traceback__))
+
+
+_INSTALL_LOCK = threading.Lock()
+
+
+def _install(g, f, pick, how, args):
+    from .straight import compile_straight
+    fast = None
+    if type(f) is types.FunctionType and args and len(args) == f.__code__.co_argcount and not f.__defaults__ \
+            and how in (None, "value"):
+        types_ = tuple(map(type, args))
+        if all(t is float or t is int for t in types_) and float in types_:
+            fast = compile_straight(specialised(f, args).ir, types_, f, _with_code(_picker(pick, how), g),
+                                    _positive(pick, len(args)), how == "value")
+    if fast is None:
+        fast = _picker(pick, how)
+    with _INSTALL_LOCK:
+        if g.__code__ is _grad_first.__code__:   # (not installed by another thread meanwhile)
+            g.__ad_source__ = getattr(fast, "__ad_source__", None)
+            g.__defaults__ = fast.__defaults__   # (the code of _grad_first reads no positional defaults)
+            g.__code__ = fast.__code__
+
+
+def _with_code(code_of, g):
+    """A function with the code of function ``code_of`` and the keyword-only defaults of ``g``."""
+    out = types.FunctionType(code_of.__code__, code_of.__globals__, g.__name__, code_of.__defaults__)
+    out.__kwdefaults__ = g.__kwdefaults__
+    out.__qualname__ = g.__qualname__
+    return out
+
+
+def _positive(pick, n):
+    """``pick`` (None, an int, a tuple of ints) with its positions in ``range(n)``."""
+    return pick if pick is None else pick % n if isinstance(pick, int) else tuple(i % n for i in pick)
+
+
+_ndarray = np.ndarray
+_EAGER = frozenset({float, complex, np.ndarray, np.float64, np.float32, np.complex128, np.complex64, type(None)})
+_PICKERS: dict = {}   # (pick, how) -> a function whose code ``_installing`` functions for those run
+
+
+def _picker(pick, how):
+    """A function (of this module's globals) whose code an ``_installing`` function for ``pick`` and ``how``
+    runs when no straight-line code fits (it reads the keyword-only defaults ``_ad_f``, ``_ad_i``,
+    ``_ad_how``).  When no keywords are passed and every picked argument is a float or an array of a float
+    or complex dtype (so that none is refused), it runs ``gradient``'s own code, the cached path (for
+    ``grad``: ``how`` None), or ``_valued_with_store`` (for ``value_and_grad``, ``grad`` with ``has_aux``),
+    and returns the picked gradients where they are eager (no Dask collection for ``as_arguments`` to
+    convert); any other call goes to ``_checked_gradients``.  The code is that of ``gradient`` or
+    ``_grad_checked`` with those lines put in at the place of their last statement, so that an error shows
+    the same frames."""
+    made = _PICKERS.get((pick, how))
+    if made is not None:
+        return made
+    checked = "    return _checked_gradients(_ad_f, _ad_i, _ad_how, args, kw)\n"
+    base = gradient
+    if pick is None:
+        before, after = f"if kw:\n{checked}", "return grads\n"
+    else:
+        picks = (pick,) if isinstance(pick, int) else pick
+        need = max(i if i >= 0 else -i - 1 for i in picks) + 1 if picks else 0
+        covered = "".join(f" and ((t := type(args[{i}])) is float or t is _ndarray and args[{i}].dtype.kind in 'fc')"
+                          for i in picks)
+        eager = " and ".join(f"type(grads[{i}]) in _EAGER" for i in picks) or "True"
+        picked = f"grads[{pick}]" if isinstance(pick, int) else f"({''.join(f'grads[{i}], ' for i in picks)})"
+        before = f"if kw or not (len(args) >= {need}{covered}):\n{checked}"
+        if how is None:
+            after = f"if {eager}:\n    return {picked}\nreturn _as_picked(grads, _ad_i, args)\n"
+        else:
+            base = _grad_checked
+            before += f"y, grads = _valued_with_store(_ad_f, args, {how != 'value'})\n"
+            after = (f"picked = {picked} if {eager} else _as_picked(grads, _ad_i, args)\n"
+                     f"return {'(picked, y[1])' if how == 'grad_aux' else '(y, picked)'}\n")
+    lines, first = inspect.getsourcelines(base)
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    ast.increment_lineno(tree, first - 1)
+    node = tree.body[0]
+    node.name = "_ad_picker"
+    node.args = ast.parse("def _(*args, _ad_self, _ad_f, _ad_i, _ad_how, **kw): pass").body[0].args
+    trying = next(x for x in node.body if isinstance(x, ast.Try))
+    trying.body[-1:] = _placed(ast.parse(after).body, trying.body[-1])
+    trying.body[:0] = _placed(ast.parse(before + ("f = _ad_f\n" if base is gradient else "")).body, trying)
+    node.body = [trying]
+    ns: dict = {}
+    exec(compile(ast.fix_missing_locations(tree), base.__code__.co_filename, "exec"), globals(), ns)
+    made = _PICKERS[pick, how] = ns["_ad_picker"]
+    made.__ad_source__ = None
+    return made
+
+
+def _placed(statements, where):
+    """``statements`` with every node at the place of node ``where``."""
+    for statement in statements:
+        for node in ast.walk(statement):
+            if "lineno" in node._attributes:
+                ast.copy_location(node, where)
+    return statements
 
 
 def _gradient(f, args):
     """``gradient`` off the fast path: specialise (or go through ``J``), fill the cache, and run the
     entry with a box store of its own unless it is box-free."""
-    if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args:
+    if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args and not made_by_grad(f):
         code = f.__code__
         key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args))
         entry = _SEEN.get(key)
@@ -444,8 +524,20 @@ def _gradient(f, args):
 
 
 def _gradient_by_J(f, *args):
+    return _value_and_gradients(f, args, False)[1]
+
+
+def _value_and_gradients(f, args, aux):
+    """``(y, gradients)``: the value of ``f`` at ``args`` and the gradients of the arguments, from one
+    differentiation by ``J`` (in the current box store); with ``aux``, ``y`` is a pair ``(value, aux)`` and
+    only the value is differentiated."""
     y, back = J(f, *args)
-    return _argument_grads(back(scalar_seed(y)), args)
+    if not aux:
+        return y, _argument_grads(back(scalar_seed(y)), args)
+    if not (isinstance(y, (tuple, list)) and len(y) == 2):
+        raise TensorLangError(f"with has_aux=True, {getattr(f, '__qualname__', 'f')} must return a pair "
+                              f"(value, aux), not {type(y).__name__}")
+    return y, _argument_grads(back(type(y)((scalar_seed(y[0]), None))), args)
 
 
 def _argument_grads(g, args):
@@ -454,16 +546,31 @@ def _argument_grads(g, args):
 
 
 def _with_store(run, f, args):
-    """``run(f, *args)`` with a box store of its own, the cyclic garbage collector paused meanwhile: the
-    values the adjoint reads (the stack, the pullbacks' closures) are live until it ends, and each full
-    collection would scan all of them again, a cost per step that grew with the number of steps
-    (``tensorlang.collector``)."""
-    with collector.paused():
-        return within(current().but(store=Store()), _run_with_nested_boxes, run, f, args)
+    """``run(f, *args)``, the gradients of ``args``, with a box store of its own (``_in_own_store``)."""
+    return _in_own_store(_run_with_nested_boxes, run, f, args)
 
 
 def _run_with_nested_boxes(run, f, args):
     return with_nested_boxes(args, run(f, *args))
+
+
+def _valued_with_store(f, args, aux):
+    """``_value_and_gradients(f, args, aux)`` with a box store of its own (``_in_own_store``)."""
+    return _in_own_store(_valued_with_nested_boxes, f, args, aux)
+
+
+def _valued_with_nested_boxes(f, args, aux):
+    y, grads = _value_and_gradients(f, args, aux)
+    return y, with_nested_boxes(args, grads)
+
+
+def _in_own_store(run, *args):
+    """``run(*args)`` with a box store of its own, the cyclic garbage collector paused meanwhile: the values
+    the adjoint reads (the stack, the pullbacks' closures) are live until it ends, and each full collection
+    would scan all of them again, a cost per step that grew with the number of steps
+    (``tensorlang.collector``)."""
+    with collector.paused():
+        return within(current().but(store=Store()), run, *args)
 
 
 def pullback(f, *args):

@@ -374,7 +374,7 @@ def _helper_names():
 _LINE = re.compile(r"  # line (\d+)$")
 
 
-def _at_source_lines(src: str, gen_name: str, filename: str, text: str):
+def at_source_lines(src: str, gen_name: str, filename: str, text: str):
     """The generated ``src`` compiled at the lines of the user's source ``text`` (in ``filename``) that
     each statement came from (``primal.source_line`` marks them; an unmarked statement belongs to the
     last marked one before it), so that a traceback through generated code shows the user's lines;
@@ -473,7 +473,7 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
     gen_name = generated_name("tensorlang.ad", qualname)
     linecache.cache[gen_name] = (len(src), None, src.splitlines(True), gen_name)
     ns: dict = {"_ad_gen_name": gen_name}
-    exec(_at_source_lines(src, gen_name, filename, text), fglobals, ns)
+    exec(at_source_lines(src, gen_name, filename, text), fglobals, ns)
     names = shown_names(user) if user else {}
     ns["_ad_names"] = {k: v[0] for k, v in names.items()}
     if names:

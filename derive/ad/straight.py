@@ -13,7 +13,8 @@ import linecache
 import re
 
 from . import primal, rules
-from .emit import Gen, generated_name, renamed
+from .emit import Gen, at_source_lines, generated_name, renamed
+from .source import function_node
 from .ir import INT, NUM, Instr
 
 _SEED = "1.0"
@@ -61,8 +62,12 @@ def _is_float(v, floats) -> bool:
     return False
 
 
-def generate(fn, types_, qualname):
-    """The source of the straight-line gradient function and its defaults, or None if not eligible."""
+def generate(fn, types_, qualname, pick=None, value=False):
+    """The source of the straight-line gradient function and its defaults, or None if not eligible.  It
+    returns the tuple of every argument's gradient when ``pick`` is None; else the gradient in argument
+    ``pick`` (an int) or the tuple of those in ``pick`` (a tuple of ints, all in range), takes keyword
+    arguments and hands a call that passes some over to its fallback; with ``value``, the pair
+    ``(f's value, that)``."""
     if not _eligible(fn, types_):
         return None
     g = Gen(fn)
@@ -70,7 +75,7 @@ def generate(fn, types_, qualname):
     params = [ins for ins in b.instrs if ins.op == "param"]
     body = []
     for ins in b.instrs:
-        body += primal.instr(g, ins)
+        body += primal.source_line(primal.instr(g, ins), ins)
     floats = set()
     for ins in b.instrs:
         if _is_float(ins, floats):
@@ -134,6 +139,14 @@ def generate(fn, types_, qualname):
     args = [g.val(p) for p in params]
     guard = " or ".join(f"_ad_type({a}) is not {'_ad_flt' if t is float else '_ad_int'}"
                         for a, t in zip(args, types_))
+    keywords = ""
+    if pick is not None:
+        keywords = ", **_ad_kw"
+        guard = f"_ad_kw or {guard}" if guard else "_ad_kw"
+    returned = f"({''.join(x + ', ' for x in grads)})" if pick is None else grads[pick] if isinstance(pick, int) \
+        else f"({''.join(grads[i] + ', ' for i in pick)})"
+    if value:
+        returned = f"{g.val(ret)}, {returned}"
     env = dict(g.env)
     env.update(_ad_type=type, _ad_flt=float, _ad_int=int, _ad_fb=None)
     # positional defaults, not keyword-only ones: CPython 3.11 specialises calls of the former only
@@ -141,17 +154,20 @@ def generate(fn, types_, qualname):
     order = ["_ad_type"] + sorted(set(env) - {"_ad_type"})
     env = {k: env[k] for k in order}
     name = "_ad_grad_" + re.sub(r"\W", "_", qualname)
-    lines = [f"def {name}({''.join(a + ', ' for a in args)}{', '.join(k + '=None' for k in order)}):"]
+    lines = [f"def {name}({''.join(a + ', ' for a in args)}{', '.join(k + '=None' for k in order)}{keywords}):"]
     if guard:
-        lines += [f"    if {guard}:", f"        return _ad_fb({', '.join(args)})"]
+        lines += [f"    if {guard}:", f"        return _ad_fb({', '.join(args + ['**_ad_kw'] * bool(keywords))})"]
     lines += ["    " + x for x in body]
-    lines.append(f"    return ({''.join(x + ', ' for x in grads)})")
+    lines.append(f"    return {returned}")
     return "\n".join(lines) + "\n", env, name
 
 
-def compile_straight(fn, types_, qualname, fglobals, fallback):
-    """The compiled straight-line gradient function (keyword-only defaults set), or None."""
-    made = generate(fn, types_, qualname)
+def compile_straight(fn, types_, f, fallback, pick=None, value=False):
+    """The compiled straight-line gradient function of ``f`` (its IR ``fn``; the function's defaults set), or
+    None; ``pick`` and ``value`` as for ``generate``.  It is compiled at the lines of the user's source that its statements came from, so
+    that an error raised in it shows the user's line."""
+    qualname = f.__qualname__
+    made = generate(fn, types_, qualname, pick, value)
     if made is None:
         return None
     src, env, name = made
@@ -159,7 +175,7 @@ def compile_straight(fn, types_, qualname, fglobals, fallback):
     filename = generated_name("tensorlang.ad.grad", qualname)
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     ns: dict = {}
-    exec(compile(src, filename, "exec"), fglobals, ns)
+    exec(at_source_lines(src, filename, *function_node(f)[1:]), f.__globals__, ns)
     func = ns[name]
     func.__code__ = renamed(func.__code__, {name: (qualname.rsplit(".", 1)[-1], qualname)})  # the user's name
     func.__defaults__ = tuple(env.values())
