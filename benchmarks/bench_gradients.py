@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import best, empty_build_cache, options, pyplot, report, run_peer
+from harness import best, empty_build_cache, options, pyplot, report, run_peer, save_plot
 
 # ours on one thread: on this machine (2 cores shared with other agents) a parallel region waits for its
 # slowest thread at every barrier, and timings of 2-thread runs varied 10-fold between runs.  JAX keeps
@@ -304,11 +304,7 @@ def main() -> None:
     ax.plot(kk, [r[4] for r in depth], "^-", label="build C (s, wall)")
     ax.set_xlabel("layers k")
     ax.set_ylabel("seconds")
-    ax.set_title("k-layer tanh network: gradient wrt every weight", fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(ROOT / "docs" / "gradients_bench.png", dpi=110)
+    save_plot(fig, ax, "k-layer tanh network: gradient wrt every weight", ROOT / "docs" / "gradients_bench.png")
 
 
 if __name__ == "__main__":

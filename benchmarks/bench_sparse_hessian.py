@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
 
 import tensorlang as tl  # noqa: E402
-from harness import best, options, pyplot  # noqa: E402
+from harness import best, options, pyplot, save_plot  # noqa: E402
 from tensorlang.derive.ad.sparsity import Compressed  # noqa: E402
 from test_sparse_jacobian import STENCIL_1D, STENCIL_2D  # noqa: E402
 
@@ -121,11 +121,7 @@ def plot(rows) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("unknowns")
     ax.set_ylabel("time / gradient kernel's time")
-    ax.set_title("sparse Hessians of finite-difference energies", fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(ROOT / "docs" / "sparse_hessian_bench.png", dpi=110)
+    save_plot(fig, ax, "sparse Hessians of finite-difference energies", ROOT / "docs" / "sparse_hessian_bench.png", 7)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ processes and matplotlib.
   from parsing to a first compiled kernel).
 * ``run_peer(script, *args)``: ``script`` run again in a fresh process as a peer worker (so that the
   peers' thread pools never share a process with ours), and what it reported with ``report``.
-* ``pyplot()``: ``matplotlib.pyplot`` drawing to files, or None where matplotlib is not importable.
+* ``pyplot()``: ``matplotlib.pyplot`` drawing to files, or None where matplotlib is not importable;
+  ``save_plot`` finishes and writes a figure.
 """
 from __future__ import annotations
 
@@ -89,3 +90,12 @@ def pyplot():
     except ImportError:
         return None
     return plt
+
+
+def save_plot(fig, ax, title: str, path, legend_size: int = 8) -> None:
+    """``ax`` titled, gridded and with its legend; ``fig`` laid out and written to ``path``."""
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
