@@ -33,6 +33,10 @@ from tensorlang.substitute import substitute_index
 from .structure import Piece, Supports, pieces, support
 
 
+class RelationPattern(UnsupportedError):
+    """A sparse Jacobian refused because where it can be nonzero depends on the data of a relation."""
+
+
 class SparseJacobian:
     """A Jacobian (or Hessian) whose value is a ``scipy.sparse.csr_array``: see the module docstring.
     ``dense`` is the structured Jacobian as an ordinary program (its value is the same matrix, dense, with
@@ -172,7 +176,7 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
     if s is TRUE:   # nonzero anywhere, as far as the brackets say: where a relation is read, its data decide
         relations = sorted({a.rel.name for a in walk(dense_body) if isinstance(a, RelAtom)})
     if relations:
-        raise UnsupportedError(
+        raise RelationPattern(
             f"tl.jacobian(..., sparse=True): where this Jacobian can be nonzero depends on the data of the relation(s) "
             f"{', '.join(relations)}, and a sparse result over a relation's pattern is not supported yet; use "
             f"sparse=False (its kernel computes only the relation's entries; scipy.sparse.csr_array(J) compresses it)")

@@ -182,11 +182,17 @@ def kernel_outputs(kernel, inputs: dict) -> np.ndarray:
     plain = {k: (np.zeros(v.shape) if k in traced else v) for k, v in inputs.items()}
     sizes = sizes_and_relations(expr, plain)[0]
     rows: list | None = None
+    n_out = int(np.prod(kernel_shape(expr, sizes), dtype=np.int64))
     for name, value in traced.items():
-        _, indices, indptr, shape = _kernel_jacobian(expr, name).pattern(sizes)
         flat = value.ravel()
-        rows = rows or [[] for _ in range(shape[0])]
-        for r in range(shape[0]):
+        rows = rows or [[] for _ in range(n_out)]
+        jacobian = _kernel_jacobian(expr, name)
+        if jacobian is None:   # its pattern depends on a relation's data: every output may read every entry
+            for r in range(n_out):
+                rows[r].extend(flat)
+            continue
+        _, indices, indptr, _ = jacobian.pattern(sizes)
+        for r in range(n_out):
             rows[r].extend(flat[indices[indptr[r]:indptr[r + 1]]])
     out = np.empty(len(rows), dtype=object)
     for r, args in enumerate(rows):
@@ -197,9 +203,15 @@ def kernel_outputs(kernel, inputs: dict) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def _kernel_jacobian(expr, name: str):
+    """The sparse Jacobian of a kernel's program in input ``name``, or None where it can be nonzero
+    depends on the data of a relation (a pattern traced once must hold for every call's relation)."""
     from ..api import jacobian
+    from ..sparse import RelationPattern
 
-    return jacobian(expr, name, sparse=True)
+    try:
+        return jacobian(expr, name, sparse=True)
+    except RelationPattern:
+        return None
 
 
 def kernel_shape(expr, sizes: dict) -> tuple:

@@ -90,3 +90,26 @@ def test_the_pattern_goes_through_a_compiled_kernel():
     J = ad.jacobian(residual, sparse=True)(x, 0.7)
     assert J.nnz == 17   # banded: each residual reads the kernel's outputs i and i + 1, each x[i - 1] and x[i]
     np.testing.assert_allclose(J.toarray(), differenced_jacobian(lambda y: residual(y, 0.7), x), atol=1e-6)
+
+
+def test_through_a_kernel_whose_pattern_depends_on_a_relation_every_entry_is_kept():
+    """A pattern traced once holds at every call, whatever relation the call passes: where a kernel's own
+    sparse Jacobian depends on a relation's data, each of its outputs is taken to read every entry."""
+    import tensorlang as tl
+
+    kernel = tl.compile(tl.parse("E : rel[n, n]\nx : [n]R\ngen(i:n) sum(j:n) [E(i, j)] * x[i] * x[j] * x[j]"))
+    rng = np.random.default_rng(4)
+    E = rng.random((5, 5)) < 0.4
+
+    def f(x):
+        return np.sum(np.sin(kernel(E=E, x=x)))
+
+    x = rng.normal(size=5)
+    H = ad.hessian(f, sparse=True)(x)
+    assert H.nnz == 25
+    dense = differenced_jacobian(lambda y: differenced_jacobian(f, y, 1e-4).ravel(), x, 1e-4)
+    np.testing.assert_allclose(H.toarray(), dense, rtol=1e-5, atol=1e-5)
+    E[:] = ~E   # another relation of the same shape: the same pattern is still right
+    np.testing.assert_allclose(ad.hessian(f, sparse=True)(x).toarray(),
+                               differenced_jacobian(lambda y: differenced_jacobian(f, y, 1e-4).ravel(), x, 1e-4),
+                               rtol=1e-5, atol=1e-5)
