@@ -19,7 +19,8 @@ around its node; S3 and S4 work on the let chain.
   gradients free of n-by-n temporaries.
 * ``S4 dead let``: a binding nothing reads is dropped (6.20).
 * ``S5 unit``: ``1 * e`` and ``e * 1`` are ``e`` (one multiplication fewer), as left by ``tl.grad``'s
-  ``dy = 1``.
+  ``dy = 1``; ``0 + e`` and ``e + 0`` are ``e`` (one addition fewer), as left where a compressed tensor's
+  read has no piece (T3, ``derive/structure.py``).
 * ``S6 hoist bracket``: ``([p] * a) * b -> [p] * (a * b)`` (and on the right): the product is then
   computed only where p holds, and a sum around it sees the bracket (S1), as after one-hot probing.
 * ``S7 constant``: ``c0 + c1`` and ``c0 * c1`` of constants are one constant.
@@ -120,12 +121,13 @@ def bracket(e: Guard, scope: Scope) -> Expr:
     return implied_by_sum.fn(out, scope) if isinstance(out, Guard) else out
 
 
-@rule("S5 unit", Mul)
-def unit(e: Mul, scope: Scope) -> Expr | None:
-    """``1 * e -> e`` and ``e * 1 -> e``."""
-    if not (_is_one(e.left) or _is_one(e.right)):
+@rule("S5 unit", (Add, Mul))
+def unit(e: Expr, scope: Scope) -> Expr | None:
+    """``1 * e -> e``, ``e * 1 -> e``, ``0 + e -> e`` and ``e + 0 -> e``."""
+    is_unit = _is_one if isinstance(e, Mul) else _is_zero
+    if not (is_unit(e.left) or is_unit(e.right)):
         return None
-    kept = e.right if _is_one(e.left) else e.left
+    kept = e.right if is_unit(e.left) else e.left
     return scope.record(unit, e, scope.visit(kept))
 
 
@@ -183,6 +185,10 @@ def _implied_by_sum(p: Pred, body: Expr, dims) -> Pred:
 
 def _is_one(e: Expr) -> bool:
     return isinstance(e, Const) and e.value == 1
+
+
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value == 0
 
 
 def _same_sum(solved: Expr, summed, preds: Pred, body: Expr) -> bool:
