@@ -24,7 +24,8 @@ box of the read is the exact minimum and maximum of each index over it.  The win
 the block is the box hull of its reads: a convolution's block ``[lo, hi)`` of ``x[i + j]`` reads
 ``x[lo : hi + m - 1]``, a 5-point stencil's tile its one-cell border, nothing more; a relation's window
 is also clipped to its extent (an atom outside it holds nowhere).  A variable read whole, or by partial accesses, or of
-pair type is passed whole.
+pair type is passed whole.  A block's ``Footprint`` is the bytes its task needs: its windows and whole
+reads, its result and its block program's workspace, all at sizes the plan knows.
 
 **Block programs.**  A block runs the statement's *block program*: its value with each split dimension
 ``v``'s range replaced by a size ``blk_len`` and ``v`` by ``v + blk_off`` (``blk_off_1``... for the next
