@@ -24,7 +24,8 @@ box of the read is the exact minimum and maximum of each index over it.  The win
 the block is the box hull of its reads: a convolution's block ``[lo, hi)`` of ``x[i + j]`` reads
 ``x[lo : hi + m - 1]``, a 5-point stencil's tile its one-cell border, nothing more; a relation's window
 is also clipped to its extent (an atom outside it holds nowhere).  A variable read whole, or by partial accesses, or of
-pair type is passed whole.
+pair type is passed whole.  A block's ``Footprint`` is the bytes its task needs: its windows and whole
+reads, its result and its block program's workspace, all at sizes the plan knows.
 
 **Block programs.**  A block runs the statement's *block program*: its value with each split dimension
 ``v``'s range replaced by a size ``blk_len`` and ``v`` by ``v + blk_off`` (``blk_off_1``... for the next
@@ -59,7 +60,7 @@ from .c import CEmitter
 from .dask_graph import BlockLibrary, Graph, collection
 from .generate import emitter_for
 
-__all__ = ["Blocked", "Plan", "StatementPlan", "Read", "reads", "footprint"]
+__all__ = ["Blocked", "Footprint", "Plan", "StatementPlan", "Read", "reads", "footprint"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -315,11 +316,31 @@ def _windowed(node, windows: dict, memo: dict):
 # plans
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """The bytes one block task needs: the dense arrays its block program reads (its windows, the
+    variables it reads whole), those it writes (its block of the result, or its partial result) and its
+    temporaries (the workspace).  Relations are not counted: what they take depends on their nonzeros."""
+
+    inputs: int
+    outputs: int
+    temporaries: int
+
+    @property
+    def total(self) -> int:
+        return self.inputs + self.outputs + self.temporaries
+
+    def __str__(self) -> str:
+        return (f"{self.total:,} bytes (read {self.inputs:,}, written {self.outputs:,}, "
+                f"temporaries {self.temporaries:,})")
+
+
 @dataclass
 class StatementPlan:
     """A statement at the call's sizes: its block program, the cuts ``[(lo, hi), ...]`` of each split
     dimension, its blocks (every combination of cuts, as ``((lo, hi), ...)``, in row-major order; one
-    ``()`` when whole) and, per block, the window box of every windowed variable (None: empty)."""
+    ``()`` when whole), per block the window box of every windowed variable (None: empty), the sizes
+    its block program runs at and its ``Footprint``."""
 
     stmt: Statement
     program: BlockProgram
@@ -328,6 +349,29 @@ class StatementPlan:
     boxes: list  # per block: {Var: box or None}
     shape: tuple
     chunks: tuple  # of its result: the gen splits' cuts on their axes, whole elsewhere
+    sizes: list = field(default_factory=list)  # per block: {size name: value}
+    footprints: list = field(default_factory=list)  # per block: Footprint
+
+    def measure(self, plan_sizes: dict) -> None:
+        """Fill ``sizes`` and ``footprints``: each block's sizes are the plan's, each split's offset and
+        length, each window's lower corner and lengths (an empty window: lengths 0 at 0); its footprint
+        is the bytes of its block program's arguments and workspace at those sizes."""
+        from .runtime import argument_bytes
+
+        bp = self.program
+        for block, boxes in zip(self.blocks, self.boxes):
+            sizes = dict(plan_sizes)
+            for (off, length), (lo, hi) in zip(bp.sizes, block):
+                sizes[off.name], sizes[length.name] = lo, hi - lo
+            for v, (_, los, lens) in bp.windows.items():
+                for s, t, (a, b) in zip(los, lens, boxes.get(v) or tuple((0, 0) for _ in los)):
+                    sizes[s.name], sizes[t.name] = a, b - a
+            self.sizes.append(sizes)
+            self.footprints.append(Footprint(*argument_bytes(bp.library.meta, sizes, bp.library.meta["dtype"])))
+
+    def footprint(self) -> Footprint:
+        """The largest footprint of its blocks."""
+        return max(self.footprints, key=lambda f: f.total)
 
     def __str__(self) -> str:
         from tensorlang.printer import expr_str
@@ -336,7 +380,7 @@ class StatementPlan:
         head = f"{name} = {expr_str(self.stmt.value)}"
         splits = self.program.splits
         if not splits:
-            return head + "\n  one block (whole inputs)"
+            return head + f"\n  one block (whole inputs), holding {self.footprint()}"
         what = {"gen": "slabs, concatenated", "sum": "partial sums, added"}
         lines = [head, "  split along " + ", ".join(
             f"{sp.kind} {sp.var.name} in {len(cut)} ({what[sp.kind]})" for sp, cut in zip(splits, self.cuts))]
@@ -344,6 +388,7 @@ class StatementPlan:
             reads = "  ".join(_box_str(v, b) for v, b in bx.items()) or "-"
             at = ", ".join(f"{sp.var.name} in [{lo}, {hi})" for sp, (lo, hi) in zip(splits, block))
             lines.append(f"  {at}: {reads}")
+        lines.append(f"  a task holds at most {self.footprint()}")
         whole = [v.name for v in self.stmt.reads if v not in self.stmt.windowed]
         if whole:
             lines.append(f"  whole: {', '.join(whole)}")
@@ -370,7 +415,13 @@ class Plan:
 
     def __str__(self) -> str:
         sz = ", ".join(f"{k} = {v}" for k, v in self.sizes.items())
-        return f"blockwise plan at {sz or 'no sizes'}\n" + "\n".join(str(s) for s in self.statements)
+        return f"blockwise plan at {sz or 'no sizes'}\n" + "\n".join(str(s) for s in self.statements) + \
+            f"\nblock footprint: {self.footprint()}"
+
+    def footprint(self) -> Footprint:
+        """The largest footprint of its block tasks: what one task in flight holds beyond the data its
+        worker stores (input chunks, statements' results waiting for their readers)."""
+        return max((sp.footprint() for sp in self.statements), key=lambda f: f.total)
 
     def collection(self, inputs: dict):
         """The lazy Dask collection of the program on ``inputs`` (see ``codegen.dask_graph``)."""
@@ -441,6 +492,7 @@ class Blocked:
                                 for r in stmt.reads[v]]) for v in stmt.windowed} for b in blocks] \
                 if splits else [{}]
             plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, shape, _result_chunks(shape, splits, cuts)))
+            plans[-1].measure(sizes)
         return Plan(sizes, plans, self.output, self.dtype, inputs_layout)
 
     @staticmethod

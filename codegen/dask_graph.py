@@ -180,13 +180,13 @@ class Graph:
                     if v in plan.layout:
                         self.of_var[v] = (self._slot(v), plan.layout[v])
         for k, sp in enumerate(plan.statements):
-            self._statement(k, sp, plan.sizes)
+            self._statement(k, sp)
 
     def _slot(self, label) -> int:
         self.labels.append(label)
         return len(self.labels) - 1
 
-    def _statement(self, k: int, sp, plan_sizes: dict) -> None:
+    def _statement(self, k: int, sp) -> None:
         bp = sp.program
         label = f"{sp.stmt.var.name if sp.stmt.var is not None else 'out'}-{k}"
         out = self._slot(label)
@@ -196,24 +196,19 @@ class Graph:
         wanted = set(bp.library.meta["sizes"])
         ndim = len(sp.shape)
         cut_indices = list(itertools.product(*(range(len(c)) for c in sp.cuts)))
-        for block, cut_index, boxes in zip(sp.blocks, cut_indices, sp.boxes):
-            sizes = dict(plan_sizes)
-            for (off, length), (lo, hi) in zip(bp.sizes, block):
-                sizes[off.name], sizes[length.name] = lo, hi - lo
+        for block_sizes, cut_index, boxes in zip(sp.sizes, cut_indices, sp.boxes):
             pieces, others = [], []
             for v in sp.stmt.reads:
                 bx, name = None, v.name
                 if v in bp.windows:
-                    w, los, lens = bp.windows[v]
+                    w, los, _ = bp.windows[v]
                     bx = boxes.get(v) or tuple((0, 0) for _ in los)
-                    for s, t, (a, b) in zip(los, lens, bx):
-                        sizes[s.name], sizes[t.name] = a, b - a
                     name = w.name
                 if v in self.of_var:
                     pieces.append((name, self._grid(*self.of_var[v], bx)))
                 else:
                     others.append((name, v, bx))
-            sizes = {s: int(x) for s, x in sizes.items() if s in wanted}
+            sizes = {s: int(x) for s, x in block_sizes.items() if s in wanted}
             index = cut_index if summed else _out_index(bp.splits, cut_index, ndim)
             self.blocks.append((partial, index, bp.library.key, sizes, tuple(pieces), tuple(others)))
         if summed:

@@ -25,7 +25,7 @@ import numpy as np
 
 from tensorlang.spelling import unknown_input
 
-__all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value"]
+__all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value", "argument_bytes", "workspace_bytes"]
 
 # ---- BLAS for dense contractions ------------------------------------------------------------------
 # A kernel with matrix products (codegen.contract) takes a table {gemm, gemv, ilp64 flag} of Fortran
@@ -112,6 +112,39 @@ def aff_value(a, sizes) -> int:
     it is negative, as in Python's ``range`` (and the evaluator)."""
     const, terms = a
     return max(0, int(const + sum(c * sizes[s] for s, c in terms)))
+
+
+def workspace_bytes(meta: dict, sizes: dict, dtype) -> int:
+    """The bytes of the buffer holding a kernel's temporaries at ``sizes`` (0 when it has none): each
+    temporary of ``meta["workspace"]`` ``TL_WS_BYTES`` long (one element more, 64-byte aligned), and 64
+    for aligning the buffer."""
+    if not meta.get("workspace"):
+        return 0
+    item = np.dtype(dtype).itemsize
+    total = 64
+    for dims in meta["workspace"]:
+        n = 1
+        for d in dims:
+            n *= aff_value(d, sizes)
+        total += ((n + 1) * item + 63) & ~63
+    return total
+
+
+def argument_bytes(meta: dict, sizes: dict, dtype) -> tuple[int, int, int]:
+    """``(inputs, outputs, temporaries)``: the bytes of the dense arrays a kernel reads, of those it
+    writes and of its workspace (``workspace_bytes``) at ``sizes``; a scalar counts one element.
+    Relations are not counted (what they take depends on their nonzeros)."""
+    item = np.dtype(dtype).itemsize
+
+    def nbytes(dims) -> int:
+        n = 1
+        for d in dims:
+            n *= aff_value(d, sizes)
+        return n * item
+
+    ins = sum(nbytes(c["dims"]) for i in meta["inputs"] for c in i["components"])
+    outs = sum(nbytes(o["dims"]) for o in meta["outputs"])
+    return ins, outs, workspace_bytes(meta, sizes, dtype)
 
 
 def _aff_str(a) -> str:
@@ -546,14 +579,7 @@ class Runner(Arguments):
     def _workspace(self, size_arr):
         """A buffer for the temporaries (the C side's ``TL_WS_BYTES`` each), taken from this runner's pool
         (so concurrent calls from several threads get distinct buffers) or made."""
-        sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
-        item = np.dtype(self.dtype).itemsize
-        total = 64
-        for dims in self.meta["workspace"]:
-            n = 1
-            for d in dims:
-                n *= aff_value(d, sizes)
-            total += ((n + 1) * item + 63) & ~63
+        total = workspace_bytes(self.meta, dict(zip(self.meta["sizes"], size_arr.tolist())), self.dtype)
         if total > PHYSICAL_MEMORY:
             self._fail(f"the kernel's temporaries take {total:,} bytes at {sizes}, more than this machine's "
                        f"memory ({PHYSICAL_MEMORY:,} bytes): too large to allocate")

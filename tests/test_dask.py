@@ -200,6 +200,47 @@ def test_plan_prints_the_footprints(deconv):
     assert "partial sums, added" in text
 
 
+def test_a_block_task_allocates_its_footprint(deconv):
+    """The footprint the plan gives each block task is what the task allocates: its windows (cut here
+    afresh, as a task joins them), its result and its temporaries, traced while one block runs alone."""
+    import tracemalloc
+
+    from tensorlang.codegen.build import load
+    from tensorlang.codegen.runtime import Runner
+
+    _, grad = deconv
+    n, m, size = 200_000, 16, 50_000
+    rng = np.random.default_rng(5)
+    values = deconv_inputs(n, m, rng)
+    plan = grad.blocks({"x": da.from_array(values["x"], chunks=size), "c": values["c"],
+                        "z": da.from_array(values["z"], chunks=size)})
+    assert plan.footprint().total == 3 * size * 8 + m * 8 + (m - 1) * 8  # a convolution block: x, z, c; X8
+    for sp in plan.statements:
+        if sp.stmt.var is not None:  # an intermediate's values do not change what its readers allocate
+            values[sp.stmt.var.name] = rng.standard_normal(sp.shape)
+        library = sp.program.library
+        run = Runner(library.meta, load(library._materialise()))  # no output or workspace pooled yet
+        for k in (0, 1, len(sp.blocks) - 1):
+            sizes = {s: v for s, v in sp.sizes[k].items() if s in library.meta["sizes"]}
+            windows = {v: sp.boxes[k].get(v) for v in sp.program.windows}
+            tracemalloc.start()
+            args = {}
+            for v in sp.stmt.reads:
+                if v in windows:
+                    box = tuple(slice(a, b) for a, b in windows[v])
+                    args[sp.program.windows[v][0].name] = np.array(values[v.name][box])
+                else:
+                    args[v.name] = np.array(values[v.name])
+            out = run(**args, **sizes)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            fp = sp.footprints[k]
+            assert sum(a.nbytes for a in args.values()) == fp.inputs
+            assert np.asarray(out).nbytes == fp.outputs or (np.ndim(out) == 0 and fp.outputs == 8)
+            assert fp.total <= peak <= fp.total + 64 * 1024, (sp.stmt.var, k, fp, peak)
+            del out, args
+
+
 # -- a plan's graph is made once and named after each call's inputs ------------------------------------
 
 
