@@ -32,16 +32,17 @@ _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATO
 
 
 class Specialisation:
-    """One function compiled for one tuple of argument kinds: its SSA IR and generated entry points."""
+    """One function compiled for one tuple of argument kinds: its SSA IR and generated entry points
+    (``emit``)."""
 
-    def __init__(self, code, ir, grad, pb, fast, boxfree, source, generic=None):
+    def __init__(self, code, ir, grad, pb, fast, vfast, boxfree, source, generic=None):
         self.code, self.ir, self.grad, self.pb, self.source = code, ir, grad, pb, source
-        self.fast, self.boxfree = fast, boxfree
+        self.fast, self.vfast, self.boxfree = fast, vfast, boxfree
         self.generic = generic or self   # without assumptions on globals (for nested derivatives)
 
 
 _SPECS: dict = {}   # (code, kinds) -> Specialisation
-_FAST: dict = {}    # (id(code), argument types...) -> (code, type, fast entry, box-free)
+_FAST: dict = {}    # (id(code), argument types...) -> (code, type, fast entry, box-free, value-returning entry)
 _FAST1: dict = {}   # id(code) -> the same for one-argument functions (the argument type last used)
 _SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 
@@ -78,14 +79,15 @@ def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
 
 def _build(f, kinds) -> Specialisation:
     fn, filename, text = analysed_ir(f, kinds)
-    grad, pb, fast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
-    spec = Specialisation(f.__code__, fn, grad, pb, fast, boxfree, src)
+    grad, pb, fast, vfast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
+    spec = Specialisation(f.__code__, fn, grad, pb, fast, vfast, boxfree, src)
     pure = _write_free_callees(f, fn)
     if pure:   # (a function that calls user code is never box-free: the assumptions below do not apply)
         fn2, _, _ = analysed_ir(f, kinds, pure=pure)
-        grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, None,
-                                                      {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": fast})
-        return Specialisation(f.__code__, fn2, grad2, pb2, fast2, False, src2, spec)
+        grad2, pb2, fast2, vfast2, _, src2 = compile_function(
+            fn2, f.__globals__, f.__qualname__, filename, text, None,
+            {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": fast, "_ad_fb_vfast": vfast})
+        return Specialisation(f.__code__, fn2, grad2, pb2, fast2, vfast2, False, src2, spec)
     # Assumptions that make the function box-free or its loops cheaper, checked by its entries once at the
     # start (handing over to the specialisation above when they do not hold): globals that are arrays or
     # ints now (the data of a model: ``X @ w``, ``z[LABEL]``) keep their types (box-free, NumPy and
@@ -114,10 +116,11 @@ def _build(f, kinds) -> Specialisation:
     if not is_boxfree(fn2):
         return spec
     fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb,
-                 "_ad_fb_fast": fast if boxfree else lambda f, *args: _with_store(fast, f, args)}
-    grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, gk,
-                                                  fallbacks, assumed)
-    return Specialisation(f.__code__, fn2, grad2, pb2, fast2, True, src2, spec)
+                 "_ad_fb_fast": fast if boxfree else lambda f, *args: _with_store(fast, f, args),
+                 "_ad_fb_vfast": vfast if boxfree else lambda f, *args: _with_store(vfast, f, args, True)}
+    grad2, pb2, fast2, vfast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text,
+                                                          gk, fallbacks, assumed)
+    return Specialisation(f.__code__, fn2, grad2, pb2, fast2, vfast2, True, src2, spec)
 
 
 def _write_free_callees(f, fn) -> dict:
@@ -452,11 +455,11 @@ def _picker(pick, how):
     runs when no straight-line code fits (it reads the keyword-only defaults ``_ad_f``, ``_ad_i``,
     ``_ad_how``).  When no keywords are passed and every picked argument is a float or an array of a float
     or complex dtype (so that none is refused), it runs ``gradient``'s own code, the cached path (for
-    ``grad``: ``how`` None), or ``_valued_with_store`` (for ``value_and_grad``, ``grad`` with ``has_aux``),
-    and returns the picked gradients where they are eager (no Dask collection for ``as_arguments`` to
-    convert); any other call goes to ``_checked_gradients``.  The code is that of ``gradient`` or
-    ``_grad_checked`` with those lines put in at the place of their last statement, so that an error shows
-    the same frames."""
+    ``grad``: ``how`` None; for ``value_and_grad``, ``"value"``, the same code calling the value-returning
+    entry, ``_valued_code``), or ``_valued_with_store`` (``has_aux``), and returns the picked gradients
+    where they are eager (no Dask collection for ``as_arguments`` to convert); any other call goes to
+    ``_checked_gradients``.  The code is that of ``gradient`` or ``_grad_checked`` with those lines put in
+    at the place of their last statement, so that an error shows the same frames."""
     made = _PICKERS.get((pick, how))
     if made is not None:
         return made
@@ -472,8 +475,10 @@ def _picker(pick, how):
         eager = " and ".join(f"type(grads[{i}]) in _EAGER" for i in picks) or "True"
         picked = f"grads[{pick}]" if isinstance(pick, int) else f"({''.join(f'grads[{i}], ' for i in picks)})"
         before = f"if kw or not (len(args) >= {need}{covered}):\n{checked}"
-        if how is None:
-            after = f"if {eager}:\n    return {picked}\nreturn _as_picked(grads, _ad_i, args)\n"
+        if how is None or how == "value":
+            valued = "(y, {})" if how else "{}"
+            after = (("y, grads = grads\n" if how else "") + f"if {eager}:\n    return {valued.format(picked)}\n"
+                     f"return {valued.format('_as_picked(grads, _ad_i, args)')}\n")
         else:
             base = _grad_checked
             before += f"y, grads = _valued_with_store(_ad_f, args, {how != 'value'})\n"
@@ -488,12 +493,30 @@ def _picker(pick, how):
     trying = next(x for x in node.body if isinstance(x, ast.Try))
     trying.body[-1:] = _placed(ast.parse(after).body, trying.body[-1])
     trying.body[:0] = _placed(ast.parse(before + ("f = _ad_f\n" if base is gradient else "")).body, trying)
-    node.body = [trying]
+    node.body = [_valued_code().visit(trying) if how == "value" else trying]
     ns: dict = {}
     exec(compile(ast.fix_missing_locations(tree), base.__code__.co_filename, "exec"), globals(), ns)
     made = _PICKERS[pick, how] = ns["_ad_picker"]
     made.__ad_source__ = None
     return made
+
+
+class _valued_code(ast.NodeTransformer):
+    """``gradient``'s code made to give ``(y, gradients)``: each entry run is the value-returning one
+    (``entry[4]``, ``emit``'s ``_ad_vfast``), and ``_gradient`` and ``_with_store`` are called with
+    ``valued``."""
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "entry" and getattr(node.slice, "value", 0) == 2:
+            node.slice = ast.copy_location(ast.Constant(4), node.slice)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("_gradient", "_with_store"):
+            node.args.append(ast.copy_location(ast.Constant(True), node))
+        return node
 
 
 def _placed(statements, where):
@@ -505,26 +528,36 @@ def _placed(statements, where):
     return statements
 
 
-def _gradient(f, args):
+def _gradient(f, args, valued=False):
     """``gradient`` off the fast path: specialise (or go through ``J``), fill the cache, and run the
-    entry with a box store of its own unless it is box-free."""
+    entry with a box store of its own unless it is box-free; ``valued``: ``(y, gradients)``, by the
+    value-returning entry (``value_and_grad``'s code, ``_picker``)."""
     if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args and not made_by_grad(f):
         code = f.__code__
         key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args))
         entry = _SEEN.get(key)
         if entry is None or entry[0] is not code:
             spec = specialised(f, args)
-            entry = _SEEN[key] = (code, type(args[0]), spec.fast, spec.boxfree)
+            entry = _SEEN[key] = (code, type(args[0]), spec.fast, spec.boxfree, spec.vfast)
         if len(args) == 1:
             _FAST1[id(code)] = entry
         else:
             _FAST[key] = entry
-        return entry[2](f, *args) if entry[3] else _with_store(entry[2], f, args)
-    return _with_store(_gradient_by_J, f, args)
+        run = entry[4] if valued else entry[2]
+        return run(f, *args) if entry[3] else _with_store(run, f, args, valued)
+    return _with_store(_valued_by_J if valued else _gradient_by_J, f, args, valued)
 
 
 def _gradient_by_J(f, *args):
     return _value_and_gradients(f, args, False)[1]
+
+
+def _valued_by_J(f, *args):
+    return _value_and_gradients(f, args, False)
+
+
+def _aux_by_J(f, *args):
+    return _value_and_gradients(f, args, True)
 
 
 def _value_and_gradients(f, args, aux):
@@ -545,23 +578,22 @@ def _argument_grads(g, args):
     return (None,) * len(args) if g is ZERO else tuple(g[1:])
 
 
-def _with_store(run, f, args):
-    """``run(f, *args)``, the gradients of ``args``, with a box store of its own (``_in_own_store``)."""
-    return _in_own_store(_run_with_nested_boxes, run, f, args)
+def _with_store(run, f, args, valued=False):
+    """``run(f, *args)``, the gradients of ``args`` (``valued``: ``(y, gradients)``), with a box store of its
+    own (``_in_own_store``)."""
+    return _in_own_store(_run_with_nested_boxes, run, f, args, valued)
 
 
-def _run_with_nested_boxes(run, f, args):
+def _run_with_nested_boxes(run, f, args, valued):
+    if valued:
+        y, grads = run(f, *args)
+        return y, with_nested_boxes(args, grads)
     return with_nested_boxes(args, run(f, *args))
 
 
 def _valued_with_store(f, args, aux):
     """``_value_and_gradients(f, args, aux)`` with a box store of its own (``_in_own_store``)."""
-    return _in_own_store(_valued_with_nested_boxes, f, args, aux)
-
-
-def _valued_with_nested_boxes(f, args, aux):
-    y, grads = _value_and_gradients(f, args, aux)
-    return y, with_nested_boxes(args, grads)
+    return _with_store(_aux_by_J if aux else _valued_by_J, f, args, True)
 
 
 def _in_own_store(run, *args):

@@ -10,7 +10,9 @@ with two entry points, both taking the function object itself first (Zygote's hi
 * ``_ad_fast(f, *args)`` is ``_ad_grad`` returning the argument gradients only: the cached entry of
   ``ad.gradient``.  For a *box-free* function (only numbers and arrays, no calls that could write to
   objects, see ``is_boxfree``) it does not consult the box store at all, so ``ad.gradient`` calls it without
-  setting a store up.
+  setting a store up;
+* ``_ad_vfast(f, *args)`` is ``_ad_fast`` returning ``(y, (*dargs,))``, the value with the gradients: the
+  cached entry of ``ad.value_and_grad``.
 
 Blocks are laid out in reverse postorder inside a ``while True`` dispatch on the block number ``_b``
 (a function of one block has no dispatch); the adjoint's blocks are laid out in the reverse order.
@@ -302,12 +304,13 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
     """The source text of the factory and the names it binds.  With ``guard`` (global name -> the kind the
     specialisation assumed for it: ``INT``, ``ARR``, or ``VEC`` for a 1-D real array) or ``assumed``
     (argument position -> ``VEC``, or ``PYINT`` for a Python int), each entry first checks the assumptions
-    and otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded
+    and otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast``/``_ad_fb_vfast`` (the unguarded
     specialisation); so does the primal where an array it assumed a vector is not (``Gen.vector_check``)."""
     g = Gen(fn)
     params = g.params
     adj_pop = _adjoint(g, "pop", "        ")
     adj_fast = _adjoint(g, "pop", "        ", fast=True)
+    adj_vfast = adj_fast[:-1] + [adj_fast[-1].replace("return ", "return _y, ", 1)]   # (its last line returns)
     adj_index = _adjoint(g, "index", "            ")
     bodies = {b: primal.block(g, b) for b in g.order}
     prologue = ["_t = []"] if g.loops else []
@@ -329,13 +332,13 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
     if fn.purity:   # the functions it calls are still those found to write nothing
         from . import runtime
         conds.append(f"{g.const(runtime.holds)}({g.const(fn.purity)})")
-    for entry in ("grad", "pb", "fast"):
+    for entry in ("grad", "pb", "fast", "vfast"):
         checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"] if conds else []
         if g.derived:
             checks[entry].append(f"_ad_fb = _ad_fb_{entry}")
     lines.append("def _ad_factory(_ad_env):")
     if conds or g.derived:
-        lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in ("grad", "pb", "fast")]
+        lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in ("grad", "pb", "fast", "vfast")]
     body = prim + adj_pop + adj_fast + adj_index + [x for b in bodies.values() for x in b]
     used = {name for name in _helper_names() if any(name in x for x in body)}
     mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
@@ -351,9 +354,10 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
     lines.append("        def _ad_back(_dy):")
     lines += adj_index
     lines.append("        return _y, _ad_back")
-    lines.append(f"    def _ad_fast({params}):")
-    lines += ["        " + x for x in checks.get("fast", []) + prologue + ["_dy = 1"]] + prim + seed + adj_fast
-    lines.append("    return _ad_grad, _ad_pb, _ad_fast")
+    for entry, adjoint in (("fast", adj_fast), ("vfast", adj_vfast)):
+        lines.append(f"    def _ad_{entry}({params}):")
+        lines += ["        " + x for x in checks.get(entry, []) + prologue + ["_dy = 1"]] + prim + seed + adjoint
+    lines.append("    return _ad_grad, _ad_pb, _ad_fast, _ad_vfast")
     return "\n".join(lines) + "\n", g.env
 
 
@@ -438,7 +442,7 @@ def generated_name(kind: str, qualname: str) -> str:
     return f"<{kind}:{qualname}:{next(_NUMBERS)}>"
 
 
-_ENTRIES = ("_ad_grad", "_ad_pb", "_ad_fast", "_ad_jvp")
+_ENTRIES = ("_ad_grad", "_ad_pb", "_ad_fast", "_ad_vfast", "_ad_jvp")
 
 
 def shown_names(user: str) -> dict[str, tuple[str, str]]:
@@ -496,14 +500,14 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
 def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
                      guard: dict | None = None, fallbacks: dict | None = None, assumed: dict | None = None):
     """Compile the generated source in the function's own module namespace; returns
-    (grad, pb, fast, boxfree, source).  ``guard``/``assumed``/``fallbacks``: see ``generate``."""
+    (grad, pb, fast, vfast, boxfree, source).  ``guard``/``assumed``/``fallbacks``: see ``generate``."""
     from . import runtime
     src, env = generate(fn, guard, assumed)
     env = dict(env)
     helpers = {**runtime.HELPERS, "_ad_seed": scalar_seed, **(fallbacks or {})}
     ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, helpers, user=qualname)
     gen_name = ns["_ad_gen_name"]
-    grad, pb, fast = ns["_ad_factory"](env)
+    grad, pb, fast, vfast = ns["_ad_factory"](env)
     tree = ast.parse(src)
     codes = {"_ad_grad": grad.__code__, "_ad_pb": pb.__code__}
     generated = {shown: name for name, shown in ns["_ad_names"].items() if name not in _ENTRIES}
@@ -511,4 +515,4 @@ def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str,
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in codes:
             register(codes[node.name], node, gen_name, src)
-    return grad, pb, fast, is_boxfree(fn), src
+    return grad, pb, fast, vfast, is_boxfree(fn), src
