@@ -132,3 +132,72 @@ def test_integers_keywords_and_nested_gradients_after_installing():
         value, g = outer(XV)
         assert close(value, np.sum(inner(XV) * XV))
         assert close(g, central(lambda x: np.sum(ad.gradient(boxfree, x)[0] * XV), (XV,), 0))
+
+
+def aux_boxfree(x, y):
+    s = np.sum(np.exp(x) * y)
+    return s * s, s * 2.0
+
+
+def aux_store(x, y):
+    return with_store(x, y), {"h": helper(x), "x": x}
+
+
+def aux_scaled(x):
+    return np.sum(x * x) * K * 2.0, x * K
+
+
+def aux_branches(x, y):
+    if y > 0:
+        return np.sum(x * x) * y, "positive"
+    return np.sum(x) * y, "negative"   # (two returns: no pair written out at the exit, handed to J)
+
+
+def aux_three(x):
+    return np.sum(x), 1.0, 2.0
+
+
+def aux_vector(x):
+    return x * 2.0, 1.0
+
+
+@pytest.mark.parametrize("f, args", [(aux_boxfree, (XV, 0.3)), (aux_store, (XV, 0.7)), (aux_scaled, (XV,))],
+                         ids=["box-free", "store", "assumed global"])
+def test_has_aux_from_the_generated_entry(f, args, monkeypatch):
+    value_of = lambda *a: f(*a)[0]
+    want = central(value_of, args, 0)
+    vg, g = ad.value_and_grad(f, has_aux=True), ad.grad(f, has_aux=True)
+    vg(*args)
+    g(*args)
+    monkeypatch.setattr(api, "J", lambda *a, **kw: pytest.fail("has_aux went through J"))
+    for _ in range(2):
+        (value, aux), got = vg(*args)
+        got2, aux2 = g(*args)
+        value0, aux0 = f(*args)
+        assert value == value0 and close(got, want) and close(got2, want)
+        for a in (aux, aux2):
+            assert type(a) is type(aux0) and (a == aux0 if not isinstance(a, (dict, np.ndarray))
+                                              else str(a) == str(aux0))
+
+
+def test_has_aux_without_a_pair_written_out_and_what_is_refused():
+    vg = ad.value_and_grad(aux_branches, has_aux=True)
+    for y in (0.5, 0.5, -0.5, -0.5):
+        (value, aux), g = vg(XV, y)
+        assert value == aux_branches(XV, y)[0] and aux == aux_branches(XV, y)[1]
+        assert close(g, central(lambda x: aux_branches(x, y)[0], (XV,), 0))
+    for f, match in ((aux_three, "must return a pair"), (boxfree, "must return a pair"),
+                     (aux_vector, "real scalar")):
+        for h in (ad.value_and_grad(f, has_aux=True), ad.grad(f, has_aux=True)):
+            for _ in range(2):
+                with pytest.raises(Exception, match=match):
+                    h(XV)
+
+
+def test_has_aux_entries_hand_over_when_their_assumptions_stop_holding(monkeypatch):
+    g = ad.grad(aux_scaled, has_aux=True)
+    g(XV)
+    g(XV)
+    monkeypatch.setattr(__import__(__name__), "K", 2.5)
+    got, aux = g(XV)
+    assert close(got, central(lambda x: aux_scaled(x)[0], (XV,), 0)) and close(aux, XV * 2.5)
