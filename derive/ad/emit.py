@@ -1,7 +1,7 @@
 """Python source for a specialised function, compiled once and cached.
 
 For each function and each tuple of argument kinds (``ir.spec_kind``) one source text is generated
-with two entry points, both taking the function object itself first (Zygote's hidden zeroth argument):
+with these entry points, each taking the function object itself first (Zygote's hidden zeroth argument):
 
 * ``_ad_grad(f, *args)`` runs the primal and then the adjoint with ``dy = 1`` in one frame, returning
   ``(df, *dargs)``; values for the adjoint stay in local variables or on the list ``_t``;
@@ -309,7 +309,8 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
     specialisation assumed for it: ``INT``, ``ARR``, or ``VEC`` for a 1-D real array) or ``assumed``
     (argument position -> ``VEC``, or ``PYINT`` for a Python int), each entry first checks the assumptions
     and otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast``/``_ad_fb_vfast``/``_ad_fb_afast``
-    (the unguarded specialisation); so does the primal where an array it assumed a vector is not (``Gen.vector_check``)."""
+    (the unguarded specialisation); so does the primal where an array it assumed a vector is not
+    (``Gen.vector_check``)."""
     g = Gen(fn)
     params = g.params
     adj_pop = _adjoint(g, "pop", "        ")
