@@ -10,7 +10,6 @@ turned off stays off.  Cycles that other code makes meanwhile are collected once
 """
 from __future__ import annotations
 
-import contextlib
 import gc
 import threading
 
@@ -18,18 +17,32 @@ _lock = threading.Lock()
 _pauses = [0, False]  # pauses running, and whether the collector ran before the first
 
 
-@contextlib.contextmanager
-def paused():
-    """The collector paused for the duration of the block (see the module docstring)."""
-    with _lock:
-        if _pauses[0] == 0:
-            _pauses[1] = gc.isenabled()
-            gc.disable()
-        _pauses[0] += 1
-    try:
-        yield
-    finally:
+class _Paused:
+    """The context manager that ``paused()`` returns: it holds no state of its own (the count is the
+    module's), so one object serves every block, nested or in any thread; a class rather than a
+    ``contextlib`` generator, whose frame and wrapper cost more than the work (a gradient entry enters it
+    on every call)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        with _lock:
+            if _pauses[0] == 0:
+                _pauses[1] = gc.isenabled()
+                gc.disable()
+            _pauses[0] += 1
+
+    def __exit__(self, *exc):
         with _lock:
             _pauses[0] -= 1
             if _pauses[0] == 0 and _pauses[1]:
                 gc.enable()
+        return False
+
+
+_PAUSED = _Paused()
+
+
+def paused() -> _Paused:
+    """The collector paused for the duration of the block (see the module docstring)."""
+    return _PAUSED

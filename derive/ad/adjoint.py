@@ -25,8 +25,9 @@ def _sliced(ins) -> bool:
 class BlockAdjoint:
     """Builds the adjoint statements of one block, recording which primal values it reads (alphas)."""
 
-    def __init__(self, g, block):
+    def __init__(self, g, block, seed=None):
         self.g, self.b = g, block
+        self.seed = seed   # the value that the exit's ``_dy`` is the gradient of (None: the returned value)
         self.loop = block in g.loops
         self.need: list[str] = []
         self.lines: list[str] = []
@@ -189,7 +190,7 @@ class BlockAdjoint:
     def build(self, mode: str) -> list[str]:
         b, g = self.b, self.g
         if b is g.fn.exit:
-            rv = b.term[1]
+            rv = b.term[1] if self.seed is None else self.seed
             self.add(rv, "_dy", mode != "pop")   # the fused gradient entries seed _dy = 1
         for ins in reversed(b.instrs):
             start = len(self.lines)

@@ -32,16 +32,18 @@ _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATO
 
 
 class Specialisation:
-    """One function compiled for one tuple of argument kinds: its SSA IR and generated entry points."""
+    """One function compiled for one tuple of argument kinds: its SSA IR and generated entry points
+    (``emit``)."""
 
-    def __init__(self, code, ir, grad, pb, fast, boxfree, source, generic=None):
+    def __init__(self, code, ir, grad, pb, fast, vfast, afast, boxfree, source, generic=None):
         self.code, self.ir, self.grad, self.pb, self.source = code, ir, grad, pb, source
-        self.fast, self.boxfree = fast, boxfree
+        self.fast, self.vfast, self.afast, self.boxfree = fast, vfast, afast, boxfree
         self.generic = generic or self   # without assumptions on globals (for nested derivatives)
 
 
 _SPECS: dict = {}   # (code, kinds) -> Specialisation
-_FAST: dict = {}    # (id(code), argument types...) -> (code, type, fast entry, box-free)
+_FAST: dict = {}    # (id(code), argument types...) -> (code, type, fast entry, box-free, value-returning entry,
+#                     the same for has_aux: _aux_in_own_store where the generated code has none)
 _FAST1: dict = {}   # id(code) -> the same for one-argument functions (the argument type last used)
 _SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 
@@ -78,14 +80,15 @@ def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
 
 def _build(f, kinds) -> Specialisation:
     fn, filename, text = analysed_ir(f, kinds)
-    grad, pb, fast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
-    spec = Specialisation(f.__code__, fn, grad, pb, fast, boxfree, src)
+    grad, pb, fast, vfast, afast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
+    spec = Specialisation(f.__code__, fn, grad, pb, fast, vfast, afast, boxfree, src)
     pure = _write_free_callees(f, fn)
     if pure:   # (a function that calls user code is never box-free: the assumptions below do not apply)
         fn2, _, _ = analysed_ir(f, kinds, pure=pure)
-        grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, None,
-                                                      {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": fast})
-        return Specialisation(f.__code__, fn2, grad2, pb2, fast2, False, src2, spec)
+        grad2, pb2, fast2, vfast2, afast2, _, src2 = compile_function(
+            fn2, f.__globals__, f.__qualname__, filename, text, None,
+            {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": fast, "_ad_fb_vfast": vfast, "_ad_fb_afast": afast})
+        return Specialisation(f.__code__, fn2, grad2, pb2, fast2, vfast2, afast2, False, src2, spec)
     # Assumptions that make the function box-free or its loops cheaper, checked by its entries once at the
     # start (handing over to the specialisation above when they do not hold): globals that are arrays or
     # ints now (the data of a model: ``X @ w``, ``z[LABEL]``) keep their types (box-free, NumPy and
@@ -113,11 +116,13 @@ def _build(f, kinds) -> Specialisation:
     fn2, _, _ = analysed_ir(f, kinds2, gk, derived)
     if not is_boxfree(fn2):
         return spec
-    fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb,
-                 "_ad_fb_fast": fast if boxfree else lambda f, *args: _with_store(fast, f, args)}
-    grad2, pb2, fast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename, text, gk,
-                                                  fallbacks, assumed)
-    return Specialisation(f.__code__, fn2, grad2, pb2, fast2, True, src2, spec)
+    fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb}
+    for name, run in (("fast", fast), ("vfast", vfast), ("afast", afast)):   # (each run in a store of its own)
+        fallbacks[f"_ad_fb_{name}"] = run if boxfree or run is None else \
+            functools.partial(_stored, run, name != "fast")
+    grad2, pb2, fast2, vfast2, afast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename,
+                                                                  text, gk, fallbacks, assumed)
+    return Specialisation(f.__code__, fn2, grad2, pb2, fast2, vfast2, afast2, True, src2, spec)
 
 
 def _write_free_callees(f, fn) -> dict:
@@ -400,14 +405,6 @@ def _grad_first(*args, _ad_self, _ad_f, _ad_i, _ad_how, **kw):
     return result
 
 
-def _grad_checked(*args, _ad_self, _ad_f, _ad_i, _ad_how, **kw):
-    # the code of an ``_installing`` function that has no fast path: every call checked
-    try:
-        return _checked_gradients(_ad_f, _ad_i, _ad_how, args, kw)
-    except Exception as err:
-        raise err.with_traceback(user_traceback(err.__traceback__))
-
-
 _INSTALL_LOCK = threading.Lock()
 
 
@@ -452,16 +449,15 @@ def _picker(pick, how):
     runs when no straight-line code fits (it reads the keyword-only defaults ``_ad_f``, ``_ad_i``,
     ``_ad_how``).  When no keywords are passed and every picked argument is a float or an array of a float
     or complex dtype (so that none is refused), it runs ``gradient``'s own code, the cached path (for
-    ``grad``: ``how`` None), or ``_valued_with_store`` (for ``value_and_grad``, ``grad`` with ``has_aux``),
-    and returns the picked gradients where they are eager (no Dask collection for ``as_arguments`` to
-    convert); any other call goes to ``_checked_gradients``.  The code is that of ``gradient`` or
-    ``_grad_checked`` with those lines put in at the place of their last statement, so that an error shows
-    the same frames."""
+    ``grad``: ``how`` None; for ``value_and_grad`` and ``has_aux`` the same code calling the entry that
+    returns the value too, ``_valued_code``), and returns the picked gradients where they are eager (no
+    Dask collection for ``as_arguments`` to convert); any other call goes to ``_checked_gradients``.  The
+    code is that of ``gradient`` with those lines put in before it and at the place of its last statement,
+    so that an error shows the same frames."""
     made = _PICKERS.get((pick, how))
     if made is not None:
         return made
     checked = "    return _checked_gradients(_ad_f, _ad_i, _ad_how, args, kw)\n"
-    base = gradient
     if pick is None:
         before, after = f"if kw:\n{checked}", "return grads\n"
     else:
@@ -472,14 +468,10 @@ def _picker(pick, how):
         eager = " and ".join(f"type(grads[{i}]) in _EAGER" for i in picks) or "True"
         picked = f"grads[{pick}]" if isinstance(pick, int) else f"({''.join(f'grads[{i}], ' for i in picks)})"
         before = f"if kw or not (len(args) >= {need}{covered}):\n{checked}"
-        if how is None:
-            after = f"if {eager}:\n    return {picked}\nreturn _as_picked(grads, _ad_i, args)\n"
-        else:
-            base = _grad_checked
-            before += f"y, grads = _valued_with_store(_ad_f, args, {how != 'value'})\n"
-            after = (f"picked = {picked} if {eager} else _as_picked(grads, _ad_i, args)\n"
-                     f"return {'(picked, y[1])' if how == 'grad_aux' else '(y, picked)'}\n")
-    lines, first = inspect.getsourcelines(base)
+        valued = {None: "{}", "value": "(y, {})", "aux": "(y, {})", "grad_aux": "({}, y[1])"}[how]
+        after = (("y, grads = grads\n" if how else "") + f"if {eager}:\n    return {valued.format(picked)}\n"
+                 f"return {valued.format('_as_picked(grads, _ad_i, args)')}\n")
+    lines, first = inspect.getsourcelines(gradient)
     tree = ast.parse(textwrap.dedent("".join(lines)))
     ast.increment_lineno(tree, first - 1)
     node = tree.body[0]
@@ -487,13 +479,34 @@ def _picker(pick, how):
     node.args = ast.parse("def _(*args, _ad_self, _ad_f, _ad_i, _ad_how, **kw): pass").body[0].args
     trying = next(x for x in node.body if isinstance(x, ast.Try))
     trying.body[-1:] = _placed(ast.parse(after).body, trying.body[-1])
-    trying.body[:0] = _placed(ast.parse(before + ("f = _ad_f\n" if base is gradient else "")).body, trying)
-    node.body = [trying]
+    trying.body[:0] = _placed(ast.parse(before + "f = _ad_f\n").body, trying)
+    node.body = [_valued_code(4 if how == "value" else 5).visit(trying) if how else trying]
     ns: dict = {}
-    exec(compile(ast.fix_missing_locations(tree), base.__code__.co_filename, "exec"), globals(), ns)
+    exec(compile(ast.fix_missing_locations(tree), gradient.__code__.co_filename, "exec"), globals(), ns)
     made = _PICKERS[pick, how] = ns["_ad_picker"]
     made.__ad_source__ = None
     return made
+
+
+class _valued_code(ast.NodeTransformer):
+    """``gradient``'s code made to give ``(y, gradients)``: each entry run is the cache entry's ``k``-th (4:
+    ``emit``'s ``_ad_vfast``, 5: its ``_ad_afast``), ``_gradient`` is asked for that one and ``_with_store``
+    for a value."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "entry" and getattr(node.slice, "value", 0) == 2:
+            node.slice = ast.copy_location(ast.Constant(self.k), node.slice)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("_gradient", "_with_store"):
+            node.args.append(ast.copy_location(ast.Constant(self.k if node.func.id == "_gradient" else True), node))
+        return node
 
 
 def _placed(statements, where):
@@ -505,26 +518,47 @@ def _placed(statements, where):
     return statements
 
 
-def _gradient(f, args):
+def _gradient(f, args, k=2):
     """``gradient`` off the fast path: specialise (or go through ``J``), fill the cache, and run the
-    entry with a box store of its own unless it is box-free."""
+    entry (the ``k``-th of the cache's: 2 the gradients, 4 ``(y, gradients)``, 5 the same with ``has_aux``,
+    for the code of ``value_and_grad`` and ``grad(has_aux=True)``, ``_picker``) with a box store of its
+    own unless it is box-free."""
     if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args and not made_by_grad(f):
         code = f.__code__
         key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args))
         entry = _SEEN.get(key)
         if entry is None or entry[0] is not code:
             spec = specialised(f, args)
-            entry = _SEEN[key] = (code, type(args[0]), spec.fast, spec.boxfree)
+            entry = _SEEN[key] = (code, type(args[0]), spec.fast, spec.boxfree, spec.vfast,
+                                  spec.afast or _aux_in_own_store)
         if len(args) == 1:
             _FAST1[id(code)] = entry
         else:
             _FAST[key] = entry
-        return entry[2](f, *args) if entry[3] else _with_store(entry[2], f, args)
-    return _with_store(_gradient_by_J, f, args)
+        run = entry[k]
+        return run(f, *args) if entry[3] else _with_store(run, f, args, k != 2)
+    return _with_store(_BY_J[k], f, args, k != 2)
 
 
 def _gradient_by_J(f, *args):
     return _value_and_gradients(f, args, False)[1]
+
+
+def _valued_by_J(f, *args):
+    return _value_and_gradients(f, args, False)
+
+
+def _aux_by_J(f, *args):
+    return _value_and_gradients(f, args, True)
+
+
+_BY_J = {2: _gradient_by_J, 4: _valued_by_J, 5: _aux_by_J}
+
+
+def _aux_in_own_store(f, *args):
+    """The has_aux entry of a function whose generated code has none (it returns no pair written out):
+    ``_aux_by_J`` in a box store of its own, box-free or not."""
+    return _valued_with_store(f, args, True)
 
 
 def _value_and_gradients(f, args, aux):
@@ -545,23 +579,26 @@ def _argument_grads(g, args):
     return (None,) * len(args) if g is ZERO else tuple(g[1:])
 
 
-def _with_store(run, f, args):
-    """``run(f, *args)``, the gradients of ``args``, with a box store of its own (``_in_own_store``)."""
-    return _in_own_store(_run_with_nested_boxes, run, f, args)
+def _with_store(run, f, args, valued=False):
+    """``run(f, *args)``, the gradients of ``args`` (``valued``: ``(y, gradients)``), with a box store of its
+    own (``_in_own_store``)."""
+    return _in_own_store(_run_with_nested_boxes, run, f, args, valued)
 
 
-def _run_with_nested_boxes(run, f, args):
+def _stored(run, valued, f, *args):
+    return _with_store(run, f, args, valued)
+
+
+def _run_with_nested_boxes(run, f, args, valued):
+    if valued:
+        y, grads = run(f, *args)
+        return y, with_nested_boxes(args, grads)
     return with_nested_boxes(args, run(f, *args))
 
 
 def _valued_with_store(f, args, aux):
     """``_value_and_gradients(f, args, aux)`` with a box store of its own (``_in_own_store``)."""
-    return _in_own_store(_valued_with_nested_boxes, f, args, aux)
-
-
-def _valued_with_nested_boxes(f, args, aux):
-    y, grads = _value_and_gradients(f, args, aux)
-    return y, with_nested_boxes(args, grads)
+    return _with_store(_aux_by_J if aux else _valued_by_J, f, args, True)
 
 
 def _in_own_store(run, *args):

@@ -1,7 +1,7 @@
 """Python source for a specialised function, compiled once and cached.
 
 For each function and each tuple of argument kinds (``ir.spec_kind``) one source text is generated
-with two entry points, both taking the function object itself first (Zygote's hidden zeroth argument):
+with these entry points, each taking the function object itself first (Zygote's hidden zeroth argument):
 
 * ``_ad_grad(f, *args)`` runs the primal and then the adjoint with ``dy = 1`` in one frame, returning
   ``(df, *dargs)``; values for the adjoint stay in local variables or on the list ``_t``;
@@ -10,7 +10,11 @@ with two entry points, both taking the function object itself first (Zygote's hi
 * ``_ad_fast(f, *args)`` is ``_ad_grad`` returning the argument gradients only: the cached entry of
   ``ad.gradient``.  For a *box-free* function (only numbers and arrays, no calls that could write to
   objects, see ``is_boxfree``) it does not consult the box store at all, so ``ad.gradient`` calls it without
-  setting a store up.
+  setting a store up;
+* ``_ad_vfast(f, *args)`` is ``_ad_fast`` returning ``(y, (*dargs,))``, the value with the gradients: the
+  cached entry of ``ad.value_and_grad``;
+* ``_ad_afast(f, *args)``, made only for a function that returns a pair written out (``return loss, aux``):
+  the same with ``dy = 1`` seeding the pair's first entry, its ``y`` the pair (``has_aux``); None otherwise.
 
 Blocks are laid out in reverse postorder inside a ``while True`` dispatch on the block number ``_b``
 (a function of one block has no dispatch); the adjoint's blocks are laid out in the reverse order.
@@ -238,11 +242,13 @@ def param_instrs(fn):
     return [ins for ins in fn.blocks[0].instrs if ins.op == "param"]
 
 
-def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False) -> list[str]:
+def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False, seed=None) -> list[str]:
+    """The adjoint's statements (``mode`` "pop" or "index", ``BlockAdjoint``); ``fast``: returning the argument
+    gradients only; ``seed``: the value the exit's ``_dy`` is the gradient of (None: the returned one)."""
     fn = g.fn
     bodies = {}
     for b in g.adj_order:
-        ba = adj.BlockAdjoint(g, b)
+        ba = adj.BlockAdjoint(g, b, seed)
         bodies[b] = ba.build(mode)
         if ba.need:
             g.needs[b] = ba.need
@@ -302,12 +308,19 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
     """The source text of the factory and the names it binds.  With ``guard`` (global name -> the kind the
     specialisation assumed for it: ``INT``, ``ARR``, or ``VEC`` for a 1-D real array) or ``assumed``
     (argument position -> ``VEC``, or ``PYINT`` for a Python int), each entry first checks the assumptions
-    and otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast`` (the unguarded
-    specialisation); so does the primal where an array it assumed a vector is not (``Gen.vector_check``)."""
+    and otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast``/``_ad_fb_vfast``/``_ad_fb_afast``
+    (the unguarded specialisation); so does the primal where an array it assumed a vector is not
+    (``Gen.vector_check``)."""
     g = Gen(fn)
     params = g.params
     adj_pop = _adjoint(g, "pop", "        ")
     adj_fast = _adjoint(g, "pop", "        ", fast=True)
+    returned = fn.exit.term[1] if fn.exit is not None and fn.exit.term[0] == "return" else None
+    pair = returned if isinstance(returned, Instr) and returned.op == "tuple" and len(returned.args) == 2 else None
+    fasts = {"fast": (adj_fast, "_y", returned), "vfast": (_valued(adj_fast), "_y", returned)}
+    if pair is not None:
+        fasts["afast"] = (_valued(_adjoint(g, "pop", "        ", fast=True, seed=pair.args[0])),
+                          g.val(pair.args[0]), pair.args[0])
     adj_index = _adjoint(g, "index", "            ")
     bodies = {b: primal.block(g, b) for b in g.order}
     prologue = ["_t = []"] if g.loops else []
@@ -329,32 +342,45 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
     if fn.purity:   # the functions it calls are still those found to write nothing
         from . import runtime
         conds.append(f"{g.const(runtime.holds)}({g.const(fn.purity)})")
-    for entry in ("grad", "pb", "fast"):
+    for entry in ("grad", "pb", *fasts):
         checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"] if conds else []
         if g.derived:
             checks[entry].append(f"_ad_fb = _ad_fb_{entry}")
     lines.append("def _ad_factory(_ad_env):")
     if conds or g.derived:
-        lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in ("grad", "pb", "fast")]
-    body = prim + adj_pop + adj_fast + adj_index + [x for b in bodies.values() for x in b]
+        lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in ("grad", "pb", *fasts)]
+    body = prim + adj_pop + [x for a, _, _ in fasts.values() for x in a] + adj_index
+    body += [x for b in bodies.values() for x in b]
     used = {name for name in _helper_names() if any(name in x for x in body)}
     mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
     lines += [f"    {name} = _ad_env[{name!r}]" for name in sorted(used | set(g.env) | mks)]
-    returned = fn.exit.term[1] if fn.exit is not None and fn.exit.term[0] == "return" else None
-    seed = ["        if type(_y) is not float:", "            _ad_seed(_y)"]  # a real scalar, or an error
-    seed = primal.source_line(seed, returned) if isinstance(returned, Instr) else seed
     lines.append("    _ad_seed = _ad_env['_ad_seed']")
     lines.append(f"    def _ad_grad({params}):")
-    lines += ["        " + x for x in checks.get("grad", []) + prologue + ["_dy = 1"]] + prim + seed + adj_pop
+    lines += ["        " + x for x in checks.get("grad", []) + prologue + ["_dy = 1"]] + prim + _seed("_y", returned)
+    lines += adj_pop
     lines.append(f"    def _ad_pb({params}):")
     lines += ["        " + x for x in checks.get("pb", []) + prologue] + prim
     lines.append("        def _ad_back(_dy):")
     lines += adj_index
     lines.append("        return _y, _ad_back")
-    lines.append(f"    def _ad_fast({params}):")
-    lines += ["        " + x for x in checks.get("fast", []) + prologue + ["_dy = 1"]] + prim + seed + adj_fast
-    lines.append("    return _ad_grad, _ad_pb, _ad_fast")
+    for entry, (adjoint, name, seeded) in fasts.items():
+        lines.append(f"    def _ad_{entry}({params}):")
+        lines += ["        " + x for x in checks.get(entry, []) + prologue + ["_dy = 1"]] + prim + _seed(name, seeded)
+        lines += adjoint
+    lines.append(f"    return _ad_grad, _ad_pb, _ad_fast, _ad_vfast, {'_ad_afast' if pair is not None else 'None'}")
     return "\n".join(lines) + "\n", g.env
+
+
+def _valued(adjoint: list[str]) -> list[str]:
+    """A fast entry's adjoint returning ``(_y, (*dargs,))`` (its last line returns the gradients)."""
+    return adjoint[:-1] + [adjoint[-1].replace("return ", "return _y, ", 1)]
+
+
+def _seed(x: str, v) -> list[str]:
+    """The check that ``x``, the name of value ``v`` that ``dy = 1`` seeds, is a real scalar (else
+    ``scalar_seed``'s error), at the line of ``v``."""
+    seed = [f"        if type({x}) is not float:", f"            _ad_seed({x})"]
+    return primal.source_line(seed, v) if isinstance(v, Instr) else seed
 
 
 def factory_lines(i, node, captured) -> list[str]:
@@ -438,7 +464,7 @@ def generated_name(kind: str, qualname: str) -> str:
     return f"<{kind}:{qualname}:{next(_NUMBERS)}>"
 
 
-_ENTRIES = ("_ad_grad", "_ad_pb", "_ad_fast", "_ad_jvp")
+_ENTRIES = ("_ad_grad", "_ad_pb", "_ad_fast", "_ad_vfast", "_ad_afast", "_ad_jvp")
 
 
 def shown_names(user: str) -> dict[str, tuple[str, str]]:
@@ -496,14 +522,15 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
 def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
                      guard: dict | None = None, fallbacks: dict | None = None, assumed: dict | None = None):
     """Compile the generated source in the function's own module namespace; returns
-    (grad, pb, fast, boxfree, source).  ``guard``/``assumed``/``fallbacks``: see ``generate``."""
+    (grad, pb, fast, vfast, afast, boxfree, source), ``afast`` None where the function returns no pair
+    written out.  ``guard``/``assumed``/``fallbacks``: see ``generate``."""
     from . import runtime
     src, env = generate(fn, guard, assumed)
     env = dict(env)
     helpers = {**runtime.HELPERS, "_ad_seed": scalar_seed, **(fallbacks or {})}
     ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, helpers, user=qualname)
     gen_name = ns["_ad_gen_name"]
-    grad, pb, fast = ns["_ad_factory"](env)
+    grad, pb, fast, vfast, afast = ns["_ad_factory"](env)
     tree = ast.parse(src)
     codes = {"_ad_grad": grad.__code__, "_ad_pb": pb.__code__}
     generated = {shown: name for name, shown in ns["_ad_names"].items() if name not in _ENTRIES}
@@ -511,4 +538,4 @@ def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str,
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in codes:
             register(codes[node.name], node, gen_name, src)
-    return grad, pb, fast, is_boxfree(fn), src
+    return grad, pb, fast, vfast, afast, is_boxfree(fn), src
