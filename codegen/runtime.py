@@ -579,7 +579,8 @@ class Runner(Arguments):
     def _workspace(self, size_arr):
         """A buffer for the temporaries (the C side's ``TL_WS_BYTES`` each), taken from this runner's pool
         (so concurrent calls from several threads get distinct buffers) or made."""
-        total = workspace_bytes(self.meta, dict(zip(self.meta["sizes"], size_arr.tolist())), self.dtype)
+        sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
+        total = workspace_bytes(self.meta, sizes, self.dtype)
         if total > PHYSICAL_MEMORY:
             self._fail(f"the kernel's temporaries take {total:,} bytes at {sizes}, more than this machine's "
                        f"memory ({PHYSICAL_MEMORY:,} bytes): too large to allocate")

@@ -328,3 +328,17 @@ def test_a_file_where_the_block_library_folder_goes(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "55.0"
+
+
+def test_temporaries_beyond_the_machines_memory_are_refused_naming_the_sizes(monkeypatch):
+    """The workspace is sized before it is allocated; past the machine's memory the call is a ShapeError
+    naming the bytes and the sizes (it was a NameError in the message's making)."""
+    from tensorlang.codegen import runtime
+
+    src = ("x : [n][m]R\nsum(i:n, j:m) [i < n - 1 and j < m - 1] * ((x[i+1, j] - x[i, j]) * (x[i+1, j] - x[i, j]) "
+           "+ (x[i, j+1] - x[i, j]) * (x[i, j+1] - x[i, j])) * (x[i, j] * x[i, j] + 1)")
+    values = tl.compile(tl.hessian(tl.parse(src), "x", sparse=True)).values
+    assert values.meta.get("workspace")
+    monkeypatch.setattr(runtime, "workspace_bytes", lambda meta, sizes, dtype: runtime.PHYSICAL_MEMORY + 1)
+    with pytest.raises(tl.ShapeError, match="temporaries take [0-9,]+ bytes at \\{'n': 8, 'm': 8\\}"):
+        values(x=np.zeros((8, 8)))
