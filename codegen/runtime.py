@@ -121,13 +121,7 @@ def workspace_bytes(meta: dict, sizes: dict, dtype) -> int:
     if not meta.get("workspace"):
         return 0
     item = np.dtype(dtype).itemsize
-    total = 64
-    for dims in meta["workspace"]:
-        n = 1
-        for d in dims:
-            n *= aff_value(d, sizes)
-        total += ((n + 1) * item + 63) & ~63
-    return total
+    return 64 + sum(((_elements(dims, sizes) + 1) * item + 63) & ~63 for dims in meta["workspace"])
 
 
 def argument_bytes(meta: dict, sizes: dict, dtype) -> tuple[int, int, int]:
@@ -135,16 +129,17 @@ def argument_bytes(meta: dict, sizes: dict, dtype) -> tuple[int, int, int]:
     writes and of its workspace (``workspace_bytes``) at ``sizes``; a scalar counts one element.
     Relations are not counted (what they take depends on their nonzeros)."""
     item = np.dtype(dtype).itemsize
-
-    def nbytes(dims) -> int:
-        n = 1
-        for d in dims:
-            n *= aff_value(d, sizes)
-        return n * item
-
-    ins = sum(nbytes(c["dims"]) for i in meta["inputs"] for c in i["components"])
-    outs = sum(nbytes(o["dims"]) for o in meta["outputs"])
+    ins = sum(_elements(c["dims"], sizes) * item for i in meta["inputs"] for c in i["components"])
+    outs = sum(_elements(o["dims"], sizes) * item for o in meta["outputs"])
     return ins, outs, workspace_bytes(meta, sizes, dtype)
+
+
+def _elements(dims, sizes) -> int:
+    """The number of elements of an array of the affine extents ``dims`` at ``sizes``."""
+    n = 1
+    for d in dims:
+        n *= aff_value(d, sizes)
+    return n
 
 
 def _aff_str(a) -> str:

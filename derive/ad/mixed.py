@@ -21,8 +21,8 @@ from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (BOX_METHODS, RULES, J, Jkw, RulePullback, Jm, acc, acc_into, field_grad, keyword_grads, like,
-                      method_grads, method_rule, refuse_keyword_only, register, ufunc_method, with_defaults,
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, RulePullback, acc, acc_into, field_grad, keyword_grads,
+                      like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method, with_defaults,
                       with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
