@@ -33,7 +33,7 @@ from .c import CEmitter
 from .c_runtime import cuda_prelude
 from .ir import Array, Reduce, Stmt, affine_meta
 from .loops import Block, For, If, User
-from .runtime import Arguments, aff_value
+from .runtime import UNCHECKED, Arguments, aff_value
 from .scalar import Scope
 from .schedule import unparen
 from .target import Capabilities
@@ -268,11 +268,15 @@ class CudaRunner:
         return self.arguments.plain(inputs)
 
     def __call__(self, **inputs):
+        return self.run(inputs)
+
+    def run(self, inputs: dict, shapes=UNCHECKED):
+        """The kernel's results on ``inputs`` (``shapes``: as ``Arguments.prepare`` takes it)."""
         cp = self._cupy()
         if self._module is None:
             self._module = cp.RawModule(code=self.source, options=("-std=c++17",))
         host = self.arguments
-        size_arr, args, outs = host.prepare(inputs)
+        size_arr, args, outs = host.prepare(inputs, shapes)
         sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
         launch = self.meta["launch"]
         d_args = [cp.asarray(a) for a in args]

@@ -76,11 +76,12 @@ def _scipy_blas(prefix):
 
 
 def blas_table(dtype):
-    """``(ctypes table of 3 pointers, description)`` for ``float64``/``float32`` (cached)."""
-    key = (np.dtype(dtype).name, os.environ.get("TENSORLANG_BLAS", ""))
+    """``(ctypes table of 3 pointers, description)`` for ``float64``/``float32`` (cached, under the dtype as
+    given: this runs on every call of a kernel that calls BLAS)."""
+    key = (dtype, os.environ.get("TENSORLANG_BLAS", ""))
     hit = _BLAS_TABLES.get(key)
     if hit is None:
-        prefix = "s" if key[0] == "float32" else "d"
+        prefix = "s" if np.dtype(dtype).name == "float32" else "d"
         found = None
         if key[1] != "0":
             for finder in (_numpy_blas, _scipy_blas):
@@ -168,10 +169,16 @@ def _is_sparse(v) -> bool:
 OUTPUT_POOL_BYTES = 1 << 20
 
 
-def _structure(s, values):
-    if isinstance(s, list):
-        return tuple(_structure(p, values) for p in s)
-    return values[s]
+def _assembler(structure, outputs: list):
+    """The function from a kernel's output arrays to its value (scalars as floats, pairs as tuples), written
+    out once per kernel as one expression: ``[0, [1, 2]]`` is ``lambda o: (o[0], (o[1], o[2]))``.  (It
+    holds no reference to itself, so a result is freed as soon as its caller drops it, and its buffer
+    returns to the output pool.)"""
+    def text(s) -> str:
+        if isinstance(s, list):
+            return "(" + ", ".join(map(text, s)) + ("," if len(s) == 1 else "") + ")"
+        return f"o[{int(s)}]" if outputs[s]["dims"] else f"float(o[{int(s)}][0])"
+    return eval(f"lambda o: {text(structure)}", {"float": float})   # noqa: S307 - the text is built above
 
 
 def _recycle(pool: list, buf) -> None:
@@ -179,35 +186,43 @@ def _recycle(pool: list, buf) -> None:
         pool.append(buf)
 
 
+_addressof, _from_buffer = ctypes.addressof, ctypes.c_char.from_buffer
+
+
 def address(a: np.ndarray) -> int:
     """The address of array ``a``'s data: through the buffer protocol (a tenth of ``a.ctypes.data``'s
     cost, which matters on every call of a small kernel), or ``a.ctypes.data`` where ``a`` is read-only or
     empty."""
     try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+        return _addressof(_from_buffer(a))
     except (TypeError, ValueError):
         return a.ctypes.data
 
 
+UNCHECKED = object()   # ``prepare``'s ``shapes`` when its caller has not asked ``plain``
+
+
 class Arguments:
     """A kernel's inputs checked against ``meta`` (raising ``error``) and laid out as its arguments:
-    ``prepare(inputs)`` before the call, ``results(outputs)`` after it."""
+    ``prepare(inputs)`` before the call, ``results(outputs)`` (``_assembler``) after it."""
 
     def __init__(self, meta: dict, error=RuntimeShapeError):
         self.meta = meta
         self.error = error
         self.dtype = np.float32 if meta["dtype"] == "float32" else np.float64
+        self._dtype = np.dtype(self.dtype)
         self.inputs = meta["inputs"]
         self.relations = meta["relations"]
         self.names = [i["name"] for i in self.inputs] + [r["name"] for r in self.relations]
         self._out_pool: dict = {}  # nbytes -> recycled output buffers (see _output)
         self._transposes: dict = {}  # relation name -> its last transposed CSR (see _transposed)
-        # a kernel whose inputs are plain arrays (no pairs, no relations) prepares a call of arrays it reads
-        # as they are from their shapes alone: what the checks found, per tuple of shapes (see plain)
-        self._plain_inputs = None if self.relations or any(
-            len(i["components"]) != 1 or i["components"][0]["projs"] for i in self.inputs) else \
-            tuple(i["name"] for i in self.inputs)
-        self._prepared: dict = {}  # shapes -> (sizes array, output shapes)
+        # a kernel whose inputs are arrays and pairs of arrays (no relations) prepares a call of arrays it
+        # reads as they are from their shapes alone: what the checks found, per tuple of shapes (see plain);
+        # ``(input, projections)`` per component, in the order of the kernel's arguments
+        self._plain_inputs = None if self.relations else \
+            tuple((i["name"], tuple(c["projs"])) for i in self.inputs for c in i["components"])
+        self._prepared: dict = {}  # shapes -> (sizes array, output shapes, all below the pool's size)
+        self.results = _assembler(meta["structure"], meta["outputs"])
 
     # ---------------------------------------------------------------------------------------------
 
@@ -284,32 +299,51 @@ class Arguments:
 
     def plain(self, inputs: dict) -> tuple | None:
         """The shapes of ``inputs`` where they are exactly this kernel's inputs, each a C-contiguous NumPy
-        array of its dtype (what the checks take as it is, so that shapes the checks accepted once are
-        accepted again with the same sizes); None otherwise."""
-        names = self._plain_inputs
-        if names is None or len(inputs) != len(names):
+        array of its dtype or a pair (a tuple) of such (what the checks take as it is, so that shapes the
+        checks accepted once are accepted again with the same sizes); None otherwise."""
+        components = self._plain_inputs
+        if components is None or len(inputs) != len(self.inputs):
             return None
         shapes = []
-        for name in names:
+        dtype = self._dtype   # (NumPy's dtype of a native float type is one object: ``is`` tells it)
+        for name, projs in components:
             v = inputs.get(name)
-            if type(v) is not np.ndarray or v.dtype != self.dtype or not v.flags.c_contiguous:
+            for k in projs:
+                if type(v) is not tuple or len(v) != 2:
+                    return None
+                v = v[k]
+            if type(v) is not np.ndarray or v.dtype is not dtype or not v.flags.c_contiguous:
                 return None
             shapes.append(v.shape)
         return tuple(shapes)
 
-    def prepare(self, inputs: dict):
+    def _plain_arguments(self, inputs: dict) -> list:
+        """The arrays of ``inputs`` (which ``plain`` accepted) in argument order."""
+        args = []
+        for name, projs in self._plain_inputs:
+            v = inputs[name]
+            for k in projs:
+                v = v[k]
+            args.append(v)
+        return args
+
+    def prepare(self, inputs: dict, shapes=UNCHECKED):
         """``(sizes array, list of arrays in argument order, outputs)`` after all checks (once per tuple of
-        shapes for plain inputs: ``plain``)."""
-        shapes = self.plain(inputs)
+        shapes for plain inputs: ``plain``, whose answer a caller that asked already passes as ``shapes``)."""
+        if shapes is UNCHECKED:
+            shapes = self.plain(inputs)
         if shapes is not None:
             found = self._prepared.get(shapes)
             if found is not None:
-                size_arr, out_shapes = found
-                return (size_arr, [inputs[n] for n in self._plain_inputs],
-                        [self._output(shape, k) for k, shape in enumerate(out_shapes)])
+                size_arr, out_shapes, small = found
+                args = self._plain_arguments(inputs)
+                if small:   # (allocatable, and below the pool's size: checked when the entry was made)
+                    return size_arr, args, [np.empty(shape, self.dtype) for shape in out_shapes]
+                return size_arr, args, [self._output(shape, k) for k, shape in enumerate(out_shapes)]
         size_arr, args, outs = self._checked(inputs)
         if shapes is not None and len(self._prepared) < 64:
-            self._prepared[shapes] = (size_arr, tuple(o.shape for o in outs))
+            small = all(o.nbytes < OUTPUT_POOL_BYTES for o in outs)
+            self._prepared[shapes] = (size_arr, tuple(o.shape for o in outs), small)
         return size_arr, args, outs
 
     def _checked(self, inputs: dict):
@@ -535,14 +569,6 @@ class Arguments:
         weakref.finalize(holder, _recycle, pool, buf)
         return np.frombuffer(holder, dtype=self.dtype).reshape(shape)
 
-    def results(self, outs):
-        values = []
-        for o, arr in zip(self.meta["outputs"], outs):
-            values.append(float(arr[0]) if not o["dims"] else arr)
-        # no recursive closure here: it would be a reference cycle holding the results until the
-        # garbage collector runs (and keep their buffers out of the output pool)
-        return _structure(self.meta["structure"], values)
-
 
 class Runner(Arguments):
     """Checks inputs, converts them and calls the compiled entry point (see the module docstring)."""
@@ -553,11 +579,19 @@ class Runner(Arguments):
         self.fn.restype = None
         self.fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
         self._workspaces: list = []  # buffers for the kernel's temporaries, reused between calls
+        self._workspace_bytes: dict = {}  # the sizes array's bytes -> its workspace's (see _workspace)
 
     def __call__(self, **inputs):
-        size_arr, args, outs = self.prepare(inputs)
-        addrs = [address(a) for a in args]
-        addrs += [address(a) for a in outs]
+        return self.run(inputs)
+
+    def run(self, inputs: dict, shapes=UNCHECKED):
+        """The kernel's results on ``inputs`` (``shapes``: as ``prepare`` takes it)."""
+        size_arr, args, outs = self.prepare(inputs, shapes)
+        arrays = args + outs
+        try:   # (``address`` inlined: this runs for every array of every call)
+            addrs = [_addressof(_from_buffer(a)) for a in arrays]
+        except (TypeError, ValueError):   # a read-only or empty one among them
+            addrs = [address(a) for a in arrays]
         if self.meta.get("blas"):
             addrs.append(ctypes.addressof(blas_table(self.dtype)[0]))
         ws = self._workspace(size_arr) if self.meta.get("workspace") else None
@@ -573,12 +607,18 @@ class Runner(Arguments):
 
     def _workspace(self, size_arr):
         """A buffer for the temporaries (the C side's ``TL_WS_BYTES`` each), taken from this runner's pool
-        (so concurrent calls from several threads get distinct buffers) or made."""
-        sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
-        total = workspace_bytes(self.meta, sizes, self.dtype)
-        if total > PHYSICAL_MEMORY:
-            self._fail(f"the kernel's temporaries take {total:,} bytes at {sizes}, more than this machine's "
-                       f"memory ({PHYSICAL_MEMORY:,} bytes): too large to allocate")
+        (so concurrent calls from several threads get distinct buffers) or made.  Its size is worked out
+        once per sizes."""
+        key = size_arr.tobytes()
+        total = self._workspace_bytes.get(key)
+        if total is None:
+            sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
+            total = workspace_bytes(self.meta, sizes, self.dtype)
+            if total > PHYSICAL_MEMORY:
+                self._fail(f"the kernel's temporaries take {total:,} bytes at {sizes}, more than this machine's "
+                           f"memory ({PHYSICAL_MEMORY:,} bytes): too large to allocate")
+            if len(self._workspace_bytes) < 64:
+                self._workspace_bytes[key] = total
         try:
             ws = self._workspaces.pop()
         except IndexError:

@@ -189,3 +189,27 @@ def test_a_call_prepared_from_the_shapes_of_an_earlier_one_is_checked_as_the_fir
         k(x=np.ones(3), y=np.ones(3), z=np.ones(3))
     s = tl.compile(tl.parse("x : [n]R\nsum(i:n) x[i]"))
     assert s(x=np.ones(4)) == 4.0 and s(x=np.ones(4)) == 4.0 and s(x=np.ones(0)) == 0.0
+
+
+def test_pair_inputs_and_nested_results_take_the_prepared_call_and_its_checks():
+    """A kernel whose input is a pair of arrays, and whose value nests pairs of arrays and scalars, gives
+    on the prepared call (same shapes again) what NumPy gives, and every call that is not plain (a list
+    for a pair, a pair of three, another shape, a read-only array) is checked as the first one was."""
+    k = tl.compile(tl.parse("p : ([n]R, [n]R)\nw : [n]R\n"
+                            "(gen(i:n) p.0[i] * w[i], (sum(i:n) p.1[i], gen(i:n) p.0[i] + p.1[i]))"))
+    rng = np.random.default_rng(1)
+    for n in (4, 4, 6, 4):
+        a, b, w = rng.normal(size=(3, n))
+        got = k(p=(a, b), w=w)
+        assert isinstance(got, tuple) and isinstance(got[1], tuple) and isinstance(got[1][0], float)
+        np.testing.assert_allclose(got[0], a * w)
+        np.testing.assert_allclose(got[1][0], b.sum())
+        np.testing.assert_allclose(got[1][1], a + b)
+    with pytest.raises(tl.ShapeError, match="input p.1 has shape \\(5,\\)"):
+        k(p=(np.ones(4), np.ones(5)), w=np.ones(4))
+    with pytest.raises(tl.ShapeError, match="pair type"):
+        k(p=(np.ones(4), np.ones(4), np.ones(4)), w=np.ones(4))
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    np.testing.assert_allclose(k(p=[frozen, frozen], w=np.ones(4))[1][1], 2 * frozen)
+    np.testing.assert_allclose(k(p=(frozen, frozen), w=frozen)[0], frozen * frozen)
