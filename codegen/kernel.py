@@ -22,6 +22,7 @@ from tensorlang.nodes import Expr
 
 from .dask_graph import lazy, like_values
 from .generate import explain, generate
+from .runtime import UNCHECKED
 from .target import TARGETS, target_of
 
 __all__ = ["Kernel", "TARGETS", "generate", "explain"]
@@ -78,8 +79,9 @@ class Kernel:
                 f"a kernel takes its inputs by name (keywords), not by position: kernel({call}) (sizes, where "
                 f"they cannot be inferred from the shapes, by name too: {', '.join(self.meta['sizes']) or 'none'})"
             )
-        if self._runner.plain(inputs) is not None:   # NumPy arrays of its dtype, no Dask, no tracers
-            return self._run(inputs)
+        shapes = self._runner.plain(inputs)
+        if shapes is not None:   # NumPy arrays of its dtype, no Dask, no tracers
+            return self._run(inputs, shapes)
         if any(lazy(v) for v in inputs.values()):
             return self.blocks(inputs).collection(inputs)  # blocks() checks the keywords
         check_keywords(inputs, self.input_names, self.meta["sizes"])
@@ -88,9 +90,9 @@ class Kernel:
             return traced(self, inputs)
         return self._run(inputs)
 
-    def _run(self, inputs: dict):
+    def _run(self, inputs: dict, shapes=UNCHECKED):
         try:
-            return self._runner(**inputs)
+            return self._runner.run(inputs, shapes)
         except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's
             raise err.with_traceback(user_traceback(err.__traceback__)) from None
 
@@ -120,11 +122,15 @@ class Kernel:
     wrt: list[str] = []  # an adjoint kernel's: the inputs its outputs are the gradients in, in order
     dy_name: str | None = None  # an adjoint kernel's: the input that takes the output's cotangent
 
-    def differentiable_inputs(self) -> list[str]:
-        """The inputs that get a gradient: every input but the relations (a sparsity pattern has none)."""
-        from tensorlang.traversal import value_inputs
+    _differentiable: tuple | None = None   # differentiable_inputs(), once found
 
-        return [v.name for v in value_inputs(self.expr)]
+    def differentiable_inputs(self) -> tuple[str, ...]:
+        """The inputs that get a gradient: every input but the relations (a sparsity pattern has none)."""
+        if self._differentiable is None:
+            from tensorlang.traversal import value_inputs
+
+            self._differentiable = tuple(v.name for v in value_inputs(self.expr))
+        return self._differentiable
 
     def adjoint(self) -> "Kernel":
         """``tl.compile(tl.adjoint(expr, wrt=differentiable_inputs()))`` with this kernel's target, dtype
@@ -134,7 +140,7 @@ class Kernel:
                 if self.adjoint_kernel is None:
                     from tensorlang.traversal import free_vars
 
-                    wrt = self.differentiable_inputs()
+                    wrt = list(self.differentiable_inputs())
                     aexpr = DERIVATIVES.adjoint(self.expr, wrt)
                     known = {v.name for v in free_vars(self.expr)}
                     dy = [v.name for v in free_vars(aexpr) if v.name not in known]
@@ -162,6 +168,10 @@ class Kernel:
                     k.tangent_names = names
                     built[wrt] = k
         return k
+
+    # for ``tensorlang.ad``: a call reads its inputs and returns new arrays, so a differentiated function
+    # passes it its arrays as they are (no copies kept for the pullback)
+    __ad_write_free__ = True
 
     def __ad_jvp__(self, args, ts, inputs=None, tangents=None):
         """``(kernel(**inputs), tangent)`` for ``tensorlang.ad``'s forward mode, ``tangents`` those of the
@@ -237,6 +247,8 @@ class Kernel:
             else:
                 grads[name], rest = rest
         found = tuple(grads.get(n) for n in inputs)
+        if all(type(g) is np.ndarray for g in found):
+            return found
         return like_values(found, tuple(inputs.values())) if lazy(found) else found
 
     def __repr__(self) -> str:

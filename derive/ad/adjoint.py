@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import rules
 from .ir import ANY, ARR, INT, NUM, Instr
-from .primal import source_line
+from .primal import keeps_result, source_line
 
 # (an augmented assignment ``x op= y`` and a rule that writes may write to their argument: their pullback runs
 # even without a gradient of the result)
@@ -84,7 +84,8 @@ class BlockAdjoint:
                 self.lines.append(f"_i{ins.id}, _g{ins.id} = _ad_ents()")
         if ins.kind == ANY or ins.kind == ARR and (not self.g.boxfree or ins in self.g.escaping):
             read = ins.op == "deref" or ins.op in ("getitem", "getattr") and ins.kind == ANY and not _sliced(ins)
-            take = "_ad_takef" if read else "_ad_take"
+            made = ins.op == "rule" and rules.made_by_primitive(ins.attr[0])   # (its items' too: runtime.take_items)
+            take = "_ad_takef" if read else "_ad_takei" if made else "_ad_take"
             self.lines.append(f"_e = {take}({self.ref(ins)}, {d})")
         else:
             self.lines.append(f"_e = {d}")
@@ -124,7 +125,10 @@ class BlockAdjoint:
             for name, a in zip(ins.attr[1], ins.args):
                 self.add(a, f"_ad_field({e}, {name!r})", True)
         else:
-            self.lines.append(f"_g = {self.pbref(ins)}({e})")
+            if keeps_result(g, ins):   # (its pullback runs on the values it made, not on those written since)
+                self.lines.append(f"_g = _ad_kept({self._alpha(f'_s{ins.id}', ins)}, {self.pbref(ins)}, {e})")
+            else:
+                self.lines.append(f"_g = {self.pbref(ins)}({e})")
             for i, a in enumerate(ins.args):
                 self.add(a, f"_g[{i}]", True)
         if ins.kind != NUM and op in _PURE and not (op == "binop" and ins.attr.endswith("=")

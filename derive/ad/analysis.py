@@ -157,14 +157,27 @@ def write_free(f, _open=None) -> tuple | None:
     for v in fn.values():
         if isinstance(v, Instr) and v.op == "call" and _callee(v) is None:
             c = v.args[0]
-            g = f.__globals__.get(c.attr) if isinstance(c, Instr) and c.op == "global" else None
-            sub = write_free(g, _open) if type(g) is types.FunctionType and "out" not in v.attr else None
+            sub = write_free_callee(f.__globals__, c.attr, f.__globals__.get(c.attr), _open) \
+                if isinstance(c, Instr) and c.op == "global" and "out" not in v.attr else None
             if sub is None:
                 return None
-            assumed += [(f.__globals__, c.attr, g, g.__code__), *sub]
+            assumed += sub
         elif _writes(v, frozenset()) or isinstance(v, Instr) and v.op == "rule" and writes(v.attr[0]):
             return None   # (after ``analyse`` a call of a primitive is a ``rule``: ``np.copyto(z, v)``)
     return tuple(assumed)
+
+
+def write_free_callee(fglobals: dict, name: str, g, _open=None) -> tuple | None:
+    """What a call of module global ``name`` (bound to ``g`` in ``fglobals``) writing nothing assumes: the
+    binding ``(globals, name, g, code)`` then ``write_free``'s assumptions for a Python function; the binding
+    alone (code None) for an object that declares it writes nothing (``__ad_write_free__``: a compiled
+    kernel, which reads its inputs and returns new arrays); None where the call may write."""
+    if type(g) is types.FunctionType:
+        sub = write_free(g, _open)
+        return None if sub is None else ((fglobals, name, g, g.__code__), *sub)
+    if getattr(type(g), "__ad_write_free__", False):
+        return ((fglobals, name, g, None),)
+    return None
 
 
 class _Returns:
@@ -184,6 +197,8 @@ class _Returns:
     def _kind(self, name, kinds):
         assumed = self.pure[name]
         g = assumed[0][2]
+        if type(g) is not types.FunctionType:   # (an object that writes nothing: its result's kind is unknown)
+            return ANY
         code = g.__code__
         key = (id(code), kinds)
         if key in self.open or code.co_argcount != len(kinds) or code.co_kwonlyargcount \

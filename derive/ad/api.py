@@ -18,7 +18,7 @@ from ... import collector
 from ...errors import TensorLangError, TypeCheckError, UnsupportedError, user_traceback
 from . import rules  # (importing it registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
-from .analysis import analyse, indexed_by_ints, may_write, restartable, write_free
+from .analysis import analyse, indexed_by_ints, may_write, restartable, write_free_callee
 from .context import Store, current, within
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, spec_kind
@@ -127,7 +127,8 @@ def _build(f, kinds) -> Specialisation:
 
 def _write_free_callees(f, fn) -> dict:
     """The module globals that ``f`` calls with arrays (or values that may hold them) and that are bound to
-    Python functions that write to nothing (``analysis.write_free``): name -> what that assumes.  Assuming
+    Python functions that write to nothing (``analysis.write_free``), or to objects that declare they write
+    nothing (``__ad_write_free__``: a compiled kernel): name -> what that assumes.  Assuming
     so, ``f`` passes them its arrays without copies (copy on capture), and when it writes nothing itself
     its own array operations get inlined rules; its entries check that the names are bound as they were
     (else the specialisation that assumes nothing runs) and each such call that they still are."""
@@ -136,10 +137,10 @@ def _write_free_callees(f, fn) -> dict:
         if getattr(v, "op", None) == "call" and may_write(v):
             c = v.args[0]
             g = f.__globals__.get(c.attr) if getattr(c, "op", None) == "global" else None
-            if type(g) is types.FunctionType and c.attr not in out and "out" not in v.attr:
-                assumed = write_free(g)
+            if g is not None and c.attr not in out and "out" not in v.attr:
+                assumed = write_free_callee(f.__globals__, c.attr, g)
                 if assumed is not None:
-                    out[c.attr] = ((f.__globals__, c.attr, g, g.__code__), *assumed)
+                    out[c.attr] = assumed
     return out
 
 

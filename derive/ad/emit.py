@@ -158,12 +158,15 @@ class Written:
 
     def __init__(self, fn: Function):
         self.parent = {}
+        self.shares = {}   # the finer joins of ``result_written``: only values that may share memory
         writes = []   # (instruction, the value it writes or may write)
         for v in fn.values():
             if isinstance(v, Instr):
                 if v.op in _VIEW_OPS and v.args or v.op == "binop" and v.attr.endswith("="):
                     for u in v.args[1:] if v.op == "call" else v.args[:1]:   # (a call's first is the callee)
                         self._union(v, u)
+                        if _may_share(v):
+                            self._union(v, u, self.shares)
                 if v.op == "setitem" or v.op == "binop" and v.attr.endswith("=") \
                         or v.op == "rule" and rules.writes(v.attr[0]):
                     writes.append((v, v.args[0]))
@@ -173,6 +176,8 @@ class Written:
             else:
                 for u in v.incoming.values():
                     self._union(v, u)
+                    self._union(v, u, self.shares)
+        self.written = [(v, self.find(u, self.shares)) for v, u in writes]
         writes = [(v, self.find(u)) for v, u in writes]
         self.roots = {r for _, r in writes}
         in_block = {b: {(v, r) for v, r in writes if v in b.instrs} for b in fn.blocks}
@@ -189,13 +194,15 @@ class Written:
                 after = after | {(w, r) for w, r in in_block[b] if w is v}
                 self.later[v] = after
 
-    def find(self, v):
-        while self.parent.get(v, v) is not v:
-            v = self.parent[v]
+    def find(self, v, parent=None):
+        parent = self.parent if parent is None else parent
+        while parent.get(v, v) is not v:
+            v = parent[v]
         return v
 
-    def _union(self, a, b):
-        self.parent[self.find(a)] = self.find(b)
+    def _union(self, a, b, parent=None):
+        parent = self.parent if parent is None else parent
+        parent[self.find(a, parent)] = self.find(b, parent)
 
     def __bool__(self):
         return bool(self.roots)
@@ -205,6 +212,33 @@ class Written:
         after ``ins``."""
         root = self.find(v)
         return any(r is root and w is not ins for w, r in self.later.get(ins, ()))
+
+    def result_written(self, ins) -> bool:
+        """Whether another instruction can write into what ``ins`` returned, after ``ins``: into it, or into a
+        value that may share its memory (a view of it, an item of it, what user code returned given it),
+        where the result of a primitive that makes new arrays (``np.exp``) shares nothing with its arguments."""
+        root = self.find(ins, self.shares)
+        after = {w for w, _ in self.later.get(ins, ())}
+        return any(r is root and w is not ins and w in after for w, r in self.written)
+
+
+def _may_share(v) -> bool:
+    """Whether ``v``'s result may share memory with its arguments: an item, an attribute or a view of its
+    first (``getitem``, ``getattr``, ``x += y``, a method), whatever user code returns, and of the primitives
+    those that return a view or an argument itself (``np.reshape``, ``np.asarray``, ``max``)."""
+    if v.op == "rule":
+        rule, name = v.attr
+    elif v.op == "call" and isinstance(v.args[0], Instr) and v.args[0].op == "const" \
+            and rules.rule_of(v.args[0].attr) is not None:   # a primitive called with keywords
+        rule, name = rules.rule_of(v.args[0].attr), getattr(v.args[0].attr, "__name__", "")
+    else:
+        return True
+    return rules.view_method(name) or name in _SHARING_PRIMITIVES or rules.writes(rule)
+
+
+# primitives whose result may be one of their arguments, or a container holding their arguments' objects
+_SHARING_PRIMITIVES = {"max", "min", "sorted", "list", "tuple", "reversed", "zip", "iter", "next", "getattr",
+                       "array"}
 
 
 _BOXFREE_OPS = {"param", "const", "global", "compare", "slice", "nondiff", "prim", "aprim", "tuple"}

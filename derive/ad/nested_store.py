@@ -32,8 +32,8 @@ from .context import Store, current, within
 from .cotangent import dense
 from .rules.structures import setitem, store_attr
 from .tangent import JVP_RULES, code_jvp, tangent_of
-from .runtime import (HELPERS, RULES, ZERO, Writes, acc, acc_into, box_of, cut, method_rule,
-                      own, part_of, register, snap, take, with_nested_boxes)
+from .runtime import (HELPERS, RULES, ZERO, J, Writes, acc, acc_into, box_of, cut, item_grads, keep, kept,
+                      like_grads, method_rule, own, part_of, register, snap, take, with_nested_boxes)
 
 
 class Level:
@@ -236,6 +236,19 @@ def _take_rule(v, d):
     return y, Writes(back)
 
 
+def _take_items_rule(v, d):
+    """``take_items``: of a tuple a primitive made, each item's gradient taken (``_take_rule``)."""
+    items = item_grads(v, d) if isinstance(v, tuple) and _inner_store().boxes else None
+    if items is None:
+        return _take_rule(v, d)
+    taken = [_take_rule(x, g) for x, g in zip(v, items)]
+
+    def back(dy):
+        dys = (None,) * len(v) if dy is None else dy
+        return (None, like_grads(dy, tuple(b(g)[1] for (_, b), g in zip(taken, dys))))
+    return like_grads(d, tuple(y for y, _ in taken)), Writes(back)
+
+
 def _identity_back(dy):
     return (None, dy)
 
@@ -283,6 +296,78 @@ def _take_captured_rule(v, d):
 
 
 JVP_RULES.update({snap: _copy_jvp, cut: _cut_jvp})   # (forward mode: their code, not the rules above)
+
+
+# -- keep and kept: a result written after the call that made it (``runtime.keep``) ----------------------------
+# Differentiated again, ``kept`` runs the pullback as it is where the kept arrays were not written since the call
+# (the static analysis cannot tell a call that may write from one that does: ``Layer(w)``), and refuses by name
+# where one was: in reverse over reverse the write's pullback would clear the gradient that the pullback of the
+# kept values gives.  ``keep`` gives ``(array, copy, tangent)`` triples: in forward mode the tangent the array
+# had registered then (a write registers one, ``tangent.mutable``) with a copy of its values, so that a write is
+# seen in the values or in the tangent; in reverse mode, in the values.
+_KEPT = ("the function writes into an array a call returned, after the call (y = np.exp(x); y *= 2), whose values "
+         "its first derivative keeps for the call's pullback; a second derivative through that is not supported: "
+         "write into a copy (y = np.exp(x).copy())")
+
+
+def _registered_tangent(a):
+    """The tangent registered for array ``a`` now, and a copy of its values (None, None where none is)."""
+    hit = current().tangents.get(id(box_of(a)))
+    t = None if hit is None else hit[1]
+    return t, (t.copy() if type(t) is np.ndarray else None)
+
+
+def _written_since(triples, forward: bool) -> bool:
+    for a, c, (t, tc) in triples:
+        if not np.array_equal(a, c, equal_nan=True):
+            return True
+        if forward:
+            now = current().tangents.get(id(box_of(a)))
+            if (None if now is None else now[1]) is not t or tc is not None and not np.array_equal(t, tc):
+                return True
+    return False
+
+
+def _keep_rule(y, back):
+    # (the arrays themselves: the differentiation around gave keep its copies of those written later)
+    return tuple((a, c, (None, None)) for a, c in keep(_originals(y), back)), _no_gradient
+
+
+def _originals(y):
+    if isinstance(y, (tuple, list)):
+        return [_originals(item) for item in y]
+    return _original(y)
+
+
+def _keep_jvp(args, ts):
+    return tuple((a, c, _registered_tangent(a)) for a, c in keep(*args)), None
+
+
+def _no_gradient(dy):
+    return (None, None)
+
+
+def pullback_of(back, dy):
+    """``back(dy)``: ``kept`` where nothing was written, as code the transforms differentiate."""
+    return back(dy)
+
+
+def _kept_rule(triples, back, dy):
+    if _written_since(triples, False):
+        raise UnsupportedError(f"tensorlang.ad: {_KEPT}")
+    y, pb = J(pullback_of, back, dy)
+    return y, lambda d: (None, *pb(d)[1:])
+
+
+def _kept_jvp(args, ts):
+    if _written_since(args[0], True):
+        raise UnsupportedError(f"tensorlang.ad: {_KEPT}")
+    return code_jvp(pullback_of, None, args[1:], ts[1:])
+
+
+RULES.update({keep: _keep_rule, kept: _kept_rule})
+JVP_RULES.update({keep: _keep_jvp, kept: _kept_jvp})
 RULES.update({HELPERS["_ad_acci"]: _acc_into_rule, HELPERS["_ad_take"]: _take_rule, snap: _snap_rule, cut: _cut_rule,
+              HELPERS["_ad_takei"]: _take_items_rule,
               HELPERS["_ad_takef"]: _take_captured_rule,
               HELPERS["_ad_setitem"]: _setitem_rule, HELPERS["_ad_setattr"]: _setattr_rule})

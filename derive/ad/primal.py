@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from . import rules
 from .analysis import calls_write_free
-from .ir import ANY, ARR, NUM, Instr
+from .ir import ANY, ARR, INT, NUM, Instr
 
 
 def instr(g, ins: Instr) -> list[str]:
     """The primal statements of one instruction.  An array argument written again later is copied when
     the instruction keeps it for its pullback (copy on capture, not where it stores it); a call given such
     a copy has what it wrote into the copy written into the array, and views of the copy it returns made
-    views of the array (``runtime.cut``).  A call of a function assumed to write nothing first checks that
-    it still is the function found so (``runtime.still_write_free``)."""
+    views of the array (``runtime.cut``); what a call returns and code after it may write into has its values
+    kept for the call's pullback (``keeps_result``).  A call of a function assumed to write nothing first
+    checks that it still is the function found so (``runtime.still_write_free``)."""
     op, v, a = ins.op, g.val(ins), [g.val(x) for x in ins.args]
     generic = ins.active and ins.op not in ("tuple", "list", "dict", "closure", "deref", "prim")
     copies, cuts = [], []
@@ -30,7 +31,36 @@ def instr(g, ins: Instr) -> list[str]:
                 if op in ("call", "method", "rule"):
                     cuts.append(f"{v}, {g.pb(ins)} = _ad_cut({v}, {g.pb(ins)}, {c}, {a[k]})")
                 a[k] = c
-    return copies + _statements(g, ins, op, v, a, generic) + cuts
+    kept = [f"_s{ins.id} = _ad_keep({v}, {g.pb(ins)})"] if keeps_result(g, ins) else []
+    return copies + _statements(g, ins, op, v, a, generic) + cuts + kept
+
+
+def keeps_result(g, ins) -> bool:
+    """Whether the values of the arrays ``ins`` returns are kept for its pullback (``runtime.keep``): a call
+    or an operation by a rule (not an inlined one) whose result code after it may write into (``y =
+    np.exp(x); y *= 2``: the pullback of ``np.exp`` reads ``y``), that cannot return a view of its arguments
+    or store them, and whose pullback may read values."""
+    return bool(g.written) and ins.active and ins.op in _KEEPING and ins.kind not in (INT, NUM) \
+        and not (ins.op in ("binop", "unary") and ins.kind != ANY) \
+        and not _may_view(ins) and not _stores(ins) and _reads_values(ins) and g.written.result_written(ins)
+
+
+_KEEPING = ("call", "rule", "method", "binop", "unary")
+
+
+def _reads_values(ins) -> bool:
+    """Whether the pullback of ``ins`` may read the values it was given or returned: all but those of the
+    linear primitives and methods (``+``, ``np.sum``, ``x.copy()``); user code may."""
+    op = ins.op
+    if op == "rule":
+        return not rules.linear_rule(ins.attr[0])
+    if op == "method":
+        return not rules.linear_method(ins.attr[0])
+    if op in ("binop", "unary"):
+        return ins.attr not in ("+", "-")
+    f = ins.args[0].attr if isinstance(ins.args[0], Instr) and ins.args[0].op == "const" else None
+    rule = rules.rule_of(f) if f is not None else None
+    return rule is None or not rules.linear_rule(rule)
 
 
 def _statements(g, ins, op, v, a, generic) -> list[str]:

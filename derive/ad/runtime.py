@@ -164,9 +164,10 @@ def deref(f, i):
 
 def holds(purity) -> bool:
     """Whether the module globals that ``analysis.write_free`` found bound to functions that write nothing
-    (``purity``: their ``(globals, name, function, code)``) are bound to them still, with the same code."""
+    (``purity``: their ``(globals, name, function, code)``) are bound to them still, with the same code (code
+    None: an object that declares it writes nothing, ``analysis.write_free_callee``)."""
     for fglobals, name, f, code in purity:
-        if fglobals.get(name) is not f or f.__code__ is not code:
+        if fglobals.get(name) is not f or code is not None and f.__code__ is not code:
             return False
     return True
 
@@ -194,6 +195,89 @@ def snap(x):
     if copies is not None:
         copies[id(c)] = (c, x)
     return c
+
+
+def keep(y, back):
+    """The values of the arrays in result ``y`` (an array, or a tuple or list holding arrays) that its pullback
+    ``back`` holds, where code after the call that made it may write into them: ``(array, copy)`` pairs, for
+    ``kept``.  The result itself is what the program goes on with (whatever else holds it sees its writes);
+    its pullback, which may read it (``np.exp``'s reads its result; ``*``'s reads only its arguments, which
+    are copied on capture), runs on the values it made."""
+    arrays = [a for a in _arrays_of(y) if a.flags.writeable and a.size]
+    if not arrays:
+        return ()
+    held = _held_memory(back)
+    return tuple((a, a.copy()) for a in arrays if held is None or id(memory_owner(a)) in held)
+
+
+def _arrays_of(y) -> list:
+    if type(y) is np.ndarray:
+        return [y]
+    if isinstance(y, (tuple, list)):
+        return [a for item in y for a in _arrays_of(item)]
+    return []
+
+
+_HELD_LIMIT = 256   # objects looked at in a pullback before assuming it holds everything
+
+
+def _held_memory(back):
+    """The ids of the arrays owning the memory of every array that pullback ``back`` can reach (through
+    closures, defaults, partials, bound methods, containers and objects' attributes), or None where there is
+    more to look at than ``_HELD_LIMIT`` objects (then it may hold anything)."""
+    seen, held, todo = set(), set(), [back]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen or x is None or isinstance(x, (int, float, complex, str, bytes, bool, type)):
+            continue
+        seen.add(id(x))
+        if len(seen) > _HELD_LIMIT:
+            return None
+        if type(x) is np.ndarray:
+            held.add(id(memory_owner(x)))
+        elif isinstance(x, (tuple, list, set, frozenset)):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+        elif isinstance(x, types.FunctionType):
+            todo.extend(c.cell_contents for c in x.__closure__ or () if _filled(c))
+            todo.extend(x.__defaults__ or ())
+            todo.extend((x.__kwdefaults__ or {}).values())
+        elif isinstance(x, types.MethodType):
+            todo += [x.__func__, x.__self__]
+        elif isinstance(x, functools.partial):
+            todo += [x.func, x.args, x.keywords]
+        elif not isinstance(x, (types.BuiltinFunctionType, types.ModuleType, np.ufunc)):
+            todo.extend(getattr(x, "__dict__", {}).values())
+            todo.extend(getattr(x, n, None) for n in getattr(type(x), "__slots__", ()))
+    return held
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:   # (a cell not bound yet)
+        return False
+    return True
+
+
+def kept(pairs, back, dy):
+    """``back(dy)`` with the arrays of ``pairs`` (``keep``) holding the values they had when the call that made
+    them returned, and the values written since then after it."""
+    if not pairs:
+        return back(dy)
+    _exchange(pairs)
+    try:
+        return back(dy)
+    finally:
+        _exchange(pairs)
+
+
+def _exchange(pairs) -> None:
+    for a, c in pairs:
+        t = a.copy()
+        a[...] = c
+        c[...] = t
 
 
 def cut(y, back, copy, x):
@@ -432,6 +516,44 @@ def take(v, d):
     return d
 
 
+def take_items(v, d):
+    """``take`` of the results of a primitive (a NumPy or user rule, a compiled kernel): for a tuple (a named
+    one too: ``eigh``), each item's gradient where the primitive made it.  A primitive cannot take the
+    gradients that code after it left in the box store for the arrays it returned (code that wrote into
+    them); transformed code takes those of what it makes itself."""
+    if not isinstance(v, tuple) or not current().store.boxes:
+        return take(v, d)
+    items = item_grads(v, d)
+    return dense(d) if items is None else like_grads(d, tuple(take(x, g) for x, g in zip(v, items)))
+
+
+def made_by_primitive(rule) -> bool:
+    """Whether ``rule``'s results are made by its primitive (the rule library's, a user's ``@ad.rule``), not by
+    transformed code or the layer's own helpers (nested gradients, checkpoints, the store's operations),
+    which take the gradients of what they make."""
+    module = getattr(rule, "__module__", None) or ""
+    return not module.startswith(_LAYER) or module.startswith(_LAYER + "rules")
+
+
+_LAYER = __name__[:__name__.rindex(".") + 1]   # this package, ``...derive.ad.``
+
+
+def item_grads(v: tuple, d):
+    """The gradients of the items of tuple ``v`` in its gradient ``d`` (None: every item's is None), or None
+    where ``d`` is not a gradient item by item."""
+    if d is None:
+        return (None,) * len(v)
+    return d if isinstance(d, tuple) and len(d) == len(v) else None
+
+
+def like_grads(d, grads: tuple):
+    """``grads``, the gradients of a tuple's items, in the form of its gradient ``d`` (a named tuple stays
+    one), or None where every item is None (no gradient)."""
+    if all(g is None for g in grads):
+        return None
+    return d._make(grads) if hasattr(type(d), "_make") else grads
+
+
 def take_captured(v, d):
     """The gradient of ``v`` read out of a closure's cell, a container or an attribute: the local ``d``.
     The gradient of a box (or of a view of one) stays in the store, where the code that made the box takes
@@ -496,14 +618,17 @@ def along_first(rule):
 
 
 class RulePullback:
-    """Adapts a rule's pullback (argument gradients) to J's convention (the function's own first)."""
+    """Adapts a rule's pullback (argument gradients) to J's convention (the function's own first); ``made``:
+    the tuple of results a primitive made, whose items' gradients it takes first (``take_items``)."""
 
-    __slots__ = ("back", "n")
+    __slots__ = ("back", "n", "made")
 
-    def __init__(self, back, n):
-        self.back, self.n = back, n
+    def __init__(self, back, n, made=None):
+        self.back, self.n, self.made = back, n, made
 
     def __call__(self, dy):
+        if self.made is not None:
+            dy = take_items(self.made, dy)
         if dy is None and type(self.back) is not Writes:
             return (None,) * (self.n + 1)
         g = self.back(dy)   # (a rule may give gradients of parameters left at their defaults: dropped)
@@ -562,7 +687,7 @@ def J(f, *args):
         y, back = rule(*args)
         if rule in WRITING_RULES:   # its pullback runs without a gradient of the result
             back = Writes(back)
-        return y, RulePullback(back, len(args))
+        return y, RulePullback(back, len(args), _made(y, rule))
     t = type(f)
     if t is types.FunctionType:
         if f in NONDIFF:   # (a Python function without derivative is called as it is, not transformed)
@@ -576,7 +701,7 @@ def J(f, *args):
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
         y, back = hook(*args)
-        return y, RulePullback(back, len(args))
+        return y, RulePullback(back, len(args), _made(y, f))
     bound = bound_call((), f, args)
     if bound is not None:
         return bound
@@ -799,6 +924,16 @@ def differentiable(x) -> bool:
 _RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator)
 
 
+def _made(y, how):
+    """``y`` where it is a tuple that primitive ``how`` (a rule, or an object with ``__ad_pullback__`` that
+    declares ``__ad_write_free__``: it returns new arrays) made, else None (``RulePullback.made``)."""
+    if not isinstance(y, tuple):
+        return None
+    made = getattr(type(how), "__ad_write_free__", False) if hasattr(how, "__ad_pullback__") \
+        else made_by_primitive(how)
+    return y if made else None
+
+
 def Jkw(names, f, *args):
     """J for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
     k = len(names)
@@ -812,8 +947,13 @@ def Jkw(names, f, *args):
     if rule is not None:
         check_keywords(f, rule, names)
         y, back = rule(*pos, **kw)
-        return y, lambda dy: (None,) * (len(args) + 1) if dy is None else keyword_grads(rule, len(pos), names,
-                                                                                        back(dy))
+        made = _made(y, rule)
+
+        def kwback(dy):
+            if made is not None:
+                dy = take_items(made, dy)
+            return (None,) * (len(args) + 1) if dy is None else keyword_grads(rule, len(pos), names, back(dy))
+        return y, kwback
     if type(f) is functools.partial:
         return partial_call(f, pos, kw)
     if f is dict and not pos:
@@ -821,7 +961,7 @@ def Jkw(names, f, *args):
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
         y, back = hook(*pos, **kw)
-        return y, RulePullback(back, len(args))
+        return y, RulePullback(back, len(args), _made(y, f))
     if in_table(f, NONDIFF):   # called as it is, keywords too (np.eye(n, dtype=bool)), before binding them
         return f(*pos, **kw), ZERO
     bound = bound_call(names, f, args)
@@ -1008,7 +1148,8 @@ def _class_function(cls, name) -> bool:
 
 HELPERS = {
     "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
+    "_ad_takei": take_items,
     "_ad_takef": take_captured, "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
-    "_ad_snap": snap, "_ad_cut": cut, "_ad_like": like, "_ad_addat": add_at,
+    "_ad_snap": snap, "_ad_cut": cut, "_ad_keep": keep, "_ad_kept": kept, "_ad_like": like, "_ad_addat": add_at,
     "_ad_ents": entries, "_ad_withents": with_entries, "_ad_f64": np.float64,
 }

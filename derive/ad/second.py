@@ -317,6 +317,7 @@ def _write_item(args, ts):
 
 JVP_RULES.update({
     HELPERS["_ad_take"]: _on_both(HELPERS["_ad_take"]), HELPERS["_ad_takef"]: _on_both(HELPERS["_ad_takef"]),
+    HELPERS["_ad_takei"]: _on_both(HELPERS["_ad_takei"]),
     HELPERS["_ad_acci"]: _on_both(HELPERS["_ad_acci"]),
     HELPERS["_ad_setitem"]: box_write(_write_item, HELPERS["_ad_setitem"]),
     HELPERS["_ad_setattr"]: box_write(lambda a, t: (write_attr(a[0], t[0], a[1], t[2]), None)[1],

@@ -27,8 +27,8 @@ library through this module only:
 * methods: ``pure_method(name)`` (does not write to its object), ``view_method(name)`` (its result may
   share memory with its object), ``stores(name)`` (stores its arguments in its object).
 """
-from ..registry import rule_owner
-from ..runtime import BOX_METHODS, LIBRARY_RULES, NONDIFF, RULES, WRITING_RULES
+from ..registry import LINEAR_PULLBACK, rule_owner
+from ..runtime import BOX_METHODS, LIBRARY_RULES, NONDIFF, RULES, WRITING_RULES, made_by_primitive  # noqa: F401
 from . import builtins, fft, layout, linalg, math, numpy, operators, scalar  # noqa: F401
 from . import implemented, linalg_more, scipy_linalg, special, structures  # noqa: F401
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
@@ -159,6 +159,18 @@ def pure_method(name: str) -> bool:
 def stores(name: str) -> bool:
     """Whether a method of this name stores its arguments in its object by the box rules (``append`` ...)."""
     return any(n == name for _, n in BOX_METHODS)
+
+
+def linear_rule(rule) -> bool:
+    """Whether ``rule``'s pullback does not depend on the values its primitive was called with or returned
+    (``np.fft.fft``, ``np.sum``, ``+``)."""
+    record = rule_owner(rule)
+    return record is not None and (record.linear is not None or record.cross is LINEAR_PULLBACK)
+
+
+def linear_method(name: str) -> bool:
+    """Whether the pullback of a method of this name reads no values (``x.copy()``, ``x.sum()``)."""
+    return name in numpy.LINEAR_METHODS or name in numpy.VIEW_METHODS
 
 
 def view_method(name: str) -> bool:

@@ -783,6 +783,9 @@ PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "cop
                 "flatten", "std", "var", "prod", "squeeze", "item", "tolist", "all", "any", "argmax", "argmin",
                 "cumsum", "real", "imag"}
 # methods and functions whose result may be a view of their first argument (sharing its memory)
+# methods whose pullback does not read the values they were called with or returned (linear in the array)
+LINEAR_METHODS = {"copy", "flatten", "sum", "mean", "cumsum", "trace", "conj", "conjugate", "astype", "tolist", "item"}
+
 VIEW_METHODS = {"reshape", "transpose", "ravel", "squeeze", "expand_dims", "swapaxes", "moveaxis", "view",
                 "diagonal", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "atleast_1d",
                 "atleast_2d", "atleast_3d", "flip", "fliplr", "flipud", "rot90", "broadcast_to", "split",

@@ -92,6 +92,7 @@ NUMERIC_GRADS = {
                                times(dy, y * log_base(a)) if _is_active(b) else None),
     "%": lambda dy, a, b, y: (dy, -dy * (a // b)),
 }
+READS_RESULT = {"/", "**"}   # the operators whose gradients (NUMERIC_GRADS) read the result ``y``
 DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow", "%": "mod", "@": "matmul",
            "//": "floordiv", "&": "and", "|": "or", "^": "xor", "<<": "lshift", ">>": "rshift"}
 PYOP = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
@@ -136,7 +137,10 @@ def _make_binop(op):
                 return y, lambda dy: matmul_back(dy, a, b)
             if grads is None:
                 return y, ZERO
-            return y, lambda dy: tuple(unbroadcast(g, x) for g, x in zip(grads(dy, a, b, y), (a, b)))
+            if op in READS_RESULT:
+                return y, lambda dy: tuple(unbroadcast(g, x) for g, x in zip(grads(dy, a, b, y), (a, b)))
+            # (a pullback that holds no result: code after the call may write into it, runtime.keep)
+            return y, lambda dy: tuple(unbroadcast(g, x) for g, x in zip(grads(dy, a, b, None), (a, b)))
         if op != "@" and lazy_arithmetic(a, b):
             return _lazy_binop(grads, pyop, a, b)
         return _dunder(op, name, pyop, a, b)
