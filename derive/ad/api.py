@@ -95,8 +95,10 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     if spec is None or spec.code is not code:   # code objects compare by content: key by identity
         if made_by_grad(f):
             return _GradSpecialisation
-        with BUILD_LOCK:
-            spec = _SPECS[key] = _build(f, kinds)
+        with BUILD_LOCK:   # (built once: another thread may have built it meanwhile)
+            spec = _SPECS.get(key)
+            if spec is None or spec.code is not code:
+                spec = _SPECS[key] = _build(f, kinds)
     return spec
 
 
