@@ -80,7 +80,7 @@ class Entry:
 
 
 _SPECS: dict = {}   # (code, kinds) -> Specialisation
-_FAST: dict = {}    # (id(code), argument types...) -> Entry (the type of the first argument)
+_FAST: dict = {}    # (id(code), argument types...) -> Entry (its ``type`` the first argument's)
 _FAST1: dict = {}   # id(code) -> the same for one-argument functions (the argument type last used)
 _SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 
