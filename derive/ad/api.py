@@ -33,17 +33,54 @@ _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATO
 
 class Specialisation:
     """One function compiled for one tuple of argument kinds: its SSA IR and generated entry points
-    (``emit``)."""
+    (``emit``), those that return the value too compiled the first time they are asked for (``valued``)."""
 
-    def __init__(self, code, ir, grad, pb, fast, vfast, afast, boxfree, source, generic=None):
+    def __init__(self, code, ir, grad, pb, fast, boxfree, source, make_valued, generic=None):
         self.code, self.ir, self.grad, self.pb, self.source = code, ir, grad, pb, source
-        self.fast, self.vfast, self.afast, self.boxfree = fast, vfast, afast, boxfree
+        self.fast, self.boxfree = fast, boxfree
         self.generic = generic or self   # without assumptions on globals (for nested derivatives)
+        self._make_valued, self._valued = make_valued, None
+
+    def valued(self) -> tuple:
+        """``(vfast, afast)``: ``emit``'s ``_ad_vfast`` and ``_ad_afast`` (None where the function returns no
+        pair written out), compiled by ``make_valued()`` once, by the first thread that asks."""
+        made = self._valued
+        if made is None:
+            with BUILD_LOCK:
+                made = self._valued
+                if made is None:
+                    made = self._valued = self._make_valued()
+        return made
+
+
+class Entry:
+    """A cache entry of ``gradient``, for one function's code and argument types: the generated entry it
+    runs (``fast``; without a box store of its own where ``boxfree``), and those that ``value_and_grad``
+    (``vfast``) and ``has_aux`` (``afast``) run, each at first a stand-in that has the specialisation compile
+    them (``Specialisation.valued``), puts them in their places and runs the one it stands for."""
+
+    __slots__ = ("code", "type", "fast", "boxfree", "vfast", "afast", "spec")
+
+    def __init__(self, code, type_, spec):
+        self.code, self.type, self.fast, self.boxfree, self.spec = code, type_, spec.fast, spec.boxfree, spec
+        self.vfast, self.afast = self._vfast, self._afast
+
+    def _fill(self):
+        vfast, afast = self.spec.valued()
+        self.afast = afast or _aux_in_own_store
+        self.vfast = vfast
+
+    def _vfast(self, f, *args):
+        self._fill()
+        return self.vfast(f, *args)
+
+    def _afast(self, f, *args):
+        self._fill()
+        return self.afast(f, *args)
 
 
 _SPECS: dict = {}   # (code, kinds) -> Specialisation
-_FAST: dict = {}    # (id(code), argument types...) -> (code, type, fast entry, box-free, value-returning entry,
-#                     the same for has_aux: _aux_in_own_store where the generated code has none)
+_FAST: dict = {}    # (id(code), argument types...) -> Entry (its ``type`` the first argument's)
 _FAST1: dict = {}   # id(code) -> the same for one-argument functions (the argument type last used)
 _SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 
@@ -58,8 +95,10 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     if spec is None or spec.code is not code:   # code objects compare by content: key by identity
         if made_by_grad(f):
             return _GradSpecialisation
-        with BUILD_LOCK:
-            spec = _SPECS[key] = _build(f, kinds)
+        with BUILD_LOCK:   # (built once: another thread may have built it meanwhile)
+            spec = _SPECS.get(key)
+            if spec is None or spec.code is not code:
+                spec = _SPECS[key] = _build(f, kinds)
     return spec
 
 
@@ -80,15 +119,11 @@ def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
 
 def _build(f, kinds) -> Specialisation:
     fn, filename, text = analysed_ir(f, kinds)
-    grad, pb, fast, vfast, afast, boxfree, src = compile_function(fn, f.__globals__, f.__qualname__, filename, text)
-    spec = Specialisation(f.__code__, fn, grad, pb, fast, vfast, afast, boxfree, src)
+    spec = _compiled(f, fn, filename, text)
     pure = _write_free_callees(f, fn)
     if pure:   # (a function that calls user code is never box-free: the assumptions below do not apply)
         fn2, _, _ = analysed_ir(f, kinds, pure=pure)
-        grad2, pb2, fast2, vfast2, afast2, _, src2 = compile_function(
-            fn2, f.__globals__, f.__qualname__, filename, text, None,
-            {"_ad_fb_grad": grad, "_ad_fb_pb": pb, "_ad_fb_fast": fast, "_ad_fb_vfast": vfast, "_ad_fb_afast": afast})
-        return Specialisation(f.__code__, fn2, grad2, pb2, fast2, vfast2, afast2, False, src2, spec)
+        return _compiled(f, fn2, filename, text, spec)
     # Assumptions that make the function box-free or its loops cheaper, checked by its entries once at the
     # start (handing over to the specialisation above when they do not hold): globals that are arrays or
     # ints now (the data of a model: ``X @ w``, ``z[LABEL]``) keep their types (box-free, NumPy and
@@ -99,7 +134,7 @@ def _build(f, kinds) -> Specialisation:
     # arguments such an index is computed from are Python ints.
     gk = {}
     for ins in fn.values():
-        if not boxfree and getattr(ins, "op", None) == "global" and ins.attr in f.__globals__:
+        if not spec.boxfree and getattr(ins, "op", None) == "global" and ins.attr in f.__globals__:
             t = type(f.__globals__[ins.attr])
             if t is np.ndarray or t is int:
                 gk[ins.attr] = ARR if t is np.ndarray else INT
@@ -116,13 +151,41 @@ def _build(f, kinds) -> Specialisation:
     fn2, _, _ = analysed_ir(f, kinds2, gk, derived)
     if not is_boxfree(fn2):
         return spec
-    fallbacks = {"_ad_fb_grad": grad, "_ad_fb_pb": pb}
-    for name, run in (("fast", fast), ("vfast", vfast), ("afast", afast)):   # (each run in a store of its own)
-        fallbacks[f"_ad_fb_{name}"] = run if boxfree or run is None else \
-            functools.partial(_stored, run, name != "fast")
-    grad2, pb2, fast2, vfast2, afast2, _, src2 = compile_function(fn2, f.__globals__, f.__qualname__, filename,
-                                                                  text, gk, fallbacks, assumed)
-    return Specialisation(f.__code__, fn2, grad2, pb2, fast2, vfast2, afast2, True, src2, spec)
+    return _compiled(f, fn2, filename, text, spec, gk, assumed)
+
+
+def _compiled(f, fn, filename, text, generic=None, guard=None, assumed=None) -> Specialisation:
+    """The specialisation of ``f`` compiled from IR ``fn``; with ``generic``, one whose entries check the
+    assumptions it was analysed under (the functions it calls still the write-free ones, or ``guard`` and
+    ``assumed``: ``emit.generate``) and otherwise run the same entry of ``generic`` (in a box store of its own,
+    ``_stored``, the ones ``gradient`` runs, where this one is box-free and ``generic`` is not); its
+    value-returning entries compiled when first asked for, those of ``generic`` when one of them first falls
+    back to it (``_valued_of``)."""
+    boxfree = is_boxfree(fn)
+    stored = generic is not None and boxfree and not generic.boxfree
+
+    def fallbacks(entries: dict) -> dict | None:
+        if generic is None:
+            return None
+        return {f"_ad_fb_{name}": functools.partial(_stored, run, name != "fast")
+                if stored and name not in ("grad", "pb") else run
+                for name, run in entries.items()}
+
+    compile_ = functools.partial(compile_function, fn, f.__globals__, f.__qualname__, filename, text, guard)
+    grad, pb, fast, src = compile_(fallbacks({"grad": generic.grad, "pb": generic.pb, "fast": generic.fast})
+                                   if generic else None, assumed)
+
+    def make_valued():
+        later = {name: functools.partial(_valued_of, generic, k) for k, name in enumerate(("vfast", "afast"))}
+        return compile_(fallbacks(later) if generic else None, assumed, valued=True)
+
+    return Specialisation(f.__code__, fn, grad, pb, fast, boxfree, src, make_valued, generic)
+
+
+def _valued_of(spec, k, f, *args):
+    """``spec``'s value-returning entry ``k`` (0: ``vfast``, 1: ``afast``) run, compiled first if it is not yet:
+    the fallback of a specialisation that assumes more, so compiled only when an assumption fails."""
+    return spec.valued()[k](f, *args)
 
 
 def _write_free_callees(f, fn) -> dict:
@@ -161,20 +224,22 @@ def gradient(f, *args):
         if len(args) == 1:
             x, = args
             entry = _FAST1.get(id(code))
-            if entry is None or entry[0] is not code or type(x) is not entry[1]:
+            if entry is None or entry.code is not code or type(x) is not entry.type:
                 grads = _gradient(f, args)
-            elif entry[3]:   # box-free: the entry touches no store
-                grads = entry[2](f, x)   # (not *args: a star call costs more than a small forward)
+            elif entry.boxfree:   # the entry touches no store
+                run = entry.fast   # (a call of entry.fast is a method lookup, slower on a slot than a local)
+                grads = run(f, x)   # (not *args: a star call costs more than a small forward)
             else:
-                grads = _with_store(entry[2], f, args)
+                grads = _with_store(entry.fast, f, args)
         else:
             entry = _FAST.get((id(code), *map(type, args)))
-            if entry is None or entry[0] is not code:
+            if entry is None or entry.code is not code:
                 grads = _gradient(f, args)
-            elif entry[3]:
-                grads = entry[2](f, *args)
+            elif entry.boxfree:
+                run = entry.fast
+                grads = run(f, *args)
             else:
-                grads = _with_store(entry[2], f, args)
+                grads = _with_store(entry.fast, f, args)
         return grads
     except Exception as err:
         raise err.with_traceback(user_traceback(err.__traceback__))
@@ -481,7 +546,7 @@ def _picker(pick, how):
     trying = next(x for x in node.body if isinstance(x, ast.Try))
     trying.body[-1:] = _placed(ast.parse(after).body, trying.body[-1])
     trying.body[:0] = _placed(ast.parse(before + "f = _ad_f\n").body, trying)
-    node.body = [_valued_code(4 if how == "value" else 5).visit(trying) if how else trying]
+    node.body = [_valued_code("vfast" if how == "value" else "afast").visit(trying) if how else trying]
     ns: dict = {}
     exec(compile(ast.fix_missing_locations(tree), gradient.__code__.co_filename, "exec"), globals(), ns)
     made = _PICKERS[pick, how] = ns["_ad_picker"]
@@ -490,17 +555,17 @@ def _picker(pick, how):
 
 
 class _valued_code(ast.NodeTransformer):
-    """``gradient``'s code made to give ``(y, gradients)``: each entry run is the cache entry's ``k``-th (4:
-    ``emit``'s ``_ad_vfast``, 5: its ``_ad_afast``), ``_gradient`` is asked for that one and ``_with_store``
-    for a value."""
+    """``gradient``'s code made to give ``(y, gradients)``: each entry run is the cache entry's ``k``
+    (``"vfast"``: ``emit``'s ``_ad_vfast``, ``"afast"``: its ``_ad_afast``) in place of its ``fast``,
+    ``_gradient`` is asked for that one and ``_with_store`` for a value."""
 
     def __init__(self, k):
         self.k = k
 
-    def visit_Subscript(self, node):
+    def visit_Attribute(self, node):
         self.generic_visit(node)
-        if isinstance(node.value, ast.Name) and node.value.id == "entry" and getattr(node.slice, "value", 0) == 2:
-            node.slice = ast.copy_location(ast.Constant(self.k), node.slice)
+        if isinstance(node.value, ast.Name) and node.value.id == "entry" and node.attr == "fast":
+            node.attr = self.k
         return node
 
     def visit_Call(self, node):
@@ -519,26 +584,24 @@ def _placed(statements, where):
     return statements
 
 
-def _gradient(f, args, k=2):
+def _gradient(f, args, k="fast"):
     """``gradient`` off the fast path: specialise (or go through ``J``), fill the cache, and run the
-    entry (the ``k``-th of the cache's: 2 the gradients, 4 ``(y, gradients)``, 5 the same with ``has_aux``,
-    for the code of ``value_and_grad`` and ``grad(has_aux=True)``, ``_picker``) with a box store of its
-    own unless it is box-free."""
+    entry (the cache ``Entry``'s ``k``: ``fast`` the gradients, ``vfast`` ``(y, gradients)``, ``afast`` the
+    same with ``has_aux``, for the code of ``value_and_grad`` and ``grad(has_aux=True)``, ``_picker``) with
+    a box store of its own unless it is box-free."""
     if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args and not made_by_grad(f):
         code = f.__code__
         key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args))
         entry = _SEEN.get(key)
-        if entry is None or entry[0] is not code:
-            spec = specialised(f, args)
-            entry = _SEEN[key] = (code, type(args[0]), spec.fast, spec.boxfree, spec.vfast,
-                                  spec.afast or _aux_in_own_store)
+        if entry is None or entry.code is not code:
+            entry = _SEEN[key] = Entry(code, type(args[0]), specialised(f, args))
         if len(args) == 1:
             _FAST1[id(code)] = entry
         else:
             _FAST[key] = entry
-        run = entry[k]
-        return run(f, *args) if entry[3] else _with_store(run, f, args, k != 2)
-    return _with_store(_BY_J[k], f, args, k != 2)
+        run = getattr(entry, k)
+        return run(f, *args) if entry.boxfree else _with_store(run, f, args, k != "fast")
+    return _with_store(_BY_J[k], f, args, k != "fast")
 
 
 def _gradient_by_J(f, *args):
@@ -553,7 +616,7 @@ def _aux_by_J(f, *args):
     return _value_and_gradients(f, args, True)
 
 
-_BY_J = {2: _gradient_by_J, 4: _valued_by_J, 5: _aux_by_J}
+_BY_J = {"fast": _gradient_by_J, "vfast": _valued_by_J, "afast": _aux_by_J}
 
 
 def _aux_in_own_store(f, *args):

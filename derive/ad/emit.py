@@ -1,7 +1,9 @@
 """Python source for a specialised function, compiled once and cached.
 
 For each function and each tuple of argument kinds (``ir.spec_kind``) one source text is generated
-with these entry points, each taking the function object itself first (Zygote's hidden zeroth argument):
+with the first three of these entry points, and a second one with the last two the first time that
+``ad.value_and_grad`` or ``has_aux`` needs them (``generate``'s ``valued``), so that a gradient does not pay
+for compiling them; each takes the function object itself first (Zygote's hidden zeroth argument):
 
 * ``_ad_grad(f, *args)`` runs the primal and then the adjoint with ``dy = 1`` in one frame, returning
   ``(df, *dargs)``; values for the adjoint stay in local variables or on the list ``_t``;
@@ -338,24 +340,32 @@ def _reaches_exit(b, fn) -> bool:
 _VECTOR = "{0}.ndim == 1 and {0}.dtype.kind == 'f'"
 
 
-def generate(fn: Function, guard: dict | None = None, assumed: dict | None = None) -> tuple[str, dict]:
-    """The source text of the factory and the names it binds.  With ``guard`` (global name -> the kind the
-    specialisation assumed for it: ``INT``, ``ARR``, or ``VEC`` for a 1-D real array) or ``assumed``
+def generate(fn: Function, guard: dict | None = None, assumed: dict | None = None,
+             valued: bool = False) -> tuple[str, dict]:
+    """The source text of the factory and the names it binds: the factory returns ``(_ad_grad, _ad_pb,
+    _ad_fast)``, or with ``valued`` ``(_ad_vfast, _ad_afast)`` (``_ad_afast`` None where the function returns
+    no pair written out), the entries that return the value too, which only ``value_and_grad`` and
+    ``has_aux`` run (so compiled for a function only when they first do).  With ``guard`` (global name -> the
+    kind the specialisation assumed for it: ``INT``, ``ARR``, or ``VEC`` for a 1-D real array) or ``assumed``
     (argument position -> ``VEC``, or ``PYINT`` for a Python int), each entry first checks the assumptions
-    and otherwise hands over to ``_ad_fb_grad``/``_ad_fb_pb``/``_ad_fb_fast``/``_ad_fb_vfast``/``_ad_fb_afast``
-    (the unguarded specialisation); so does the primal where an array it assumed a vector is not
-    (``Gen.vector_check``)."""
+    and otherwise hands over to ``_ad_fb_<entry>`` (``_ad_fb_grad`` ...: the same entry of the unguarded
+    specialisation); so does the primal where an array it assumed a vector is not (``Gen.vector_check``)."""
     g = Gen(fn)
     params = g.params
-    adj_pop = _adjoint(g, "pop", "        ")
-    adj_fast = _adjoint(g, "pop", "        ", fast=True)
     returned = fn.exit.term[1] if fn.exit is not None and fn.exit.term[0] == "return" else None
     pair = returned if isinstance(returned, Instr) and returned.op == "tuple" and len(returned.args) == 2 else None
-    fasts = {"fast": (adj_fast, "_y", returned), "vfast": (_valued(adj_fast), "_y", returned)}
-    if pair is not None:
-        fasts["afast"] = (_valued(_adjoint(g, "pop", "        ", fast=True, seed=pair.args[0])),
-                          g.val(pair.args[0]), pair.args[0])
-    adj_index = _adjoint(g, "index", "            ")
+    if valued:
+        adj_pop = adj_index = []
+        fasts = {"vfast": (_valued(_adjoint(g, "pop", "        ", fast=True)), "_y", returned)}
+        if pair is not None:
+            fasts["afast"] = (_valued(_adjoint(g, "pop", "        ", fast=True, seed=pair.args[0])),
+                              g.val(pair.args[0]), pair.args[0])
+        entries = list(fasts)
+    else:
+        adj_pop = _adjoint(g, "pop", "        ")
+        fasts = {"fast": (_adjoint(g, "pop", "        ", fast=True), "_y", returned)}
+        adj_index = _adjoint(g, "index", "            ")
+        entries = ["grad", "pb", "fast"]
     bodies = {b: primal.block(g, b) for b in g.order}
     prologue = ["_t = []"] if g.loops else []
     prim = block_dispatch(g.order, bodies, "        ")
@@ -376,32 +386,34 @@ def generate(fn: Function, guard: dict | None = None, assumed: dict | None = Non
     if fn.purity:   # the functions it calls are still those found to write nothing
         from . import runtime
         conds.append(f"{g.const(runtime.holds)}({g.const(fn.purity)})")
-    for entry in ("grad", "pb", *fasts):
+    for entry in entries:
         checks[entry] = [f"if not ({' and '.join(conds)}):", f"    return _ad_fb_{entry}({params})"] if conds else []
         if g.derived:
             checks[entry].append(f"_ad_fb = _ad_fb_{entry}")
     lines.append("def _ad_factory(_ad_env):")
     if conds or g.derived:
-        lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in ("grad", "pb", *fasts)]
+        lines += [f"    _ad_fb_{e} = _ad_env['_ad_fb_{e}']" for e in checks]
     body = prim + adj_pop + [x for a, _, _ in fasts.values() for x in a] + adj_index
     body += [x for b in bodies.values() for x in b]
     used = {name for name in _helper_names() if any(name in x for x in body)}
     mks = {f"_ad_mk{i}" for i in range(len(fn.factory_nodes))}
     lines += [f"    {name} = _ad_env[{name!r}]" for name in sorted(used | set(g.env) | mks)]
     lines.append("    _ad_seed = _ad_env['_ad_seed']")
-    lines.append(f"    def _ad_grad({params}):")
-    lines += ["        " + x for x in checks.get("grad", []) + prologue + ["_dy = 1"]] + prim + _seed("_y", returned)
-    lines += adj_pop
-    lines.append(f"    def _ad_pb({params}):")
-    lines += ["        " + x for x in checks.get("pb", []) + prologue] + prim
-    lines.append("        def _ad_back(_dy):")
-    lines += adj_index
-    lines.append("        return _y, _ad_back")
+    if not valued:
+        lines.append(f"    def _ad_grad({params}):")
+        lines += ["        " + x for x in checks["grad"] + prologue + ["_dy = 1"]] + prim + _seed("_y", returned)
+        lines += adj_pop
+        lines.append(f"    def _ad_pb({params}):")
+        lines += ["        " + x for x in checks["pb"] + prologue] + prim
+        lines.append("        def _ad_back(_dy):")
+        lines += adj_index
+        lines.append("        return _y, _ad_back")
     for entry, (adjoint, name, seeded) in fasts.items():
         lines.append(f"    def _ad_{entry}({params}):")
-        lines += ["        " + x for x in checks.get(entry, []) + prologue + ["_dy = 1"]] + prim + _seed(name, seeded)
+        lines += ["        " + x for x in checks[entry] + prologue + ["_dy = 1"]] + prim + _seed(name, seeded)
         lines += adjoint
-    lines.append(f"    return _ad_grad, _ad_pb, _ad_fast, _ad_vfast, {'_ad_afast' if pair is not None else 'None'}")
+    results = [f"_ad_{e}" for e in entries] + (["None"] if valued and pair is None else [])
+    lines.append(f"    return {', '.join(results)}")
     return "\n".join(lines) + "\n", g.env
 
 
@@ -554,17 +566,21 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
 
 
 def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str, text: str,
-                     guard: dict | None = None, fallbacks: dict | None = None, assumed: dict | None = None):
+                     guard: dict | None = None, fallbacks: dict | None = None, assumed: dict | None = None,
+                     valued: bool = False):
     """Compile the generated source in the function's own module namespace; returns
-    (grad, pb, fast, vfast, afast, boxfree, source), ``afast`` None where the function returns no pair
-    written out.  ``guard``/``assumed``/``fallbacks``: see ``generate``."""
+    (grad, pb, fast, source), or with ``valued`` (vfast, afast), ``afast`` None where the function
+    returns no pair written out.  ``guard``/``assumed``/``fallbacks`` (``_ad_fb_<entry>`` -> that entry of the
+    unguarded specialisation): see ``generate``."""
     from . import runtime
-    src, env = generate(fn, guard, assumed)
+    src, env = generate(fn, guard, assumed, valued)
     env = dict(env)
     helpers = {**runtime.HELPERS, "_ad_seed": scalar_seed, **(fallbacks or {})}
     ns = exec_generated(src, fn, fglobals, qualname, filename, text, env, helpers, user=qualname)
+    if valued:
+        return ns["_ad_factory"](env)
     gen_name = ns["_ad_gen_name"]
-    grad, pb, fast, vfast, afast = ns["_ad_factory"](env)
+    grad, pb, fast = ns["_ad_factory"](env)
     tree = ast.parse(src)
     codes = {"_ad_grad": grad.__code__, "_ad_pb": pb.__code__}
     generated = {shown: name for name, shown in ns["_ad_names"].items() if name not in _ENTRIES}
@@ -572,4 +588,4 @@ def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str,
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in codes:
             register(codes[node.name], node, gen_name, src)
-    return grad, pb, fast, vfast, afast, is_boxfree(fn), src
+    return grad, pb, fast, src
