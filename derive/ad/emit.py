@@ -179,7 +179,7 @@ class Written:
                 for u in v.incoming.values():
                     self._union(v, u)
                     self._union(v, u, self.shares)
-        self.written = [(v, self.find(u, self.shares)) for v, u in writes]
+        self.shared_writes = [(v, self.find(u, self.shares)) for v, u in writes]   # (root in ``shares``)
         writes = [(v, self.find(u)) for v, u in writes]
         self.roots = {r for _, r in writes}
         in_block = {b: {(v, r) for v, r in writes if v in b.instrs} for b in fn.blocks}
@@ -221,7 +221,7 @@ class Written:
         where the result of a primitive that makes new arrays (``np.exp``) shares nothing with its arguments."""
         root = self.find(ins, self.shares)
         after = {w for w, _ in self.later.get(ins, ())}
-        return any(r is root and w is not ins and w in after for w, r in self.written)
+        return any(r is root and w is not ins and w in after for w, r in self.shared_writes)
 
 
 def _may_share(v) -> bool:
@@ -230,11 +230,11 @@ def _may_share(v) -> bool:
     those that return a view or an argument itself (``np.reshape``, ``np.asarray``, ``max``)."""
     if v.op == "rule":
         rule, name = v.attr
-    elif v.op == "call" and isinstance(v.args[0], Instr) and v.args[0].op == "const" \
-            and rules.rule_of(v.args[0].attr) is not None:   # a primitive called with keywords
-        rule, name = rules.rule_of(v.args[0].attr), getattr(v.args[0].attr, "__name__", "")
-    else:
-        return True
+    else:   # a primitive called with keywords (a constant callee with a rule), else user code: it may
+        f = v.args[0].attr if v.op == "call" and isinstance(v.args[0], Instr) and v.args[0].op == "const" else None
+        rule, name = (None, None) if f is None else (rules.rule_of(f), getattr(f, "__name__", ""))
+        if rule is None:
+            return True
     return rules.view_method(name) or name in _SHARING_PRIMITIVES or rules.writes(rule)
 
 
