@@ -37,11 +37,15 @@ from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
-from .schedule import BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions
+from .schedule import (BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions,
+                       serial_copies)
 from .sparse import Sparse
 from .target import Capabilities
 
 __all__ = ["CEmitter", "emit_c", "load"]
+
+
+_BLAS_HELPERS = "\n".join(serial_copies(BLAS_HELPERS.split("\n")))
 
 
 class CEmitter(ScalarPrinter, Schedule, Sparse):
@@ -89,7 +93,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
                 if group is not None:  # in chunks, in the entry point
                     body.append(f"  /* {', '.join(s.target.label for s in group.stmts)}: in chunks */")
                     self.emit_group(group, Scope(lines, 1, self.base_ctx, ()))
-                    body += lines
+                    body += serial_copies(lines)
                     done |= {id(s) for s in group.stmts}
                     continue
                 body.append(f"  /* {stmt.target.label} */")
@@ -99,6 +103,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
                     body.append(self.call(name, [arrays[k].cname for k in params]))
                     continue
                 self.emit_stmt(stmt, Scope(lines, 1, self.base_ctx, ()))
+                lines = serial_copies(lines)
                 call = self.outlined(stmt, lines, outlined)
                 body += lines if call is None else [self.call(*call)]
                 names = [a.cname for a in arrays]
@@ -259,7 +264,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             functions.update(em.functions)
         prelude = emitters[0].prelude()
         if cls.caps.blas and any(em.blas_calls() for em in emitters):
-            prelude += BLAS_HELPERS
+            prelude += _BLAS_HELPERS
         return "\n".join([prelude, *functions.values(), *entries]) + "\n"
 
     def target_meta(self) -> dict:

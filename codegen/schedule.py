@@ -10,6 +10,9 @@
   reduction: ``lanes`` points at a time, bit for bit the result of the plain loop.
 * OpenMP: the outermost loop of a nest is parallel when the compiler has OpenMP and the nest's work
   reaches ``PARALLEL_WORK``; gathers are scheduled dynamically, reductions statically (reproducible).
+  Below that work the nest runs as a plain serial copy of the loop (``serial_copies``): OpenMP's
+  ``if(false)`` clause still enters the runtime and makes a team of one, about half a microsecond per
+  loop, which was most of the time of a small kernel such as an LSTM cell's adjoint.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from .ir import TRUE, Reduce, Stmt
 from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
 
-__all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
+__all__ = ["Schedule", "Leaf", "unparen", "serial_copies", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
            "BLOCK_LANES",
            "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
            "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "between"]
@@ -746,6 +749,33 @@ class Schedule:
         red = f" reduction(+:{reduction})" if reduction else ""
         sched = f"dynamic, {chunk}" if chunk is not None else "static"
         scope.line(f"#pragma omp parallel for schedule({sched}){red} if(({work}) >= {PARALLEL_WORK})")
+
+
+_PARALLEL_IF = re.compile(r"(\s*)(#pragma omp parallel for .*) if\((.*)\)")
+
+
+def serial_copies(lines: list[str]) -> list[str]:
+    """``lines`` of C with each ``#pragma omp parallel for ... if(work)`` loop written as ``if (work) {``
+    the pragma (without its clause) and the loop ``} else {`` the same loop ``}``: the serial copy enters no
+    OpenMP runtime.  The loop is the ``for`` line right after the pragma, at its indentation, to the first
+    ``}`` at that indentation (the emitter writes a loop's body one level deeper)."""
+    out: list[str] = []
+    k = 0
+    while k < len(lines):
+        m = _PARALLEL_IF.fullmatch(lines[k])
+        if m is None:
+            out.append(lines[k])
+            k += 1
+            continue
+        indent, pragma, work = m.groups()
+        close = indent + "}"
+        if k + 1 >= len(lines) or not lines[k + 1].startswith(indent + "for (") or close not in lines[k + 2:]:
+            raise AssertionError(f"an OpenMP pragma not followed by its loop: {lines[k:k + 2]}")
+        end = lines.index(close, k + 2) + 1
+        loop = lines[k + 1:end]
+        out += [f"{indent}if ({work}) {{", indent + pragma, *loop, f"{indent}}} else {{", *loop, close]
+        k = end
+    return out
 
 
 @dataclass

@@ -235,6 +235,36 @@ def test_fusion_conv_loss_stores_nothing():
     assert "#pragma omp parallel for" in _body(k) and "tl_part" in _body(k)
 
 
+def test_parallel_loops_have_a_serial_copy_below_the_threshold():
+    """Each OpenMP loop runs as a plain serial loop when its work is under the threshold (an ``if(false)``
+    clause still enters the OpenMP runtime, about half a microsecond per loop); both copies give the
+    evaluator's value: the serial one at a small size, the parallel one at a size above the threshold."""
+    from codegen.schedule import PARALLEL_WORK
+
+    e = tl.parse("gen(i:n) sum(j:m) x[i + j] * c[j]", x="[n + m - 1]R", c="[m]R")
+    k = tl_compile(e)
+    body = _body(k)
+    pragmas = body.count("#pragma omp parallel for")
+    if pragmas == 0:
+        pytest.skip("the C compiler has no OpenMP")
+    assert " if((" not in body and body.count("} else {") >= pragmas
+    rng = np.random.default_rng(0)
+    for n in (5, PARALLEL_WORK // 8 + 1):
+        x, c = rng.normal(size=n + 7), rng.normal(size=8)
+        np.testing.assert_allclose(k(x=x, c=c), np.convolve(x, c[::-1], "valid"), rtol=1e-12)
+
+
+def test_serial_copies_need_the_loop_right_after_the_pragma():
+    from codegen.schedule import serial_copies
+
+    loop = ["  for (int64_t i = 0; i < n; i += 1) {", "    y[i] = x[i];", "  }"]
+    out = serial_copies(["  #pragma omp parallel for schedule(static) if((n) >= 10)", *loop, "  done();"])
+    assert out == ["  if ((n) >= 10) {", "  #pragma omp parallel for schedule(static)", *loop, "  } else {", *loop,
+                   "  }", "  done();"]
+    with pytest.raises(AssertionError, match="not followed by its loop"):
+        serial_copies(["  #pragma omp parallel for schedule(static) if((n) >= 10)", "  y = 0;"])
+
+
 def test_pinned_sum_variable_is_an_assignment():
     import re
 
