@@ -227,6 +227,25 @@ class Kernel:
 
         return (y, back), (ty, call)
 
+    def __ad_pullback_vjp__(self, inputs: dict, dy, y, dgrads: tuple) -> tuple:
+        """For ``tensorlang.ad``'s reverse over reverse (``ad.grad`` of ``ad.grad``): the pullback of
+        ``back(dy)`` (``__ad_pullback__``'s, one gradient per keyword input in call order) at cotangents
+        ``dgrads`` of those gradients, as ``(the inputs' cotangents by name, dy's)``.  ``back`` is the
+        adjoint kernel, linear in ``dy``; its own compiled adjoint (the adjoint of the adjoint program, in
+        every input and ``dy``) gives both at once."""
+        adj = self.adjoint()
+        if not adj.differentiable_inputs():
+            return {}, None
+        by_name = dict(zip(inputs, dgrads))
+        wanted = [by_name.get(name) for name in adj.wrt]
+        if all(d is None for d in wanted):
+            return {}, None
+        call = self._adjoint_inputs(adj, inputs, dy, y)
+        out, back = adj.__ad_pullback__(**call)
+        dout = _zeros_where_none(_right_nested(wanted), out)
+        got = dict(zip(call, back(dout)))
+        return {name: got.get(name) for name in inputs}, got.get(adj.dy_name)
+
     @staticmethod
     def _adjoint_inputs(adj: "Kernel", inputs: dict, dy, y) -> dict:
         """The adjoint kernel's keyword arguments: every input of its primal and the cotangent ``dy``."""
@@ -239,13 +258,7 @@ class Kernel:
     def _gradients(adj: "Kernel", out, inputs: dict) -> tuple:
         """The adjoint kernel's output (right-nested pairs over ``adj.wrt``) as one gradient per input in
         call order (``None`` for relations and sizes), each as its input is where one is a Dask collection."""
-        grads = {}
-        rest = out
-        for k, name in enumerate(adj.wrt):
-            if k == len(adj.wrt) - 1:
-                grads[name] = rest
-            else:
-                grads[name], rest = rest
+        grads = dict(zip(adj.wrt, _right_nested_items(out, len(adj.wrt))))
         found = tuple(grads.get(n) for n in inputs)
         if all(type(g) is np.ndarray for g in found):
             return found
@@ -279,6 +292,20 @@ class Kernel:
         from tensorlang.display import markdown_table
 
         return markdown_table(*self._table())
+
+
+def _right_nested_items(pairs, n: int) -> list:
+    """The ``n`` items of right-nested pairs ``(a, (b, (c, d)))`` (one item: ``pairs`` itself)."""
+    items = []
+    for _ in range(n - 1):
+        first, pairs = pairs
+        items.append(first)
+    return items + [pairs]
+
+
+def _right_nested(items: list):
+    """``items`` as right-nested pairs (one item as itself): how an adjoint kernel returns its gradients."""
+    return items[0] if len(items) == 1 else (items[0], _right_nested(items[1:]))
 
 
 def _zeros_where_none(dy, y):

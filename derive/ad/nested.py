@@ -186,6 +186,9 @@ def _declared_back_rule(rule, args, kw, back, dy):
         tkw = {} if d is None else {k: dense(t) for k, t in zip(kw, d[n:]) if t is not None}
         if all(t is None for t in ts) and not tkw:
             return (None,) * 5
+        if type(rule) is _KernelPullback:
+            dkw, ddy = rule.vjp(kw, dy, d)
+            return None, None, dkw, None, ddy
         along = LINEAR.get(rule)
         if tkw and not getattr(along, "keyword_tangents", False):
             raise UnsupportedError(f"a second differentiation through a differentiable keyword argument of "
@@ -230,12 +233,34 @@ def _declared(r, pos, kw, lead):
 
     def pb(d):
         dy, dback = (None, None) if d is None else d
-        g = _spread(None if dy is None else back(dy), n)
+        g = _spread(None if dy is None else back(dy), n + len(rest))
         extra = None if dback is None else getattr(dback, "args", None)
         if extra is not None:
             g = tuple(acc(a, b) for a, b in zip(g, extra))
+        extra = None if dback is None else getattr(dback, "kw", None)
+        if extra:   # (a kernel's inputs, by name)
+            g = g[:n] + tuple(acc(a, extra.get(k)) for a, k in zip(g[n:], rest))
         return (None,) * lead + picked(g, where)
     return (y, Pullback(back, [-1] * lead + where, r, full, rest)), pb
+
+
+class _KernelPullback:
+    """A compiled kernel as a declared rule (``_declared``): called, its ``__ad_pullback__``; its pullback
+    differentiated again by ``vjp``, the kernel's ``__ad_pullback_vjp__`` (its adjoint's compiled adjoint).
+    (A pair the kernel returned and later code wrote into is refused before this: its values are kept for
+    the pullback, ``runtime.keep``.)"""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.y = None
+
+    def __call__(self, **kw):
+        self.y, back = self.kernel.__ad_pullback__(**kw)
+        return self.y, back
+
+    def vjp(self, kw, dy, dgrads):
+        dy = tuple(map(dense, dy)) if isinstance(dy, tuple) else dense(dy)
+        return self.kernel.__ad_pullback_vjp__(kw, dy, self.y, tuple(map(dense, dgrads)))
 
 
 def _declared_rule(r):
@@ -260,6 +285,8 @@ def _call(f, r, pos, kw):
         check_keywords(f, r, tuple(kw))
     if r is not None and (r in LINEAR or r in MULTILINEAR):
         return _declared(r, pos, kw, True)
+    if r is None and hasattr(f, "__ad_pullback_vjp__") and not pos:   # a compiled kernel
+        return _declared(_KernelPullback(f), pos, kw, True)
     if r is None and is_nondiff(f):   # called as it is (np.eye(n, dtype=bool), np.arange(n, dtype=float))
         return (f(*pos, **kw), ZERO), _no_grads
     if r is not None or type(f) is types.FunctionType:
