@@ -213,6 +213,13 @@ def test_the_results_of_a_sparse_kernel_share_a_read_only_pattern():
     assert mine.nnz == 0
     x = np.linspace(0.0, 1.0, 6)
     np.testing.assert_allclose(kernel(x=x).toarray(), tl.evaluate(tl.hessian(e, "x"), x=x), atol=1e-12)
+    # results held at once are arrays of their own values (each a copy of one checked array of the pattern):
+    # scaling one's values in place changes neither the other nor the next
+    first, second = kernel(x=x), kernel(x=2 * x)
+    first.data *= 0.0
+    for h, at in ((second, 2 * x), (kernel(x=x), x)):
+        assert type(h).__name__ == "csr_array" and h.has_canonical_format
+        np.testing.assert_allclose(h.toarray(), tl.evaluate(tl.hessian(e, "x"), x=at), atol=1e-12)
 
 
 ENERGIES = {   # energies as their users write them, with the shape each is tried at
