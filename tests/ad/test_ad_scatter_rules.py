@@ -57,6 +57,12 @@ def _add_loop(x):
     return np.sum(a * a)
 
 
+def _add_into_view(x):
+    a = np.zeros((2, 3))
+    np.add.at(a[1], [0, 0, 2], x[:3] * x[1:])
+    return np.sum(a ** 3) + np.sum(a * x[:3])
+
+
 def _subtract(x):
     a = 2.0 * np.cos(x)
     np.subtract.at(a, [3, 3, 0], x[:3] ** 2)
@@ -92,6 +98,7 @@ CASES = {
     "add.at 2-d tuple index": (_add_2d_tuple, 4),
     "add.at broadcast rows": (_add_broadcast, 4),
     "add.at in a loop": (_add_loop, 4),
+    "add.at into a view": (_add_into_view, 4),
     "subtract.at": (_subtract, 4),
     "put": (_put, 4),
     "put wrap": (_put_wrap, 4),
