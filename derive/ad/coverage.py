@@ -1,12 +1,13 @@
-"""The table of NumPy (and ``scipy.special``) functions that have a reverse rule, generated from the rule
-registry (``runtime.RULES``), grouped by the module of the rule library that holds the rule; ``docs/ad.md``
-carries it (a test checks that the two agree)."""
+"""The table of NumPy (and ``scipy.special``) functions that have a reverse rule (not one that refuses),
+generated from the rule registry (``runtime.RULES``), grouped by the module of the rule library that holds
+the rule; ``docs/ad.md`` carries it (a test checks that the two agree)."""
 from __future__ import annotations
 
 import numpy as np
 import scipy.special as sc
 
 from . import rules  # noqa: F401  (registers the rule library)
+from .registry import REGISTRY
 from .runtime import METHOD_RULES, RULES
 
 _GROUPS = {
@@ -16,6 +17,8 @@ _GROUPS = {
     "linalg_more": "more `numpy.linalg`: factorisations with rules, norms and products as code",
     "implemented": "given as NumPy code, differentiated as code in every mode (statistics, nan-reductions, "
                    "convolutions, interpolation, NumPy 2's names, ufunc methods)",
+    "scatter": "functions that write entries into an array in place (by the box rules; the `.at` of "
+               "`multiply`, `divide`, `power`, `maximum`, `minimum` refused by name)",
     "fft": "`numpy.fft` (linear: the adjoint transforms)",
     "complexes": "complex numbers (Zygote's convention)",
     "structures": "indexing helpers",
@@ -48,7 +51,7 @@ def numpy_coverage() -> str:
     groups: dict = {}
     for f, rule in list(RULES.items()):
         name = _numpy_name(f)
-        if name is None:
+        if name is None or "reverse" in REGISTRY[f].refused:
             continue
         module = getattr(rule, "__module__", "") or ""
         group = module.rsplit(".", 1)[-1] if module.startswith(__package__ + ".rules") else "numpy"

@@ -16,7 +16,7 @@ from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, kind_of
 from .registry import refusing
 from .context import current, within
-from .rules import is_nondiff, rule_of
+from .rules import is_nondiff, rule_of, writes
 from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
@@ -293,7 +293,7 @@ def _jvp_J(args, ts):
     if rule is not None:
         n = len(xs)
         return _adapted(pair_jvp(f, rule, tuple(xs), ts[1:]), lambda g: (None, *g, *(None,) * (n - len(g))), n + 1,
-                        rule=True)
+                        rule=not writes(rule))
     if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
         return JVP(specialised(f, xs).generic.pb, None, args, ts)
     if type(f) is types.FunctionType and len(xs) < f.__code__.co_argcount:   # defaults filled in, as J does
@@ -363,8 +363,8 @@ def _jvp_map(xs, ts):
 def _adapted(paired, grads, n, rule=False):
     """A call's ``((y, back), tangent)`` with its pullback's gradients, and their tangents, put in the
     convention of the caller by ``grads`` (``n`` gradients).  A ``rule``'s pullback is not called with a None
-    cotangent (its gradients are all None then); a Python function's is (it may move gradients through the
-    box store all the same)."""
+    cotangent (its gradients are all None then); a Python function's, or a rule's that writes to an argument
+    (``np.add.at``: not passed as ``rule``), is (it may move gradients through the box store all the same)."""
     (y, back), tpair = paired
     pb = lambda dy: (None,) * n if rule and dy is None else grads(back(dy))   # noqa: E731
     if tpair is None:
@@ -450,7 +450,7 @@ def _jvp_Jkw(args, ts):
         raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                                f"keyword arguments {', '.join(names)} is not supported")
     return _adapted(pair_jvp(f, rule, pos, tpos, kw, tkw), lambda g: keyword_grads(rule, len(pos), names, g),
-                    len(xs) + 1, rule=True)
+                    len(xs) + 1, rule=not writes(rule))
 
 
 def _jvp_out(names, f, xs, ts):

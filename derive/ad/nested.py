@@ -350,7 +350,8 @@ def _Jm_rule(name, kwnames, obj, *args):
     if isinstance(obj, types.ModuleType) or ufunc_method(obj, name):
         f = getattr(obj, name)
         pair, pb = _call(f, _rule_of(f), pos, kw)
-        return pair, lambda d: (None, None, None, *pb(d)[1:])
+        back = lambda d: (None, None, None, *pb(d)[1:])   # noqa: E731
+        return pair, Writes(back) if type(pb) is Writes else back   # (np.add.at: run without a cotangent too)
     r = method_rule(obj, name)
     if r is None and (name in NONDIFF_METHODS or not differentiable(obj) and not any(map(differentiable, args))):
         return Jm(name, kwnames, obj, *args), ZERO   # (no derivative: nor has its pullback)

@@ -30,6 +30,8 @@ import numpy as np
 from ...errors import UnsupportedError
 from .context import Store, current, within
 from .cotangent import dense
+from .registry import primitive
+from .rules.scatter import ADDED
 from .rules.structures import setitem, store_attr
 from .tangent import JVP_RULES, code_jvp, tangent_of
 from .runtime import (HELPERS, RULES, ZERO, J, Writes, acc, acc_into, box_of, cut, item_grads, keep, kept,
@@ -149,6 +151,13 @@ def _setitem_rule(obj, idx, val):
         raise UnsupportedError(f"a second differentiation through {type(obj).__qualname__}.__setitem__ is not "
                                f"supported")
     return _write(_level("x[i] = v").original(obj), "x[i] = v", lambda o: setitem(o, idx, val), _same, 3)
+
+
+def _scatter_rule(f):
+    """The rule of ``f``'s rule (``np.add.at``, ``np.subtract.at``: a write whose pullback is a box rule's,
+    ``rules.scatter.Added``), as ``x[i] = v``'s."""
+    rule, what = RULES[f], primitive(f).name
+    return lambda obj, idx, val: _write(_level(what).original(obj), what, lambda o: rule(o, idx, val), _same, 3)
 
 
 def _zero3(d):
@@ -371,3 +380,4 @@ RULES.update({HELPERS["_ad_acci"]: _acc_into_rule, HELPERS["_ad_take"]: _take_ru
               HELPERS["_ad_takei"]: _take_items_rule,
               HELPERS["_ad_takef"]: _take_captured_rule,
               HELPERS["_ad_setitem"]: _setitem_rule, HELPERS["_ad_setattr"]: _setattr_rule})
+RULES.update({RULES[f]: _scatter_rule(f) for f in ADDED})

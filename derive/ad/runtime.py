@@ -947,12 +947,14 @@ def Jkw(names, f, *args):
     if rule is not None:
         check_keywords(f, rule, names)
         y, back = rule(*pos, **kw)
-        made = _made(y, rule)
+        made, writing = _made(y, rule), rule in WRITING_RULES   # (a writing rule's pullback runs without dy)
 
         def kwback(dy):
             if made is not None:
                 dy = take_items(made, dy)
-            return (None,) * (len(args) + 1) if dy is None else keyword_grads(rule, len(pos), names, back(dy))
+            if dy is None and not writing:
+                return (None,) * (len(args) + 1)
+            return keyword_grads(rule, len(pos), names, back(dy))
         return y, kwback
     if type(f) is functools.partial:
         return partial_call(f, pos, kw)

@@ -40,13 +40,14 @@ from .rules import structures
 from .rules.complexes import HOLOMORPHIC, holomorphic
 from .rules.jvp import write_attr, write_item
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, product
+from .rules.scatter import IN_PLACE
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .context import Store, current, within
 from .nested import positional, multilinear_along
 from .registry import CROSS, LINEAR_PULLBACK, METHOD_PAIRS, PAIRS, rule_owner  # noqa: F401  (read through here)
 from .runtime import BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, check_keywords, is_complex, unbroadcast
-from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, numpy_filled,
-                      pullback_tangent)
+from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, mutable,
+                      numpy_filled, pullback_tangent)
 
 
 ZERO = PullbackTangent(lambda dy: None)   # the tangent of a pullback that does not depend on the primal
@@ -153,9 +154,10 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
         return rule(*args, **kw), NO_TANGENT
     if f in PAIRS and not kw:
         return PAIRS[f](args, ts)
-    bound = positional(rule, args, kw) if any(map(active, tkw.values())) and type(rule) is types.FunctionType \
-        else None
-    if bound is not None:   # a differentiable keyword argument (np.stack(arrays=...)): called positionally
+    bound = positional(rule, args, kw) if (f in PAIRS and kw or any(map(active, tkw.values()))) \
+        and type(rule) is types.FunctionType else None
+    if bound is not None:   # a differentiable keyword argument (np.stack(arrays=...)), or keyword arguments of a
+        # function with a pair (np.put(a, i, v, mode=...)): called positionally
         return pair_jvp(f, rule, bound[0], _placed(ts, tkw, bound), name=name)
     cplx = any(map(is_complex, args))
     how = (COMPLEX_CROSS if cplx else CROSS).get(f) if f is not None else None
@@ -315,6 +317,17 @@ def _write_item(args, ts):
     write_item(obj, ts[0], idx, val, ts[2])
 
 
+def _scatter_pair(f):
+    """The pair of ``f(a, index, values, ...)``, which writes ``values`` into ``a`` in place, linearly in
+    ``a`` and ``values`` together (``np.add.at``, ``np.put`` ...): the same call writes the tangent of
+    ``values`` into ``a``'s tangent, and the pullback, a box rule's, runs again on the tangent store."""
+    def write(args, ts):
+        a, index, values, *rest = args
+        f(mutable(a, ts[0]), index, 0.0 if ts[2] is None else ts[2], *rest)
+    return box_write(write, RULES[f])
+
+
+PAIRS.update({f: _scatter_pair(f) for f in IN_PLACE})
 JVP_RULES.update({
     HELPERS["_ad_take"]: _on_both(HELPERS["_ad_take"]), HELPERS["_ad_takef"]: _on_both(HELPERS["_ad_takef"]),
     HELPERS["_ad_takei"]: _on_both(HELPERS["_ad_takei"]),

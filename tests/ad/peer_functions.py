@@ -1463,6 +1463,7 @@ def _systematic():
     for name in ("maximum", "fmax", "minimum", "fmin"):
         cases += _combo(name, getattr(np, name), [[R(1), R(1, 4), R(3, 4)], [R(1), R(1, 4), R(3, 4)]])
     cases += _combo("sort", np.sort, [[R(1), R(7)]])
+    cases += _combo("partition", np.partition, [[R(7), R(3, 4)]], kth=[1, 2])
     cases += _combo("atleast_1d", np.atleast_1d, [[1.2, R(1), R(7), R(1, 4), R(2, 4), R(2, 4, 5)]])
     cases += _combo("atleast_2d", np.atleast_2d, [[1.2, R(1), R(7), R(1, 4), R(2, 4), R(2, 4, 5)]])
     cases += _combo("atleast_3d", np.atleast_3d, [[1.2, R(1), R(7), R(1, 4), R(2, 4), R(2, 4, 5), R(2, 4, 3, 5)]])
@@ -1607,7 +1608,6 @@ AG_SYSTEMATIC = ([(f"systematic.{n}", f, a) for n, f, a in _systematic()]
 # the test functions of NumPy calls tensorlang.ad has no rule for, with the refusal it gives
 AG_REFUSED = [
     ("systematic.real_ic", np.real_if_close, [R(3, 2)], "no derivative rule for numpy.real_if_close"),
-    ("systematic.partition", _bound(np.partition, kth=3), [R(7)], "no derivative rule for numpy.partition"),
     ("systematic.gradient", np.gradient, [R(5, 5)], "no derivative rule for numpy.gradient"),
 ]
 # checked at second order as well (ad.hvp and ad.hessian of a scalar function of each): the first case of

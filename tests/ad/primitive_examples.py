@@ -230,6 +230,16 @@ example(np.median)((lambda x: np.median(x), A), (lambda x: np.median(x, axis=1),
 example(np.quantile)((lambda x: np.quantile(x, 0.3), A), (lambda x: np.quantile(x, [0.2, 0.7], axis=1), A),
                      (lambda x: np.quantile(A, x), 0.3))
 example(np.percentile)((lambda x: np.percentile(x, 30, axis=0), A), (lambda x: np.percentile(x, [10, 95]), T))
+example(np.nanmedian)((lambda x: np.nanmedian(_with_nans(x)), A), (lambda x: np.nanmedian(_with_nans(x), axis=1), A))
+example(np.nanquantile)((lambda x: np.nanquantile(_with_nans(x), [0.2, 0.7], axis=0), A),
+                        (lambda x: np.nanquantile(x, 0.3, keepdims=True), A))
+example(np.nanpercentile)((lambda x: np.nanpercentile(_with_nans(x), 30, axis=1), A))
+example(np.partition)((lambda x: np.partition(x, 2) ** 2, V), (lambda x: np.partition(x, (0, 2), axis=0), A))
+example(np.insert)((lambda x: np.insert(x, 1, x[:2] ** 2), V), (lambda x: np.insert(x, [0, 2], 0.5, axis=1), A))
+example(np.add.at)((lambda x: _added_at(x), V))
+example(np.subtract.at)((lambda x: _subtracted_at(x), A))
+example(np.put)((lambda x: _put_into(x), V))
+example(np.place)((lambda x: _placed(x), V))
 example(np.nansum)((lambda x: np.nansum(_with_nans(x)), A), (lambda x: np.nansum(_with_nans(x), axis=1), A))
 example(np.nanprod)((lambda x: np.nanprod(_with_nans(x), axis=0), A))
 example(np.nanmean)((lambda x: np.nanmean(_with_nans(x)), A), (lambda x: np.nanmean(_with_nans(x), axis=0), A))
@@ -304,6 +314,30 @@ def _copied_to(x):
     return y + x
 
 
+def _added_at(x):
+    y = x * x
+    np.add.at(y, [0, 2, 2], x[1:] * 3.0)
+    return y * x
+
+
+def _subtracted_at(x):
+    y = np.ones((4, 4))
+    np.subtract.at(y, (np.array([0, 2, 0]), np.array([1, 3, 1])), x[0, :3] ** 2)
+    return y * x[1]
+
+
+def _put_into(x):
+    y = x * 1.5
+    np.put(y, [3, 0], x[1] ** 2)
+    return y * x
+
+
+def _placed(x):
+    y = x * 2.0
+    np.place(y, np.array([False, True, True, False]), x[2:] ** 2)
+    return y * x
+
+
 def _appended(x):
     out = []
     for v in x:
@@ -343,3 +377,5 @@ NO_EXAMPLE = {
     operator.ior: "bitwise: integers and bools only", operator.ixor: "bitwise: integers and bools only",
     operator.ilshift: "shifts integers only", operator.irshift: "shifts integers only",
 }
+NO_EXAMPLE.update({u.at: "refused in every mode (test_ad_scatter_rules.py)"
+                   for u in (np.multiply, np.divide, np.power, np.maximum, np.minimum)})

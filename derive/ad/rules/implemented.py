@@ -192,14 +192,25 @@ def check_quantile(name, q, method, weights):
         raise ValueError(f"np.{name}: quantiles must be in the range [0, 1]")
 
 
+def sorted_columns(x, axes):
+    """The entries of ``x`` along ``axes``, moved first and merged into one axis, sorted along it (a stable
+    sort; NaN last)."""
+    moved = np.moveaxis(x, axes, leading(len(axes)))
+    return np.sort(np.reshape(np.copy(moved), merged_shape(np.shape(moved), len(axes))), axis=0)   # (copy: C order)
+
+
+def quantiles_shape(q, x, s, axes, keepdims):
+    """The shape of the quantiles ``q`` of ``x`` over ``axes`` (``s``: its sorted columns)."""
+    return kept_shape(np.shape(q), np.shape(x), axes) if keepdims else np.shape(q) + np.shape(s)[1:]
+
+
 def linear_quantile(a, q, axis, keepdims, scale=1.0):
     """The quantiles ``q`` of ``a`` over ``axis`` by linear interpolation between the sorted entries (a
     stable sort: at ties the entries are told apart by their order, a subgradient); ``q`` in units of
     ``scale`` (100 for percentiles)."""
     x = np.asarray(a)
     axes = reduced_axes(np.ndim(x), axis)
-    moved = np.moveaxis(x, axes, leading(len(axes)))
-    s = np.sort(np.reshape(np.copy(moved), merged_shape(np.shape(moved), len(axes))), axis=0)   # (copy: C order)
+    s = sorted_columns(x, axes)
     qs = np.reshape(np.asarray(q), (-1,)) / scale   # (one axis of quantiles, made the shape of q at the end)
     lo, hi = quantile_positions(qs, np.shape(s)[0])
     frac = qs * (np.shape(s)[0] - 1) - lo   # (differentiable in q: the slope between the entries)
@@ -207,9 +218,24 @@ def linear_quantile(a, q, axis, keepdims, scale=1.0):
     above = np.take(s, hi, 0)
     frac = np.reshape(frac, np.shape(lo) + (1,) * (np.ndim(s) - 1))
     y = below + frac * (above - below)
-    if keepdims:
-        return np.reshape(y, kept_shape(np.shape(q), np.shape(x), axes))
-    return np.reshape(y, np.shape(q) + np.shape(s)[1:])
+    return np.reshape(y, quantiles_shape(q, x, s, axes, keepdims))
+
+
+def nan_linear_quantile(a, q, axis, keepdims, scale=1.0):
+    """``linear_quantile`` of the entries that are not NaN, column by column (NaN where a column has none):
+    the NaN entries, sorted last, are never read, so their gradient is an exact 0."""
+    x = np.asarray(a)
+    axes = reduced_axes(np.ndim(x), axis)
+    s = sorted_columns(x, axes)
+    n = np.maximum(count(s, 0, True), 1)   # (per column; an all-NaN column reads its first entry, then NaN)
+    qs = np.reshape(np.asarray(q), (-1,) + (1,) * (np.ndim(s) - 1)) / scale
+    lo, hi = quantile_positions(qs, n)
+    frac = qs * (n - 1) - lo
+    finite = np.where(np.isnan(s), 0.0, s)
+    below = np.take_along_axis(finite, lo, 0)
+    above = np.take_along_axis(finite, hi, 0)
+    y = np.where(all_nan(s, 0, True), np.nan, below + frac * (above - below))
+    return np.reshape(y, quantiles_shape(q, x, s, axes, keepdims))
 
 
 def _quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, weights=None):
@@ -224,6 +250,28 @@ def _percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear
 
 def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     return linear_quantile(a, 0.5, axis, keepdims)
+
+
+def _nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+                 weights=None):
+    check_quantile("nanquantile", q, method, weights)
+    return nan_linear_quantile(a, q, axis, keepdims)
+
+
+def _nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+                   weights=None):
+    check_quantile("nanpercentile", np.asarray(q) / 100, method, weights)
+    return nan_linear_quantile(a, q, axis, keepdims, 100.0)
+
+
+def _nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return nan_linear_quantile(a, 0.5, axis, keepdims)
+
+
+def _partition(a, kth, axis=-1, kind="introselect", order=None):
+    x = np.ravel(a) if axis is None else np.asarray(a)
+    along = -1 if axis is None else axis
+    return np.take_along_axis(x, np.argpartition(x, kth, along), along)   # (a permutation: ties are fine)
 
 
 def weights_shape(shape, wshape, axis):
@@ -470,7 +518,8 @@ _IMPLEMENTED = {
     np.multiply.outer: _multiply_outer,
     np.quantile: _quantile, np.percentile: _percentile, np.median: _median, np.average: _average, np.cov: _cov,
     np.corrcoef: _corrcoef, np.nansum: _nansum, np.nanprod: _nanprod, np.nanmean: _nanmean, np.nanmax: _nanmax,
-    np.nanmin: _nanmin, np.nanvar: _nanvar, np.nanstd: _nanstd, np.ptp: _ptp, np.convolve: _convolve,
+    np.nanmin: _nanmin, np.nanmedian: _nanmedian, np.nanquantile: _nanquantile,
+    np.nanpercentile: _nanpercentile, np.partition: _partition, np.nanvar: _nanvar, np.nanstd: _nanstd, np.ptp: _ptp, np.convolve: _convolve,
     np.correlate: _correlate, np.interp: _interp, np.polyval: _polyval, np.vander: _vander,
 }
 for _module, _name, _impl in ((np, "matrix_transpose", _matrix_transpose), (np, "vecdot", _vecdot),
@@ -483,5 +532,5 @@ for _module, _name, _impl in ((np, "matrix_transpose", _matrix_transpose), (np, 
 for _f, _impl in _IMPLEMENTED.items():
     implemented_by(_f, _impl)
 NONDIFF.update({one_axis, initial_shape, outer_shape, reduced_axes, leading, merged_shape, kept_shape, count,
-                quantile_positions, check_quantile, weights_shape, check_cov, all_nan, convolution_indices,
+                quantile_positions, check_quantile, quantiles_shape, weights_shape, check_cov, all_nan, convolution_indices,
                 interp_segments})

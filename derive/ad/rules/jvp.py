@@ -795,7 +795,7 @@ def _inplace(op):
     return rule
 
 
-def _ufunc_at(u, tu, args, ts):
+def ufunc_at(u, tu, args, ts):
     """``np.add.at(a, idx, b)`` and ``np.subtract.at``: linear, so the same call on ``a``'s tangent with
     ``b``'s (other ufuncs' ``at`` are refused once a tangent reaches them)."""
     a, idx, *b = args
@@ -884,7 +884,7 @@ JVP_RULES.update({index_grad: _linear_in_last(index_grad), field_grad: _linear_i
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({
-    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ufunc, "at"): _ufunc_at,
+    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ufunc, "at"): ufunc_at,
     (np.ndarray, "tolist"): lambda x, t, args, ts: (x.tolist(), None if t is None else np.asarray(t).tolist()),
     (np.ndarray, "item"): lambda x, t, args, ts: (x.item(*args), None if t is None else np.asarray(t).item(*args)),
     (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get,

@@ -229,7 +229,7 @@ _SEQUENCE = [np.vstack, np.hstack, np.dstack, np.column_stack] + ([np.row_stack]
 RULES.update({f: layout_rule(f) for f in _ONE})
 RULES.update({f: layout_rule(f, arrays=(), sequences=(0,)) for f in _SEQUENCE})
 RULES.update({np.pad: layout_rule(np.pad, fills=("constant_values",), computes=_pad_computes),
-              np.append: layout_rule(np.append, arrays=(0, 1)),
+              np.append: layout_rule(np.append, arrays=(0, 1)), np.insert: layout_rule(np.insert, arrays=(0, 2)),
               np.select: layout_rule(np.select, arrays=(), sequences=(1,), fills=("default", 2))})
 
 

@@ -686,8 +686,8 @@ RULES.update({
 LINEAR[_sort] = _sort_along
 LINEAR.update({r: along_first(r) for r in (_reshape, _transpose, _diff)})   # (their code takes *args or writes)
 NONDIFF_CALLS = {np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
-                 np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.floor,
-                 np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
+                 np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.argpartition,
+                 np.floor, np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
                  np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes,
                  np.tril_indices, np.triu_indices, np.tril_indices_from, np.triu_indices_from,
                  np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_}
