@@ -14,17 +14,27 @@ into its uses (``t[a]`` becomes ``body[g := a]``) when
   ``derive.simplify`` makes too), so every element is computed at most once where it is used.  A use inside a loop that re-reads elements (``t[i]`` under ``gen(k)``)
   keeps ``t`` stored.
 
+A cheap body that calls a black box (``exp``, ``log``...) is substituted only where each use is element by
+element: a use that re-reads elements (the softmax weight of a point and a component, read in the loops
+over pairs of dimensions) would evaluate the black box again for every read, work the certificate does not
+count; such a binding is stored.
+
+Before any of that, a binding is *narrowed* to the generator variables its body reads: ``t = gen(i, k, a)
+exp(q[k, a])`` (a broadcast over ``i``, as the adjoint's transposed sums make them) becomes ``t = gen(k, a)
+exp(q[k, a])`` and its uses ``t[i, k, a]`` become ``t[k, a]``: each value is computed once, at the loop depth
+where its indices live.
+
 Scalar lets (0-dimensional) that stay are computed once before every loop: the loop-invariant scalars,
 hoisted.  Everything that remains is one loop nest per binding.
 """
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    Access, Add, Call, Expr, Guard, Mul, Proj, Sum, Var, conj, strip_accesses, walk,
+    R, Access, Add, Call, Expr, Guard, Mul, Proj, Sum, TensorType, Var, conj, strip_accesses, walk,
 )
 from tensorlang.predicates import injective
 from tensorlang.substitute import rebuild, substitute_index
-from tensorlang.traversal import free_vars
+from tensorlang.traversal import free_index_vars, free_vars
 
 from .ir import Reduce
 
@@ -97,11 +107,37 @@ def _replace(body: Expr, repl: dict[int, Expr]) -> Expr:
     return f(body)
 
 
+def _narrowed(lets: list, leaves: list) -> None:
+    """Each binding of ``lets`` over only the generator variables its body reads, its uses in the bindings
+    after it and in ``leaves`` indexed accordingly (in place)."""
+    for k, (var, gv, gs, body) in enumerate(lets):
+        read = free_index_vars(body)
+        keep = [i for i, v in enumerate(gv) if v in read]
+        if len(keep) == len(gv):
+            continue
+        narrow_type = R
+        for i in reversed(keep):
+            narrow_type = TensorType(gs[i], narrow_type)
+        narrow = Var(var.name, narrow_type)
+        lets[k] = [narrow, tuple(gv[i] for i in keep), tuple(gs[i] for i in keep), body]
+        for consumer in lets[k + 1:] + leaves:
+            if var not in free_vars(consumer[3]):
+                continue
+            repl = {}
+            for node, index, _, _ in _uses(var, len(gv), consumer[3], ()):
+                access = narrow
+                for i in keep:
+                    access = Access(access, index[i])
+                repl[id(node)] = access
+            consumer[3] = _replace(consumer[3], repl)
+
+
 def fuse(lets: list, leaves: list) -> tuple[list, list]:
     """``lets`` and ``leaves`` are lists of ``[var, gen vars, gen sizes, body]``; returns the bindings
     that stay and the updated consumers."""
     lets = [list(x) for x in lets]
     leaves = [list(x) for x in leaves]
+    _narrowed(lets, leaves)
     program = lets + leaves  # a let's consumers: the lets after it and the leaves
     readers: dict[Var, set[int]] = {}  # a variable -> positions in program that may read it
     for j, c in enumerate(program):
@@ -116,11 +152,13 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
         total = sum(len(u) for u in uses)
         if total == 0:
             continue  # dead
-        inline = is_cheap(body)
-        if not inline and total == 1:
-            (use,) = [u for us in uses for u in us]
-            _, index, ctx, guards = use
-            inline = injective(index, ctx, conj(*guards))
+        cheap = is_cheap(body)
+        if cheap and not any(isinstance(n, Call) for n in walk(body)):
+            inline = True
+        elif cheap or total == 1:   # (a black box is computed once per element: inlined where each use is)
+            inline = all(injective(index, ctx, conj(*guards)) for us in uses for _, index, ctx, guards in us)
+        else:
+            inline = False
         if not inline:
             kept.append([var, gv, gs, body])
             continue

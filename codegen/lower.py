@@ -4,7 +4,8 @@
    at the output and on inputs, generators only at the top of right-hand sides.
 2. Eta-expand every right-hand side and output to a full generator nest over a *scalar* body
    (``t = A`` becomes ``t = gen(i, j) A[i, j]``), so every tensor access in a body is full.
-3. Fuse (``codegen.fuse``): let-bound tensors used once, element by element (or cheap enough to
+3. Hoist (``codegen.hoist``) each black-box call out of the loops it does not read, into a binding of its
+   own; then fuse (``codegen.fuse``): let-bound tensors used once, element by element (or cheap enough to
    recompute), are substituted into their use; what remains is one statement per binding.
 4. Canonicalise each body: guards pulled out of products (``a * [p] * b`` is ``[p] * (a * b)``), nested
    sums merged into one ``Reduce`` whose predicate collects their guards, so that each reduction's
@@ -291,6 +292,7 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
     """The statement form of any ``Expr`` (see the module docstring); ``contractions``: mark plain dense
     contractions for BLAS (``codegen.contract``)."""
     from .fuse import fuse
+    from .hoist import hoisted
 
     bindings, out = let_chain(normalize(split_pairs(body_of(expr))))  # every input of expr is an argument
     namer = Namer()
@@ -318,7 +320,7 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
 
     shape = out_tree(out)
     if fuse_lets:
-        lets, leaves = fuse(lets, leaves)
+        lets, leaves = fuse(*hoisted(lets, leaves))
 
     # inputs (value components) and relations
     inputs: list[Array] = []

@@ -38,6 +38,13 @@ PROGRAMS = [
     "E : rel[n, m]; A : [n][m]R; x : [m]R; sum(i:n) tanh(sum(j:m) [E(i, j)] * A[i, j] * x[j])",
     "M_PI : [n]R; linux : R; sum(tl_i:n) min(M_PI[tl_i], linux) * M_PI[tl_i] + 18446744073709551617 * linux",
     "x : [n]R; let s = sum(i:n) x[i] in s * s + abs(s) + sum(i:n - 1) [i < 99999999999999999999] * x[i]",
+    # black boxes hoisted out of the loops they do not read: at n = 0 the hoisted exp would read x[-1], and at
+    # n < 5 x[4], but each is guarded by its guards holding somewhere in its dropped loops; under a guard on
+    # what it reads it stays in place
+    "x : [n + m - 1]R; y : [n]R; sum(i:n, j:m) exp(x[j + n - 1]) * y[i]",
+    "x : [m]R; y : [n]R; sum(i:n, j:m + 1) [j >= 1] * exp(x[j - 1]) * y[i]",
+    "q : [m]R; x : [n]R; gen(i:n, k:m) exp(q[k]) * x[i] + log(1 + sum(j:n) exp(x[j]))",
+    "x : [n]R; gen(i:n) [n >= 5] * exp(x[4]) * x[i]",
 ]
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")

@@ -265,6 +265,26 @@ def test_serial_copies_need_the_loop_right_after_the_pragma():
         serial_copies(["  #pragma omp parallel for schedule(static) if((n) >= 10)", "  y = 0;"])
 
 
+def test_black_boxes_are_hoisted_out_of_the_loops_they_do_not_read():
+    """``exp(q[k])`` in ``gen(i, k)`` is one binding over ``k`` (computed m times, not n m), also inside a sum
+    over another variable; a call under a guard on what it reads stays where it is; a call under a guard on
+    sizes is hoisted under that guard; the results are the evaluator's, at an empty dropped loop too and
+    where the guard is false (``tests/sanitized.py`` runs these under AddressSanitizer)."""
+    rng = np.random.default_rng(4)
+    cases = [("q : [m]R; x : [n]R; gen(i:n, k:m) exp(q[k]) * x[i]", True),
+             ("q : [m]R; x : [n]R; gen(k:m) sum(i:n) exp(q[k]) * x[i]", True),
+             ("x : [n + m - 1]R; y : [n]R; sum(i:n, j:m) exp(x[j + n - 1]) * y[i]", True),
+             ("x : [m]R; y : [n]R; sum(i:n, j:m + 1) [j >= 1] * exp(x[j - 1]) * y[i]", False),
+             ("x : [n]R; y : [m]R; gen(i:n, j:m) [n >= 5] * exp(x[4]) * y[j]", True)]
+    for src, hoisted in cases:
+        e = tl.parse(src)
+        k = tl_compile(e)
+        assert ("exp_h" in _body(k)) == hoisted, src
+        for n, m in ((0, 3), (1, 1), (5, 4)):
+            ins = {name: rng.normal(size=type_shape(t, {"n": n, "m": m})) for name, t in e.free_vars.items()}
+            assert close(k(**ins, n=n, m=m), tl.evaluate(e, **ins, n=n, m=m)), (src, n, m)
+
+
 def test_pinned_sum_variable_is_an_assignment():
     import re
 
