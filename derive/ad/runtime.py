@@ -40,6 +40,9 @@ def is_complex(v) -> bool:
 
 
 # -- gradient arithmetic --------------------------------------------------------------------------------
+ARRAY_TYPES: set = set()   # types other than np.ndarray whose values are arrays to gradients (batching.Batched)
+
+
 def acc(a, b):
     """The sum of two gradients of the same value (None is zero)."""
     if a is None:
@@ -77,11 +80,11 @@ def unbroadcast(g, x):
     """Sum gradient ``g`` down to the shape of ``x`` (undoing NumPy broadcasting)."""
     if g is None:
         return None
-    if type(x) is np.ndarray:
+    if type(x) is np.ndarray or type(x) in ARRAY_TYPES:
         shape = x.shape
         if getattr(g, "shape", ()) == shape:
             return g
-        return summed_to(np.asarray(g), shape)
+        return summed_to(g if type(g) in ARRAY_TYPES else np.asarray(g), shape)
     if lazy_array(x) or lazy_array(g):   # a Dask array: summed lazily
         return summed_to(g, x.shape if lazy_array(x) else ())
     if type(g) is np.ndarray:
@@ -1075,7 +1078,7 @@ def method_rule(obj, name):
     """The rule of method ``name`` of ``obj`` (of its type or a base type), or None."""
     t = type(obj)
     rule = METHOD_RULES.get((t, name))
-    if rule is None and isinstance(obj, np.generic):   # a NumPy scalar has the methods of a 0-d array
+    if rule is None and (isinstance(obj, np.generic) or t in ARRAY_TYPES):   # (a NumPy scalar: a 0-d array's)
         rule = METHOD_RULES.get((np.ndarray, name))
     if rule is None and t is not np.ndarray:
         for base in t.__mro__[1:]:

@@ -31,6 +31,7 @@ from ..registry import LINEAR_PULLBACK, rule_owner
 from ..runtime import BOX_METHODS, LIBRARY_RULES, NONDIFF, RULES, WRITING_RULES, made_by_primitive  # noqa: F401
 from . import builtins, fft, layout, linalg, math, numpy, operators, scalar  # noqa: F401
 from . import implemented, linalg_more, scipy_linalg, special, structures  # noqa: F401
+from . import batching  # noqa: F401  (the batch rules of ad.vmap)
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
 from .numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM  # noqa: F401  (the interface)
 from .scalar import INLINE_BINOPS, INLINE_UNARY  # noqa: F401  (the interface)

@@ -1,0 +1,245 @@
+"""``ad.vmap``: a function mapped over an axis of its arguments by batching its primitives, as ``jax.vmap``.
+
+``vmap(f)(xs)`` runs ``f`` once, on ``Batched`` values: a ``Batched`` is an array (``data``) whose axis 0 is
+the batch, and which shows the per-example view (``shape``, ``ndim``, ``len``, ``T`` ...).  Every NumPy
+function and ufunc that reaches one dispatches (``__array_function__``, ``__array_ufunc__``) to its batch rule,
+found in the table ``BATCH_RULES`` (filled by ``rules.batching``) and run by ``dispatch``; a function without
+one, and Python control flow on a batched value, are refused by name.  Each vmap call has a level (``LEVELS``,
+increasing), so that nested vmaps keep their batches apart: a rule batches along the newest level among its
+operands, and a value of an older level is, for it, a plain operand whose own NumPy calls dispatch again.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ...errors import TensorLangError, UnsupportedError
+from .runtime import ARRAY_TYPES
+
+BATCH_RULES: dict = {}   # NumPy function, ufunc method name ("reduce") or operator name -> rule(frame, *args, **kw)
+LEVELS = itertools.count(1)   # a fresh level per call of a vmapped function (newer: inner)
+
+_CONTROL = ("Python control flow cannot depend on a batched value inside ad.vmap (the batch's examples may "
+            "differ); use np.where(cond, a, b) to select per example")
+
+
+class Batched:
+    """A batch of values: ``data``'s axis 0 is the batch (``data`` is a NumPy array, or a ``Batched`` of an
+    outer vmap), at vmap level ``level``; its attributes are those of one example."""
+
+    __slots__ = ("data", "level")
+    __array_priority__ = 1000
+    __hash__ = None
+
+    def __init__(self, data, level: int):
+        self.data, self.level = data, level
+
+    # -- the per-example view ----------------------------------------------------------------------------------
+    shape = property(lambda self: tuple(self.data.shape[1:]))
+    ndim = property(lambda self: self.data.ndim - 1)
+    dtype = property(lambda self: self.data.dtype)
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    T = property(lambda self: np.transpose(self))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a batched scalar (unsized)")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        return f"Batched(level={self.level}, per-example shape={self.shape}, data={self.data!r})"
+
+    # -- NumPy's dispatch ----------------------------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        if kw.get("out") is not None:
+            raise UnsupportedError(f"ad.vmap: numpy.{ufunc.__name__}(..., out=...) writes into an array; the "
+                                   f"batch rules make new arrays (drop out=)")
+        kw.pop("out", None)
+        if method == "__call__":   # (a generalised ufunc, np.matmul, has a rule of its own)
+            return dispatch(ufunc, inputs, kw) if ufunc.signature else dispatch("ufunc", (ufunc, *inputs), kw)
+        return dispatch(method, (ufunc, *inputs), kw, f"numpy.{ufunc.__name__}.{method}")
+
+    def __array_function__(self, func, types, args, kwargs):
+        if kwargs.get("out") is not None:
+            raise UnsupportedError(f"ad.vmap: {_name(func)}(..., out=...) writes into an array; the batch rules "
+                                   f"make new arrays (drop out=)")
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+        return dispatch(func, args, kwargs, _name(func))
+
+    def __array__(self, dtype=None, copy=None):
+        raise UnsupportedError("ad.vmap: a batched value cannot become a plain NumPy array (np.asarray, np.array, "
+                               "a write into a plain array, a library that converts its input): that would mix the "
+                               "batch into the example; use NumPy functions on it, which have batch rules")
+
+    # -- Python's operators: the NumPy functions they stand for --------------------------------------------------
+    def __getitem__(self, index):
+        return dispatch("getitem", (self, index), {}, "indexing x[i]")
+
+    def __setitem__(self, index, value):
+        dispatch("setitem", (self, index, value), {}, "item assignment x[i] = v")
+
+    def __bool__(self):
+        raise UnsupportedError(f"ad.vmap: bool() of a batched value: {_CONTROL}")
+
+    def __float__(self):
+        raise UnsupportedError(f"ad.vmap: float() of a batched value: {_CONTROL}")
+
+    def __int__(self):
+        raise UnsupportedError(f"ad.vmap: int() of a batched value: {_CONTROL}")
+
+    __index__ = __complex__ = __int__
+
+    def item(self, *args):
+        raise UnsupportedError(f"ad.vmap: .item() of a batched value: {_CONTROL}")
+
+    tolist = item
+
+    # -- array methods: the NumPy functions of the same name -----------------------------------------------------
+    def reshape(self, *shape, **kw):
+        return np.reshape(self, shape[0] if len(shape) == 1 else shape, **kw)
+
+    def transpose(self, *axes):
+        return np.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+    def astype(self, dtype, **kw):
+        return Batched(self.data.astype(dtype, **kw), self.level)
+
+    def copy(self):
+        return Batched(self.data.copy(), self.level)
+
+    def ravel(self):
+        return np.reshape(self, -1)
+
+    flatten = ravel
+
+
+def _method(func):
+    return lambda self, *args, **kw: func(self, *args, **kw)
+
+
+for _f in ("sum", "mean", "prod", "max", "min", "any", "all", "argmax", "argmin", "var", "std", "cumsum",
+           "cumprod", "swapaxes", "squeeze", "clip", "dot", "trace", "diagonal", "sort", "argsort", "round"):
+    setattr(Batched, _f, _method(getattr(np, _f)))
+
+_OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+              "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "matmul": np.matmul,
+              "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+for _op, _f in _OPERATORS.items():
+    setattr(Batched, f"__{_op}__", (lambda f: lambda self, other: f(self, other))(_f))
+    setattr(Batched, f"__r{_op}__", (lambda f: lambda self, other: f(other, self))(_f))
+for _op, _f in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+                "ne": np.not_equal}.items():
+    setattr(Batched, f"__{_op}__", (lambda f: lambda self, other: f(self, other))(_f))
+for _op, _f in {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}.items():
+    setattr(Batched, f"__{_op}__", (lambda f: lambda self: f(self))(_f))
+ARRAY_TYPES.add(Batched)   # (the AD runtime treats it as an array: gradients summed to its shape ...)
+
+
+def _name(func) -> str:
+    module = getattr(func, "__module__", None) or "numpy"
+    return f"{module}.{getattr(func, '__name__', func)}"
+
+
+class Frame:
+    """What a batch rule is run with: the level it batches (``level``) and its batch size (``size``)."""
+
+    __slots__ = ("level", "size")
+
+    def __init__(self, level: int, size: int):
+        self.level, self.size = level, size
+
+    def batched(self, v) -> bool:
+        """Whether ``v`` is batched at this level."""
+        return type(v) is Batched and v.level == self.level
+
+    def wrap(self, data):
+        """``data`` (axis 0 the batch) as a value of this level; a tuple's items each."""
+        if isinstance(data, tuple):
+            return type(data)(*map(self.wrap, data)) if hasattr(data, "_fields") else tuple(map(self.wrap, data))
+        return Batched(data, self.level)
+
+    def across(self, v):
+        """``v``'s data with the batch axis first: a plain operand broadcast across the batch."""
+        if self.batched(v):
+            return v.data
+        return np.broadcast_to(v, (self.size, *np.shape(v)))
+
+
+def _leaves(v):
+    if isinstance(v, (tuple, list)):
+        for x in v:
+            yield from _leaves(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _leaves(x)
+    elif type(v) is Batched:
+        yield v
+
+
+def dispatch(func, args, kwargs, what=None):
+    """``func(*args, **kwargs)`` by its batch rule, at the newest level among the batched values in ``args``
+    and ``kwargs`` (in sequences of them too: ``np.stack``)."""
+    found = [v for v in _leaves((args, kwargs))]
+    level = max(v.level for v in found)
+    sizes = {len(v.data) for v in found if v.level == level}
+    if len(sizes) > 1:
+        raise TensorLangError(f"ad.vmap: {what or _name(func)} got batches of sizes {sorted(sizes)} at one level")
+    rule = BATCH_RULES.get(func)
+    if rule is None:
+        raise UnsupportedError(f"ad.vmap has no batching rule for {what or _name(func)}")
+    return rule(Frame(level, sizes.pop()), *args, **kwargs)
+
+
+# -- vmap ---------------------------------------------------------------------------------------------------------
+def vmap(f, in_axes=0, out_axes=0):
+    """``jax.vmap``: the function that maps ``f`` over axis ``in_axes`` of its arguments (an int, None for an
+    argument not mapped, or a tuple of those, one per positional argument) and stacks its outputs (an array, a
+    number, or tuples, lists and dicts of them) along axis ``out_axes`` of every output leaf; ``f`` runs once,
+    on batched values."""
+    if type(out_axes) is not int:
+        raise TensorLangError(f"ad.vmap: out_axes must be an int, not {out_axes!r}")
+    name = getattr(f, "__qualname__", repr(f))
+
+    def mapped(*args, **kw):
+        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+        if len(axes) != len(args) or not all(a is None or type(a) is int for a in axes):
+            raise TensorLangError(f"ad.vmap({name}): in_axes must be an int, None or a tuple of those with one entry "
+                                  f"per positional argument; got {in_axes!r} for {len(args)} argument(s)")
+        sizes = {np.shape(x)[a] for x, a in zip(args, axes) if a is not None and -np.ndim(x) <= a < np.ndim(x)}
+        bad = [i for i, (x, a) in enumerate(zip(args, axes)) if a is not None and not -np.ndim(x) <= a < np.ndim(x)]
+        if bad or len(sizes) != 1:
+            raise TensorLangError(f"ad.vmap({name}): the mapped arguments must have the mapped axis, all of one "
+                                  f"size; got sizes {sorted(sizes)}" + (f", argument(s) {bad} without it" if bad else ""))
+        size, level = sizes.pop(), next(LEVELS)
+        batched = [x if a is None else Batched(np.moveaxis(x, a, 0), level) for x, a in zip(args, axes)]
+        return _unbatched(f(*batched, **kw), level, size, out_axes, name)
+    mapped.__name__ = mapped.__qualname__ = f"vmap({name})"
+    mapped.__doc__ = f"{name} mapped over axis {in_axes} of its arguments (``tensorlang.ad.vmap``)."
+    return mapped
+
+
+def _unbatched(y, level, size, out_axes, name):
+    """Output ``y`` of a batched run as arrays with the batch at ``out_axes`` (an output that does not depend on
+    the batch is repeated along it)."""
+    if isinstance(y, (tuple, list)):
+        items = [_unbatched(v, level, size, out_axes, name) for v in y]
+        return type(y)(*items) if hasattr(y, "_fields") else type(y)(items)
+    if isinstance(y, dict):
+        return {k: _unbatched(v, level, size, out_axes, name) for k, v in y.items()}
+    if type(y) is Batched and y.level == level:
+        data = y.data
+    elif y is None or isinstance(y, (str, bytes)):
+        raise TensorLangError(f"ad.vmap({name}): f returned {type(y).__name__}; outputs must be numbers or arrays "
+                              f"(or tuples, lists and dicts of them)")
+    else:
+        data = np.broadcast_to(y, (size, *np.shape(y)))
+        data = data.copy() if type(data) is np.ndarray else data
+    nd = np.ndim(data)
+    if not -nd <= out_axes < nd:
+        raise TensorLangError(f"ad.vmap({name}): out_axes={out_axes} is out of range for an output of "
+                              f"{nd - 1} dimension(s)")
+    return np.moveaxis(data, 0, out_axes)

@@ -1,0 +1,351 @@
+"""The batch rules of ``ad.vmap`` (``batching.BATCH_RULES``): for each NumPy function, how it runs on a batch.
+
+A rule is ``rule(frame, *args, **kw)``: ``frame.batched(v)`` says which operands carry the batch (axis 0 of their
+``data``), ``frame.wrap`` makes a result batched.  Elementwise operations align each batched operand as
+``(B, 1, ..., 1, *shape)`` to the result's per-example rank, plain operands broadcasting as they are
+(right-aligned); functions with axes shift them by one; ``matmul``, ``solve`` and ``einsum`` keep vector operands
+apart from the batch axis.
+"""
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from ....errors import UnsupportedError
+from ..batching import BATCH_RULES, Batched
+
+
+def _nd(v) -> int:
+    return np.ndim(v)
+
+
+def _aligned(frame, operands, nd=None):
+    """The operands' arrays for an elementwise NumPy call whose result has per-example rank ``nd`` (default:
+    the largest operand's): batched ones ``(B, 1, ..., 1, *shape)``, plain ones as they are."""
+    nd = max(map(_nd, operands)) if nd is None else nd
+    return [np.reshape(v.data, (frame.size,) + (1,) * (nd - v.ndim) + v.shape) if frame.batched(v) else v
+            for v in operands], nd
+
+
+def _axes(axis, nd: int):
+    """Per-example ``axis`` (an int, a tuple, or None for all) as axes of the data (shifted by one)."""
+    if axis is None:
+        return tuple(range(1, nd + 1))
+    if isinstance(axis, (tuple, list)):
+        return tuple(_axis(a, nd) for a in axis)
+    return _axis(axis, nd)
+
+
+def _axis(a, nd: int) -> int:
+    a = int(a)
+    if not -nd <= a < nd:
+        raise np.exceptions.AxisError(a, nd)
+    return a % nd + 1
+
+
+def _plain_first(frame, name, first):
+    if not frame.batched(first):
+        raise UnsupportedError(f"ad.vmap has no batching rule for numpy.{name} with a batched argument other than "
+                               f"the array")
+
+
+# -- elementwise ----------------------------------------------------------------------------------------------
+def _ufunc(frame, ufunc, *inputs, **kw):
+    ops, _ = _aligned(frame, inputs)
+    return frame.wrap(ufunc(*ops, **kw))
+
+
+def _elementwise(func):
+    def rule(frame, *args, **kw):
+        ops, _ = _aligned(frame, args)
+        return frame.wrap(func(*ops, **kw))
+    return rule
+
+
+def _reduce(frame, ufunc, a, axis=0, **kw):
+    _plain_first(frame, f"{ufunc.__name__}.reduce", a)
+    return frame.wrap(ufunc.reduce(a.data, axis=_axes(axis, a.ndim), **kw))
+
+
+# -- reductions and functions along axes ----------------------------------------------------------------------------
+def _reduction(func):
+    def rule(frame, a, axis=None, *args, **kw):
+        _plain_first(frame, func.__name__, a)
+        return frame.wrap(func(a.data, _axes(axis, a.ndim), *args, **kw))
+    return rule
+
+
+def _flattening(func):
+    """A function whose ``axis=None`` flattens the example (argmax, cumsum, sort ...)."""
+    def rule(frame, a, axis=None, *args, **kw):
+        _plain_first(frame, func.__name__, a)
+        if axis is None:
+            return frame.wrap(func(np.reshape(a.data, (frame.size, -1)), 1, *args, **kw))
+        return frame.wrap(func(a.data, _axis(axis, a.ndim), *args, **kw))
+    return rule
+
+
+def _along(func, default):
+    """A function of one axis with a default (``np.sort``'s -1)."""
+    flat = _flattening(func)
+    return lambda frame, a, axis=default, *args, **kw: flat(frame, a, axis, *args, **kw)
+
+
+def _two_axes(func, first, second):
+    def rule(frame, a, *args, **kw):
+        _plain_first(frame, func.__name__, a)
+        names = ("offset", "axis1", "axis2") if func in (np.trace, np.diagonal) else ("axis1", "axis2")
+        given = dict(zip(names, args), **kw)
+        for k, d in (("axis1", first), ("axis2", second)):
+            given[k] = _axis(given.get(k, d), a.ndim)
+        return frame.wrap(func(a.data, **given))
+    return rule
+
+
+# -- shapes ---------------------------------------------------------------------------------------------------------
+def _reshape(frame, a, shape=None, *args, **kw):
+    shape = kw.pop("newshape", shape)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return frame.wrap(np.reshape(frame.across(a), (frame.size, *shape), *args, **kw))
+
+
+def _transpose(frame, a, axes=None):
+    axes = tuple(range(a.ndim))[::-1] if axes is None else axes
+    return frame.wrap(np.transpose(frame.across(a), (0, *(_axis(x, a.ndim) for x in axes))))
+
+
+def _swapaxes(frame, a, i, j):
+    return frame.wrap(np.swapaxes(frame.across(a), _axis(i, a.ndim), _axis(j, a.ndim)))
+
+
+def _moveaxis(frame, a, source, destination):
+    return frame.wrap(np.moveaxis(frame.across(a), _axes(source, a.ndim), _axes(destination, a.ndim)))
+
+
+def _expand_dims(frame, a, axis):
+    n = a.ndim + (len(axis) if isinstance(axis, (tuple, list)) else 1)
+    return frame.wrap(np.expand_dims(frame.across(a), _axes(axis, n)))
+
+
+def _squeeze(frame, a, axis=None):
+    if axis is None:
+        axis = tuple(k for k, n in enumerate(a.shape) if n == 1)
+    return frame.wrap(np.squeeze(frame.across(a), _axes(axis, a.ndim)))
+
+
+def _broadcast_to(frame, a, shape, **kw):
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    (data,), _ = _aligned(frame, [a], len(shape))
+    return frame.wrap(np.broadcast_to(data, (frame.size, *shape), **kw))
+
+
+def _joined(func, rank):
+    """``np.concatenate``/``np.stack``: the axis shifted, plain operands broadcast across the batch; ``rank``:
+    the result's per-example rank for the axis (the operands' for concatenate, one more for stack)."""
+    def rule(frame, arrays, axis=0, **kw):
+        arrays = list(arrays)
+        if axis is None:
+            arrays, axis = [np.reshape(a, -1) for a in arrays], 0
+        nd = _nd(arrays[0]) + rank
+        return frame.wrap(func([frame.across(a) for a in arrays], axis=_axis(axis, nd), **kw))
+    return rule
+
+
+def _hstack(frame, arrays, **kw):
+    arrays = [np.atleast_1d(a) for a in arrays]
+    return np.concatenate(arrays, axis=0 if _nd(arrays[0]) == 1 else 1, **kw)
+
+
+def _vstack(frame, arrays, **kw):
+    return np.concatenate([np.atleast_2d(a) for a in arrays], axis=0, **kw)
+
+
+def _at_least(k):
+    def rule(frame, *arrays):
+        out = [np.reshape(a, (1,) * (k - _nd(a)) + np.shape(a)) if _nd(a) < k else a for a in arrays]
+        return out[0] if len(out) == 1 else tuple(out)
+    return rule
+
+
+def _like(func):
+    def rule(frame, a, *args, **kw):
+        if "shape" in kw and kw["shape"] is not None:
+            raise UnsupportedError(f"ad.vmap has no batching rule for numpy.{func.__name__} with shape=")
+        return frame.wrap(func(frame.across(a), *args, **kw))
+    return rule
+
+
+def _outer(frame, a, b):
+    a, b = np.reshape(a, (-1, 1)), np.reshape(b, (1, -1))
+    return a * b
+
+
+def _per_example(name):
+    """``np.shape``, ``np.ndim``, ``np.size``: of one example."""
+    return lambda frame, a: getattr(a, name) if type(a) is Batched else getattr(np, name)(a)
+
+
+def _copy(frame, a, **kw):
+    return frame.wrap(np.copy(frame.across(a), **kw))
+
+
+# -- contractions and linear algebra ---------------------------------------------------------------------------------
+def _matrices(frame, operands, vectors):
+    """``operands`` as stacks of matrices aligned for a broadcasting ``np.linalg``/``matmul`` call (a vector
+    operand made a matrix: a row where ``vectors[k]`` is -2, a column where it is -1)."""
+    mats = []
+    for v, where in zip(operands, vectors):
+        if _nd(v) == 1:
+            v = np.expand_dims(v, where)
+        mats.append(v)
+    ops, _ = _aligned(frame, mats)
+    return ops
+
+
+def _matmul(frame, a, b, **kw):
+    if _nd(a) == 0 or _nd(b) == 0:
+        raise ValueError("matmul: Input operand does not have enough dimensions")
+    ops = _matrices(frame, (a, b), (-2, -1))
+    y = np.matmul(*ops, **kw)
+    drop = tuple(k for k, v in ((-2, a), (-1, b)) if _nd(v) == 1)
+    return frame.wrap(np.squeeze(y, drop) if drop else y)
+
+
+def _dot(frame, a, b):
+    if _nd(a) == 0 or _nd(b) == 0:
+        return np.multiply(a, b)
+    if _nd(b) == 1 or _nd(a) <= 2 and _nd(b) <= 2:
+        return np.matmul(a, b)
+    raise UnsupportedError("ad.vmap has no batching rule for numpy.dot of arrays of more than two dimensions "
+                           "(use np.einsum or np.tensordot)")
+
+
+def _einsum(frame, subscripts, *operands, **kw):
+    if not isinstance(subscripts, str):
+        raise UnsupportedError("ad.vmap has no batching rule for numpy.einsum with subscripts given as lists")
+    spec = subscripts.replace(" ", "")
+    ins, arrow, out = spec.partition("->")
+    terms = ins.split(",")
+    if not arrow:
+        letters = [c for c in ins if c.isalpha()]
+        out = ("..." if "..." in ins else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    fresh = next(c for c in string.ascii_letters if c not in spec)
+    terms = [fresh + t if frame.batched(v) else t for t, v in zip(terms, operands)]
+    data = [v.data if frame.batched(v) else v for v in operands]
+    return frame.wrap(np.einsum(f"{','.join(terms)}->{fresh}{out}", *data, **kw))
+
+
+def _batched_linalg(func):
+    """An ``np.linalg`` function of one stack of matrices (inv, det, cholesky, eigh ...)."""
+    def rule(frame, a, *args, **kw):
+        _plain_first(frame, f"linalg.{func.__name__}", a)
+        return frame.wrap(func(a.data, *args, **kw))
+    return rule
+
+
+def _solve(frame, a, b):
+    ops = _matrices(frame, (a, b), (-2, -1))
+    y = np.linalg.solve(*ops)
+    return frame.wrap(y[..., 0] if _nd(b) == 1 else y)
+
+
+def _norm(frame, x, ord=None, axis=None, keepdims=False):
+    _plain_first(frame, "linalg.norm", x)
+    if axis is None and ord is None:
+        y = np.linalg.norm(np.reshape(x.data, (frame.size, -1)), axis=1)
+        return frame.wrap(np.reshape(y, (frame.size,) + (1,) * x.ndim) if keepdims else y)
+    if axis is None:
+        axis = tuple(range(x.ndim))
+    return frame.wrap(np.linalg.norm(x.data, ord, _axes(axis, x.ndim), keepdims))
+
+
+# -- indexing ---------------------------------------------------------------------------------------------------------
+def _expanded(index, nd: int) -> list:
+    """``index`` as a list without Ellipsis (slices in its place) and with boolean arrays as their ``nonzero``
+    integer arrays; a batched boolean index is refused (its examples select different counts)."""
+    index = list(index) if type(index) is tuple else [index]
+    out = []
+    for i in index:
+        if isinstance(i, list) or type(i) is np.ndarray:
+            i = np.asarray(i)
+            if i.dtype == np.bool_:
+                out.extend(np.nonzero(i))
+                continue
+        elif type(i) is Batched and i.dtype == np.bool_:
+            raise UnsupportedError("ad.vmap: indexing with a batched boolean mask (each example would select a "
+                                   "different number of entries); use np.where")
+        out.append(i)
+    consumed = sum(1 if not (i is None or i is Ellipsis) else 0 for i in out)
+    if Ellipsis in [i for i in out if not isinstance(i, np.ndarray) and type(i) is not Batched]:
+        k = next(k for k, i in enumerate(out) if i is Ellipsis)
+        out[k:k + 1] = [slice(None)] * (nd - consumed)
+    return out
+
+
+def _advanced(i) -> bool:
+    return type(i) in (np.ndarray, Batched) or isinstance(i, (int, np.integer))
+
+
+def _getitem(frame, x, index):
+    entries = _expanded(index, _nd(x))
+    arrays = [k for k, i in enumerate(entries) if type(i) in (np.ndarray, Batched)]
+    adv = [k for k, i in enumerate(entries) if _advanced(i)] if arrays else []
+    adjacent = not adv or adv == list(range(adv[0], adv[-1] + 1))
+    data = frame.across(x)
+    if not any(frame.batched(entries[k]) for k in arrays):
+        y = data[(slice(None), *entries)]
+        if adjacent:
+            return frame.wrap(y)
+        rank = len(np.broadcast_shapes(*(np.shape(entries[k]) for k in adv)))
+        return frame.wrap(np.moveaxis(y, rank, 0))
+    # a gather per example: the batch as one more advanced index, aligned with the batched index arrays
+    rank = max(_nd(entries[k]) for k in adv)
+    ops, _ = _aligned(frame, [entries[k] for k in adv], rank)
+    for k, op in zip(adv, ops):
+        entries[k] = op
+    batch = np.reshape(np.arange(frame.size), (frame.size,) + (1,) * rank)
+    y = data[(batch, *entries)]   # (B, advanced..., then the basic dims in order)
+    if not adjacent:
+        return frame.wrap(y)
+    before = sum(1 for i in entries[:adv[0]] if not _advanced(i))
+    return frame.wrap(np.moveaxis(y, tuple(range(1, 1 + rank)), tuple(range(1 + before, 1 + before + rank))))
+
+
+def _setitem(frame, x, index, value):
+    if not frame.batched(x):
+        raise UnsupportedError("ad.vmap: writing a batched value into a plain array (x[i] = v); make x batched "
+                               "first, e.g. x = np.zeros_like(v, shape=...) is not batched either: build it with "
+                               "np.stack or np.where")
+    entries = _expanded(index, x.ndim)
+    adv = [k for k, i in enumerate(entries) if _advanced(i)] \
+        if any(type(i) in (np.ndarray, Batched) for i in entries) else []
+    if any(type(i) is Batched for i in entries) or adv and adv != list(range(adv[0], adv[-1] + 1)):
+        raise UnsupportedError("ad.vmap has no batching rule for item assignment x[i] = v with a batched index "
+                               "or with advanced indices apart; use np.where or build the array with np.stack")
+    target = (slice(None), *entries)
+    (v,), _ = _aligned(frame, [value], x.data[target].ndim - 1)
+    x.data[target] = v
+
+
+BATCH_RULES.update({
+    "ufunc": _ufunc, "reduce": _reduce, "getitem": _getitem, "setitem": _setitem,
+    np.where: _elementwise(np.where), np.clip: _elementwise(np.clip), np.round: _elementwise(np.round),
+    np.around: _elementwise(np.around),
+    **{f: _reduction(f) for f in (np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.any, np.all,
+                                  np.var, np.std, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.median,
+                                  np.ptp, np.count_nonzero)},
+    **{f: _flattening(f) for f in (np.argmax, np.argmin, np.cumsum, np.cumprod)},
+    np.sort: _along(np.sort, -1), np.argsort: _along(np.argsort, -1),
+    np.trace: _two_axes(np.trace, 0, 1), np.diagonal: _two_axes(np.diagonal, 0, 1),
+    np.reshape: _reshape, np.ravel: lambda frame, a: np.reshape(a, -1), np.transpose: _transpose,
+    np.swapaxes: _swapaxes, np.moveaxis: _moveaxis, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
+    np.broadcast_to: _broadcast_to, np.concatenate: _joined(np.concatenate, 0), np.stack: _joined(np.stack, 1),
+    np.hstack: _hstack, np.vstack: _vstack, np.atleast_1d: _at_least(1), np.atleast_2d: _at_least(2),
+    **{f: _like(f) for f in (np.zeros_like, np.ones_like, np.empty_like, np.full_like)},
+    np.outer: _outer, np.copy: _copy, np.shape: _per_example("shape"), np.ndim: _per_example("ndim"),
+    np.size: _per_example("size"),
+    np.matmul: _matmul, np.dot: _dot, np.einsum: _einsum, np.linalg.solve: _solve, np.linalg.norm: _norm,
+    **{f: _batched_linalg(f) for f in (np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
+                                       np.linalg.eigh, np.linalg.eigvalsh, np.linalg.pinv)},
+})
