@@ -1,0 +1,258 @@
+"""``ad.vmap`` against a Python loop over the batch (and ``jax.vmap`` where JAX is installed): elementwise
+operations with batched, plain and scalar operands, reductions, matmul, einsum, indexing, ``in_axes`` and
+``out_axes``, structured outputs, nested vmaps, its composition with ``ad.grad``/``ad.jacobian``/``ad.hessian``,
+and the refusals (control flow on a batched value, a function without batch rule, ``out=``)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorlang import ad
+from tensorlang.errors import UnsupportedError
+
+RNG = np.random.default_rng(7)
+
+
+def _loop(f, args, in_axes=0, out_axes=0):
+    """The oracle: ``f`` called on each example, the outputs stacked (leaf by leaf) along ``out_axes``."""
+    axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+    size = next(np.shape(a)[k] for a, k in zip(args, axes) if k is not None)
+    outs = [f(*(a if k is None else np.take(a, i, axis=k) for a, k in zip(args, axes))) for i in range(size)]
+    return _stacked(outs, out_axes)
+
+
+def _stacked(outs, out_axes):
+    first = outs[0]
+    if isinstance(first, (tuple, list)):
+        return type(first)(_stacked([o[k] for o in outs], out_axes) for k in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _stacked([o[k] for o in outs], out_axes) for k in first}
+    return np.stack([np.asarray(o) for o in outs], axis=out_axes)
+
+
+def _same(got, want):
+    if isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+    elif isinstance(want, dict):
+        assert got.keys() == want.keys()
+        for k in want:
+            _same(got[k], want[k])
+    else:
+        assert np.shape(got) == np.shape(want), (np.shape(got), np.shape(want))
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def check(f, *args, in_axes=0, out_axes=0):
+    """``ad.vmap(f, in_axes, out_axes)(*args)`` equals the loop, and ``f`` ran once."""
+    calls = []
+
+    def counted(*a):
+        calls.append(1)
+        return f(*a)
+    got = ad.vmap(counted, in_axes, out_axes)(*args)
+    assert len(calls) == 1
+    _same(got, _loop(f, args, in_axes, out_axes))
+    return got
+
+
+def _jax_check(f, jf, *args, in_axes=0):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    np.testing.assert_allclose(ad.vmap(f, in_axes)(*args), jax.vmap(jf, in_axes)(*args), rtol=1e-9, atol=1e-12)
+
+
+# -- elementwise --------------------------------------------------------------------------------------------
+def test_a_batch_of_scalars_plus_a_plain_vector_of_the_batch_size():
+    xs = RNG.normal(size=3)   # B == 3 == the plain operand's length: NumPy's own broadcast would give (3,)
+    got = check(lambda x: x + np.arange(3.0), xs)
+    assert got.shape == (3, 3)
+
+
+@pytest.mark.parametrize("b", [1, 3, 4])
+def test_elementwise_with_batched_plain_and_scalar_operands(b):
+    xs, ys, c = RNG.normal(size=(b, 3)), RNG.normal(size=(b,)), RNG.normal(size=(3, 3))
+    check(lambda x, y: np.sin(x) * y + 2.0 - x / (1 + y ** 2), xs, ys)
+    check(lambda x: c * x + np.maximum(x, 0.1) ** 2, xs)
+    check(lambda y: c - y, ys)
+    check(lambda x: np.where(x > 0, x, -2 * x) + np.clip(x, -0.5, 0.5), xs)
+    check(lambda x, y: (x >= y) & (x < 1.0), xs, ys)
+
+
+def test_elementwise_matches_jax():
+    jnp = pytest.importorskip("jax.numpy")
+    xs, c = RNG.normal(size=(3,)), np.arange(3.0)
+    _jax_check(lambda x: np.exp(x) + c, lambda x: jnp.exp(x) + c, xs)
+
+
+def test_a_plain_argument_and_in_axes():
+    xs, w = RNG.normal(size=(4, 5)), RNG.normal(size=(4,))
+    check(lambda w, x: x * w, w, xs, in_axes=(None, 1))
+    check(lambda x: np.cumsum(x), xs, in_axes=1, out_axes=1)
+    check(lambda x, y: x - y, xs, xs.T, in_axes=(0, 1))
+
+
+# -- reductions ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "max", "min", "any", "all", "var", "std"])
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2), 1])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reductions(name, axis, keepdims):
+    xs = RNG.normal(size=(3, 2, 3, 4))
+    check(lambda x: getattr(np, name)(x, axis=axis, keepdims=keepdims), xs)
+    check(lambda x: getattr(x, name)(axis=axis, keepdims=keepdims), xs)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin", "cumsum", "sort", "argsort"])
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_functions_along_an_axis(name, axis):
+    xs = RNG.normal(size=(3, 2, 3))
+    check(lambda x: getattr(np, name)(x, axis=axis), xs)
+
+
+def test_ufunc_reduce_and_logsumexp():
+    xs = RNG.normal(size=(5, 3, 4))
+    check(lambda x: np.add.reduce(x, axis=-1), xs)
+
+    def logsumexp(x):
+        m = np.max(x, axis=-1, keepdims=True)
+        return np.log(np.sum(np.exp(x - m), axis=-1)) + m[..., 0]
+    check(logsumexp, xs)
+
+
+# -- shapes ----------------------------------------------------------------------------------------------------
+def test_shape_functions():
+    xs, p = RNG.normal(size=(3, 2, 3)), RNG.normal(size=(2, 3))
+    check(lambda x: x.reshape(3, -1), xs)
+    check(lambda x: np.reshape(x, 6), xs)
+    check(lambda x: (x.T, np.transpose(x, (1, 0)), np.swapaxes(x, 0, 1), np.moveaxis(x, 0, -1)), xs)
+    check(lambda x: (np.expand_dims(x, 1), np.expand_dims(x, (0, -1)), np.squeeze(x[:, :1]), x.ravel()), xs)
+    check(lambda x: (np.concatenate([x, p], axis=1), np.concatenate([p, x]), np.stack([x, p], axis=-1)), xs)
+    check(lambda x: (np.hstack([x, p]), np.vstack([x, p]), np.hstack([x[0], p[0]])), xs)
+    check(lambda x: (np.broadcast_to(x[0], (4, 3)), np.zeros_like(x), np.ones_like(x), np.full_like(x, 2.5)), xs)
+    check(lambda x: (np.outer(x[0], x[1]), np.outer(p[0], x[1]), np.trace(x[:, :2]), np.diagonal(x)), xs)
+    check(lambda x: x.sum() + x.size + x.ndim + len(x) + x.shape[1], xs)
+
+
+# -- contractions and linear algebra ------------------------------------------------------------------------------
+@pytest.mark.parametrize("a_batched", [True, False])
+@pytest.mark.parametrize("b_batched", [True, False])
+@pytest.mark.parametrize("a_shape,b_shape", [((3,), (3,)), ((3,), (3, 4)), ((4, 3), (3,)), ((4, 3), (3, 2)),
+                                             ((2, 4, 3), (3, 5)), ((3,), (2, 3, 4)), ((2, 4, 3), (2, 3, 5))])
+def test_matmul_every_combination(a_batched, b_batched, a_shape, b_shape):
+    if not (a_batched or b_batched):
+        return
+    b = 3   # a batch as long as a vector operand: a wrong alignment would not fail by shape
+    a = RNG.normal(size=(b, *a_shape) if a_batched else a_shape)
+    m = RNG.normal(size=(b, *b_shape) if b_batched else b_shape)
+    axes = (0 if a_batched else None, 0 if b_batched else None)
+    check(lambda u, v: u @ v, a, m, in_axes=axes)
+    check(np.matmul, a, m, in_axes=axes)
+    if len(a_shape) <= 2 and len(b_shape) <= 2:
+        check(np.dot, a, m, in_axes=axes)
+
+
+def test_einsum():
+    xs, ys, p = RNG.normal(size=(4, 2, 3)), RNG.normal(size=(4, 3)), RNG.normal(size=(3, 5))
+    check(lambda x, y: np.einsum("ij,j->i", x, y), xs, ys)
+    check(lambda x: np.einsum("ij,jk", x, p), xs)
+    check(lambda x: np.einsum("ij->", x), xs)
+    check(lambda y: np.einsum("i,i", y, y), ys)
+    check(lambda x: np.einsum("...j,jk->...k", x, p), xs)
+
+
+def test_einsum_matches_jax():
+    jnp = pytest.importorskip("jax.numpy")
+    xs, p = RNG.normal(size=(4, 2, 3)), RNG.normal(size=(3, 5))
+    _jax_check(lambda x: np.einsum("ij,jk->ik", x, p), lambda x: jnp.einsum("ij,jk->ik", x, p), xs)
+
+
+def test_linalg():
+    a = RNG.normal(size=(5, 3, 3))
+    spd = a @ np.swapaxes(a, -1, -2) + 3 * np.eye(3)
+    v, plain = RNG.normal(size=(5, 3)), RNG.normal(size=(3, 3)) + 3 * np.eye(3)
+    check(lambda m: (np.linalg.inv(m), np.linalg.det(m), tuple(np.linalg.slogdet(m))), spd)
+    check(lambda m: (np.linalg.cholesky(m), np.linalg.eigvalsh(m), np.linalg.eigh(m)[0]), spd)
+    check(lambda m, b: (np.linalg.solve(m, b), np.linalg.solve(m, np.outer(b, b))), spd, v)
+    check(lambda b: np.linalg.solve(plain, b), v)
+    check(lambda m: np.linalg.solve(m, v[0]), spd)
+    check(lambda m: (np.linalg.norm(m), np.linalg.norm(m, axis=1), np.linalg.norm(m[0]),
+                     np.linalg.norm(m, keepdims=True), np.linalg.norm(m, "fro")), spd)
+
+
+# -- indexing ---------------------------------------------------------------------------------------------------------
+def test_basic_and_advanced_indexing():
+    xs = RNG.normal(size=(3, 4, 3, 5))
+    i, mask = np.array([2, 0, 2]), np.array([True, False, True, True, False])
+    check(lambda x: (x[1], x[:, 1:], x[..., 2], x[None, 1, ::-1], x[-1, ..., None]), xs)
+    check(lambda x: (x[i], x[:, i], x[i, :, :2], x[[0, 1]], x[..., mask]), xs)
+    check(lambda x: (x[i, 0], x[1, :, i], x[i, :, i], x[:, 0, i]), xs)   # adjacent or apart (result dims first)
+
+
+def test_batched_index_arrays_gather_per_example():
+    xs, idx = RNG.normal(size=(3, 4, 5)), RNG.integers(0, 4, size=(3, 2))
+    check(lambda x, j: (x[j], x[j, 1], x[:, j[0]], x[j, j]), xs, idx)
+    check(lambda x, j: (x[j, ::2], x[1:, j], x[0, j], x[j[0], j[1]]), xs, idx)
+    ys = RNG.normal(size=(3, 4, 2, 4))
+    check(lambda y, j: (y[j[0], :, j[1]], y[:, 1, j], y[:, :, 0][j]), ys, idx)   # apart, and after a slice
+
+
+def test_item_assignment():
+    xs = RNG.normal(size=(3, 4))
+
+    def f(x):
+        y = x * 2
+        y[1] = 0.0
+        y[2:] = x[:2] ** 2
+        return y
+    check(f, xs)
+
+
+# -- in_axes, out_axes, outputs, nesting --------------------------------------------------------------------------------
+def test_structured_outputs_and_out_axes():
+    xs = RNG.normal(size=(4, 3))
+    check(lambda x: {"s": x.sum(), "pair": (x * 2, [x.max(), 1.0])}, xs)
+    check(lambda x: np.outer(x, x), xs, out_axes=1)
+    check(lambda x: 2.0, xs)
+
+
+def test_nested_vmap():
+    xs, ys = RNG.normal(size=(4, 3, 2)), RNG.normal(size=(5, 2))
+    inner = ad.vmap(lambda x, y: np.sum(x * y) + x[0])
+    got = ad.vmap(lambda x: ad.vmap(lambda y: inner(x, np.broadcast_to(y, (3, 2))))(ys))(xs)
+    want = np.array([[[np.sum(x[k] * y) + x[k][0] for k in range(3)] for y in ys] for x in xs])
+    _same(got, want)
+    # an outer batched value captured by the inner function (a batch of a different size)
+    got = ad.vmap(lambda x: ad.vmap(lambda y: x @ y)(ys))(xs)
+    _same(got, np.einsum("bij,cj->bci", xs, ys))
+
+
+# -- refusals --------------------------------------------------------------------------------------------------------------
+def test_control_flow_on_a_batched_value_is_refused():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+    with pytest.raises(UnsupportedError, match="control flow"):
+        ad.vmap(f)(RNG.normal(size=(3, 2)))
+    for conv in (float, int, bool):
+        with pytest.raises(UnsupportedError, match="control flow"):
+            ad.vmap(lambda x: conv(x[0]))(RNG.normal(size=(3, 2)))
+
+
+def test_a_function_without_batch_rule_is_refused_by_name():
+    with pytest.raises(UnsupportedError, match="no batching rule for numpy.*tensordot"):
+        ad.vmap(lambda x: np.tensordot(x, x))(RNG.normal(size=(3, 2, 2)))
+    with pytest.raises(UnsupportedError, match="no batching rule for numpy.add.accumulate"):
+        ad.vmap(lambda x: np.add.accumulate(x))(RNG.normal(size=(3, 2)))
+    with pytest.raises(UnsupportedError, match="plain NumPy array"):
+        ad.vmap(lambda x: np.asarray(x))(RNG.normal(size=(3, 2)))
+    with pytest.raises(UnsupportedError, match="plain NumPy array"):
+        ad.vmap(lambda x: np.array([x, x]))(RNG.normal(size=(3, 2)))
+
+
+def test_out_is_refused():
+    with pytest.raises(UnsupportedError, match="out="):
+        ad.vmap(lambda x: np.exp(x, out=np.empty(2)))(RNG.normal(size=(3, 2)))
+    with pytest.raises(UnsupportedError, match="out="):
+        ad.vmap(lambda x: np.sum(x, axis=0, out=np.empty(())))(RNG.normal(size=(3, 2)))
