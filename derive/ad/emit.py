@@ -41,6 +41,7 @@ from . import primal
 from .analysis import calls_write_free, loop_blocks, reverse_postorder
 from .ir import ANY, ARR, INT, NUM, PYINT, VEC, Function, Instr
 from . import rules
+from .runtime import ARRAY_TYPES
 from .source import register
 
 _LITERAL_TYPES = (int, float, bool, str, type(None))
@@ -481,11 +482,12 @@ class _ScalarSeed:
     primitive without a derivative that it is (``NONDIFF``) instead of transforming its source."""
 
     def __call__(self, y):
-        array = isinstance(y, np.ndarray) or hasattr(y, "__dask_graph__") and hasattr(y, "shape")
+        array = isinstance(y, np.ndarray) or type(y) in ARRAY_TYPES or hasattr(y, "__dask_graph__") \
+            and hasattr(y, "shape")
         if isinstance(y, numbers.Real) or (array and y.shape == () and y.dtype.kind in "biuf"):
             return 1
         if array:
-            kind = "an array" if isinstance(y, np.ndarray) else "a Dask array"
+            kind = "a Dask array" if hasattr(y, "__dask_graph__") else "an array"
             what = f"{kind} of shape {y.shape} and dtype {y.dtype}"
         elif isinstance(y, numbers.Complex):
             what = f"the complex number {y!r}"

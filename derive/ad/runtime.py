@@ -43,6 +43,14 @@ def is_complex(v) -> bool:
 ARRAY_TYPES: set = set()   # types other than np.ndarray whose values are arrays to gradients (batching.Batched)
 
 
+def asarray(x, dtype=None):
+    """``np.asarray(x, dtype)`` for the rules, but that a value of a type of ``ARRAY_TYPES`` stays what it is
+    (a batch of ``ad.vmap``, whose NumPy calls dispatch to its own rules), of ``dtype`` where one is given."""
+    if type(x) in ARRAY_TYPES:
+        return x if dtype is None else x.astype(dtype)
+    return np.asarray(x, dtype)
+
+
 def acc(a, b):
     """The sum of two gradients of the same value (None is zero)."""
     if a is None:

@@ -256,3 +256,72 @@ def test_out_is_refused():
         ad.vmap(lambda x: np.exp(x, out=np.empty(2)))(RNG.normal(size=(3, 2)))
     with pytest.raises(UnsupportedError, match="out="):
         ad.vmap(lambda x: np.sum(x, axis=0, out=np.empty(())))(RNG.normal(size=(3, 2)))
+
+
+# -- composition with tensorlang.ad ---------------------------------------------------------------------------------------
+def _mlp_loss(params, x, y):
+    w1, b1, w2, b2 = params
+    h = np.tanh(x @ w1 + b1)
+    out = h @ w2 + b2
+    return np.mean((out - y) ** 2) + 0.01 * np.sum(w1 * w1)
+
+
+def _mlp_data(b=6):
+    params = (RNG.normal(size=(3, 5)), RNG.normal(size=5), RNG.normal(size=(5, 2)), RNG.normal(size=2))
+    return params, RNG.normal(size=(b, 3)), RNG.normal(size=(b, 2))
+
+
+def test_vmap_of_grad_per_example_gradients_of_an_mlp():
+    params, xs, ys = _mlp_data()
+    check(ad.grad(_mlp_loss), params, xs, ys, in_axes=(None, 0, 0))
+    check(ad.grad(_mlp_loss, argnums=(0, 1)), params, xs, ys, in_axes=(None, 0, 0))
+    check(ad.value_and_grad(_mlp_loss, argnums=1), params, xs, ys, in_axes=(None, 0, 0))
+
+
+def test_vmap_of_grad_matches_jax():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    jax.config.update("jax_enable_x64", True)
+    params, xs, ys = _mlp_data()
+
+    def jloss(params, x, y):
+        w1, b1, w2, b2 = params
+        out = jnp.tanh(x @ w1 + b1) @ w2 + b2
+        return jnp.mean((out - y) ** 2) + 0.01 * jnp.sum(w1 * w1)
+    got = ad.vmap(ad.grad(_mlp_loss), in_axes=(None, 0, 0))(params, xs, ys)
+    want = jax.vmap(jax.grad(jloss), in_axes=(None, 0, 0))(params, xs, ys)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
+
+
+def _residual(point, camera):
+    """A bundle-adjustment-like residual: ``point`` rotated about z and translated by ``camera``, projected."""
+    angle, tx, ty, tz, focal, skew = camera
+    x = np.cos(angle) * point[0] - np.sin(angle) * point[1] + tx
+    y = np.sin(angle) * point[0] + np.cos(angle) * point[1] + ty
+    z = point[2] + tz
+    return np.stack([focal * x / z + skew * y, focal * y / z]) - np.array([0.5, -0.25])
+
+
+def test_vmap_of_jacobian_over_observations():
+    n = 50
+    points = RNG.normal(size=(n, 3)) + np.array([0.0, 0.0, 5.0])
+    cameras = np.column_stack([RNG.normal(size=(n, 4)) * 0.3, 1.0 + RNG.random((n, 1)), RNG.normal(size=(n, 1)) * 0.1])
+    check(ad.jacobian(_residual), points, cameras)
+    check(ad.jacobian(_residual, argnums=(0, 1)), points, cameras)
+    check(ad.jacobian(_residual, argnums=1), points, cameras[0], in_axes=(0, None))
+
+
+def test_vmap_of_hessian():
+    def f(x):
+        return np.sum(np.sin(x) * x[::-1]) + np.prod(x) ** 2
+
+    check(ad.hessian(f), RNG.normal(size=(4, 3)))
+
+
+def test_grad_of_a_vmapped_function():
+    params, xs, ys = _mlp_data()
+    batched = ad.vmap(_mlp_loss, in_axes=(None, 0, 0))
+    got = ad.grad(lambda p: np.sum(batched(p, xs, ys)))(params)
+    want = ad.grad(lambda p: sum(_mlp_loss(p, xs[i], ys[i]) for i in range(len(xs))))(params)
+    _same(got, want)

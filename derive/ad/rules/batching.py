@@ -186,6 +186,11 @@ def _per_example(name):
     return lambda frame, a: getattr(a, name) if type(a) is Batched else getattr(np, name)(a)
 
 
+def _of_dtypes(func):
+    """``np.result_type``, ``np.iscomplexobj`` ...: of the operands' dtypes, which a batch does not change."""
+    return lambda frame, *args: func(*(np.empty((), a.dtype) if type(a) is Batched else a for a in args))
+
+
 def _copy(frame, a, **kw):
     return frame.wrap(np.copy(frame.across(a), **kw))
 
@@ -345,6 +350,7 @@ BATCH_RULES.update({
     **{f: _like(f) for f in (np.zeros_like, np.ones_like, np.empty_like, np.full_like)},
     np.outer: _outer, np.copy: _copy, np.shape: _per_example("shape"), np.ndim: _per_example("ndim"),
     np.size: _per_example("size"),
+    **{f: _of_dtypes(f) for f in (np.result_type, np.iscomplexobj, np.isrealobj)},
     np.matmul: _matmul, np.dot: _dot, np.einsum: _einsum, np.linalg.solve: _solve, np.linalg.norm: _norm,
     **{f: _batched_linalg(f) for f in (np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
                                        np.linalg.eigh, np.linalg.eigvalsh, np.linalg.pinv)},
