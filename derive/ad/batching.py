@@ -15,7 +15,7 @@ import itertools
 import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError
-from .runtime import ARRAY_TYPES
+from .ir import ARRAY_TYPES
 
 BATCH_RULES: dict = {}   # NumPy function, ufunc method name ("reduce") or operator name -> rule(frame, *args, **kw)
 LEVELS = itertools.count(1)   # a fresh level per call of a vmapped function (newer: inner)
@@ -107,6 +107,19 @@ class Batched:
 
     def astype(self, dtype, **kw):
         return Batched(self.data.astype(dtype, **kw), self.level)
+
+    def zeros(self, shape, dtype):
+        """Zeros of per-example ``shape`` and ``dtype`` at this value's level (of its batch size)."""
+        full = (len(self.data), *shape)
+        return Batched(self.data.zeros(full, dtype) if type(self.data) is Batched else np.zeros(full, dtype), self.level)
+
+    def __iadd__(self, other):   # (in place, as the gradient arithmetic writes: the same level's data written)
+        y = np.add(self, other)
+        if type(y) is not Batched or y.level != self.level or np.shape(y.data) != np.shape(self.data):
+            raise UnsupportedError("ad.vmap: x += v, where v is batched by an inner vmap or broadcasts x, cannot "
+                                   "be written into x; write x = x + v")
+        self.data[...] = y.data
+        return self
 
     def copy(self):
         return Batched(self.data.copy(), self.level)

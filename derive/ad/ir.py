@@ -53,6 +53,9 @@ CONST_KIND = "const"  # a specialisation kind: strings, None and the like (ANY, 
 _KINDS: dict[type, str] = {}
 
 
+ARRAY_TYPES: set = set()   # types other than np.ndarray whose values are arrays, of kind ANY (batching.Batched)
+
+
 def kind_of(x) -> str:
     """The kind of a run-time value: ``INT`` (ints, bools), ``NUM`` (other numbers), ``CONST_KIND``
     (strings, None ...) or ``ANY``."""

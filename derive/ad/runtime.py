@@ -27,7 +27,7 @@ from ...codegen.dask_graph import lazy_array
 from ...errors import UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
-from .ir import ANY, NUM, kind_of
+from .ir import ANY, ARRAY_TYPES, NUM, kind_of
 from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
 
 
@@ -40,9 +40,6 @@ def is_complex(v) -> bool:
 
 
 # -- gradient arithmetic --------------------------------------------------------------------------------
-ARRAY_TYPES: set = set()   # types other than np.ndarray whose values are arrays to gradients (batching.Batched)
-
-
 def asarray(x, dtype=None):
     """``np.asarray(x, dtype)`` for the rules, but that a value of a type of ``ARRAY_TYPES`` stays what it is
     (a batch of ``ad.vmap``, whose NumPy calls dispatch to its own rules), of ``dtype`` where one is given."""

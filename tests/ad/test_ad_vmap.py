@@ -314,9 +314,17 @@ def test_vmap_of_jacobian_over_observations():
 
 def test_vmap_of_hessian():
     def f(x):
-        return np.sum(np.sin(x) * x[::-1]) + np.prod(x) ** 2
+        return np.sum(np.sin(x) * x[::-1]) + np.sum(x ** 3) * x[0] + np.exp(x[1] / (2 + x[2] ** 2))
 
     check(ad.hessian(f), RNG.normal(size=(4, 3)))
+    check(ad.hessian(lambda x, w: np.tanh(x @ w).sum()), RNG.normal(size=(5, 3)), RNG.normal(size=(3, 2)),
+          in_axes=(0, None))
+
+
+def test_a_rule_that_branches_on_the_values_is_refused_under_vmap():
+    # np.prod's second-order rule checks its argument for zeros: a branch on a batched value
+    with pytest.raises(UnsupportedError, match="control flow"):
+        ad.vmap(ad.hessian(lambda x: np.prod(x) ** 2))(RNG.normal(size=(4, 3)))
 
 
 def test_grad_of_a_vmapped_function():

@@ -92,6 +92,20 @@ def _along(func, default):
     return lambda frame, a, axis=default, *args, **kw: flat(frame, a, axis, *args, **kw)
 
 
+def _selecting(func):
+    """``np.take``, ``np.delete``, ``np.repeat``: entries picked by a plain second argument along ``axis`` (None:
+    of the flattened example)."""
+    def rule(frame, a, which, axis=None, **kw):
+        _plain_first(frame, func.__name__, a)
+        if type(which) is Batched:
+            raise UnsupportedError(f"ad.vmap has no batching rule for numpy.{func.__name__} with a batched "
+                                   f"selection (index the array instead: x[idx])")
+        if axis is None:
+            return frame.wrap(func(np.reshape(a.data, (frame.size, -1)), which, axis=1, **kw))
+        return frame.wrap(func(a.data, which, axis=_axis(axis, a.ndim), **kw))
+    return rule
+
+
 def _two_axes(func, first, second):
     def rule(frame, a, *args, **kw):
         _plain_first(frame, func.__name__, a)
@@ -108,6 +122,10 @@ def _reshape(frame, a, shape=None, *args, **kw):
     shape = kw.pop("newshape", shape)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     return frame.wrap(np.reshape(frame.across(a), (frame.size, *shape), *args, **kw))
+
+
+def _flip(frame, a, axis=None):
+    return frame.wrap(np.flip(frame.across(a), _axes(axis, a.ndim)))
 
 
 def _transpose(frame, a, axes=None):
@@ -317,34 +335,52 @@ def _getitem(frame, x, index):
     return frame.wrap(np.moveaxis(y, tuple(range(1, 1 + rank)), tuple(range(1 + before, 1 + before + rank))))
 
 
-def _setitem(frame, x, index, value):
+def _written(frame, x, index, what):
+    """The index of ``x.data`` that ``x[index]`` writes to (the batch axis prepended); a write into a plain array,
+    with a batched index, or with advanced indices apart (whose result dims NumPy moves first) refused."""
     if not frame.batched(x):
-        raise UnsupportedError("ad.vmap: writing a batched value into a plain array (x[i] = v); make x batched "
-                               "first, e.g. x = np.zeros_like(v, shape=...) is not batched either: build it with "
-                               "np.stack or np.where")
+        raise UnsupportedError(f"ad.vmap: {what} writes a batched value into a plain array; build the array from "
+                               f"batched values instead (np.stack, np.where, np.zeros_like of a batched value)")
     entries = _expanded(index, x.ndim)
     adv = [k for k, i in enumerate(entries) if _advanced(i)] \
         if any(type(i) in (np.ndarray, Batched) for i in entries) else []
     if any(type(i) is Batched for i in entries) or adv and adv != list(range(adv[0], adv[-1] + 1)):
-        raise UnsupportedError("ad.vmap has no batching rule for item assignment x[i] = v with a batched index "
-                               "or with advanced indices apart; use np.where or build the array with np.stack")
-    target = (slice(None), *entries)
+        raise UnsupportedError(f"ad.vmap has no batching rule for {what} with a batched index or with advanced "
+                               f"indices apart; use np.where or build the array with np.stack")
+    return (slice(None), *entries)
+
+
+def _setitem(frame, x, index, value):
+    target = _written(frame, x, index, "item assignment x[i] = v")
     (v,), _ = _aligned(frame, [value], x.data[target].ndim - 1)
     x.data[target] = v
 
 
+def _copyto(frame, dst, src, **kw):
+    target = _written(frame, dst, Ellipsis, "numpy.copyto (np.full with a batched fill value, x[...] = v)")
+    (v,), _ = _aligned(frame, [src], dst.ndim)
+    np.copyto(dst.data[target], v, **kw)
+
+
+def _at(frame, ufunc, a, index, *b):
+    target = _written(frame, a, index, f"numpy.{ufunc.__name__}.at")
+    ops, _ = _aligned(frame, b, a.data[target].ndim - 1)
+    ufunc.at(a.data, target, *ops)
+
+
 BATCH_RULES.update({
-    "ufunc": _ufunc, "reduce": _reduce, "getitem": _getitem, "setitem": _setitem,
+    "ufunc": _ufunc, "reduce": _reduce, "at": _at, np.copyto: _copyto, "getitem": _getitem, "setitem": _setitem,
     np.where: _elementwise(np.where), np.clip: _elementwise(np.clip), np.round: _elementwise(np.round),
-    np.around: _elementwise(np.around),
+    np.around: _elementwise(np.around), np.real: _elementwise(np.real), np.imag: _elementwise(np.imag),
     **{f: _reduction(f) for f in (np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.any, np.all,
                                   np.var, np.std, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.median,
                                   np.ptp, np.count_nonzero)},
     **{f: _flattening(f) for f in (np.argmax, np.argmin, np.cumsum, np.cumprod)},
+    **{f: _selecting(f) for f in (np.take, np.delete, np.repeat)},
     np.sort: _along(np.sort, -1), np.argsort: _along(np.argsort, -1),
     np.trace: _two_axes(np.trace, 0, 1), np.diagonal: _two_axes(np.diagonal, 0, 1),
     np.reshape: _reshape, np.ravel: lambda frame, a: np.reshape(a, -1), np.transpose: _transpose,
-    np.swapaxes: _swapaxes, np.moveaxis: _moveaxis, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
+    np.flip: _flip, np.swapaxes: _swapaxes, np.moveaxis: _moveaxis, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
     np.broadcast_to: _broadcast_to, np.concatenate: _joined(np.concatenate, 0), np.stack: _joined(np.stack, 1),
     np.hstack: _hstack, np.vstack: _vstack, np.atleast_1d: _at_least(1), np.atleast_2d: _at_least(2),
     **{f: _like(f) for f in (np.zeros_like, np.ones_like, np.empty_like, np.full_like)},

@@ -26,7 +26,7 @@ from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
-from ..runtime import LINEAR, check_keywords, field_grad
+from ..runtime import ARRAY_TYPES, LINEAR, check_keywords, field_grad
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of, zero
 from ..source import generated
@@ -608,7 +608,7 @@ def getitem(obj, tobj, idx, tidx=None):
     if isinstance(obj, AxisConcatenator):
         return concatenator_getitem(obj, idx)[0], (None if tidx is None else
                                                    LINEAR[concatenator_getitem]((obj, idx), {}, (None, tidx)))
-    if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple):
+    if t in (list, tuple, dict, np.ndarray) or t in ARRAY_TYPES or isinstance(obj, tuple):
         tobj = tangent_of(obj, tobj)
         if tobj is None:
             return obj[idx], None
@@ -627,7 +627,7 @@ def write_item(obj, tobj, idx, val, tval):
     """The tangent of ``obj[idx] = val`` written into ``obj``'s tangent (before the write itself); returns
     that tangent."""
     tl = mutable(obj, tobj)
-    if type(obj) is np.ndarray:
+    if type(obj) is np.ndarray or type(obj) in ARRAY_TYPES:
         tl[idx] = 0 if tval is None else tval
     elif type(obj) is list and type(idx) is slice and tval is None:
         tl[idx] = [None] * len(val)

@@ -9,7 +9,8 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
-from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, asarray, unbroadcast
+from ..runtime import (ARRAY_TYPES, LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, asarray,
+                       unbroadcast)
 from ..tangent import JVP_METHOD_RULES, JVP_RULES, densify
 from ..source import generated
 from .operators import log_base, matmul_back, matmul_grad, pow_da, times
@@ -222,7 +223,7 @@ def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue
 def _sum_grad(dy, x, axis, keepdims, where):
     """The gradient of ``np.sum(x, axis, keepdims=keepdims, where=where)``: ``dy`` in each entry summed (0 in
     those ``where`` leaves out)."""
-    if axis is None and where is True:
+    if axis is None and where is True and type(dy) not in ARRAY_TYPES:   # (np.full cannot fill with a batch)
         return np.full(x.shape, dy, dtype=np.result_type(x, dy, 0.0))
     g = _spread(dy, x, axis, keepdims)
     return g if where is True else g * where

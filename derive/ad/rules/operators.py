@@ -73,7 +73,8 @@ def log_base(a):
 
 
 def is_numeric(a) -> bool:
-    return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, (np.generic, complex))
+    return type(a) is np.ndarray or type(a) in ARRAY_TYPES or kind_of(a) in (INT, NUM) \
+        or isinstance(a, (np.generic, complex))
 
 
 def lazy_arithmetic(a, b) -> bool:

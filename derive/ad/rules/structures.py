@@ -17,7 +17,7 @@ from ..context import current
 from ..cotangent import Indexed, basic_index, dense
 from ..ir import CONST_KIND, INT, kind_of
 from ..registry import JVP_RULES, LINEAR, refusing
-from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES,
+from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES,
                        TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, make_like,
                        own, part_of, register, unbroadcast, untracked)
 from .layout import concatenator_getitem
@@ -78,6 +78,8 @@ def getitem(obj, idx):
     if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple) or _builtin_items(obj, "__getitem__"):
         like = _Like(obj)
         return obj[idx], lambda dy: (None, None) if dy is None else (index_grad(like, idx, dy), None)
+    if t in ARRAY_TYPES:   # (a batch of ad.vmap: its gradient a batch too, scattered by NumPy's add.at)
+        return obj[idx], lambda dy: (None, None) if dy is None else (_scattered(obj, idx, dy), None)
     if isinstance(obj, AxisConcatenator):
         return concatenator_getitem(obj, idx)
     if t is np.flatiter:   # x.flat[i]: an item of x.reshape(-1), whose gradient is the flat iterator's
@@ -88,6 +90,13 @@ def getitem(obj, idx):
         return y, lambda dy: back(dy)[1:]
     y = obj[idx]
     return y, ZERO if kind_of(y) in (INT, CONST_KIND) else _opaque(obj, "reading an item of")
+
+
+def _scattered(obj, idx, dy):
+    """The gradient of array ``obj`` (of a type of ``ARRAY_TYPES``) where its item ``idx`` has gradient ``dy``."""
+    g = np.zeros_like(obj, dtype=np.result_type(obj.dtype, 0.0))
+    np.add.at(g, idx, dy)
+    return g
 
 
 def _written_grad(g, idx, val):
