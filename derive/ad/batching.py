@@ -15,7 +15,9 @@ import itertools
 import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError
+from .cotangent import dense
 from .ir import ARRAY_TYPES
+from .runtime import NONDIFF, J
 
 BATCH_RULES: dict = {}   # NumPy function, ufunc method name ("reduce") or operator name -> rule(frame, *args, **kw)
 LEVELS = itertools.count(1)   # a fresh level per call of a vmapped function (newer: inner)
@@ -74,6 +76,12 @@ class Batched:
         raise UnsupportedError("ad.vmap: a batched value cannot become a plain NumPy array (np.asarray, np.array, "
                                "a write into a plain array, a library that converts its input): that would mix the "
                                "batch into the example; use NumPy functions on it, which have batch rules")
+
+    @staticmethod
+    def through_kernel(kernel, inputs):
+        """A compiled tensorlang kernel called with a batch (``codegen.kernel``): refused."""
+        raise UnsupportedError(f"ad.vmap: a compiled tensorlang kernel (inputs {', '.join(inputs)}) has no batching "
+                               f"rule; batch inside the kernel's program with a gen over the batch instead")
 
     # -- Python's operators: the NumPy functions they stand for --------------------------------------------------
     def __getitem__(self, index):
@@ -182,21 +190,10 @@ class Frame:
         return np.broadcast_to(v, (self.size, *np.shape(v)))
 
 
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        for x in v:
-            yield from _leaves(x)
-    elif isinstance(v, dict):
-        for x in v.values():
-            yield from _leaves(x)
-    elif type(v) is Batched:
-        yield v
-
-
 def dispatch(func, args, kwargs, what=None):
     """``func(*args, **kwargs)`` by its batch rule, at the newest level among the batched values in ``args``
     and ``kwargs`` (in sequences of them too: ``np.stack``)."""
-    found = [v for v in _leaves((args, kwargs))]
+    found = [v for v in _leaves_of((args, kwargs)) if type(v) is Batched]
     level = max(v.level for v in found)
     sizes = {len(v.data) for v in found if v.level == level}
     if len(sizes) > 1:
@@ -208,41 +205,102 @@ def dispatch(func, args, kwargs, what=None):
 
 
 # -- vmap ---------------------------------------------------------------------------------------------------------
-def vmap(f, in_axes=0, out_axes=0):
-    """``jax.vmap``: the function that maps ``f`` over axis ``in_axes`` of its arguments (an int, None for an
-    argument not mapped, or a tuple of those, one per positional argument) and stacks its outputs (an array, a
-    number, or tuples, lists and dicts of them) along axis ``out_axes`` of every output leaf; ``f`` runs once,
-    on batched values."""
-    if type(out_axes) is not int:
-        raise TensorLangError(f"ad.vmap: out_axes must be an int, not {out_axes!r}")
-    name = getattr(f, "__qualname__", repr(f))
+def _tree(fn, v):
+    """``v`` with ``fn`` applied to each leaf (what is not a tuple, list or dict)."""
+    if isinstance(v, (tuple, list)):
+        items = [_tree(fn, x) for x in v]
+        return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
+    if isinstance(v, dict):
+        return {k: _tree(fn, x) for k, x in v.items()}
+    return fn(v)
 
-    def mapped(*args, **kw):
-        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+
+def _leaves_of(v) -> list:
+    out = []
+    _tree(out.append, v)
+    return out
+
+
+class Mapped:
+    """The function ``vmap(f, in_axes, out_axes)``: ``f`` run once on the arguments batched along ``in_axes``
+    (a leaf of a tuple, list or dict argument each), its outputs stacked along ``out_axes``.  Under ``ad.grad``
+    its pullback is ``f``'s, run once on the batch of cotangents (``__ad_pullback__``)."""
+
+    def __init__(self, f, in_axes, out_axes):
+        if type(out_axes) is not int:
+            raise TensorLangError(f"ad.vmap: out_axes must be an int, not {out_axes!r}")
+        self.f, self.in_axes, self.out_axes = f, in_axes, out_axes
+        self.name = getattr(f, "__qualname__", repr(f))
+        self.__name__ = self.__qualname__ = f"vmap({self.name})"
+        self.__doc__ = f"{self.name} mapped over axis {in_axes} of its arguments (``tensorlang.ad.vmap``)."
+
+    def _axes(self, args) -> tuple:
+        axes = self.in_axes if isinstance(self.in_axes, tuple) else (self.in_axes,) * len(args)
         if len(axes) != len(args) or not all(a is None or type(a) is int for a in axes):
-            raise TensorLangError(f"ad.vmap({name}): in_axes must be an int, None or a tuple of those with one entry "
-                                  f"per positional argument; got {in_axes!r} for {len(args)} argument(s)")
-        sizes = {np.shape(x)[a] for x, a in zip(args, axes) if a is not None and -np.ndim(x) <= a < np.ndim(x)}
-        bad = [i for i, (x, a) in enumerate(zip(args, axes)) if a is not None and not -np.ndim(x) <= a < np.ndim(x)]
+            raise TensorLangError(f"ad.vmap({self.name}): in_axes must be an int, None or a tuple of those with one "
+                                  f"entry per positional argument; got {self.in_axes!r} for {len(args)} argument(s)")
+        return axes
+
+    def batched(self, args):
+        """``(level, size, batched arguments)`` for a call with ``args``."""
+        axes = self._axes(args)
+        mapped = [(k, x) for k, a in enumerate(axes) if a is not None for x in _leaves_of(args[k])]
+        bad = sorted({k for k, x in mapped if not -np.ndim(x) <= axes[k] < np.ndim(x)})
+        sizes = sorted({np.shape(x)[axes[k]] for k, x in mapped if k not in bad})
         if bad or len(sizes) != 1:
-            raise TensorLangError(f"ad.vmap({name}): the mapped arguments must have the mapped axis, all of one "
-                                  f"size; got sizes {sorted(sizes)}" + (f", argument(s) {bad} without it" if bad else ""))
-        size, level = sizes.pop(), next(LEVELS)
-        batched = [x if a is None else Batched(np.moveaxis(x, a, 0), level) for x, a in zip(args, axes)]
-        return _unbatched(f(*batched, **kw), level, size, out_axes, name)
-    mapped.__name__ = mapped.__qualname__ = f"vmap({name})"
-    mapped.__doc__ = f"{name} mapped over axis {in_axes} of its arguments (``tensorlang.ad.vmap``)."
-    return mapped
+            raise TensorLangError(f"ad.vmap({self.name}): the mapped arguments must have the mapped axis, all of one "
+                                  f"size; got sizes {sizes}" + (f", argument(s) {bad} without it" if bad else ""))
+        level = next(LEVELS)
+        batched = [x if a is None else _tree(lambda v, a=a: Batched(np.moveaxis(v, a, 0), level), x)
+                   for x, a in zip(args, axes)]
+        return level, sizes[0], batched
+
+    def __call__(self, *args, **kw):
+        level, size, batched = self.batched(args)
+        return _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), self.f(*batched, **kw))
+
+    def __ad_pullback__(self, *args):
+        level, size, batched = self.batched(args)
+        y, back = J(self.f, *batched)
+        out = _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), y)
+
+        def pullback(dy):
+            g = back(_tree(lambda d: None if d is None else Batched(np.moveaxis(dense(d), self.out_axes, 0), level),
+                           dy))
+            if g[0] is not None:
+                raise UnsupportedError(f"ad.grad through ad.vmap({self.name}): {self.name} captures values that have "
+                                       f"gradients; pass them as arguments (in_axes=None for those not mapped)")
+            return tuple(None if gk is None else _tree(lambda v, a=a: _grad_of(v, a, level, size), gk)
+                         for gk, a in zip(g[1:], self._axes(args)))
+        return out, pullback
+
+
+def _grad_of(g, axis, level, size):
+    """The gradient of an argument mapped along ``axis`` (None: not mapped, the examples' gradients summed) from
+    ``g``, that of its batched value."""
+    if g is None:
+        return None
+    mine = type(g) is Batched and g.level == level
+    if axis is None:
+        return np.sum(g.data, axis=0) if mine else size * g
+    data = g.data if mine else np.broadcast_to(g, (size, *np.shape(g)))
+    return np.moveaxis(data, 0, axis)
+
+
+def vmap(f, in_axes=0, out_axes=0) -> Mapped:
+    """``jax.vmap``: the function that maps ``f`` over axis ``in_axes`` of its arguments (an int, None for an
+    argument not mapped, or a tuple of those, one per positional argument; for a tuple, list or dict argument,
+    of each of its arrays) and stacks its outputs (an array, a number, or tuples, lists and dicts of them)
+    along axis ``out_axes`` of every output leaf; ``f`` runs once, on batched values."""
+    return Mapped(f, in_axes, out_axes)
+
+
+NONDIFF.add(vmap)   # (called in a differentiated function, it makes the function; its calls have the pullback)
 
 
 def _unbatched(y, level, size, out_axes, name):
-    """Output ``y`` of a batched run as arrays with the batch at ``out_axes`` (an output that does not depend on
-    the batch is repeated along it)."""
-    if isinstance(y, (tuple, list)):
-        items = [_unbatched(v, level, size, out_axes, name) for v in y]
-        return type(y)(*items) if hasattr(y, "_fields") else type(y)(items)
-    if isinstance(y, dict):
-        return {k: _unbatched(v, level, size, out_axes, name) for k, v in y.items()}
+    """Output leaf ``y`` of a batched run as an array with the batch at ``out_axes`` (an output that does not
+    depend on the batch is repeated along it)."""
     if type(y) is Batched and y.level == level:
         data = y.data
     elif y is None or isinstance(y, (str, bytes)):

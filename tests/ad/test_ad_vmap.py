@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tensorlang as tl
 from tensorlang import ad
 from tensorlang.errors import UnsupportedError
 
@@ -333,3 +334,31 @@ def test_grad_of_a_vmapped_function():
     got = ad.grad(lambda p: np.sum(batched(p, xs, ys)))(params)
     want = ad.grad(lambda p: sum(_mlp_loss(p, xs[i], ys[i]) for i in range(len(xs))))(params)
     _same(got, want)
+
+
+def test_derivatives_of_a_function_that_calls_a_vmapped_one():
+    xs, w = RNG.normal(size=(4, 3)), RNG.normal(size=3)
+    mapped = ad.vmap(lambda w, x: np.sin(x * w).sum(), in_axes=(None, 0))
+    rows = np.stack([ad.grad(lambda w: np.sin(xs[i] * w).sum())(w) for i in range(4)])
+    _same(ad.jacobian(lambda w: mapped(w, xs))(w), rows)   # (forward mode: its pullback transposed)
+    _same(ad.jvp(lambda w: mapped(w, xs), (w,), (np.ones(3),))[1], rows @ np.ones(3))
+    with pytest.raises(UnsupportedError, match="forward over reverse"):
+        ad.hessian(lambda w: np.sum(mapped(w, xs)))(w)
+
+
+def test_grad_through_vmap_of_a_closure_with_gradients_is_refused():
+    xs, c = RNG.normal(size=(4, 3)), RNG.normal(size=3)
+    with pytest.raises(UnsupportedError, match="captures values that have gradients"):
+        ad.grad(lambda c: np.sum(ad.vmap(lambda x: x * c)(xs)))(c)
+
+
+def test_arguments_that_are_tuples_and_dicts_are_mapped_leaf_by_leaf():
+    xs, ys = RNG.normal(size=(4, 3)), RNG.normal(size=4)
+    got = ad.vmap(lambda d: d["a"] * d["b"][0])({"a": xs, "b": (ys,)})
+    _same(got, np.stack([xs[i] * ys[i] for i in range(4)]))
+
+
+def test_a_compiled_kernel_called_with_a_batch_is_refused():
+    kernel = tl.compile(tl.parse("x : [n]R\ngen(i:n) sin(x[i]) * x[i]"))
+    with pytest.raises(UnsupportedError, match="kernel.*gen over the batch"):
+        ad.vmap(lambda x: kernel(x=x))(RNG.normal(size=(3, 4)))
