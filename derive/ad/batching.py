@@ -119,7 +119,8 @@ class Batched:
     def zeros(self, shape, dtype):
         """Zeros of per-example ``shape`` and ``dtype`` at this value's level (of its batch size)."""
         full = (len(self.data), *shape)
-        return Batched(self.data.zeros(full, dtype) if type(self.data) is Batched else np.zeros(full, dtype), self.level)
+        data = self.data.zeros(full, dtype) if type(self.data) is Batched else np.zeros(full, dtype)
+        return Batched(data, self.level)
 
     def __iadd__(self, other):   # (in place, as the gradient arithmetic writes: the same level's data written)
         y = np.add(self, other)
