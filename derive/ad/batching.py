@@ -78,7 +78,7 @@ class Batched:
                                "batch into the example; use NumPy functions on it, which have batch rules")
 
     @staticmethod
-    def through_kernel(kernel, inputs):
+    def __tl_kernel__(kernel, inputs):
         """A compiled tensorlang kernel called with a batch (``codegen.kernel``): refused."""
         raise UnsupportedError(f"ad.vmap: a compiled tensorlang kernel (inputs {', '.join(inputs)}) has no batching "
                                f"rule; batch inside the kernel's program with a gen over the batch instead")
@@ -90,21 +90,15 @@ class Batched:
     def __setitem__(self, index, value):
         dispatch("setitem", (self, index, value), {}, "item assignment x[i] = v")
 
-    def __bool__(self):
-        raise UnsupportedError(f"ad.vmap: bool() of a batched value: {_CONTROL}")
+    def _control(what):
+        def refused(self, *args):
+            raise UnsupportedError(f"ad.vmap: {what} of a batched value: {_CONTROL}")
+        return refused
 
-    def __float__(self):
-        raise UnsupportedError(f"ad.vmap: float() of a batched value: {_CONTROL}")
-
-    def __int__(self):
-        raise UnsupportedError(f"ad.vmap: int() of a batched value: {_CONTROL}")
-
-    __index__ = __complex__ = __int__
-
-    def item(self, *args):
-        raise UnsupportedError(f"ad.vmap: .item() of a batched value: {_CONTROL}")
-
-    tolist = item
+    __bool__, __float__, __int__ = _control("bool()"), _control("float()"), _control("int()")
+    __index__, __complex__ = _control("an index (operator.index)"), _control("complex()")
+    item, tolist = _control(".item()"), _control(".tolist()")
+    del _control
 
     # -- array methods: the NumPy functions of the same name -----------------------------------------------------
     def reshape(self, *shape, **kw):

@@ -111,6 +111,12 @@ def test_functions_along_an_axis(name, axis):
     check(lambda x: getattr(np, name)(x, axis=axis), xs)
 
 
+@pytest.mark.parametrize("axis", [None, 1, -1])
+def test_argmax_keepdims(axis):
+    check(lambda x: (np.argmax(x, axis=axis, keepdims=True), np.argmin(x, axis=axis, keepdims=True)),
+          RNG.normal(size=(3, 2, 4)))
+
+
 def test_ufunc_reduce_and_logsumexp():
     xs = RNG.normal(size=(5, 3, 4))
     check(lambda x: np.add.reduce(x, axis=-1), xs)

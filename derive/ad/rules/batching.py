@@ -81,7 +81,8 @@ def _flattening(func):
     def rule(frame, a, axis=None, *args, **kw):
         _plain_first(frame, func.__name__, a)
         if axis is None:
-            return frame.wrap(func(np.reshape(a.data, (frame.size, -1)), 1, *args, **kw))
+            y = func(np.reshape(a.data, (frame.size, -1)), 1, *args, **{k: v for k, v in kw.items() if k != "keepdims"})
+            return frame.wrap(np.reshape(y, (frame.size,) + (1,) * a.ndim) if kw.get("keepdims") else y)
         return frame.wrap(func(a.data, _axis(axis, a.ndim), *args, **kw))
     return rule
 
