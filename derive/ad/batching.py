@@ -75,7 +75,8 @@ class Batched:
     def __array__(self, dtype=None, copy=None):
         raise UnsupportedError("ad.vmap: a batched value cannot become a plain NumPy array (np.asarray, np.array, "
                                "a write into a plain array, a library that converts its input): that would mix the "
-                               "batch into the example; use NumPy functions on it, which have batch rules")
+                               "batch into the example; use NumPy functions on it, which have batch rules "
+                               "(np.stack([x, y]) for np.array([x, y]))")
 
     @staticmethod
     def __tl_kernel__(kernel, inputs):
@@ -99,6 +100,10 @@ class Batched:
     __index__, __complex__ = _control("an index (operator.index)"), _control("complex()")
     item, tolist = _control(".item()"), _control(".tolist()")
     del _control
+
+    @property
+    def flat(self):
+        raise UnsupportedError("ad.vmap has no batching rule for x.flat; write np.ravel(x)[i] (or x.reshape(-1))")
 
     # -- array methods: the NumPy functions of the same name -----------------------------------------------------
     def reshape(self, *shape, **kw):

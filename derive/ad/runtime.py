@@ -405,7 +405,10 @@ def own(g):
     if type(g) is dict:
         return dict(g)
     if type(g) is np.ndarray or type(g) is Indexed or isinstance(g, np.generic):   # (a 0-d array's: a scalar)
-        return np.array(dense(g), dtype=np.result_type(g.dtype, 0.0))
+        a = dense(g)
+        return np.array(a, dtype=np.result_type(g.dtype, 0.0)) if type(a) not in ARRAY_TYPES else own(a)
+    if type(g) in ARRAY_TYPES:   # (a batch of ad.vmap: a copy of its own kind)
+        return g.astype(np.result_type(g.dtype, 0.0))
     if type(g) is types.SimpleNamespace:
         return types.SimpleNamespace(**vars(g))
     if dataclasses.is_dataclass(g):
@@ -444,7 +447,7 @@ def acc_into(v, d, c):
             with BOX_LOCK:   # pullbacks of work that ran in threads run in parallel (threads.py)
                 old = s.grads.get(id(v))
                 if type(old) is np.ndarray and getattr(c, "shape", None) == old.shape \
-                        and np.can_cast(c.dtype, old.dtype, "same_kind"):
+                        and type(c) not in ARRAY_TYPES and np.can_cast(c.dtype, old.dtype, "same_kind"):
                     if type(c) is Indexed:   # the store owns old: added in place, O(size of c's parts)
                         c.add_into(old)
                     else:

@@ -416,6 +416,9 @@ def _extremum(f):
         y = f(x, axis=axis, keepdims=keepdims)
 
         def back(dy):
+            if axis is None and type(x) in ARRAY_TYPES:   # (a batch: the first extremal entry of each example's)
+                first = np.arange(x.size) == np.argmax(np.ravel(x) == y)
+                return (np.reshape(np.where(first, dy, 0.0), x.shape).astype(np.result_type(x.dtype, 0.0)),)
             if axis is None:  # the whole gradient goes to the first extremal entry
                 g = np.zeros(x.size, dtype=np.result_type(x.dtype, 0.0))
                 g[np.argmax(x == y)] = np.reshape(dy, ())
@@ -565,6 +568,9 @@ def clip_masks(x, lo, hi):
 
 
 def _array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, like=None):
+    if type(object) in ARRAY_TYPES and ndmin <= object.ndim:   # (a batch of ad.vmap: an array already)
+        y = asarray(object, dtype)
+        return (y.copy() if copy and y is object else y), lambda dy: (dy,)
     y = np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin)
     if type(object) is not np.ndarray and np.ndim(object) == 0:
         return y, lambda dy: (np.reshape(dy, ())[()],)

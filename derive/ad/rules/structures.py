@@ -102,7 +102,7 @@ def _scattered(obj, idx, dy):
 def _written_grad(g, idx, val):
     """The gradient of ``val`` in ``a[idx] = val`` from the gradient ``g`` of ``a`` after the write: the
     slots it wrote (the last write wins where a fancy index repeats), summed down to ``val``'s shape."""
-    dv = np.array(g[idx])
+    dv = np.copy(g[idx])
     if not basic_index(idx):
         last = np.full(g.shape, -1)
         last[idx] = np.arange(dv.size).reshape(dv.shape)
@@ -112,7 +112,7 @@ def _written_grad(g, idx, val):
 
 def setitem(obj, idx, val):
     t = type(obj)
-    if t is np.ndarray or _builtin_items(obj, "__setitem__"):
+    if t is np.ndarray or t in ARRAY_TYPES or _builtin_items(obj, "__setitem__"):
         register(obj)
         obj[idx] = val
         return None, Clear(obj, idx, val)
@@ -352,7 +352,7 @@ class Clear:
             return (None, None, None)
         if type(g) is dict:
             return (None, None, g.pop(idx, None))
-        if type(obj) is np.ndarray:   # a number written into an int or bool array is rounded: no gradient
+        if type(obj) is np.ndarray or type(obj) in ARRAY_TYPES:   # (into an int or bool array: rounded, no gradient)
             dv = _written_grad(g, idx, self.val) if obj.dtype.kind in "fc" else None
             g[idx] = 0
             return (None, None, dv)
