@@ -43,6 +43,8 @@ class Batched:
     dtype = property(lambda self: self.data.dtype)
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     T = property(lambda self: np.transpose(self))
+    real = property(lambda self: np.real(self))
+    imag = property(lambda self: np.imag(self))
 
     def __len__(self):
         if not self.shape:
@@ -58,8 +60,9 @@ class Batched:
     # -- NumPy's dispatch ----------------------------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kw):
         if kw.get("out") is not None:
-            raise UnsupportedError(f"ad.vmap: numpy.{ufunc.__name__}(..., out=...) writes into an array; the "
-                                   f"batch rules make new arrays (drop out=)")
+            raise UnsupportedError(f"ad.vmap: numpy.{ufunc.__name__}(..., out=...) writes into an array (also "
+                                   f"x op= v of a plain array x and a batched v); the batch rules make new arrays "
+                                   f"(drop out=, write x = x op v)")
         kw.pop("out", None)
         if method == "__call__":   # (a generalised ufunc, np.matmul, has a rule of its own)
             return dispatch(ufunc, inputs, kw) if ufunc.signature else dispatch("ufunc", (ufunc, *inputs), kw)
@@ -121,14 +124,6 @@ class Batched:
         data = self.data.zeros(full, dtype) if type(self.data) is Batched else np.zeros(full, dtype)
         return Batched(data, self.level)
 
-    def __iadd__(self, other):   # (in place, as the gradient arithmetic writes: the same level's data written)
-        y = np.add(self, other)
-        if type(y) is not Batched or y.level != self.level or np.shape(y.data) != np.shape(self.data):
-            raise UnsupportedError("ad.vmap: x += v, where v is batched by an inner vmap or broadcasts x, cannot "
-                                   "be written into x; write x = x + v")
-        self.data[...] = y.data
-        return self
-
     def copy(self):
         return Batched(self.data.copy(), self.level)
 
@@ -143,7 +138,8 @@ def _method(func):
 
 
 for _f in ("sum", "mean", "prod", "max", "min", "any", "all", "argmax", "argmin", "var", "std", "cumsum",
-           "cumprod", "swapaxes", "squeeze", "clip", "dot", "trace", "diagonal", "sort", "argsort", "round"):
+           "cumprod", "swapaxes", "squeeze", "clip", "dot", "trace", "diagonal", "sort", "argsort", "round", "conj",
+           "conjugate", "nonzero"):
     setattr(Batched, _f, _method(getattr(np, _f)))
 
 _OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
@@ -152,6 +148,23 @@ _OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": 
 for _op, _f in _OPERATORS.items():
     setattr(Batched, f"__{_op}__", (lambda f: lambda self, other: f(self, other))(_f))
     setattr(Batched, f"__r{_op}__", (lambda f: lambda self, other: f(other, self))(_f))
+
+def _in_place(f, op):
+    """``x op= v``: written into ``x``'s data, as NumPy writes into an array (its views see it), with NumPy's
+    casting rule."""
+    def write(self, other):
+        y = f(self, other)
+        if type(y) is not Batched or y.level != self.level or np.shape(y.data) != np.shape(self.data):
+            raise UnsupportedError(f"ad.vmap: x {op}= v, where v is batched by an inner vmap or broadcasts x, "
+                                   f"cannot be written into x; write x = x {op} v")
+        np.copyto(self.data, y.data, casting="same_kind")
+        return self
+    return write
+
+
+for _op, _sym in {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+                  "and": "&", "or": "|", "xor": "^"}.items():
+    setattr(Batched, f"__i{_op}__", _in_place(_OPERATORS[_op], _sym))
 for _op, _f in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
                 "ne": np.not_equal}.items():
     setattr(Batched, f"__{_op}__", (lambda f: lambda self, other: f(self, other))(_f))

@@ -215,6 +215,27 @@ def test_item_assignment():
     check(f, xs)
 
 
+def test_in_place_operators_write_into_the_batch_as_numpy_writes_into_an_array():
+    def f(x):
+        y = x.copy()
+        row = y[0]   # a view: the writes below show in y
+        row *= 2
+        row -= x[1]
+        y[1:] += 1.0
+        return y
+
+    check(f, RNG.normal(size=(3, 2, 4)))
+    with pytest.raises(UnsupportedError, match="out="):
+        ad.vmap(lambda x: np.add(np.zeros(2), x, out=np.zeros(2)))(RNG.normal(size=(3, 2)))
+
+    def plain_target(x):
+        z = np.zeros(2)
+        z += x
+        return z
+    with pytest.raises(UnsupportedError, match="x op= v"):
+        ad.vmap(plain_target)(RNG.normal(size=(3, 2)))
+
+
 # -- in_axes, out_axes, outputs, nesting --------------------------------------------------------------------------------
 def test_structured_outputs_and_out_axes():
     xs = RNG.normal(size=(4, 3))
