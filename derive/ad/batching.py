@@ -79,7 +79,9 @@ class Batched:
         raise UnsupportedError("ad.vmap: a batched value cannot become a plain NumPy array (np.asarray, np.array, "
                                "a write into a plain array, a library that converts its input): that would mix the "
                                "batch into the example; use NumPy functions on it, which have batch rules "
-                               "(np.stack([x, y]) for np.array([x, y]))")
+                               "(np.stack([x, y]) for np.array([x, y])); a plain table read at a batched index "
+                               "(table[i], np.take(table, i)) is not dispatched by NumPy: map the table too "
+                               "(np.broadcast_to(table, (B, *table.shape)), in_axes=0)")
 
     @staticmethod
     def __tl_kernel__(kernel, inputs):
@@ -100,7 +102,8 @@ class Batched:
         return refused
 
     __bool__, __float__, __int__ = _control("bool()"), _control("float()"), _control("int()")
-    __index__, __complex__ = _control("an index (operator.index)"), _control("complex()")
+    __index__ = _control("an index into a plain array (np.take(table, i, axis) gathers per example) or an int")
+    __complex__ = _control("complex()")
     item, tolist = _control(".item()"), _control(".tolist()")
     del _control
 

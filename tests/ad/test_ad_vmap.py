@@ -204,6 +204,16 @@ def test_batched_index_arrays_gather_per_example():
     check(lambda y, j: (y[j[0], :, j[1]], y[:, 1, j], y[:, :, 0][j]), ys, idx)   # apart, and after a slice
 
 
+def test_take_with_batched_indices():
+    tables, idx = RNG.normal(size=(3, 5, 4)), np.array([[0, 3], [3, 3], [1, 2]])
+    check(lambda w, j: (np.take(w, j, axis=-1), np.take(w, j), np.take(w, j, axis=0)), tables, idx)
+    got = ad.vmap(lambda w: ad.vmap(lambda j: (np.take(w, j, axis=1), np.take(w, j)))(idx))(tables)
+    _same(got, (np.stack([np.stack([np.take(w, j, axis=1) for j in idx]) for w in tables]),
+                np.stack([np.stack([np.take(w, j) for j in idx]) for w in tables])))
+    with pytest.raises(UnsupportedError, match="map the table too"):   # NumPy does not dispatch table[i]
+        ad.vmap(lambda j: tables[0][j])(idx)
+
+
 def test_item_assignment():
     xs = RNG.normal(size=(3, 4))
 
@@ -338,6 +348,28 @@ def test_vmap_of_jacobian_over_observations():
     check(ad.jacobian(_residual), points, cameras)
     check(ad.jacobian(_residual, argnums=(0, 1)), points, cameras)
     check(ad.jacobian(_residual, argnums=1), points, cameras[0], in_axes=(0, None))
+
+
+def test_vmap_of_jacobian_and_hessian_match_jax():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    jax.config.update("jax_enable_x64", True)
+
+    def jresidual(point, camera):
+        angle, tx, ty, tz, focal, skew = camera
+        x = jnp.cos(angle) * point[0] - jnp.sin(angle) * point[1] + tx
+        y = jnp.sin(angle) * point[0] + jnp.cos(angle) * point[1] + ty
+        z = point[2] + tz
+        return jnp.stack([focal * x / z + skew * y, focal * y / z]) - jnp.array([0.5, -0.25])
+    points = RNG.normal(size=(50, 3)) + np.array([0.0, 0.0, 5.0])
+    cameras = np.column_stack([RNG.normal(size=(50, 4)) * 0.3, 1 + RNG.random((50, 1)), RNG.normal(size=(50, 1))])
+    got = ad.vmap(ad.jacobian(_residual, argnums=(0, 1)))(points, cameras)
+    want = jax.vmap(jax.jacfwd(jresidual, argnums=(0, 1)))(points, cameras)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
+    xs = RNG.normal(size=(6, 3))
+    np.testing.assert_allclose(ad.vmap(ad.hessian(lambda x: np.sum(np.sin(x) * x[::-1])))(xs),
+                               jax.vmap(jax.hessian(lambda x: jnp.sum(jnp.sin(x) * x[::-1])))(xs), rtol=1e-9, atol=1e-12)
 
 
 def test_vmap_of_hessian():

@@ -16,14 +16,10 @@ from ....errors import UnsupportedError
 from ..batching import BATCH_RULES, Batched
 
 
-def _nd(v) -> int:
-    return np.ndim(v)
-
-
 def _aligned(frame, operands, nd=None):
     """The operands' arrays for an elementwise NumPy call whose result has per-example rank ``nd`` (default:
     the largest operand's): batched ones ``(B, 1, ..., 1, *shape)``, plain ones as they are."""
-    nd = max(map(_nd, operands)) if nd is None else nd
+    nd = max(map(np.ndim, operands)) if nd is None else nd
     return [np.reshape(v.data, (frame.size,) + (1,) * (nd - v.ndim) + v.shape) if frame.batched(v) else v
             for v in operands], nd
 
@@ -44,7 +40,8 @@ def _axis(a, nd: int) -> int:
     return a % nd + 1
 
 
-def _plain_first(frame, name, first):
+def _batched_first(frame, name, first):
+    """Refuses a call whose batch is not in its first argument (the array a reduction or selection reads)."""
     if not frame.batched(first):
         raise UnsupportedError(f"ad.vmap has no batching rule for numpy.{name} with a batched argument other than "
                                f"the array")
@@ -64,14 +61,14 @@ def _elementwise(func):
 
 
 def _reduce(frame, ufunc, a, axis=0, **kw):
-    _plain_first(frame, f"{ufunc.__name__}.reduce", a)
+    _batched_first(frame, f"{ufunc.__name__}.reduce", a)
     return frame.wrap(ufunc.reduce(a.data, axis=_axes(axis, a.ndim), **kw))
 
 
 # -- reductions and functions along axes ----------------------------------------------------------------------------
 def _reduction(func):
     def rule(frame, a, axis=None, *args, **kw):
-        _plain_first(frame, func.__name__, a)
+        _batched_first(frame, func.__name__, a)
         return frame.wrap(func(a.data, _axes(axis, a.ndim), *args, **kw))
     return rule
 
@@ -79,7 +76,7 @@ def _reduction(func):
 def _flattening(func):
     """A function whose ``axis=None`` flattens the example (argmax, cumsum, sort ...)."""
     def rule(frame, a, axis=None, *args, **kw):
-        _plain_first(frame, func.__name__, a)
+        _batched_first(frame, func.__name__, a)
         if axis is None:
             y = func(np.reshape(a.data, (frame.size, -1)), 1, *args, **{k: v for k, v in kw.items() if k != "keepdims"})
             return frame.wrap(np.reshape(y, (frame.size,) + (1,) * a.ndim) if kw.get("keepdims") else y)
@@ -97,8 +94,8 @@ def _selecting(func):
     """``np.take``, ``np.delete``, ``np.repeat``: entries picked by a plain second argument along ``axis`` (None:
     of the flattened example)."""
     def rule(frame, a, which, axis=None, **kw):
-        _plain_first(frame, func.__name__, a)
-        if type(which) is Batched:
+        _batched_first(frame, func.__name__, a)
+        if frame.batched(which):
             raise UnsupportedError(f"ad.vmap has no batching rule for numpy.{func.__name__} with a batched "
                                    f"selection (index the array instead: x[idx])")
         if axis is None:
@@ -107,12 +104,23 @@ def _selecting(func):
     return rule
 
 
-def _two_axes(func, first, second):
+def _take(frame, a, indices, axis=None, **kw):
+    """``np.take``: a gather per example where the indices are batched (``x[..., idx]``), else ``_selecting``'s."""
+    if not frame.batched(indices):
+        return _selecting(np.take)(frame, a, indices, axis, **kw)
+    if frame.batched(a):
+        return (np.ravel(a) if axis is None else a)[(slice(None),) * (0 if axis is None else _axis(axis, a.ndim) - 1)
+                                                    + (indices,)]
+    y = np.take(a, indices.data, axis=axis, **kw)   # (a plain table: the batch lands where the axis was)
+    return frame.wrap(y if axis is None else np.moveaxis(y, axis % np.ndim(a), 0))
+
+
+def _two_axes(func):
+    """``np.trace``, ``np.diagonal``: ``(offset, axis1=0, axis2=1)``, the axes shifted."""
     def rule(frame, a, *args, **kw):
-        _plain_first(frame, func.__name__, a)
-        names = ("offset", "axis1", "axis2") if func in (np.trace, np.diagonal) else ("axis1", "axis2")
-        given = dict(zip(names, args), **kw)
-        for k, d in (("axis1", first), ("axis2", second)):
+        _batched_first(frame, func.__name__, a)
+        given = dict(zip(("offset", "axis1", "axis2"), args), **kw)
+        for k, d in (("axis1", 0), ("axis2", 1)):
             given[k] = _axis(given.get(k, d), a.ndim)
         return frame.wrap(func(a.data, **given))
     return rule
@@ -166,14 +174,14 @@ def _joined(func, rank):
         arrays = list(arrays)
         if axis is None:
             arrays, axis = [np.reshape(a, -1) for a in arrays], 0
-        nd = _nd(arrays[0]) + rank
+        nd = np.ndim(arrays[0]) + rank
         return frame.wrap(func([frame.across(a) for a in arrays], axis=_axis(axis, nd), **kw))
     return rule
 
 
 def _hstack(frame, arrays, **kw):
     arrays = [np.atleast_1d(a) for a in arrays]
-    return np.concatenate(arrays, axis=0 if _nd(arrays[0]) == 1 else 1, **kw)
+    return np.concatenate(arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1, **kw)
 
 
 def _vstack(frame, arrays, **kw):
@@ -182,7 +190,7 @@ def _vstack(frame, arrays, **kw):
 
 def _at_least(k):
     def rule(frame, *arrays):
-        out = [np.reshape(a, (1,) * (k - _nd(a)) + np.shape(a)) if _nd(a) < k else a for a in arrays]
+        out = [np.reshape(a, (1,) * (k - np.ndim(a)) + np.shape(a)) if np.ndim(a) < k else a for a in arrays]
         return out[0] if len(out) == 1 else tuple(out)
     return rule
 
@@ -220,7 +228,7 @@ def _matrices(frame, operands, vectors):
     operand made a matrix: a row where ``vectors[k]`` is -2, a column where it is -1)."""
     mats = []
     for v, where in zip(operands, vectors):
-        if _nd(v) == 1:
+        if np.ndim(v) == 1:
             v = np.expand_dims(v, where)
         mats.append(v)
     ops, _ = _aligned(frame, mats)
@@ -228,18 +236,18 @@ def _matrices(frame, operands, vectors):
 
 
 def _matmul(frame, a, b, **kw):
-    if _nd(a) == 0 or _nd(b) == 0:
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
     ops = _matrices(frame, (a, b), (-2, -1))
     y = np.matmul(*ops, **kw)
-    drop = tuple(k for k, v in ((-2, a), (-1, b)) if _nd(v) == 1)
+    drop = tuple(k for k, v in ((-2, a), (-1, b)) if np.ndim(v) == 1)
     return frame.wrap(np.squeeze(y, drop) if drop else y)
 
 
 def _dot(frame, a, b):
-    if _nd(a) == 0 or _nd(b) == 0:
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
         return np.multiply(a, b)
-    if _nd(b) == 1 or _nd(a) <= 2 and _nd(b) <= 2:
+    if np.ndim(b) == 1 or np.ndim(a) <= 2 and np.ndim(b) <= 2:
         return np.matmul(a, b)
     raise UnsupportedError("ad.vmap has no batching rule for numpy.dot of arrays of more than two dimensions "
                            "(use np.einsum or np.tensordot)")
@@ -263,7 +271,7 @@ def _einsum(frame, subscripts, *operands, **kw):
 def _batched_linalg(func):
     """An ``np.linalg`` function of one stack of matrices (inv, det, cholesky, eigh ...)."""
     def rule(frame, a, *args, **kw):
-        _plain_first(frame, f"linalg.{func.__name__}", a)
+        _batched_first(frame, f"linalg.{func.__name__}", a)
         return frame.wrap(func(a.data, *args, **kw))
     return rule
 
@@ -271,11 +279,11 @@ def _batched_linalg(func):
 def _solve(frame, a, b):
     ops = _matrices(frame, (a, b), (-2, -1))
     y = np.linalg.solve(*ops)
-    return frame.wrap(y[..., 0] if _nd(b) == 1 else y)
+    return frame.wrap(y[..., 0] if np.ndim(b) == 1 else y)
 
 
 def _norm(frame, x, ord=None, axis=None, keepdims=False):
-    _plain_first(frame, "linalg.norm", x)
+    _batched_first(frame, "linalg.norm", x)
     if axis is None and ord is None:
         y = np.linalg.norm(np.reshape(x.data, (frame.size, -1)), axis=1)
         return frame.wrap(np.reshape(y, (frame.size,) + (1,) * x.ndim) if keepdims else y)
@@ -312,7 +320,7 @@ def _advanced(i) -> bool:
 
 
 def _getitem(frame, x, index):
-    entries = _expanded(index, _nd(x))
+    entries = _expanded(index, np.ndim(x))
     arrays = [k for k, i in enumerate(entries) if type(i) in (np.ndarray, Batched)]
     adv = [k for k, i in enumerate(entries) if _advanced(i)] if arrays else []
     adjacent = not adv or adv == list(range(adv[0], adv[-1] + 1))
@@ -324,7 +332,7 @@ def _getitem(frame, x, index):
         rank = len(np.broadcast_shapes(*(np.shape(entries[k]) for k in adv)))
         return frame.wrap(np.moveaxis(y, rank, 0))
     # a gather per example: the batch as one more advanced index, aligned with the batched index arrays
-    rank = max(_nd(entries[k]) for k in adv)
+    rank = max(np.ndim(entries[k]) for k in adv)
     ops, _ = _aligned(frame, [entries[k] for k in adv], rank)
     for k, op in zip(adv, ops):
         entries[k] = op
@@ -377,9 +385,9 @@ BATCH_RULES.update({
                                   np.var, np.std, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.median,
                                   np.ptp, np.count_nonzero)},
     **{f: _flattening(f) for f in (np.argmax, np.argmin, np.cumsum, np.cumprod)},
-    **{f: _selecting(f) for f in (np.take, np.delete, np.repeat)},
+    np.take: _take, **{f: _selecting(f) for f in (np.delete, np.repeat)},
     np.sort: _along(np.sort, -1), np.argsort: _along(np.argsort, -1),
-    np.trace: _two_axes(np.trace, 0, 1), np.diagonal: _two_axes(np.diagonal, 0, 1),
+    np.trace: _two_axes(np.trace), np.diagonal: _two_axes(np.diagonal),
     np.reshape: _reshape, np.ravel: lambda frame, a: np.reshape(a, -1), np.transpose: _transpose,
     np.flip: _flip, np.swapaxes: _swapaxes, np.moveaxis: _moveaxis, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
     np.broadcast_to: _broadcast_to, np.concatenate: _joined(np.concatenate, 0), np.stack: _joined(np.stack, 1),
