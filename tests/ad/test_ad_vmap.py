@@ -187,7 +187,7 @@ def test_linalg():
                      np.linalg.norm(m, keepdims=True), np.linalg.norm(m, "fro")), spd)
 
 
-# -- indexing ---------------------------------------------------------------------------------------------------------
+# -- indexing --------------------------------------------------------------------------------------------------------
 def test_basic_and_advanced_indexing():
     xs = RNG.normal(size=(3, 4, 3, 5))
     i, mask = np.array([2, 0, 2]), np.array([True, False, True, True, False])
@@ -246,7 +246,7 @@ def test_in_place_operators_write_into_the_batch_as_numpy_writes_into_an_array()
         ad.vmap(plain_target)(RNG.normal(size=(3, 2)))
 
 
-# -- in_axes, out_axes, outputs, nesting --------------------------------------------------------------------------------
+# -- in_axes, out_axes, outputs, nesting -----------------------------------------------------------------------------
 def test_structured_outputs_and_out_axes():
     xs = RNG.normal(size=(4, 3))
     check(lambda x: {"s": x.sum(), "pair": (x * 2, [x.max(), 1.0])}, xs)
@@ -265,7 +265,7 @@ def test_nested_vmap():
     _same(got, np.einsum("bij,cj->bci", xs, ys))
 
 
-# -- refusals --------------------------------------------------------------------------------------------------------------
+# -- refusals --------------------------------------------------------------------------------------------------------
 def test_control_flow_on_a_batched_value_is_refused():
     def f(x):
         if x.sum() > 0:
@@ -296,7 +296,7 @@ def test_out_is_refused():
         ad.vmap(lambda x: np.sum(x, axis=0, out=np.empty(())))(RNG.normal(size=(3, 2)))
 
 
-# -- composition with tensorlang.ad ---------------------------------------------------------------------------------------
+# -- composition with tensorlang.ad ----------------------------------------------------------------------------------
 def _mlp_loss(params, x, y):
     w1, b1, w2, b2 = params
     h = np.tanh(x @ w1 + b1)
@@ -368,8 +368,9 @@ def test_vmap_of_jacobian_and_hessian_match_jax():
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
     xs = RNG.normal(size=(6, 3))
-    np.testing.assert_allclose(ad.vmap(ad.hessian(lambda x: np.sum(np.sin(x) * x[::-1])))(xs),
-                               jax.vmap(jax.hessian(lambda x: jnp.sum(jnp.sin(x) * x[::-1])))(xs), rtol=1e-9, atol=1e-12)
+    got = ad.vmap(ad.hessian(lambda x: np.sum(np.sin(x) * x[::-1])))(xs)
+    want = jax.vmap(jax.hessian(lambda x: jnp.sum(jnp.sin(x) * x[::-1])))(xs)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
 def test_vmap_of_hessian():

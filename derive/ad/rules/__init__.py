@@ -4,7 +4,7 @@
 functions that move entries in ``layout``, contractions and ``numpy.linalg`` in ``linalg`` and
 ``linalg_more``, functions given as code in ``implemented``),
 ``scipy.linalg``'s triangular and factored solvers (``scipy_linalg``), ``scipy.special`` (``special``),
-``numpy.fft`` (``fft``), and complex numbers (``complexes``).  Importing the package registers them all,
+``numpy.fft`` (``fft``), complex numbers (``complexes``), and the batch rules of ``ad.vmap`` (``batching``).  Importing the package registers them all,
 but for Dask's (``dask_arrays``), registered the first time a function of Dask's is met without a rule
 (``runtime.library_rules``).
 

@@ -17,9 +17,9 @@ from ..context import current
 from ..cotangent import Indexed, basic_index, dense
 from ..ir import CONST_KIND, INT, kind_of
 from ..registry import JVP_RULES, LINEAR, refusing
-from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES,
-                       TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, make_like,
-                       own, part_of, register, unbroadcast, untracked)
+from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw,
+                       METHOD_RULES, TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex,
+                       make_like, own, part_of, register, unbroadcast, untracked)
 from .layout import concatenator_getitem
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
