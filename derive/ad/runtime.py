@@ -925,7 +925,7 @@ def differentiable(x) -> bool:
         return True
     if k != ANY:
         return False
-    if type(x) is np.ndarray:
+    if type(x) is np.ndarray or type(x) in ARRAY_TYPES:
         return x.dtype.kind in "fc"
     if isinstance(x, _RANDOM):   # a random generator's state holds no differentiable value
         return False

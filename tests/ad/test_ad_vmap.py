@@ -289,6 +289,16 @@ def test_a_function_without_batch_rule_is_refused_by_name():
         ad.vmap(lambda x: np.array([x, x]))(RNG.normal(size=(3, 2)))
 
 
+def test_forms_that_would_mix_the_batch_are_refused():
+    xs = RNG.normal(size=(3, 4))
+    with pytest.raises(UnsupportedError, match="where with one argument"):
+        ad.vmap(lambda x: np.where(x > 0))(xs)
+    with pytest.raises(UnsupportedError, match="matmul with axes"):
+        ad.vmap(lambda x: np.matmul(x[:, None], x[None], axes=[(0, 1), (0, 1), (0, 1)]))(xs)
+    with pytest.raises(tl.errors.TypeCheckError, match="int"):   # as ad.grad refuses an int array
+        ad.vmap(ad.grad(lambda x: np.sum(x * 1.5)))(np.arange(6).reshape(3, 2))
+
+
 def test_out_is_refused():
     with pytest.raises(UnsupportedError, match="out="):
         ad.vmap(lambda x: np.exp(x, out=np.empty(2)))(RNG.normal(size=(3, 2)))

@@ -60,6 +60,13 @@ def _elementwise(func):
     return rule
 
 
+def _where(frame, *args):
+    if len(args) != 3:
+        raise UnsupportedError("ad.vmap has no batching rule for numpy.where with one argument (the indices of the "
+                               "true entries: a number of them per example); use np.where(cond, a, b)")
+    return _elementwise(np.where)(frame, *args)
+
+
 def _reduce(frame, ufunc, a, axis=0, **kw):
     _batched_first(frame, f"{ufunc.__name__}.reduce", a)
     return frame.wrap(ufunc.reduce(a.data, axis=_axes(axis, a.ndim), **kw))
@@ -236,6 +243,8 @@ def _matrices(frame, operands, vectors):
 
 
 def _matmul(frame, a, b, **kw):
+    if "axes" in kw or "axis" in kw:
+        raise UnsupportedError("ad.vmap has no batching rule for numpy.matmul with axes= or axis=")
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
     ops = _matrices(frame, (a, b), (-2, -1))
@@ -379,7 +388,7 @@ def _at(frame, ufunc, a, index, *b):
 
 BATCH_RULES.update({
     "ufunc": _ufunc, "reduce": _reduce, "at": _at, np.copyto: _copyto, "getitem": _getitem, "setitem": _setitem,
-    np.where: _elementwise(np.where), np.clip: _elementwise(np.clip), np.round: _elementwise(np.round),
+    np.where: _where, np.clip: _elementwise(np.clip), np.round: _elementwise(np.round),
     np.around: _elementwise(np.around), np.real: _elementwise(np.real), np.imag: _elementwise(np.imag),
     **{f: _reduction(f) for f in (np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.any, np.all,
                                   np.var, np.std, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.median,
