@@ -112,7 +112,8 @@ def like(x, g):
     gradient of its own dtype, however wide the arithmetic that made it (a complex gradient of a real
     array is kept as it is)."""
     g = dense(g)
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype != x.dtype and x.dtype.kind in "fc" \
+    if (type(g) is np.ndarray or type(g) in ARRAY_TYPES) and (type(x) is np.ndarray or type(x) in ARRAY_TYPES) \
+            and g.dtype != x.dtype and x.dtype.kind in "fc" \
             and (g.dtype.kind == "f" or x.dtype.kind == "c"):
         return g.astype(x.dtype)
     return g

@@ -42,6 +42,7 @@ def _same(got, want):
             _same(got[k], want[k])
     else:
         assert np.shape(got) == np.shape(want), (np.shape(got), np.shape(want))
+        assert np.asarray(got).dtype == np.asarray(want).dtype, (np.asarray(got).dtype, np.asarray(want).dtype)
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
@@ -79,6 +80,13 @@ def test_elementwise_with_batched_plain_and_scalar_operands(b):
     check(lambda y: c - y, ys)
     check(lambda x: np.where(x > 0, x, -2 * x) + np.clip(x, -0.5, 0.5), xs)
     check(lambda x, y: (x >= y) & (x < 1.0), xs, ys)
+
+
+def test_float32_stays_float32():
+    xs = RNG.normal(size=(4, 3)).astype(np.float32)
+    check(lambda x: (x * 2.0, x[0] + 1, np.sum(x)), xs)
+    check(ad.grad(lambda x: np.sum(np.sin(x) * 2.0)), xs)
+    check(ad.hessian(lambda x: np.sum(np.sin(x) * x[0])), xs)
 
 
 def test_elementwise_matches_jax():
