@@ -89,6 +89,20 @@ def test_float32_stays_float32():
     check(ad.hessian(lambda x: np.sum(np.sin(x) * x[0])), xs)
 
 
+def test_random_broadcasts_of_batched_and_plain_operands():
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        b = int(rng.integers(1, 4))
+        full = tuple(int(v) for v in rng.choice([1, 2, 3], size=rng.integers(0, 4)))
+        shapes = [full[len(full) - int(rng.integers(0, len(full) + 1)):] for _ in range(3)]
+        shapes = [tuple(1 if rng.random() < 0.3 else n for n in s) for s in shapes]
+        batched = [bool(rng.random() < 0.6) for _ in range(3)]
+        batched[0] = True
+        args = [rng.normal(size=(b, *s)) if m else rng.normal(size=s) for s, m in zip(shapes, batched)]
+        axes = tuple(0 if m else None for m in batched)
+        check(lambda u, v, w: np.where(u > v, u * w, np.maximum(v, w) - u), *args, in_axes=axes)
+
+
 def test_elementwise_matches_jax():
     jnp = pytest.importorskip("jax.numpy")
     xs, c = RNG.normal(size=(3,)), np.arange(3.0)
@@ -220,6 +234,46 @@ def test_take_with_batched_indices():
                 np.stack([np.stack([np.take(w, j) for j in idx]) for w in tables])))
     with pytest.raises(UnsupportedError, match="map the table too"):   # NumPy does not dispatch table[i]
         ad.vmap(lambda j: tables[0][j])(idx)
+
+
+def _random_index(rng, shape):
+    """A random index of an array of ``shape``: ints, slices, None, integer and boolean arrays, an Ellipsis."""
+    index, d = [], 0
+    while d < len(shape) and rng.random() < 0.8:
+        n, r = shape[d], rng.integers(0, 6)
+        entry = [int(rng.integers(-n, n)), slice(int(rng.integers(0, n)), None, int(rng.choice([1, 2, -1]))), None,
+                 rng.integers(0, n, size=tuple(rng.integers(1, 3, size=rng.integers(0, 3)))), rng.random(n) > 0.5,
+                 slice(None)][r]
+        index.append(entry)
+        d += entry is not None
+    if rng.random() < 0.2:
+        index.insert(int(rng.integers(0, len(index) + 1)), Ellipsis)
+    return tuple(index)
+
+
+def test_random_indices_read_and_written_as_the_loop_does():
+    rng, read, written = np.random.default_rng(3), 0, 0
+    for _ in range(400):
+        shape = tuple(int(v) for v in rng.integers(2, 5, size=rng.integers(1, 4)))
+        xs, index = rng.normal(size=(int(rng.integers(1, 4)), *shape)), _random_index(rng, shape)
+        try:
+            target = xs[0][index].shape
+        except IndexError:
+            continue
+        check(lambda x: x[index], xs)
+        read += 1
+
+        def write(x, v):
+            y = x * 1.0
+            y[index] = v
+            return y
+        vs = rng.normal(size=(len(xs), *target[int(rng.integers(0, len(target) + 1)):]))
+        try:
+            check(write, xs, vs)
+            written += 1
+        except UnsupportedError as e:   # advanced indices apart: refused by name
+            assert "advanced indices apart" in str(e)
+    assert read > 300 and written > 250
 
 
 def test_item_assignment():

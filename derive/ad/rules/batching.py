@@ -302,12 +302,12 @@ def _norm(frame, x, ord=None, axis=None, keepdims=False):
 
 
 # -- indexing ---------------------------------------------------------------------------------------------------------
-def _expanded(index, nd: int) -> list:
-    """``index`` as a list without Ellipsis (slices in its place) and with boolean arrays as their ``nonzero``
-    integer arrays; a batched boolean index is refused (its examples select different counts)."""
-    index = list(index) if type(index) is tuple else [index]
+def _expanded(index) -> list:
+    """``index`` as a list, boolean arrays replaced by their ``nonzero`` integer arrays (in place: NumPy's
+    placement of the result dims is the same); a batched boolean index is refused (its examples select different
+    counts).  An Ellipsis stays: it separates advanced indices even where it stands for no axis."""
     out = []
-    for i in index:
+    for i in (list(index) if type(index) is tuple else [index]):
         if isinstance(i, list) or type(i) is np.ndarray:
             i = np.asarray(i)
             if i.dtype == np.bool_:
@@ -317,11 +317,13 @@ def _expanded(index, nd: int) -> list:
             raise UnsupportedError("ad.vmap: indexing with a batched boolean mask (each example would select a "
                                    "different number of entries); use np.where")
         out.append(i)
-    consumed = sum(1 if not (i is None or i is Ellipsis) else 0 for i in out)
-    if Ellipsis in [i for i in out if not isinstance(i, np.ndarray) and type(i) is not Batched]:
-        k = next(k for k, i in enumerate(out) if i is Ellipsis)
-        out[k:k + 1] = [slice(None)] * (nd - consumed)
     return out
+
+
+def _dims_before(entries, k: int, nd: int) -> int:
+    """How many result dims the basic entries before position ``k`` make (an Ellipsis the axes left over)."""
+    consumed = sum(1 for i in entries if i is not None and i is not Ellipsis)
+    return sum(nd - consumed if i is Ellipsis else 1 for i in entries[:k])
 
 
 def _advanced(i) -> bool:
@@ -329,7 +331,7 @@ def _advanced(i) -> bool:
 
 
 def _getitem(frame, x, index):
-    entries = _expanded(index, np.ndim(x))
+    entries = _expanded(index)
     arrays = [k for k, i in enumerate(entries) if type(i) in (np.ndarray, Batched)]
     adv = [k for k, i in enumerate(entries) if _advanced(i)] if arrays else []
     adjacent = not adv or adv == list(range(adv[0], adv[-1] + 1))
@@ -349,7 +351,7 @@ def _getitem(frame, x, index):
     y = data[(batch, *entries)]   # (B, advanced..., then the basic dims in order)
     if not adjacent:
         return frame.wrap(y)
-    before = sum(1 for i in entries[:adv[0]] if not _advanced(i))
+    before = _dims_before(entries, adv[0], np.ndim(x))
     return frame.wrap(np.moveaxis(y, tuple(range(1, 1 + rank)), tuple(range(1 + before, 1 + before + rank))))
 
 
@@ -359,7 +361,7 @@ def _written(frame, x, index, what):
     if not frame.batched(x):
         raise UnsupportedError(f"ad.vmap: {what} writes a batched value into a plain array; build the array from "
                                f"batched values instead (np.stack, np.where, np.zeros_like of a batched value)")
-    entries = _expanded(index, x.ndim)
+    entries = _expanded(index)
     adv = [k for k, i in enumerate(entries) if _advanced(i)] \
         if any(type(i) in (np.ndarray, Batched) for i in entries) else []
     if any(type(i) is Batched for i in entries) or adv and adv != list(range(adv[0], adv[-1] + 1)):
