@@ -296,6 +296,7 @@ def _grad_of(g, axis, level, size):
     ``g``, that of its batched value."""
     if g is None:
         return None
+    g = dense(g)   # (an indexed cotangent: its array, a batch where its parts are)
     mine = type(g) is Batched and g.level == level
     if axis is None:
         return np.sum(g.data, axis=0) if mine else size * g

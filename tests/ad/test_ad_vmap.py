@@ -478,6 +478,19 @@ def test_derivatives_of_a_function_that_calls_a_vmapped_one():
         ad.hessian(lambda w: np.sum(mapped(w, xs)))(w)
 
 
+def test_grad_through_vmap_with_in_axes_out_axes_and_indexed_reads():
+    xs, w = RNG.normal(size=(3, 5)), RNG.normal(size=(3, 2))
+
+    def per_column(w, x):
+        return np.outer(np.sin(x[:2]) * x[1], w[0] + x[0]) + x[2] * w[1]   # reads of entries: indexed cotangents
+    mapped = ad.vmap(per_column, in_axes=(None, 1), out_axes=1)
+
+    def loss(w, xs):
+        return np.sum(mapped(w, xs) ** 2)
+    want = ad.grad(lambda w, xs: sum(np.sum(per_column(w, xs[:, i]) ** 2) for i in range(5)), argnums=(0, 1))(w, xs)
+    _same(ad.grad(loss, argnums=(0, 1))(w, xs), want)
+
+
 def test_grad_through_vmap_of_a_closure_with_gradients_is_refused():
     xs, c = RNG.normal(size=(4, 3)), RNG.normal(size=3)
     with pytest.raises(UnsupportedError, match="captures values that have gradients"):
