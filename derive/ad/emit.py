@@ -39,9 +39,8 @@ from ...errors import TensorLangError
 from . import adjoint as adj
 from . import primal
 from .analysis import calls_write_free, loop_blocks, reverse_postorder
-from .ir import ANY, ARR, INT, NUM, PYINT, VEC, Function, Instr
+from .ir import ANY, ARR, ARRAY_TYPES, INT, NUM, PYINT, VEC, Function, Instr
 from . import rules
-from .runtime import ARRAY_TYPES
 from .source import register
 
 _LITERAL_TYPES = (int, float, bool, str, type(None))

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
-from .ir import NUM, kind_of
+from .ir import NUM, is_array, kind_of
 from .registry import refusing
 from .context import current, within
 from .rules import is_nondiff, rule_of
@@ -21,8 +21,8 @@ from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (ARRAY_TYPES, BOX_METHODS, RULES, J, Jkw, Jm, RulePullback, acc, acc_into, field_grad, keyword_grads,
-                      asarray, like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method,
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, RulePullback, acc, acc_into, asarray, field_grad,
+                      keyword_grads, like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method,
                       with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
@@ -77,27 +77,22 @@ def _dense_out(ty, y):
 def _flat_input(x, what):
     """``x`` as a real float array (its shape kept), or an error naming the argument."""
     a = asarray(x)
-    if not (kind_of(x) == NUM or _array(x)) or a.dtype.kind not in "fiu":
+    if not (kind_of(x) == NUM or is_array(x)) or a.dtype.kind not in "fiu":
         raise TensorLangError(f"{what} must be a real number or a real array, not {type(x).__name__}"
                               + (" (for complex inputs see ad.wirtinger)" if a.dtype.kind == "c" else ""))
     return a.astype(float)
 
 
 def _flat_output(y, what):
-    a = asarray(y) if kind_of(y) == NUM or _array(y) or isinstance(y, np.generic) else None
+    a = asarray(y) if kind_of(y) == NUM or is_array(y) or isinstance(y, np.generic) else None
     if a is None or a.dtype.kind not in "fiu":
         raise TensorLangError(f"{what} returned {type(y).__name__}; a Jacobian needs a real number or array "
                               f"(use ad.jvp or ad.pullback for other outputs)")
     return a
 
 
-def _array(x) -> bool:
-    """Whether ``x`` is an array: NumPy's, or of a type of ``ARRAY_TYPES`` (a batch of ``ad.vmap``)."""
-    return type(x) is np.ndarray or type(x) in ARRAY_TYPES
-
-
 def _basis(x, j):
-    if not _array(x):
+    if not is_array(x):
         return 1.0
     e = np.zeros(x.shape)
     e.flat[j] = 1.0
@@ -107,7 +102,7 @@ def _basis(x, j):
 def fresh(v):
     """A copy of the arrays, lists and dicts in ``v``: each of several evaluations of a function that writes
     into its arguments starts from the arguments the caller gave."""
-    if _array(v):
+    if is_array(v):
         return v.copy()
     if type(v) in (list, tuple):
         return type(v)(fresh(e) for e in v)
