@@ -277,6 +277,24 @@ def _einsum(frame, subscripts, *operands, **kw):
     return frame.wrap(np.einsum(f"{','.join(terms)}->{fresh}{out}", *data, **kw))
 
 
+def _tensordot(frame, a, b, axes=2):
+    """``np.tensordot`` as the ``np.einsum`` it stands for (whose rule batches it)."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if np.ndim(axes) == 0:
+        pairs = [(na - axes + k, k) for k in range(axes)]
+    else:
+        ax_a, ax_b = ([x] if np.ndim(x) == 0 else list(x) for x in axes)
+        pairs = [(i % na, j % nb) for i, j in zip(ax_a, ax_b)]
+    letters = iter(string.ascii_letters)
+    ta = [next(letters) for _ in range(na)]
+    tb = [next(letters) for _ in range(nb)]
+    for i, j in pairs:
+        tb[j] = ta[i]
+    out = [c for k, c in enumerate(ta) if k not in {i for i, _ in pairs}] \
+        + [c for k, c in enumerate(tb) if k not in {j for _, j in pairs}]
+    return np.einsum(f"{''.join(ta)},{''.join(tb)}->{''.join(out)}", a, b)
+
+
 def _batched_linalg(func):
     """An ``np.linalg`` function of one stack of matrices (inv, det, cholesky, eigh ...)."""
     def rule(frame, a, *args, **kw):
@@ -407,7 +425,7 @@ BATCH_RULES.update({
     np.outer: _outer, np.copy: _copy, np.shape: _per_example("shape"), np.ndim: _per_example("ndim"),
     np.size: _per_example("size"),
     **{f: _of_dtypes(f) for f in (np.result_type, np.iscomplexobj, np.isrealobj)},
-    np.matmul: _matmul, np.dot: _dot, np.einsum: _einsum, np.linalg.solve: _solve, np.linalg.norm: _norm,
+    np.matmul: _matmul, np.dot: _dot, np.einsum: _einsum, np.tensordot: _tensordot, np.linalg.solve: _solve, np.linalg.norm: _norm,
     **{f: _batched_linalg(f) for f in (np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
                                        np.linalg.eigh, np.linalg.eigvalsh, np.linalg.pinv)},
 })
