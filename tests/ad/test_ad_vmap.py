@@ -192,8 +192,8 @@ def test_einsum():
 
 def test_tensordot():
     xs, ys, p = RNG.normal(size=(4, 2, 3)), RNG.normal(size=(4, 3, 2)), RNG.normal(size=(3, 5))
-    check(lambda x, y: (np.tensordot(x, np.swapaxes(y, 0, 1)), np.tensordot(x, y, axes=1), np.tensordot(x, y, axes=([1, 0], [0, 1]))),
-          xs, ys)
+    check(lambda x, y: (np.tensordot(x, np.swapaxes(y, 0, 1)), np.tensordot(x, y, axes=1),
+                        np.tensordot(x, y, axes=([1, 0], [0, 1]))), xs, ys)
     check(lambda x: (np.tensordot(x, p, axes=(-1, 0)), np.tensordot(p, x, axes=([0], [1])), np.tensordot(x, p, 0)),
           xs)
 

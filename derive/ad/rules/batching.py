@@ -425,7 +425,8 @@ BATCH_RULES.update({
     np.outer: _outer, np.copy: _copy, np.shape: _per_example("shape"), np.ndim: _per_example("ndim"),
     np.size: _per_example("size"),
     **{f: _of_dtypes(f) for f in (np.result_type, np.iscomplexobj, np.isrealobj)},
-    np.matmul: _matmul, np.dot: _dot, np.einsum: _einsum, np.tensordot: _tensordot, np.linalg.solve: _solve, np.linalg.norm: _norm,
+    np.matmul: _matmul, np.dot: _dot, np.einsum: _einsum, np.tensordot: _tensordot, np.linalg.solve: _solve,
+    np.linalg.norm: _norm,
     **{f: _batched_linalg(f) for f in (np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
                                        np.linalg.eigh, np.linalg.eigvalsh, np.linalg.pinv)},
 })
