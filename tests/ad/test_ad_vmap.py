@@ -468,6 +468,21 @@ def test_a_rule_that_branches_on_the_values_is_refused_under_vmap():
         ad.vmap(ad.hessian(lambda x: np.prod(x) ** 2))(RNG.normal(size=(4, 3)))
 
 
+def test_other_derivatives_under_vmap():
+    xs, v = RNG.normal(size=(5, 3)), RNG.normal(size=3)
+
+    def f(x):
+        return np.sum(np.sin(x) * x ** 2)
+    check(lambda x: ad.jvp(f, (x,), (v,)), xs)
+    check(lambda x: ad.hvp(f, (x,), (v,)), xs)
+    check(ad.value_and_grad(lambda x: (f(x), x * 2), has_aux=True), xs)
+    check(lambda x: ad.pullback(lambda z: np.sin(z) * 2, x)[1](np.ones(3)), xs)
+    check(ad.jacobian(lambda x: np.cumsum(x) * x, mode="reverse"), xs)
+    check(ad.grad(ad.grad(lambda x: np.sin(x) * x ** 3)), xs[:, 0])
+    with pytest.raises(UnsupportedError, match="sparse=True"):
+        ad.vmap(ad.jacobian(np.sin, sparse=True))(xs)
+
+
 def test_grad_of_a_vmapped_function():
     params, xs, ys = _mlp_data()
     batched = ad.vmap(_mlp_loss, in_axes=(None, 0, 0))

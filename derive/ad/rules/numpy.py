@@ -123,14 +123,15 @@ def _times_back(dy, d):
     branch left out), which the code of the partial derivative would turn into NaN again (``0 / nan``)."""
     def back(c):
         gdy = times(c, d)
-        if np.isnan(np.sum(gdy)):
+        if type(gdy) in ARRAY_TYPES or np.isnan(np.sum(gdy)):   # (a batch: each example's, without a branch)
             gdy = np.where(np.isnan(gdy) & (asarray(dy) == 0), 0, gdy)[()]
         return _none_if_zero(unbroadcast(gdy, dy)), _none_if_zero(unbroadcast(times(c, dy), d))
     return back
 
 
 def _none_if_zero(g):
-    return None if not np.any(g) else g
+    """None for a gradient that is 0 throughout; a batch's as it is (its examples may differ)."""
+    return g if type(g) in ARRAY_TYPES or np.any(g) else None
 
 
 RULES[times] = lambda dy, d: (times(dy, d), _times_back(dy, d))
