@@ -198,6 +198,15 @@ def test_tensordot():
           xs)
 
 
+def test_more_functions_of_axes():
+    xs, p3 = RNG.normal(size=(4, 3, 3)), RNG.normal(size=3)
+    check(lambda x: (np.diff(x), np.diff(x, 2, axis=0), np.roll(x, 1), np.roll(x, -1, axis=1),
+                     np.roll(x, (1, 2), (0, 1))), xs)
+    check(lambda x: (np.tril(x), np.triu(x, 1), np.linalg.matrix_power(x, 3), np.cross(x, p3), np.cross(p3, x[0]),
+                     np.inner(x, p3), np.inner(x[0], x), np.isclose(x, 0.5, atol=0.6), np.nan_to_num(x / x[0, 0])), xs)
+    check(lambda x: (tuple(np.linalg.svd(x)), tuple(np.linalg.qr(x)), np.linalg.eigvals(x @ x.T)), xs)
+
+
 def test_einsum_matches_jax():
     jnp = pytest.importorskip("jax.numpy")
     xs, p = RNG.normal(size=(4, 2, 3)), RNG.normal(size=(3, 5))

@@ -122,6 +122,22 @@ def _take(frame, a, indices, axis=None, **kw):
     return frame.wrap(y if axis is None else np.moveaxis(y, axis % np.ndim(a), 0))
 
 
+def _diff(frame, a, n=1, axis=-1, **kw):
+    if kw:
+        raise UnsupportedError("ad.vmap has no batching rule for numpy.diff with prepend= or append=")
+    _batched_first(frame, "diff", a)
+    return frame.wrap(np.diff(a.data, n, _axis(axis, a.ndim)))
+
+
+def _roll(frame, a, shift, axis=None):
+    _batched_first(frame, "roll", a)
+    if frame.batched(shift):
+        raise UnsupportedError("ad.vmap has no batching rule for numpy.roll with a batched shift")
+    if axis is None:   # (the flattened example rolled)
+        return frame.wrap(np.reshape(np.roll(np.reshape(a.data, (frame.size, -1)), shift, 1), a.data.shape))
+    return frame.wrap(np.roll(a.data, shift, _axes(axis, a.ndim)))
+
+
 def _two_axes(func):
     """``np.trace``, ``np.diagonal``: ``(offset, axis1=0, axis2=1)``, the axes shifted."""
     def rule(frame, a, *args, **kw):
@@ -295,6 +311,25 @@ def _tensordot(frame, a, b, axes=2):
     return np.einsum(f"{''.join(ta)},{''.join(tb)}->{''.join(out)}", a, b)
 
 
+def _inner(frame, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return np.multiply(a, b)
+    return np.tensordot(a, b, axes=([-1], [-1]))
+
+
+def _last_axes(func, arrays, what=()):
+    """A function of its first ``arrays`` arguments' last axes that broadcasts over the leading ones (``np.cross``,
+    ``np.tril``, ``np.linalg.matrix_power``): those aligned, the other arguments plain, the keywords ``what``
+    (other axes) refused."""
+    def rule(frame, *args, **kw):
+        if any(k in kw for k in what) or any(frame.batched(v) for v in args[arrays:]):
+            raise UnsupportedError(f"ad.vmap has no batching rule for numpy.{func.__name__} with a batched "
+                                   f"argument after the array(s)" + (f" or with {'/'.join(what)}=" if what else ""))
+        ops, _ = _aligned(frame, args[:arrays])
+        return frame.wrap(func(*ops, *args[arrays:], **kw))
+    return rule
+
+
 def _batched_linalg(func):
     """An ``np.linalg`` function of one stack of matrices (inv, det, cholesky, eigh ...)."""
     def rule(frame, a, *args, **kw):
@@ -410,13 +445,14 @@ BATCH_RULES.update({
     "ufunc": _ufunc, "reduce": _reduce, "at": _at, np.copyto: _copyto, "getitem": _getitem, "setitem": _setitem,
     np.where: _where, np.clip: _elementwise(np.clip), np.round: _elementwise(np.round),
     np.around: _elementwise(np.around), np.real: _elementwise(np.real), np.imag: _elementwise(np.imag),
+    np.isclose: _elementwise(np.isclose), np.nan_to_num: _elementwise(np.nan_to_num),
     **{f: _reduction(f) for f in (np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.any, np.all,
                                   np.var, np.std, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.median,
                                   np.ptp, np.count_nonzero)},
     **{f: _flattening(f) for f in (np.argmax, np.argmin, np.cumsum, np.cumprod)},
     np.take: _take, **{f: _selecting(f) for f in (np.delete, np.repeat)},
     np.sort: _along(np.sort, -1), np.argsort: _along(np.argsort, -1),
-    np.trace: _two_axes(np.trace), np.diagonal: _two_axes(np.diagonal),
+    np.trace: _two_axes(np.trace), np.diagonal: _two_axes(np.diagonal), np.diff: _diff, np.roll: _roll,
     np.reshape: _reshape, np.ravel: lambda frame, a: np.reshape(a, -1), np.transpose: _transpose,
     np.flip: _flip, np.swapaxes: _swapaxes, np.moveaxis: _moveaxis, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
     np.broadcast_to: _broadcast_to, np.concatenate: _joined(np.concatenate, 0), np.stack: _joined(np.stack, 1),
@@ -426,7 +462,10 @@ BATCH_RULES.update({
     np.size: _per_example("size"),
     **{f: _of_dtypes(f) for f in (np.result_type, np.iscomplexobj, np.isrealobj)},
     np.matmul: _matmul, np.dot: _dot, np.einsum: _einsum, np.tensordot: _tensordot, np.linalg.solve: _solve,
-    np.linalg.norm: _norm,
+    np.linalg.norm: _norm, np.inner: _inner, np.cross: _last_axes(np.cross, 2, ("axis", "axisa", "axisb", "axisc")),
+    np.tril: _last_axes(np.tril, 1), np.triu: _last_axes(np.triu, 1),
+    np.linalg.matrix_power: _last_axes(np.linalg.matrix_power, 1),
     **{f: _batched_linalg(f) for f in (np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
-                                       np.linalg.eigh, np.linalg.eigvalsh, np.linalg.pinv)},
+                                       np.linalg.eigh, np.linalg.eigvalsh, np.linalg.pinv, np.linalg.eig,
+                                       np.linalg.eigvals, np.linalg.svd, np.linalg.qr)},
 })
