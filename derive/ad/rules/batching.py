@@ -138,6 +138,41 @@ def _roll(frame, a, shift, axis=None):
     return frame.wrap(np.roll(a.data, shift, _axes(axis, a.ndim)))
 
 
+def _take_along_axis(frame, arr, indices, axis):
+    """Plain operands broadcast across the batch, the axis shifted (None: of the flattened examples)."""
+    a, i = frame.across(arr), frame.across(indices)
+    if axis is None:
+        return frame.wrap(np.take_along_axis(np.reshape(a, (frame.size, -1)), i, 1))
+    return frame.wrap(np.take_along_axis(a, i, _axis(axis, np.ndim(arr))))
+
+
+def _put_along_axis(frame, arr, indices, values, axis):
+    if not frame.batched(arr) or axis is None:
+        raise UnsupportedError("ad.vmap has no batching rule for numpy.put_along_axis into a plain array or with "
+                               "axis=None")
+    (v,), _ = _aligned(frame, [values], np.ndim(indices))
+    np.put_along_axis(arr.data, frame.across(indices), v, _axis(axis, arr.ndim))
+
+
+def _pad(frame, a, pad_width, mode="constant", **kw):
+    """``np.pad``: no padding along the batch; per-axis options (``constant_values=((1, 2), ...)``) refused."""
+    _batched_first(frame, "pad", a)
+    if any(np.ndim(v) for v in kw.values()) or frame.batched(pad_width):
+        raise UnsupportedError("ad.vmap has no batching rule for numpy.pad with per-axis or batched options")
+    width = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
+    return frame.wrap(np.pad(a.data, ((0, 0), *map(tuple, width)), mode, **kw))
+
+
+def _split(func):
+    """``np.split``, ``np.array_split``: the pieces of each example, each a batch."""
+    def rule(frame, a, sections, axis=0):
+        _batched_first(frame, func.__name__, a)
+        if frame.batched(sections):
+            raise UnsupportedError(f"ad.vmap has no batching rule for numpy.{func.__name__} at batched places")
+        return [frame.wrap(p) for p in func(a.data, sections, axis=_axis(axis, a.ndim))]
+    return rule
+
+
 def _two_axes(func):
     """``np.trace``, ``np.diagonal``: ``(offset, axis1=0, axis2=1)``, the axes shifted."""
     def rule(frame, a, *args, **kw):
@@ -383,62 +418,63 @@ def _advanced(i) -> bool:
     return type(i) in (np.ndarray, Batched) or isinstance(i, (int, np.integer))
 
 
-def _getitem(frame, x, index):
+def _data_index(frame, index, nd: int):
+    """``(idx, src, dst)``: the index of the data that ``x[index]`` reads for each example, and the axes for which
+    ``np.moveaxis(data[idx], src, dst)`` is the batch of the examples' results, dims where NumPy puts them for one
+    example.  Without batched index arrays, the batch is a slice prepended (advanced indices apart then put their
+    dims before it: moved back); with them, the batch is one more advanced index, first, aligned with them (their
+    dims then come right after it: moved to where the example's basic dims before them end)."""
     entries = _expanded(index)
     arrays = [k for k, i in enumerate(entries) if type(i) in (np.ndarray, Batched)]
     adv = [k for k, i in enumerate(entries) if _advanced(i)] if arrays else []
     adjacent = not adv or adv == list(range(adv[0], adv[-1] + 1))
-    data = frame.across(x)
     if not any(frame.batched(entries[k]) for k in arrays):
-        y = data[(slice(None), *entries)]
-        if adjacent:
-            return frame.wrap(y)
         rank = len(np.broadcast_shapes(*(np.shape(entries[k]) for k in adv)))
-        return frame.wrap(np.moveaxis(y, rank, 0))
-    # a gather per example: the batch as one more advanced index, aligned with the batched index arrays
+        return (slice(None), *entries), (() if adjacent else (rank,)), (() if adjacent else (0,))
     rank = max(np.ndim(entries[k]) for k in adv)
     ops, _ = _aligned(frame, [entries[k] for k in adv], rank)
     for k, op in zip(adv, ops):
         entries[k] = op
     batch = np.reshape(np.arange(frame.size), (frame.size,) + (1,) * rank)
-    y = data[(batch, *entries)]   # (B, advanced..., then the basic dims in order)
     if not adjacent:
-        return frame.wrap(y)
-    before = _dims_before(entries, adv[0], np.ndim(x))
-    return frame.wrap(np.moveaxis(y, tuple(range(1, 1 + rank)), tuple(range(1 + before, 1 + before + rank))))
+        return (batch, *entries), (), ()
+    before = _dims_before(entries, adv[0], nd)
+    return (batch, *entries), tuple(range(1, 1 + rank)), tuple(range(1 + before, 1 + before + rank))
 
 
-def _written(frame, x, index, what):
-    """The index of ``x.data`` that ``x[index]`` writes to (the batch axis prepended); a write into a plain array,
-    with a batched index, or with advanced indices apart (whose result dims NumPy moves first) refused."""
+def _getitem(frame, x, index):
+    idx, src, dst = _data_index(frame, index, np.ndim(x))
+    return frame.wrap(np.moveaxis(frame.across(x)[idx], src, dst))
+
+
+def _written(frame, x, index, values, what):
+    """``(idx, values)``: the index of ``x.data`` that ``x[index]`` writes to and the values in the layout of
+    ``x.data[idx]`` (``_data_index``'s, the other way); a write into a plain array is refused."""
     if not frame.batched(x):
         raise UnsupportedError(f"ad.vmap: {what} writes a batched value into a plain array; build the array from "
                                f"batched values instead (np.stack, np.where, np.zeros_like of a batched value)")
-    entries = _expanded(index)
-    adv = [k for k, i in enumerate(entries) if _advanced(i)] \
-        if any(type(i) in (np.ndarray, Batched) for i in entries) else []
-    if any(type(i) is Batched for i in entries) or adv and adv != list(range(adv[0], adv[-1] + 1)):
-        raise UnsupportedError(f"ad.vmap has no batching rule for {what} with a batched index or with advanced "
-                               f"indices apart; use np.where or build the array with np.stack")
-    return (slice(None), *entries)
+    idx, src, dst = _data_index(frame, index, x.ndim)
+    rank = x.data[idx].ndim - 1
+
+    def full(v):   # (of the result's rank and one more for the batch: a plain value's axis of length 1)
+        (a,), _ = _aligned(frame, [v], rank)
+        return a if frame.batched(v) else np.reshape(a, (1,) * (rank + 1 - np.ndim(a)) + np.shape(a))
+    return idx, [np.moveaxis(full(v), dst, src) for v in values]
 
 
 def _setitem(frame, x, index, value):
-    target = _written(frame, x, index, "item assignment x[i] = v")
-    (v,), _ = _aligned(frame, [value], x.data[target].ndim - 1)
-    x.data[target] = v
+    idx, (v,) = _written(frame, x, index, [value], "item assignment x[i] = v")
+    x.data[idx] = v
 
 
 def _copyto(frame, dst, src, **kw):
-    target = _written(frame, dst, Ellipsis, "numpy.copyto (np.full with a batched fill value, x[...] = v)")
-    (v,), _ = _aligned(frame, [src], dst.ndim)
-    np.copyto(dst.data[target], v, **kw)
+    idx, (v,) = _written(frame, dst, Ellipsis, [src], "numpy.copyto (np.full with a batched fill value, x[...] = v)")
+    np.copyto(dst.data[idx], v, **kw)
 
 
 def _at(frame, ufunc, a, index, *b):
-    target = _written(frame, a, index, f"numpy.{ufunc.__name__}.at")
-    ops, _ = _aligned(frame, b, a.data[target].ndim - 1)
-    ufunc.at(a.data, target, *ops)
+    idx, ops = _written(frame, a, index, list(b), f"numpy.{ufunc.__name__}.at")
+    ufunc.at(a.data, idx, *ops)
 
 
 BATCH_RULES.update({
@@ -450,9 +486,10 @@ BATCH_RULES.update({
                                   np.var, np.std, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.median,
                                   np.ptp, np.count_nonzero)},
     **{f: _flattening(f) for f in (np.argmax, np.argmin, np.cumsum, np.cumprod)},
-    np.take: _take, **{f: _selecting(f) for f in (np.delete, np.repeat)},
+    np.take: _take, np.take_along_axis: _take_along_axis, np.put_along_axis: _put_along_axis, **{f: _selecting(f) for f in (np.delete, np.repeat)},
     np.sort: _along(np.sort, -1), np.argsort: _along(np.argsort, -1),
-    np.trace: _two_axes(np.trace), np.diagonal: _two_axes(np.diagonal), np.diff: _diff, np.roll: _roll,
+    np.trace: _two_axes(np.trace), np.diagonal: _two_axes(np.diagonal), np.diff: _diff, np.roll: _roll, np.pad: _pad,
+    np.split: _split(np.split), np.array_split: _split(np.array_split),
     np.reshape: _reshape, np.ravel: lambda frame, a: np.reshape(a, -1), np.transpose: _transpose,
     np.flip: _flip, np.swapaxes: _swapaxes, np.moveaxis: _moveaxis, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
     np.broadcast_to: _broadcast_to, np.concatenate: _joined(np.concatenate, 0), np.stack: _joined(np.stack, 1),

@@ -396,7 +396,7 @@ def _sort(a, axis=-1, kind=None, order=None):
     y = np.take_along_axis(x, i, axis=axis)
 
     def back(dy):
-        g = np.zeros(x.shape, dtype=np.result_type(x, dy, 0.0))
+        g = np.zeros_like(x, dtype=np.result_type(x, dy, 0.0))   # (of x's kind: a batch of ad.vmap's for a batch)
         np.put_along_axis(g, i, dy, axis=axis)
         return (g,)
     return y, back
