@@ -447,19 +447,23 @@ def test_vmap_of_grad_matches_jax():
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
 
 
-def _residual(point, camera):
-    """A bundle-adjustment-like residual: ``point`` rotated about z and translated by ``camera``, projected."""
+def _residual(point, camera, xp=np):
+    """A bundle-adjustment-like residual: ``point`` rotated about z and translated by ``camera``, projected
+    (``xp``: NumPy, or ``jax.numpy`` for the oracle)."""
     angle, tx, ty, tz, focal, skew = camera
-    x = np.cos(angle) * point[0] - np.sin(angle) * point[1] + tx
-    y = np.sin(angle) * point[0] + np.cos(angle) * point[1] + ty
+    x = xp.cos(angle) * point[0] - xp.sin(angle) * point[1] + tx
+    y = xp.sin(angle) * point[0] + xp.cos(angle) * point[1] + ty
     z = point[2] + tz
-    return np.stack([focal * x / z + skew * y, focal * y / z]) - np.array([0.5, -0.25])
+    return xp.stack([focal * x / z + skew * y, focal * y / z]) - xp.array([0.5, -0.25])
+
+
+def _observations(n=50):
+    points = RNG.normal(size=(n, 3)) + np.array([0.0, 0.0, 5.0])
+    return points, np.column_stack([RNG.normal(size=(n, 4)) * 0.3, 1 + RNG.random((n, 1)), RNG.normal(size=(n, 1))])
 
 
 def test_vmap_of_jacobian_over_observations():
-    n = 50
-    points = RNG.normal(size=(n, 3)) + np.array([0.0, 0.0, 5.0])
-    cameras = np.column_stack([RNG.normal(size=(n, 4)) * 0.3, 1.0 + RNG.random((n, 1)), RNG.normal(size=(n, 1)) * 0.1])
+    points, cameras = _observations()
     check(ad.jacobian(_residual), points, cameras)
     check(ad.jacobian(_residual, argnums=(0, 1)), points, cameras)
     check(ad.jacobian(_residual, argnums=1), points, cameras[0], in_axes=(0, None))
@@ -469,17 +473,9 @@ def test_vmap_of_jacobian_and_hessian_match_jax():
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     jax.config.update("jax_enable_x64", True)
-
-    def jresidual(point, camera):
-        angle, tx, ty, tz, focal, skew = camera
-        x = jnp.cos(angle) * point[0] - jnp.sin(angle) * point[1] + tx
-        y = jnp.sin(angle) * point[0] + jnp.cos(angle) * point[1] + ty
-        z = point[2] + tz
-        return jnp.stack([focal * x / z + skew * y, focal * y / z]) - jnp.array([0.5, -0.25])
-    points = RNG.normal(size=(50, 3)) + np.array([0.0, 0.0, 5.0])
-    cameras = np.column_stack([RNG.normal(size=(50, 4)) * 0.3, 1 + RNG.random((50, 1)), RNG.normal(size=(50, 1))])
+    points, cameras = _observations()
     got = ad.vmap(ad.jacobian(_residual, argnums=(0, 1)))(points, cameras)
-    want = jax.vmap(jax.jacfwd(jresidual, argnums=(0, 1)))(points, cameras)
+    want = jax.vmap(jax.jacfwd(lambda p, c: _residual(p, c, jnp), argnums=(0, 1)))(points, cameras)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
     xs = RNG.normal(size=(6, 3))
