@@ -4,7 +4,8 @@ A rule is ``rule(frame, *args, **kw)``: ``frame.batched(v)`` says which operands
 ``data``), ``frame.wrap`` makes a result batched.  Elementwise operations align each batched operand as
 ``(B, 1, ..., 1, *shape)`` to the result's per-example rank, plain operands broadcasting as they are
 (right-aligned); functions with axes shift them by one; ``matmul``, ``solve`` and ``einsum`` keep vector operands
-apart from the batch axis.
+apart from the batch axis; indexing reads and writes through one translation of the index (``_data_index``).
+A rule that cannot keep the examples apart (a batched boolean mask, a write into a plain array) refuses by name.
 """
 from __future__ import annotations
 
