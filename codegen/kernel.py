@@ -37,8 +37,12 @@ DERIVATIVES = Hooks("tensorlang.codegen.kernel")
 
 def _tracing(inputs: dict):
     """The kernel rule of the tracers in an input that is an object array of them (``tensorlang.ad``'s sparsity
-    tracing: their type's ``through_kernel``), or None."""
+    tracing: their type's ``through_kernel``), or of an input whose type declares one for its values
+    (``__tl_kernel__``: ``ad.vmap``'s batches, refused), or None."""
     for v in inputs.values():
+        rule = getattr(type(v), "__tl_kernel__", None)
+        if rule is not None:
+            return rule
         if isinstance(v, np.ndarray) and v.dtype == object and v.size:
             rule = getattr(type(v.flat[0]), "through_kernel", None)
             if rule is not None:

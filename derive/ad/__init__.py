@@ -9,6 +9,7 @@ from .api import (checkpoint, code_adjoint, code_ir, grad, gradient, hook, pullb
                   value_and_grad)
 from .mixed import forwarddiff, hvp, jvp, jvp_rule, wirtinger
 from .sparsity import hessian, jacobian
+from .batching import vmap
 from .registry import primitive
 from .source import code_source, define
 from . import threads  # noqa: F401,E402  (rules for ThreadPoolExecutor and threading.Thread)
@@ -16,5 +17,5 @@ from . import threads  # noqa: F401,E402  (rules for ThreadPoolExecutor and thre
 __all__ = [
     "gradient", "grad", "value_and_grad", "pullback", "rule", "code_ir", "code_adjoint", "code_source", "define",
     "checkpoint", "hook", "stop_gradient", "jvp", "jacobian", "hessian", "hvp", "forwarddiff", "wirtinger", "jvp_rule",
-    "primitive",
+    "primitive", "vmap",
 ]

@@ -21,7 +21,7 @@ from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for 
 from .analysis import analyse, indexed_by_ints, may_write, restartable, write_free_callee
 from .context import Store, current, within
 from .emit import compile_function, is_boxfree, scalar_seed
-from .ir import ARR, INT, PYINT, VEC, spec_kind
+from .ir import ARR, INT, PYINT, VEC, is_array, spec_kind
 from .lower import lowered
 from .nested_store import nested_gradient
 from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, with_defaults, with_nested_boxes)
@@ -375,7 +375,7 @@ def _integral(x):
         return "an int", "int"
     if isinstance(x, (np.integer, np.bool_)):
         return f"a NumPy {x.dtype}", str(x.dtype)
-    if type(x) is np.ndarray and x.dtype.kind in "biu":
+    if is_array(x) and x.dtype.kind in "biu":
         return f"an array of dtype {x.dtype}", str(x.dtype)
     return None
 

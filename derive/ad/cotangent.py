@@ -16,6 +16,8 @@ from array import array
 
 import numpy as np
 
+from .ir import ARRAY_TYPES
+
 
 def basic_index(idx) -> bool:
     items = idx if type(idx) is tuple else (idx,)
@@ -50,10 +52,23 @@ class Indexed:
     def dense(self) -> np.ndarray:
         """The array this cotangent stands for (computed once)."""
         if self._dense is None:
-            g = np.zeros(self.shape, dtype=self.dtype)
+            batch = self._batch()
+            g = np.zeros(self.shape, dtype=self.dtype) if batch is None else batch.zeros(self.shape, self.dtype)
             self.add_into(g)
             self._dense = g
         return self._dense
+
+    def _batch(self):
+        """A gradient of a type of ``ir.ARRAY_TYPES`` (a batch of ``ad.vmap``) among the parts, or None: the dense
+        array is then one of its type (``zeros``)."""
+        todo = [self]
+        while todo:
+            node = todo.pop().node
+            if node[0] == "sum":
+                todo += node[1:]
+            elif type(node[-1]) in ARRAY_TYPES:
+                return node[-1]
+        return None
 
     def add_into(self, g: np.ndarray) -> None:
         """``g += self``, in place, visiting the tree without recursion."""

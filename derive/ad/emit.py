@@ -39,7 +39,7 @@ from ...errors import TensorLangError
 from . import adjoint as adj
 from . import primal
 from .analysis import calls_write_free, loop_blocks, reverse_postorder
-from .ir import ANY, ARR, INT, NUM, PYINT, VEC, Function, Instr
+from .ir import ANY, ARR, ARRAY_TYPES, INT, NUM, PYINT, VEC, Function, Instr
 from . import rules
 from .source import register
 
@@ -481,11 +481,12 @@ class _ScalarSeed:
     primitive without a derivative that it is (``NONDIFF``) instead of transforming its source."""
 
     def __call__(self, y):
-        array = isinstance(y, np.ndarray) or hasattr(y, "__dask_graph__") and hasattr(y, "shape")
+        array = isinstance(y, np.ndarray) or type(y) in ARRAY_TYPES or hasattr(y, "__dask_graph__") \
+            and hasattr(y, "shape")
         if isinstance(y, numbers.Real) or (array and y.shape == () and y.dtype.kind in "biuf"):
             return 1
         if array:
-            kind = "an array" if isinstance(y, np.ndarray) else "a Dask array"
+            kind = "a Dask array" if hasattr(y, "__dask_graph__") else "an array"
             what = f"{kind} of shape {y.shape} and dtype {y.dtype}"
         elif isinstance(y, numbers.Complex):
             what = f"the complex number {y!r}"

@@ -53,6 +53,14 @@ CONST_KIND = "const"  # a specialisation kind: strings, None and the like (ANY, 
 _KINDS: dict[type, str] = {}
 
 
+ARRAY_TYPES: set = set()   # types other than np.ndarray whose values are arrays, of kind ANY (batching.Batched)
+
+
+def is_array(x) -> bool:
+    """Whether ``x`` is an array: NumPy's, or of a type of ``ARRAY_TYPES`` (a batch of ``ad.vmap``)."""
+    return type(x) is np.ndarray or type(x) in ARRAY_TYPES
+
+
 def kind_of(x) -> str:
     """The kind of a run-time value: ``INT`` (ints, bools), ``NUM`` (other numbers), ``CONST_KIND``
     (strings, None ...) or ``ANY``."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
-from .ir import NUM, kind_of
+from .ir import NUM, is_array, kind_of
 from .registry import refusing
 from .context import current, within
 from .rules import is_nondiff, rule_of, writes
@@ -21,9 +21,9 @@ from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, RulePullback, acc, acc_into, field_grad, keyword_grads,
-                      like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method, with_defaults,
-                      with_nested_boxes)
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, RulePullback, acc, acc_into, asarray, field_grad,
+                      keyword_grads, like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method,
+                      with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)
@@ -76,15 +76,15 @@ def _dense_out(ty, y):
 # -- Jacobians ---------------------------------------------------------------------------------------------------
 def _flat_input(x, what):
     """``x`` as a real float array (its shape kept), or an error naming the argument."""
-    a = np.asarray(x)
-    if not (kind_of(x) == NUM or type(x) is np.ndarray) or a.dtype.kind not in "fiu":
+    a = asarray(x)
+    if not (kind_of(x) == NUM or is_array(x)) or a.dtype.kind not in "fiu":
         raise TensorLangError(f"{what} must be a real number or a real array, not {type(x).__name__}"
                               + (" (for complex inputs see ad.wirtinger)" if a.dtype.kind == "c" else ""))
     return a.astype(float)
 
 
 def _flat_output(y, what):
-    a = np.asarray(y) if kind_of(y) == NUM or isinstance(y, (np.ndarray, np.generic)) else None
+    a = asarray(y) if kind_of(y) == NUM or is_array(y) or isinstance(y, np.generic) else None
     if a is None or a.dtype.kind not in "fiu":
         raise TensorLangError(f"{what} returned {type(y).__name__}; a Jacobian needs a real number or array "
                               f"(use ad.jvp or ad.pullback for other outputs)")
@@ -92,7 +92,7 @@ def _flat_output(y, what):
 
 
 def _basis(x, j):
-    if type(x) is not np.ndarray:
+    if not is_array(x):
         return 1.0
     e = np.zeros(x.shape)
     e.flat[j] = 1.0
@@ -102,7 +102,7 @@ def _basis(x, j):
 def fresh(v):
     """A copy of the arrays, lists and dicts in ``v``: each of several evaluations of a function that writes
     into its arguments starts from the arguments the caller gave."""
-    if type(v) is np.ndarray:
+    if is_array(v):
         return v.copy()
     if type(v) in (list, tuple):
         return type(v)(fresh(e) for e in v)

@@ -27,7 +27,7 @@ from ...codegen.dask_graph import lazy_array
 from ...errors import UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
-from .ir import ANY, NUM, kind_of
+from .ir import ANY, ARRAY_TYPES, NUM, kind_of
 from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
 
 
@@ -40,6 +40,14 @@ def is_complex(v) -> bool:
 
 
 # -- gradient arithmetic --------------------------------------------------------------------------------
+def asarray(x, dtype=None):
+    """``np.asarray(x, dtype)`` for the rules, but that a value of a type of ``ARRAY_TYPES`` stays what it is
+    (a batch of ``ad.vmap``, whose NumPy calls dispatch to its own rules), of ``dtype`` where one is given."""
+    if type(x) in ARRAY_TYPES:
+        return x if dtype is None else x.astype(dtype)
+    return np.asarray(x, dtype)
+
+
 def acc(a, b):
     """The sum of two gradients of the same value (None is zero)."""
     if a is None:
@@ -77,11 +85,11 @@ def unbroadcast(g, x):
     """Sum gradient ``g`` down to the shape of ``x`` (undoing NumPy broadcasting)."""
     if g is None:
         return None
-    if type(x) is np.ndarray:
+    if type(x) is np.ndarray or type(x) in ARRAY_TYPES:
         shape = x.shape
         if getattr(g, "shape", ()) == shape:
             return g
-        return summed_to(np.asarray(g), shape)
+        return summed_to(g if type(g) in ARRAY_TYPES else np.asarray(g), shape)
     if lazy_array(x) or lazy_array(g):   # a Dask array: summed lazily
         return summed_to(g, x.shape if lazy_array(x) else ())
     if type(g) is np.ndarray:
@@ -104,7 +112,8 @@ def like(x, g):
     gradient of its own dtype, however wide the arithmetic that made it (a complex gradient of a real
     array is kept as it is)."""
     g = dense(g)
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype != x.dtype and x.dtype.kind in "fc" \
+    if (type(g) is np.ndarray or type(g) in ARRAY_TYPES) and (type(x) is np.ndarray or type(x) in ARRAY_TYPES) \
+            and g.dtype != x.dtype and x.dtype.kind in "fc" \
             and (g.dtype.kind == "f" or x.dtype.kind == "c"):
         return g.astype(x.dtype)
     return g
@@ -397,7 +406,10 @@ def own(g):
     if type(g) is dict:
         return dict(g)
     if type(g) is np.ndarray or type(g) is Indexed or isinstance(g, np.generic):   # (a 0-d array's: a scalar)
-        return np.array(dense(g), dtype=np.result_type(g.dtype, 0.0))
+        a = dense(g)
+        return np.array(a, dtype=np.result_type(g.dtype, 0.0)) if type(a) not in ARRAY_TYPES else own(a)
+    if type(g) in ARRAY_TYPES:   # (a batch of ad.vmap: a copy of its own kind)
+        return g.astype(np.result_type(g.dtype, 0.0))
     if type(g) is types.SimpleNamespace:
         return types.SimpleNamespace(**vars(g))
     if dataclasses.is_dataclass(g):
@@ -436,7 +448,7 @@ def acc_into(v, d, c):
             with BOX_LOCK:   # pullbacks of work that ran in threads run in parallel (threads.py)
                 old = s.grads.get(id(v))
                 if type(old) is np.ndarray and getattr(c, "shape", None) == old.shape \
-                        and np.can_cast(c.dtype, old.dtype, "same_kind"):
+                        and type(c) not in ARRAY_TYPES and np.can_cast(c.dtype, old.dtype, "same_kind"):
                     if type(c) is Indexed:   # the store owns old: added in place, O(size of c's parts)
                         c.add_into(old)
                     else:
@@ -914,7 +926,7 @@ def differentiable(x) -> bool:
         return True
     if k != ANY:
         return False
-    if type(x) is np.ndarray:
+    if type(x) is np.ndarray or type(x) in ARRAY_TYPES:
         return x.dtype.kind in "fc"
     if isinstance(x, _RANDOM):   # a random generator's state holds no differentiable value
         return False
@@ -1077,7 +1089,7 @@ def method_rule(obj, name):
     """The rule of method ``name`` of ``obj`` (of its type or a base type), or None."""
     t = type(obj)
     rule = METHOD_RULES.get((t, name))
-    if rule is None and isinstance(obj, np.generic):   # a NumPy scalar has the methods of a 0-d array
+    if rule is None and (isinstance(obj, np.generic) or t in ARRAY_TYPES):   # (a NumPy scalar: a 0-d array's)
         rule = METHOD_RULES.get((np.ndarray, name))
     if rule is None and t is not np.ndarray:
         for base in t.__mro__[1:]:

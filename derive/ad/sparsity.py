@@ -22,6 +22,7 @@ import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError
 from . import mixed
+from .ir import ARRAY_TYPES
 
 
 class Tracer:
@@ -388,6 +389,9 @@ def _compressed(f, argnums: int, name: str, pattern, product):
         i = argnums + len(args) if argnums < 0 else argnums
         refuse_integers(name, f, args, (i,))
         g, args = with_keywords(f, args, kw) if kw else (f, args)
+        if any(type(a) in ARRAY_TYPES for a in args):
+            raise UnsupportedError(f"ad.{name}(sparse=True) of batched arguments (under ad.vmap) is not supported: "
+                                   f"its pattern is traced on one example's entries; use sparse=False")
         compressed = known.get(*pattern(g, args, i))
         products = []
         for c in range(compressed.count):

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .context import Provided, current
-from .ir import INT, NUM, kind_of
+from .ir import ARRAY_TYPES, INT, NUM, kind_of
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
                       differentiable, in_table, make_like, memory_owner, outside_refused, qualified_name,
@@ -80,7 +80,7 @@ def zero(x):
     if kind_of(x) in (INT, NUM) and type(x) is not bool or isinstance(x, (complex, np.complexfloating)):
         z = 0 * x
         return z if z == z else type(x)(0)   # (an exact 0 for an infinite number too, not 0 * inf)
-    if type(x) is np.ndarray:
+    if type(x) is np.ndarray or type(x) in ARRAY_TYPES:   # (a batch's: the same zeros for every example)
         return np.zeros(x.shape, dtype=np.result_type(x.dtype, float))
     return None
 
@@ -90,6 +90,8 @@ def zero_mut(x):
     t = type(x)
     if t is np.ndarray:
         return zero(x) if x.dtype.kind in "fc" else None
+    if t in ARRAY_TYPES:   # (a batch of ad.vmap: a batch of zeros, each example's written apart)
+        return x.zeros(x.shape, np.result_type(x.dtype, float)) if x.dtype.kind in "fc" else None
     if t is list:
         return [None] * len(x)
     if t is dict:
@@ -143,6 +145,8 @@ def inner(a, b):
     if isinstance(a, types.SimpleNamespace) or dataclasses.is_dataclass(a):
         names = vars(a) if isinstance(a, types.SimpleNamespace) else [f.name for f in dataclasses.fields(a)]
         return sum((inner(getattr(a, n, None), getattr(b, n, None)) for n in names), 0.0)
+    if type(a) in ARRAY_TYPES or type(b) in ARRAY_TYPES:   # (a batch of ad.vmap: one product per example)
+        return np.sum(np.real(np.conj(a) * b))
     return float(np.real(np.vdot(np.asarray(a), np.asarray(b))))
 
 
@@ -448,7 +452,7 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
         return obj._replace(**kw), None if all(x is None for x in ty) else ty
     if kw.get("out") is not None:
         return _jvp_out(kwnames, args, ts, lambda rest, xs, txs: _jvp_method(name, rest, obj, tobj, xs, txs))
-    rule = JVP_METHOD_RULES.get((t, name))
+    rule = JVP_METHOD_RULES.get((np.ndarray if t in ARRAY_TYPES else t, name))   # (a batch: an array's rules)
     if rule is None and t is not np.ndarray:
         rule = next((JVP_METHOD_RULES[(b, name)] for b in t.__mro__[1:] if (b, name) in JVP_METHOD_RULES), None)
     if rule is not None:
@@ -510,15 +514,16 @@ def transposed(rule, args, ts):
     if all(t is None for t in ts):
         return y, None
     ts = tuple(map(filled, ts, args))
-    ya = np.asarray(y) if type(y) in (float, int) or isinstance(y, (np.ndarray, np.generic)) else None
+    batch = type(y) in ARRAY_TYPES   # (a batch of ad.vmap: the tangent is one too)
+    ya = y if batch else np.asarray(y) if type(y) in (float, int) or isinstance(y, (np.ndarray, np.generic)) else None
     if ya is None or ya.dtype.kind not in "fiu":
         raise UnsupportedError(f"tensorlang.ad.jvp: no forward rule for {getattr(rule, '__name__', rule)!r}, "
                                f"and its output ({type(y).__name__}) is not a real number or array, so its "
                                f"pullback cannot be transposed")
-    out = np.zeros(ya.shape)
+    out = y.zeros(ya.shape, float) if batch else np.zeros(ya.shape)
     for k in np.ndindex(ya.shape):
         e = np.zeros(ya.shape)
         e[k] = 1.0
         g = back(e if ya.ndim else 1.0)
         out[k] = sum(inner(gi, ti) for gi, ti in zip(g, ts))
-    return y, out if ya.ndim else float(out)
+    return y, out if ya.ndim or batch else float(out)

@@ -4,8 +4,9 @@
 functions that move entries in ``layout``, contractions and ``numpy.linalg`` in ``linalg`` and
 ``linalg_more``, functions given as code in ``implemented``, functions that write entries in place in
 ``scatter``), ``scipy.linalg``'s triangular and factored solvers (``scipy_linalg``), ``scipy.special``
-(``special``), ``numpy.fft`` (``fft``), and complex numbers (``complexes``).  Importing the package registers
-them all, but for Dask's (``dask_arrays``), registered the first time a function of Dask's is met without a rule
+(``special``), ``numpy.fft`` (``fft``), complex numbers (``complexes``), and the batch rules of ``ad.vmap``
+(``batching``).  Importing the package registers them all, but for Dask's (``dask_arrays``), registered the
+first time a function of Dask's is met without a rule
 (``runtime.library_rules``).
 
 The core transform (``analysis``, ``emit``, ``primal``, ``adjoint``, ``straight``, ``forward``) reads the
@@ -31,6 +32,7 @@ from ..registry import LINEAR_PULLBACK, rule_owner
 from ..runtime import BOX_METHODS, LIBRARY_RULES, NONDIFF, RULES, WRITING_RULES, made_by_primitive  # noqa: F401
 from . import builtins, fft, layout, linalg, math, numpy, operators, scalar  # noqa: F401
 from . import implemented, linalg_more, scatter, scipy_linalg, special, structures  # noqa: F401
+from . import batching  # noqa: F401  (the batch rules of ad.vmap)
 from . import complexes  # noqa: F401,E402  (after the rules it puts in the complex convention)
 from .numpy import ARRAY_BINOPS, ARRAY_BINOPS_REDUCED, ARRAY_GETITEM  # noqa: F401  (the interface)
 from .scalar import INLINE_BINOPS, INLINE_UNARY  # noqa: F401  (the interface)

@@ -26,7 +26,7 @@ from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
 from ..runtime import HELPERS as _REVERSE_HELPERS
-from ..runtime import LINEAR, check_keywords, field_grad
+from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of, zero
 from ..source import generated
@@ -218,13 +218,16 @@ def _extremum(f):
     """The tangent of ``max``/``min``: the first extremal entry's over the whole array, the average of
     the tied entries' along an axis (as the reverse rule shares the gradient)."""
     def rule(args, ts, axis=None, out=None, keepdims=False):
-        x = np.asarray(args[0])
+        x = asarray(args[0])
         axis, keepdims = (*args[1:2], axis)[0], (*args[3:4], keepdims)[0]   # (also by position: x.max(0))
         y = f(x, axis=axis, keepdims=keepdims)
         t = ts[0]
         if t is None:
             return y, None
         t = np.broadcast_to(t, x.shape)
+        if axis is None and type(x) in ARRAY_TYPES:   # (a batch: the first extremal entry of each example's)
+            first = np.arange(x.size) == np.argmax(np.ravel(x) == y)
+            return y, np.sum(np.where(first, np.ravel(t), 0.0))
         if axis is None:
             i = np.argmax(x == y)
             return y, np.reshape(t.flat[i], np.shape(y))
@@ -271,6 +274,10 @@ def _array(f):
     """``np.array`` and ``np.asarray`` (which returns an array argument itself: ``JVP`` gives it its own
     tangent then)."""
     def rule(args, ts, dtype=None):
+        if type(args[0]) in ARRAY_TYPES:   # (a batch of ad.vmap: an array already, its tangent too)
+            y = asarray(args[0], dtype)
+            y = y.copy() if f is np.array and y is args[0] else y
+            return y, None if ts[0] is None or y.dtype.kind not in "fc" else asarray(ts[0], y.dtype)
         return _array_tangent(f(*args) if dtype is None else f(*args, dtype=dtype), args, ts)
     return rule
 
@@ -289,7 +296,7 @@ def _options(args, *keywords):
 
 
 def _norm(args, ts, ord=None, axis=None, keepdims=False):
-    x = np.asarray(args[0])
+    x = asarray(args[0])
     ord, axis, keepdims = _options(args, ord, axis, keepdims)
     if keepdims:
         raise UnsupportedError("tensorlang.ad differentiates np.linalg.norm without keepdims")
@@ -608,7 +615,7 @@ def getitem(obj, tobj, idx, tidx=None):
     if isinstance(obj, AxisConcatenator):
         return concatenator_getitem(obj, idx)[0], (None if tidx is None else
                                                    LINEAR[concatenator_getitem]((obj, idx), {}, (None, tidx)))
-    if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple):
+    if t in (list, tuple, dict, np.ndarray) or t in ARRAY_TYPES or isinstance(obj, tuple):
         tobj = tangent_of(obj, tobj)
         if tobj is None:
             return obj[idx], None
@@ -627,7 +634,7 @@ def write_item(obj, tobj, idx, val, tval):
     """The tangent of ``obj[idx] = val`` written into ``obj``'s tangent (before the write itself); returns
     that tangent."""
     tl = mutable(obj, tobj)
-    if type(obj) is np.ndarray:
+    if type(obj) is np.ndarray or type(obj) in ARRAY_TYPES:
         tl[idx] = 0 if tval is None else tval
     elif type(obj) is list and type(idx) is slice and tval is None:
         tl[idx] = [None] * len(val)

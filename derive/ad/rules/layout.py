@@ -18,12 +18,13 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..registry import JVP_RULES
-from ..runtime import LINEAR, RULES
+from ..runtime import ARRAY_TYPES, LINEAR, RULES
 
 
 def _is_entry(x) -> bool:
     """Whether ``x`` holds entries of the result (an array, a number, a list or tuple of numbers)."""
-    return isinstance(x, (np.ndarray, numbers.Number, list, tuple)) and not isinstance(x, bool)
+    return isinstance(x, (np.ndarray, numbers.Number, list, tuple)) and not isinstance(x, bool) \
+        or type(x) in ARRAY_TYPES
 
 
 class _Positions:
@@ -36,20 +37,24 @@ class _Positions:
         if not _is_entry(x):
             self.parts.append(None)
             return x
-        a = np.asarray(x)
+        a = x if type(x) in ARRAY_TYPES else np.asarray(x)
         if a.dtype.kind not in "biufc":
             raise UnsupportedError("tensorlang.ad differentiates layout functions of numeric arrays only")
         p = np.arange(self.next, self.next + a.size, dtype=np.int64).reshape(a.shape)
+        if type(x) in ARRAY_TYPES:   # (a batch of ad.vmap: the same numbers in every example, as a batch)
+            p = x.zeros(x.shape, np.int64) + p
         self.next += a.size
         self.parts.append((p, x))
         return p
 
     def grads(self, dys, wheres) -> list:
         g = None
+        batch = next((v for v in (*dys, *wheres) if type(v) in ARRAY_TYPES), None)   # (ad.vmap's: g is a batch)
         for dy, w in zip(dys, wheres):
             if dy is not None:
                 if g is None:
-                    g = np.zeros(self.next, dtype=np.result_type(dy, 0.0))
+                    dtype = np.result_type(dy, 0.0)
+                    g = np.zeros(self.next, dtype=dtype) if batch is None else batch.zeros((self.next,), dtype)
                 np.add.at(g, np.ravel(w), np.ravel(dy))
         out = []
         for part in self.parts:
@@ -64,7 +69,7 @@ class _Positions:
 
 def _like(x, g):
     """The gradient ``g`` (an array) in the form of ``x``: an array, a number, a list or a tuple."""
-    if isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray) or type(x) in ARRAY_TYPES:
         return g
     if g.ndim == 0:
         return g[()]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..runtime import METHOD_RULES, MULTILINEAR, NONDIFF, RULES, unbroadcast
+from ..runtime import METHOD_RULES, MULTILINEAR, NONDIFF, RULES, asarray, unbroadcast
 
 
 def _parse_einsum(spec, ops):
@@ -79,14 +79,14 @@ def _einsum(spec, *ops, **kw):
                 full = np.zeros([sizes[c] for c in sub], dtype=g.dtype)
                 np.einsum(f"{sub}->{once}", full)[...] = g   # (a writeable view of the diagonal)
                 g = full
-            g = unbroadcast(g, np.asarray(ops[k]))   # (an axis of length 1 that was broadcast)
+            g = unbroadcast(g, asarray(ops[k]))   # (an axis of length 1 that was broadcast)
             grads.append(np.array(g) if np.ndim(ops[k]) else g[()])
         return tuple(grads)
     return y, back
 
 
 def _inner(a, b):
-    a, b = np.asarray(a), np.asarray(b)
+    a, b = asarray(a), asarray(b)
     if a.ndim == 0 or b.ndim == 0:
         return np.inner(a, b), lambda dy: (unbroadcast(dy * b, a), unbroadcast(dy * a, b))
     y, back = RULES[np.tensordot](a, b, ([a.ndim - 1], [b.ndim - 1]))
@@ -125,12 +125,12 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    a = np.asarray(a)
+    a = asarray(a)
     y = np.trace(a, offset, axis1, axis2, dtype)
 
     def back(dy):
         eye = np.eye(a.shape[axis1], a.shape[axis2], offset)
-        g = np.expand_dims(np.asarray(dy), (0, 1)) * np.expand_dims(eye, tuple(range(2, a.ndim)))
+        g = np.expand_dims(asarray(dy), (0, 1)) * np.expand_dims(eye, tuple(range(2, a.ndim)))
         return (np.moveaxis(g, (0, 1), (axis1, axis2)),)
     return y, back
 
@@ -210,7 +210,7 @@ def _solve(a, b):
     vector = np.ndim(b) == 1   # one right-hand side (for every matrix of a stack): a column
 
     def back(dy):
-        d, x = (np.asarray(dy)[..., None], y[..., None]) if vector else (dy, y)
+        d, x = (asarray(dy)[..., None], y[..., None]) if vector else (dy, y)
         gb = np.linalg.solve(_mT(a), d)
         return unbroadcast(-gb @ _mT(x), a), unbroadcast(gb[..., 0] if vector else gb, b)
     return y, back
@@ -251,7 +251,7 @@ def reciprocal_gaps(x, refusal: str):
 def _tied(x, gap, off) -> bool:
     """Whether two of values ``x`` (their differences ``gap``) are no more than ``n`` units in the last place
     of the largest apart, ``off`` the diagonal."""
-    x = np.asarray(x)
+    x = asarray(x)
     tol = x.shape[-1] * np.finfo(np.result_type(x.dtype, np.float32)).eps * np.max(np.abs(x), axis=-1, initial=0.0)
     return bool(np.any((np.abs(gap) <= np.expand_dims(tol, (-1, -2))) & off))
 
@@ -350,14 +350,14 @@ def check_svd(a, full_matrices, hermitian) -> None:
 def zero_singular(s):
     """Which singular values ``s`` are zero up to rounding (no more than ``n`` units in the last place of the
     largest)."""
-    s = np.asarray(s)
+    s = asarray(s)
     tol = max(s.shape[-1], 1) * np.finfo(np.result_type(s.dtype, np.float32)).eps * np.max(s, axis=-1, initial=0.0)
     return s <= np.expand_dims(tol, -1)
 
 
 def _tied_pairs(s):
     """Which pairs of singular values ``s`` are equal up to rounding (``_tied``'s tolerance), off the diagonal."""
-    s = np.asarray(s)
+    s = asarray(s)
     gap = np.expand_dims(s, -2) - np.expand_dims(s, -1)
     tol = s.shape[-1] * np.finfo(np.result_type(s.dtype, np.float32)).eps * np.max(np.abs(s), axis=-1, initial=0.0)
     return (np.abs(gap) <= np.expand_dims(tol, (-1, -2))) & ~np.eye(s.shape[-1], dtype=bool)

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.linalg as sl
 
 from ....errors import UnsupportedError
-from ..runtime import NONDIFF, RULES
+from ..runtime import NONDIFF, RULES, asarray
 from ..tangent import JVP_RULES
 from . import jvp  # noqa: F401  (registers the forward rule of norm first, kept as plain_norm's)
 from .implemented import implemented_by
@@ -88,7 +88,7 @@ def _matrix(x, ord, axes):
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
-    x = np.asarray(x)
+    x = asarray(x)
     kind, axes = norm_kind(x, ord, axis)
     if kind == "plain":
         y = plain_norm(x, ord, axis)
@@ -115,7 +115,7 @@ def vector_axes(x, axis):
 
 
 def _vector_norm(x, axis=None, keepdims=False, ord=2):
-    x = np.asarray(x)
+    x = asarray(x)
     axes, merged = vector_axes(x, axis)
     flat = np.reshape(np.moveaxis(x, axes, tuple(range(-len(axes), 0))), merged)
     y = _norm(flat, ord, -1, False)

@@ -9,7 +9,8 @@ import numpy as np
 
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
-from ..runtime import LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, unbroadcast
+from ..runtime import (ARRAY_TYPES, LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, asarray,
+                       unbroadcast)
 from ..tangent import JVP_METHOD_RULES, JVP_RULES, densify
 from ..source import generated
 from .operators import log_base, matmul_back, matmul_grad, pow_da, times
@@ -84,7 +85,7 @@ _SINC_SERIES = 0.05   # below this |pi x| sinc's derivatives are summed as serie
 
 def _sinc_d(x, y):
     """``sinc'(x) = (cos(pi x) - sinc(x)) / x`` (``y`` is ``sinc(x)``)."""
-    u = np.pi * np.asarray(x)
+    u = np.pi * asarray(x)
     small = np.abs(u) < _SINC_SERIES
     u2 = u * u
     series = np.pi * u * (-1 / 3 + u2 * (1 / 30 - u2 * (1 / 840 - u2 / 45360)))
@@ -93,7 +94,7 @@ def _sinc_d(x, y):
 
 def _sinc_dd(x):
     """``sinc''(x) = pi^2 ((2 - u^2) sin u - 2 u cos u) / u^3`` for ``u = pi x``; ``-pi^2 / 3`` at 0."""
-    u = np.pi * np.asarray(x)
+    u = np.pi * asarray(x)
     small = np.abs(u) < _SINC_SERIES
     u2 = u * u
     series = -1 / 3 + u2 * (1 / 10 - u2 * (1 / 168 - u2 / 6480))
@@ -122,14 +123,15 @@ def _times_back(dy, d):
     branch left out), which the code of the partial derivative would turn into NaN again (``0 / nan``)."""
     def back(c):
         gdy = times(c, d)
-        if np.isnan(np.sum(gdy)):
-            gdy = np.where(np.isnan(gdy) & (np.asarray(dy) == 0), 0, gdy)[()]
+        if type(gdy) in ARRAY_TYPES or np.isnan(np.sum(gdy)):   # (a batch: each example's, without a branch)
+            gdy = np.where(np.isnan(gdy) & (asarray(dy) == 0), 0, gdy)[()]
         return _none_if_zero(unbroadcast(gdy, dy)), _none_if_zero(unbroadcast(times(c, dy), d))
     return back
 
 
 def _none_if_zero(g):
-    return None if not np.any(g) else g
+    """None for a gradient that is 0 throughout; a batch's as it is (its examples may differ)."""
+    return g if type(g) in ARRAY_TYPES or np.any(g) else None
 
 
 RULES[times] = lambda dy, d: (times(dy, d), _times_back(dy, d))
@@ -137,7 +139,7 @@ JVP_RULES[times] = _times_jvp
 
 
 def _gt(a, b):
-    return (np.asarray(a) > np.asarray(b)).astype(float)
+    return (asarray(a) > asarray(b)).astype(float)
 
 
 _COUNT = itertools.count()
@@ -211,7 +213,7 @@ def _spread(dy, x, axis, keepdims):
 
 
 def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=True):
-    x = np.asarray(a)
+    x = asarray(a)
     y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
     if initial is np._NoValue:
         return y, lambda dy: (_sum_grad(dy, x, axis, keepdims, where),)
@@ -222,14 +224,14 @@ def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue
 def _sum_grad(dy, x, axis, keepdims, where):
     """The gradient of ``np.sum(x, axis, keepdims=keepdims, where=where)``: ``dy`` in each entry summed (0 in
     those ``where`` leaves out)."""
-    if axis is None and where is True:
+    if axis is None and where is True and type(dy) not in ARRAY_TYPES:   # (np.full cannot fill with a batch)
         return np.full(x.shape, dy, dtype=np.result_type(x, dy, 0.0))
     g = _spread(dy, x, axis, keepdims)
     return g if where is True else g * where
 
 
 def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=True):
-    x = np.asarray(a)
+    x = asarray(a)
     y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
     if where is True:
         n = x.size / max(np.size(y), 1)
@@ -239,7 +241,7 @@ def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=True):
 
 
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, mean=None):
-    x = np.asarray(a)
+    x = asarray(a)
     if mean is None:
         y = np.var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
         m = np.mean(x, axis=axis, keepdims=True)
@@ -257,7 +259,7 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, mean=None):
 
 
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, mean=None):
-    x = np.asarray(a)
+    x = asarray(a)
     if mean is None:
         y = np.std(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
         m = np.mean(x, axis=axis, keepdims=True)
@@ -290,7 +292,7 @@ def _spread_jvp(f):
         p = dict(zip(_SPREAD_NAMES, args[1:]))
         p.update(kw)
         tkw = tkw or {}
-        x = np.asarray(args[0])
+        x = asarray(args[0])
         y = f(x, **p)
         tmean = tkw.get("mean") if "mean" in kw else (ts[6] if len(ts) > 6 else None)
         if ts[0] is None and tmean is None:
@@ -332,7 +334,7 @@ def _exclusive(x, axis):
 
 
 def _prod(a, axis=None, dtype=None, out=None, keepdims=False):
-    x = np.asarray(a)
+    x = asarray(a)
     y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
     if axis is None:
         return y, lambda dy: (np.reshape(dy * _exclusive(np.ravel(x), 0), x.shape),)
@@ -351,7 +353,7 @@ def _prod(a, axis=None, dtype=None, out=None, keepdims=False):
 
 
 def _cumsum(a, axis=None, dtype=None, out=None):
-    x = np.asarray(a)
+    x = asarray(a)
     y = np.cumsum(x, axis=axis, dtype=dtype)
     if axis is None:
         return y, lambda dy: (np.reshape(np.flip(np.cumsum(np.flip(dy))), x.shape),)
@@ -359,7 +361,7 @@ def _cumsum(a, axis=None, dtype=None, out=None):
 
 
 def _cumprod(a, axis=None, dtype=None, out=None):
-    x = np.asarray(a)
+    x = asarray(a)
     if axis is None:
         y, back = _cumprod(np.ravel(x), 0, dtype)
         return y, lambda dy: (np.reshape(back(dy)[0], x.shape),)
@@ -372,7 +374,7 @@ def _cumprod(a, axis=None, dtype=None, out=None):
 def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     if prepend is not np._NoValue or append is not np._NoValue:
         raise UnsupportedError("tensorlang.ad differentiates np.diff without prepend/append")
-    x = np.asarray(a)
+    x = asarray(a)
     y = np.diff(x, n, axis)
 
     def back(dy):
@@ -386,7 +388,7 @@ def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
 
 
 def _sort(a, axis=-1, kind=None, order=None):
-    x = np.asarray(a)
+    x = asarray(a)
     if axis is None:
         y, back = _sort(np.ravel(x), -1, kind)
         return y, lambda dy: (np.reshape(back(dy)[0], x.shape),)
@@ -394,7 +396,7 @@ def _sort(a, axis=-1, kind=None, order=None):
     y = np.take_along_axis(x, i, axis=axis)
 
     def back(dy):
-        g = np.zeros(x.shape, dtype=np.result_type(x, dy, 0.0))
+        g = np.zeros_like(x, dtype=np.result_type(x, dy, 0.0))   # (of x's kind: a batch of ad.vmap's for a batch)
         np.put_along_axis(g, i, dy, axis=axis)
         return (g,)
     return y, back
@@ -402,7 +404,7 @@ def _sort(a, axis=-1, kind=None, order=None):
 
 def _sort_along(args, kw, ts):
     """``np.sort`` along tangents: the tangent in the order of the sorted entries (it is a permutation)."""
-    x, t = np.asarray(args[0]), ts[0]
+    x, t = asarray(args[0]), ts[0]
     axis = kw.get("axis", args[1] if len(args) > 1 else -1)
     if axis is None:
         x, t, axis = np.ravel(x), np.ravel(t), -1
@@ -411,10 +413,13 @@ def _sort_along(args, kw, ts):
 
 def _extremum(f):
     def rule(a, axis=None, out=None, keepdims=False):
-        x = np.asarray(a)
+        x = asarray(a)
         y = f(x, axis=axis, keepdims=keepdims)
 
         def back(dy):
+            if axis is None and type(x) in ARRAY_TYPES:   # (a batch: the first extremal entry of each example's)
+                first = np.arange(x.size) == np.argmax(np.ravel(x) == y)
+                return (np.reshape(np.where(first, dy, 0.0), x.shape).astype(np.result_type(x.dtype, 0.0)),)
             if axis is None:  # the whole gradient goes to the first extremal entry
                 g = np.zeros(x.size, dtype=np.result_type(x.dtype, 0.0))
                 g[np.argmax(x == y)] = np.reshape(dy, ())
@@ -429,7 +434,7 @@ def _extremum(f):
 
 def _tensordot(a, b, axes=2):
     y = np.tensordot(a, b, axes)
-    a, b = np.asarray(a), np.asarray(b)
+    a, b = asarray(a), asarray(b)
     if np.ndim(axes) == 0:
         ax_a, ax_b = list(range(a.ndim - axes, a.ndim)), list(range(axes))
     else:
@@ -555,15 +560,18 @@ def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, min=np._NoValue, ma
 def clip_masks(x, lo, hi):
     """Where ``np.clip(x, lo, hi)`` (``minimum(maximum(x, lo), hi)``) takes ``x``, ``lo`` and ``hi``
     (None: no bound)."""
-    x = np.asarray(x)
+    x = asarray(x)
     lo = -np.inf if lo is None else lo
     hi = np.inf if hi is None else hi
     from_x = (x >= lo) & (x <= hi)
-    from_lo = (x < lo) & (np.asarray(lo) <= hi)
+    from_lo = (x < lo) & (asarray(lo) <= hi)
     return from_x, from_lo, ~(from_x | from_lo)
 
 
 def _array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, like=None):
+    if type(object) in ARRAY_TYPES and ndmin <= object.ndim:   # (a batch of ad.vmap: an array already)
+        y = asarray(object, dtype)
+        return (y.copy() if copy and y is object else y), lambda dy: (dy,)
     y = np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin)
     if type(object) is not np.ndarray and np.ndim(object) == 0:
         return y, lambda dy: (np.reshape(dy, ())[()],)
@@ -572,7 +580,7 @@ def _array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, like=
     def back(dy):
         if kind is np.ndarray:
             return (np.reshape(dy, object.shape),)
-        g = np.asarray(dy).reshape(np.shape(object))
+        g = asarray(dy).reshape(np.shape(object))
         g = g.tolist() if kind in (list, tuple) and g.ndim == 1 else list(g)
         return (tuple(g) if kind is tuple else g,)
     return y, back
@@ -605,7 +613,7 @@ def norm_power(x, ord, axis):
     """``(p, axes)`` of ``np.linalg.norm(x, ord, axis)`` as ``sum(|x|**p over axes) ** (1/p)`` (axes None:
     all): vector p-norms of any finite nonzero ``ord`` (2 for a complex ``x``) and Frobenius norms; the
     others (max, min, counts, the matrix norms of singular values or of row and column sums) are refused."""
-    x = np.asarray(x)
+    x = asarray(x)
     axes = None if axis is None else tuple(a % x.ndim for a in ((axis,) if np.ndim(axis) == 0 else axis))
     vector = len(axes) == 1 if axes is not None else x.ndim == 1
     if vector and ord is not None and not isinstance(ord, str) and np.isfinite(ord) and ord != 0:
@@ -629,12 +637,12 @@ def norm_partials(x, y, p, axes):
 
 def _quotient0(n, d):
     """``n / d``, 0 where ``d`` is 0 (there ``n`` is 0 too: the norm's subgradient at 0)."""
-    at0 = np.asarray(d) == 0
+    at0 = asarray(d) == 0
     return np.where(at0, 0.0, n / np.where(at0, 1.0, d))
 
 
 def _refuse_at0(d):
-    if np.any(np.asarray(d) == 0):
+    if np.any(asarray(d) == 0):
         raise UnsupportedError("np.linalg.norm: its second derivative at 0 is undefined (its gradient there is "
                                "the subgradient 0)")
 
@@ -662,7 +670,7 @@ JVP_RULES[_quotient0] = _quotient0_jvp
 
 
 def _norm(x, ord=None, axis=None):
-    x = np.asarray(x)
+    x = asarray(x)
     p, axes = norm_power(x, ord, axis)
     y = np.linalg.norm(x, ord, axis)
 
@@ -704,7 +712,7 @@ def _astype(x, dtype, **kw):
 def _astype_along(args, kw, ts):
     """``astype`` is linear in the array (a cast to a float or complex type; other casts have no tangent)."""
     x, dtype = args
-    return None if ts[0] is None or np.dtype(dtype).kind not in "fc" else np.asarray(ts[0]).astype(dtype, **kw)
+    return None if ts[0] is None or np.dtype(dtype).kind not in "fc" else asarray(ts[0]).astype(dtype, **kw)
 
 
 LINEAR[_astype] = _astype_along   # (its code takes **kw)
@@ -714,7 +722,7 @@ def _tolist(x):
     """``x.tolist()``: nested lists of the entries (a number for a 0-d array); the gradient is the lists'
     gradients as an array, zeros where an entry has none."""
     y = x.tolist()
-    return y, lambda dy: (np.asarray(densify(dy, y), dtype=np.result_type(x, 0.0)).reshape(x.shape),)
+    return y, lambda dy: (asarray(densify(dy, y), dtype=np.result_type(x, 0.0)).reshape(x.shape),)
 
 
 def _item(x, *index):
@@ -729,8 +737,8 @@ def _item(x, *index):
     return x.item(*index), back
 
 
-LINEAR[_tolist] = lambda args, kw, ts: None if ts[0] is None else np.asarray(ts[0]).tolist()
-LINEAR[_item] = lambda args, kw, ts: None if ts[0] is None else np.asarray(ts[0]).item(*args[1:])
+LINEAR[_tolist] = lambda args, kw, ts: None if ts[0] is None else asarray(ts[0]).tolist()
+LINEAR[_item] = lambda args, kw, ts: None if ts[0] is None else asarray(ts[0]).item(*args[1:])
 METHOD_RULES.update({(np.ndarray, "tolist"): _tolist, (np.ndarray, "item"): _item})
 
 
@@ -813,7 +821,7 @@ def _full(x, dy):
 
 def _onehot(x, i, dy):
     """The gradient of ``x.max()`` (or ``min``): ``dy`` at the first extremal entry ``i``."""
-    g = np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, dy, 0.0))
+    g = np.zeros(np.shape(x), dtype=np.result_type(asarray(x).dtype, dy, 0.0))
     g.flat[i] = dy
     return g
 
@@ -843,7 +851,7 @@ def _scatter(x, i, dy):
     """The gradient of ``x[i]``: ``dy`` at ``i``, zero elsewhere (an indexed cotangent)."""
     if type(x) is np.ndarray and x.dtype == np.float64:
         return Indexed.at(x.shape, x.dtype, i, dy)
-    return Indexed.at(np.shape(x), np.result_type(np.asarray(x).dtype, 0.0), i, dy)
+    return Indexed.at(np.shape(x), np.result_type(asarray(x).dtype, 0.0), i, dy)
 
 
 def _register_inline_helpers():
@@ -855,11 +863,11 @@ def _register_inline_helpers():
     # rules for the helpers, so that generated code can itself be differentiated (nested derivatives)
     RULES.update({
         _full: lambda x, dy: (_full(x, dy), lambda d: (None, _rsum(d))),
-        _onehot: lambda x, i, dy: (_onehot(x, i, dy), lambda d: (None, None, np.asarray(d).flat[i])),
+        _onehot: lambda x, i, dy: (_onehot(x, i, dy), lambda d: (None, None, asarray(d).flat[i])),
         _rsum: lambda g: (_rsum(g), lambda d: (np.broadcast_to(d, np.shape(g)) * 1.0
                                                 if type(g) is np.ndarray else d,)),
         _vdot: lambda g, x: (_vdot(g, x), lambda d: (d * x, d * g)),
-        _scatter: lambda x, i, dy: (_scatter(x, i, dy), lambda d: (None, None, np.asarray(d)[i])),
+        _scatter: lambda x, i, dy: (_scatter(x, i, dy), lambda d: (None, None, asarray(d)[i])),
         _unb: lambda g, x: (_unb(g, x), lambda d: (np.broadcast_to(d, np.shape(g)) * 1.0
                                                      if type(g) is np.ndarray else d, None)),
     })

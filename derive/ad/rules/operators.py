@@ -11,7 +11,7 @@ import numpy as np
 
 from ....codegen.dask_graph import known_shape, lazy_array, like_values
 from ..ir import CONST_KIND, INT, NUM, kind_of
-from ..runtime import NONDIFF, RULES, J, ZERO, acc, acc_into, is_complex, unbroadcast, untracked
+from ..runtime import ARRAY_TYPES, J, NONDIFF, RULES, ZERO, acc, acc_into, asarray, is_complex, unbroadcast, untracked
 from .structures import dict_update, extend_list, setitem
 
 
@@ -21,14 +21,15 @@ def pow_da(a, b):
     ``zero_power`` without NumPy's divide-by-zero warning (the power is taken of 1 in their place).  It is
     written as a function of ``b`` too, so that its own derivative in ``b`` (``a ** (b - 1)`` at ``b == 0``)
     is right."""
-    if type(a) is not np.ndarray and type(b) is not np.ndarray and not lazy_array(a) and not lazy_array(b):
+    if type(a) is not np.ndarray and type(b) is not np.ndarray and not lazy_array(a) and not lazy_array(b) \
+            and type(a) not in ARRAY_TYPES and type(b) not in ARRAY_TYPES:
         if a == 0 and b == 0:
             return 0 * a
         if a == 0 and (b - 1).real < 0:
             return b * zero_power(a, b - 1)
         return b * a ** (b - 1)
-    zero = (a if lazy_array(a) else np.asarray(a)) == 0   # (a Dask array compared as it is: lazily)
-    constant = zero & ((b if lazy_array(b) else np.asarray(b)) == 0)
+    zero = (a if lazy_array(a) else asarray(a)) == 0   # (a Dask array compared as it is: lazily)
+    constant = zero & ((b if lazy_array(b) else asarray(b)) == 0)
     pole = zero & (np.real(b) < 1) & ~constant
     return b * np.where(pole, zero_power(a, b - 1), np.power(np.where(pole | constant, 1.0, a), b - 1))
 
@@ -37,9 +38,9 @@ def zero_power(a, e):
     """``a ** e`` for ``a == 0`` and ``e`` of negative real part, as IEEE's pow and NumPy give it but without
     the divide-by-zero warning: inf, -inf where ``a`` is a negative zero and ``e`` an odd integer, nan for a
     complex ``a`` or ``e``.  A constant where the derivative does not exist (its own derivative is none)."""
-    e = np.asarray(e)
+    e = asarray(e)
     if e.dtype.kind == "c" or is_complex(a):
-        return np.full(np.broadcast(np.asarray(a), e).shape, complex(np.nan, np.nan))
+        return np.full(np.broadcast(asarray(a), e).shape, complex(np.nan, np.nan))
     odd = np.mod(np.where(np.isfinite(e), e, 0), 2) == 1
     return np.where(odd & np.signbit(a), -np.inf, np.inf)
 
@@ -52,14 +53,14 @@ def times(dy, d):
     where either is exactly 0, also against an infinite or undefined other (``0 * inf``, ``0 * nan``).  In
     the common case (no NaN in the product: one sum finds it) it is the plain product."""
     g = dy * d
-    if lazy_array(g):   # (a Dask array: the same product, lazily)
+    if lazy_array(g) or type(g) in ARRAY_TYPES:   # (a Dask array, a batch: the same product, lazily, per example)
         return np.where((dy == 0) | (d == 0), 0, g)
     if type(g) is np.ndarray:
         s = g.sum()
         if s == s:
             return g
-        return np.where((np.asarray(dy) == 0) | (np.asarray(d) == 0), 0, g)
-    if g == g or not (dy == 0 or np.all(np.asarray(d) == 0)):
+        return np.where((asarray(dy) == 0) | (asarray(d) == 0), 0, g)
+    if g == g or not (dy == 0 or np.all(asarray(d) == 0)):
         return g
     return type(g)(0)
 
@@ -69,11 +70,12 @@ def log_base(a):
     ``a``; for a real one, 0 where ``a <= 0`` (there ``a ** b`` has a value at integers ``b`` only)."""
     if is_complex(a):
         return np.log(a)
-    return np.log(np.where((a if lazy_array(a) else np.asarray(a)) > 0, a, 1))
+    return np.log(np.where((a if lazy_array(a) else asarray(a)) > 0, a, 1))
 
 
 def is_numeric(a) -> bool:
-    return type(a) is np.ndarray or kind_of(a) in (INT, NUM) or isinstance(a, (np.generic, complex))
+    return type(a) is np.ndarray or type(a) in ARRAY_TYPES or kind_of(a) in (INT, NUM) \
+        or isinstance(a, (np.generic, complex))
 
 
 def lazy_arithmetic(a, b) -> bool:
@@ -107,7 +109,7 @@ def _is_active(b):
 def matmul_grad(dy, a, b, which):
     """The gradient of operand ``which`` (0 or 1) of ``a @ b``: a 1-D operand is promoted to a matrix as
     ``matmul`` does, and the gradient is summed over the batch axes its operand was broadcast along."""
-    a, b, dy = np.asarray(a), np.asarray(b), np.asarray(dy)
+    a, b, dy = asarray(a), asarray(b), asarray(dy)
     if a.ndim == 1 and b.ndim == 1:
         return dy * (b if which == 0 else a)
     a2 = a[None, :] if a.ndim == 1 else a

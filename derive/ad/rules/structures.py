@@ -17,9 +17,9 @@ from ..context import current
 from ..cotangent import Indexed, basic_index, dense
 from ..ir import CONST_KIND, INT, kind_of
 from ..registry import JVP_RULES, LINEAR, refusing
-from ..runtime import (BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw, METHOD_RULES,
-                       TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex, make_like,
-                       own, part_of, register, unbroadcast, untracked)
+from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw,
+                       METHOD_RULES, TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex,
+                       make_like, own, part_of, register, unbroadcast, untracked)
 from .layout import concatenator_getitem
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
@@ -78,6 +78,8 @@ def getitem(obj, idx):
     if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple) or _builtin_items(obj, "__getitem__"):
         like = _Like(obj)
         return obj[idx], lambda dy: (None, None) if dy is None else (index_grad(like, idx, dy), None)
+    if t in ARRAY_TYPES:   # (a batch of ad.vmap: its gradient a batch too, scattered by NumPy's add.at)
+        return obj[idx], lambda dy: (None, None) if dy is None else (_scattered(obj, idx, dy), None)
     if isinstance(obj, AxisConcatenator):
         return concatenator_getitem(obj, idx)
     if t is np.flatiter:   # x.flat[i]: an item of x.reshape(-1), whose gradient is the flat iterator's
@@ -90,10 +92,17 @@ def getitem(obj, idx):
     return y, ZERO if kind_of(y) in (INT, CONST_KIND) else _opaque(obj, "reading an item of")
 
 
+def _scattered(obj, idx, dy):
+    """The gradient of array ``obj`` (of a type of ``ARRAY_TYPES``) where its item ``idx`` has gradient ``dy``."""
+    g = np.zeros_like(obj, dtype=np.result_type(obj.dtype, 0.0))
+    np.add.at(g, idx, dy)
+    return g
+
+
 def _written_grad(g, idx, val):
     """The gradient of ``val`` in ``a[idx] = val`` from the gradient ``g`` of ``a`` after the write: the
     slots it wrote (the last write wins where a fancy index repeats), summed down to ``val``'s shape."""
-    dv = np.array(g[idx])
+    dv = np.copy(g[idx])
     if not basic_index(idx):
         last = np.full(g.shape, -1)
         last[idx] = np.arange(dv.size).reshape(dv.shape)
@@ -103,7 +112,7 @@ def _written_grad(g, idx, val):
 
 def setitem(obj, idx, val):
     t = type(obj)
-    if t is np.ndarray or _builtin_items(obj, "__setitem__"):
+    if t is np.ndarray or t in ARRAY_TYPES or _builtin_items(obj, "__setitem__"):
         register(obj)
         obj[idx] = val
         return None, Clear(obj, idx, val)
@@ -343,7 +352,7 @@ class Clear:
             return (None, None, None)
         if type(g) is dict:
             return (None, None, g.pop(idx, None))
-        if type(obj) is np.ndarray:   # a number written into an int or bool array is rounded: no gradient
+        if type(obj) is np.ndarray or type(obj) in ARRAY_TYPES:   # (into an int or bool array: rounded, no gradient)
             dv = _written_grad(g, idx, self.val) if obj.dtype.kind in "fc" else None
             g[idx] = 0
             return (None, None, dv)
