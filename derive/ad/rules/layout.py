@@ -49,7 +49,11 @@ class _Positions:
 
     def grads(self, dys, wheres) -> list:
         g = None
-        batch = next((v for v in (*dys, *wheres) if type(v) in ARRAY_TYPES), None)   # (ad.vmap's: g is a batch)
+        batch = None   # (a batch of ad.vmap among them: g is a batch; written in the subset that is differentiated)
+        for group in (dys, wheres):
+            for v in group:
+                if batch is None and type(v) in ARRAY_TYPES:
+                    batch = v
         for dy, w in zip(dys, wheres):
             if dy is not None:
                 if g is None:
