@@ -168,7 +168,7 @@ def _registered(obj):
 def follow_views(y, ty, args, ts):
     """The tangent of a call's result ``y``: when ``y`` is an argument array itself, that argument's tangent,
     and when it is a view of one, the same view of that argument's tangent (so writes through ``y`` reach
-    the argument's tangent, as they reach the argument); ``ty`` otherwise."""
+    the argument's tangent, as they reach the argument); otherwise ``ty`` made its own (``owned``)."""
     if type(y) is not np.ndarray or y.dtype.kind not in "fc":
         return ty
     for a, ta in zip(args, ts):
@@ -180,7 +180,34 @@ def follow_views(y, ty, args, ts):
             tv = view_within(a, y, ta)
             if tv is not None:
                 return tv
+    return owned(y, ty, args, ts)
+
+
+def owned(y, ty, args, ts):
+    """``ty`` as the tangent of array ``y``, a call's result: a copy of it where it shares memory with the
+    tangent of an array among ``args`` (or in a list, tuple or dict among them) that ``y`` does not share
+    memory with, so that an array's tangent is never another array's, or part of it, unless the arrays
+    share memory themselves (a write into one array's tangent is a write into its own: ``x + 0.0``'s
+    tangent is ``x``'s values, never ``x``'s tangent)."""
+    if type(ty) is not np.ndarray or type(y) is not np.ndarray:
+        return ty
+    root = memory_owner(ty)
+    for a, ta in zip(args, ts):
+        if _shared(root, memory_owner(y), a, ta):
+            return ty.copy()
     return ty
+
+
+def _shared(root, yroot, a, ta) -> bool:
+    """Whether tangent ``ta`` of ``a``, or the tangent of an item ``a`` holds, is in the memory owned by
+    ``root`` while its array is not in the memory owned by ``yroot``."""
+    if type(ta) is np.ndarray:
+        return memory_owner(ta) is root and not (type(a) is np.ndarray and memory_owner(a) is yroot)
+    if type(ta) in (list, tuple) and type(a) in (list, tuple):
+        return any(_shared(root, yroot, x, t) for x, t in zip(a, ta))
+    if type(ta) is dict and type(a) is dict:
+        return any(_shared(root, yroot, a.get(k), t) for k, t in ta.items())
+    return False
 
 
 def mutable(obj, t):

@@ -182,7 +182,7 @@ def _unary_op(op, x, t):
     if op in ("not", "~"):
         return (not x) if op == "not" else ~x, None
     if is_numeric(x):
-        return (-x, None if t is None else -t) if op == "-" else (+x, t)
+        return (-x, None if t is None else -t) if op == "-" else (+x, None if t is None else +t)   # (new arrays)
     return JVP(getattr(type(x), "__neg__" if op == "-" else "__pos__"), None, (x,), (t,))
 
 
@@ -856,7 +856,8 @@ JVP_RULES.update({
     np.linalg.pinv: _pinv, cofactor: _cofactor, sl.solve_triangular: _triangular, sl.cho_factor: _cho_factor,
     sl.cho_solve: _cho_solve, sl.lu_factor: _lu_factor, sl.lu_solve: _lu_solve,
     sl.solve_continuous_lyapunov: _lyapunov,
-    operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
+    operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]),
+    operator.pos: lambda args, ts: _unary_op("+", args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
     _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted, as_sequence: _as_sequence,
