@@ -49,6 +49,14 @@ def _fit(t, y):
     return t
 
 
+def _fresh(t, y):
+    """Tangent ``t`` of an operand as the tangent of ``y``, a new array of the operand's values (``x + 0.0``):
+    a copy (broadcast to ``y``'s shape), so that no other array has it as its tangent."""
+    if type(t) is np.ndarray and t.shape == np.shape(y):
+        return t.copy()
+    return _fit(t, y)
+
+
 # -- elementwise: from the partial derivatives of the reverse rules ------------------------------------------
 def unary_jvp(f, d):
     mul = product(f)
@@ -915,10 +923,11 @@ JVP_RULES.update({np.angle: _angle, complex: _complex,
 
 # the names generated forward code binds (``forward.generate``)
 HELPERS = {
-    "_fw_J": JVP, "_fw_Jkw": JVPkw, "_fw_Jm": JVPm, "_fw_zero": zero, "_fw_fit": _fit, "_fw_tan": tangent_of,
-    "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem, "_fw_getattr": getattr_,
-    "_fw_setattr": setattr_, "_fw_closure": closure_tangent, "_ad_field": _REVERSE_HELPERS["_ad_field"],
-    "_ad_deref": _REVERSE_HELPERS["_ad_deref"], "_ad_np": np, "_ad_math": _m,
+    "_fw_J": JVP, "_fw_Jkw": JVPkw, "_fw_Jm": JVPm, "_fw_zero": zero, "_fw_fit": _fit, "_fw_fresh": _fresh,
+    "_fw_tan": tangent_of, "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem,
+    "_fw_getattr": getattr_, "_fw_setattr": setattr_, "_fw_closure": closure_tangent,
+    "_ad_field": _REVERSE_HELPERS["_ad_field"], "_ad_deref": _REVERSE_HELPERS["_ad_deref"], "_ad_np": np,
+    "_ad_math": _m,
 }
 
 
