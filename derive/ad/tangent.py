@@ -184,16 +184,19 @@ def follow_views(y, ty, args, ts):
 
 
 def owned(y, ty, args, ts):
-    """``ty`` as the tangent of array ``y``, a call's result: a copy of it where it shares memory with the
-    tangent of an array among ``args`` (or in a list, tuple or dict among them) that ``y`` does not share
-    memory with, so that an array's tangent is never another array's, or part of it, unless the arrays
-    share memory themselves (a write into one array's tangent is a write into its own: ``x + 0.0``'s
-    tangent is ``x``'s values, never ``x``'s tangent)."""
+    """``ty`` as the tangent of array ``y``, a call's result that is not an argument nor a view of one: a copy
+    of it where it shares memory with the tangent of an array among ``args`` (or in a list, tuple or dict
+    among them) that ``y`` does not share memory with, or where it is read-only and ``y`` is not.  So an
+    array's tangent is never another array's, or part of it, unless the arrays share memory themselves, and
+    a write into an array writes into a tangent of its own (``x + 0.0``'s tangent has ``x``'s tangent's
+    values, and is never ``x``'s tangent; ``np.linalg.eigh(x)[0]``'s is not a read-only diagonal)."""
     if type(ty) is not np.ndarray or type(y) is not np.ndarray:
         return ty
-    root = memory_owner(ty)
+    if not ty.flags.writeable and y.flags.writeable:
+        return ty.copy()
+    root, yroot = memory_owner(ty), memory_owner(y)
     for a, ta in zip(args, ts):
-        if _shared(root, memory_owner(y), a, ta):
+        if _shared(root, yroot, a, ta):
             return ty.copy()
     return ty
 
