@@ -829,6 +829,14 @@ def _copy(x, t, args, ts):
     return x.copy(), None if t is None else (np.array(t) if type(t) is np.ndarray else type(t)(t))
 
 
+def _flatten(x, t, args, ts, order="C"):
+    """``x.flatten()``, a copy (``np.ravel``'s result may be a view)."""
+    order = (*args, order)[0]
+    if order not in ("C", "F"):   # ('A' and 'K' follow the memory layout, which the tangent's need not have)
+        raise UnsupportedError(f"tensorlang.ad differentiates ndarray.flatten with order 'C' or 'F', not {order!r}")
+    return x.flatten(order), None if t is None else np.asarray(t).flatten(order)
+
+
 def _dict_get(d, t, args, ts):
     k = args[0]
     if k in d:
@@ -872,7 +880,7 @@ JVP_RULES.update({
     _b.getattr: _getattr_call, _b.setattr: _setattr_call,
 })
 _ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "reshape": np.reshape,
-                  "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
+                  "transpose": np.transpose, "ravel": np.ravel, "squeeze": np.squeeze,
                   "dot": np.dot, "clip": np.clip, "conj": np.conj, "conjugate": np.conj, "cumsum": np.cumsum}
 
 
@@ -893,7 +901,8 @@ JVP_RULES.update({index_grad: _linear_in_last(index_grad), field_grad: _linear_i
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({
-    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ufunc, "at"): ufunc_at,
+    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ndarray, "flatten"): _flatten,
+    (np.ufunc, "at"): ufunc_at,
     (np.ndarray, "tolist"): lambda x, t, args, ts: (x.tolist(), None if t is None else np.asarray(t).tolist()),
     (np.ndarray, "item"): lambda x, t, args, ts: (x.item(*args), None if t is None else np.asarray(t).item(*args)),
     (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get,
