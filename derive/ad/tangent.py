@@ -168,47 +168,46 @@ def _registered(obj):
 def follow_views(y, ty, args, ts):
     """The tangent of a call's result ``y``: when ``y`` is an argument array itself, that argument's tangent,
     and when it is a view of one, the same view of that argument's tangent (so writes through ``y`` reach
-    the argument's tangent, as they reach the argument); otherwise ``ty`` made its own (``owned``)."""
+    the argument's tangent, as they reach the argument).  Otherwise ``ty``, or a copy of it where it shares
+    memory with the tangent of an array among ``args`` (or in a list, tuple or dict among them) that ``y``
+    does not share memory with, or where it is read-only and ``y`` is not.  So an array's tangent is never
+    another array's, or part of it, unless the arrays share memory themselves, and a write into an array
+    writes into a tangent of its own (``x + 0.0``'s tangent has the values of ``x``'s, and is never ``x``'s;
+    ``np.linalg.eigh(x)[0]``'s is not a read-only diagonal)."""
     if type(y) is not np.ndarray or y.dtype.kind not in "fc":
         return ty
+    root = (ty if ty.base is None else memory_owner(ty)) if type(ty) is np.ndarray else None
+    shared = False
     for a, ta in zip(args, ts):
-        if type(a) is not np.ndarray or type(ta) is not np.ndarray:
+        t = type(ta)
+        if t is not np.ndarray:
+            if root is not None and not shared and (t is list or t is tuple or t is dict):
+                shared = _shared(root, memory_owner(y), a, ta)
             continue
-        if y is a:
-            return ta
-        if y.base is not None and memory_owner(y) is memory_owner(a):
-            tv = view_within(a, y, ta)
-            if tv is not None:
-                return tv
-    return owned(y, ty, args, ts)
-
-
-def owned(y, ty, args, ts):
-    """``ty`` as the tangent of array ``y``, a call's result that is not an argument nor a view of one: a copy
-    of it where it shares memory with the tangent of an array among ``args`` (or in a list, tuple or dict
-    among them) that ``y`` does not share memory with, or where it is read-only and ``y`` is not.  So an
-    array's tangent is never another array's, or part of it, unless the arrays share memory themselves, and
-    a write into an array writes into a tangent of its own (``x + 0.0``'s tangent has ``x``'s tangent's
-    values, and is never ``x``'s tangent; ``np.linalg.eigh(x)[0]``'s is not a read-only diagonal)."""
-    if type(ty) is not np.ndarray or type(y) is not np.ndarray:
-        return ty
-    if not ty.flags.writeable and y.flags.writeable:
+        if type(a) is np.ndarray:
+            if y is a:
+                return ta
+            if y.base is not None and memory_owner(y) is memory_owner(a):
+                tv = view_within(a, y, ta)
+                if tv is not None:
+                    return tv
+                continue   # (y shares a's memory: its tangent may share a's tangent's)
+        if root is not None and (ta if ta.base is None else memory_owner(ta)) is root:
+            shared = True
+    if root is not None and (shared or not ty.flags.writeable and y.flags.writeable):
         return ty.copy()
-    root, yroot = memory_owner(ty), memory_owner(y)
-    for a, ta in zip(args, ts):
-        if _shared(root, yroot, a, ta):
-            return ty.copy()
     return ty
 
 
 def _shared(root, yroot, a, ta) -> bool:
     """Whether tangent ``ta`` of ``a``, or the tangent of an item ``a`` holds, is in the memory owned by
     ``root`` while its array is not in the memory owned by ``yroot``."""
-    if type(ta) is np.ndarray:
+    t = type(ta)
+    if t is np.ndarray:
         return memory_owner(ta) is root and not (type(a) is np.ndarray and memory_owner(a) is yroot)
-    if type(ta) in (list, tuple) and type(a) in (list, tuple):
+    if (t is list or t is tuple) and type(a) in (list, tuple):
         return any(_shared(root, yroot, x, t) for x, t in zip(a, ta))
-    if type(ta) is dict and type(a) is dict:
+    if t is dict and type(a) is dict:
         return any(_shared(root, yroot, a.get(k), t) for k, t in ta.items())
     return False
 
