@@ -76,8 +76,45 @@ def flatten_then_item(x):   # a copy, where x.ravel() is a view
     return np.sum(y * x) + np.sum(x * x)
 
 
+def write_into_x_after(x):   # x written, y = x + 1.0 read after: y's tangent is not x's
+    y = x + 1.0
+    x[0] = 5.0
+    return np.sum(y * x)
+
+
+def new_array_of_a_view(x):
+    y = x[1:]
+    z = y + 0.0
+    z[0] = 7.0
+    return np.sum(z * y) + np.sum(x * x)
+
+
+def two_new_arrays_written(x):
+    y = x * 1.0
+    z = y + 0.0
+    y[1] = x[0] ** 2
+    z[2] = 3.0
+    return np.sum(y * z) + np.sum(x)
+
+
+def new_arrays_in_a_loop(x):
+    y = x + 0.0
+    for i in range(3):
+        z = y + 1.0
+        z[i] = x[i] ** 2
+        y = z
+    return np.sum(y * x)
+
+
+def out_into_a_new_array(x):
+    y = x + 0.0
+    np.multiply(x, x, out=y)
+    return np.sum(y) + np.sum(x * x)
+
+
 WRITTEN_OUT = [plus_constant_then_item, times_one_then_item, positive_then_slice, reshape_then_item,
-               reshape_then_plus_equal, pair_then_item, flatten_then_item]
+               reshape_then_plus_equal, pair_then_item, flatten_then_item, write_into_x_after, new_array_of_a_view,
+               two_new_arrays_written, new_arrays_in_a_loop, out_into_a_new_array]
 
 
 # -- every way of making y from x, with every kind of write ------------------------------------------------------
