@@ -12,7 +12,8 @@ passed without one) gets a zero tangent registered under its identity for the re
 differentiation, where later reads of the same object find it.  A view of an array has as tangent the
 same view of the array's tangent (``follow_views`` for what a call returns, ``mutable`` and
 ``tangent_of`` through the array that owns the memory), as reverse mode's ``runtime._grad_view`` does for
-gradients, so a write through a view reaches its base's tangent.
+gradients, so a write through a view reaches its base's tangent; any other array has a tangent of its own
+(``follow_views``), so a write into it reaches no other array's.
 """
 from __future__ import annotations
 
@@ -206,9 +207,9 @@ def _shared(root, yroot, a, ta) -> bool:
     if t is np.ndarray:
         return memory_owner(ta) is root and not (type(a) is np.ndarray and memory_owner(a) is yroot)
     if (t is list or t is tuple) and type(a) in (list, tuple):
-        return any(_shared(root, yroot, x, t) for x, t in zip(a, ta))
+        return any(_shared(root, yroot, item, titem) for item, titem in zip(a, ta))
     if t is dict and type(a) is dict:
-        return any(_shared(root, yroot, a.get(k), t) for k, t in ta.items())
+        return any(_shared(root, yroot, a.get(k), titem) for k, titem in ta.items())
     return False
 
 
