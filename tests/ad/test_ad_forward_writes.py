@@ -401,3 +401,18 @@ def test_the_tangents_the_caller_passes_in_a_list_are_not_written():
     assert (y, ty) == (23.0, 13.0)   # 5 * 3 + a[1] * 4, and its tangent 1 * 4 + 5 * 1 + 2 * 2
     np.testing.assert_array_equal(t[0], [1.0, 1.0])
     np.testing.assert_array_equal(t[1], [1.0, 2.0])
+
+
+def _reshape_of_a_strided_argument(x):
+    y = np.reshape(x, -1)   # x strided: a copy of x, a view of the array np.reshape makes
+    y[0] = 5.0
+    return np.sum(y * np.ravel(x)) + np.sum(x * x)
+
+
+def test_a_write_into_a_view_of_a_copy_np_reshape_made_is_refused():
+    """Its tangent is its own (a copy), not a view of a tangent registered for the array it is a view of: the
+    write is refused, never written into the argument's tangent."""
+    x = np.arange(1.0, 7.0).reshape(2, 3).T
+    t = np.linspace(-1.0, 1.0, 6).reshape(3, 2)
+    with pytest.raises(UnsupportedError, match="cannot be found as the same view"):
+        ad.jvp(_reshape_of_a_strided_argument, (x,), (t,))
