@@ -172,7 +172,11 @@ class ForwardGen(Gen):
             return " + ".join(terms)
         temps = rules.ARRAY_BINOPS[ins.attr] if ins.kind == ARR else rules.scalar_templates("binop", ins.attr)
         expr = self.template_sum(temps, ins)
-        return f"_fw_fit({expr}, {y})" if ins.kind == ARR else expr
+        if ins.kind != ARR:
+            return expr
+        # the template {dy} alone (x + c, x - c) is an argument's tangent itself: copied, to be y's own
+        alone = [t for t, x in zip(temps, ins.args) if self.tan(x) != "None" and x.kind != INT] == ["{dy}"]
+        return f"{'_fw_fresh' if alone else '_fw_fit'}({expr}, {y})"
 
     # -- blocks -------------------------------------------------------------------------------------------
     def block(self, b) -> list[str]:

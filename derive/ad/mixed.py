@@ -37,8 +37,9 @@ def jvp(f, primals, tangents):
         raise TensorLangError(f"ad.jvp: {len(primals)} primals but {len(tangents)} tangents")
     for i, (x, t) in enumerate(zip(primals, tangents)):
         _check_tangent(x, t, f"tangents[{i}]")
-    # an argument written in place has its tangent written too: the caller's tangent arrays are not
-    tangents = tuple(t.copy() if type(t) is np.ndarray else t for t in tangents)
+    # an argument written in place has its tangent written too: the caller's tangent arrays are not (nor those
+    # in the caller's lists, tuples and dicts)
+    tangents = fresh(tangents)
     y, ty = within(current().but(tangents={}), JVP, f, None, primals, tangents)
     return y, _dense_out(ty, y)
 

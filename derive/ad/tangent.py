@@ -12,7 +12,8 @@ passed without one) gets a zero tangent registered under its identity for the re
 differentiation, where later reads of the same object find it.  A view of an array has as tangent the
 same view of the array's tangent (``follow_views`` for what a call returns, ``mutable`` and
 ``tangent_of`` through the array that owns the memory), as reverse mode's ``runtime._grad_view`` does for
-gradients, so a write through a view reaches its base's tangent.
+gradients, so a write through a view reaches its base's tangent; any other array has a tangent of its own
+(``follow_views``), so a write into it reaches no other array's.
 """
 from __future__ import annotations
 
@@ -172,19 +173,48 @@ def _registered(obj):
 def follow_views(y, ty, args, ts):
     """The tangent of a call's result ``y``: when ``y`` is an argument array itself, that argument's tangent,
     and when it is a view of one, the same view of that argument's tangent (so writes through ``y`` reach
-    the argument's tangent, as they reach the argument); ``ty`` otherwise."""
+    the argument's tangent, as they reach the argument).  Otherwise ``ty``, or a copy of it where it shares
+    memory with the tangent of an array among ``args`` (or in a list, tuple or dict among them) that ``y``
+    does not share memory with, or where it is read-only and ``y`` is not.  So an array's tangent is never
+    another array's, or part of it, unless the arrays share memory themselves, and a write into an array
+    writes into a tangent of its own (``x + 0.0``'s tangent has the values of ``x``'s, and is never ``x``'s;
+    ``np.linalg.eigh(x)[0]``'s is not a read-only diagonal)."""
     if type(y) is not np.ndarray or y.dtype.kind not in "fc":
         return ty
+    root = (ty if ty.base is None else memory_owner(ty)) if type(ty) is np.ndarray else None
+    shared = False
     for a, ta in zip(args, ts):
-        if type(a) is not np.ndarray or type(ta) is not np.ndarray:
+        t = type(ta)
+        if t is not np.ndarray:
+            if root is not None and not shared and (t is list or t is tuple or t is dict):
+                shared = _shared(root, memory_owner(y), a, ta)
             continue
-        if y is a:
-            return ta
-        if y.base is not None and memory_owner(y) is memory_owner(a):
-            tv = view_within(a, y, ta)
-            if tv is not None:
-                return tv
+        if type(a) is np.ndarray:
+            if y is a:
+                return ta
+            if y.base is not None and memory_owner(y) is memory_owner(a):
+                tv = view_within(a, y, ta)
+                if tv is not None:
+                    return tv
+                continue   # (y shares a's memory: its tangent may share a's tangent's)
+        if root is not None and (ta if ta.base is None else memory_owner(ta)) is root:
+            shared = True
+    if root is not None and (shared or not ty.flags.writeable and y.flags.writeable):
+        return ty.copy()
     return ty
+
+
+def _shared(root, yroot, a, ta) -> bool:
+    """Whether tangent ``ta`` of ``a``, or the tangent of an item ``a`` holds, is in the memory owned by
+    ``root`` while its array is not in the memory owned by ``yroot``."""
+    t = type(ta)
+    if t is np.ndarray:
+        return memory_owner(ta) is root and not (type(a) is np.ndarray and memory_owner(a) is yroot)
+    if (t is list or t is tuple) and type(a) in (list, tuple):
+        return any(_shared(root, yroot, item, titem) for item, titem in zip(a, ta))
+    if t is dict and type(a) is dict:
+        return any(_shared(root, yroot, a.get(k), titem) for k, titem in ta.items())
+    return False
 
 
 def mutable(obj, t):

@@ -49,6 +49,14 @@ def _fit(t, y):
     return t
 
 
+def _fresh(t, y):
+    """Tangent ``t`` of an operand as the tangent of ``y``, a new array of the operand's values (``x + 0.0``):
+    a copy (broadcast to ``y``'s shape), so that no other array has it as its tangent."""
+    if type(t) is np.ndarray and t.shape == np.shape(y):
+        return t.copy()
+    return _fit(t, y)
+
+
 # -- elementwise: from the partial derivatives of the reverse rules ------------------------------------------
 def unary_jvp(f, d):
     mul = product(f)
@@ -182,7 +190,7 @@ def _unary_op(op, x, t):
     if op in ("not", "~"):
         return (not x) if op == "not" else ~x, None
     if is_numeric(x):
-        return (-x, None if t is None else -t) if op == "-" else (+x, t)
+        return (-x, None if t is None else -t) if op == "-" else (+x, None if t is None else +t)   # (new arrays)
     return JVP(getattr(type(x), "__neg__" if op == "-" else "__pos__"), None, (x,), (t,))
 
 
@@ -828,6 +836,14 @@ def _copy(x, t, args, ts):
     return x.copy(), None if t is None else (np.array(t) if type(t) is np.ndarray else type(t)(t))
 
 
+def _flatten(x, t, args, ts, order="C"):
+    """``x.flatten()``, a copy (``np.ravel``'s result may be a view)."""
+    order = (*args, order)[0]
+    if order not in ("C", "F"):   # ('A' and 'K' follow the memory layout, which the tangent's need not have)
+        raise UnsupportedError(f"tensorlang.ad differentiates ndarray.flatten with order 'C' or 'F', not {order!r}")
+    return x.flatten(order), None if t is None else np.asarray(t).flatten(order)
+
+
 def _dict_get(d, t, args, ts):
     k = args[0]
     if k in d:
@@ -863,14 +879,15 @@ JVP_RULES.update({
     np.linalg.pinv: _pinv, cofactor: _cofactor, sl.solve_triangular: _triangular, sl.cho_factor: _cho_factor,
     sl.cho_solve: _cho_solve, sl.lu_factor: _lu_factor, sl.lu_solve: _lu_solve,
     sl.solve_continuous_lyapunov: _lyapunov,
-    operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]), operator.pos: lambda args, ts: (+args[0], ts[0]),
+    operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]),
+    operator.pos: lambda args, ts: _unary_op("+", args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
     _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted, as_sequence: _as_sequence,
     _b.getattr: _getattr_call, _b.setattr: _setattr_call,
 })
 _ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "reshape": np.reshape,
-                  "transpose": np.transpose, "ravel": np.ravel, "flatten": np.ravel, "squeeze": np.squeeze,
+                  "transpose": np.transpose, "ravel": np.ravel, "squeeze": np.squeeze,
                   "dot": np.dot, "clip": np.clip, "conj": np.conj, "conjugate": np.conj, "cumsum": np.cumsum}
 
 
@@ -891,7 +908,8 @@ JVP_RULES.update({index_grad: _linear_in_last(index_grad), field_grad: _linear_i
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({
-    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ufunc, "at"): ufunc_at,
+    (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ndarray, "flatten"): _flatten,
+    (np.ufunc, "at"): ufunc_at,
     (np.ndarray, "tolist"): lambda x, t, args, ts: (x.tolist(), None if t is None else np.asarray(t).tolist()),
     (np.ndarray, "item"): lambda x, t, args, ts: (x.item(*args), None if t is None else np.asarray(t).item(*args)),
     (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get,
@@ -921,10 +939,11 @@ JVP_RULES.update({np.angle: _angle, complex: _complex,
 
 # the names generated forward code binds (``forward.generate``)
 HELPERS = {
-    "_fw_J": JVP, "_fw_Jkw": JVPkw, "_fw_Jm": JVPm, "_fw_zero": zero, "_fw_fit": _fit, "_fw_tan": tangent_of,
-    "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem, "_fw_getattr": getattr_,
-    "_fw_setattr": setattr_, "_fw_closure": closure_tangent, "_ad_field": _REVERSE_HELPERS["_ad_field"],
-    "_ad_deref": _REVERSE_HELPERS["_ad_deref"], "_ad_np": np, "_ad_math": _m,
+    "_fw_J": JVP, "_fw_Jkw": JVPkw, "_fw_Jm": JVPm, "_fw_zero": zero, "_fw_fit": _fit, "_fw_fresh": _fresh,
+    "_fw_tan": tangent_of, "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem,
+    "_fw_getattr": getattr_, "_fw_setattr": setattr_, "_fw_closure": closure_tangent,
+    "_ad_field": _REVERSE_HELPERS["_ad_field"], "_ad_deref": _REVERSE_HELPERS["_ad_deref"], "_ad_np": np,
+    "_ad_math": _m,
 }
 
 

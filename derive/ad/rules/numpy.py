@@ -510,6 +510,12 @@ def _ravel(a, order="C"):
     return np.ravel(a, order), lambda dy: (np.reshape(dy, s, order=order), None)
 
 
+def _flatten(a, order="C"):
+    s = np.shape(a)
+    order = _order(order, "ndarray.flatten")
+    return a.flatten(order), lambda dy: (np.reshape(dy, s, order=order), None)   # (a copy, never a view)
+
+
 def _squeeze(a, axis=None):
     s = np.shape(a)
     return np.squeeze(a, axis), lambda dy: (np.reshape(dy, s), None)
@@ -745,7 +751,7 @@ METHOD_RULES.update({(np.ndarray, "tolist"): _tolist, (np.ndarray, "item"): _ite
 METHOD_RULES.update({
     (np.ndarray, "sum"): _sum, (np.ndarray, "mean"): _mean, (np.ndarray, "max"): _extremum(np.max),
     (np.ndarray, "min"): _extremum(np.min), (np.ndarray, "dot"): _dot, (np.ndarray, "reshape"): _reshape,
-    (np.ndarray, "transpose"): _transpose, (np.ndarray, "ravel"): _ravel, (np.ndarray, "flatten"): _ravel,
+    (np.ndarray, "transpose"): _transpose, (np.ndarray, "ravel"): _ravel, (np.ndarray, "flatten"): _flatten,
     (np.ndarray, "squeeze"): _squeeze, (np.ndarray, "clip"): _clip, (np.ndarray, "astype"): _astype,
     (np.ndarray, "copy"): lambda x: (x.copy(), lambda dy: (dy,)),
     (np.ndarray, "var"): _var, (np.ndarray, "std"): _std, (np.ndarray, "prod"): _prod,
