@@ -179,6 +179,13 @@ class Written:
                 for u in v.incoming.values():
                     self._union(v, u)
                     self._union(v, u, self.shares)
+        # a caller may pass one array as two parameters, or a view of one as another (``w(x[:], x)``): where a
+        # parameter may be written, the parameters are taken to share memory
+        params = [v for v in fn.values() if isinstance(v, Instr) and v.op == "param"]
+        if {self.find(p) for p in params} & {self.find(u) for _, u in writes}:
+            for p in params[1:]:
+                self._union(p, params[0])
+                self._union(p, params[0], self.shares)
         self.shared_writes = [(v, self.find(u, self.shares)) for v, u in writes]   # (root in ``shares``)
         writes = [(v, self.find(u)) for v, u in writes]
         self.roots = {r for _, r in writes}

@@ -517,3 +517,22 @@ def _returned_in_a_tuple_then_written(x):
 def test_an_array_a_box_free_helper_returned_written_by_the_caller(check, f):
     # (the helper's pullback put the gradient it was given back into the store and read its local: lost)
     check(f, X4)
+
+
+def _square_into(y, x):
+    y += x * x
+
+
+@pytest.mark.parametrize("view", [lambda x: x, lambda x: x[:], lambda x: x[::-1], lambda x: x.reshape(3)])
+def test_a_function_that_writes_one_parameter_with_another_that_aliases_it(view):
+    """``w(y, x)`` writing ``y += x * x``, called with ``y`` being ``x`` or a view of it: the product's pullback
+    reads the values ``x`` had before the write (it read them after, and the gradient was wrong with no
+    error).  Checked against central differences."""
+    def f(x):
+        y = view(x)
+        _square_into(y, x)
+        return np.sum(y * x) + np.sum(x * x)
+
+    x = np.array([1.0, 2.0, 3.0])
+    want = [(f(x + e) - f(x - e)) / 2e-6 for e in np.eye(3) * 1e-6]
+    np.testing.assert_allclose(ad.grad(f)(x.copy()), want, rtol=1e-6)

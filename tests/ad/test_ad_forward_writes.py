@@ -286,15 +286,6 @@ WRITES = [_item, _item_of_value, _slice, _index_array, _plus_equal, _times_equal
 CASES = [pytest.param(make, write, id=f"{make.__name__[1:]}-{write.__name__[1:]}") for make in MAKERS
          for write in WRITES]
 
-# reverse mode (so forward over reverse) is wrong when a function called with y and x, y being x or a view of
-# it, writes y with values read from x (``y += x * x`` in ``write``): the product's pullback reads x's values
-# after the write, not before (ad.grad is wrong there, not only ad.hessian)
-_ALIASED_PARAMETERS = {(make, write) for make in (_asarray_float, _reshape, _full_slice, _reversed_slice)
-                       for write in (_plus_equal, _copyto)}
-SECOND_ORDER_CASES = [pytest.param(*case.values, id=case.id, marks=[pytest.mark.xfail(
-    strict=True, reason="reverse mode: a callee's parameters that alias, one written")])
-    if tuple(case.values) in _ALIASED_PARAMETERS else case for case in CASES]
-
 # the refusals that name their cause
 REFUSALS = ("numpy.copyto is not differentiated in forward mode", "writes into an array a call returned")
 
@@ -340,7 +331,7 @@ def test_jvp_and_forward_jacobian(make, write):
     np.testing.assert_allclose(jac, _gradient_by_differences(f, X), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("make, write", SECOND_ORDER_CASES)
+@pytest.mark.parametrize("make, write", CASES)
 def test_hessian_and_hvp(make, write):
     f = make(write)
     u = U.copy()
