@@ -116,12 +116,9 @@ def test_positional_arguments_are_refused(conv):
         k(np.zeros(3))
 
 
-def test_second_derivatives_by_forward_over_reverse_go_through_a_kernel():
-    """ad.hessian (dense and sparse), ad.hvp and ad.jacobian(ad.grad(f)) of a function around a compiled
-    kernel: the tangent of the kernel's pullback is the compiled derivative of its adjoint.  The oracle is the
-    same function written in NumPy, its Hessian by nested central differences (no tensorlang code)."""
-    from oracles import differenced_jacobian
-
+@pytest.fixture(scope="module")
+def around_a_kernel():
+    """A function around a compiled kernel, and the same function in NumPy alone (the oracle)."""
     kernel = tl.compile(tl.parse("x : [n]R\na : [n]R\ngen(i:n) [0 < i] * x[i] * x[i - 1] * a[i] + sin(x[i])"))
 
     def f(x, a):
@@ -131,6 +128,16 @@ def test_second_derivatives_by_forward_over_reverse_go_through_a_kernel():
     def f_numpy(x, a):
         y = np.sin(x) + np.concatenate([[0.0], x[1:] * x[:-1] * a[1:]])
         return np.sum(y * y) + np.sum(np.exp(x[:-1]) * y[1:])
+    return f, f_numpy
+
+
+def test_second_derivatives_by_forward_over_reverse_go_through_a_kernel(around_a_kernel):
+    """ad.hessian (dense and sparse), ad.hvp and ad.jacobian(ad.grad(f)) of a function around a compiled
+    kernel: the tangent of the kernel's pullback is the compiled derivative of its adjoint.  The oracle is the
+    same function written in NumPy, its Hessian by nested central differences (no tensorlang code)."""
+    from oracles import differenced_jacobian
+
+    f, f_numpy = around_a_kernel
 
     rng = np.random.default_rng(0)
     x, a = rng.normal(size=6), rng.normal(size=6)
@@ -146,22 +153,14 @@ def test_second_derivatives_by_forward_over_reverse_go_through_a_kernel():
     np.testing.assert_allclose(ad.hvp(f, (x, a), (t, np.zeros(6)))[0], in_x @ t, atol=1e-5)
 
 
-def test_reverse_over_reverse_goes_through_a_kernel():
+def test_reverse_over_reverse_goes_through_a_kernel(around_a_kernel):
     """``ad.grad`` of a function of ``ad.grad`` (reverse over reverse) around a compiled kernel: the kernel's
     pullback is its adjoint kernel, differentiated again by the adjoint of the adjoint program.  The oracle
     is the same function in NumPy, differentiated by nested central differences (no tensorlang code); the
     Hessian by forward over reverse (another path through the kernel) agrees too."""
     from oracles import differenced_jacobian
 
-    kernel = tl.compile(tl.parse("x : [n]R\na : [n]R\ngen(i:n) [0 < i] * x[i] * x[i - 1] * a[i] + sin(x[i])"))
-
-    def f(x, a):
-        y = kernel(x=x, a=a)
-        return np.sum(y * y) + np.sum(np.exp(x[:-1]) * y[1:])
-
-    def f_numpy(x, a):
-        y = np.sin(x) + np.concatenate([[0.0], x[1:] * x[:-1] * a[1:]])
-        return np.sum(y * y) + np.sum(np.exp(x[:-1]) * y[1:])
+    f, f_numpy = around_a_kernel
 
     def grad_numpy(x, a, i):
         return differenced_jacobian(lambda v: f_numpy(*((v, a) if i == 0 else (x, v))), (x, a)[i], 1e-5)[0]
