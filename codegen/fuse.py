@@ -30,7 +30,7 @@ hoisted.  Everything that remains is one loop nest per binding.
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    R, Access, Add, Call, Expr, Guard, Mul, Proj, Sum, TensorType, Var, conj, strip_accesses, walk,
+    Access, Add, Call, Expr, Guard, Mul, Proj, Sum, Var, conj, strip_accesses, tensor, walk,
 )
 from tensorlang.predicates import injective
 from tensorlang.substitute import rebuild, substitute_index
@@ -115,10 +115,7 @@ def _narrowed(lets: list, leaves: list) -> None:
         keep = [i for i, v in enumerate(gv) if v in read]
         if len(keep) == len(gv):
             continue
-        narrow_type = R
-        for i in reversed(keep):
-            narrow_type = TensorType(gs[i], narrow_type)
-        narrow = Var(var.name, narrow_type)
+        narrow = Var(var.name, tensor(gs[i] for i in keep))
         lets[k] = [narrow, tuple(gv[i] for i in keep), tuple(gs[i] for i in keep), body]
         for consumer in lets[k + 1:] + leaves:
             if var not in free_vars(consumer[3]):

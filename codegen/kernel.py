@@ -262,7 +262,7 @@ class Kernel:
     def _gradients(adj: "Kernel", out, inputs: dict) -> tuple:
         """The adjoint kernel's output (right-nested pairs over ``adj.wrt``) as one gradient per input in
         call order (``None`` for relations and sizes), each as its input is where one is a Dask collection."""
-        grads = dict(zip(adj.wrt, _right_nested_items(out, len(adj.wrt))))
+        grads = dict(zip(adj.wrt, right_nested_items(out, len(adj.wrt))))
         found = tuple(grads.get(n) for n in inputs)
         if all(type(g) is np.ndarray for g in found):
             return found
@@ -298,8 +298,10 @@ class Kernel:
         return markdown_table(*self._table())
 
 
-def _right_nested_items(pairs, n: int) -> list:
-    """The ``n`` items of right-nested pairs ``(a, (b, (c, d)))`` (one item: ``pairs`` itself)."""
+def right_nested_items(pairs, n: int) -> list:
+    """The ``n`` items of right-nested pairs ``(a, (b, (c, d)))`` (one item: ``pairs`` itself; none: [])."""
+    if n == 0:
+        return []
     items = []
     for _ in range(n - 1):
         first, pairs = pairs

@@ -23,6 +23,7 @@ import threading
 
 import numpy as np
 
+from tensorlang.codegen.kernel import right_nested_items
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
     FALSE, TRUE, Affine, And, Cmp, Expr, Or, Pair, Pred, RelAtom, SizeVar, walk, box, conj, let_chain,
@@ -45,8 +46,7 @@ class SparseJacobian:
 
     def __init__(self, dense: Expr, values: Expr, parts: list[Piece], rank: int, loops: tuple):
         self.dense, self.values, self.parts, self.rank, self.loops = dense, values, parts, rank, loops
-        self._patterns: dict = {}
-        self._templates: dict = {}   # sizes -> a csr_array of the pattern, which each result copies (shallow)
+        self._patterns: dict = {}   # sizes -> (pattern, a csr_array of it that each result copies, shallow)
         self._lock = threading.Lock()
 
     def __str__(self) -> str:
@@ -66,6 +66,10 @@ class SparseJacobian:
         ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy makes them), read-only:
         every result at these sizes holds them, so a change of one result's structure in place
         (``eliminate_zeros``) would change the others'."""
+        return self._prepared(sizes)[0]
+
+    def _prepared(self, sizes: dict):
+        """``(pattern(sizes), a csr_array of that pattern checked by SciPy)``, made once per size."""
         key = tuple(sorted(sizes.items()))
         with self._lock:
             found = self._patterns.get(key)
@@ -103,10 +107,9 @@ class SparseJacobian:
         indices = cols[order].astype(index)
         for shared in (indices, indptr):   # every result holds them: a change in place is refused, not shared
             shared.flags.writeable = False
-        found = (select, indices, indptr, (n_rows, n_cols))
         template = sp.csr_array((np.zeros(len(indices)), indices, indptr), shape=(n_rows, n_cols), copy=False)
+        found = ((select, indices, indptr, (n_rows, n_cols)), template)
         with self._lock:
-            self._templates[key] = template
             self._patterns[key] = found
         return found
 
@@ -115,21 +118,12 @@ class SparseJacobian:
         of the pieces laid end to end, gathered into the pattern, O(nonzeros); the array is a shallow copy of
         one that SciPy checked when the pattern was made (SciPy's constructor checks the indices again on each
         call, O(nonzeros) and 40-60 µs at any size), holding this call's values."""
-        key = tuple(sorted(sizes.items()))
-        select = self.pattern(sizes)[0]   # (made at new sizes, with its checked array)
-        parts = [np.asarray(v).ravel() for v in _parts(values, len(self.parts))]
+        (select, *_), template = self._prepared(sizes)
+        parts = [np.asarray(v).ravel() for v in right_nested_items(values, len(self.parts))]
         flat = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        out = copy.copy(self._templates[key])
+        out = copy.copy(template)
         out.data = flat[select]
         return out
-
-
-def _parts(values, count: int) -> list:
-    out = []
-    for _ in range(count - 1):
-        first, values = values
-        out.append(first)
-    return out + [values] if count else []
 
 
 def _extent(size: Affine, sizes: dict) -> int:

@@ -27,7 +27,7 @@ from ...codegen.dask_graph import lazy_array
 from ...errors import UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
-from .ir import ANY, ARRAY_TYPES, NUM, kind_of
+from .ir import ANY, ARRAY_TYPES, NUM, is_array, kind_of
 from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
 
 
@@ -85,7 +85,7 @@ def unbroadcast(g, x):
     """Sum gradient ``g`` down to the shape of ``x`` (undoing NumPy broadcasting)."""
     if g is None:
         return None
-    if type(x) is np.ndarray or type(x) in ARRAY_TYPES:
+    if is_array(x):
         shape = x.shape
         if getattr(g, "shape", ()) == shape:
             return g
@@ -112,8 +112,7 @@ def like(x, g):
     gradient of its own dtype, however wide the arithmetic that made it (a complex gradient of a real
     array is kept as it is)."""
     g = dense(g)
-    if (type(g) is np.ndarray or type(g) in ARRAY_TYPES) and (type(x) is np.ndarray or type(x) in ARRAY_TYPES) \
-            and g.dtype != x.dtype and x.dtype.kind in "fc" \
+    if is_array(g) and is_array(x) and g.dtype != x.dtype and x.dtype.kind in "fc" \
             and (g.dtype.kind == "f" or x.dtype.kind == "c"):
         return g.astype(x.dtype)
     return g
@@ -926,7 +925,7 @@ def differentiable(x) -> bool:
         return True
     if k != ANY:
         return False
-    if type(x) is np.ndarray or type(x) in ARRAY_TYPES:
+    if is_array(x):
         return x.dtype.kind in "fc"
     if isinstance(x, _RANDOM):   # a random generator's state holds no differentiable value
         return False

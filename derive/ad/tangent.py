@@ -27,7 +27,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .context import Provided, current
-from .ir import ARRAY_TYPES, INT, NUM, kind_of
+from .ir import ARRAY_TYPES, INT, NUM, is_array, kind_of
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
                       differentiable, in_table, make_like, memory_owner, outside_refused, qualified_name,
@@ -81,7 +81,7 @@ def zero(x):
     if kind_of(x) in (INT, NUM) and type(x) is not bool or isinstance(x, (complex, np.complexfloating)):
         z = 0 * x
         return z if z == z else type(x)(0)   # (an exact 0 for an infinite number too, not 0 * inf)
-    if type(x) is np.ndarray or type(x) in ARRAY_TYPES:   # (a batch's: the same zeros for every example)
+    if is_array(x):   # (a batch's: the same zeros for every example)
         return np.zeros(x.shape, dtype=np.result_type(x.dtype, float))
     return None
 

@@ -25,6 +25,7 @@ import scipy.linalg as sl
 from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
+from ..ir import is_array
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad
 from ..runtime import acc as tadd
@@ -642,7 +643,7 @@ def write_item(obj, tobj, idx, val, tval):
     """The tangent of ``obj[idx] = val`` written into ``obj``'s tangent (before the write itself); returns
     that tangent."""
     tl = mutable(obj, tobj)
-    if type(obj) is np.ndarray or type(obj) in ARRAY_TYPES:
+    if is_array(obj):
         tl[idx] = 0 if tval is None else tval
     elif type(obj) is list and type(idx) is slice and tval is None:
         tl[idx] = [None] * len(val)

@@ -15,7 +15,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..context import current
 from ..cotangent import Indexed, basic_index, dense
-from ..ir import CONST_KIND, INT, kind_of
+from ..ir import CONST_KIND, INT, is_array, kind_of
 from ..registry import JVP_RULES, LINEAR, refusing
 from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw,
                        METHOD_RULES, TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex,
@@ -352,7 +352,7 @@ class Clear:
             return (None, None, None)
         if type(g) is dict:
             return (None, None, g.pop(idx, None))
-        if type(obj) is np.ndarray or type(obj) in ARRAY_TYPES:   # (into an int or bool array: rounded, no gradient)
+        if is_array(obj):   # (into an int or bool array: rounded, no gradient)
             dv = _written_grad(g, idx, self.val) if obj.dtype.kind in "fc" else None
             g[idx] = 0
             return (None, None, dv)
