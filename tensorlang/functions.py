@@ -3,7 +3,9 @@
 
 Each function is data: a SymPy expression in its arguments, from which its NumPy implementation, its
 partial derivatives (for the derivative rules 6.6 and 6.27) and its C code are all derived, so a
-user-registered function differentiates and prints like a built-in one.
+user-registered function differentiates and prints like a built-in one.  A built-in's partial derivatives
+are the table of scalar derivatives' (``tensorlang.scalar_derivatives``, which ``tensorlang.ad`` reads
+too) where it has a smooth entry; they are SymPy's derivatives of the body (a test checks it).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import sympy
 
 from .errors import TypeCheckError
 from .nodes import OPERATIONS, Add, Call, Const, Expr, Mul
+from .scalar_derivatives import SCALAR_DERIVATIVES, ScalarDerivative
 from .spelling import did_you_mean
 
 
@@ -34,25 +37,31 @@ class FunctionSpec:
     expr: sympy.Expr
     numpy: Callable = field(compare=False)
     positive: tuple[int, ...] = ()
+    derivative: ScalarDerivative | None = field(default=None, compare=False)
 
     @property
     def arity(self) -> int:
         return len(self.params)
 
     def partial(self, k: int) -> sympy.Expr:
-        """The partial derivative with respect to argument k, as a SymPy expression in ``params``."""
-        return sympy.diff(self.expr, self.params[k])
+        """The partial derivative with respect to argument k, as a SymPy expression in ``params``: the table
+        of scalar derivatives' for a built-in that has a smooth entry there, else SymPy's of the body."""
+        if self.derivative is None or not self.derivative.smooth:
+            return sympy.diff(self.expr, self.params[k])
+        names = {f"_u{i}": p for i, p in enumerate(self.params)}
+        template = self.derivative.partials()[k].format(*names, y="_y", m="_m")
+        return sympy.sympify(eval(template, {"_m": sympy, "_y": self.expr, **names}))  # noqa: S307 - the table's
 
 
 _REGISTRY: dict[str, FunctionSpec] = {}
 
 
-def _register(name, arity, body, numpy_fn=None, positive=()) -> FunctionSpec:
+def _register(name, arity, body, numpy_fn=None, positive=(), derivative=None) -> FunctionSpec:
     params = tuple(sympy.Symbol(f"u{k}", real=True) for k in range(arity))
     expr = sympy.sympify(body(*params)) if not isinstance(body, sympy.Lambda) else body(*params)
     if numpy_fn is None:
         numpy_fn = sympy.lambdify(params, expr, modules="numpy")
-    spec = FunctionSpec(name, params, expr, numpy_fn, tuple(positive))
+    spec = FunctionSpec(name, params, expr, numpy_fn, tuple(positive), derivative)
     _REGISTRY[name] = spec
     return spec
 
@@ -124,20 +133,25 @@ def _sigmoid(u):
     return 0.5 * (1.0 + np.tanh(0.5 * u))
 
 
-_register("exp", 1, sympy.exp, np.exp)
-_register("log", 1, sympy.log, np.log, positive=(0,))
-_register("sin", 1, sympy.sin, np.sin)
-_register("cos", 1, sympy.cos, np.cos)
-_register("tan", 1, sympy.tan, np.tan)
-_register("tanh", 1, sympy.tanh, np.tanh)
-_register("sqrt", 1, sympy.sqrt, np.sqrt, positive=(0,))
-_register("sigmoid", 1, lambda u: 1 / (1 + sympy.exp(-u)), _sigmoid)
-_register("relu", 1, lambda u: sympy.Max(u, 0), _relu)
-_register("abs", 1, sympy.Abs, np.abs)
-_register("recip", 1, lambda u: 1 / u, np.reciprocal, positive=(0,))
-_register("pow", 2, lambda u, v: u**v, np.power, positive=(0,))
-_register("max", 2, sympy.Max, np.maximum)
-_register("min", 2, sympy.Min, np.minimum)
+def _builtin(name, arity, body, numpy_fn, positive=()) -> FunctionSpec:
+    """A built-in black box; its partial derivatives are the table's where it has a smooth entry."""
+    return _register(name, arity, body, numpy_fn, positive, SCALAR_DERIVATIVES.get(name))
+
+
+_builtin("exp", 1, sympy.exp, np.exp)
+_builtin("log", 1, sympy.log, np.log, positive=(0,))
+_builtin("sin", 1, sympy.sin, np.sin)
+_builtin("cos", 1, sympy.cos, np.cos)
+_builtin("tan", 1, sympy.tan, np.tan)
+_builtin("tanh", 1, sympy.tanh, np.tanh)
+_builtin("sqrt", 1, sympy.sqrt, np.sqrt, positive=(0,))
+_builtin("sigmoid", 1, lambda u: 1 / (1 + sympy.exp(-u)), _sigmoid)
+_builtin("relu", 1, lambda u: sympy.Max(u, 0), _relu)
+_builtin("abs", 1, sympy.Abs, np.abs)
+_builtin("recip", 1, lambda u: 1 / u, np.reciprocal, positive=(0,))
+_builtin("pow", 2, lambda u, v: u**v, np.power, positive=(0,))
+_builtin("max", 2, sympy.Max, np.maximum)
+_builtin("min", 2, sympy.Min, np.minimum)
 
 
 # ------------------------------------------------------------------------------------------------

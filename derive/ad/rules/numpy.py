@@ -14,48 +14,36 @@ from ..runtime import (ARRAY_TYPES, LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHO
 from ..tangent import JVP_METHOD_RULES, JVP_RULES, densify
 from ..source import generated
 from .operators import log_base, matmul_back, matmul_grad, pow_da, times
+from ....scalar_derivatives import SCALAR_DERIVATIVES, partial_template
 
 
 # -- elementwise functions ----------------------------------------------------------------------------------
-# Each derivative is written once, as the template of the gradient: ``{dy}`` the incoming gradient, ``{0}``
-# and ``{1}`` the arguments, ``{y}`` the result, ``{np}`` NumPy, ``_ad_*`` the helpers of generated code
-# (``HELPERS``).  The templates are inlined as they stand where the arguments are known arrays
-# (``ARRAY_INLINE``, ``ARRAY_BINOPS``); elsewhere the rule multiplies the gradient by the partial
-# derivative, the template with ``{dy}`` taken out (``partial``), made a Python function whose source is
-# kept so that nested derivatives differentiate it in turn.  A derivative that can be infinite or undefined
-# where the function is finite or NaN (sqrt and log at 0, a quotient by 0, maximum's mask times an infinite
-# gradient) is written ``_ad_times({dy}, partial)``: a strong product (``times``), exactly 0 where either
-# factor is, so that a branch that np.where, maximum, minimum or clip leaves out contributes an exact 0.
-ELEMENTWISE_UNARY = {
-    np.exp: "{dy} * {y}", np.log: "_ad_times({dy}, 1 / {0})", np.tanh: "{dy} * (1 - {y} * {y})",
-    np.sin: "{dy} * {np}.cos({0})", np.cos: "-{dy} * {np}.sin({0})", np.tan: "{dy} * (1 + {y} * {y})",
-    np.sqrt: "_ad_times({dy}, 0.5 / {y})", np.abs: "{dy} * {np}.sign({0})", np.negative: "-{dy}",
-    np.square: "{dy} * 2 * {0}", np.log1p: "_ad_times({dy}, 1 / (1 + {0}))", np.expm1: "{dy} * ({y} + 1)",
-    np.arctan: "{dy} / (1 + {0} * {0})", np.sinh: "{dy} * {np}.cosh({0})", np.cosh: "{dy} * {np}.sinh({0})",
-    np.log2: "_ad_times({dy}, 1 / ({0} * _ad_ln2))", np.log10: "_ad_times({dy}, 1 / ({0} * _ad_ln10))",
-    np.positive: "{dy}", np.reciprocal: "_ad_times({dy}, -{y} * {y})",
-    np.arcsin: "_ad_times({dy}, 1 / {np}.sqrt(1 - {0} * {0}))",
-    np.arccos: "_ad_times({dy}, -1 / {np}.sqrt(1 - {0} * {0}))",
-    np.arcsinh: "{dy} / {np}.sqrt({0} * {0} + 1)", np.arccosh: "_ad_times({dy}, 1 / {np}.sqrt({0} * {0} - 1))",
-    np.arctanh: "_ad_times({dy}, 1 / (1 - {0} * {0}))", np.exp2: "{dy} * {y} * _ad_ln2",
-    np.cbrt: "_ad_times({dy}, 1 / (3 * {y} * {y}))", np.fabs: "{dy} * {np}.sign({0})", np.sinc: "{dy} * _ad_sinc_d({0}, {y})",
-    np.deg2rad: "{dy} * ({np}.pi / 180)", np.rad2deg: "{dy} * (180 / {np}.pi)",
-    np.nan_to_num: "{dy} * {np}.isfinite({0})",
-}
-ELEMENTWISE_BINARY = {
-    np.add: ("{dy}", "{dy}"), np.subtract: ("{dy}", "-{dy}"),
-    np.multiply: ("{dy} * {1}", "{dy} * {0}"), np.divide: ("_ad_times({dy}, 1 / {1})", "_ad_times({dy}, -{y} / {1})"),
-    np.power: ("_ad_times({dy}, _ad_powd({0}, {1}))", "_ad_times({dy}, {y} * _ad_logbase({0}))"),
-    np.maximum: ("_ad_times({dy}, 1 - _ad_gt({1}, {0}))", "_ad_times({dy}, _ad_gt({1}, {0}))"),
-    np.minimum: ("_ad_times({dy}, 1 - _ad_gt({0}, {1}))", "_ad_times({dy}, _ad_gt({0}, {1}))"),
-    np.arctan2: ("_ad_times({dy}, {1} / ({0} * {0} + {1} * {1}))",
-                 "_ad_times({dy}, -{0} / ({0} * {0} + {1} * {1}))"),
-    np.logaddexp: ("{dy} * {np}.exp({0} - {y})", "{dy} * {np}.exp({1} - {y})"),
-    np.logaddexp2: ("{dy} * {np}.exp2({0} - {y})", "{dy} * {np}.exp2({1} - {y})"),
-    np.hypot: ("_ad_times({dy}, {0} / {y})", "_ad_times({dy}, {1} / {y})"),
-    np.mod: ("{dy}", "-{dy} * {np}.floor_divide({0}, {1})"),
-    np.fmod: ("{dy}", "-{dy} * {np}.trunc({np}.divide({0}, {1}))"),
-}
+# Each derivative is the table of scalar derivatives' (``tensorlang.scalar_derivatives``), as the template of the
+# gradient on arrays: ``{dy}`` the incoming gradient, ``{0}`` and ``{1}`` the arguments, ``{y}`` the result,
+# ``{np}`` NumPy, ``_ad_*`` the helpers of generated code (``HELPERS``).  The templates are inlined as they
+# stand where the arguments are known arrays (``ARRAY_INLINE``, ``ARRAY_BINOPS``); elsewhere the rule
+# multiplies the gradient by the partial derivative, the template with ``{dy}`` taken out (``partial``), made
+# a Python function whose source is kept so that nested derivatives differentiate it in turn.  A derivative
+# that can be infinite or undefined where the function is finite or NaN is a strong product
+# ``_ad_times({dy}, partial)`` (``times``), exactly 0 where either factor is, so that a branch that np.where,
+# maximum, minimum or clip leaves out contributes an exact 0.
+def _gradients(names: dict) -> dict:
+    return {f: SCALAR_DERIVATIVES[name].for_arrays() for f, name in names.items()}
+
+
+ELEMENTWISE_UNARY = {f: ts[0] for f, ts in _gradients({
+    np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sin: "sin", np.cos: "cos", np.tan: "tan", np.sqrt: "sqrt",
+    np.abs: "abs", np.negative: "negative", np.square: "square", np.log1p: "log1p", np.expm1: "expm1",
+    np.arctan: "atan", np.sinh: "sinh", np.cosh: "cosh", np.log2: "log2", np.log10: "log10", np.positive: "positive",
+    np.reciprocal: "recip", np.arcsin: "asin", np.arccos: "acos", np.arcsinh: "asinh", np.arccosh: "acosh",
+    np.arctanh: "atanh", np.exp2: "exp2", np.cbrt: "cbrt", np.fabs: "abs", np.sinc: "sinc", np.deg2rad: "radians",
+    np.rad2deg: "degrees", np.nan_to_num: "nan_to_num",
+}).items()}
+ELEMENTWISE_BINARY = _gradients({
+    np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide", np.power: "pow",
+    np.maximum: "max", np.minimum: "min", np.arctan2: "atan2", np.logaddexp: "logaddexp",
+    np.logaddexp2: "logaddexp2", np.hypot: "hypot", np.mod: "mod", np.fmod: "fmod",
+})
 for _alias, _f in ((np.radians, np.deg2rad), (np.degrees, np.rad2deg), (np.absolute, np.abs)):
     ELEMENTWISE_UNARY[_alias] = ELEMENTWISE_UNARY[_f]
 for _alias, _f in ((np.fmax, np.maximum), (np.fmin, np.minimum), (np.true_divide, np.divide), (np.remainder, np.mod)):
@@ -63,21 +51,11 @@ for _alias, _f in ((np.fmax, np.maximum), (np.fmin, np.minimum), (np.true_divide
 
 
 def partial(template: str, args: tuple[str, ...]) -> str:
-    """The partial derivative in a gradient template (``{dy}`` times, or over, an expression), as an
-    expression in ``args`` (the names for ``{0}``, ``{1}``) and ``y``: ``"{dy} * {np}.cos({0})"`` gives
-    ``"np.cos(x)"``."""
-    expr = template.format(*args, dy="{dy}", y="y", np="np")
-    if expr.startswith("_ad_times({dy}, ") and expr.endswith(")"):
-        return expr[len("_ad_times({dy}, "):-1]
-    for head, tail in (("{dy} * ", ""), ("-{dy} * ", "-"), ("{dy} / ", "1 / "), ("-{dy} / ", "-1 / ")):
-        if expr.startswith(head):
-            return tail + expr[len(head):]
-    if expr in ("{dy}", "-{dy}"):
-        return expr.replace("{dy}", "1")
-    raise AssertionError(f"not a gradient template: {template}")
+    """The partial derivative in a gradient template as an expression in ``args`` (the names for ``{0}``,
+    ``{1}``) and ``y``: ``"{dy} * {np}.cos({0})"`` gives ``"np.cos(x)"``."""
+    return partial_template(template).format(*args, y="y", np="np")
 
 
-_LN2, _LN10 = np.log(2.0), np.log(10.0)
 
 
 _SINC_SERIES = 0.05   # below this |pi x| sinc's derivatives are summed as series (their quotients cancel)
@@ -152,12 +130,18 @@ def _partials(f, templates, args):
     exprs = [partial(t, args) for t in templates]
     body = exprs[0] if len(exprs) == 1 else "(" + "".join(e + ", " for e in exprs) + ")"
     src = f"def {name}({', '.join(args)}, y):\n    return {body}\n"
-    return generated(name, src, f"<tensorlang.ad partial derivative {next(_COUNT)} of numpy.{f.__name__}>",
+    return generated(name, src, f"<tensorlang.ad partial derivative {next(_COUNT)} of {f.__name__}>",
                      {"np": np, **_TEMPLATE_HELPERS})
 
 
+def table_partials(f, name: str):
+    """``d(*args, y)`` of elementwise ``f`` from the entry ``name`` of the table of scalar derivatives."""
+    templates = SCALAR_DERIVATIVES[name].for_arrays()
+    return _partials(f, templates, ("x",) if len(templates) == 1 else ("a", "b"))
+
+
 # the helpers that the templates of elementwise functions name
-_TEMPLATE_HELPERS = {"_ad_powd": pow_da, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d, "_ad_ln2": _LN2, "_ad_ln10": _LN10,
+_TEMPLATE_HELPERS = {"_ad_powd": pow_da, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d,
                      "_ad_times": times, "_ad_logbase": log_base}
 PARTIALS_UNARY = {f: _partials(f, [t], ("x",)) for f, t in ELEMENTWISE_UNARY.items()}
 PARTIALS_BINARY = {f: _partials(f, ts, ("a", "b")) for f, ts in ELEMENTWISE_BINARY.items()}

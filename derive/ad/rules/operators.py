@@ -10,8 +10,10 @@ import types
 import numpy as np
 
 from ....codegen.dask_graph import known_shape, lazy_array, like_values
+from ....scalar_derivatives import SCALAR_DERIVATIVES
 from ..ir import CONST_KIND, INT, NUM, kind_of
 from ..runtime import ARRAY_TYPES, J, NONDIFF, RULES, ZERO, acc, acc_into, asarray, is_complex, unbroadcast, untracked
+from ..source import generated
 from .structures import dict_update, extend_list, setitem
 
 
@@ -84,26 +86,30 @@ def lazy_arithmetic(a, b) -> bool:
     return (lazy_array(a) or lazy_array(b)) and (lazy_array(a) or is_numeric(a)) and (lazy_array(b) or is_numeric(b))
 
 
+def _is_active(b):
+    return kind_of(b) != INT and not (type(b) is np.ndarray and b.dtype.kind in "iub")
+
+
+def _gradients(op: str, name: str):
+    """``gradients(dy, a, b, y)`` of ``a OP b`` on numbers and arrays, from the templates of the table of scalar
+    derivatives (the source kept: second order differentiates it); an integer exponent has no gradient."""
+    da, db = (t.format("a", "b", dy="dy", y="y", np="np") for t in SCALAR_DERIVATIVES[name].for_arrays())
+    if op == "**":
+        db = f"{db} if _is_active(b) else None"
+    src = f"def gradients(dy, a, b, y):\n    return {da}, {db}\n"
+    env = {"np": np, "_ad_times": times, "_ad_powd": pow_da, "_ad_logbase": log_base, "_is_active": _is_active}
+    return generated("gradients", src, f"<tensorlang.ad gradients of {op}>", env)
+
+
 # the gradients of a OP b, for numbers and arrays
-NUMERIC_GRADS = {
-    "+": lambda dy, a, b, y: (dy, dy),
-    "-": lambda dy, a, b, y: (dy, -dy),
-    "*": lambda dy, a, b, y: (dy * b, dy * a),
-    "/": lambda dy, a, b, y: (times(dy, 1 / b), times(dy, -y / b)),
-    "**": lambda dy, a, b, y: (times(dy, pow_da(a, b)),
-                               times(dy, y * log_base(a)) if _is_active(b) else None),
-    "%": lambda dy, a, b, y: (dy, -dy * (a // b)),
-}
+NUMERIC_GRADS = {op: _gradients(op, name) for op, name in
+                 (("+", "add"), ("-", "subtract"), ("*", "multiply"), ("/", "divide"), ("**", "pow"), ("%", "mod"))}
 READS_RESULT = {"/", "**"}   # the operators whose gradients (NUMERIC_GRADS) read the result ``y``
 DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow", "%": "mod", "@": "matmul",
            "//": "floordiv", "&": "and", "|": "or", "^": "xor", "<<": "lshift", ">>": "rshift"}
 PYOP = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
          "%": operator.mod, "@": operator.matmul, "//": operator.floordiv, "&": operator.and_,
          "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
-
-
-def _is_active(b):
-    return kind_of(b) != INT and not (type(b) is np.ndarray and b.dtype.kind in "iub")
 
 
 def matmul_grad(dy, a, b, which):

@@ -1,12 +1,15 @@
 """Scalar rules that are written straight into the generated code (inlined), for arguments known to be
-numbers.  Each derivative is a Python expression template: ``{dy}`` the incoming gradient, ``{y}`` the
-result, ``{0}``, ``{1}`` the arguments, ``{m}`` the ``math`` module.  Generic number types work: a
+numbers.  Each derivative is a Python expression template from the table of scalar derivatives
+(``tensorlang.scalar_derivatives``): ``{dy}`` the incoming gradient, ``{y}`` the result, ``{0}``, ``{1}``
+the arguments, ``{m}`` the ``math`` module.  Generic number types work: a
 ``Fraction`` in gives a ``Fraction`` out wherever the template only multiplies and adds.
 """
 from __future__ import annotations
 
 import builtins
 import math
+
+from ....scalar_derivatives import SCALAR_DERIVATIVES
 
 
 class Inline:
@@ -22,48 +25,21 @@ class Inline:
 
 
 # y = a OP b: the gradients for a and b
-INLINE_BINOPS = {
-    "+": ["{dy}", "{dy}"],
-    "-": ["{dy}", "-{dy}"],
-    "*": ["{dy} * {1}", "{dy} * {0}"],
-    "/": ["{dy} / {1}", "-{dy} * {y} / {1}"],
-    # (at 0: 0 for x ** 0, inf where the derivative is infinite, as NumPy's float gives it: 0 ** 0.5)
-    "**": ["({dy} * {1} * {0} ** ({1} - 1) if {0} != 0 or {1} >= 1 else 0 * {dy} if {1} == 0 else {dy} * {m}.inf)",
-           "({dy} * {y} * {m}.log({0}) if {0} > 0 else 0)"],
-    "%": ["{dy}", "-{dy} * ({0} // {1})"],
-}
-INLINE_UNARY = {"-": "-{dy}", "+": "{dy}"}
+INLINE_BINOPS = {op: list(SCALAR_DERIVATIVES[name].for_numbers()) for op, name in
+                 (("+", "add"), ("-", "subtract"), ("*", "multiply"), ("/", "divide"), ("**", "pow"), ("%", "mod"))}
+INLINE_UNARY = {op: SCALAR_DERIVATIVES[name].for_numbers()[0] for op, name in (("-", "negative"), ("+", "positive"))}
 
-_SIGN = "({dy} if {0} > 0 else -{dy} if {0} < 0 else 0)"
-
-INLINE_CALLS = {
-    math.sin: Inline("sin", ["{dy} * {m}.cos({0})"]),
-    math.cos: Inline("cos", ["-{dy} * {m}.sin({0})"]),
-    math.tan: Inline("tan", ["{dy} * (1 + {y} * {y})"]),
-    math.exp: Inline("exp", ["{dy} * {y}"]),
-    math.expm1: Inline("expm1", ["{dy} * ({y} + 1)"]),
-    math.log: Inline("log", ["{dy} / {0}"]),
-    math.log1p: Inline("log1p", ["{dy} / (1 + {0})"]),
-    math.log2: Inline("log2", ["{dy} / ({0} * 0.6931471805599453)"]),
-    math.log10: Inline("log10", ["{dy} / ({0} * 2.302585092994046)"]),
-    math.sqrt: Inline("sqrt", ["{dy} / (2 * {y})"]),
-    math.tanh: Inline("tanh", ["{dy} * (1 - {y} * {y})"]),
-    math.sinh: Inline("sinh", ["{dy} * {m}.cosh({0})"]),
-    math.cosh: Inline("cosh", ["{dy} * {m}.sinh({0})"]),
-    math.asin: Inline("asin", ["{dy} / {m}.sqrt(1 - {0} * {0})"]),
-    math.acos: Inline("acos", ["-{dy} / {m}.sqrt(1 - {0} * {0})"]),
-    math.atan: Inline("atan", ["{dy} / (1 + {0} * {0})"]),
-    math.atan2: Inline("atan2", ["{dy} * {1} / ({0} * {0} + {1} * {1})",
-                                 "-{dy} * {0} / ({0} * {0} + {1} * {1})"], nargs=(2,)),
-    math.hypot: Inline("hypot", ["{dy} * {0} / {y}", "{dy} * {1} / {y}"], nargs=(2,)),
-    math.pow: Inline("pow", INLINE_BINOPS["**"], nargs=(2,)),
-    math.erf: Inline("erf", ["{dy} * 1.1283791670955126 * {m}.exp(-{0} * {0})"]),
-    math.fabs: Inline("fabs", [_SIGN]),
-    builtins.abs: Inline("abs", [_SIGN]),
-    builtins.float: Inline("float", ["{dy}"]),
-    builtins.min: Inline("min", ["({dy} if {0} <= {1} else 0)", "(0 if {0} <= {1} else {dy})"], nargs=(2,)),
-    builtins.max: Inline("max", ["({dy} if {0} >= {1} else 0)", "(0 if {0} >= {1} else {dy})"], nargs=(2,)),
+# the functions on numbers, by their names in the table of derivatives
+_CALLS = {
+    math.sin: "sin", math.cos: "cos", math.tan: "tan", math.exp: "exp", math.expm1: "expm1", math.log: "log",
+    math.log1p: "log1p", math.log2: "log2", math.log10: "log10", math.sqrt: "sqrt", math.tanh: "tanh",
+    math.sinh: "sinh", math.cosh: "cosh", math.asin: "asin", math.acos: "acos", math.atan: "atan",
+    math.atan2: "atan2", math.hypot: "hypot", math.pow: "pow", math.erf: "erf", math.fabs: "abs",
+    builtins.abs: "abs", builtins.float: "float", builtins.min: "min", builtins.max: "max",
 }
+INLINE_CALLS = {f: Inline(f.__name__, list(SCALAR_DERIVATIVES[name].for_numbers()),
+                          nargs=(len(SCALAR_DERIVATIVES[name].for_numbers()),))
+                for f, name in _CALLS.items()}
 
 # calls whose result is a float whatever numbers go in
 FLOAT_RESULT_CALLS = {f for f in INLINE_CALLS if getattr(f, "__module__", None) == "math"} | {builtins.float}

@@ -3,7 +3,8 @@
 (elementwise in both), ``multigammaln`` and ``logsumexp``, in reverse and forward mode.
 
 Each elementwise function has its partial derivative written once, a Python function of the argument(s)
-and the result, from which its reverse rule and forward rule are made as NumPy's are
+and the result (``erf``, ``erfc`` and ``expit``'s are the table of scalar derivatives', which ``math.erf``
+and the arrays' rules read too), from which its reverse rule and forward rule are made as NumPy's are
 (``rules.numpy``); the partials are themselves written with functions that have rules, so that they
 are differentiated in turn at second order: ``digamma``'s is ``polygamma(1, x)``, ``polygamma(n, x)``'s
 is ``polygamma(n + 1, x)``, and the exponentially scaled Bessel functions' are ``ive`` of the
@@ -36,20 +37,8 @@ def _nan_where(y, d):
     return np.where(np.isnan(y), np.nan, d)
 
 
-def _d_erf(x, y):
-    return _TWO_OVER_SQRT_PI * np.exp(-x * x)
-
-
-def _d_erfc(x, y):
-    return -_TWO_OVER_SQRT_PI * np.exp(-x * x)
-
-
 def _d_erfinv(x, y):
     return np.exp(y * y) / _TWO_OVER_SQRT_PI
-
-
-def _d_expit(x, y):
-    return y * (1 - y)
 
 
 def _d_logit(x, y):
@@ -80,7 +69,8 @@ def _d_xlog1py(x, y, z):
     return np.log1p(y), times(x, np.divide(1.0, 1 + y))
 
 
-PARTIALS_UNARY = {sc.erf: _d_erf, sc.erfc: _d_erfc, sc.erfinv: _d_erfinv, sc.expit: _d_expit, sc.logit: _d_logit,
+PARTIALS_UNARY = {sc.erf: rnp.table_partials(sc.erf, "erf"), sc.erfc: rnp.table_partials(sc.erfc, "erfc"),
+                  sc.erfinv: _d_erfinv, sc.expit: rnp.table_partials(sc.expit, "expit"), sc.logit: _d_logit,
                   sc.gammaln: _d_gammaln, sc.digamma: _d_digamma, sc.i0e: _d_i0e, sc.i1e: _d_i1e}
 PARTIALS_BINARY = {sc.xlogy: _d_xlogy, sc.xlog1py: _d_xlog1py}
 rnp.STRONG.update({sc.erfinv, sc.logit, sc.gammaln, sc.digamma, sc.xlogy, sc.xlog1py})
