@@ -1,6 +1,6 @@
 """The scalar printer: C expressions and conditions for one point of a loop nest.
 
-One method per node kind (``_emit_<Class>``).  Black boxes are printed once each as a C function from
+One method per node kind (``_emit_<Class>``, found by ``tensorlang.dispatch``).  Black boxes are printed once each as a C function from
 their SymPy body with SymPy's C99 code printer (so user-registered and derived functions such as
 ``relu_d0`` work like built-ins); hash-consed subterms used more than once are computed once into a
 local of the ``Scope`` (the C block being written).  A predicate becomes a C condition gisted against
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from sympy.printing.c import C99CodePrinter
 
+from tensorlang.dispatch import dispatch
 from tensorlang.errors import UnsupportedError
 from tensorlang.functions import lookup
 from tensorlang.inputs import MAX_SIZE
 from tensorlang.nodes import (
-    Access, Add, Affine, And, Call, Const, Exists, Expr, FalsePred, Guard, IndexVar, Mul, Or, RelAtom, TruePred,
-    Var,
+    Access, Add, Affine, And, Call, Const, Exists, Expr, FalsePred, Guard, IndexVar, Mul, Or, Pred, RelAtom,
+    TruePred, Var,
 )
 from tensorlang.predicates import has_relations, over_approximation
 from tensorlang.printer import affine_str
@@ -192,7 +193,7 @@ class ScalarPrinter:
         hit = scope.lookup(e)
         if hit is not None:
             return hit
-        out = getattr(self, "_emit_" + type(e).__name__)(e, scope)
+        out = dispatch(self, "_emit_", e, scope)
         if isinstance(e, (Add, Mul, Call)):
             name = self.fresh("t")
             scope.line(f"const real {name} = {out};")
@@ -208,8 +209,6 @@ class ScalarPrinter:
 
     def _emit_Access(self, e: Access, scope) -> str:
         return self._path(e, scope)
-
-    _emit_Proj = _emit_Access
 
     _emit_Proj = _emit_Access
 
@@ -272,33 +271,41 @@ class ScalarPrinter:
         return self._rel_pred(p, scope)
 
     def _rel_pred(self, p, scope: Scope) -> str | None:
+        """A condition with relation atoms (``_rel_<Class>``), None where it holds everywhere."""
         if not has_relations(p):
             return self.pred(p, scope)
-        if isinstance(p, RelAtom):
-            return self._member(p)
-        if isinstance(p, And):
-            parts = [self._rel_pred(q, scope) for q in p.parts]
-            if "0" in parts:
-                return "0"
-            parts = [q for q in parts if q is not None]
-            return "(" + " && ".join(parts) + ")" if parts else None
-        if isinstance(p, Or):
-            parts = [self._rel_pred(q, scope) for q in p.parts]
-            if any(q is None for q in parts):
-                return None
-            parts = [q for q in parts if q != "0"]
-            return "(" + " || ".join(parts) + ")" if parts else "0"
-        if isinstance(p, Exists):
-            found = self.fresh("ex")
-            scope.line(f"int {found} = 0;")
-            vname = self.names.var(p.var)
-            scope.line(f"for (int64_t {vname} = 0; {vname} < {self.affine(p.size)} && !{found}; {vname}++) {{")
-            inner = scope.child(bound=scope.bound + (p.var,))
-            cond = self.pred(p.body, inner)
-            if cond is None:
-                inner.line(f"{found} = 1;")
-            elif cond != "0":
-                inner.line(f"if ({cond}) {found} = 1;")
-            scope.line("}")
-            return found
+        return dispatch(self, "_rel_", p, scope)
+
+    def _rel_RelAtom(self, p: RelAtom, scope: Scope) -> str | None:
+        return self._member(p)
+
+    def _rel_And(self, p: And, scope: Scope) -> str | None:
+        parts = [self._rel_pred(q, scope) for q in p.parts]
+        if "0" in parts:
+            return "0"
+        parts = [q for q in parts if q is not None]
+        return "(" + " && ".join(parts) + ")" if parts else None
+
+    def _rel_Or(self, p: Or, scope: Scope) -> str | None:
+        parts = [self._rel_pred(q, scope) for q in p.parts]
+        if any(q is None for q in parts):
+            return None
+        parts = [q for q in parts if q != "0"]
+        return "(" + " || ".join(parts) + ")" if parts else "0"
+
+    def _rel_Exists(self, p: Exists, scope: Scope) -> str | None:
+        found = self.fresh("ex")
+        scope.line(f"int {found} = 0;")
+        vname = self.names.var(p.var)
+        scope.line(f"for (int64_t {vname} = 0; {vname} < {self.affine(p.size)} && !{found}; {vname}++) {{")
+        inner = scope.child(bound=scope.bound + (p.var,))
+        cond = self.pred(p.body, inner)
+        if cond is None:
+            inner.line(f"{found} = 1;")
+        elif cond != "0":
+            inner.line(f"if ({cond}) {found} = 1;")
+        scope.line("}")
+        return found
+
+    def _rel_Pred(self, p: Pred, scope: Scope) -> str | None:
         raise UnsupportedError(f"predicate {p}")

@@ -17,6 +17,7 @@ from typing import Mapping
 import sympy
 
 from .declarations import body_of
+from .dispatch import dispatch
 from .errors import TypeCheckError, UnsupportedError
 from .nodes import (
     TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType, Pred,
@@ -64,9 +65,9 @@ def cost_terms(expr: Expr) -> list[CostTerm]:
     """The signed point counts whose total is the cost of ``expr`` (memoised on the node)."""
 
     def compute():
-        acc: list[CostTerm] = []
-        _terms(body_of(expr), _Context(), acc)
-        return _merge(acc)
+        charges = _Charges()
+        charges.charge(body_of(expr), _Context())
+        return _merge(charges.terms)
 
     return expr.memo("cost_terms", compute)
 
@@ -85,46 +86,67 @@ def _stacked_guard(e: Expr) -> Pred:
     return conj(*strip_guards(e)[0])
 
 
-def _terms(e: Expr, ctx: _Context, acc: list[CostTerm]) -> None:
-    if isinstance(e, (Var, Const)):  # 4.22, 4.23
+class _Charges:
+    """The terms the rules of Fig. 6 charge for a program, one method ``_cost_<Class>`` per kind of node."""
+
+    def __init__(self):
+        self.terms: list[CostTerm] = []
+
+    def charge(self, e: Expr, ctx: _Context) -> None:
+        dispatch(self, "_cost_", e, ctx)
+
+    def _cost_Var(self, e: Var | Const, ctx: _Context) -> None:  # 4.22, 4.23
         return
-    if isinstance(e, Add):  # 4.24 (*)
+
+    _cost_Const = _cost_Var
+
+    def _cost_Add(self, e: Add, ctx: _Context) -> None:  # 4.24 (*)
         both = conj(ctx.pred, _stacked_guard(e.left), _stacked_guard(e.right))
-        acc.append(CostTerm(1, ctx.dims, both, "4.24"))
-        _terms(e.left, ctx, acc)
-        _terms(e.right, ctx, acc)
-    elif isinstance(e, Mul):  # 4.25
-        acc.append(CostTerm(1, ctx.dims, ctx.pred, "4.25"))
-        _terms(e.left, ctx, acc)
-        _terms(e.right, ctx, acc)
-    elif isinstance(e, Call):  # 4.26
-        acc.append(CostTerm(1, ctx.dims, ctx.pred, "4.26"))
+        self.terms.append(CostTerm(1, ctx.dims, both, "4.24"))
+        self.charge(e.left, ctx)
+        self.charge(e.right, ctx)
+
+    def _cost_Mul(self, e: Mul, ctx: _Context) -> None:  # 4.25
+        self.terms.append(CostTerm(1, ctx.dims, ctx.pred, "4.25"))
+        self.charge(e.left, ctx)
+        self.charge(e.right, ctx)
+
+    def _cost_Call(self, e: Call, ctx: _Context) -> None:  # 4.26
+        self.terms.append(CostTerm(1, ctx.dims, ctx.pred, "4.26"))
         for a in e.args:
-            _terms(a, ctx, acc)
-    elif isinstance(e, Pair):  # 4.27
-        _terms(e.first, ctx, acc)
-        _terms(e.second, ctx, acc)
-    elif isinstance(e, Proj):  # 4.28
-        _terms(e.pair, ctx, acc)
-    elif isinstance(e, Gen):  # 4.29
-        _terms(e.body, ctx.loop(e.var, e.size), acc)
-    elif isinstance(e, Sum):  # 4.30 (**): consecutive sums and the brackets between them, jointly
+            self.charge(a, ctx)
+
+    def _cost_Pair(self, e: Pair, ctx: _Context) -> None:  # 4.27
+        self.charge(e.first, ctx)
+        self.charge(e.second, ctx)
+
+    def _cost_Proj(self, e: Proj, ctx: _Context) -> None:  # 4.28
+        self.charge(e.pair, ctx)
+
+    def _cost_Gen(self, e: Gen, ctx: _Context) -> None:  # 4.29
+        self.charge(e.body, ctx.loop(e.var, e.size))
+
+    def _cost_Sum(self, e: Sum, ctx: _Context) -> None:  # 4.30 (**): consecutive sums and the brackets between them, jointly
         bound, brackets, body = sum_chain(e)
         inner = _Context(ctx.dims + bound, conj(ctx.pred, *brackets))
-        acc.append(CostTerm(1, inner.dims, inner.pred, "4.30"))
-        _terms(body, inner, acc)
+        self.terms.append(CostTerm(1, inner.dims, inner.pred, "4.30"))
+        self.charge(body, inner)
         local = conj(box(bound), inner.pred)
         for v, s in reversed(bound):
             local = Exists(v, s, local)
-        acc.append(CostTerm(-1, ctx.dims, conj(ctx.pred, local), "4.30"))
-    elif isinstance(e, Access):  # 4.31
-        _terms(e.tensor, ctx, acc)
-    elif isinstance(e, Let):  # 4.32
-        _terms(e.value, ctx, acc)
-        _terms(e.body, ctx, acc)
-    elif isinstance(e, Guard):  # 4.33, 4.34
-        _terms(e.body, ctx.where(e.pred), acc)
-    else:
+        self.terms.append(CostTerm(-1, ctx.dims, conj(ctx.pred, local), "4.30"))
+
+    def _cost_Access(self, e: Access, ctx: _Context) -> None:  # 4.31
+        self.charge(e.tensor, ctx)
+
+    def _cost_Let(self, e: Let, ctx: _Context) -> None:  # 4.32
+        self.charge(e.value, ctx)
+        self.charge(e.body, ctx)
+
+    def _cost_Guard(self, e: Guard, ctx: _Context) -> None:  # 4.33, 4.34
+        self.charge(e.body, ctx.where(e.pred))
+
+    def _cost_Node(self, e, ctx: _Context) -> None:
         raise UnsupportedError(f"no cost rule for {type(e).__name__}")
 
 
@@ -174,13 +196,29 @@ def sizes_and_relations(expr: Expr, given: Mapping[str, object]):
 
 def type_size(t: Type, sizes: dict) -> int:
     """$(T) of Fig. 17: the number of scalars in a value of type T."""
-    if isinstance(t, PairType):
-        return type_size(t.first, sizes) + type_size(t.second, sizes)
-    if isinstance(t, TensorType):
-        return t.size.evaluate({v: sizes[v.name] for v in t.size.size_vars}) * type_size(t.elem, sizes)
-    if isinstance(t, RelType):
+    return _Scalars(sizes).count(t)
+
+
+class _Scalars:
+    """$(T) of Fig. 17 at given sizes, one method ``_scalars_<Class>`` per kind of type."""
+
+    def __init__(self, sizes: dict):
+        self.sizes = sizes
+
+    def count(self, t: Type) -> int:
+        return dispatch(self, "_scalars_", t)
+
+    def _scalars_PairType(self, t: PairType) -> int:
+        return self.count(t.first) + self.count(t.second)
+
+    def _scalars_TensorType(self, t: TensorType) -> int:
+        return t.size.evaluate({v: self.sizes[v.name] for v in t.size.size_vars}) * self.count(t.elem)
+
+    def _scalars_RelType(self, t: RelType) -> int:
         return 0
-    return 1
+
+    def _scalars_Type(self, t: Type) -> int:
+        return 1
 
 
 def ratio(a: int, b: int) -> float:

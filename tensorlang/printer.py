@@ -28,6 +28,7 @@ from .nodes import (
     OPERATIONS, walk,
 )
 from .declarations import body_of
+from .dispatch import dispatch
 from .traversal import free_index_vars, free_vars, size_vars
 
 __all__ = ["affine_str", "type_str", "pred_str", "expr_str", "to_source", "TextPrinter", "KEYWORDS"]
@@ -184,66 +185,88 @@ class TextPrinter:
         return out
 
     def type(self, t: Type, env: _Env) -> str:
-        if isinstance(t, RealType):
-            return "R"
-        if isinstance(t, TensorType):
-            return f"[{self.affine(t.size, env)}]{self.type(t.elem, env)}"
-        if isinstance(t, PairType):
-            return f"({self.type(t.first, env)}, {self.type(t.second, env)})"
-        if isinstance(t, RelType):
-            return "rel[" + ", ".join(self.affine(s, env) for s in t.sizes) + "]"
-        return repr(t)  # pragma: no cover
+        return dispatch(self, "_print_", t, env, True)
+
+    def _print_RealType(self, t: RealType, env: _Env, open_: bool) -> str:
+        return "R"
+
+    def _print_TensorType(self, t: TensorType, env: _Env, open_: bool) -> str:
+        return f"[{self.affine(t.size, env)}]{self.type(t.elem, env)}"
+
+    def _print_PairType(self, t: PairType, env: _Env, open_: bool) -> str:
+        return f"({self.type(t.first, env)}, {self.type(t.second, env)})"
+
+    def _print_RelType(self, t: RelType, env: _Env, open_: bool) -> str:
+        return "rel[" + ", ".join(self.affine(s, env) for s in t.sizes) + "]"
 
     # -- expressions -------------------------------------------------------------------------------
 
     def level(self, e: Expr) -> int:
-        if isinstance(e, (Let, Gen, Sum)):
-            return BINDER
-        if isinstance(e, Add):
-            return ADD
-        if isinstance(e, Guard) or (isinstance(e, Mul) and not _is_negation(e)):
-            return MUL
-        if isinstance(e, Mul) or (isinstance(e, Const) and self.number(e.value).startswith("-")):
-            return UNARY
-        if isinstance(e, Proj):
-            return self.PROJ_LEVEL
+        """The precedence of ``e`` as printed (``_level_<Class>``)."""
+        return dispatch(self, "_level_", e)
+
+    def _level_Expr(self, e: Expr) -> int:
         return POSTFIX
+
+    def _level_Let(self, e: Let) -> int:
+        return BINDER
+
+    _level_Gen = _level_Sum = _level_Let
+
+    def _level_Add(self, e: Add) -> int:
+        return ADD
+
+    def _level_Guard(self, e: Guard) -> int:
+        return MUL
+
+    def _level_Mul(self, e: Mul) -> int:
+        return UNARY if _is_negation(e) else MUL
+
+    def _level_Const(self, e: Const) -> int:
+        return UNARY if self.number(e.value).startswith("-") else POSTFIX
+
+    def _level_Proj(self, e: Proj) -> int:
+        return self.PROJ_LEVEL
 
     def expr(self, e: Expr, env: _Env, need: int = BINDER, open_: bool = True) -> str:
         """``e`` printed where an expression of precedence ``need`` is expected; ``open_`` says whether
         nothing follows, so that a binder may be printed without parentheses."""
         level = self.level(e)
         if level == BINDER:
-            text = self.binder(e, env)
+            text = dispatch(self, "_print_", e, env, open_)
             return text if open_ and need <= UNARY else self.paren(text)
         if level < need:
-            return self.paren(self.node(e, env, True))
-        return self.node(e, env, open_)
+            return self.paren(dispatch(self, "_print_", e, env, True))
+        return dispatch(self, "_print_", e, env, open_)
 
-    def node(self, e: Expr, env: _Env, open_: bool) -> str:
-        if isinstance(e, Add):
-            return self.add(e, env, open_)
-        if isinstance(e, (Mul, Guard)):
-            if _is_negation(e):
-                return self.NEG + self.expr(e.right, env, UNARY, open_)
-            return self.chain(e, env, open_)
-        if isinstance(e, Var):
-            return self.var_name(e, env)
-        if isinstance(e, Const):
-            return self.number(e.value)
-        if isinstance(e, Access):
-            indices = []
-            while isinstance(e, Access):
-                indices.append(self.affine(e.index, env))
-                e = e.tensor
-            return self.access(self.expr(e, env, POSTFIX, False), indices[::-1])
-        if isinstance(e, Proj):
-            return self.proj(e.index, self.expr(e.pair, env, POSTFIX, False))
-        if isinstance(e, Pair):
-            return self.pair(self.expr(e.first, env), self.expr(e.second, env))
-        if isinstance(e, Call):
-            return self.call(e.fn, [self.expr(a, env) for a in e.args])
-        raise TypeError(f"cannot print {type(e).__name__}")  # pragma: no cover
+    def _print_Mul(self, e: Mul | Guard, env: _Env, open_: bool) -> str:
+        if _is_negation(e):
+            return self.NEG + self.expr(e.right, env, UNARY, open_)
+        return self.chain(e, env, open_)
+
+    _print_Guard = _print_Mul
+
+    def _print_Var(self, e: Var, env: _Env, open_: bool) -> str:
+        return self.var_name(e, env)
+
+    def _print_Const(self, e: Const, env: _Env, open_: bool) -> str:
+        return self.number(e.value)
+
+    def _print_Access(self, e: Access, env: _Env, open_: bool) -> str:
+        indices = []
+        while isinstance(e, Access):
+            indices.append(self.affine(e.index, env))
+            e = e.tensor
+        return self.access(self.expr(e, env, POSTFIX, False), indices[::-1])
+
+    def _print_Proj(self, e: Proj, env: _Env, open_: bool) -> str:
+        return self.proj(e.index, self.expr(e.pair, env, POSTFIX, False))
+
+    def _print_Pair(self, e: Pair, env: _Env, open_: bool) -> str:
+        return self.pair(self.expr(e.first, env), self.expr(e.second, env))
+
+    def _print_Call(self, e: Call, env: _Env, open_: bool) -> str:
+        return self.call(e.fn, [self.expr(a, env) for a in e.args])
 
     def access(self, base: str, indices: list[str]) -> str:
         return f"{base}[{', '.join(indices)}]"
@@ -257,7 +280,7 @@ class TextPrinter:
     def call(self, fn: str, args: list[str]) -> str:
         return f"{self.name(fn)}({', '.join(args)})"
 
-    def add(self, e: Add, env: _Env, open_: bool) -> str:
+    def _print_Add(self, e: Add, env: _Env, open_: bool) -> str:
         # a left-nested sum a + b + c is a loop here, not a recursion
         spine = []
         while isinstance(e, Add):
@@ -321,10 +344,12 @@ class TextPrinter:
         """A binder's range as written: its size ``n`` for ``i:n``."""
         return self.affine(size, env)
 
-    def binder(self, e: Expr, env: _Env) -> str:
-        if isinstance(e, Let):
-            shown, value, inner = self.let_parts(e, env)
-            return self.let(shown, value, self.expr(e.body, inner))
+    def _print_Let(self, e: Let, env: _Env, open_: bool) -> str:
+        shown, value, inner = self.let_parts(e, env)
+        return self.let(shown, value, self.expr(e.body, inner))
+
+    def _print_Gen(self, e: Gen | Sum, env: _Env, open_: bool) -> str:
+        """A run of generators (or of sums) as one binder: ``gen(i:n, j:m) e``."""
         kind = type(e)
         bindings = []
         while type(e) is kind:
@@ -334,6 +359,8 @@ class TextPrinter:
             env = env.bind(e.var, name, shown)
             e = e.body
         return self.loop("gen" if kind is Gen else "sum", bindings, self.expr(e, env))
+
+    _print_Sum = _print_Gen
 
     def let(self, name: str, value: str, body: str) -> str:
         return f"let {name} = {value} in {body}"
@@ -358,43 +385,52 @@ class TextPrinter:
     # -- predicates --------------------------------------------------------------------------------
 
     def pred_level(self, p: Pred) -> int:
-        if isinstance(p, Exists):
-            return P_BINDER
-        if isinstance(p, Or) and len(p.parts) > 1:
-            return P_OR
-        if isinstance(p, And) and len(p.parts) > 1:
-            return P_AND
+        """The precedence of ``p`` as printed (``_level_<Class>``)."""
+        return dispatch(self, "_level_", p)
+
+    def _level_Pred(self, p: Pred) -> int:
         return P_ATOM
+
+    def _level_Exists(self, p: Exists) -> int:
+        return P_BINDER
+
+    def _level_Or(self, p: Or) -> int:
+        return P_OR if len(p.parts) > 1 else P_ATOM
+
+    def _level_And(self, p: And) -> int:
+        return P_AND if len(p.parts) > 1 else P_ATOM
 
     def pred(self, p: Pred, env: _Env, need: int = P_BINDER, open_: bool = True) -> str:
         level = self.pred_level(p)
         if level == P_BINDER:
-            text = self.exists(p, env)
+            text = dispatch(self, "_print_", p, env, open_)
             return text if open_ else self.paren(text)
         if level < need:
-            return self.paren(self.pred_node(p, env, True))
-        return self.pred_node(p, env, open_)
+            return self.paren(dispatch(self, "_print_", p, env, True))
+        return dispatch(self, "_print_", p, env, open_)
 
-    def pred_node(self, p: Pred, env: _Env, open_: bool) -> str:
-        if isinstance(p, (And, Or)):
-            if not p.parts:
-                return self.TRUE if isinstance(p, And) else self.FALSE
-            if isinstance(p, Or):
-                texts = [self.pred(q, env, P_AND, open_ and k == len(p.parts) - 1) for k, q in enumerate(p.parts)]
-                return self.OR.join(texts)
-            return self.conjunction(p.parts, env, open_)
-        if isinstance(p, Cmp):
-            return f"{self.affine(p.lhs, env)} {self.CMP[p.op]} {self.affine(p.rhs, env)}"
-        if isinstance(p, RelAtom):
-            return self.relation(p.rel.name, [self.affine(a, env) for a in p.args])
-        if isinstance(p, TruePred):
-            return self.TRUE
-        if isinstance(p, FalsePred):
+    def _print_Or(self, p: Or, env: _Env, open_: bool) -> str:
+        if not p.parts:
             return self.FALSE
-        raise TypeError(f"cannot print {type(p).__name__}")  # pragma: no cover
+        return self.OR.join(self.pred(q, env, P_AND, open_ and k == len(p.parts) - 1) for k, q in enumerate(p.parts))
 
-    def conjunction(self, parts, env: _Env, open_: bool) -> str:
+    def _print_Cmp(self, p: Cmp, env: _Env, open_: bool) -> str:
+        return f"{self.affine(p.lhs, env)} {self.CMP[p.op]} {self.affine(p.rhs, env)}"
+
+    def _print_RelAtom(self, p: RelAtom, env: _Env, open_: bool) -> str:
+        return self.relation(p.rel.name, [self.affine(a, env) for a in p.args])
+
+    def _print_TruePred(self, p: TruePred, env: _Env, open_: bool) -> str:
+        return self.TRUE
+
+    def _print_FalsePred(self, p: FalsePred, env: _Env, open_: bool) -> str:
+        return self.FALSE
+
+    def _print_And(self, p: And, env: _Env, open_: bool) -> str:
         """``p and q and ...``; consecutive comparisons ``a < b``, ``b < c`` print as ``a < b < c``."""
+        if not p.parts:
+            return self.TRUE
+        parts = p.parts
         out = ""
         prev = None
         for k, q in enumerate(parts):
@@ -405,7 +441,7 @@ class TextPrinter:
             prev = q
         return out
 
-    def exists(self, p: Exists, env: _Env) -> str:
+    def _print_Exists(self, p: Exists, env: _Env, open_: bool) -> str:
         bindings = []
         while isinstance(p, Exists):
             name = self.index_name(p.var, env)

@@ -219,3 +219,41 @@ def test_the_ad_layer_keeps_the_current_differentiation_in_one_place():
     found = [f"{path.relative_to(ROOT)}:{line}" for path in sorted(AD.rglob("*.py")) for line in _slots(path)]
     assert not found, "\n".join(found)
     assert "ContextVar(" in (AD / "context.py").read_text()
+
+
+def _isinstance_chains(path: Path) -> list[str]:
+    """Functions that pick code by testing a node's class three times or more in one ``if``/``elif`` chain
+    or run of ``if``s."""
+    found = []
+    for f in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(f, ast.FunctionDef):
+            continue
+        tests = 0
+        for st in f.body:
+            while isinstance(st, ast.If):
+                call = st.test
+                tests += isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "isinstance"
+                st = st.orelse[0] if len(st.orelse) == 1 else None
+        if tests >= 3:
+            found.append(f"{path.relative_to(ROOT)}:{f.lineno} {f.name}")
+    return found
+
+
+# the modules that handle every kind of node: each kind is a method found by tensorlang.dispatch
+DISPATCHERS = ("tensorlang.printer", "tensorlang.latex", "tensorlang.cost", "tensorlang.codegen.scalar")
+
+
+def test_node_kinds_are_dispatched_one_way():
+    """A method is found for a node's class by ``tensorlang.dispatch`` (``_print_<Class>`` along the MRO), never
+    by building its name from the class (``getattr(self, "e_" + type(e).__name__)``); the printers and the cost
+    model have no ``isinstance`` chains."""
+    built = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                    and len(node.args) > 1 and isinstance(node.args[1], (ast.BinOp, ast.JoinedStr)) \
+                    and ".__name__" in ast.unparse(node.args[1]) and module != "tensorlang.dispatch":
+                built.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not built, "\n".join(built)
+    chains = [line for module in DISPATCHERS for line in _isinstance_chains(MODULES[module])]
+    assert not chains, "\n".join(chains)

@@ -14,6 +14,7 @@ import ast
 import builtins
 import types
 
+from ...dispatch import method_for
 from .ir import Function, Instr
 from .source import function_node, unsupported
 from .ssa import SSABuilder
@@ -189,10 +190,10 @@ class _Lowerer:
             self.stmt(s)
 
     def stmt(self, s):
-        m = getattr(self, "s_" + type(s).__name__, None)
+        m = method_for(type(self), "s_", type(s))
         if m is None:
             raise self.fail(f"'{type(s).__name__}' statements are", s)
-        m(s)
+        m(self, s)
 
     def s_Pass(self, s):
         pass
@@ -360,10 +361,10 @@ class _Lowerer:
 
     # -- expressions --------------------------------------------------------------------------------------
     def expr(self, e):
-        m = getattr(self, "e_" + type(e).__name__, None)
+        m = method_for(type(self), "e_", type(e))
         if m is None:
             raise self.fail(f"'{type(e).__name__}' expressions are", e)
-        return m(e)
+        return m(self, e)
 
     def e_Constant(self, e):
         return self.const(e.value)
