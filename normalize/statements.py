@@ -59,9 +59,9 @@ class Operand:
 
 @dataclass(frozen=True, kw_only=True)
 class Statement:
-    """``let var = value`` with ``value`` in one of the forms of Fig. 10: ``dims`` are its generator
-    dimensions ``(index variable, size)``, ``operands`` the SSA variables it reads (none for an input
-    or a constant)."""
+    """``let var = value`` with ``value`` in one of the forms of Fig. 10 (``var`` is None for a right-hand
+    side classified on its own): ``dims`` are its generator dimensions ``(index variable, size)``,
+    ``operands`` the SSA variables it reads (none for an input or a constant)."""
 
     var: Var | None
     value: Expr
@@ -71,7 +71,7 @@ class Statement:
 
 @dataclass(frozen=True, kw_only=True)
 class Input(Statement):
-    """``pi..pi x``: the input ``base`` under the projections ``path`` (the first taken first).  A tensor
+    """``pi..pi x``: the input ``base`` under the projections ``path`` (the one applied to x first).  A tensor
     of pairs is read as a struct of arrays, ``gen(j..) pi..(x[j..])``: then ``dims`` is not empty."""
 
     base: Var
