@@ -16,9 +16,12 @@ joined into one let (6.25) and the rule of its SSA form (6.21, 6.26-6.29) replac
 ``<dX | D[E]>`` by inner products against the differentials of E's operands.  Finally the inner
 products on each input are joined (6.17, 6.18) into the gradient.
 
-The rules are the named ``Rule``s of the table ``ADJOINT`` (in the order of the proofs' rows;
-``proofs/`` reads the table); ``TRANSPOSITIONS`` picks the rule for each SSA form.  A new SSA form needs
-one rule here, one entry in ``TRANSPOSITIONS`` and its check in ``proofs/derive_checks.py``.
+The program's statements are the classes of ``normalize/statements.py``, one per SSA form.  The rules
+are the named ``Rule``s of the table ``ADJOINT`` (in the order of the proofs' rows; ``proofs/`` reads the
+table); a rule that transposes a form names the form's class (its ``kinds``), and ``TRANSPOSITIONS``, the
+sub-table of those rules, finds a statement's rule by its class (``RuleTable.rules_for``, through the
+MRO).  A new SSA form needs its class and its case of ``classify`` in ``normalize/statements.py``, one
+rule here for the class (in ``ADJOINT``) and its check in ``proofs/derive_checks.py``.
 
 Two things keep this cheap, as the paper requires.  Only *active* statements (those that depend on
 ``wrt``) are visited, so nothing is ever multiplied by a zero differential.  And the index equalities of
@@ -35,92 +38,18 @@ from tensorlang.cost import cost, type_size
 from tensorlang.errors import TensorLangError, UnsupportedError
 from tensorlang.functions import vjp
 from tensorlang.nodes import (
-    TRUE, Access, Add, Affine, Exists, Expr, Guard, IndexVar, Let, Mul, Pair, PairType, Pred, Proj, Type,
-    Var, box, compare, conj, disj, gens, guard, let_chain, strip_accesses, strip_gens, strip_guards,
-    strip_sums, tensor_dims, zero,
+    TRUE, Add, Affine, Exists, Expr, Guard, IndexVar, Let, Mul, Pair, PairType, Pred, Proj, Type, Var, box,
+    compare, conj, disj, gens, guard, let_chain, strip_accesses, tensor_dims, zero,
 )
-from tensorlang.normalize.tensor_ssa import rhs_kind, ssa_access
+from tensorlang.normalize.statements import (
+    Addition, BinaryContraction, Input, Map, Operand, Statement, UnaryContraction, read, statements,
+)
 from tensorlang.predicates import simplify
 from tensorlang.rules import Rule, RuleTable
 from tensorlang.substitute import fresh_name, substitute_index, used_names
 from tensorlang.traversal import free_vars
 
 from .simplify import solve_sums
-
-
-# ------------------------------------------------------------------------------------------------
-# the SSA statements
-
-
-@dataclass(frozen=True)
-class Operand:
-    """``X[idx]``: an SSA variable read at index variables (``idx`` is empty for a scalar)."""
-
-    var: Var
-    idx: tuple[IndexVar, ...]
-
-    def read(self, mapping: Mapping[IndexVar, object] | None = None) -> Expr:
-        e: Expr = self.var
-        for v in self.idx:
-            e = Access(e, Affine.var(v) if mapping is None else _as_index(mapping.get(v, v)))
-        return e
-
-
-@dataclass(frozen=True)
-class Statement:
-    """``let var = E`` with E in one of the forms of Fig. 10."""
-
-    var: Var
-    value: Expr
-    kind: str  # input, constant, addition, map, contraction
-    dims: tuple  # the generator dimensions (var, size)
-    pred: Pred = TRUE
-    operands: tuple[Operand, ...] = ()
-    term_preds: tuple[Pred, ...] = ()  # additions: the bracket on each term
-    fn: str = ""  # maps: the black box
-    summed: tuple = ()  # contractions: the summation dimensions (var, size)
-    path: tuple[int, ...] = ()  # inputs: the projections taken
-    base: Var | None = None  # inputs: the input variable
-
-
-def parse_statement(var: Var, value: Expr, inputs) -> Statement:
-    kind = rhs_kind(value, inputs)
-    if kind is None:
-        raise UnsupportedError(f"not a Tensor SSA right-hand side: {var.name} = {value!r}")
-    dims, body = strip_gens(value)
-    if kind == "input":
-        path, e = [], body
-        while isinstance(e, (Proj, Access)):
-            if isinstance(e, Access):
-                raise UnsupportedError("the adjoint of a tensor of pairs as an input is not supported")
-            path.append(e.index)
-            e = e.pair
-        return Statement(var, value, kind, dims, path=tuple(reversed(path)), base=e)
-    if kind == "constant":
-        return Statement(var, value, kind, dims)
-    if kind == "addition":
-        terms = [_strip_guards(t) for t in (body.left, body.right)]
-        operands = tuple(Operand(*ssa_access(t, inputs)) for _, t in terms)
-        return Statement(var, value, kind, dims, operands=operands, term_preds=tuple(p for p, _ in terms))
-    if kind == "map":
-        p, head = _strip_guards(body)
-        operands = tuple(Operand(*ssa_access(a, inputs)) for a in head.args)
-        return Statement(var, value, kind, dims, pred=p, operands=operands, fn=head.fn)
-    summed, e = strip_sums(body)
-    p, head = _strip_guards(e)
-    factors = (head.left, head.right) if isinstance(head, Mul) else (head,)
-    operands = tuple(Operand(*ssa_access(f, inputs)) for f in factors)
-    return Statement(var, value, "contraction", dims, pred=p, operands=operands, summed=summed)
-
-
-def _strip_guards(e: Expr):
-    """The stacked brackets on ``e`` as one predicate, and what they guard."""
-    preds, body = strip_guards(e)
-    return conj(*preds), body
-
-
-def _as_index(a) -> Affine:
-    return a if isinstance(a, Affine) else Affine.var(a)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -171,11 +100,12 @@ class Adjoint:
         (after the checked mode's check), with the state as it is then (``proofs/specs_derive.py``)."""
         self.on_step = on_step
         self.program, self.wrt, self.dy = program, tuple(wrt), dy
-        self.inputs = frozenset(v for v in free_vars(program))
-        bindings, self.output = let_chain(program)
-        statements = [parse_statement(v, e, self.inputs) for v, e in bindings]
-        self.state = AdjointState(statements)
-        self.by_var = {id(s.var): s for s in statements}
+        program_statements = statements(program)
+        if any(isinstance(s, Input) and s.dims for s in program_statements):
+            raise UnsupportedError("the adjoint of a tensor of pairs as an input is not supported")
+        _, self.output = let_chain(program)
+        self.state = AdjointState(program_statements)
+        self.by_var = {id(s.var): s for s in program_statements}
         self.names = used_names([program, dy])  # grows with each differential made
         self.visited: set = set()  # ids of the statements transposed so far
         self.current = None  # (statement, predicate): the inner product <dX | D[E]>_[p] being transposed
@@ -197,7 +127,7 @@ class Adjoint:
     def _activity(self) -> None:
         wrt = {id(v) for v in self.wrt}
         for s in self.state.statements:
-            if s.kind == "input":
+            if isinstance(s, Input):
                 live = id(s.base) in wrt
             else:
                 live = any(id(o.var) in self.state.active for o in s.operands)
@@ -323,7 +253,7 @@ class Adjoint:
         return gens(dims, acc)
 
     def _applied(self, rule: Rule, excess=None) -> None:
-        if self.current is not None and rule in TRANSPOSITIONS.values():
+        if self.current is not None and rule in TRANSPOSITIONS.rules:
             self.visited.add(id(self.current[0].var))
             self.current = None
         if self.checker is not None:
@@ -336,11 +266,12 @@ class Adjoint:
 # the rules (Fig. 14-16): the table ``ADJOINT``, in the order of the proofs' rows
 
 
-def _adjoint_rule(name: str, *equations: str):
+def _adjoint_rule(name: str, *equations: str, form: type[Statement] | None = None):
     """Decorator: an adjoint rule as a named ``Rule`` (its function gets the ``Adjoint`` and the rule's
-    operands; its docstring is the rule)."""
+    operands; its docstring is the rule).  A transposition rule names the statement class it transposes
+    (``form``, the rule's ``kinds``)."""
     def wrap(fn):
-        return Rule(name, fn, (), (fn.__doc__ or "").strip(), equations=equations)
+        return Rule(name, fn, () if form is None else (form,), (fn.__doc__ or "").strip(), equations=equations)
 
     return wrap
 
@@ -372,7 +303,7 @@ def unused(adj: Adjoint, stmt: Statement) -> None:
     adj._applied(UNUSED)
 
 
-@_adjoint_rule("6.21 input")
+@_adjoint_rule("6.21 input", form=Input)
 def input_(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
     """<dX | D[x]>_[p] with x an input differentiated: an inner product on the gradient of x."""
     if any(stmt.base is w for w in adj.wrt):
@@ -387,7 +318,7 @@ INACTIVE = Rule("6.22 inactive operand", Adjoint.contribute, doc="<e | dY> = 0 f
 CONSTANT = Rule("6.23 constant", Adjoint.contribute, doc="<e | dC> = 0 for a constant C")
 
 
-@_adjoint_rule("6.26 addition")
+@_adjoint_rule("6.26 addition", form=Addition)
 def addition(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
     """<dX | D[[p1] Y1[g] + [p2] Y2[g]]>_[p] = <dX | dY1>_[p and p1] + <dX | dY2>_[p and p2]."""
     pred, cot = adj.at_statement(stmt, dx, pred, dims)
@@ -396,7 +327,7 @@ def addition(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
     adj._applied(ADDITION)
 
 
-@_adjoint_rule("6.27 map")
+@_adjoint_rule("6.27 map", form=Map)
 def map_(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
     """<dX | D[[q] f(Y1[g], ...)]>_[p] = sum_k <f_k(Y[g]...) * dX[g] | dYk>_[p and q] (``functions.vjp``)."""
     pred, cot = adj.at_statement(stmt, dx, pred, dims)
@@ -420,14 +351,14 @@ def _contraction_rule(rule: Rule, adj: Adjoint, stmt: Statement, dx: Var, pred: 
     adj._applied(rule)
 
 
-@_adjoint_rule("6.28 binary contraction")
+@_adjoint_rule("6.28 binary contraction", form=BinaryContraction)
 def binary_contraction(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
     """<dX | D[sum(s) [q] Y1[a] * Y2[b]]>_[p]: on dY1, ``dY1[t] = sum [q and p and t = a] dX[g] * Y2[b]``
     with the equalities solved (and the same on dY2)."""
     _contraction_rule(BINARY, adj, stmt, dx, pred, dims)
 
 
-@_adjoint_rule("6.29 unary contraction")
+@_adjoint_rule("6.29 unary contraction", form=UnaryContraction)
 def unary_contraction(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
     """<dX | D[sum(s) [q] Y[a]]>_[p]: ``dY[t] = sum [q and p and t = a] dX[g]``, the equalities solved."""
     _contraction_rule(UNARY, adj, stmt, dx, pred, dims)
@@ -447,15 +378,13 @@ START, JOIN, UNUSED, INPUT = start, join, unused, input_
 ADDITION, MAP, BINARY, UNARY, GRADIENT = addition, map_, binary_contraction, unary_contraction, gradient
 ADJOINT = RuleTable("adjoint", [START, JOIN, UNUSED, INPUT, INACTIVE, CONSTANT, ADDITION, MAP, BINARY, UNARY,
                                 GRADIENT], doc="Fig. 14-16: the adjoint by inner-product rewriting")
-TRANSPOSITIONS = {"input": INPUT, "addition": ADDITION, "map": MAP, "binary contraction": BINARY,
-                  "unary contraction": UNARY}
+TRANSPOSITIONS = RuleTable("adjoint transpositions", [r for r in ADJOINT if r.kinds],
+                           doc="the rule of each SSA form, found by the statement's class")
 
 
 def transposition(stmt: Statement) -> Rule:
     """The rule that transposes a statement of ``stmt``'s SSA form."""
-    if stmt.kind == "contraction":
-        return TRANSPOSITIONS["binary contraction" if len(stmt.operands) == 2 else "unary contraction"]
-    return TRANSPOSITIONS[stmt.kind]
+    return TRANSPOSITIONS.rules_for(stmt)[0]
 
 
 def _exists(dims, pred: Pred) -> Pred:
@@ -468,13 +397,6 @@ def _exists(dims, pred: Pred) -> Pred:
 
 def _project(e: Expr, k: int) -> Expr:
     return (e.first if k == 0 else e.second) if isinstance(e, Pair) else Proj(k, e)
-
-
-def read(e: Expr, indices) -> Expr:
-    """``e[a0][a1]...``: ``e`` read at ``indices`` (affine forms or index variables)."""
-    for a in indices:
-        e = Access(e, _as_index(a))
-    return e
 
 
 def _is_read(e: Expr, variables) -> bool:
@@ -520,14 +442,14 @@ class ExtendedCost:
         st = self.adj.state
         total = 0
         for s in st.statements:
-            if s.kind != "input":
+            if not isinstance(s, Input):
                 total += self._cost(Let(s.var, s.value, s.var))
         if self.adj.current is not None:  # <dX | D[E]>_[p] for the statement being transposed
             _, dims, pred = self.adj.current
             total += self._count(dims, pred)
         differentials = {id(s.var): Var("d" + s.var.name, s.var.type) for s in st.statements if id(s.var) in st.active}
         for s in st.statements:  # let dX = D[E] for the active statements not yet transposed
-            if id(s.var) in st.active and id(s.var) not in self.adj.visited and s.kind != "input":
+            if id(s.var) in st.active and id(s.var) not in self.adj.visited and not isinstance(s, Input):
                 sigma = {o.var: differentials[id(o.var)] for o in s.operands if id(o.var) in differentials}
                 total += self._cost(forward(s.value, sigma))
         for _, value in st.adjoint:

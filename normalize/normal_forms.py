@@ -10,6 +10,7 @@ from tensorlang.nodes import Access, Gen, Guard, Let, Pair, Proj, RelType, has_p
 from tensorlang.traversal import value_inputs
 
 from ._util import is_path, path_base
+from .statements import classify
 
 __all__ = [
     "is_let_lifted", "is_pair_eliminated", "is_gen_pushed_out", "is_tensor_ssa", "why_not_let_lifted",
@@ -169,7 +170,7 @@ def why_not_tensor_ssa(e) -> str | None:
     from tensorlang.alpha import canonical
     from tensorlang.traversal import free_vars
 
-    from .tensor_ssa import copy_of, output_ok, rhs_kind
+    from .tensor_ssa import copy_of, output_ok
 
     inputs = frozenset(value_inputs(e))
     bindings, out = let_chain(e)
@@ -178,8 +179,7 @@ def why_not_tensor_ssa(e) -> str | None:
     for var, value in bindings:
         if var in bound:
             return f"{var.name} is bound twice"
-        kind = rhs_kind(value, inputs)
-        if kind is None:
+        if classify(var, value, inputs) is None:
             return f"{var.name} = {_show(value)} is not one of the SSA forms"
         if copy_of(value, inputs) is not None:
             return f"{var.name} = {_show(value)} is a copy (fix-up 1)"

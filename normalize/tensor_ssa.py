@@ -5,15 +5,10 @@ resolved by 5.21/5.22; a bracket over a generator is taken apart by 5.27 here). 
 (``normal_forms.is_tensor_ssa``, Fig. 10)::
 
     S ::= let X = E in S | X | (S, S)            the output: variables (and their pairs)
-    E ::= pi..pi x                                an input (or gen(j..) pi..(x[j..]) for a tensor of pairs)
-        | gen(i..) c                              a constant
-        | gen(i..) ([p0] * X0[i..] + [p1] * X1[i..])     guarded binary addition
-        | gen(i..) [p] * f(X0[i..], ...)                 guarded map of a black box
-        | gen(g..) sum(s..) [p] * X0[j0..] * X1[j1..]    binary tensor contraction
-        | gen(g..) sum(s..) [p] * X0[j..]                unary tensor contraction
 
-where every index of a contraction is a bound index variable (``g`` or ``s``), every X is let-bound
-earlier, and no two statements have the same right-hand side.
+where E is one of the statement forms of ``statements.py`` (an input, a constant, a guarded binary
+addition, a guarded map of a black box, a binary or unary tensor contraction; ``statements.classify``
+recognises them), every X is let-bound earlier, and no two statements have the same right-hand side.
 
 **The translation as statement rules.**  The paper's ``[[gen(i..) [p] * e]]_SSA`` is kept as a
 statement ``let x = gen(i..) [p] * e``; each rule takes one statement whose right side is not yet an
@@ -47,7 +42,7 @@ import islpy as isl
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Call, Const, Gen, Guard, IndexVar, Let, Mul, Pair, Proj, R, Sum, Var,
+    FALSE, TRUE, Access, Add, Affine, Call, Const, Gen, Guard, IndexVar, Let, Mul, Pair, Proj, Sum, Var,
     box, build_lets, compare, conj, gens, guard, has_pair, let_chain, strip_accesses, strip_gens, strip_guards,
     strip_sums, sum_chain, sums, tensor_dims, wrap_guards,
 )
@@ -56,12 +51,16 @@ from tensorlang.substitute import substitute_vars
 from tensorlang.traversal import free_index_vars, free_vars, value_inputs
 
 from ._util import is_path, path_base
+from .statements import (
+    Addition, Contraction, Map, bare, classify, contraction_body, exact_access, input_form, is_input_statement,
+    ssa_access,
+)
 
-__all__ = ["SSA_OUTPUT", "SSA", "SSA_FINISH", "SSA_NAMES", "tensor_ssa", "rhs_kind", "output_ok"]
+__all__ = ["SSA_OUTPUT", "SSA", "SSA_FINISH", "SSA_NAMES", "tensor_ssa", "output_ok"]
 
 
 # --------------------------------------------------------------------------------------------------
-# recognising SSA right-hand sides
+# the program's inputs, and whether a right-hand side is an SSA form (``statements.classify``)
 
 
 def _inputs(ctx) -> frozenset:
@@ -72,117 +71,13 @@ def _inputs(ctx) -> frozenset:
     return found
 
 
-def _bare(a: Affine):
-    """The index variable ``a`` is, or None."""
-    if a.const == 0 and len(a.terms) == 1 and a.terms[0][1] == 1 and isinstance(a.terms[0][0], IndexVar):
-        return a.terms[0][0]
-    return None
-
-
-def ssa_access(e, inputs, allowed=None):
-    """``X[j..]`` with X a let-bound variable (not an input), indexed down to a scalar at bare index
-    variables (among ``allowed`` if given): the indices, or None."""
-    if e.type is not R:
-        return None
-    idx = []
-    while isinstance(e, Access):
-        v = _bare(e.index)
-        if v is None or (allowed is not None and not any(v is w for w in allowed)):
-            return None
-        idx.append(v)
-        e = e.tensor
-    if not isinstance(e, Var) or e in inputs:
-        return None
-    idx.reverse()
-    return e, tuple(idx)
-
-
-def _exact(e, inputs, dims) -> bool:
-    """``X[i0, i1, ..]`` at exactly the generator indices ``dims``, in order."""
-    found = ssa_access(e, inputs)
-    return found is not None and len(found[1]) == len(dims) and all(a is v for a, (v, _) in zip(found[1], dims))
-
-
-def _input_form(path, inputs):
-    """For a path over an input, ``(E, inner, outer)``: the input statement E (its projections, with the
-    accesses taken inside a projection turned into generators, struct of arrays) and the indices at
-    which the path reads it.  None if the path is not over an input."""
-    ops = []
-    e = path
-    while isinstance(e, (Proj, Access)):
-        ops.append(e)
-        e = e.pair if isinstance(e, Proj) else e.tensor
-    if not isinstance(e, Var) or e not in inputs:
-        return None
-    ops.reverse()  # innermost first
-    last_proj = max((k for k, op in enumerate(ops) if isinstance(op, Proj)), default=-1)
-    inner, dims, node = [], [], e
-    for op in ops[:last_proj + 1]:
-        if isinstance(op, Proj):
-            node = Proj(op.index, node)
-        else:
-            j = IndexVar("j")
-            dims.append((j, node.type.size))
-            inner.append(op.index)
-            node = Access(node, Affine.var(j))
-    outer = [op.index for op in ops[last_proj + 1:]]
-    return gens(dims, node), tuple(inner), tuple(outer)
-
-
-def _is_input_statement(v, inputs) -> bool:
-    dims, body = strip_gens(v)
-    if not is_path(body):
-        return False
-    form = _input_form(body, inputs)
-    if form is None:
-        return False
-    E, inner, outer = form
-    if outer or len(inner) != len(dims):
-        return False
-    if not dims:
-        return E is v
-    return E == v
-
-
-def _contraction_body(b, inputs, allowed) -> bool:
-    if isinstance(b, Mul):
-        return ssa_access(b.left, inputs, allowed) is not None and ssa_access(b.right, inputs, allowed) is not None
-    return ssa_access(b, inputs, allowed) is not None
-
-
-def rhs_kind(v, inputs) -> str | None:
-    """The Fig. 10 form of a right-hand side (``input``, ``constant``, ``addition``, ``map``,
-    ``contraction``), or None."""
-    if _is_input_statement(v, inputs):
-        return "input"
-    dims, body = strip_gens(v)
-    if isinstance(body, Const):
-        return "constant"
-    if isinstance(body, Add):
-        ok = all(_exact(strip_guards(s)[1], inputs, dims) for s in (body.left, body.right))
-        return "addition" if ok else None
-    preds, head = strip_guards(body)
-    if isinstance(head, Call):
-        if len(preds) <= 1 and all(_exact(a, inputs, dims) for a in head.args):
-            return "map"
-        return None
-    sdims, e = strip_sums(body)
-    preds, head = strip_guards(e)
-    if len(preds) > 1:
-        return None
-    allowed = [v_ for v_, _ in dims] + [v_ for v_, _ in sdims]
-    if _contraction_body(head, inputs, allowed):
-        return "contraction"
-    return None
-
-
-def _kind(v, ctx):
-    key = ("ssa.kind", id(v))
+def _is_ssa_form(v, ctx) -> bool:
+    key = ("ssa.form", id(v))
     found = ctx.cache.get(key)
     if found is None:
-        found = (rhs_kind(v, _inputs(ctx)) or "", v)  # keep v alive with its id
+        found = (classify(None, v, _inputs(ctx)) is not None, v)  # keep v alive with its id
         ctx.cache[key] = found
-    return found[0] or None
+    return found[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,7 +102,7 @@ def _statement(rule_fn):
     """Statement rules see ``let x = v in body`` with v not yet an SSA form."""
 
     def fn(e, ctx):
-        if _kind(e.value, ctx) is not None:
+        if _is_ssa_form(e.value, ctx):
             return None
         return rule_fn(e, ctx)
 
@@ -261,12 +156,12 @@ def ssa_input(e, ctx):
     """``... pi..x [a..] ...  ->  let X = pi..x in ... X[a..] ...``: the input read becomes a statement of
     its own (a tensor of pairs is read as a struct of arrays, ``gen(j) pi_k (x[j])``).  Cost 0."""
     inputs = _inputs(ctx)
-    if _is_input_statement(e.value, inputs):
+    if is_input_statement(e.value, inputs):
         return None
     path = _first_input_path(e.value, inputs)
     if path is None:
         return None
-    E, inner, outer = _input_form(path, inputs)
+    E, inner, outer = input_form(path, inputs)
     X, _ = _new(ctx, E)
     value = substitute_paths(e.value, path, X[tuple(inner + outer)])
     return Let(X, E, Let(e.var, value, e.body))
@@ -352,7 +247,7 @@ def ssa_access_rule(e, ctx):
     sizes, _ = tensor_dims(base.type)
     idx, sdims, eqs = [], [], []
     for a, size in zip(indices, sizes):
-        v = _bare(a)
+        v = bare(a)
         if v is not None:
             idx.append(v)
         else:
@@ -372,7 +267,7 @@ def _operand(ctx, dims, p, inner, stmts, exact: bool):
     ``X = gen(g..) [p] * inner`` read at ``X[g..]``."""
     inputs = _inputs(ctx)
     gvars = [v for v, _ in dims]
-    if exact and _exact(inner, inputs, dims):
+    if exact and exact_access(inner, inputs, dims):
         return inner
     if not exact and ssa_access(inner, inputs, gvars) is not None:
         return inner
@@ -457,7 +352,7 @@ def ssa_sum(e, ctx):
     sdims, qs, n = sum_chain(head)
     Q = conj(p, *qs)
     allowed = [v for v, _ in dims] + [v for v, _ in sdims]
-    if _contraction_body(n, _inputs(ctx), allowed):
+    if contraction_body(n, _inputs(ctx), allowed):
         return Let(e.var, gens(dims, sums(sdims, guard(Q, n))), e.body)
     inner = guard(p, guard(conj(*qs), n)) if qs else guard(p, n)
     X, value = _new(ctx, gens(tuple(dims) + tuple(sdims), inner))
@@ -487,7 +382,7 @@ def output_ok(o, inputs, dims=()) -> bool:
         return output_ok(o.body, inputs, dims + ((o.var, o.size),))
     if not dims:
         return isinstance(o, Var) and o not in inputs
-    return _exact(o, inputs, dims)
+    return exact_access(o, inputs, dims)
 
 
 def _name_output(o, inputs, ctx, stmts, dims=()):
@@ -542,9 +437,9 @@ def _canonical_rhs(v, pos, inputs, simplify_cache):
     from tensorlang.alpha import canonical
 
     v = canonical(v)
-    kind = rhs_kind(v, inputs)
+    form = classify(None, v, inputs)
     dims, body = strip_gens(v)
-    if kind == "addition":
+    if isinstance(form, Addition):
         l, r = body.left, body.right
         kl = pos.get(ssa_access(strip_guards(l)[1], inputs)[0], -1)
         kr = pos.get(ssa_access(strip_guards(r)[1], inputs)[0], -1)
@@ -562,14 +457,14 @@ def _canonical_rhs(v, pos, inputs, simplify_cache):
             v = gens(dims, guard(*live[0]))
         else:
             v = gens(dims, Const(0))
-    elif kind == "map":
+    elif isinstance(form, Map):
         preds, head = strip_guards(body)
         p = _simp(conj(*preds), dims, simplify_cache)
         if p is FALSE:
             v = gens(dims, Const(0))
         else:
             v = gens(dims, guard(p, head))
-    elif kind == "contraction":
+    elif isinstance(form, Contraction):
         sdims, n = strip_sums(body)
         preds, head = strip_guards(n)
         factors = [head.left, head.right] if isinstance(head, Mul) else [head]
@@ -627,7 +522,7 @@ def _eliminate_pinned(dims, sdims, p, factors):
             if not sol or len(sol) != 1:
                 continue
             a = sol[0][1]
-            v = _bare(a)
+            v = bare(a)
             if v is None or v is s or not any(v is b for b in binders):
                 continue
             p = conj(substitute_index(p, {s: a}), box([(a, size)]))
@@ -669,7 +564,7 @@ def cse(e, ctx):
     cache = ctx.cache.setdefault("ssa.simplify", {})
     for var, value in bindings:
         value = substitute_vars(value, mapping) if mapping else value
-        if rhs_kind(value, inputs) is None:
+        if classify(var, value, inputs) is None:
             return None  # not an SSA program: leave it to the recogniser
         value = _canonical_rhs(value, pos, inputs, cache)
         copied = copy_of(value, inputs)  # a bracket simplified away can leave a copy (fix-up 1)
@@ -688,7 +583,7 @@ def cse(e, ctx):
     live = set(free_vars(out))
     alive = []
     for var, value in reversed(kept):
-        if var in live or _is_input_statement(value, inputs):
+        if var in live or is_input_statement(value, inputs):
             alive.append((var, value))
             live.update(free_vars(value))
     alive.reverse()

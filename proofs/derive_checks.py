@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 
 import tensorlang as tl
 from tensorlang.derive.adjoint import (
-    ADJOINT, CONSTANT, GRADIENT, INACTIVE, INPUT, JOIN, TRANSPOSITIONS, Adjoint, ExtendedCost, read,
+    ADJOINT, CONSTANT, GRADIENT, INACTIVE, INPUT, JOIN, TRANSPOSITIONS, Adjoint, ExtendedCost,
 )
 from tensorlang.derive.forward import FORWARD, Forward, forward
 from tensorlang.derive.simplify import SIMPLIFY, simplify_program
@@ -53,6 +53,7 @@ from tensorlang.nodes import (
     tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
+from tensorlang.normalize.statements import Constant, read
 from tensorlang.substitute import fresh_var, rebuild, substitute_vars
 from tensorlang.traversal import free_vars
 from tests.oracles import central_difference, inner, random_like
@@ -225,7 +226,7 @@ def _forward_program(expr, input_sets, stats, per_rule) -> None:
 
 
 _ADJOINT_ROWS = tuple((r.name, r.realises) for r in ADJOINT)
-_TRANSPOSING = tuple(r.name for r in TRANSPOSITIONS.values() if r is not INPUT)
+_TRANSPOSING = tuple(r.name for r in TRANSPOSITIONS if r is not INPUT)
 
 
 def _adjoint_sources(programs_per_unit: int):
@@ -401,8 +402,8 @@ class _AdjointCheck:
                 for o in stmt.operands:
                     if id(o.var) not in adj.state.active:
                         other = adj.by_var[id(o.var)]
-                        kind = CONSTANT.name if other.kind == "constant" else INACTIVE.name
-                        inferred.append((kind, o.var))
+                        rule_name = CONSTANT.name if isinstance(other, Constant) else INACTIVE.name
+                        inferred.append((rule_name, o.var))
         if rule == JOIN.name:
             self._transposed = adj.current[0]
         try:

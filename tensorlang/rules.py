@@ -54,7 +54,8 @@ class Rule:
     """A named rewrite rule.
 
     ``name`` starts with the paper's equation number (``"5.6 let-lift gen"``); ``fn(node, ctx)`` returns
-    the rewritten node or ``None``; ``kinds`` are the node classes it matches (empty: any expression);
+    the rewritten node or ``None``; ``kinds`` are the node classes it matches (empty: any expression; for
+    a transposition rule of the adjoint, the statement classes it transposes, ``RuleTable.rules_for``);
     ``root``: applies to the whole program only; ``equations``: the paper's equations this rule realises
     (default: the number in its name); ``polynomial``: both sides are polynomials of the inputs whenever
     the program is (so ``proofs/`` also checks it symbolically with SymPy); ``doc``: the rule in the

@@ -175,6 +175,12 @@ def test_bad_wrt():
         tl.grad(tl.parse("x : [n]R; gen(i:n) x[i]"), "x")
 
 
+def test_a_tensor_of_pairs_as_an_input_is_refused():
+    # its input statement reads it as a struct of arrays (gen(j) t[j].0), which the adjoint does not take
+    with pytest.raises(tl.UnsupportedError, match="tensor of pairs as an input"):
+        tl.grad(tl.parse("t : [n](R, R); sum(i:n) t[i].0 * 2"), "t")
+
+
 def test_grad_keeps_an_input_named_dy():
     # the cotangent takes a fresh name (dy1); only it is set to 1, the program's own dy stays an input
     e = tl.parse("dy : R; x : R; dy * x * x")

@@ -15,6 +15,7 @@ from tensorlang.normalize import (
     tensor_ssa, to_ssa, why_not_gen_pushed_out, why_not_let_lifted, why_not_pair_eliminated,
     why_not_tensor_ssa,
 )
+from tensorlang.normalize.statements import Contraction, Input, classify, statements
 from tensorlang.rules import Trace, all_tables, applications, apply_once, rewrite
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
@@ -156,6 +157,25 @@ def test_ssa_prints_in_the_papers_notation():
     # a contraction keeps its summation
     mm = to_ssa(tl.parse("gen(i:n, k:l) sum(j:m) A[i, j] * B[j, k]", A="[n][m]R", B="[m][l]R"))
     assert "let X2 = gen(i0:n, i1:l) sum(i2:m) X0[i0, i2] * X1[i2, i1] in X2" in repr(mm)
+
+
+def test_statements_are_the_forms_of_fig_10():
+    """``statements`` gives every statement of a Tensor SSA program as the class of its form, with the
+    variables it reads; ``classify`` finds no form in a right-hand side that is not one."""
+    e = tl.parse("gen(i:n) exp(sum(j:m) A[i, j] * v[j]) + [i < 2] * 3.0 + sum(j:m) A[i, j]", A="[n][m]R", v="[m]R")
+    found = statements(to_ssa(e))
+    forms = [(type(s).__name__, s.var.name, [o.var.name for o in s.operands]) for s in found]
+    assert forms == [
+        ("Input", "X0", []), ("Input", "X1", []), ("BinaryContraction", "X2", ["X0", "X1"]), ("Map", "X3", ["X2"]),
+        ("Constant", "X4", []), ("UnaryContraction", "X5", ["X4"]), ("Addition", "X6", ["X3", "X5"]),
+        ("UnaryContraction", "X7", ["X0"]), ("Addition", "X8", ["X6", "X7"]),
+    ]
+    assert isinstance(found[2], Contraction) and [v.name for v, _ in found[2].summed] == ["i1"]
+    # a tensor of pairs is input as a struct of arrays: an input statement with generators
+    pairs = statements(to_ssa(tl.parse("gen(i:n) t[i].0 * 2", t="[n](R, R)")))
+    assert isinstance(pairs[0], Input) and pairs[0].path == (0,) and len(pairs[0].dims) == 1
+    raw = tl.parse("gen(i:n) exp(v[i] * 2)", v="[n]R")
+    assert classify(None, raw, frozenset(raw.free_vars)) is None
 
 
 def test_pairs_in_and_out():

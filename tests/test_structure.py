@@ -7,7 +7,8 @@ everywhere else (``normalize``, ``derive`` and ``derive.ad``, ``codegen``, ``pro
 lazy imports included, is acyclic.  No module reaches up a layer by importing inside a function where
 the layers are drawn: ``nodes`` imports nothing above it (the modules that define what a node does
 beyond its structure install it, ``tensorlang.hooks``), ``errors`` nothing of ``codegen``, and
-``codegen`` nothing of ``derive``.
+``codegen`` nothing of ``derive``.  And a Tensor SSA statement's form is its class: nothing tells the forms
+apart by a ``kind`` string.
 """
 from __future__ import annotations
 
@@ -257,3 +258,31 @@ def test_node_kinds_are_dispatched_one_way():
     assert not built, "\n".join(built)
     chains = [line for module in DISPATCHERS for line in _isinstance_chains(MODULES[module])]
     assert not chains, "\n".join(chains)
+
+
+SSA_FORM_READERS = ("tensorlang.normalize.", "tensorlang.derive.", "proofs.")
+PYTHON_AD = "tensorlang.derive.ad."
+
+
+def _kind_tests(path: Path) -> list[str]:
+    """Where module ``path`` tells things apart by a ``kind`` string: a comparison with an attribute ``kind``
+    (``stmt.kind == "input"``), or a name of the string classifiers (``rhs_kind``, ``parse_statement``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare) and any(
+                isinstance(side, ast.Attribute) and side.attr == "kind" for side in [node.left, *node.comparators]):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        name = node.id if isinstance(node, ast.Name) else node.name if isinstance(node, ast.FunctionDef) else None
+        if name in ("rhs_kind", "parse_statement"):
+            found.append(f"{node.lineno}: {name}")
+    return found
+
+
+def test_the_tensor_ssa_forms_are_told_apart_by_their_statement_classes():
+    """A right-hand side's Fig. 10 form is its class in ``normalize/statements.py`` (``classify``); the
+    passes, the derivatives and the proofs dispatch on the class, never on a string kind.  (``derive.ad``,
+    the AD layer for Python functions, has instructions of its own, not Tensor SSA statements.)"""
+    found = [f"{path.relative_to(ROOT)}:{line}" for module, path in sorted(MODULES.items())
+             if (module + ".").startswith(SSA_FORM_READERS) and not (module + ".").startswith(PYTHON_AD)
+             for line in _kind_tests(path)]
+    assert not found, "\n".join(found)
