@@ -14,10 +14,10 @@ out of range at masked-out points are harmless, and values there are replaced by
 from __future__ import annotations
 
 import operator
-from typing import Callable
 
 import numpy as np
 
+from .dispatch import dispatch
 from .errors import BoundsError, ShapeError, TypeCheckError, UnsupportedError
 from .functions import lookup
 from .inputs import Binding, bind
@@ -159,15 +159,6 @@ class Evaluator:
     def __init__(self, binding: Binding):
         self.binding = binding
         self.let_brackets: dict = {}  # scalar let variable -> (where a false bracket zeroes it, its depth)
-        self.rules: dict[type, Callable] = {
-            Const: self._const, Var: self._var, Add: self._add, Mul: self._mul, Call: self._call,
-            Pair: self._pair, Proj: self._proj, Gen: self._gen, Sum: self._sum, Access: self._access,
-            Guard: self._guard, Let: self._let, Declare: lambda e, scope: self.expr(e.body, scope),
-        }
-        self.pred_rules: dict[type, Callable] = {
-            TruePred: lambda p, s: True, FalsePred: lambda p, s: False, Cmp: self._cmp, And: self._and,
-            Or: self._or, Exists: self._exists, RelAtom: self._rel,
-        }
 
     # ---------------------------------------------------------------------------------------------
     # expressions
@@ -175,24 +166,27 @@ class Evaluator:
     def expr(self, e: Expr, scope: Scope):
         hit = scope.lookup(e)
         if hit is None:
-            hit = self.rules[type(e)](e, scope)
+            hit = dispatch(self, "_eval_", e, scope)
             scope.memo[id(e)] = hit
         return hit
 
-    def _const(self, e: Const, scope: Scope):  # 4.2
+    def _eval_Declare(self, e: Declare, scope: Scope):
+        return self.expr(e.body, scope)
+
+    def _eval_Const(self, e: Const, scope: Scope):  # 4.2
         return np.full((1,) * scope.depth, e.real)
 
-    def _var(self, e: Var, scope: Scope):  # 4.1
+    def _eval_Var(self, e: Var, scope: Scope):  # 4.1
         try:
             value, depth = scope.env[e]
         except KeyError:
             raise TypeCheckError(f"variable {e.name} has no value") from None
         return _lift(value, depth, scope.depth)
 
-    def _add(self, e: Add, scope: Scope):  # 4.3
+    def _eval_Add(self, e: Add, scope: Scope):  # 4.3
         return self.expr(e.left, scope) + self.expr(e.right, scope)
 
-    def _mul(self, e: Mul, scope: Scope):  # 4.4
+    def _eval_Mul(self, e: Mul, scope: Scope):  # 4.4
         return self._strong_zeros(e, self.expr(e.left, scope) * self.expr(e.right, scope), scope)
 
     def _strong_zeros(self, product: Expr, value, scope: Scope):
@@ -223,23 +217,23 @@ class Evaluator:
             dead = _either(dead, here)
         return dead
 
-    def _call(self, e: Call, scope: Scope):  # 4.5
+    def _eval_Call(self, e: Call, scope: Scope):  # 4.5
         args = [self.expr(a, scope) for a in e.args]
         return np.asarray(lookup(e.fn).numpy(*args), dtype=np.float64)
 
-    def _pair(self, e: Pair, scope: Scope):  # 4.6
+    def _eval_Pair(self, e: Pair, scope: Scope):  # 4.6
         return (self.expr(e.first, scope), self.expr(e.second, scope))
 
-    def _proj(self, e: Proj, scope: Scope):  # 4.10
+    def _eval_Proj(self, e: Proj, scope: Scope):  # 4.10
         return self.expr(e.pair, scope)[e.index]
 
-    def _gen(self, e: Gen, scope: Scope):  # 4.7
+    def _eval_Gen(self, e: Gen, scope: Scope):  # 4.7
         n = self.binding.size(e.size)
         d = scope.depth
         body = self.expr(e.body, scope.push(e.var, n))
         return _map(body, lambda v: np.broadcast_to(v, v.shape[:d] + (n,) + v.shape[d + 1:]))
 
-    def _sum(self, e: Sum, scope: Scope):  # 4.8
+    def _eval_Sum(self, e: Sum, scope: Scope):  # 4.8
         contraction = self._contraction(e, scope)
         if contraction is not None:
             return contraction
@@ -286,7 +280,7 @@ class Evaluator:
         shape = [scope.extents[k] if k in used else 1 for k in range(d)]
         return np.asarray(result, dtype=np.float64).reshape(shape) + 0.0  # from +0, as in _sum
 
-    def _access(self, e: Access, scope: Scope):  # 4.11
+    def _eval_Access(self, e: Access, scope: Scope):  # 4.11
         value = self.expr(e.tensor, scope)
         return _map(value, lambda v: self._gather(e, v, scope))
 
@@ -327,7 +321,7 @@ class Evaluator:
             value = int(index)
         raise BoundsError(f"{expr_str(e)} reads index {value}{where}, outside [0, {extent})")
 
-    def _guard(self, e: Guard, scope: Scope):  # 4.12
+    def _eval_Guard(self, e: Guard, scope: Scope):  # 4.12
         live = self.pred(e.pred, scope)
         if live is False or (live is not True and not live.any()):  # also where there are no points
             return self.zeros(e.type, scope.depth)
@@ -336,7 +330,7 @@ class Evaluator:
         value = self.expr(e.body, scope.restrict(live))
         return _map(value, lambda v: np.where(live.reshape(live.shape + (1,) * (v.ndim - live.ndim)), v, 0.0))
 
-    def _let(self, e: Let, scope: Scope):  # 4.9
+    def _eval_Let(self, e: Let, scope: Scope):  # 4.9
         value = self.expr(e.value, scope)
         if e.value.type is R:
             dead = self._bracketed(e.value, scope)
@@ -379,7 +373,7 @@ class Evaluator:
         key = ("pred", id(p))
         hit = scope.memo.get(key)
         if hit is None:
-            hit = self.pred_rules[type(p)](p, scope)
+            hit = dispatch(self, "_eval_", p, scope)
             if not isinstance(hit, bool):
                 hit = np.asarray(hit)
                 if hit.ndim < scope.depth:
@@ -387,15 +381,21 @@ class Evaluator:
             scope.memo[key] = hit
         return hit
 
-    def _cmp(self, p: Cmp, scope: Scope):  # 4.18
+    def _eval_TruePred(self, p: TruePred, scope: Scope):
+        return True
+
+    def _eval_FalsePred(self, p: FalsePred, scope: Scope):
+        return False
+
+    def _eval_Cmp(self, p: Cmp, scope: Scope):  # 4.18
         lhs, rhs = self.affine(p.lhs, scope), self.affine(p.rhs, scope)
         result = {"<": np.less, "<=": np.less_equal, "=": np.equal, "!=": np.not_equal}[p.op](lhs, rhs)
         return bool(result) if np.ndim(result) == 0 else result
 
-    def _and(self, p: And, scope: Scope):  # 4.19
+    def _eval_And(self, p: And, scope: Scope):  # 4.19
         return self._junction(p.parts, scope, False, operator.and_)
 
-    def _or(self, p: Or, scope: Scope):  # 4.19
+    def _eval_Or(self, p: Or, scope: Scope):  # 4.19
         return self._junction(p.parts, scope, True, operator.or_)
 
     def _junction(self, parts, scope: Scope, absorbing: bool, combine):
@@ -410,7 +410,7 @@ class Evaluator:
                 out = v if out is unit else combine(out, v)
         return out
 
-    def _exists(self, p: Exists, scope: Scope):  # 4.21
+    def _eval_Exists(self, p: Exists, scope: Scope):  # 4.21
         n = self.binding.size(p.size)
         if n == 0:
             return False
@@ -419,7 +419,7 @@ class Evaluator:
             return body
         return body.any(axis=scope.depth)
 
-    def _rel(self, p: RelAtom, scope: Scope):  # 4.20
+    def _eval_RelAtom(self, p: RelAtom, scope: Scope):  # 4.20
         table = scope.env[p.rel][0]
         if table.size == 0:  # an empty relation holds nowhere (and has no entry to look at)
             return False

@@ -240,8 +240,10 @@ def _isinstance_chains(path: Path) -> list[str]:
     return found
 
 
-# the modules that handle every kind of node: each kind is a method found by tensorlang.dispatch
-DISPATCHERS = ("tensorlang.printer", "tensorlang.latex", "tensorlang.cost", "tensorlang.codegen.scalar")
+# the modules that handle every kind of node (printers, the cost model, the reference evaluator): each kind is a
+# method found by tensorlang.dispatch
+DISPATCHERS = ("tensorlang.printer", "tensorlang.latex", "tensorlang.cost", "tensorlang.evaluate",
+               "tensorlang.codegen.scalar")
 
 
 def test_node_kinds_are_dispatched_one_way():
