@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import sympy
 
+from tensorlang.dispatch import dispatch
 from tensorlang.nodes import (
     Access, Add, And, Call, Cmp, Const, Exists, FalsePred, Gen, Guard, IndexVar, Let, Mul, Or, Pair,
     PairType, Proj, RelAtom, RelType, Sum, TensorType, TruePred, Var, walk,
@@ -54,6 +55,8 @@ def _zero(t, sizes):
 
 
 class _Interp:
+    """The interpreter, one method ``_sym_<Class>`` per kind of node."""
+
     def __init__(self, sizes):
         self.sizes = sizes
         self.memo: dict = {}
@@ -72,64 +75,75 @@ class _Interp:
         return out
 
     def _expr(self, e, env):
-        if isinstance(e, Const):
-            v = e.value
-            return sympy.Rational(Fraction(v)) if not isinstance(v, int) else sympy.Integer(v)
-        if isinstance(e, Var):
-            return env[e]
-        if isinstance(e, Add):
-            return self.expr(e.left, env) + self.expr(e.right, env)
-        if isinstance(e, Mul):
-            return self.expr(e.left, env) * self.expr(e.right, env)
-        if isinstance(e, Call):
-            from tensorlang.functions import lookup
+        return dispatch(self, "_sym_", e, env)
 
-            spec = lookup(e.fn)
-            f = getattr(spec, "sympy", None)
-            args = [self.expr(a, env) for a in e.args]
-            if f is None:
-                return sympy.Function(e.fn)(*args)
-            return f(*args)
-        if isinstance(e, Pair):
-            return (self.expr(e.first, env), self.expr(e.second, env))
-        if isinstance(e, Proj):
-            return self.expr(e.pair, env)[e.index]
-        if isinstance(e, Gen):
-            return [self.expr(e.body, {**env, e.var: k}) for k in range(_size(e.size, self.sizes))]
-        if isinstance(e, Sum):
-            total = sympy.Integer(0)
-            for k in range(_size(e.size, self.sizes)):
-                total += self.expr(e.body, {**env, e.var: k})
-            return total
-        if isinstance(e, Access):
-            value = self.expr(e.tensor, env)
-            k = self.index(e.index, env)
-            return _at(value, k)
-        if isinstance(e, Guard):
-            return self.expr(e.body, env) if self.pred(e.pred, env) else _zero(e.type, self.sizes)
-        if isinstance(e, Let):
-            return self.expr(e.body, {**env, e.var: self.expr(e.value, env)})
-        raise TypeError(type(e).__name__)
+    def _sym_Const(self, e: Const, env):
+        v = e.value
+        return sympy.Rational(Fraction(v)) if not isinstance(v, int) else sympy.Integer(v)
+
+    def _sym_Var(self, e: Var, env):
+        return env[e]
+
+    def _sym_Add(self, e: Add, env):
+        return self.expr(e.left, env) + self.expr(e.right, env)
+
+    def _sym_Mul(self, e: Mul, env):
+        return self.expr(e.left, env) * self.expr(e.right, env)
+
+    def _sym_Call(self, e: Call, env):
+        """A black box as an uninterpreted function (polynomial rules are checked on programs without)."""
+        return sympy.Function(e.fn)(*[self.expr(a, env) for a in e.args])
+
+    def _sym_Pair(self, e: Pair, env):
+        return (self.expr(e.first, env), self.expr(e.second, env))
+
+    def _sym_Proj(self, e: Proj, env):
+        return self.expr(e.pair, env)[e.index]
+
+    def _sym_Gen(self, e: Gen, env):
+        return [self.expr(e.body, {**env, e.var: k}) for k in range(_size(e.size, self.sizes))]
+
+    def _sym_Sum(self, e: Sum, env):
+        total = sympy.Integer(0)
+        for k in range(_size(e.size, self.sizes)):
+            total += self.expr(e.body, {**env, e.var: k})
+        return total
+
+    def _sym_Access(self, e: Access, env):
+        return _at(self.expr(e.tensor, env), self.index(e.index, env))
+
+    def _sym_Guard(self, e: Guard, env):
+        return self.expr(e.body, env) if self.pred(e.pred, env) else _zero(e.type, self.sizes)
+
+    def _sym_Let(self, e: Let, env):
+        return self.expr(e.body, {**env, e.var: self.expr(e.value, env)})
 
     def pred(self, p, env) -> bool:
-        if isinstance(p, TruePred):
-            return True
-        if isinstance(p, FalsePred):
-            return False
-        if isinstance(p, Cmp):
-            a, b = self.index(p.lhs, env), self.index(p.rhs, env)
-            return {"<": a < b, "<=": a <= b, "=": a == b, "!=": a != b}[p.op]
-        if isinstance(p, And):
-            return all(self.pred(q, env) for q in p.parts)
-        if isinstance(p, Or):
-            return any(self.pred(q, env) for q in p.parts)
-        if isinstance(p, Exists):
-            return any(self.pred(p.body, {**env, p.var: k}) for k in range(_size(p.size, self.sizes)))
-        if isinstance(p, RelAtom):
-            table = env[p.rel]
-            idx = tuple(self.index(a, env) for a in p.args)
-            return all(0 <= i < s for i, s in zip(idx, table.shape)) and bool(table[idx])
-        raise TypeError(type(p).__name__)
+        return dispatch(self, "_sym_", p, env)
+
+    def _sym_TruePred(self, p: TruePred, env) -> bool:
+        return True
+
+    def _sym_FalsePred(self, p: FalsePred, env) -> bool:
+        return False
+
+    def _sym_Cmp(self, p: Cmp, env) -> bool:
+        a, b = self.index(p.lhs, env), self.index(p.rhs, env)
+        return {"<": a < b, "<=": a <= b, "=": a == b, "!=": a != b}[p.op]
+
+    def _sym_And(self, p: And, env) -> bool:
+        return all(self.pred(q, env) for q in p.parts)
+
+    def _sym_Or(self, p: Or, env) -> bool:
+        return any(self.pred(q, env) for q in p.parts)
+
+    def _sym_Exists(self, p: Exists, env) -> bool:
+        return any(self.pred(p.body, {**env, p.var: k}) for k in range(_size(p.size, self.sizes)))
+
+    def _sym_RelAtom(self, p: RelAtom, env) -> bool:
+        table = env[p.rel]
+        idx = tuple(self.index(a, env) for a in p.args)
+        return all(0 <= i < s for i, s in zip(idx, table.shape)) and bool(table[idx])
 
 
 def _at(value, k):

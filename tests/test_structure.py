@@ -240,10 +240,10 @@ def _isinstance_chains(path: Path) -> list[str]:
     return found
 
 
-# the modules that handle every kind of node (printers, the cost model, the reference evaluator): each kind is a
-# method found by tensorlang.dispatch
+# the modules that handle every kind of node (printers, the cost model, the evaluators): each kind is a method
+# found by tensorlang.dispatch
 DISPATCHERS = ("tensorlang.printer", "tensorlang.latex", "tensorlang.cost", "tensorlang.evaluate",
-               "tensorlang.codegen.scalar")
+               "tensorlang.codegen.scalar", "proofs.symbolic")
 
 
 def test_node_kinds_are_dispatched_one_way():
