@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+import scipy.special
 import sympy
+from sympy.codegen import cfunctions
 
 from .errors import TypeCheckError
 from .nodes import OPERATIONS, Add, Call, Const, Expr, Mul
@@ -152,6 +154,9 @@ _builtin("recip", 1, lambda u: 1 / u, np.reciprocal, positive=(0,))
 _builtin("pow", 2, lambda u, v: u**v, np.power, positive=(0,))
 _builtin("max", 2, sympy.Max, np.maximum)
 _builtin("min", 2, sympy.Min, np.minimum)
+_builtin("log1p", 1, cfunctions.log1p, np.log1p, positive=(0,))
+_builtin("expm1", 1, cfunctions.expm1, np.expm1)
+_builtin("erf", 1, sympy.erf, scipy.special.erf)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -221,7 +226,7 @@ def _ops(e) -> int:
 
 _SYMPY_CALLS = {
     sympy.exp: "exp", sympy.log: "log", sympy.sin: "sin", sympy.cos: "cos", sympy.tan: "tan",
-    sympy.tanh: "tanh", sympy.Abs: "abs",
+    sympy.tanh: "tanh", sympy.Abs: "abs", cfunctions.log1p: "log1p", cfunctions.expm1: "expm1", sympy.erf: "erf",
 }
 
 
