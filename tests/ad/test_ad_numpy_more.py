@@ -48,6 +48,18 @@ def test_median_at_a_tie_is_a_subgradient():
     assert g.sum() == 1.0 and g[0] == 0.0
 
 
+@pytest.mark.parametrize("f", [np.median, np.nanmedian, lambda x: np.quantile(x, 0.3),
+                               lambda x: np.nanpercentile(x, 40.0), lambda x: np.quantile(x, [0.1, 0.7])])
+def test_quantiles_have_numpys_result_type_in_every_mode(f):
+    """A quantile that is a number is a NumPy float, as NumPy's own result, not a 0-d array."""
+    x = np.array([3.0, 1.0, 2.0, 5.0])
+    want = type(f(x))
+    y, t = ad.jvp(f, (x,), (np.ones(4),))
+    assert type(y) is want and type(t) is want
+    if want is np.float64:
+        assert type(ad.value_and_grad(f)(x)[0]) is want
+
+
 def test_quantile_keyword_forms_and_percentile():
     check_modes(lambda x: np.sum(np.quantile(x, [0.25, 0.8], axis=0, keepdims=True) ** 2), A)
     check_modes(lambda x: np.sum(np.percentile(x, 40.0, axis=(0, 1))), A)

@@ -218,7 +218,7 @@ def linear_quantile(a, q, axis, keepdims, scale=1.0):
     above = np.take(s, hi, 0)
     frac = np.reshape(frac, np.shape(lo) + (1,) * (np.ndim(s) - 1))
     y = below + frac * (above - below)
-    return np.reshape(y, quantiles_shape(q, x, s, axes, keepdims))
+    return np.reshape(y, quantiles_shape(q, x, s, axes, keepdims))[()]   # (a scalar as NumPy's: not 0-d)
 
 
 def nan_linear_quantile(a, q, axis, keepdims, scale=1.0):
@@ -235,7 +235,7 @@ def nan_linear_quantile(a, q, axis, keepdims, scale=1.0):
     below = np.take_along_axis(finite, lo, 0)
     above = np.take_along_axis(finite, hi, 0)
     y = np.where(all_nan(s, 0, True), np.nan, below + frac * (above - below))
-    return np.reshape(y, quantiles_shape(q, x, s, axes, keepdims))
+    return np.reshape(y, quantiles_shape(q, x, s, axes, keepdims))[()]
 
 
 def _quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, weights=None):
