@@ -54,7 +54,8 @@ class Kernel:
     """A compiled program: ``kernel(**inputs)`` returns what ``tl.evaluate(expr, **inputs)`` does (NumPy
     arrays, floats, tuples for pairs), computed by generated code; ``kernel.source`` is that code."""
 
-    def __init__(self, expr: Expr, target: str = "c", dtype: str = "float64", sanitize: bool = False):
+    def __init__(self, expr: Expr, target: str = "c", dtype: str = "float64", sanitize: bool = False,
+                 scatter: str | None = None):
         if not isinstance(expr, Expr):
             raise TypeError(f"tl.compile needs an Expr, got {type(expr).__name__}")
         t0, c0 = time.perf_counter(), time.process_time()
@@ -62,8 +63,9 @@ class Kernel:
         self.target = target
         self.dtype = dtype
         self.sanitize = sanitize
+        self.scatter = scatter   # outputs written at positions of this C type (codegen.scatter), or None
         with stage(f"generating {target} code ({dtype}) from isl loop nests"):
-            self.source, self.meta = generate(expr, target, dtype)
+            self.source, self.meta = generate(expr, target, dtype, scatter=scatter)
         t1, c1 = time.perf_counter(), time.process_time()
         # flags: the C compiler's (codegen.build.c_flags), -fsanitize=... among them when sanitized
         self._runner, self.library, self.flags = target_of(target).load(self.source, self.meta, ShapeError,
@@ -77,6 +79,9 @@ class Kernel:
         return [i["name"] for i in self.meta["inputs"]] + [r["name"] for r in self.meta["relations"]]
 
     def __call__(self, *args, **inputs):
+        if self.scatter is not None:
+            raise TensorLangError("this kernel writes its outputs at positions it is given (codegen.scatter): it "
+                                  "is the values kernel of a SparseKernel, which is the one to call")
         if args:
             call = ", ".join(f"{n}=..." for n in self.input_names)
             raise TensorLangError(
@@ -94,15 +99,15 @@ class Kernel:
             return traced(self, inputs)
         return self._run(inputs)
 
-    def _run(self, inputs: dict, shapes=UNCHECKED):
+    def _run(self, inputs: dict, shapes=UNCHECKED, outputs=None):
         try:
-            return self._runner.run(inputs, shapes)
+            return self._runner.run(inputs, shapes, outputs)
         except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's
             raise err.with_traceback(user_traceback(err.__traceback__)) from None
 
     def explain(self) -> str:
         """Every stage of this kernel's compilation as text (``codegen.generate.explain``)."""
-        return explain(self.expr, self.target, self.dtype)
+        return explain(self.expr, self.target, self.dtype, self.scatter)
 
     _blocked = None  # the program as statements with their block programs (codegen.blocks), once built
 
@@ -325,23 +330,46 @@ def _zeros_where_none(dy, y):
 
 class SparseKernel:
     """A compiled sparse Jacobian (``tl.compile`` of ``tl.jacobian(..., sparse=True)``): ``kernel(**inputs)``
-    returns the ``scipy.sparse.csr_array`` that ``tl.evaluate`` does, its nonzeros computed by the kernel of
-    the Jacobian's values (``kernel.values``, whose ``source`` this is) and put in the pattern that the
-    sparse Jacobian computes once per size."""
+    returns the ``scipy.sparse.csr_array`` that ``tl.evaluate`` does.  Its values kernel (``kernel.values``,
+    whose ``source`` this is) writes every nonzero straight to its position in the result's ``data``
+    (``codegen.scatter``; the positions, as the pattern, computed once per size by the sparse Jacobian): a
+    call is that one pass and a shallow copy of a checked ``csr_array``.  On a target other than C the
+    values kernel returns each piece's values and they are put at their positions in NumPy."""
 
     def __init__(self, jacobian, target: str = "c", dtype: str = "float64", sanitize: bool = False):
         self.jacobian = jacobian
-        self.values = Kernel(jacobian.values, target=target, dtype=dtype, sanitize=sanitize)
+        self._options = dict(target=target, dtype=dtype, sanitize=sanitize)
+        self._kernels: dict = {}   # the C type of the positions -> the values kernel that reads them
+        self.values = self._kernel(np.dtype(np.int32) if target == "c" else None)
         self.source, self.meta, self.timings = self.values.source, self.values.meta, self.values.timings
         self._solved: dict = {}
+
+    def _kernel(self, positions):
+        """The values kernel reading positions of dtype ``positions`` (None: returning the pieces' values),
+        built on first use (an int64 one only for a pattern of 2^31 nonzeros or more)."""
+        kernel = self._kernels.get(positions)
+        if kernel is None:
+            scatter = None if positions is None else f"int{positions.itemsize * 8}_t"
+            kernel = self._kernels[positions] = Kernel(self.jacobian.values, scatter=scatter, **self._options)
+        return kernel
 
     @property
     def input_names(self) -> list[str]:
         return self.values.input_names
 
     def __call__(self, *args, **inputs):
-        values = self.values(*args, **inputs)   # (which checks the inputs)
-        return self.jacobian.assemble(values, self._sizes(inputs))
+        if self.values.scatter is None:
+            return self.jacobian.assemble(self.values(*args, **inputs), self._sizes(inputs))
+        if args:
+            call = ", ".join(f"{n}=..." for n in self.input_names)
+            raise TensorLangError(f"a kernel takes its inputs by name (keywords), not by position: kernel({call})")
+        check_keywords(inputs, self.input_names, self.meta["sizes"])
+        sizes = self._sizes(inputs)
+        positions, indices, *_ = self.jacobian.pattern(sizes)
+        kernel = self._kernel(positions[0].dtype)
+        data = kernel._runner.output((len(indices),), 0)   # (recycled memory where large, as a kernel's outputs)
+        kernel._run(inputs, outputs=[*positions, data])
+        return self.jacobian.result(data, sizes)
 
     def _sizes(self, inputs: dict) -> dict:
         """The sizes at ``inputs``, solved once per tuple of the inputs' shapes (and sizes given by name)."""

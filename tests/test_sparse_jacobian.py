@@ -249,3 +249,48 @@ def test_sparse_hessians_of_energies_as_users_write_them(name):
     np.testing.assert_allclose(h.toarray(), differenced_jacobian(lambda y: np.ravel(gradient(**{wrt: y})), x),
                                atol=1e-6)
     assert tl.cost(H, **{wrt: x}) <= 40 * nonzeros
+
+
+WRITTEN_AT_POSITIONS = {   # programs and the shapes each is tried at (uneven, and degenerate)
+    "1-D stencil": (STENCIL_1D, [(7,), (2,), (1,)]),
+    "2-D stencil": (STENCIL_2D, [(5, 9), (9, 2), (1, 6), (2, 2)]),
+    # the diagonal reached by three sums (terms that add into one entry), rows n-2 and n-1 empty
+    "repeated terms, empty rows": ("x : [n]R\n(sum(i:n) [i < n - 3] * x[i] * x[i] * x[i + 1]) + "
+                                   "(sum(j:n) [j < n - 3] * x[j] * x[j + 1] * x[j + 1]) + (sum(k:n) [k < n - 2] * x[k] * x[k] * x[k])",
+                                   [(8,), (4,), (3,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN_AT_POSITIONS))
+def test_a_compiled_sparse_hessian_writes_every_value_once_at_its_csr_position(name):
+    """The compiled kernel writes each nonzero straight into the result's ``data``: the result equals the dense
+    Hessian of the reference evaluator and central differences of the compiled gradient (oracles that share
+    no code with the sparse one), its pattern's positions are each CSR position exactly once, and they and a
+    call's memory are O(nonzeros)."""
+    import tracemalloc
+
+    src, shapes = WRITTEN_AT_POSITIONS[name]
+    e = tl.parse(src)
+    kernel, gradient = tl.compile(tl.hessian(e, "x", sparse=True)), tl.compile(tl.grad(e, "x"))
+    for shape in shapes:
+        x = np.random.default_rng(len(shape) * 10 + shape[0]).uniform(-1, 1, shape)
+        got = kernel(x=x)
+        assert isinstance(got, sp.csr_array) and got.has_canonical_format and got.shape == (x.size, x.size)
+        dense = np.asarray(tl.evaluate(tl.hessian(e, "x"), x=x)).reshape(got.shape)
+        np.testing.assert_allclose(got.toarray(), dense, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got.toarray(), differenced_jacobian(lambda v: gradient(x=v), x), atol=1e-6)
+        positions, indices, _, _ = kernel.jacobian.pattern(kernel._sizes({"x": x}))
+        written = np.concatenate([p[p >= 0] for p in positions])
+        np.testing.assert_array_equal(np.sort(written), np.arange(len(indices)))
+    big = np.random.default_rng(5).uniform(-1, 1, (2000,) if len(shapes[0]) == 1 else (40, 50))
+    first = kernel(x=big)
+    positions, indices, _, _ = kernel.jacobian.pattern(kernel._sizes({"x": big}))
+    assert sum(p.size for p in positions) <= 2 * len(indices)
+    tracemalloc.start()
+    again = kernel(x=big)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= 8 * again.nnz + 16384   # the values, and nothing of their size besides
+    np.testing.assert_array_equal(again.data, first.data)
+    with pytest.raises(tl.TensorLangError, match="SparseKernel"):
+        kernel.values(x=big)
