@@ -333,8 +333,10 @@ class SparseKernel:
     returns the ``scipy.sparse.csr_array`` that ``tl.evaluate`` does.  Its values kernel (``kernel.values``,
     whose ``source`` this is) writes every nonzero straight to its position in the result's ``data``
     (``codegen.scatter``; the positions, as the pattern, computed once per size by the sparse Jacobian): a
-    call is that one pass and a shallow copy of a checked ``csr_array``.  On a target other than C the
-    values kernel returns each piece's values and they are put at their positions in NumPy."""
+    call is that one pass and a shallow copy of a checked ``csr_array``.  Where one piece's points, in
+    order, are the data with a point or so outside the pattern at either end (``SparseJacobian.run``), the
+    kernel writes them in order (no positions read) and the data is a view of them.  On a target other than C
+    the values kernel returns each piece's values and they are put at their positions in NumPy."""
 
     def __init__(self, jacobian, target: str = "c", dtype: str = "float64", sanitize: bool = False):
         self.jacobian = jacobian
@@ -365,6 +367,9 @@ class SparseKernel:
             raise TensorLangError(f"a kernel takes its inputs by name (keywords), not by position: kernel({call})")
         check_keywords(inputs, self.input_names, self.meta["sizes"])
         sizes = self._sizes(inputs)
+        run = self.jacobian.run(sizes)
+        if run is not None:   # the values as computed are the data in CSR order: a view, no positions to read
+            return self.jacobian.result(self._kernel(None)._run(inputs).reshape(-1)[run], sizes)
         positions, indices, *_ = self.jacobian.pattern(sizes)
         kernel = self._kernel(positions[0].dtype)
         data = kernel._runner.output((len(indices),), 0)   # (recycled memory where large, as a kernel's outputs)

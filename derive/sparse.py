@@ -68,7 +68,7 @@ class SparseJacobian:
         return self._prepared(sizes)[0]
 
     def _prepared(self, sizes: dict):
-        """``(pattern(sizes), a csr_array of that pattern checked by SciPy)``, made once per size."""
+        """``(pattern(sizes), a csr_array of that pattern checked by SciPy, run(sizes))``, made once per size."""
         key = tuple(sorted(sizes.items()))
         with self._lock:
             found = self._patterns.get(key)
@@ -103,10 +103,19 @@ class SparseJacobian:
         for shared in (indices, indptr, at):   # every result holds them: a change in place is refused, not shared
             shared.flags.writeable = False
         template = sp.csr_array((np.zeros(len(indices)), indices, indptr), shape=(n_rows, n_cols), copy=False)
-        found = ((positions, indices, indptr, (n_rows, n_cols)), template)
+        start = int(take[order[0]]) if len(take) else 0
+        run = slice(start, start + len(take)) if len(self.parts) == 1 and len(take) and \
+            np.array_equal(at[start:start + len(take)], np.arange(len(take))) else None
+        found = ((positions, indices, indptr, (n_rows, n_cols)), template, run)
         with self._lock:
             self._patterns[key] = found
         return found
+
+    def run(self, sizes: dict):
+        """The slice of the one piece's points (C order) that are the CSR ``data`` in order, where they are
+        (a tridiagonal band: all of its points but the first and last), else None: there the piece's values
+        as computed are the data, a view."""
+        return self._prepared(sizes)[2]
 
     def result(self, data: np.ndarray, sizes: dict):
         """The ``csr_array`` at ``sizes`` holding ``data`` (its values in CSR order): a shallow copy of one
