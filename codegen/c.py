@@ -7,8 +7,8 @@ interleaves the two with tight bounds.  A reduction ``sum(v) [p] * e`` accumulat
 own isl nest (its guard is the domain: tight bounds, equalities as assignments, ``if``s only for what
 does not depend on the summed variables); a scalar statement whose value is a reduction runs that
 reduction in parallel with an OpenMP ``reduction`` clause (per-thread partial sums, no atomics).
-Nothing is scattered; the only zero-filled memory is the outputs' zero parts, written by the same
-nests.  A statement that ``codegen.contract`` marked as a dense contraction is one ``tl_gemm`` or
+Nothing is scattered (but the values of a sparse Jacobian, written at their positions in its CSR data:
+``codegen.scatter``); the only zero-filled memory is the outputs' zero parts, written by the same nests.  A statement that ``codegen.contract`` marked as a dense contraction is one ``tl_gemm`` or
 ``tl_gemv`` call.
 
 ``CEmitter`` joins the parts: the scalar printer (``codegen.scalar``), the schedule (interchange, lane
@@ -37,7 +37,7 @@ from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
-from .scatter import Scatter
+from .scatter import Positions, Scatter
 from .schedule import (BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions,
                        serial_copies)
 from .sparse import Sparse
@@ -56,7 +56,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                         function_qualifier="static inline")
 
     def __init__(self, prog: Program, namer, dtype: str = "float64", entry: str = "tl_kernel",
-                 scatter: str | None = None):
+                 scatter: Positions | None = None):
         self.prog = prog
         self.scatter = scatter
         self.namer = namer
@@ -352,7 +352,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         arr = stmt.target
         gv = stmt.vars
         names = self.names
-        ranges = box(zip(gv, arr.dims))
+        ranges = conj(box(zip(gv, arr.dims)), self.pattern(arr, gv))
         dom_all = D.domain(ranges, gv, scope.bound, names)
         dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
         if window is not None:
@@ -374,7 +374,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                 sc.line(f"const int64_t {names.var(v)} = {a};")
             at = [Affine.var(v) for v in gv]
             if node.name == "Z":
-                sc.line(self.store(arr, at, "0"))
+                sc.line(self.store(arr, at, "0", True))
                 return
             known = node.domain if node.domain is not None else dom_c
             inner = sc.child(ctx=(D.lift_to_context(known) & sc.ctx), bound=sc.bound + gv, indent_by=0,
@@ -383,15 +383,15 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             here = bodies[node.name]
             if cond is None:
                 value = self.expr(here, inner)
-                sc.line(self.store(arr, at, value))
+                sc.line(self.store(arr, at, value, True))
             elif cond == "0":
-                sc.line(self.store(arr, at, "0"))
+                sc.line(self.store(arr, at, "0", True))
             else:
                 sc.line(f"if ({cond}) {{")
                 sub = inner.child()
                 value = self.expr(here, sub)
-                sub.line(self.store(arr, at, value))
-                sc.line("} else " + self.store(arr, at, "0"))
+                sub.line(self.store(arr, at, value, True))
+                sc.line("} else " + self.store(arr, at, "0", True))
 
         leaf = Leaf(user, gv, body if exact else None, dom_c, plain=("Z",), bodies=bodies if exact else {})
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work)

@@ -66,10 +66,10 @@ def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
 
 
 def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel",
-                scatter: str | None = None):
+                scatter=None):
     """``(emitter, meta)`` for ``expr`` after emission (``emitter.emit()`` is the translation unit;
-    several emitters of one dtype can share one with ``translation_unit``); ``scatter``: the outputs
-    written at positions of that C type (``codegen.scatter``, C only)."""
+    several emitters of one dtype can share one with ``translation_unit``); ``scatter``: a ``codegen.scatter.Positions``,
+    the outputs written at positions (C only)."""
     if dtype not in ("float64", "float32"):
         raise UnsupportedError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
     cls = target_of(target).emitter
@@ -82,13 +82,13 @@ def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: st
 
 
 def generate(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel",
-             scatter: str | None = None):
+             scatter=None):
     """``(source, meta)`` for ``expr``: lowering and emission, no compiler involved."""
     emitter, meta = emitter_for(expr, target, dtype, entry, scatter)
     return emitter.emit(), meta
 
 
-def explain(expr: Expr, target: str = "c", dtype: str = "float64", scatter: str | None = None) -> str:
+def explain(expr: Expr, target: str = "c", dtype: str = "float64", scatter=None) -> str:
     """Every stage of compiling ``expr``, as text: the program, its normal form, the statement form of
     ``codegen.ir`` (after fusion and contraction marking) and the generated source."""
     cls = target_of(target).emitter

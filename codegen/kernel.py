@@ -23,6 +23,7 @@ from tensorlang.nodes import Expr
 from .dask_graph import lazy, like_values
 from .generate import explain, generate
 from .runtime import UNCHECKED
+from .scatter import Positions
 from .target import TARGETS, target_of
 
 __all__ = ["Kernel", "TARGETS", "generate", "explain"]
@@ -55,7 +56,7 @@ class Kernel:
     arrays, floats, tuples for pairs), computed by generated code; ``kernel.source`` is that code."""
 
     def __init__(self, expr: Expr, target: str = "c", dtype: str = "float64", sanitize: bool = False,
-                 scatter: str | None = None):
+                 scatter=None):
         if not isinstance(expr, Expr):
             raise TypeError(f"tl.compile needs an Expr, got {type(expr).__name__}")
         t0, c0 = time.perf_counter(), time.process_time()
@@ -63,7 +64,7 @@ class Kernel:
         self.target = target
         self.dtype = dtype
         self.sanitize = sanitize
-        self.scatter = scatter   # outputs written at positions of this C type (codegen.scatter), or None
+        self.scatter = scatter   # outputs written at positions (a codegen.scatter.Positions), or None
         with stage(f"generating {target} code ({dtype}) from isl loop nests"):
             self.source, self.meta = generate(expr, target, dtype, scatter=scatter)
         t1, c1 = time.perf_counter(), time.process_time()
@@ -351,7 +352,7 @@ class SparseKernel:
         built on first use (an int64 one only for a pattern of 2^31 nonzeros or more)."""
         kernel = self._kernels.get(positions)
         if kernel is None:
-            scatter = None if positions is None else f"int{positions.itemsize * 8}_t"
+            scatter = None if positions is None else Positions(f"int{positions.itemsize * 8}_t", self.jacobian.patterns())
             kernel = self._kernels[positions] = Kernel(self.jacobian.values, scatter=scatter, **self._options)
         return kernel
 
