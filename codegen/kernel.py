@@ -80,15 +80,15 @@ class Kernel:
         return [i["name"] for i in self.meta["inputs"]] + [r["name"] for r in self.meta["relations"]]
 
     def __call__(self, *args, **inputs):
-        if self.scatter is not None:
-            raise TensorLangError("this kernel writes its outputs at positions it is given (codegen.scatter): it "
-                                  "is the values kernel of a SparseKernel, which is the one to call")
         if args:
             call = ", ".join(f"{n}=..." for n in self.input_names)
             raise TensorLangError(
                 f"a kernel takes its inputs by name (keywords), not by position: kernel({call}) (sizes, where "
                 f"they cannot be inferred from the shapes, by name too: {', '.join(self.meta['sizes']) or 'none'})"
             )
+        if self.scatter is not None:
+            raise TensorLangError("this kernel writes its outputs at positions it is given (codegen.scatter): it "
+                                  "is the values kernel of a SparseKernel, which is the one to call")
         shapes = self._runner.plain(inputs)
         if shapes is not None:   # NumPy arrays of its dtype, no Dask, no tracers
             return self._run(inputs, shapes)
@@ -344,12 +344,14 @@ class SparseKernel:
         self._options = dict(target=target, dtype=dtype, sanitize=sanitize)
         self._kernels: dict = {}   # the C type of the positions -> the values kernel that reads them
         self.values = self._kernel(np.dtype(np.int32) if target == "c" else None)
+        if len(jacobian.parts) == 1:   # (where the data may be a run of its points, SparseJacobian.run)
+            self._kernel(None)
         self.source, self.meta, self.timings = self.values.source, self.values.meta, self.values.timings
         self._solved: dict = {}
 
     def _kernel(self, positions):
         """The values kernel reading positions of dtype ``positions`` (None: returning the pieces' values),
-        built on first use (an int64 one only for a pattern of 2^31 nonzeros or more)."""
+        built once (an int64 one only for a pattern of 2^31 nonzeros or more, on first use)."""
         kernel = self._kernels.get(positions)
         if kernel is None:
             scatter = None if positions is None else Positions(f"int{positions.itemsize * 8}_t", self.jacobian.patterns())
@@ -361,11 +363,8 @@ class SparseKernel:
         return self.values.input_names
 
     def __call__(self, *args, **inputs):
-        if self.values.scatter is None:
+        if args or self.values.scatter is None:   # (positional inputs: the values kernel's message)
             return self.jacobian.assemble(self.values(*args, **inputs), self._sizes(inputs))
-        if args:
-            call = ", ".join(f"{n}=..." for n in self.input_names)
-            raise TensorLangError(f"a kernel takes its inputs by name (keywords), not by position: kernel({call})")
         check_keywords(inputs, self.input_names, self.meta["sizes"])
         sizes = self._sizes(inputs)
         run = self.jacobian.run(sizes)
