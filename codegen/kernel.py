@@ -15,13 +15,14 @@ import time
 
 import numpy as np
 
-from tensorlang.errors import ShapeError, TensorLangError, check_keywords, user_traceback
+from tensorlang.errors import ShapeError, TensorLangError, UnsupportedError, check_keywords, user_traceback
 from tensorlang.hooks import Hooks
 from tensorlang.progress import stage
 from tensorlang.nodes import Expr
 
 from .dask_graph import lazy, like_values
 from .generate import explain, generate
+from .ir import affine_meta
 from .runtime import UNCHECKED
 from .scatter import Positions
 from .target import TARGETS, target_of
@@ -356,6 +357,10 @@ class SparseKernel:
         if kernel is None:
             scatter = None if positions is None else Positions(f"int{positions.itemsize * 8}_t", self.jacobian.patterns())
             kernel = self._kernels[positions] = Kernel(self.jacobian.values, scatter=scatter, **self._options)
+            pieces = [[affine_meta(s) for _, s in part.loops] for part in self.jacobian.parts]
+            if scatter is not None and [o["dims"] for o in kernel.meta["outputs"]] != pieces:   # (positions per point)
+                raise UnsupportedError(f"a sparse Jacobian's values kernel has outputs {kernel.meta['outputs']}, not one "
+                                       f"for each of its {len(pieces)} pieces over the piece's loops")
         return kernel
 
     @property

@@ -294,3 +294,25 @@ def test_a_compiled_sparse_hessian_writes_every_value_once_at_its_csr_position(n
     np.testing.assert_array_equal(again.data, first.data)
     with pytest.raises(tl.TensorLangError, match="SparseKernel"):
         kernel.values(x=big)
+
+
+def test_the_scattered_kernel_of_one_piece_writes_what_the_plain_one_does():
+    """A Jacobian of one piece whose points are its CSR data in order is returned as a view of the plain values
+    kernel's output; its scattered kernel (what a pattern of several pieces runs) writes the same values at
+    their positions, where the values come from a product (no BLAS call writes a scattered output) or from a
+    long reduction into a small target (interchanged: stores that test the position)."""
+    rng = np.random.default_rng(6)
+    cases = [("x : [n]R\nA : [m][n]R\nsum(k:m) (sum(i:n) A[k, i] * x[i]) * (sum(j:n) A[k, j] * x[j])",
+              {"x": rng.normal(size=40), "A": rng.normal(size=(60, 40))}, tl.hessian),
+             ("x : [2]R\nB : [n]R\ngen(i:2) sum(j:n) exp(x[i] * B[j])",
+              {"x": rng.normal(size=2), "B": 0.01 * rng.normal(size=100_000)}, tl.jacobian)]
+    for src, inputs, derive in cases:
+        e = tl.parse(src)
+        kernel = tl.compile(derive(e, "x", sparse=True))
+        got = kernel(**inputs)
+        np.testing.assert_allclose(got.toarray(), np.asarray(tl.evaluate(derive(e, "x"), **inputs)).reshape(got.shape),
+                                   rtol=1e-10, atol=1e-10)
+        positions, indices, _, _ = kernel.jacobian.pattern(kernel._sizes(inputs))
+        data = np.full(len(indices), np.nan)
+        kernel._kernel(positions[0].dtype)._run(inputs, outputs=[*positions, data])
+        np.testing.assert_allclose(data, got.data, rtol=1e-12, atol=1e-12)
