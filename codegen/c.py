@@ -7,8 +7,8 @@ interleaves the two with tight bounds.  A reduction ``sum(v) [p] * e`` accumulat
 own isl nest (its guard is the domain: tight bounds, equalities as assignments, ``if``s only for what
 does not depend on the summed variables); a scalar statement whose value is a reduction runs that
 reduction in parallel with an OpenMP ``reduction`` clause (per-thread partial sums, no atomics).
-Nothing is scattered; the only zero-filled memory is the outputs' zero parts, written by the same
-nests.  A statement that ``codegen.contract`` marked as a dense contraction is one ``tl_gemm`` or
+Nothing is scattered (but the values of a sparse Jacobian, written at their positions in its CSR data:
+``codegen.scatter``); the only zero-filled memory is the outputs' zero parts, written by the same nests.  A statement that ``codegen.contract`` marked as a dense contraction is one ``tl_gemm`` or
 ``tl_gemv`` call.
 
 ``CEmitter`` joins the parts: the scalar printer (``codegen.scalar``), the schedule (interchange, lane
@@ -37,6 +37,7 @@ from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
+from .scatter import Positions, Scatter
 from .schedule import (BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions,
                        serial_copies)
 from .sparse import Sparse
@@ -48,14 +49,16 @@ __all__ = ["CEmitter", "emit_c", "load"]
 _BLAS_HELPERS = "\n".join(serial_copies(BLAS_HELPERS.split("\n")))
 
 
-class CEmitter(ScalarPrinter, Schedule, Sparse):
+class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
     """Emits one C translation unit with one entry point for a lowered ``Program``."""
 
     caps = Capabilities(restrict="restrict", openmp=True, blas=True, workspace=True, interchange=True,
                         function_qualifier="static inline")
 
-    def __init__(self, prog: Program, namer, dtype: str = "float64", entry: str = "tl_kernel"):
+    def __init__(self, prog: Program, namer, dtype: str = "float64", entry: str = "tl_kernel",
+                 scatter: Positions | None = None):
         self.prog = prog
+        self.scatter = scatter
         self.namer = namer
         self.names = D.Names(prog.size_cnames, namer)
         self.dtype = dtype
@@ -147,8 +150,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
 
         def signature(named) -> str:
             decls = [f"const int64_t {s}" for s in sizes]
-            decls += [("real *" if w == stmt.target.cname else "const real *") + f"{self.caps.restrict} {named(w)}"
-                      for w in params]
+            decls += [self.parameter_type(w, stmt.target) + f"{self.caps.restrict} {named(w)}" for w in params]
             return ", ".join(decls) or "void"
 
         key = signature(renames.get) + "\n" + "\n".join(rename(line) for line in lines)
@@ -234,6 +236,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         """The entry point's arrays (pointers a statement's function can take) and its other locals."""
         if self._entry_names is None:
             arrays = {a.cname for a in self.prog.inputs + self.prog.output_arrays()}
+            arrays |= {"tl_data"} if self.scatter is not None else set()
             arrays |= {a.cname for a in self.prog.temps if not a.is_scalar}
             others = {a.cname for a in self.prog.temps if a.is_scalar} | {"tl_ws", "tl_blas", "tl_args", "tl_sizes"}
             # every view a relation may be passed as (which ones are decided while emitting)
@@ -306,9 +309,8 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             for name, flag, ctype in self.relation_views(r):
                 out.append(f"const {ctype} *{self.caps.restrict} {name} = (const {ctype} *)tl_args[{k}];")
                 k += 1
-        for a in self.prog.output_arrays():
-            out.append(f"real *{self.caps.restrict} {a.cname} = (real *)tl_args[{k}];")
-            k += 1
+        out += self.output_declarations(k)
+        k += len(self.prog.output_arrays()) + (self.scatter is not None)
         if self.blas_calls():
             out.append(f"void *const *tl_blas = (void *const *)tl_args[{k}];")
             k += 1
@@ -317,7 +319,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
 
     def emit_stmt(self, stmt: Stmt, scope: Scope) -> None:
         con = stmt.contraction
-        if con is not None and self.blas_calls():
+        if con is not None and self.blas_calls() and not self.scattered(stmt.target):
             self.emit_contraction(stmt, con, scope)
             return
         arr = stmt.target
@@ -350,7 +352,7 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         arr = stmt.target
         gv = stmt.vars
         names = self.names
-        ranges = box(zip(gv, arr.dims))
+        ranges = conj(box(zip(gv, arr.dims)), self.pattern(arr, gv))
         dom_all = D.domain(ranges, gv, scope.bound, names)
         dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
         if window is not None:
@@ -370,9 +372,9 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         def user(node: User, sc: Scope):
             for v, a in zip(gv, node.args):
                 sc.line(f"const int64_t {names.var(v)} = {a};")
-            ref = self.array_ref(arr, [Affine.var(v) for v in gv])
+            at = [Affine.var(v) for v in gv]
             if node.name == "Z":
-                sc.line(f"{ref} = 0;")
+                sc.line(self.store(arr, at, "0", True))
                 return
             known = node.domain if node.domain is not None else dom_c
             inner = sc.child(ctx=(D.lift_to_context(known) & sc.ctx), bound=sc.bound + gv, indent_by=0,
@@ -381,15 +383,15 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
             here = bodies[node.name]
             if cond is None:
                 value = self.expr(here, inner)
-                sc.line(f"{ref} = {value};")
+                sc.line(self.store(arr, at, value, True))
             elif cond == "0":
-                sc.line(f"{ref} = 0;")
+                sc.line(self.store(arr, at, "0", True))
             else:
                 sc.line(f"if ({cond}) {{")
                 sub = inner.child()
                 value = self.expr(here, sub)
-                sub.line(f"{ref} = {value};")
-                sc.line(f"}} else {ref} = 0;")
+                sub.line(self.store(arr, at, value, True))
+                sc.line("} else " + self.store(arr, at, "0", True))
 
         leaf = Leaf(user, gv, body if exact else None, dom_c, plain=("Z",), bodies=bodies if exact else {})
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work)
@@ -476,24 +478,23 @@ class CEmitter(ScalarPrinter, Schedule, Sparse):
         return D.domain(TRUE, gv, scope.bound, self.names) - failing
 
     def emit_scalar_stmt(self, arr: Array, pred, body: Expr, scope: Scope) -> None:
-        ref = self.array_ref(arr, [])
         cond = self.pred(pred, scope) if pred is not TRUE else None
         if cond == "0":
-            scope.line(f"{ref} = 0;")
+            scope.line(self.store(arr, [], "0"))
             return
         if cond is None:
             sc = scope.child(indent_by=0)
             sc.line("{")
             inner = sc.child()
             value = self.expr(body, inner)
-            inner.line(f"{ref} = {value};")
+            inner.line(self.store(arr, [], value))
             sc.line("}")
             return
         scope.line(f"if ({cond}) {{")
         inner = scope.child(ctx=scope.ctx & D.params_set(over_approximation(pred), scope.bound, self.names))
         value = self.expr(body, inner)
-        inner.line(f"{ref} = {value};")
-        scope.line(f"}} else {ref} = 0;")
+        inner.line(self.store(arr, [], value))
+        scope.line("} else " + self.store(arr, [], "0"))
 
     def _emit_Reduce(self, e: Reduce, scope: Scope) -> str:
         acc = self.fresh("acc")

@@ -65,32 +65,35 @@ def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
     }
 
 
-def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
+def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel",
+                scatter=None):
     """``(emitter, meta)`` for ``expr`` after emission (``emitter.emit()`` is the translation unit;
-    several emitters of one dtype can share one with ``translation_unit``)."""
+    several emitters of one dtype can share one with ``translation_unit``); ``scatter``: a ``codegen.scatter.Positions``,
+    the outputs written at positions (C only)."""
     if dtype not in ("float64", "float32"):
         raise UnsupportedError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
     cls = target_of(target).emitter
     prog, namer = lower(expr)
-    emitter = cls(prog, namer, dtype, entry)
+    emitter = cls(prog, namer, dtype, entry, scatter=scatter)
     emitter.emit_entry()
     meta = program_meta(prog, cls, dtype, entry)
     meta.update(emitter.target_meta())
     return emitter, meta
 
 
-def generate(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel"):
+def generate(expr: Expr, target: str = "c", dtype: str = "float64", entry: str = "tl_kernel",
+             scatter=None):
     """``(source, meta)`` for ``expr``: lowering and emission, no compiler involved."""
-    emitter, meta = emitter_for(expr, target, dtype, entry)
+    emitter, meta = emitter_for(expr, target, dtype, entry, scatter)
     return emitter.emit(), meta
 
 
-def explain(expr: Expr, target: str = "c", dtype: str = "float64") -> str:
+def explain(expr: Expr, target: str = "c", dtype: str = "float64", scatter=None) -> str:
     """Every stage of compiling ``expr``, as text: the program, its normal form, the statement form of
     ``codegen.ir`` (after fusion and contraction marking) and the generated source."""
     cls = target_of(target).emitter
     prog, namer = lower(expr)
-    emitter = cls(prog, namer, dtype, "tl_kernel")
+    emitter = cls(prog, namer, dtype, "tl_kernel", scatter=scatter)
     stages = [("program", str(expr)), ("normal form", str(normalize(expr))), ("statements", str(prog)),
               (f"{target} source", emitter.emit())]
     return "\n".join(f"== {name}\n{text.rstrip()}" for name, text in stages) + "\n"

@@ -15,14 +15,16 @@ import time
 
 import numpy as np
 
-from tensorlang.errors import ShapeError, TensorLangError, check_keywords, user_traceback
+from tensorlang.errors import ShapeError, TensorLangError, UnsupportedError, check_keywords, user_traceback
 from tensorlang.hooks import Hooks
 from tensorlang.progress import stage
 from tensorlang.nodes import Expr
 
 from .dask_graph import lazy, like_values
 from .generate import explain, generate
+from .ir import affine_meta
 from .runtime import UNCHECKED
+from .scatter import Positions
 from .target import TARGETS, target_of
 
 __all__ = ["Kernel", "TARGETS", "generate", "explain"]
@@ -54,7 +56,8 @@ class Kernel:
     """A compiled program: ``kernel(**inputs)`` returns what ``tl.evaluate(expr, **inputs)`` does (NumPy
     arrays, floats, tuples for pairs), computed by generated code; ``kernel.source`` is that code."""
 
-    def __init__(self, expr: Expr, target: str = "c", dtype: str = "float64", sanitize: bool = False):
+    def __init__(self, expr: Expr, target: str = "c", dtype: str = "float64", sanitize: bool = False,
+                 scatter=None):
         if not isinstance(expr, Expr):
             raise TypeError(f"tl.compile needs an Expr, got {type(expr).__name__}")
         t0, c0 = time.perf_counter(), time.process_time()
@@ -62,8 +65,9 @@ class Kernel:
         self.target = target
         self.dtype = dtype
         self.sanitize = sanitize
+        self.scatter = scatter   # outputs written at positions (a codegen.scatter.Positions), or None
         with stage(f"generating {target} code ({dtype}) from isl loop nests"):
-            self.source, self.meta = generate(expr, target, dtype)
+            self.source, self.meta = generate(expr, target, dtype, scatter=scatter)
         t1, c1 = time.perf_counter(), time.process_time()
         # flags: the C compiler's (codegen.build.c_flags), -fsanitize=... among them when sanitized
         self._runner, self.library, self.flags = target_of(target).load(self.source, self.meta, ShapeError,
@@ -83,6 +87,9 @@ class Kernel:
                 f"a kernel takes its inputs by name (keywords), not by position: kernel({call}) (sizes, where "
                 f"they cannot be inferred from the shapes, by name too: {', '.join(self.meta['sizes']) or 'none'})"
             )
+        if self.scatter is not None:
+            raise TensorLangError("this kernel writes its outputs at positions it is given (codegen.scatter): it "
+                                  "is the values kernel of a SparseKernel, which is the one to call")
         shapes = self._runner.plain(inputs)
         if shapes is not None:   # NumPy arrays of its dtype, no Dask, no tracers
             return self._run(inputs, shapes)
@@ -94,15 +101,15 @@ class Kernel:
             return traced(self, inputs)
         return self._run(inputs)
 
-    def _run(self, inputs: dict, shapes=UNCHECKED):
+    def _run(self, inputs: dict, shapes=UNCHECKED, outputs=None):
         try:
-            return self._runner.run(inputs, shapes)
+            return self._runner.run(inputs, shapes, outputs)
         except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's
             raise err.with_traceback(user_traceback(err.__traceback__)) from None
 
     def explain(self) -> str:
         """Every stage of this kernel's compilation as text (``codegen.generate.explain``)."""
-        return explain(self.expr, self.target, self.dtype)
+        return explain(self.expr, self.target, self.dtype, self.scatter)
 
     _blocked = None  # the program as statements with their block programs (codegen.blocks), once built
 
@@ -325,23 +332,54 @@ def _zeros_where_none(dy, y):
 
 class SparseKernel:
     """A compiled sparse Jacobian (``tl.compile`` of ``tl.jacobian(..., sparse=True)``): ``kernel(**inputs)``
-    returns the ``scipy.sparse.csr_array`` that ``tl.evaluate`` does, its nonzeros computed by the kernel of
-    the Jacobian's values (``kernel.values``, whose ``source`` this is) and put in the pattern that the
-    sparse Jacobian computes once per size."""
+    returns the ``scipy.sparse.csr_array`` that ``tl.evaluate`` does.  Its values kernel (``kernel.values``,
+    whose ``source`` this is) writes every nonzero straight to its position in the result's ``data``
+    (``codegen.scatter``; the positions, as the pattern, computed once per size by the sparse Jacobian): a
+    call is that one pass and a shallow copy of a checked ``csr_array``.  Where one piece's points, in
+    order, are the data with a point or so outside the pattern at either end (``SparseJacobian.run``), the
+    kernel writes them in order (no positions read) and the data is a view of them.  On a target other than C
+    the values kernel returns each piece's values and they are put at their positions in NumPy."""
 
     def __init__(self, jacobian, target: str = "c", dtype: str = "float64", sanitize: bool = False):
         self.jacobian = jacobian
-        self.values = Kernel(jacobian.values, target=target, dtype=dtype, sanitize=sanitize)
+        self._options = dict(target=target, dtype=dtype, sanitize=sanitize)
+        self._kernels: dict = {}   # the C type of the positions -> the values kernel that reads them
+        self.values = self._kernel(np.dtype(np.int32) if target == "c" else None)
+        if len(jacobian.parts) == 1:   # (where the data may be a run of its points, SparseJacobian.run)
+            self._kernel(None)
         self.source, self.meta, self.timings = self.values.source, self.values.meta, self.values.timings
         self._solved: dict = {}
+
+    def _kernel(self, positions):
+        """The values kernel reading positions of dtype ``positions`` (None: returning the pieces' values),
+        built once (an int64 one only for a pattern of 2^31 nonzeros or more, on first use)."""
+        kernel = self._kernels.get(positions)
+        if kernel is None:
+            scatter = None if positions is None else Positions(f"int{positions.itemsize * 8}_t", self.jacobian.patterns())
+            kernel = self._kernels[positions] = Kernel(self.jacobian.values, scatter=scatter, **self._options)
+            pieces = [[affine_meta(s) for _, s in part.loops] for part in self.jacobian.parts]
+            if scatter is not None and [o["dims"] for o in kernel.meta["outputs"]] != pieces:   # (positions per point)
+                raise UnsupportedError(f"a sparse Jacobian's values kernel has outputs {kernel.meta['outputs']}, not one "
+                                       f"for each of its {len(pieces)} pieces over the piece's loops")
+        return kernel
 
     @property
     def input_names(self) -> list[str]:
         return self.values.input_names
 
     def __call__(self, *args, **inputs):
-        values = self.values(*args, **inputs)   # (which checks the inputs)
-        return self.jacobian.assemble(values, self._sizes(inputs))
+        if args or self.values.scatter is None:   # (positional inputs: the values kernel's message)
+            return self.jacobian.assemble(self.values(*args, **inputs), self._sizes(inputs))
+        check_keywords(inputs, self.input_names, self.meta["sizes"])
+        sizes = self._sizes(inputs)
+        run = self.jacobian.run(sizes)
+        if run is not None:   # the values as computed are the data in CSR order: a view, no positions to read
+            return self.jacobian.result(self._kernel(None)._run(inputs).reshape(-1)[run], sizes)
+        positions, indices, *_ = self.jacobian.pattern(sizes)
+        kernel = self._kernel(positions[0].dtype)
+        data = kernel._runner.output((len(indices),), 0)   # (recycled memory where large, as a kernel's outputs)
+        kernel._run(inputs, outputs=[*positions, data])
+        return self.jacobian.result(data, sizes)
 
     def _sizes(self, inputs: dict) -> dict:
         """The sizes at ``inputs``, solved once per tuple of the inputs' shapes (and sizes given by name)."""

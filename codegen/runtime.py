@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import numbers
 import os
 import weakref
@@ -214,7 +215,7 @@ class Arguments:
         self.inputs = meta["inputs"]
         self.relations = meta["relations"]
         self.names = [i["name"] for i in self.inputs] + [r["name"] for r in self.relations]
-        self._out_pool: dict = {}  # nbytes -> recycled output buffers (see _output)
+        self._out_pool: dict = {}  # nbytes -> recycled output buffers (see output)
         self._transposes: dict = {}  # relation name -> its last transposed CSR (see _transposed)
         # a kernel whose inputs are arrays and pairs of arrays (no relations) prepares a call of arrays it
         # reads as they are from their shapes alone: what the checks found, per tuple of shapes (see plain);
@@ -327,24 +328,26 @@ class Arguments:
             args.append(v)
         return args
 
-    def prepare(self, inputs: dict, shapes=UNCHECKED):
+    def prepare(self, inputs: dict, shapes=UNCHECKED, allocate: bool = True):
         """``(sizes array, list of arrays in argument order, outputs)`` after all checks (once per tuple of
-        shapes for plain inputs: ``plain``, whose answer a caller that asked already passes as ``shapes``)."""
+        shapes for plain inputs: ``plain``, whose answer a caller that asked already passes as ``shapes``);
+        no outputs where not ``allocate``."""
         if shapes is UNCHECKED:
             shapes = self.plain(inputs)
-        if shapes is not None:
-            found = self._prepared.get(shapes)
-            if found is not None:
-                size_arr, out_shapes, small = found
-                args = self._plain_arguments(inputs)
-                if small:   # (allocatable, and below the pool's size: checked when the entry was made)
-                    return size_arr, args, [np.empty(shape, self.dtype) for shape in out_shapes]
-                return size_arr, args, [self._output(shape, k) for k, shape in enumerate(out_shapes)]
-        size_arr, args, outs = self._checked(inputs)
-        if shapes is not None and len(self._prepared) < 64:
-            small = all(o.nbytes < OUTPUT_POOL_BYTES for o in outs)
-            self._prepared[shapes] = (size_arr, tuple(o.shape for o in outs), small)
-        return size_arr, args, outs
+        found = self._prepared.get(shapes) if shapes is not None else None
+        if found is not None:
+            size_arr, out_shapes, small = found
+            args = self._plain_arguments(inputs)
+        else:
+            size_arr, args, out_shapes = self._checked(inputs)
+            small = all(math.prod(shape) * self._dtype.itemsize < OUTPUT_POOL_BYTES for shape in out_shapes)
+            if shapes is not None and len(self._prepared) < 64:
+                self._prepared[shapes] = (size_arr, out_shapes, small)
+        if not allocate:
+            return size_arr, args, []
+        if small:   # (allocatable, and below the pool's size)
+            return size_arr, args, [np.empty(shape, self.dtype) for shape in out_shapes]
+        return size_arr, args, [self.output(shape, k) for k, shape in enumerate(out_shapes)]
 
     def _checked(self, inputs: dict):
         sizes: dict[str, int] = {}
@@ -406,12 +409,9 @@ class Arguments:
         args = [self._converted(where, a) for where, a in values]
         for rel, v in zip(self.relations, rels):
             args.extend(self._relation(rel, v, sizes))
-        outs = []
-        for k, o in enumerate(self.meta["outputs"]):
-            shape = tuple(aff_value(d, sizes) for d in o["dims"])
-            outs.append(self._output(shape if shape else (1,), k))
+        out_shapes = tuple(tuple(aff_value(d, sizes) for d in o["dims"]) or (1,) for o in self.meta["outputs"])
         size_arr = np.array([sizes[s] for s in size_names] + [0], dtype=np.int64)
-        return size_arr, args, outs
+        return size_arr, args, out_shapes
 
     def _solve(self, equations, sizes) -> None:
         progress = True
@@ -541,7 +541,7 @@ class Arguments:
 
     # ---------------------------------------------------------------------------------------------
 
-    def _output(self, shape, k: int):
+    def output(self, shape, k: int):
         """A new output array.  A large one (``OUTPUT_POOL_BYTES`` or more) is memory recycled from an
         earlier result of this kernel that its caller has dropped: fresh memory from the operating
         system is zeroed page by page on first touch, which on this VM costs 3 to 10 times the
@@ -584,10 +584,12 @@ class Runner(Arguments):
     def __call__(self, **inputs):
         return self.run(inputs)
 
-    def run(self, inputs: dict, shapes=UNCHECKED):
-        """The kernel's results on ``inputs`` (``shapes``: as ``prepare`` takes it)."""
-        size_arr, args, outs = self.prepare(inputs, shapes)
-        arrays = args + outs
+    def run(self, inputs: dict, shapes=UNCHECKED, outputs=None):
+        """The kernel's results on ``inputs`` (``shapes``: as ``prepare`` takes it).  ``outputs``: the arrays
+        passed in the outputs' places instead (a scattered kernel's positions and data, ``codegen.scatter``),
+        and then ``None`` is returned: the caller holds what the kernel wrote."""
+        size_arr, args, outs = self.prepare(inputs, shapes, outputs is None)
+        arrays = args + (outs if outputs is None else list(outputs))
         try:   # (``address`` inlined: this runs for every array of every call)
             addrs = [_addressof(_from_buffer(a)) for a in arrays]
         except (TypeError, ValueError):   # a read-only or empty one among them
@@ -603,7 +605,7 @@ class Runner(Arguments):
         finally:
             if ws is not None and len(self._workspaces) < 2:
                 self._workspaces.append(ws)
-        return self.results(outs)
+        return self.results(outs) if outputs is None else None
 
     def _workspace(self, size_arr):
         """A buffer for the temporaries (the C side's ``TL_WS_BYTES`` each), taken from this runner's pool

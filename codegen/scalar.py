@@ -173,6 +173,10 @@ class ScalarPrinter:
             return arr.cname
         return f"{arr.cname}[{self.linear(self.layout(arr), idx)}]"
 
+    def store(self, arr: Array, idx, value: str) -> str:
+        """The C statement that writes ``value`` at ``idx`` of ``arr``."""
+        return f"{self.array_ref(arr, idx)} = {value};"
+
     def size_product(self, sizes, ctype: str = "int64_t") -> str:
         """The number of points of a box of extents ``sizes``, in ``ctype`` (``real`` for a count that
         scales a value: no product of sizes wraps there); an extent that may be negative at some sizes

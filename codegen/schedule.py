@@ -184,8 +184,8 @@ class Schedule:
                 sc.line(f"const int64_t {names.var(v)} = {a};")
             sc.line(f"const real *{lane} = {lanes_of};")
             at = [Affine.var(v) for v in gv]
-            sc.line(f"{self.array_ref(arr, at) if into is None else f'{into}[{self.linear(arr.dims, at)}]'} = "
-                    f"{_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
+            value = _pairwise([f'{lane}[{i}]' for i in range(LANES)])
+            sc.line(self.store(arr, at, value) if into is None else f"{into}[{self.linear(arr.dims, at)}] = {value};")
 
         if tree is not None:
             self.emit_tree(tree, scope, combine, parallel=False)
@@ -304,7 +304,7 @@ class Schedule:
         body.line(f"real {s} = 0;")
         body.line(f"for (int64_t {p} = 0; {p} < {nch}; {p} += 1) {s} += {part}[{p} * {gn} + {e}];")
         self.bind_flat(stmt.target, stmt.vars, e, body)
-        body.line(f"{self.array_ref(stmt.target, [Affine.var(v) for v in stmt.vars])} = {s};")
+        body.line(self.store(stmt.target, [Affine.var(v) for v in stmt.vars], s))
         scope.line("}")
 
     def emit_group(self, group: Group, scope: Scope) -> None:

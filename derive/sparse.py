@@ -8,12 +8,12 @@ index that is a band of constant width around the others is stored as an offset)
 * ``values``: a program, taking the primal's inputs, whose value is the nonzeros of each piece, one tensor
   per piece (right-nested pairs), each over the piece's loops: its cost is the work of the nonzeros;
 * ``pattern(sizes)``: the rows and columns of those values, computed once per size from the pieces'
-  predicates with NumPy (affine comparisons over the pieces' loops), and the order that sorts them into
-  CSR.
+  predicates with NumPy (affine comparisons over the pieces' loops), sorted into CSR, and for each piece
+  the position in the CSR ``data`` of each of its points (-1 outside the pattern).
 
-``assemble`` puts the values of one call into that pattern: a gather, O(nonzeros).  ``tl.evaluate`` runs
-``values`` with the reference evaluator, ``tl.compile`` with a kernel (``codegen.kernel.SparseKernel``), and
-``tl.cost`` counts ``values``.
+A compiled kernel (``codegen.kernel.SparseKernel``) writes each value at its position in ``data`` itself,
+reading the positions; ``tl.evaluate`` runs ``values`` with the reference evaluator and puts the values at
+their positions in NumPy (``assemble``); ``tl.cost`` counts ``values``.
 """
 from __future__ import annotations
 
@@ -59,17 +59,16 @@ class SparseJacobian:
         return int(np.prod(extents[:self.rank], dtype=np.int64)), int(np.prod(extents[self.rank:], dtype=np.int64))
 
     def pattern(self, sizes: dict):
-        """``(select, indices, indptr, shape)`` at ``sizes`` (names to ints), computed once per size:
-        ``select`` picks the nonzeros, in CSR order, out of the pieces' values laid end to end (their
-        positions; a boolean mask where they are in that order already; a slice, a view, where they are a
-        run of them),
-        ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy makes them), read-only:
-        every result at these sizes holds them, so a change of one result's structure in place
-        (``eliminate_zeros``) would change the others'."""
+        """``(positions, indices, indptr, shape)`` at ``sizes`` (names to ints), computed once per size:
+        ``positions`` one array per piece over the piece's loops (C order), each point's position in the CSR
+        ``data`` and -1 where the point is not in the pattern (int32 where the positions fit, else int64);
+        ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy makes them).  All are
+        read-only: every result at these sizes holds the CSR arrays, so a change of one result's structure in
+        place (``eliminate_zeros``) would change the others'."""
         return self._prepared(sizes)[0]
 
     def _prepared(self, sizes: dict):
-        """``(pattern(sizes), a csr_array of that pattern checked by SciPy)``, made once per size."""
+        """``(pattern(sizes), a csr_array of that pattern checked by SciPy, run(sizes))``, made once per size."""
         key = tuple(sorted(sizes.items()))
         with self._lock:
             found = self._patterns.get(key)
@@ -78,7 +77,7 @@ class SparseJacobian:
         import scipy.sparse as sp
 
         extents = [_extent(s, sizes) for _, s in self.loops]
-        rows_of, cols_of, kept, start = [], [], [], 0
+        rows_of, cols_of, kept, bounds = [], [], [], [0]
         for part in self.parts:
             shape = tuple(max(_extent(s, sizes), 0) for _, s in part.loops)
             grid = np.indices(shape, dtype=np.int64, sparse=True) if shape else ()
@@ -89,41 +88,57 @@ class SparseJacobian:
                       for v, _ in self.loops]
             rows_of.append(_flat(coords[:self.rank], extents[:self.rank], mask.sum()))
             cols_of.append(_flat(coords[self.rank:], extents[self.rank:], mask.sum()))
-            kept.append(start + np.flatnonzero(mask))
-            start += mask.size
+            kept.append(bounds[-1] + np.flatnonzero(mask))
+            bounds.append(bounds[-1] + mask.size)
         rows, cols, take = (np.concatenate(a) for a in (rows_of, cols_of, kept))
         order = np.lexsort((cols, rows))
         n_rows, n_cols = self.shape(sizes)
         index = np.int32 if max(n_cols, len(take)) < 2 ** 31 else np.int64
         indptr = np.zeros(n_rows + 1, dtype=index)
         np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
-        take = take[order]
-        if len(take) and take[-1] - take[0] == len(take) - 1 and bool(np.all(np.diff(take) == 1)):
-            select = slice(int(take[0]), int(take[-1]) + 1)   # a run of the values in CSR order: a view
-        elif bool(np.all(order == np.arange(len(order)))):   # in CSR order with gaps: a mask
-            select = np.isin(np.arange(start), take, assume_unique=True)
-        else:
-            select = take
+        at = np.full(bounds[-1], -1, dtype=np.int32 if len(take) < 2 ** 31 else np.int64)
+        at[take[order]] = np.arange(len(take), dtype=at.dtype)
         indices = cols[order].astype(index)
-        for shared in (indices, indptr):   # every result holds them: a change in place is refused, not shared
+        positions = [at[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+        for shared in (indices, indptr, at):   # every result holds them: a change in place is refused, not shared
             shared.flags.writeable = False
         template = sp.csr_array((np.zeros(len(indices)), indices, indptr), shape=(n_rows, n_cols), copy=False)
-        found = ((select, indices, indptr, (n_rows, n_cols)), template)
+        start = int(take[order[0]]) if len(take) else 0
+        run = slice(start, start + len(take)) if len(self.parts) == 1 and len(take) and \
+            np.array_equal(at[start:start + len(take)], np.arange(len(take))) else None
+        found = ((positions, indices, indptr, (n_rows, n_cols)), template, run)
         with self._lock:
             self._patterns[key] = found
         return found
 
-    def assemble(self, values, sizes: dict):
-        """The ``csr_array`` of one call's ``values`` (the value of ``self.values``) at ``sizes``: the values
-        of the pieces laid end to end, gathered into the pattern, O(nonzeros); the array is a shallow copy of
-        one that SciPy checked when the pattern was made (SciPy's constructor checks the indices again on each
-        call, O(nonzeros) and 40-60 µs at any size), holding this call's values."""
-        (select, *_), template = self._prepared(sizes)
-        parts = [np.asarray(v).ravel() for v in right_nested_items(values, len(self.parts))]
-        flat = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        out = copy.copy(template)
-        out.data = flat[select]
+    def patterns(self) -> tuple:
+        """Each piece's ``(loop variables, the predicate over them where its point is in the pattern)``."""
+        return tuple((tuple(v for v, _ in part.loops), substitute_index(part.pred, part.at)) for part in self.parts)
+
+    def run(self, sizes: dict):
+        """The slice of the one piece's points (C order) that are the CSR ``data`` in order, where they are
+        (a tridiagonal band: all of its points but the first and last), else None: there the piece's values
+        as computed are the data, a view."""
+        return self._prepared(sizes)[2]
+
+    def result(self, data: np.ndarray, sizes: dict):
+        """The ``csr_array`` at ``sizes`` holding ``data`` (its values in CSR order): a shallow copy of one
+        that SciPy checked when the pattern was made (SciPy's constructor checks the indices again on each
+        call, O(nonzeros) and 40-60 µs at any size)."""
+        out = copy.copy(self._prepared(sizes)[1])
+        out.data = data
         return out
+
+    def assemble(self, values, sizes: dict):
+        """The ``csr_array`` of ``values`` (the value of ``self.values``, one array per piece, as the reference
+        evaluator gives them) at ``sizes``: each piece's values put at their positions, O(nonzeros).  A
+        compiled kernel writes them there itself (``codegen.kernel.SparseKernel``)."""
+        positions, indices, *_ = self.pattern(sizes)
+        data = np.empty(len(indices))
+        for at, v in zip(positions, right_nested_items(values, len(self.parts))):
+            kept = at >= 0
+            data[at[kept]] = np.asarray(v, dtype=float).ravel()[kept]
+        return self.result(data, sizes)
 
 
 def _extent(size: Affine, sizes: dict) -> int:

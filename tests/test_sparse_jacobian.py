@@ -249,3 +249,70 @@ def test_sparse_hessians_of_energies_as_users_write_them(name):
     np.testing.assert_allclose(h.toarray(), differenced_jacobian(lambda y: np.ravel(gradient(**{wrt: y})), x),
                                atol=1e-6)
     assert tl.cost(H, **{wrt: x}) <= 40 * nonzeros
+
+
+WRITTEN_AT_POSITIONS = {   # programs and the shapes each is tried at (uneven, and degenerate)
+    "1-D stencil": (STENCIL_1D, [(7,), (2,), (1,)]),
+    "2-D stencil": (STENCIL_2D, [(5, 9), (9, 2), (1, 6), (2, 2)]),
+    # the diagonal reached by three sums (terms that add into one entry), rows n-2 and n-1 empty
+    "repeated terms, empty rows": ("x : [n]R\n(sum(i:n) [i < n - 3] * x[i] * x[i] * x[i + 1]) + "
+                                   "(sum(j:n) [j < n - 3] * x[j] * x[j + 1] * x[j + 1]) + (sum(k:n) [k < n - 2] * x[k] * x[k] * x[k])",
+                                   [(8,), (4,), (3,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN_AT_POSITIONS))
+def test_a_compiled_sparse_hessian_writes_every_value_once_at_its_csr_position(name):
+    """The compiled kernel writes each nonzero straight into the result's ``data``: the result equals the dense
+    Hessian of the reference evaluator and central differences of the compiled gradient (oracles that share
+    no code with the sparse one), its pattern's positions are each CSR position exactly once, and they and a
+    call's memory are O(nonzeros)."""
+    import tracemalloc
+
+    src, shapes = WRITTEN_AT_POSITIONS[name]
+    e = tl.parse(src)
+    kernel, gradient = tl.compile(tl.hessian(e, "x", sparse=True)), tl.compile(tl.grad(e, "x"))
+    for shape in shapes:
+        x = np.random.default_rng(len(shape) * 10 + shape[0]).uniform(-1, 1, shape)
+        got = kernel(x=x)
+        assert isinstance(got, sp.csr_array) and got.has_canonical_format and got.shape == (x.size, x.size)
+        dense = np.asarray(tl.evaluate(tl.hessian(e, "x"), x=x)).reshape(got.shape)
+        np.testing.assert_allclose(got.toarray(), dense, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got.toarray(), differenced_jacobian(lambda v: gradient(x=v), x), atol=1e-6)
+        positions, indices, _, _ = kernel.jacobian.pattern(kernel._sizes({"x": x}))
+        written = np.concatenate([p[p >= 0] for p in positions])
+        np.testing.assert_array_equal(np.sort(written), np.arange(len(indices)))
+    big = np.random.default_rng(5).uniform(-1, 1, (2000,) if len(shapes[0]) == 1 else (40, 50))
+    first = kernel(x=big)
+    positions, indices, _, _ = kernel.jacobian.pattern(kernel._sizes({"x": big}))
+    assert sum(p.size for p in positions) <= 2 * len(indices)
+    tracemalloc.start()
+    again = kernel(x=big)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= 8 * again.nnz + 16384   # the values, and nothing of their size besides
+    np.testing.assert_array_equal(again.data, first.data)
+    with pytest.raises(tl.TensorLangError, match="SparseKernel"):
+        kernel.values(x=big)
+
+
+def test_the_scattered_kernel_of_one_piece_writes_what_the_plain_one_does():
+    """A Jacobian of one piece whose points are its CSR data in order is returned as a view of the plain values
+    kernel's output; its scattered kernel (what a pattern of several pieces runs) writes the same values at
+    their positions, where the values come from a product (no BLAS call writes a scattered output) or from a
+    long reduction into a small target (interchanged: stores that test the position)."""
+    rng = np.random.default_rng(6)
+    cases = [("x : [n]R\nA : [m][n]R\nsum(k:m) (sum(i:n) A[k, i] * x[i]) * (sum(j:n) A[k, j] * x[j])",
+              {"x": rng.normal(size=40), "A": rng.normal(size=(60, 40))}, tl.hessian),
+             ("x : [2]R\nB : [n]R\ngen(i:2) sum(j:n) exp(x[i] * B[j])",
+              {"x": rng.normal(size=2), "B": 0.01 * rng.normal(size=100_000)}, tl.jacobian)]
+    for src, inputs, derive in cases:
+        e = tl.parse(src)
+        kernel = tl.compile(derive(e, "x", sparse=True))
+        got = kernel(**inputs)
+        np.testing.assert_allclose(got.toarray(), np.asarray(tl.evaluate(derive(e, "x"), **inputs)).reshape(got.shape),
+                                   rtol=1e-10, atol=1e-10)
+        positions, indices, _, _ = kernel.jacobian.pattern(kernel._sizes(inputs))
+        data = np.full(len(indices), np.nan)
+        kernel._kernel(positions[0].dtype)._run(inputs, outputs=[*positions, data])
+        np.testing.assert_allclose(data, got.data, rtol=1e-12, atol=1e-12)
