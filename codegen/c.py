@@ -37,16 +37,14 @@ from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
+from .loop_ir import print_c
 from .scatter import Positions, Scatter
-from .schedule import (BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions,
-                       serial_copies)
+from .schedule import BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions
 from .sparse import Sparse
 from .target import Capabilities
 
 __all__ = ["CEmitter", "emit_c", "load"]
 
-
-_BLAS_HELPERS = "\n".join(serial_copies(BLAS_HELPERS.split("\n")))
 
 
 class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
@@ -73,6 +71,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         self.base_ctx = D.base_context(prog.sizes, self.names)
         self._entry_text: str | None = None
         self._entry_names: tuple | None = None
+        self.loop_ir: list[tuple[str, list]] = []  # each statement's (or group's) loop IR as emitted, by label
 
     def emit(self) -> str:
         """The whole translation unit (prelude, black boxes, entry point)."""
@@ -91,12 +90,14 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             for stmt in self.prog.stmts:
                 if id(stmt) in done:
                     continue
-                lines: list[str] = []
+                nodes: list = []
                 group = groups.get(id(stmt))
                 if group is not None:  # in chunks, in the entry point
-                    body.append(f"  /* {', '.join(s.target.label for s in group.stmts)}: in chunks */")
-                    self.emit_group(group, Scope(lines, 1, self.base_ctx, ()))
-                    body += serial_copies(lines)
+                    label = f"{', '.join(s.target.label for s in group.stmts)}: in chunks"
+                    body.append(f"  /* {label} */")
+                    self.emit_group(group, Scope(nodes, self.base_ctx, ()))
+                    self.loop_ir.append((label, nodes))
+                    body += print_c(self.scheduled(nodes))
                     done |= {id(s) for s in group.stmts}
                     continue
                 body.append(f"  /* {stmt.target.label} */")
@@ -105,8 +106,9 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                     name, params = shapes[key]
                     body.append(self.call(name, [arrays[k].cname for k in params]))
                     continue
-                self.emit_stmt(stmt, Scope(lines, 1, self.base_ctx, ()))
-                lines = serial_copies(lines)
+                self.emit_stmt(stmt, Scope(nodes, self.base_ctx, ()))
+                self.loop_ir.append((stmt.target.label, nodes))
+                lines = print_c(self.scheduled(nodes))
                 call = self.outlined(stmt, lines, outlined)
                 body += lines if call is None else [self.call(*call)]
                 names = [a.cname for a in arrays]
@@ -216,7 +218,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         a target that runs chunked reductions (C, not CUDA)."""
         if not self.caps.interchange:
             return {}
-        scope = Scope([], 1, self.base_ctx, ())
+        scope = Scope([], self.base_ctx, ())
 
         def chunked(stmt: Stmt):
             """The reduction of a small target of a long reduction (its length has a size that the
@@ -267,7 +269,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             functions.update(em.functions)
         prelude = emitters[0].prelude()
         if cls.caps.blas and any(em.blas_calls() for em in emitters):
-            prelude += _BLAS_HELPERS
+            prelude += BLAS_HELPERS
         return "\n".join([prelude, *functions.values(), *entries]) + "\n"
 
     def target_meta(self) -> dict:
@@ -333,16 +335,15 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             g, r = self.size_product(arr.dims), self.size_product(body.sizes)
             chunked = self.chunkable(stmt, pred, body, scope)
             if chunked:  # a block of lanes of elements, and few enough for every chunk's partial sums
-                scope.line(f"if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({g}) >= {BLOCK_LANES}) {{")
-                self.emit_chunked(stmt, pred, body, chunked, scope.child())
+                at, scope = scope.branch(f"({g}) <= {INTERCHANGE_MAX_TARGET} && ({g}) >= {BLOCK_LANES}", orelse=True)
+                self.emit_chunked(stmt, pred, body, chunked, at)
             # a gather whose innermost loop is lane-blocked keeps its sums in registers: better, when
             # that loop has a block's worth of points
             lanes = f" && ({self.size_product(arr.dims[-1:])}) < {BLOCK_LANES}" if self.lane_blocked(gv, body) else ""
-            scope.line(f"{'} else ' if chunked else ''}if (({g}) <= {INTERCHANGE_MAX_TARGET} && ({r}) >= 4 * ({g}){lanes}) {{")
-            self.emit_interchanged(stmt, pred, body, scope.child())
-            scope.line("} else {")
-            self.emit_gather(stmt, pred, body, scope.child())
-            scope.line("}")
+            interchanged, gather = scope.branch(f"({g}) <= {INTERCHANGE_MAX_TARGET} && ({r}) >= 4 * ({g}){lanes}",
+                                                orelse=True)
+            self.emit_interchanged(stmt, pred, body, interchanged)
+            self.emit_gather(stmt, pred, body, gather)
             return
         self.emit_gather(stmt, pred, body, scope)
 
@@ -377,8 +378,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                 sc.line(self.store(arr, at, "0", True))
                 return
             known = node.domain if node.domain is not None else dom_c
-            inner = sc.child(ctx=(D.lift_to_context(known) & sc.ctx), bound=sc.bound + gv, indent_by=0,
-                             parallel_ok=False)
+            inner = sc.child(ctx=(D.lift_to_context(known) & sc.ctx), bound=sc.bound + gv, parallel_ok=False)
             cond = None if exact else self.pred(pred, inner)
             here = bodies[node.name]
             if cond is None:
@@ -387,11 +387,10 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             elif cond == "0":
                 sc.line(self.store(arr, at, "0", True))
             else:
-                sc.line(f"if ({cond}) {{")
-                sub = inner.child()
+                sub, zero = inner.branch(cond, orelse=True)
                 value = self.expr(here, sub)
                 sub.line(self.store(arr, at, value, True))
-                sc.line("} else " + self.store(arr, at, "0", True))
+                zero.line(self.store(arr, at, "0", True))
 
         leaf = Leaf(user, gv, body if exact else None, dom_c, plain=("Z",), bodies=bodies if exact else {})
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work)
@@ -483,18 +482,15 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             scope.line(self.store(arr, [], "0"))
             return
         if cond is None:
-            sc = scope.child(indent_by=0)
-            sc.line("{")
-            inner = sc.child()
+            inner = scope.child().block()
             value = self.expr(body, inner)
             inner.line(self.store(arr, [], value))
-            sc.line("}")
             return
-        scope.line(f"if ({cond}) {{")
-        inner = scope.child(ctx=scope.ctx & D.params_set(over_approximation(pred), scope.bound, self.names))
+        inner, zero = scope.branch(cond, orelse=True,
+                                   ctx=scope.ctx & D.params_set(over_approximation(pred), scope.bound, self.names))
         value = self.expr(body, inner)
         inner.line(self.store(arr, [], value))
-        scope.line("} else " + self.store(arr, [], "0"))
+        zero.line(self.store(arr, [], "0"))
 
     def _emit_Reduce(self, e: Reduce, scope: Scope) -> str:
         acc = self.fresh("acc")
@@ -502,10 +498,8 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         if e.pred is TRUE and not any(v in free_index_vars(e.body) for v in e.vars):
             # a sum of a term that does not depend on the summed variables over a box: count * term
             count = self.size_product(e.sizes, "real")
-            scope.line(f"if (({count}) > 0) {{")
-            inner = scope.child()
+            inner = scope.branch(f"({count}) > 0")
             inner.line(f"{acc} = ({count}) * {self.expr(e.body, inner)};")
-            scope.line("}")
             return acc
         csr = self._csr_choice(e)
         exact = not has_relations(e.pred)
@@ -543,7 +537,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             for w, a in zip(bound_vars, node.args):
                 sc.line(f"const int64_t {names.var(w)} = {a};")
             ctx = D.lift_to_context(node.domain if node.domain is not None else dom) & sc.ctx
-            inner = sc.child(ctx=ctx, bound=sc.bound + bound_vars, indent_by=0, parallel_ok=False)
+            inner = sc.child(ctx=ctx, bound=sc.bound + bound_vars, parallel_ok=False)
             add(inner) if into is None else add(inner, into)
 
         leaf = Leaf(user, bound_vars, e.body if blockable else None, dom)
@@ -566,10 +560,8 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         if cond is None:
             scope.line(f"{acc} += {self.expr(body, scope)};")
             return
-        scope.line(f"if ({cond}) {{")
-        inner = scope.child()
+        inner = scope.branch(cond)
         inner.line(f"{acc} += {self.expr(body, inner)};")
-        scope.line("}")
 
 
 class _NoShape(Exception):

@@ -79,6 +79,10 @@ typedef void (*tl_gemv64_t)(const char *, const int64_t *, const int64_t *, cons
 typedef void (*tl_gemv32_t)(const char *, const int32_t *, const int32_t *, const real *, const real *,
   const int32_t *, const real *, const int32_t *, const real *, real *, const int32_t *);
 #define TL_I32(v) ((v) <= 2147483647LL)
+/* for (...) { ... } on several threads where the condition holds, else a serial copy that enters no OpenMP
+   runtime (as the loop IR's serial copies of the generated loops) */
+#define TL_PARALLEL_FOR(work, ...) \
+  if (work) { _Pragma("omp parallel for schedule(static)") for __VA_ARGS__ } else { for __VA_ARGS__ }
 /* C[i*ldc + j] = alpha * sum_k X(i, k) Y(k, j) for i < M, j < N;
    X(i, k) = xt ? X[k*ldx + i] : X[i*ldx + k];  Y(k, j) = yt ? Y[j*ldy + k] : Y[k*ldy + j]. */
 static void tl_gemm(void *const *blas, int64_t M, int64_t N, int64_t K, real alpha,
@@ -108,8 +112,7 @@ static void tl_gemm(void *const *blas, int64_t M, int64_t N, int64_t K, real alp
     for (int64_t j = 0; j < N; j++) for (int64_t k = 0; k < K; k++) yt_buf[k * N + j] = Y[j * ldy + k];
     Y = yt_buf; ldy = N;
   }
-  #pragma omp parallel for schedule(static) if((double)M * (double)N * (double)K >= 2097152.0)
-  for (int64_t i0 = 0; i0 < M; i0 += 16) {
+  TL_PARALLEL_FOR((double)M * (double)N * (double)K >= 2097152.0, (int64_t i0 = 0; i0 < M; i0 += 16) {
     const int64_t i1 = tl_min(i0 + 16, M);
     for (int64_t i = i0; i < i1; i++) for (int64_t j = 0; j < N; j++) C[i * ldc + j] = 0;
     for (int64_t j0 = 0; j0 < N; j0 += 512) {
@@ -127,7 +130,7 @@ static void tl_gemm(void *const *blas, int64_t M, int64_t N, int64_t K, real alp
       }
     }
     if (alpha != 1) for (int64_t i = i0; i < i1; i++) for (int64_t j = 0; j < N; j++) C[i * ldc + j] *= alpha;
-  }
+  })
   free(yt_buf);
 }
 /* y[i] = alpha * sum_k X(i, k) v[k] for i < M;  X(i, k) = xt ? X[k*ldx + i] : X[i*ldx + k]. */
@@ -152,16 +155,14 @@ static void tl_gemv(void *const *blas, int64_t M, int64_t K, real alpha, const r
     }
   }
   if (!xt) {
-    #pragma omp parallel for schedule(static) if((double)M * (double)K >= 2097152.0)
-    for (int64_t i = 0; i < M; i++) {
+    TL_PARALLEL_FOR((double)M * (double)K >= 2097152.0, (int64_t i = 0; i < M; i++) {
       real acc = 0;
       for (int64_t k = 0; k < K; k++) acc += X[i * ldx + k] * v[k];
       y[i] = alpha * acc;
-    }
+    })
     return;
   }
-  #pragma omp parallel for schedule(static) if((double)M * (double)K >= 2097152.0)
-  for (int64_t i0 = 0; i0 < M; i0 += 1024) {
+  TL_PARALLEL_FOR((double)M * (double)K >= 2097152.0, (int64_t i0 = 0; i0 < M; i0 += 1024) {
     const int64_t i1 = tl_min(i0 + 1024, M);
     for (int64_t i = i0; i < i1; i++) y[i] = 0;
     for (int64_t k = 0; k < K; k++) {
@@ -170,6 +171,6 @@ static void tl_gemv(void *const *blas, int64_t M, int64_t K, real alpha, const r
       for (int64_t i = i0; i < i1; i++) y[i] += x[i] * a;
     }
     if (alpha != 1) for (int64_t i = i0; i < i1; i++) y[i] *= alpha;
-  }
+  })
 }
 """

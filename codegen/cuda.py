@@ -32,6 +32,7 @@ from .build import build_cuda_object, nvcc_path
 from .c import CEmitter
 from .c_runtime import cuda_prelude
 from .ir import Array, Reduce, Stmt, affine_meta
+from .loop_ir import Line, print_c
 from .loops import Block, For, If, User
 from .runtime import UNCHECKED, Arguments, aff_value
 from .scalar import Scope
@@ -82,7 +83,7 @@ class CudaEmitter(CEmitter):
 
     def emit_entry(self) -> str:
         if self._entry_text is None:
-            top = Scope([], 1, self.base_ctx, ())
+            top = Scope([], self.base_ctx, ())
             for k, stmt in enumerate(self.prog.stmts):
                 self.emit_stmt_kernel(k, stmt, top)
             # declarations last: the relation views are known once every statement is emitted
@@ -105,10 +106,10 @@ class CudaEmitter(CEmitter):
         gv = stmt.vars
         name = f"{self.entry}_s{k}"
         pred, body = self._split(stmt.body)
-        lines: list[str] = [f"  /* {arr.label} */"]
+        nodes: list = [Line(f"/* {arr.label} */")]
         if gv:
             total = self.size_product(arr.dims)
-            sc = Scope(lines, 1, self.base_ctx, (), parallel_ok=False)
+            sc = Scope(nodes, self.base_ctx, (), parallel_ok=False)
             sc.line(f"const int64_t tl_total = {total};")
             sc.line("const int64_t tl_tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
             sc.line("if (tl_tid >= tl_total) return;")
@@ -122,7 +123,7 @@ class CudaEmitter(CEmitter):
                     sc.line(f"const int64_t tl_q{j} = {rest} / ({self.affine(arr.dims[j])});")
                     rest = f"tl_q{j}"
             points = D.domain(box(zip(gv, arr.dims)), gv, (), self.names)
-            inner = Scope(lines, 1, D.lift_to_context(points) & self.base_ctx, tuple(gv), parallel_ok=False)
+            inner = Scope(nodes, D.lift_to_context(points) & self.base_ctx, tuple(gv), parallel_ok=False)
             ref = self.array_ref(arr, [Affine.var(v) for v in gv])
             cond = self.pred(pred, inner) if pred is not TRUE else None
             if cond == "0":
@@ -130,48 +131,48 @@ class CudaEmitter(CEmitter):
             elif cond is None:
                 inner.line(f"{ref} = {self.expr(body, inner)};")
             else:
-                inner.line(f"if ({cond}) {{")
                 known = D.params_set(over_approximation(pred), inner.bound, self.names)
-                sub = inner.child(ctx=inner.ctx & known)
+                sub, zero = inner.branch(cond, orelse=True, ctx=inner.ctx & known)
                 sub.line(f"{ref} = {self.expr(body, sub)};")
-                inner.line(f"}} else {ref} = 0;")
-            self._kernel_texts.append((name, lines))
+                zero.line(f"{ref} = 0;")
+            self._kernel_texts.append((name, print_c(nodes)))
+            self.loop_ir.append((name, nodes))
             self.kernels.append({"name": name, "kind": "points", "total": [affine_meta(d) for d in arr.dims]})
             return
         ref = self.array_ref(arr, [])
         if isinstance(body, Reduce):
-            sc = Scope(lines, 1, self.base_ctx, (), parallel_ok=True)
+            sc = Scope(nodes, self.base_ctx, (), parallel_ok=True)
             sc.line("const int64_t tl_gtid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
             sc.line("const int64_t tl_gsize = (int64_t)gridDim.x * blockDim.x;")
             sc.line("real tl_part = 0;")
             cond = self.pred(pred, sc) if pred is not TRUE else None
             if cond != "0":
                 if cond is not None:
-                    sc.line(f"if ({cond}) {{")
-                    inner = sc.child(ctx=sc.ctx & D.params_set(over_approximation(pred), (), self.names))
+                    inner = sc.branch(cond, ctx=sc.ctx & D.params_set(over_approximation(pred), (), self.names))
                 else:
-                    inner = sc.child(indent_by=0)
+                    inner = sc.child()
                 value = self.expr(body, inner)
                 inner.line(f"tl_part = {value};")
-                if cond is not None:
-                    sc.line("}")
             sc.line(f"__shared__ real tl_sh[{BLOCK}];")
             self._block_reduce(sc, "tl_part", "tl_partial[blockIdx.x]")
-            self._kernel_texts.append((name, lines))
-            fin = [f"  /* {arr.label}: the sum of the blocks' partial sums */"]
-            fs = Scope(fin, 1, self.base_ctx, ())
+            self._kernel_texts.append((name, print_c(nodes)))
+            fin = [Line(f"/* {arr.label}: the sum of the blocks' partial sums */")]
+            fs = Scope(fin, self.base_ctx, ())
             fs.line("real tl_part = 0;")
-            fs.line(f"for (int64_t b = threadIdx.x; b < {REDUCE_BLOCKS}; b += blockDim.x) tl_part += tl_partial[b];")
+            fs.loop("b", "int64_t b = threadIdx.x", f"b < {REDUCE_BLOCKS}", "b += blockDim.x").line(
+                "tl_part += tl_partial[b];")
             fs.line(f"__shared__ real tl_sh[{BLOCK}];")
             self._block_reduce(fs, "tl_part", ref)
-            self._kernel_texts.append((name + "_fin", fin))
+            self._kernel_texts.append((name + "_fin", print_c(fin)))
+            self.loop_ir += [(name, nodes), (name + "_fin", fin)]
             self.kernels.append({"name": name, "kind": "reduce"})
             self.kernels.append({"name": name + "_fin", "kind": "single_block"})
             return
-        sc = Scope(lines, 1, self.base_ctx, (), parallel_ok=False)
+        sc = Scope(nodes, self.base_ctx, (), parallel_ok=False)
         sc.line("if (blockIdx.x != 0 || threadIdx.x != 0) return;")
         self.emit_scalar_stmt(arr, pred, body, sc)
-        self._kernel_texts.append((name, lines))
+        self._kernel_texts.append((name, print_c(nodes)))
+        self.loop_ir.append((name, nodes))
         self.kernels.append({"name": name, "kind": "single"})
 
     @staticmethod
@@ -184,10 +185,9 @@ class CudaEmitter(CEmitter):
     def _block_reduce(sc: Scope, value: str, target: str) -> None:
         sc.line(f"tl_sh[threadIdx.x] = {value};")
         sc.line("__syncthreads();")
-        sc.line("for (int s = blockDim.x / 2; s > 0; s >>= 1) {")
-        sc.line("  if (threadIdx.x < s) tl_sh[threadIdx.x] += tl_sh[threadIdx.x + s];")
-        sc.line("  __syncthreads();")
-        sc.line("}")
+        halving = sc.loop("s", "int s = blockDim.x / 2", "s > 0", "s >>= 1")
+        halving.line("if (threadIdx.x < s) tl_sh[threadIdx.x] += tl_sh[threadIdx.x + s];")
+        halving.line("__syncthreads();")
         sc.line(f"if (threadIdx.x == 0) {target} = tl_sh[0];")
 
     # ---------------------------------------------------------------------------------------------
@@ -205,28 +205,22 @@ class CudaEmitter(CEmitter):
             for c in tree.children:
                 self._strided_tree(c, scope, user)
         elif isinstance(tree, For) and tree.degenerate:
-            scope.line("{")
-            inner = scope.child()
+            inner = scope.block()
             inner.line(f"const int64_t {tree.var} = {tree.init};")
             self._strided_tree(tree.body, inner, user)
-            scope.line("}")
         elif isinstance(tree, For):
-            cond = unparen(tree.cond)
-            scope.line(f"for (int64_t {tree.var} = {tree.init} + tl_gtid * {tree.inc}; {cond}; "
-                       f"{tree.var} += tl_gsize * {tree.inc}) {{")
-            super().emit_tree(tree.body, scope.child(), user, False)
-            scope.line("}")
+            body = scope.loop(tree.var, f"int64_t {tree.var} = {tree.init} + tl_gtid * {tree.inc}", unparen(tree.cond),
+                              f"{tree.var} += tl_gsize * {tree.inc}")
+            super().emit_tree(tree.body, body, user, False)
         elif isinstance(tree, If):
-            scope.line(f"if ({tree.cond}) {{")
-            self._strided_tree(tree.then, scope.child(), user)
-            if tree.orelse is not None:
-                scope.line("} else {")
-                self._strided_tree(tree.orelse, scope.child(), user)
-            scope.line("}")
+            if tree.orelse is None:
+                self._strided_tree(tree.then, scope.branch(tree.cond), user)
+                return
+            then, orelse = scope.branch(tree.cond, orelse=True)
+            self._strided_tree(tree.then, then, user)
+            self._strided_tree(tree.orelse, orelse, user)
         elif isinstance(tree, User):
-            scope.line("if (tl_gtid == 0) {")
-            user(tree, scope.child())
-            scope.line("}")
+            user(tree, scope.branch("tl_gtid == 0"))
 
     def target_meta(self) -> dict:
         """What the runner needs besides ``generate.program_meta``: the kernels and how to launch them."""

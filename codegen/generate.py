@@ -5,7 +5,8 @@ no compiler involved.
 and emitted by its target's emitter class (``TARGETS``); ``meta`` is the plain data ``codegen.runtime``
 checks inputs against (``program_meta``) and ``tl.export`` writes out.  ``emitter_for`` stops before the
 translation unit, so that several programs of one dtype can share one library (``tl.export``, the
-block programs of ``codegen.blocks``); ``explain`` shows every stage as text.
+block programs of ``codegen.blocks``); ``explain`` shows every stage as text, the loop IR after each of
+the schedule's passes included.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import Expr
 
 from .ir import Program, affine_meta
+from .loop_ir import PASSES, print_ir
 from .lower import component_type, lower, normalize
 from .target import target_of
 
@@ -88,12 +90,29 @@ def generate(expr: Expr, target: str = "c", dtype: str = "float64", entry: str =
     return emitter.emit(), meta
 
 
-def explain(expr: Expr, target: str = "c", dtype: str = "float64", scatter=None) -> str:
+def explain(expr: Expr, target: str = "c", dtype: str = "float64", scatter=None, stage: str | None = None) -> str:
     """Every stage of compiling ``expr``, as text: the program, its normal form, the statement form of
-    ``codegen.ir`` (after fusion and contraction marking) and the generated source."""
+    ``codegen.ir`` (after fusion and contraction marking), the loop IR of each statement as emitted and after
+    each of the schedule's passes (``loop_ir.PASSES``), and the generated source.  ``stage``: that stage
+    alone (its name as the headings print it, ``"loops"``, ``"loops after serial copies"`` ...)."""
     cls = target_of(target).emitter
     prog, namer = lower(expr)
     emitter = cls(prog, namer, dtype, "tl_kernel", scatter=scatter)
-    stages = [("program", str(expr)), ("normal form", str(normalize(expr))), ("statements", str(prog)),
-              (f"{target} source", emitter.emit())]
+    source = emitter.emit()
+    stages = [("program", str(expr)), ("normal form", str(normalize(expr))), ("statements", str(prog))]
+    irs = emitter.loop_ir
+    stages.append(("loops", _loops_text(irs)))
+    for name, run in PASSES:
+        irs = [(label, run(nodes)) for label, nodes in irs]
+        stages.append((f"loops after {name}", _loops_text(irs)))
+    stages.append((f"{target} source", source))
+    if stage is not None:
+        found = dict(stages).get(stage)
+        if found is None:
+            raise UnsupportedError(f"no stage {stage!r}: the stages are {', '.join(repr(n) for n, _ in stages)}")
+        return found.rstrip() + "\n"
     return "\n".join(f"== {name}\n{text.rstrip()}" for name, text in stages) + "\n"
+
+
+def _loops_text(irs: list) -> str:
+    return "\n".join(f"-- {label}\n{print_ir(nodes)}" for label, nodes in irs)

@@ -107,9 +107,10 @@ class Kernel:
         except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's
             raise err.with_traceback(user_traceback(err.__traceback__)) from None
 
-    def explain(self) -> str:
-        """Every stage of this kernel's compilation as text (``codegen.generate.explain``)."""
-        return explain(self.expr, self.target, self.dtype, self.scatter)
+    def explain(self, stage: str | None = None) -> str:
+        """Every stage of this kernel's compilation as text, or the stage named ``stage`` alone (``"loops"``,
+        ``"loops after serial copies"``, ``"c source"`` ...: ``codegen.generate.explain``)."""
+        return explain(self.expr, self.target, self.dtype, self.scatter, stage)
 
     _blocked = None  # the program as statements with their block programs (codegen.blocks), once built
 
@@ -394,5 +395,5 @@ class SparseKernel:
                 self._solved[key] = sizes
         return sizes
 
-    def explain(self) -> str:
-        return self.values.explain()
+    def explain(self, stage: str | None = None) -> str:
+        return self.values.explain(stage)

@@ -23,6 +23,7 @@ from tensorlang.printer import affine_str
 
 from . import domains as D
 from .ir import Array, path_of
+from .loop_ir import Block, Branch, Line, Loop
 from .loops import cond_c
 
 INT64_LIMIT = 2**63  # an extent's values beyond int64's range: computed in floating point, or refused
@@ -87,25 +88,44 @@ def extent_range(a: Affine) -> tuple[int, int] | None:
 
 
 class Scope:
-    """A C block being written: its lines, indentation, the isl context (what is known here), the index
-    variables bound here (outermost first), and cached values of subterms (visible in nested blocks)."""
+    """A C block being built (``codegen.loop_ir``): the list its statements go into, the isl context (what is
+    known here), the index variables bound here (outermost first), and cached values of subterms (visible
+    in nested blocks).  ``child`` is a scope of its own in the same block; ``loop``, ``branch`` and ``block``
+    open a nested one."""
 
-    def __init__(self, lines, indent, ctx, bound, parent=None, parallel_ok=True):
-        self.lines = lines
-        self.indent = indent
+    def __init__(self, body, ctx, bound, parent=None, parallel_ok=True):
+        self.body = body
         self.ctx = ctx
         self.bound = bound
         self.cache: dict[int, str] = {}
         self.parent = parent
         self.parallel_ok = parallel_ok
 
-    def child(self, ctx=None, bound=None, indent_by=1, lines=None, parallel_ok=None):
-        return Scope(self.lines if lines is None else lines, self.indent + indent_by,
-                      self.ctx if ctx is None else ctx, self.bound if bound is None else bound, self,
-                      self.parallel_ok if parallel_ok is None else parallel_ok)
+    def child(self, ctx=None, bound=None, body=None, parallel_ok=None):
+        return Scope(self.body if body is None else body, self.ctx if ctx is None else ctx,
+                     self.bound if bound is None else bound, self, self.parallel_ok if parallel_ok is None else parallel_ok)
 
     def line(self, text: str) -> None:
-        self.lines.append("  " * self.indent + text)
+        self.body.append(Line(text))
+
+    def loop(self, var: str, init: str, cond: str, step: str, parallel=None, pragma=None, **kw) -> "Scope":
+        """``for (init; cond; step) { ... }``: the scope of its body."""
+        node = Loop(var, init, cond, step, parallel=parallel, pragma=pragma)
+        self.body.append(node)
+        return self.child(body=node.body, **kw)
+
+    def branch(self, cond: str, orelse: bool = False, **kw):
+        """``if (cond) { ... }``: the scope of its body, and with ``orelse`` that of its ``else`` too."""
+        node = Branch(cond, [], [] if orelse else None)
+        self.body.append(node)
+        then = self.child(body=node.then, **kw)
+        return (then, self.child(body=node.orelse)) if orelse else then
+
+    def block(self, **kw) -> "Scope":
+        """``{ ... }``: the scope of a block of its own (its locals)."""
+        node = Block()
+        self.body.append(node)
+        return self.child(body=node.body, **kw)
 
     def lookup(self, node) -> str | None:
         s = self
@@ -251,12 +271,10 @@ class ScalarPrinter:
             return "((real)0)"
         name = self.fresh("g")
         scope.line(f"real {name} = 0;")
-        scope.line(f"if ({cond}) {{")
         known = D.params_set(over_approximation(e.pred), scope.bound, self.names)
-        inner = scope.child(ctx=scope.ctx & known)
+        inner = scope.branch(cond, ctx=scope.ctx & known)
         value = self.expr(e.body, inner)
         inner.line(f"{name} = {value};")
-        scope.line("}")
         return name
 
     # ---------------------------------------------------------------------------------------------
@@ -301,14 +319,13 @@ class ScalarPrinter:
         found = self.fresh("ex")
         scope.line(f"int {found} = 0;")
         vname = self.names.var(p.var)
-        scope.line(f"for (int64_t {vname} = 0; {vname} < {self.affine(p.size)} && !{found}; {vname}++) {{")
-        inner = scope.child(bound=scope.bound + (p.var,))
+        inner = scope.loop(vname, f"int64_t {vname} = 0", f"{vname} < {self.affine(p.size)} && !{found}", f"{vname}++",
+                           bound=scope.bound + (p.var,))
         cond = self.pred(p.body, inner)
         if cond is None:
             inner.line(f"{found} = 1;")
         elif cond != "0":
             inner.line(f"if ({cond}) {found} = 1;")
-        scope.line("}")
         return found
 
     def _rel_Pred(self, p: Pred, scope: Scope) -> str | None:

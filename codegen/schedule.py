@@ -10,7 +10,7 @@
   reduction: ``lanes`` points at a time, bit for bit the result of the plain loop.
 * OpenMP: the outermost loop of a nest is parallel when the compiler has OpenMP and the nest's work
   reaches ``PARALLEL_WORK``; gathers are scheduled dynamically, reductions statically (reproducible).
-  Below that work the nest runs as a plain serial copy of the loop (``serial_copies``): OpenMP's
+  Below that work the nest runs as a plain serial copy of the loop (``loop_ir.serial_copies``): OpenMP's
   ``if(false)`` clause still enters the runtime and makes a team of one, about half a microsecond per
   loop, which was most of the time of a small kernel such as an LSTM cell's adjoint.
 """
@@ -29,10 +29,11 @@ from tensorlang.traversal import free_index_vars
 from . import domains as D
 from .groups import Group
 from .ir import TRUE, Reduce, Stmt
+from .loop_ir import PASSES, Parallel
 from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
 
-__all__ = ["Schedule", "Leaf", "unparen", "serial_copies", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
+__all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
            "BLOCK_LANES",
            "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
            "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "between"]
@@ -141,16 +142,12 @@ class Schedule:
             known = D.lift_to_context(node.domain if node.domain is not None else dom) & sc.ctx
             if into is None and jam:  # a point of the sums that no innermost loop runs: every element's term
                 e = self.fresh("e")
-                sc.line(f"for (int64_t {e} = 0; {e} < {self.size_product(arr.dims)}; {e} += 1) {{")
-                body = sc.child()
+                body = sc.loop(e, f"int64_t {e} = 0", f"{e} < {self.size_product(arr.dims)}", f"{e} += 1")
                 self.bind_flat(arr, gv, e, body)
             else:
                 body = sc
-            inner = body.child(ctx=known, bound=sc.bound + tuple(gv) + tuple(red.vars), indent_by=0,
-                               parallel_ok=False)
+            inner = body.child(ctx=known, bound=sc.bound + tuple(gv) + tuple(red.vars), parallel_ok=False)
             body.line(f"{into or f'({lanes_of})[0]'} += {self.expr(red.body, inner)};")
-            if body is not sc:
-                sc.line("}")
 
         def innermost(loop: For, sc: Scope) -> bool:
             if loop.var != its[-1] or not isinstance(loop.body, User) or self.trip(loop) is None:
@@ -160,8 +157,7 @@ class Schedule:
                 self.emit_jammed(loop, sc, leaf, arr, gv, acc, end)
                 return True
             lane = self.fresh("lane")
-            sc.line("{")
-            s = sc.child()
+            s = sc.block()
             for v, a in zip(vars_, loop.body.args):
                 if v in gv:
                     s.line(f"const int64_t {names.var(v)} = {a};")
@@ -169,7 +165,6 @@ class Schedule:
             s.line(f"memcpy({lane}, {lanes_of}, sizeof {lane});")
             self.emit_lanes_sum(loop, s, leaf, lane, end)
             s.line(f"memcpy({lanes_of}, {lane}, sizeof {lane});")
-            sc.line("}")
             return True
 
         leaf = Leaf(user, domain=dom, loop=innermost)
@@ -198,26 +193,20 @@ class Schedule:
         back: independent chains of additions, and what the elements' terms share read once."""
         e, u, lane, one = self.fresh("e"), self.fresh("u"), self.fresh("jlane"), self.fresh("jlane")
         total = self.size_product(arr.dims)
-        scope.line("{")
-        sc = scope.child()
+        sc = scope.block()
         sc.line(f"int64_t {e} = 0;")
         for width, cond, name in ((JAM, f"{e} + {JAM} <= {total}", lane), (1, f"{e} < {total}", one)):
-            sc.line(f"for (; {cond}; {e} += {width}) {{")
-            s = sc.child()
+            s = sc.loop(e, "", cond, f"{e} += {width}")
             s.line(f"real {name}[{width}][{LANES}];")
             s.line(f"memcpy({name}, {acc} + {LANES} * {e}, sizeof {name});")
 
             def around(block: Scope, body, width=width) -> None:
-                block.line(f"for (int {u} = 0; {u} < {width}; {u} += 1) {{")
-                inner = block.child()
+                inner = block.loop(u, f"int {u} = 0", f"{u} < {width}", f"{u} += 1")
                 self.bind_flat(arr, gv, f"{e} + {u}", inner)
                 body(inner)
-                block.line("}")
 
             self.emit_lanes_sum(loop, s, leaf, f"{name}[{u}]", end, around)
             s.line(f"memcpy({acc} + {LANES} * {e}, {name}, sizeof {name});")
-            sc.line("}")
-        scope.line("}")
 
     def bind_flat(self, arr, gv, flat: str, scope: Scope) -> None:
         """``gv``, the target's variables, as the point at row-major offset ``flat`` of its box."""
@@ -253,11 +242,9 @@ class Schedule:
         (fewer: ``emit_interchanged``)."""
         plan = self.emit_chunk_plan(stmt, tree, scope)
         q = self.fresh("q")
-        if self.caps.openmp:
-            self.parallel_pragma(scope, f"{plan.gn} * {plan.len}", None, "1")
-        scope.line(f"for (int64_t {q} = 0; {q} < {plan.nch}; {q} += 1) {{")
-        self.emit_chunk(stmt, pred, red, tree, plan, q, scope.child(parallel_ok=False))
-        scope.line("}")
+        chunks = scope.loop(q, f"int64_t {q} = 0", f"{q} < {plan.nch}", f"{q} += 1",
+                            parallel=self.parallel(f"{plan.gn} * {plan.len}", None, "1"), parallel_ok=False)
+        self.emit_chunk(stmt, pred, red, tree, plan, q, chunks)
         self.emit_chunk_sums(stmt, plan.part, plan.gn, plan.nch, scope)
 
     def emit_chunk_plan(self, stmt: Stmt, tree: For, scope: Scope) -> "Chunks":
@@ -286,8 +273,7 @@ class Schedule:
         def user(node: User, sc: Scope):
             sc.line(f"const int64_t {names.var(g)} = {node.args[0]};")
             known = node.domain if node.domain is not None else dom
-            inner = sc.child(ctx=D.lift_to_context(known) & sc.ctx, bound=sc.bound + (g,), indent_by=0,
-                             parallel_ok=False)
+            inner = sc.child(ctx=D.lift_to_context(known) & sc.ctx, bound=sc.bound + (g,), parallel_ok=False)
             sc.line(f"{pq}[{names.var(g)}] = {self.expr(red, inner)};")
 
         nest = loop_nest([("C", dom)], scope.ctx, [self.fresh("c")])
@@ -299,13 +285,11 @@ class Schedule:
         """Each element of the target of chunked sums (``emit_chunked``, ``emit_group``): its ``nch``
         chunks' partial sums (``part``, ``gn`` elements per chunk, row-major) added in order."""
         e, p, s = self.fresh("e"), self.fresh("p"), self.fresh("s")
-        scope.line(f"for (int64_t {e} = 0; {e} < {gn}; {e} += 1) {{")
-        body = scope.child()
+        body = scope.loop(e, f"int64_t {e} = 0", f"{e} < {gn}", f"{e} += 1")
         body.line(f"real {s} = 0;")
-        body.line(f"for (int64_t {p} = 0; {p} < {nch}; {p} += 1) {s} += {part}[{p} * {gn} + {e}];")
+        body.loop(p, f"int64_t {p} = 0", f"{p} < {nch}", f"{p} += 1").line(f"{s} += {part}[{p} * {gn} + {e}];")
         self.bind_flat(stmt.target, stmt.vars, e, body)
         body.line(self.store(stmt.target, [Affine.var(v) for v in stmt.vars], s))
-        scope.line("}")
 
     def emit_group(self, group: Group, scope: Scope) -> None:
         """A group (``codegen.groups``) in chunks: chunk ``q`` covers chunk variables ``q * C`` to
@@ -325,8 +309,7 @@ class Schedule:
         rows it shares with the previous chunk are not computed twice); as many chunks a run as leave
         four runs a thread.  Every element of ``T`` is computed by the same code whichever chunk computes
         it, so the runs change no bit."""
-        sc = scope.child()
-        scope.line("{")
+        sc = scope.block()
         red = next((r for r in group.readers if r.reduction is not None), None)
         tree = self.chunkable(red.stmt, _pred(red.stmt), red.reduction, sc) if red is not None else None
         t = group.producer.target
@@ -356,21 +339,18 @@ class Schedule:
             gn, part = self.size_product(red.stmt.target.dims), self.fresh("part")
             conds += [f"{gn} <= {INTERCHANGE_MAX_TARGET}", f"{nch} * ({gn}) <= {PARTIALS}"]
             sc.line(f"real {part}[{PARTIALS}];")
-        sc.line(f"if ({' && '.join(conds + [f'{width} <= {GROUP_BUFFER}'])}) {{")
-        inner = sc.child()
+        inner, fallback = sc.branch(' && '.join(conds + [f'{width} <= {GROUP_BUFFER}']), orelse=True)
         run, s, slo, done = (self.fresh(b) for b in ("run", "s", "slo", "done"))
         self.emit_run_length(run, nch, chunk, span, row if len(t.dims) > 1 else None, inner)
         work = " + ".join(f"{self.size_product(s.target.dims)} * ({self.body_work(s.body)})" for s in group.stmts)
-        if self.caps.openmp:
-            self.parallel_pragma(inner, work, None, "1")
-        inner.line(f"for (int64_t {s} = 0; {s} < ({nch} + {run} - 1) / {run}; {s} += 1) {{")
-        outer = inner.child(parallel_ok=False)
+        outer = inner.loop(s, f"int64_t {s} = 0", f"{s} < ({nch} + {run} - 1) / {run}", f"{s} += 1",
+                           parallel=self.parallel(work, None, "1"), parallel_ok=False)
         outer.line(f"const int64_t {slo} = tl_max(0, {s} * {run} * {chunk} + ({low}));")
         outer.line(f"real {buf}[{width} + ({run} - 1) * {chunk} * ({row})];")
         outer.line(f"real *const {t.cname} = {buf} - {slo}{'' if len(t.dims) == 1 else f' * ({row})'};")
         outer.line(f"int64_t {done} = {slo};")
-        outer.line(f"for (int64_t {q} = {s} * {run}; {q} < tl_min({nch}, {s} * {run} + {run}); {q} += 1) {{")
-        body = outer.child(parallel_ok=False)
+        body = outer.loop(q, f"int64_t {q} = {s} * {run}", f"{q} < tl_min({nch}, {s} * {run} + {run})", f"{q} += 1",
+                          parallel_ok=False)
         base = f"{q} * {chunk}"
         body.line(f"const int64_t {tlo} = {done};")
         body.line(f"const int64_t {thi} = tl_min({self.affine(t.dims[0])}, {base} + {chunk} + ({high}));")
@@ -380,32 +360,23 @@ class Schedule:
         for r, ext in zip(group.readers, exts):
             body.line(f"/* {r.stmt.target.label} */")
             if r is red and tree is not None:
-                body.line(f"if ({base} < {plan.len}) {{")
-                self.emit_chunk(r.stmt, _pred(r.stmt), r.reduction, tree, plan, q, body.child())
-                body.line("}")
+                self.emit_chunk(r.stmt, _pred(r.stmt), r.reduction, tree, plan, q, body.branch(f"{base} < {plan.len}"))
                 continue
             lo, hi = self.fresh("lo"), self.fresh("hi")
             body.line(f"const int64_t {lo} = {base}, {hi} = tl_min({base} + {chunk}, {ext});")
             if r is red:
-                body.line(f"if ({lo} < {hi}) {{")
-                self.emit_interchanged(r.stmt, _pred(r.stmt), r.reduction, body.child(), rows=(lo, hi),
+                rows, empty = body.branch(f"{lo} < {hi}", orelse=True)
+                self.emit_interchanged(r.stmt, _pred(r.stmt), r.reduction, rows, rows=(lo, hi),
                                        into=f"({part} + {q} * ({gn}))")
-                body.line("} else {")
-                body.line(f"  memset({part} + {q} * ({gn}), 0, sizeof(real) * (size_t)({gn}));")
-                body.line("}")
+                empty.line(f"memset({part} + {q} * ({gn}), 0, sizeof(real) * (size_t)({gn}));")
             else:
                 self.emit_gather(r.stmt, *_pred_body(r.stmt), body, window=(lo, hi))
-        outer.line("}")
-        inner.line("}")
         if tree is not None:
             self.emit_chunk_sums(red.stmt, plan.part, plan.gn, plan.nch, inner)
         elif red is not None:
             self.emit_chunk_sums(red.stmt, part, gn, nch, inner)
-        sc.line("} else {")
         for s in group.stmts:
-            self.emit_stmt(s, sc.child())
-        sc.line("}")
-        scope.line("}")
+            self.emit_stmt(s, fallback.child())
 
     def emit_run_length(self, run: str, nch: str, chunk: str, span: str, row: str | None, scope: Scope) -> None:
         """``run``: the chunks of a group that share one buffer (``emit_group``): as many as fit
@@ -437,25 +408,20 @@ class Schedule:
             scope.line(f"real {w}[{lanes}] = {{0}};" if lanes else f"real {w} = 0;")
 
         def term(s: Scope, at: str, into: str) -> None:
-            s.line("{")
-            inner = s.child()
+            inner = s.block()
             inner.line(f"const int64_t {span.var} = {at};")
             leaf(span.body, inner, into)
-            s.line("}")
 
         scope.line(f"int64_t {k} = {span.init};")
-        scope.line(f"for (; {k} + {REDUCE_WAYS} <= {hi}; {k} += {REDUCE_WAYS}) {{")
+        steps = scope.loop(k, "", f"{k} + {REDUCE_WAYS} <= {hi}", f"{k} += {REDUCE_WAYS}")
         for u, w in enumerate(ways):
-            term(scope.child(), f"{k} + {u}", w)
-        scope.line("}")
+            term(steps, f"{k} + {u}", w)
         for u, w in enumerate(ways[:-1]):
-            scope.line(f"if ({k} + {u} < {hi}) {{")
-            term(scope.child(), f"{k} + {u}", w)
-            scope.line("}")
+            term(scope.branch(f"{k} + {u} < {hi}"), f"{k} + {u}", w)
         if lanes:
             lane = self.fresh("l")
-            scope.line(f"for (int {lane} = 0; {lane} < {lanes}; {lane} += 1) "
-                       f"{acc}[{lane}] += {_pairwise([f'{w}[{lane}]' for w in ways])};")
+            scope.loop(lane, f"int {lane} = 0", f"{lane} < {lanes}", f"{lane} += 1").line(
+                f"{acc}[{lane}] += {_pairwise([f'{w}[{lane}]' for w in ways])};")
         else:
             scope.line(f"{acc} += {_pairwise(ways)};")
 
@@ -488,11 +454,9 @@ class Schedule:
                 self.emit_tree(c, scope, user, parallel, work, reduction)
         elif isinstance(tree, For):
             if tree.degenerate:
-                scope.line("{")
-                inner = scope.child()
+                inner = scope.block()
                 inner.line(f"const int64_t {tree.var} = {tree.init};")
                 self.emit_tree(tree.body, inner, user, parallel, work, reduction)
-                scope.line("}")
                 return
             if isinstance(user, Leaf) and user.loop is not None and user.loop(tree, scope):
                 return
@@ -500,29 +464,26 @@ class Schedule:
             if reds:
                 self.emit_lane_blocked(tree, reds, scope, user, parallel and tree.outermost, work, reduction)
                 return
-            self.for_header(tree, scope, parallel and tree.outermost, work, reduction)
-            self.emit_tree(tree.body, scope.child(), user, False, work, reduction)
-            scope.line("}")
+            body = self.for_loop(tree, scope, parallel and tree.outermost, work, reduction)
+            self.emit_tree(tree.body, body, user, False, work, reduction)
         elif isinstance(tree, If):
-            scope.line(f"if ({tree.cond}) {{")
-            self.emit_tree(tree.then, scope.child(), user, parallel, work, reduction)
-            if tree.orelse is not None:
-                scope.line("} else {")
-                self.emit_tree(tree.orelse, scope.child(), user, parallel, work, reduction)
-            scope.line("}")
+            if tree.orelse is None:
+                self.emit_tree(tree.then, scope.branch(tree.cond), user, parallel, work, reduction)
+                return
+            then, orelse = scope.branch(tree.cond, orelse=True)
+            self.emit_tree(tree.then, then, user, parallel, work, reduction)
+            self.emit_tree(tree.orelse, orelse, user, parallel, work, reduction)
         elif isinstance(tree, User):
-            scope.line("{")
-            user(tree, scope.child())
-            scope.line("}")
+            user(tree, scope.block())
         else:
             raise TypeError(tree)
 
-    def for_header(self, tree: For, scope: Scope, parallel: bool, work: str, reduction: str | None) -> None:
-        """The ``for`` line of a loop (with its OpenMP pragma when it is a parallel outermost loop)."""
-        cond = unparen(tree.cond)
-        if parallel and self.caps.openmp:
-            self.parallel_pragma(scope, work, reduction, self.chunk(tree) if reduction is None else None)
-        scope.line(f"for (int64_t {tree.var} = {tree.init}; {cond}; {tree.var} += {tree.inc}) {{")
+    def for_loop(self, tree: For, scope: Scope, parallel: bool, work: str, reduction: str | None, **kw) -> Scope:
+        """The loop of isl's ``tree`` (with its OpenMP clause when it is a parallel outermost loop): the scope
+        of its body."""
+        clause = self.parallel(work, reduction, self.chunk(tree) if reduction is None else None) if parallel else None
+        return scope.loop(tree.var, f"int64_t {tree.var} = {tree.init}", unparen(tree.cond),
+                          f"{tree.var} += {tree.inc}", parallel=clause, **kw)
 
     @staticmethod
     def trip(tree: For) -> str | None:
@@ -570,20 +531,14 @@ class Schedule:
         the dependent chains of additions of neighbouring points interleave (the convolution's 16-tap
         sums run 3.5x faster).  The iterations left over after the last full block run unblocked."""
         nb, b = self.fresh("nb"), self.fresh("b")
-        scope.line("{")
-        sc = scope.child()
+        sc = scope.block()
         sc.line(f"const int64_t {nb} = tl_max(0, {self.trip(tree)}) / {self.lanes};")
-        if parallel and self.caps.openmp:
-            chunk = None if reduction else f"tl_max(1, {nb} / {PARALLEL_CHUNKS})"
-            self.parallel_pragma(sc, work, reduction, chunk)
-        sc.line(f"for (int64_t {b} = 0; {b} < {nb}; {b} += 1) {{")
-        self.emit_lanes(tree, f"({tree.init}) + {b} * {self.lanes}", reds, sc.child(), leaf)
-        sc.line("}")
+        clause = self.parallel(work, reduction, None if reduction else f"tl_max(1, {nb} / {PARALLEL_CHUNKS})") \
+            if parallel else None
+        blocks = sc.loop(b, f"int64_t {b} = 0", f"{b} < {nb}", f"{b} += 1", parallel=clause)
+        self.emit_lanes(tree, f"({tree.init}) + {b} * {self.lanes}", reds, blocks, leaf)
         rest = For(tree.var, f"({tree.init}) + {nb} * {self.lanes}", tree.cond, tree.inc, tree.body)
-        self.for_header(rest, sc, False, work, reduction)
-        self.emit_tree(tree.body, sc.child(), leaf, False, work, reduction)
-        sc.line("}")
-        scope.line("}")
+        self.emit_tree(tree.body, self.for_loop(rest, sc, False, work, reduction), leaf, False, work, reduction)
 
     def emit_lanes(self, tree: For, first: str, reds, sc: Scope, leaf: Leaf) -> None:
         """One block of lane blocking: the points ``first``, ..., ``first + lanes - 1`` of ``tree``."""
@@ -599,8 +554,7 @@ class Schedule:
         for v, a in zip(leaf.vars, node.args):
             if v not in moving:
                 sc.line(f"const int64_t {names.var(v)} = {a};")
-        outer = sc.child(ctx=D.lift_to_context(fixed_known) & sc.ctx, bound=sc.bound + fixed, indent_by=0,
-                         parallel_ok=False)
+        outer = sc.child(ctx=D.lift_to_context(fixed_known) & sc.ctx, bound=sc.bound + fixed, parallel_ok=False)
         point_ctx = D.lift_to_context(known)
 
         def point(s: Scope) -> None:
@@ -616,23 +570,17 @@ class Schedule:
             outer.line(f"real {acc}[{self.lanes}] = {{0}};")
 
             def add(inner: Scope, into: str = acc, red=red) -> None:
-                inner.line("#pragma omp simd")
-                inner.line(f"for (int {lane} = 0; {lane} < {self.lanes}; {lane} += 1) {{")
-                ln = inner.child(ctx=inner.ctx & point_ctx, bound=inner.bound + moving)
+                ln = inner.loop(lane, f"int {lane} = 0", f"{lane} < {self.lanes}", f"{lane} += 1", pragma="omp simd",
+                                ctx=inner.ctx & point_ctx, bound=inner.bound + moving)
                 point(ln)
                 ln.line(f"{into}[{lane}] += {self.expr(red.body, ln)};")
-                inner.line("}")
 
             self.reduce_nest(red, outer, add, lanes=self.lanes, acc=acc)
-        sc.line(f"for (int {lane} = 0; {lane} < {self.lanes}; {lane} += 1) {{")
-        pt = sc.child()
+        pt = sc.loop(lane, f"int {lane} = 0", f"{lane} < {self.lanes}", f"{lane} += 1")
         point(pt)
         for red, acc in zip(reds, accs):
             pt.cache[id(red)] = f"{acc}[{lane}]"
-        pt.line("{")
-        leaf(node, pt.child())
-        pt.line("}")
-        sc.line("}")
+        leaf(node, pt.block())
 
     # ---------------------------------------------------------------------------------------------
     # reassociated reductions
@@ -658,8 +606,7 @@ class Schedule:
         emitted as everywhere and each point adds its term into its lane.  Every run, with any number
         of threads, adds the same numbers in the same order."""
         n, chunk, nch, part, q, lo, hi = (self.fresh(b) for b in ("len", "chunk", "nch", "part", "q", "lo", "hi"))
-        scope.line("{")
-        sc = scope.child()
+        sc = scope.block()
         sc.line(f"const int64_t {n} = tl_max(0, {self.trip(tree)});")
         if isinstance(tree.body, User):   # one loop
             sc.line(f"const int64_t {chunk} = tl_max({REDUCE_CHUNK}, "
@@ -668,17 +615,12 @@ class Schedule:
             sc.line(f"const int64_t {chunk} = tl_max(1, ({n} + {REDUCE_CHUNKS - 1}) / {REDUCE_CHUNKS});")
         sc.line(f"const int64_t {nch} = ({n} + {chunk} - 1) / {chunk};")
         sc.line(f"real {part}[{REDUCE_CHUNKS}];")
-        if self.caps.openmp:
-            self.parallel_pragma(sc, work, None, "1")
-        sc.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {{")
-        body = sc.child()
+        body = sc.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1", parallel=self.parallel(work, None, "1"))
         body.line(f"const int64_t {lo} = ({tree.init}) + {q} * {chunk};")
         body.line(f"const int64_t {hi} = tl_min({lo} + {chunk}, ({tree.init}) + {n});")
         span = For(tree.var, lo, f"{tree.var} < {hi}", "1", tree.body)
         self.emit_nest_in_lanes(span, body, leaf, f"{part}[{q}]", blocked)
-        sc.line("}")
-        sc.line(f"for (int64_t {q} = 0; {q} < {nch}; {q} += 1) {acc} += {part}[{q}];")
-        scope.line("}")
+        sc.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1").line(f"{acc} += {part}[{q}];")
 
     def emit_nest_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, blocked: bool) -> None:
         """``out = `` the sum of the terms of the loop nest ``span``: term ``k`` of each innermost loop
@@ -698,9 +640,7 @@ class Schedule:
             if blocked:
                 current[:] = [tree]
                 return False
-            s.line("{")
-            self.emit_lanes_sum(tree, s.child(), leaf, lane, f"({tree.init}) + tl_max(0, {trip})")
-            s.line("}")
+            self.emit_lanes_sum(tree, s.block(), leaf, lane, f"({tree.init}) + tl_max(0, {trip})")
             return True
 
         def run(node: User, s: Scope, *_) -> None:
@@ -723,59 +663,34 @@ class Schedule:
 
         def term(s: Scope, at: str, into: str) -> None:
             s.line(f"const int64_t {span.var} = {at};")
-            s.line("{")
-            leaf(span.body, s.child(), into)
-            s.line("}")
+            leaf(span.body, s.block(), into)
 
         sc.line(f"int64_t {k} = {span.init};")
+
         def block(s: Scope) -> None:
-            s.line("#pragma omp simd")
-            s.line(f"for (int {j} = 0; {j} < {LANES}; {j} += 1) {{")
-            term(s.child(), f"{k} + {j}", f"{lane}[{j}]")
-            s.line("}")
+            term(s.loop(j, f"int {j} = 0", f"{j} < {LANES}", f"{j} += 1", pragma="omp simd"), f"{k} + {j}", f"{lane}[{j}]")
 
-        sc.line(f"for (; {k} + {LANES} <= {end}; {k} += {LANES}) {{")
-        around(sc.child(), block)
-        sc.line("}")
-        sc.line(f"for (; {k} < {end}; {k} += 1) {{")
-        around(sc.child(), lambda s: term(s, k, f"{lane}[({k} - {span.init}) % {LANES}]"))
-        sc.line("}")
+        around(sc.loop(k, "", f"{k} + {LANES} <= {end}", f"{k} += {LANES}"), block)
+        around(sc.loop(k, "", f"{k} < {end}", f"{k} += 1"), lambda s: term(s, k, f"{lane}[({k} - {span.init}) % {LANES}]"))
 
-    def parallel_pragma(self, scope: Scope, work: str, reduction: str | None, chunk: str | None = None) -> None:
-        """Gather loops (every element written by one iteration) are scheduled dynamically in chunks of
-        about 1/32 of the loop, so that on a shared machine a thread that is descheduled does not make
-        the others wait for its half at the barrier (the result does not depend on the schedule);
-        reductions keep a static schedule, so their per-thread partial sums are reproducible."""
-        red = f" reduction(+:{reduction})" if reduction else ""
-        sched = f"dynamic, {chunk}" if chunk is not None else "static"
-        scope.line(f"#pragma omp parallel for schedule({sched}){red} if(({work}) >= {PARALLEL_WORK})")
+    def parallel(self, work: str, reduction: str | None, chunk: str | None = None) -> Parallel | None:
+        """The OpenMP clause of an outermost loop (None for a target without OpenMP): parallel where its work
+        reaches ``PARALLEL_WORK``.  Gather loops (every element written by one iteration) are scheduled
+        dynamically in chunks of about 1/32 of the loop, so that on a shared machine a thread that is
+        descheduled does not make the others wait for its half at the barrier (the result does not depend
+        on the schedule); reductions keep a static schedule, so their per-thread partial sums are
+        reproducible."""
+        if not self.caps.openmp:
+            return None
+        return Parallel(f"dynamic, {chunk}" if chunk is not None else "static", reduction,
+                        f"({work}) >= {PARALLEL_WORK}")
 
-
-_PARALLEL_IF = re.compile(r"(\s*)(#pragma omp parallel for .*) if\((.*)\)")
-
-
-def serial_copies(lines: list[str]) -> list[str]:
-    """``lines`` of C with each ``#pragma omp parallel for ... if(work)`` loop written as ``if (work) {``
-    the pragma (without its clause) and the loop ``} else {`` the same loop ``}``: the serial copy enters no
-    OpenMP runtime.  The loop is the ``for`` line right after the pragma, at its indentation, to the first
-    ``}`` at that indentation (the emitter writes a loop's body one level deeper)."""
-    out: list[str] = []
-    k = 0
-    while k < len(lines):
-        m = _PARALLEL_IF.fullmatch(lines[k])
-        if m is None:
-            out.append(lines[k])
-            k += 1
-            continue
-        indent, pragma, work = m.groups()
-        close = indent + "}"
-        if k + 1 >= len(lines) or not lines[k + 1].startswith(indent + "for (") or close not in lines[k + 2:]:
-            raise AssertionError(f"an OpenMP pragma not followed by its loop: {lines[k:k + 2]}")
-        end = lines.index(close, k + 2) + 1
-        loop = lines[k + 1:end]
-        out += [f"{indent}if ({work}) {{", indent + pragma, *loop, f"{indent}}} else {{", *loop, close]
-        k = end
-    return out
+    @staticmethod
+    def scheduled(nodes: list) -> list:
+        """A statement's loop IR after the schedule's passes (``loop_ir.PASSES``)."""
+        for _, run in PASSES:
+            nodes = run(nodes)
+        return nodes
 
 
 @dataclass

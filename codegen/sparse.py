@@ -64,14 +64,12 @@ class Sparse:
         p = self.fresh("p")
         vname = self.names.var(v)
         scope.line(f"const int64_t {r} = {self.affine(row)};")
-        scope.line(f"if ({r} >= 0 && {r} < {self.affine(nrows)})")
-        scope.line(f"for (int64_t {p} = {ptr}[{r}]; {p} < {ptr}[{r} + 1]; {p}++) {{")
-        inner = scope.child(bound=scope.bound + (v,))
+        inner = scope.branch(f"{r} >= 0 && {r} < {self.affine(nrows)}").loop(
+            p, f"int64_t {p} = {ptr}[{r}]", f"{p} < {ptr}[{r} + 1]", f"{p}++", bound=scope.bound + (v,))
         inner.line(f"const int64_t {vname} = (int64_t){idx}[{p}] - {self.affine(shift)};")
         parts = e.pred.parts if isinstance(e.pred, And) else (e.pred,)
         rest = conj(box([(v, vs)]), *[q for q in parts if q is not atom])
         self._filtered_add(acc, rest, e.body, inner)
-        scope.line("}")
 
     def _member(self, atom: RelAtom) -> str:
         rel = self.relations[id(atom.rel)]

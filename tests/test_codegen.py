@@ -254,15 +254,23 @@ def test_parallel_loops_have_a_serial_copy_below_the_threshold():
         np.testing.assert_allclose(k(x=x, c=c), np.convolve(x, c[::-1], "valid"), rtol=1e-12)
 
 
-def test_serial_copies_need_the_loop_right_after_the_pragma():
-    from codegen.schedule import serial_copies
+def test_serial_copies_is_a_pass_over_the_loop_ir():
+    """The pass turns each OpenMP loop with a work condition into that condition choosing between the parallel
+    loop and a serial copy; nested and serial loops are kept as they are."""
+    from codegen.loop_ir import Branch, Line, Loop, Parallel, print_c, serial_copies
 
-    loop = ["  for (int64_t i = 0; i < n; i += 1) {", "    y[i] = x[i];", "  }"]
-    out = serial_copies(["  #pragma omp parallel for schedule(static) if((n) >= 10)", *loop, "  done();"])
-    assert out == ["  if ((n) >= 10) {", "  #pragma omp parallel for schedule(static)", *loop, "  } else {", *loop,
-                   "  }", "  done();"]
-    with pytest.raises(AssertionError, match="not followed by its loop"):
-        serial_copies(["  #pragma omp parallel for schedule(static) if((n) >= 10)", "  y = 0;"])
+    inner = Loop("j", "int64_t j = 0", "j < m", "j += 1", [Line("y[i] += x[j];")])
+    loop = Loop("i", "int64_t i = 0", "i < n", "i += 1", [inner], parallel=Parallel("static", None, "(n) >= 10"))
+    (out, done) = serial_copies([loop, Line("done();")])
+    assert isinstance(out, Branch) and out.cond == "(n) >= 10" and done == Line("done();")
+    (parallel,), (serial,) = out.then, out.orelse
+    assert parallel.parallel == Parallel("static", None, "") and serial.parallel is None
+    assert parallel.body == serial.body == [inner]
+    assert print_c(serial_copies([loop])) == [
+        "  if ((n) >= 10) {", "    #pragma omp parallel for schedule(static)",
+        "    for (int64_t i = 0; i < n; i += 1) {", "      for (int64_t j = 0; j < m; j += 1) {",
+        "        y[i] += x[j];", "      }", "    }", "  } else {", "    for (int64_t i = 0; i < n; i += 1) {",
+        "      for (int64_t j = 0; j < m; j += 1) {", "        y[i] += x[j];", "      }", "    }", "  }"]
 
 
 def test_black_boxes_are_hoisted_out_of_the_loops_they_do_not_read():

@@ -243,7 +243,7 @@ def _isinstance_chains(path: Path) -> list[str]:
 # the modules that handle every kind of node (printers, the cost model, the evaluators): each kind is a method
 # found by tensorlang.dispatch
 DISPATCHERS = ("tensorlang.printer", "tensorlang.latex", "tensorlang.cost", "tensorlang.evaluate",
-               "tensorlang.codegen.scalar", "proofs.symbolic")
+               "tensorlang.codegen.scalar", "tensorlang.codegen.loop_ir", "proofs.symbolic")
 
 
 def test_node_kinds_are_dispatched_one_way():
