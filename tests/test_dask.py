@@ -128,8 +128,9 @@ def test_bad_inputs_are_shape_errors(deconv):
 # -- footprints: what each task reads is the isl box --------------------------------------------------
 
 
-def recorded_reads(kernel, inputs, monkeypatch):
-    """``[(sizes, {argument: shape})]`` of every task of ``kernel(**inputs)``, computed synchronously."""
+def recorded_reads(kernel, inputs, monkeypatch, fuse=True):
+    """``[(sizes, {argument: shape})]`` of every task of ``kernel(**inputs)`` (its statements fused where
+    they can be, or not), computed synchronously."""
     from tensorlang.codegen import dask_graph
 
     seen = []
@@ -142,7 +143,7 @@ def recorded_reads(kernel, inputs, monkeypatch):
         return run(library, sizes, args, pieces)
 
     monkeypatch.setattr(dask_graph, "run_block", spy)
-    value = computed(kernel(**inputs))
+    value = computed(kernel.blocks(inputs, fuse=fuse).collection(inputs))
     return value, seen
 
 
@@ -161,12 +162,29 @@ def test_convolution_blocks_read_their_m_minus_1_halo(deconv, monkeypatch):
         assert shapes["c"] == (m,)
 
 
-def test_stencil_blocks_read_their_one_cell_border(monkeypatch):
+def test_fused_stencil_gradient_blocks_read_their_two_cell_halo(monkeypatch):
+    """The stencil's gradient fused into one block program per row block: the block ``[lo, hi)`` of the
+    adjoint reads the residual's rows ``[lo - 2, hi)`` clipped to ``[0, n)``, computed in the block from
+    ``u``'s rows ``[lo - 2, hi + 2)`` (clipped): one task per block, nothing else."""
     energy = tl.parse(STENCIL)
     grad = tl.compile(tl.grad(energy, "u"))
     n = 40
     u = np.random.default_rng(5).standard_normal((n + 2, n + 2))
     value, seen = recorded_reads(grad, {"u": da.from_array(u, chunks=(9, n + 2))}, monkeypatch)
+    assert close(value, grad(u=u))
+    assert len(seen) == 5  # rows [0, 9), ..., [36, 42): u's chunks, as the residual's rows
+    for _, sizes, shapes in seen:
+        lo, hi = sizes["blk_off"], sizes["blk_off"] + sizes["blk_len"]
+        assert list(shapes) == ["u"]
+        assert shapes["u"] == (min(hi, n) + 2 - max(lo - 2, 0), n + 2)
+
+
+def test_stencil_blocks_read_their_one_cell_border(monkeypatch):
+    energy = tl.parse(STENCIL)
+    grad = tl.compile(tl.grad(energy, "u"))
+    n = 40
+    u = np.random.default_rng(5).standard_normal((n + 2, n + 2))
+    value, seen = recorded_reads(grad, {"u": da.from_array(u, chunks=(9, n + 2))}, monkeypatch, fuse=False)
     assert close(value, grad(u=u))
     first = [(s, sh) for _, s, sh in seen if "u" in sh]
     assert first
@@ -214,7 +232,8 @@ def test_a_block_task_allocates_its_footprint(deconv):
     values = deconv_inputs(n, m, rng)
     plan = grad.blocks({"x": da.from_array(values["x"], chunks=size), "c": values["c"],
                         "z": da.from_array(values["z"], chunks=size)})
-    assert plan.footprint().total == 3 * size * 8 + m * 8 + (m - 1) * 8  # a convolution block: x, z, c; X8
+    # the block of dX8 with X8 fused into it: x, z and c read, dX8 written, X8 never stored
+    assert plan.footprint().total == 3 * size * 8 + m * 8 + (m - 1) * 8
     for sp in plan.statements:
         if sp.stmt.var is not None:  # an intermediate's values do not change what its readers allocate
             values[sp.stmt.var.name] = rng.standard_normal(sp.shape)
@@ -225,7 +244,7 @@ def test_a_block_task_allocates_its_footprint(deconv):
             windows = {v: sp.boxes[k].get(v) for v in sp.program.windows}
             tracemalloc.start()
             args = {}
-            for v in sp.stmt.reads:
+            for v in sp.program.reads:  # what the task is given: not X8, computed in it
                 if v in windows:
                     box = tuple(slice(a, b) for a, b in windows[v])
                     args[sp.program.windows[v][0].name] = np.array(values[v.name][box])
@@ -248,7 +267,7 @@ def test_a_reused_graph_gives_what_a_fresh_one_does_for_new_values(deconv, monke
     """The second call with inputs of the same chunks (an optimiser's loop) plans nothing and makes no
     task: it names the plan's tasks after its inputs; on new values it gives what a kernel compiled
     afresh gives, and two calls computed in one graph keep their own values."""
-    from tensorlang.codegen import blocks, dask_graph
+    from tensorlang.codegen import block_programs, dask_graph
 
     loss, grad = deconv
     rng = np.random.default_rng(12)
@@ -258,7 +277,7 @@ def test_a_reused_graph_gives_what_a_fresh_one_does_for_new_values(deconv, monke
     lazy_second = {"x": da.from_array(second["x"], chunks=chunks), "c": second["c"], "z": second["z"]}
     value, g = loss(**lazy_first), grad(**lazy_first)
     made = []
-    monkeypatch.setattr(blocks, "footprint", lambda *a, **k: made.append("footprint"))
+    monkeypatch.setattr(block_programs, "footprint", lambda *a, **k: made.append("footprint"))
     monkeypatch.setattr(dask_graph.Graph, "__init__", lambda *a, **k: made.append("graph"))
     value2, g2 = loss(**lazy_second), grad(**lazy_second)
     assert not made
@@ -430,7 +449,7 @@ def test_a_block_program_runs_where_nothing_can_be_built(deconv, tmp_path):
     loss, _ = deconv
     rng = np.random.default_rng(11)
     ins = deconv_inputs(50, 4, rng)
-    plan = loss.blocks({**ins, "x": da.from_array(ins["x"], chunks=20)})
+    plan = loss.blocks({**ins, "x": da.from_array(ins["x"], chunks=20)}, fuse=False)  # f by blocks of its own
     sp = plan.statements[0]
     sizes = {**plan.sizes, "blk_off": 0, "blk_len": 20, "lo_x_0": 0, "len_x_0": 23, "lo_c_0": 0, "len_c_0": 4}
     payload = tmp_path / "task.pkl"
