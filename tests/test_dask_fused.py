@@ -18,10 +18,14 @@ dask = pytest.importorskip("dask")
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
     from oracles import close
-    from test_dask import STENCIL
+    from strategies import program_and_inputs
+    from test_codegen import collect
+    from test_dask import STENCIL, _lazy_inputs, _with_loops, computed
 except ImportError:  # tests/ as a package
     from tests.oracles import close
-    from tests.test_dask import STENCIL
+    from tests.strategies import program_and_inputs
+    from tests.test_codegen import collect
+    from tests.test_dask import STENCIL, _lazy_inputs, _with_loops, computed
 
 N, M = 120, 6
 # chunkings of x (N + M - 1 = 125 entries) and z (N = 120): even; uneven, with chunks of 3 and 1, smaller
@@ -175,3 +179,35 @@ def test_fused_stencil_gradient(stencil_grad, chunking):
     if fuses:
         assert block_tasks(got_lazy := stencil_grad(**lz)) == len(plan.statements[0].blocks)
         assert not any(n.startswith(("tl-X16-", "tl-dX16-")) for n in key_names(got_lazy))
+
+
+# -- generated programs' gradients, fused wherever they can be -------------------------------------------
+
+
+def test_gradients_of_generated_programs_fused_wherever_they_can_be(monkeypatch):
+    """With any recomputation allowed (``RECOMPUTE`` unbounded), every statement that can be fused is,
+    in random chunkings and in blocks of 1 to 3 elements: the results equal the kernel's."""
+    from tensorlang.codegen import blocks
+
+    monkeypatch.setattr(blocks, "RECOMPUTE", float("inf"))
+    cases = _with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
+                                                   allow_zero=False), 120), 30)
+    rng = np.random.default_rng(23)
+    plans = fused_plans = 0
+    for expr, ins in cases:
+        wrt = [n for n, t in expr.free_vars.items() if "rel" not in str(t)]
+        if not wrt:
+            continue
+        g = tl.grad(expr, wrt)
+        ins = {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
+        k = tl.compile(g)
+        lz = _lazy_inputs(g, ins, rng)
+        ref = k(**ins)
+        for plan in (k.blocks(lz), k.blocks(lz, chunks=int(rng.integers(1, 4)))):
+            plans += 1
+            fused_plans += any(sp.program.fused for sp in plan.statements)
+            assert close(computed(plan.collection(lz)), ref), f"{g}\n{plan}"
+    # few gradients fuse: most intermediates have two readers or are scalars, and blocks of 1 to 3
+    # elements cut a statement's summations too (it is then a sum across blocks)
+    assert fused_plans >= 2, (fused_plans, plans)
+
