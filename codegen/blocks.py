@@ -87,10 +87,11 @@ class Footprint:
 
 @dataclass
 class StatementPlan:
-    """A statement at the call's sizes (with the statements fused into it): its block program, the cuts ``[(lo, hi), ...]`` of each split
-    dimension, its blocks (every combination of cuts, as ``((lo, hi), ...)``, in row-major order; one
-    ``()`` when whole), per block the window box of every windowed variable (None: empty), the sizes
-    its block program runs at and its ``Footprint``."""
+    """A statement at the call's sizes, with the statements fused into it: its block program, the cuts
+    ``[(lo, hi), ...]`` of each split dimension, its blocks (every combination of cuts, as
+    ``((lo, hi), ...)``, in row-major order; one ``()`` when whole), per block the window box of every
+    windowed variable, a fused statement's included (None: empty), the sizes its block program runs at
+    and its ``Footprint``."""
 
     stmt: Statement
     program: BlockProgram
