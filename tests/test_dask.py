@@ -335,7 +335,7 @@ def test_relation_atoms_outside_their_extent_are_clipped_from_the_window():
     assert close(computed(plan.collection(lz)), k(**ins))
 
 
-def _lazy_inputs(expr, ins, rng):
+def lazy_inputs(expr, ins, rng):
     out = {}
     for name, value in ins.items():
         t = expr.free_vars.get(name)
@@ -349,7 +349,7 @@ def _lazy_inputs(expr, ins, rng):
 def _check_blockwise(k, expr, ins, rng) -> int:
     """``k`` on lazy inputs with random chunks, blocks following them and blocks of 1 to 3 elements,
     against ``k`` on the whole arrays; returns how many statements the second plan split."""
-    lz = _lazy_inputs(expr, ins, rng)
+    lz = lazy_inputs(expr, ins, rng)
     ref = k(**ins)
     assert close(computed(k(**lz)), ref), str(expr)
     plan = k.blocks(lz, chunks=int(rng.integers(1, 4)))
@@ -357,20 +357,20 @@ def _check_blockwise(k, expr, ins, rng) -> int:
     return sum(bool(sp.program.splits) for sp in plan.statements)
 
 
-def _with_loops(cases: list, count: int) -> list:
+def with_loops(cases: list, count: int) -> list:
     """The first ``count`` cases whose program has a loop (the smallest draws are single accesses)."""
     return [(e, ins) for e, ins in cases if "sum(" in str(e) or "gen(" in str(e)][:count]
 
 
 def test_generated_programs_on_random_chunkings():
-    cases = _with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 80), 24)
+    cases = with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 80), 24)
     rng = np.random.default_rng(6)
     split = [_check_blockwise(tl.compile(expr), expr, ins, rng) for expr, ins in cases]
     assert sum(s > 0 for s in split) >= len(cases) // 4, split  # the splitting is exercised
 
 
 def test_gradients_of_generated_programs_on_random_chunkings():
-    cases = _with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
+    cases = with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
                                                    allow_zero=False), 60), 12)
     rng = np.random.default_rng(7)
     split = 0  # gradients with a split statement

@@ -20,12 +20,12 @@ try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
     from oracles import close
     from strategies import program_and_inputs
     from test_codegen import collect
-    from test_dask import STENCIL, _lazy_inputs, _with_loops, computed
+    from test_dask import STENCIL, computed, lazy_inputs, with_loops
 except ImportError:  # tests/ as a package
     from tests.oracles import close
     from tests.strategies import program_and_inputs
     from tests.test_codegen import collect
-    from tests.test_dask import STENCIL, _lazy_inputs, _with_loops, computed
+    from tests.test_dask import STENCIL, computed, lazy_inputs, with_loops
 
 N, M = 120, 6
 # chunkings of x (N + M - 1 = 125 entries) and z (N = 120): even; uneven, with chunks of 3 and 1, smaller
@@ -190,7 +190,7 @@ def test_gradients_of_generated_programs_fused_wherever_they_can_be(monkeypatch)
     from tensorlang.codegen import blocks
 
     monkeypatch.setattr(blocks, "RECOMPUTE", float("inf"))
-    cases = _with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
+    cases = with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
                                                    allow_zero=False), 120), 30)
     rng = np.random.default_rng(23)
     plans = fused_plans = 0
@@ -201,7 +201,7 @@ def test_gradients_of_generated_programs_fused_wherever_they_can_be(monkeypatch)
         g = tl.grad(expr, wrt)
         ins = {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
         k = tl.compile(g)
-        lz = _lazy_inputs(g, ins, rng)
+        lz = lazy_inputs(g, ins, rng)
         ref = k(**ins)
         for plan in (k.blocks(lz), k.blocks(lz, chunks=int(rng.integers(1, 4)))):
             plans += 1
