@@ -357,31 +357,36 @@ def _check_blockwise(k, expr, ins, rng) -> int:
     return sum(bool(sp.program.splits) for sp in plan.statements)
 
 
-def with_loops(cases: list, count: int) -> list:
+def _with_loops(cases: list, count: int) -> list:
     """The first ``count`` cases whose program has a loop (the smallest draws are single accesses)."""
     return [(e, ins) for e, ins in cases if "sum(" in str(e) or "gen(" in str(e)][:count]
 
 
 def test_generated_programs_on_random_chunkings():
-    cases = with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 80), 24)
+    cases = _with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 80), 24)
     rng = np.random.default_rng(6)
     split = [_check_blockwise(tl.compile(expr), expr, ins, rng) for expr, ins in cases]
     assert sum(s > 0 for s in split) >= len(cases) // 4, split  # the splitting is exercised
 
 
-def test_gradients_of_generated_programs_on_random_chunkings():
-    cases = with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
-                                                   allow_zero=False), 60), 12)
-    rng = np.random.default_rng(7)
-    split = 0  # gradients with a split statement
+def generated_gradients(drawn: int, count: int):
+    """``(gradient, its inputs)`` of the first ``count`` generated scalar programs with a loop (of ``drawn``
+    drawn) that have an input other than a relation, in every such input."""
+    cases = _with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
+                                                   allow_zero=False), drawn), count)
     for expr, ins in cases:
         wrt = [n for n, t in expr.free_vars.items() if "rel" not in str(t)]
-        if not wrt:
-            continue
-        g = tl.grad(expr, wrt)
-        ins = {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
+        if wrt:
+            g = tl.grad(expr, wrt)
+            yield g, {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
+
+
+def test_gradients_of_generated_programs_on_random_chunkings():
+    rng = np.random.default_rng(7)
+    split = 0  # gradients with a split statement
+    for g, ins in generated_gradients(60, 12):
         split += _check_blockwise(tl.compile(g), g, ins, rng) > 0
-    assert split >= len(cases) // 2
+    assert split >= 12 // 2
 
 
 # -- a LocalCluster of two worker processes ------------------------------------------------------------

@@ -18,14 +18,10 @@ dask = pytest.importorskip("dask")
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
     from oracles import close
-    from strategies import program_and_inputs
-    from test_codegen import collect
-    from test_dask import STENCIL, computed, lazy_inputs, with_loops
+    from test_dask import STENCIL, computed, generated_gradients, lazy_inputs
 except ImportError:  # tests/ as a package
     from tests.oracles import close
-    from tests.strategies import program_and_inputs
-    from tests.test_codegen import collect
-    from tests.test_dask import STENCIL, computed, lazy_inputs, with_loops
+    from tests.test_dask import STENCIL, computed, generated_gradients, lazy_inputs
 
 N, M = 120, 6
 # chunkings of x (N + M - 1 = 125 entries) and z (N = 120): even; uneven, with chunks of 3 and 1, smaller
@@ -190,16 +186,9 @@ def test_gradients_of_generated_programs_fused_wherever_they_can_be(monkeypatch)
     from tensorlang.codegen import blocks
 
     monkeypatch.setattr(blocks, "RECOMPUTE", float("inf"))
-    cases = with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
-                                                   allow_zero=False), 120), 30)
     rng = np.random.default_rng(23)
     plans = fused_plans = 0
-    for expr, ins in cases:
-        wrt = [n for n, t in expr.free_vars.items() if "rel" not in str(t)]
-        if not wrt:
-            continue
-        g = tl.grad(expr, wrt)
-        ins = {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
+    for g, ins in generated_gradients(120, 30):
         k = tl.compile(g)
         lz = lazy_inputs(g, ins, rng)
         ref = k(**ins)
