@@ -3,7 +3,11 @@
 ``LocalCluster`` of 1 and 2 worker processes (one thread each) in 1 to 32 chunks, against the compiled
 kernels called on the whole NumPy arrays in this process.  Per row: the time to build the graph of one
 call (both kernels), its number of tasks, the time to compute it, and the overhead per task (a program
-of almost no work, ``sum(i:n) x[i]``, in as many chunks of 1,000 elements: its time over its tasks).
+of almost no work, ``sum(i:n) x[i]``, in as many chunks of 1,000 elements: its time over its tasks);
+then the same graph with every statement as blocks of its own (``kernel.blocks(inputs, fuse=False)``):
+its tasks, its time (its runs alternating with the fused graph's), and the fused graph's speed-up over
+it.  In one chunk no statement is split, so nothing is fused and the two graphs are the same: their
+ratio shows the noise of the measurement.
 Standalone: ``python benchmarks/bench_dask.py [n]``; writes ``docs/dask_bench.md``, keeping the part of
 it from ``## Before`` on (figures measured on earlier versions).
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,13 +30,27 @@ sys.path[:0] = [str(ROOT)]
 import tensorlang as tl  # noqa: E402
 from harness import best as best_of, options  # noqa: E402
 
-REPEATS = 3
+REPEATS = 5
 HISTORY = "## Before"
 
 
 def best(fn) -> float:
     """The best of ``REPEATS`` runs after a warming one (the first run puts the libraries on the workers)."""
     return best_of(fn, REPEATS, budget=float("inf"))
+
+
+def best_alternating(*fns) -> list[float]:
+    """The best of ``REPEATS`` runs of each of ``fns``, run in turn (so a change of the machine's load
+    falls on all of them alike), after a warming run of each."""
+    times: list = [[] for _ in fns]
+    for fn in fns:
+        fn()
+    for _ in range(REPEATS):
+        for fn, ts in zip(fns, times):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+    return [min(ts) for ts in times]
 
 
 def tasks(*collections) -> int:
@@ -53,14 +72,16 @@ def rows(label: str, chunkings, n: int, m: int, x, z, c, kernels, t_local: float
         size = -(-n // chunks)
         xd = da.from_array(x, chunks=size).persist(**kw)
         zd = da.from_array(z, chunks=size).persist(**kw)
-        build = lambda: (loss_k(x=xd, z=zd, c=c), grad_k(x=xd, z=zd, c=c))  # noqa: E731
+        ins = {"x": xd, "z": zd, "c": c}
+        build = lambda: (loss_k(**ins), grad_k(**ins))  # noqa: E731
+        unfused = lambda: tuple(k.blocks(ins, fuse=False).collection(ins) for k in (loss_k, grad_k))  # noqa: E731
         t_build = best(build)
-        t = best(lambda: dask.compute(*build(), **kw))
+        t, t_unfused = best_alternating(lambda: dask.compute(*build(), **kw), lambda: dask.compute(*unfused(), **kw))
         xt = da.from_array(np.ones(chunks * 1000), chunks=1000).persist(**kw)
         t_tiny = best(lambda: tiny(x=xt).compute(**kw))
         yield (f"| {label} | {chunks} | {t_build * 1e3:.1f} | {tasks(*build())} | {t * 1e3:.0f} | "
                f"{n / t / 1e6:.0f} | {t_local / t:.2f}x | {t_tiny / tasks(tiny(x=xt)) * 1e3:.2f} | "
-               f"{os.getloadavg()[0]:.1f} |")
+               f"{tasks(*unfused())} | {t_unfused * 1e3:.0f} | {t_unfused / t:.2f}x | {os.getloadavg()[0]:.1f} |")
 
 
 def main(n: int = 4_000_000, m: int = 16) -> str:
@@ -77,8 +98,8 @@ def main(n: int = 4_000_000, m: int = 16) -> str:
              f"({n / t_local / 1e6:.0f} M elements/s); load average {os.getloadavg()[0]:.1f} on "
              f"{os.cpu_count()} cores.", "",
              "| scheduler | chunks | graph (ms/call) | tasks | time (ms) | M elements/s | vs single machine | "
-             "overhead/task (ms) | load |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "overhead/task (ms) | unfused tasks | unfused time (ms) | fused vs unfused | load |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     common = (n, m, x, z, c, kernels, t_local)
     for line in rows("threads", (1, 2, 4, 8, 32), *common, scheduler="threads"):
         lines.append(line)
@@ -92,7 +113,11 @@ def main(n: int = 4_000_000, m: int = 16) -> str:
     lines += ["", "`graph`: building the lazy collections of one call of both kernels (the plan is cached). "
               "`vs single machine`: the single-machine time over the Dask time (above 1: Dask is faster). "
               "`overhead/task`: a graph of `sum(i:n) x[i]` over as many chunks of 1,000 elements, its time "
-              "divided by its number of tasks. `load`: the load average (1 minute) after the row."]
+              "divided by its number of tasks. `unfused`: the same graph with every statement as blocks of its "
+              "own (`kernel.blocks(inputs, fuse=False)`), its runs alternating with the fused graph's; `fused vs "
+              "unfused`: its time over the fused graph's (above 1: fusing is faster; in 1 chunk nothing is split "
+              "nor fused, the graphs are the same and the ratio is the noise). `load`: the load average "
+              "(1 minute) after the row."]
     return "\n".join(lines) + "\n"
 
 

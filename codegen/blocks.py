@@ -1,5 +1,6 @@
-"""Blockwise plans: a program split into blocks along loop dimensions, the footprint of each block
-computed by isl.
+"""Blockwise plans: a program split into blocks along loop dimensions, the statements that can run on
+the same block fused into one block program, the footprint of each block computed by isl
+(``codegen.block_programs``).
 
 The program is normalised to statements (``pair_elim(let_lift(e))``: a chain ``let t = value in ...``
 whose output is a tree of pairs).  Each statement is split along the loop dimensions of its top nest
@@ -16,300 +17,49 @@ Dask chunks, or an intermediate's blocks), clipped to ``v``'s range; with ``chun
 dimension of the nest is cut every ``chunks`` elements.  A statement with no dimension cut into two
 blocks or more is one block.
 
-**Footprints.**  Every place the value reads a variable (``x[a0, a1]``, a relation atom ``R(a0, a1)``)
-is evaluated on a set of loop points: its enclosing loops, cut by its enclosing Iverson guards (a
-guarded access is not evaluated where its guard is false).  For a block (``lo_k <= v_k < hi_k`` for each
-split dimension) that set is built by the predicates module as an isl set at the call's sizes, and the
-box of the read is the exact minimum and maximum of each index over it.  The window of a variable for
-the block is the box hull of its reads: a convolution's block ``[lo, hi)`` of ``x[i + j]`` reads
-``x[lo : hi + m - 1]``, a 5-point stencil's tile its one-cell border, nothing more; a relation's window
-is also clipped to its extent (an atom outside it holds nowhere).  A variable read whole, or by partial accesses, or of
-pair type is passed whole.  A block's ``Footprint`` is the bytes its task needs: its windows and whole
-reads, its result and its block program's workspace, all at sizes the plan knows.
+**Fusion.**  A statement is computed inside its reader's block program, on the window the reader's
+block reads (``block_programs``: overlapped tiling, its halo recomputed), rather than as blocks of its
+own, when: it is a generator nest over every axis of its result split along no summation (a sum across
+blocks is a tree of tasks: it ends a group), one statement reads it and reads it through windows, the
+reader is split, it is not a part of the output, and its windows over all the reader's blocks hold at
+most ``RECOMPUTE`` times its elements (chunks smaller than the halo recompute too much: the statement
+keeps blocks of its own).  Statements are considered from the last to the first, and for a reader its
+candidates from the latest to the earliest, so a chain fuses as far back as it can.  A statement fused
+is no Dask key: a block reads its inputs' chunks once and writes its result, and the statements between
+never leave the task.  ``fuse=False`` runs every statement as blocks of its own.
 
-**Block programs.**  A block runs the statement's *block program*: its value with each split dimension
-``v``'s range replaced by a size ``blk_len`` and ``v`` by ``v + blk_off`` (``blk_off_1``... for the next
-ones), every windowed variable ``x`` replaced by a window of type ``[len_x_0]...R`` read at
-``a_k - lo_x_k``.  The block programs a plan needs are compiled once, together (one compiler run); a
-block's offsets and window lengths are sizes passed at the call.
+**Footprints.**  A block's ``Footprint`` is the bytes its task needs: its windows and whole reads, its
+result and its block program's workspace (the windows of the statements fused into it among them), all
+at sizes the plan knows.  The block programs a plan needs are compiled once, together (one compiler
+run).
 
-**Plans are cached** per sizes, input chunks and ``chunks`` (an optimiser's loop calls with the same),
-and so are their Dask tasks (``Plan.graph``, a ``dask_graph.Graph``): a call on inputs of a chunking
-seen before computes no footprint and makes no task.
+**Plans are cached** per sizes, input chunks, ``chunks`` and ``fuse`` (an optimiser's loop calls with
+the same), and so are their Dask tasks (``Plan.graph``, a ``dask_graph.Graph``): a call on inputs of a
+chunking seen before computes no footprint and makes no task.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
 
-import islpy as isl
 import numpy as np
 
 from tensorlang.declarations import body_of
 from tensorlang.errors import UnsupportedError
-from tensorlang.nodes import (
-    TRUE, Access, Affine, And, Exists, Expr, Gen, Guard, IndexVar, Node, Or, Pred, R, RelAtom,
-    RelType, SizeVar, Sum, TensorType, Type, Var, box, compare, conj, let_chain, Pair, strip_accesses,
-    strip_gens, tensor,
-)
-from tensorlang.substitute import rebuild, substitute_index
-from tensorlang.traversal import free_vars, size_vars
+from tensorlang.nodes import Expr, Pair, Var, let_chain
+from tensorlang.traversal import free_vars
 
+from .block_programs import (
+    BlockProgram, Split, Statement, block_program, fusable, group_boxes, ndims, shape_at, splits, value_at,
+)
 from .build import build_c
 from .c import CEmitter
 from .dask_graph import BlockLibrary, Graph, collection
 from .generate import emitter_for
 
-__all__ = ["Blocked", "Footprint", "Plan", "StatementPlan", "Read", "reads", "footprint"]
+__all__ = ["Blocked", "Footprint", "Plan", "StatementPlan", "RECOMPUTE"]
 
-
-# --------------------------------------------------------------------------------------------------
-# statements and where they read
-
-
-@dataclass(frozen=True)
-class Read:
-    """One place a value reads ``var``: at ``indices`` (``()`` for a whole read), under the loops ``dims``
-    (``(IndexVar, size)`` outermost first) and the guards ``pred``."""
-
-    var: Var
-    indices: tuple
-    dims: tuple
-    pred: Pred
-
-
-def reads(value: Expr) -> list[Read]:
-    """Every read of a variable in ``value`` (accesses, whole uses and relation atoms), each once."""
-    out: list[Read] = []
-    _reads(value, (), TRUE, out, set())
-    return out
-
-
-def _reads(e, dims: tuple, pred: Pred, out: list, seen: set) -> None:
-    key = (id(e), tuple(id(v) for v, _ in dims), id(pred))
-    if key in seen:
-        return
-    seen.add(key)
-    if isinstance(e, Access):
-        indices, base = strip_accesses(e)
-        if isinstance(base, Var):
-            out.append(Read(base, indices, dims, pred))
-            return
-        _reads(base, dims, pred, out, seen)
-    elif isinstance(e, Var):
-        out.append(Read(e, (), dims, pred))
-    elif isinstance(e, (Gen, Sum)):
-        _reads(e.body, dims + ((e.var, e.size),), pred, out, seen)
-    elif isinstance(e, Guard):
-        _atoms(e.pred, dims, pred, out)
-        _reads(e.body, dims, conj(pred, e.pred), out, seen)
-    else:
-        for child in e.children:
-            for c in child if isinstance(child, tuple) else (child,):
-                if isinstance(c, Expr):
-                    _reads(c, dims, pred, out, seen)
-
-
-def _atoms(p: Pred, dims: tuple, pred: Pred, out: list) -> None:
-    """The relation atoms of the guard ``p`` as reads, evaluated (at most) wherever the guard is."""
-    if isinstance(p, RelAtom):
-        out.append(Read(p.rel, tuple(p.args), dims, pred))
-    elif isinstance(p, (And, Or)):
-        for q in p.parts:
-            _atoms(q, dims, pred, out)
-    elif isinstance(p, Exists):
-        _atoms(p.body, dims + ((p.var, p.size),), pred, out)
-
-
-def _ndims(t: Type) -> int:
-    k = 0
-    while isinstance(t, TensorType):
-        k, t = k + 1, t.elem
-    return k if t is R else -1
-
-
-def _windowable(var: Var, rs: list[Read]) -> bool:
-    """A variable is read through a window when every read of it is a full access of a real element."""
-    if isinstance(var.type, RelType):
-        return True
-    nd = _ndims(var.type)
-    return nd > 0 and all(len(r.indices) == nd for r in rs)
-
-
-def _shape(t: Type, sizes: dict) -> tuple[int, ...]:
-    dims = list(t.sizes) if isinstance(t, RelType) else []
-    while isinstance(t, TensorType):
-        dims.append(t.size)
-        t = t.elem
-    return tuple(_value(a, sizes) for a in dims)
-
-
-def _value(a: Affine, sizes: dict) -> int:
-    return int(a.evaluate({v: sizes[v.name] for v in a.size_vars}))
-
-
-# --------------------------------------------------------------------------------------------------
-# footprints
-
-
-def footprint(read: Read, sizes: dict, block: tuple = ()) -> tuple | None:
-    """The box ``((lo_0, hi_0), ...)`` of the indices ``read`` evaluates at ``sizes`` (for the points
-    with ``lo <= v < hi`` for every ``(v, lo, hi)`` of ``block``), or None when it evaluates none."""
-    extra = tuple(IndexVar(f"tl_a{k}") for k in range(len(read.indices)))
-    dims = tuple(v for v, _ in read.dims) + extra
-    where = [box(read.dims), read.pred]
-    for v, lo, hi in block:
-        if any(v is d for d in dims):
-            where += [compare("<=", lo, v), compare("<", v, hi)]
-    where += [compare("=", Affine.var(t), a) for t, a in zip(extra, read.indices)]
-    if isinstance(read.var.type, RelType):  # an atom outside its relation's extent holds nowhere
-        for t, extent in zip(extra, _shape(read.var.type, sizes)):
-            where += [compare("<=", 0, t), compare("<", t, extent)]
-    from tensorlang.isl_sets import to_isl
-
-    s = to_isl(conj(*where), dims)
-    for k in reversed(range(s.dim(isl.dim_type.param))):
-        name = s.get_dim_name(isl.dim_type.param, k)
-        s = s.fix_val(isl.dim_type.param, k, isl.Val(str(sizes[name])))
-    if s.is_empty():
-        return None
-    s = s.project_out(isl.dim_type.set, 0, len(read.dims))
-    return tuple((s.dim_min_val(k).to_python(), s.dim_max_val(k).to_python() + 1) for k in range(len(extra)))
-
-
-def _hull(boxes: list) -> tuple | None:
-    boxes = [b for b in boxes if b is not None]
-    if not boxes:
-        return None
-    return tuple((min(b[k][0] for b in boxes), max(b[k][1] for b in boxes)) for k in range(len(boxes[0])))
-
-
-# --------------------------------------------------------------------------------------------------
-# statements and their block programs
-
-
-@dataclass(frozen=True)
-class Split:
-    """A loop dimension a statement can be split along: ``kind`` is ``"gen"`` or ``"sum"``; ``axis`` the
-    output axis of a gen dimension."""
-
-    kind: str
-    axis: int
-    var: IndexVar
-    size: Affine
-
-
-def splits(value: Expr) -> list[Split]:
-    """The dimensions ``value`` can be split along: its top generators, then the summations right below
-    them (guards between allowed)."""
-    if _ndims(value.type) < 0:
-        return []
-    gens, body = strip_gens(value)
-    out = [Split("gen", k, v, s) for k, (v, s) in enumerate(gens)]
-    while isinstance(body, (Guard, Sum)):
-        if isinstance(body, Sum):
-            out.append(Split("sum", -1, body.var, body.size))
-        body = body.body
-    return out
-
-
-@dataclass
-class Statement:
-    """``var = value`` (``var`` is None for a part of the output), and its reads grouped by variable."""
-
-    var: Var | None
-    value: Expr
-    reads: dict = field(default_factory=dict)  # Var -> [Read]
-    windowed: tuple = ()  # the variables read through windows
-
-    @staticmethod
-    def of(var, value) -> "Statement":
-        by_var: dict = {}
-        for r in reads(value):
-            by_var.setdefault(r.var, []).append(r)
-        windowed = tuple(v for v, rs in by_var.items() if _windowable(v, rs))
-        return Statement(var, value, by_var, windowed)
-
-
-class _Names:
-    """Fresh size names for a block program (``blk_off``, ``lo_x_0``...), none equal to a name of the
-    program."""
-
-    def __init__(self, expr: Expr):
-        self.taken = {s.name for s in size_vars(expr)} | {v.name for v in free_vars(expr)}
-
-    def __call__(self, base: str) -> SizeVar:
-        name, k = base, 0
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return SizeVar(name)
-
-
-@dataclass
-class BlockProgram:
-    """The block program of a statement split along ``splits`` (none: the statement whole), the names of
-    its block sizes (offset and length per split) and its windows: variable -> (window variable,
-    [lo size], [len size])."""
-
-    expr: Expr
-    splits: tuple = ()
-    sizes: tuple = ()  # ((off, len), ...) SizeVars, one pair per split
-    windows: dict = field(default_factory=dict)
-    library: object = None  # the compiled block program: a dask_graph.BlockLibrary
-
-
-def block_program(stmt: Statement, splits: tuple) -> BlockProgram:
-    """The statement's value with the dimensions of ``splits`` over one block, windowed (module
-    docstring)."""
-    if not splits:
-        return BlockProgram(stmt.value)
-    names = _Names(stmt.value)
-    value, sizes = stmt.value, []
-    for split in splits:
-        off, length = names("blk_off"), names("blk_len")
-        value = _reblock(value, split.var, Affine.var(off), Affine.var(length))
-        sizes.append((off, length))
-    windows = {}
-    for v in stmt.windowed:
-        nd = len(v.type.sizes) if isinstance(v.type, RelType) else _ndims(v.type)
-        los = [names(f"lo_{v.name}_{k}") for k in range(nd)]
-        lens = [names(f"len_{v.name}_{k}") for k in range(nd)]
-        wtype = RelType(tuple(Affine.var(s) for s in lens)) if isinstance(v.type, RelType) else tensor(
-            [Affine.var(s) for s in lens])
-        windows[v] = (Var(v.name, wtype), los, lens)
-    return BlockProgram(_windowed(value, windows, {}), tuple(splits), tuple(sizes), windows)
-
-
-def _reblock(e: Expr, v: IndexVar, off: Affine, length: Affine) -> Expr:
-    if isinstance(e, (Gen, Sum)) and e.var is v:
-        return type(e)(v, length, substitute_index(e.body, {v: Affine.var(v) + off}))
-    if isinstance(e, (Gen, Sum)):
-        return type(e)(e.var, e.size, _reblock(e.body, v, off, length))
-    if isinstance(e, Guard):
-        return Guard(e.pred, _reblock(e.body, v, off, length))
-    raise AssertionError("the split dimension is a binder of the statement's top nest")
-
-
-def _windowed(node, windows: dict, memo: dict):
-    if isinstance(node, (Affine, Type)) or not isinstance(node, Node):
-        return node
-    if id(node) in memo:
-        return memo[id(node)]
-    out = None
-    if isinstance(node, Access):
-        indices, base = strip_accesses(node)
-        if isinstance(base, Var) and base in windows:
-            w, los, _ = windows[base]
-            out = w[tuple(a - Affine.var(lo) for a, lo in zip(indices, los))]
-    elif isinstance(node, RelAtom) and node.rel in windows:
-        w, los, _ = windows[node.rel]
-        out = RelAtom(w, tuple(a - Affine.var(lo) for a, lo in zip(node.args, los)))
-    if out is None:
-        out = rebuild(node, lambda c: _windowed(c, windows, memo))
-    memo[id(node)] = out
-    return out
+RECOMPUTE = 2  # a fused statement's windows, over all its reader's blocks, hold at most this many times its elements
 
 
 # --------------------------------------------------------------------------------------------------
@@ -337,10 +87,11 @@ class Footprint:
 
 @dataclass
 class StatementPlan:
-    """A statement at the call's sizes: its block program, the cuts ``[(lo, hi), ...]`` of each split
-    dimension, its blocks (every combination of cuts, as ``((lo, hi), ...)``, in row-major order; one
-    ``()`` when whole), per block the window box of every windowed variable (None: empty), the sizes
-    its block program runs at and its ``Footprint``."""
+    """A statement at the call's sizes, with the statements fused into it: its block program, the cuts
+    ``[(lo, hi), ...]`` of each split dimension, its blocks (every combination of cuts, as
+    ``((lo, hi), ...)``, in row-major order; one ``()`` when whole), per block the window box of every
+    windowed variable, a fused statement's included (None: empty), the sizes its block program runs at
+    and its ``Footprint``."""
 
     stmt: Statement
     program: BlockProgram
@@ -376,20 +127,25 @@ class StatementPlan:
     def __str__(self) -> str:
         from tensorlang.printer import expr_str
 
+        bp = self.program
         name = self.stmt.var.name if self.stmt.var is not None else "out"
-        head = f"{name} = {expr_str(self.stmt.value)}"
-        splits = self.program.splits
-        if not splits:
-            return head + f"\n  one block (whole inputs), holding {self.footprint()}"
+        head = [f"{m.var.name} = {expr_str(m.value)}" for m in bp.fused] + [f"{name} = {expr_str(self.stmt.value)}"]
+        if not bp.splits:
+            return "\n".join(head) + f"\n  one block (whole inputs), holding {self.footprint()}"
+        if bp.fused:
+            head.append(f"  one block program: {', '.join(m.var.name for m in bp.fused)} fused into {name}, "
+                        f"computed on their windows in each block")
         what = {"gen": "slabs, concatenated", "sum": "partial sums, added"}
-        lines = [head, "  split along " + ", ".join(
-            f"{sp.kind} {sp.var.name} in {len(cut)} ({what[sp.kind]})" for sp, cut in zip(splits, self.cuts))]
+        lines = head + ["  split along " + ", ".join(
+            f"{sp.kind} {sp.var.name} in {len(cut)} ({what[sp.kind]})" for sp, cut in zip(bp.splits, self.cuts))]
+        made = [m.var for m in bp.fused]
         for block, bx in zip(self.blocks, self.boxes):
-            reads = "  ".join(_box_str(v, b) for v, b in bx.items()) or "-"
-            at = ", ".join(f"{sp.var.name} in [{lo}, {hi})" for sp, (lo, hi) in zip(splits, block))
-            lines.append(f"  {at}: {reads}")
+            reads = "  ".join(_box_str(v, b) for v, b in bx.items() if v not in made) or "-"
+            computed = "  ".join(_box_str(v, bx[v]) for v in made)
+            at = ", ".join(f"{sp.var.name} in [{lo}, {hi})" for sp, (lo, hi) in zip(bp.splits, block))
+            lines.append(f"  {at}: {reads}" + (f"; computing {computed}" if computed else ""))
         lines.append(f"  a task holds at most {self.footprint()}")
-        whole = [v.name for v in self.stmt.reads if v not in self.stmt.windowed]
+        whole = [v.name for v in bp.reads if v not in bp.windows]
         if whole:
             lines.append(f"  whole: {', '.join(whole)}")
         return "\n".join(lines)
@@ -445,8 +201,9 @@ class Blocked:
         bindings, out = let_chain(pair_elim(let_lift(body_of(expr))))  # every input of expr is an argument
         self.statements = [Statement.of(v, e) for v, e in bindings]
         self.output = self._output(out)
+        self.reader = self._readers()  # per statement: the index of its one reader, or None
         self._programs: dict = {}
-        self._plans: dict = {}  # (sizes, input chunks, chunks) -> Plan
+        self._plans: dict = {}  # (sizes, input chunks, chunks, fuse) -> Plan
 
     def _output(self, e: Expr):
         if isinstance(e, Pair):
@@ -456,8 +213,27 @@ class Blocked:
         self.statements.append(Statement.of(None, e))
         return self.statements[-1]
 
-    def plan(self, inputs: dict, chunks: int | None = None) -> Plan:
-        """The plan at ``inputs``' sizes and chunks (cached: an optimiser's loop calls with the same)."""
+    def _readers(self) -> list:
+        """Per statement, the index of the statement that reads it when it can be fused into that reader's
+        block program (module docstring: one reader, through windows, not a part of the output; a
+        generator nest over its axes), else None."""
+        outputs, todo = [], [self.output]
+        while todo:
+            o = todo.pop()
+            if isinstance(o, tuple):
+                todo += o
+            elif isinstance(o, Var):
+                outputs.append(o)
+        out = []
+        for stmt in self.statements:
+            readers = [k for k, r in enumerate(self.statements) if stmt.var is not None and stmt.var in r.reads]
+            one = len(readers) == 1 and stmt.var in self.statements[readers[0]].windowed
+            out.append(readers[0] if one and fusable(stmt) and stmt.var not in outputs else None)
+        return out
+
+    def plan(self, inputs: dict, chunks: int | None = None, fuse: bool = True) -> Plan:
+        """The plan at ``inputs``' sizes and chunks (cached: an optimiser's loop calls with the same), its
+        statements fused where they can be (``fuse``, module docstring)."""
         from tensorlang.inputs import infer_sizes
 
         if self.target != "c":
@@ -467,40 +243,74 @@ class Blocked:
             raise UnsupportedError(f"chunks must be a positive number of elements per block, got {chunks!r}")
         sizes = infer_sizes(self.expr, inputs)
         layout = _input_chunks(self.expr, inputs)
-        key = (tuple(sorted(sizes.items())), tuple(sorted((v.name, c) for v, c in layout.items())), chunks)
+        key = (tuple(sorted(sizes.items())), tuple(sorted((v.name, c) for v, c in layout.items())), chunks,
+               bool(fuse))
         if key not in self._plans:
             if len(self._plans) >= 8:
                 self._plans.pop(next(iter(self._plans)))
-            self._plans[key] = self._plan(sizes, layout, chunks)
+            self._plans[key] = self._plan(sizes, layout, chunks, fuse)
         return self._plans[key]
 
-    def _plan(self, sizes: dict, layout: dict, chunks) -> Plan:
+    def _plan(self, sizes: dict, layout: dict, chunks, fuse: bool) -> Plan:
         inputs_layout = dict(layout)
         choices = []
         for stmt in self.statements:
             splits, cuts = self._choice(stmt, sizes, layout, chunks)
             choices.append((splits, cuts))
             if stmt.var is not None and splits:
-                layout[stmt.var] = _result_chunks(_shape(stmt.value.type, sizes), splits, cuts)
-        self._compile([(k, splits) for k, (splits, _) in enumerate(choices)])
+                layout[stmt.var] = _result_chunks(shape_at(stmt.value.type, sizes), splits, cuts)
+        groups = self._groups(sizes, choices, fuse)
+        self._compile([(k, choices[k][0], fused) for k, fused, _, _ in groups])
         plans = []
-        for k, (stmt, (splits, cuts)) in enumerate(zip(self.statements, choices)):
-            shape = _shape(stmt.value.type, sizes) if _ndims(stmt.value.type) >= 0 else ()
-            bp = self._programs[self._key(k, splits)]
-            blocks = list(itertools.product(*cuts))
-            boxes = [{v: _hull([footprint(r, sizes, tuple((sp.var, lo, hi) for sp, (lo, hi) in zip(splits, b)))
-                                for r in stmt.reads[v]]) for v in stmt.windowed} for b in blocks] \
-                if splits else [{}]
+        for k, fused, blocks, boxes in groups:
+            stmt, (splits, cuts) = self.statements[k], choices[k]
+            shape = shape_at(stmt.value.type, sizes) if ndims(stmt.value.type) >= 0 else ()
+            bp = self._programs[self._key(k, splits, fused)]
             plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, shape, _result_chunks(shape, splits, cuts)))
             plans[-1].measure(sizes)
         return Plan(sizes, plans, self.output, self.dtype, inputs_layout)
+
+    def _groups(self, sizes: dict, choices: list, fuse: bool) -> list:
+        """``[(k, fused, blocks, boxes)]`` in program order: each statement ``k`` not fused into another, the
+        indices of those fused into it (program order), its blocks and per block the box of every window
+        (module docstring)."""
+        groups, taken = [], set()
+        for k in reversed(range(len(self.statements))):
+            if k in taken:
+                continue
+            splits, cuts = choices[k]
+            blocks = list(itertools.product(*cuts))
+            members, boxes = [k], self._boxes([k], splits, blocks, sizes)
+            rejected: list = []
+            while fuse and splits:
+                candidates = [j for j, r in enumerate(self.reader) if r in members and j not in members
+                              and j not in rejected and not any(sp.kind == "sum" for sp in choices[j][0])]
+                if not candidates:
+                    break
+                j = max(candidates)
+                trial = sorted(members + [j])
+                trial_boxes = self._boxes(trial, splits, blocks, sizes)
+                var = self.statements[j].var
+                held = sum(_volume(b.get(var)) for b in trial_boxes)
+                if held <= RECOMPUTE * int(np.prod(shape_at(var.type, sizes))):
+                    members, boxes = trial, trial_boxes
+                else:
+                    rejected.append(j)
+            taken.update(members)
+            groups.append((k, tuple(members[:-1]), blocks, boxes))
+        return groups[::-1]
+
+    def _boxes(self, members: list, splits: tuple, blocks: list, sizes: dict) -> list:
+        """Per block, ``group_boxes`` of the statements ``members`` (indices, the reader last)."""
+        stmts = tuple(self.statements[j] for j in members)
+        return [group_boxes(stmts, splits, b, sizes) for b in blocks] if splits else [{}]
 
     @staticmethod
     def _choice(stmt: Statement, sizes: dict, layout: dict, chunks):
         """``(splits, cuts)`` for a statement: the dimensions cut into two blocks or more, and their cuts."""
         chosen, cuts = [], []
         for sp in splits(stmt.value):
-            extent = _value(sp.size, sizes)
+            extent = value_at(sp.size, sizes)
             edges = _edges(sp, extent, stmt, layout, chunks)
             if edges:
                 bounds = [0] + edges + [extent]
@@ -509,16 +319,17 @@ class Blocked:
         return tuple(chosen), cuts
 
     @staticmethod
-    def _key(k: int, splits: tuple):
-        return k, tuple((sp.kind, sp.axis, id(sp.var)) for sp in splits)
+    def _key(k: int, splits: tuple, fused: tuple):
+        return k, tuple((sp.kind, sp.axis, id(sp.var)) for sp in splits), fused
 
     def _compile(self, wanted: list) -> None:
         """Compile the block programs not compiled yet, all in one library (one compiler run)."""
         todo: list = []
-        for k, splits in wanted:
-            key = self._key(k, splits)
+        for k, splits, fused in wanted:
+            key = self._key(k, splits, fused)
             if key not in self._programs and all(t[0] != key for t in todo):
-                todo.append((key, block_program(self.statements[k], splits)))
+                todo.append((key, block_program(self.statements[k], splits,
+                                                tuple(self.statements[j] for j in fused))))
         if not todo:
             return
         emitters, metas = [], []
@@ -572,3 +383,8 @@ def _edges(sp: Split, extent: int, stmt: Statement, layout: dict, chunks) -> lis
                     if edges:
                         return edges
     return []
+
+
+def _volume(bx) -> int:
+    """The number of elements of a box (None: empty)."""
+    return 0 if bx is None else int(np.prod([hi - lo for lo, hi in bx]))

@@ -1,8 +1,9 @@
 """Blockwise plans (``codegen.blocks``) as lazy Dask collections.
 
 Every block of a statement is one task: ``run_block(library, sizes, args, pieces)`` runs the
-statement's block program on the windows of its inputs and intermediates that isl computed for it, and
-returns the block as a NumPy array.  A split generator's blocks are the chunks of the statement's
+statement's block program (with the statements fused into it) on the windows that isl computed for it of
+the inputs and intermediates it reads, and returns the block as a NumPy array; a fused statement is
+computed inside the task and is no key of the graph.  A split generator's blocks are the chunks of the statement's
 result, a split sum's partial results are added by a tree of tasks (``Graph.FAN_IN`` at a time), a
 statement left whole is one task.  A window of a Dask array is the grid of its chunks' parts (a slicing
 task per chunk it overlaps, run where the chunk lives; none for a whole chunk), joined in the block's
@@ -174,7 +175,7 @@ class Graph:
         self.inputs: list = []  # the inputs read, in order of first read
         made = {sp.stmt.var for sp in plan.statements}
         for sp in plan.statements:
-            for v in sp.stmt.reads:
+            for v in sp.program.reads:
                 if v not in made and v not in self.inputs:
                     self.inputs.append(v)
                     if v in plan.layout:
@@ -198,7 +199,7 @@ class Graph:
         cut_indices = list(itertools.product(*(range(len(c)) for c in sp.cuts)))
         for block_sizes, cut_index, boxes in zip(sp.sizes, cut_indices, sp.boxes):
             pieces, others = [], []
-            for v in sp.stmt.reads:
+            for v in bp.reads:
                 bx, name = None, v.name
                 if v in bp.windows:
                     w, los, _ = bp.windows[v]

@@ -114,18 +114,19 @@ class Kernel:
 
     _blocked = None  # the program as statements with their block programs (codegen.blocks), once built
 
-    def blocks(self, inputs: dict, chunks: int | None = None):
+    def blocks(self, inputs: dict, chunks: int | None = None, fuse: bool = True):
         """The blockwise plan of this kernel on ``inputs`` (Dask arrays, NumPy arrays, relations, sizes):
-        printable (every block and the footprint isl computed for it); ``plan.collection(inputs)`` is
-        the lazy Dask collection ``kernel(**inputs)`` returns.  ``chunks`` cuts every split dimension
-        into blocks of that many elements instead of following the inputs' chunks."""
+        printable (every block, the statements fused into one block program and the footprint isl
+        computed for it); ``plan.collection(inputs)`` is the lazy Dask collection ``kernel(**inputs)``
+        returns.  ``chunks`` cuts every split dimension into blocks of that many elements instead of
+        following the inputs' chunks; ``fuse=False`` runs every statement as blocks of its own."""
         from .blocks import Blocked
 
         check_keywords(inputs, self.input_names, self.meta["sizes"])
         with _ADJOINT_LOCK:
             if self._blocked is None:
                 self._blocked = Blocked(self.expr, self.target, self.dtype)
-        return self._blocked.plan(inputs, chunks)
+        return self._blocked.plan(inputs, chunks, fuse)
 
     # ---------------------------------------------------------------------------------------------
     # tensorlang.ad: a compiled kernel is a primitive whose pullback is its compiled adjoint

@@ -128,8 +128,9 @@ def test_bad_inputs_are_shape_errors(deconv):
 # -- footprints: what each task reads is the isl box --------------------------------------------------
 
 
-def recorded_reads(kernel, inputs, monkeypatch):
-    """``[(sizes, {argument: shape})]`` of every task of ``kernel(**inputs)``, computed synchronously."""
+def recorded_reads(kernel, inputs, monkeypatch, fuse=True):
+    """``[(sizes, {argument: shape})]`` of every task of ``kernel(**inputs)`` (its statements fused where
+    they can be, or not), computed synchronously."""
     from tensorlang.codegen import dask_graph
 
     seen = []
@@ -142,7 +143,7 @@ def recorded_reads(kernel, inputs, monkeypatch):
         return run(library, sizes, args, pieces)
 
     monkeypatch.setattr(dask_graph, "run_block", spy)
-    value = computed(kernel(**inputs))
+    value = computed(kernel.blocks(inputs, fuse=fuse).collection(inputs))
     return value, seen
 
 
@@ -161,12 +162,29 @@ def test_convolution_blocks_read_their_m_minus_1_halo(deconv, monkeypatch):
         assert shapes["c"] == (m,)
 
 
-def test_stencil_blocks_read_their_one_cell_border(monkeypatch):
+def test_fused_stencil_gradient_blocks_read_their_two_cell_halo(monkeypatch):
+    """The stencil's gradient fused into one block program per row block: the block ``[lo, hi)`` of the
+    adjoint reads the residual's rows ``[lo - 2, hi)`` clipped to ``[0, n)``, computed in the block from
+    ``u``'s rows ``[lo - 2, hi + 2)`` (clipped): one task per block, nothing else."""
     energy = tl.parse(STENCIL)
     grad = tl.compile(tl.grad(energy, "u"))
     n = 40
     u = np.random.default_rng(5).standard_normal((n + 2, n + 2))
     value, seen = recorded_reads(grad, {"u": da.from_array(u, chunks=(9, n + 2))}, monkeypatch)
+    assert close(value, grad(u=u))
+    assert len(seen) == 5  # rows [0, 9), ..., [36, 42): u's chunks, as the residual's rows
+    for _, sizes, shapes in seen:
+        lo, hi = sizes["blk_off"], sizes["blk_off"] + sizes["blk_len"]
+        assert list(shapes) == ["u"]
+        assert shapes["u"] == (min(hi, n) + 2 - max(lo - 2, 0), n + 2)
+
+
+def test_stencil_blocks_read_their_one_cell_border(monkeypatch):
+    energy = tl.parse(STENCIL)
+    grad = tl.compile(tl.grad(energy, "u"))
+    n = 40
+    u = np.random.default_rng(5).standard_normal((n + 2, n + 2))
+    value, seen = recorded_reads(grad, {"u": da.from_array(u, chunks=(9, n + 2))}, monkeypatch, fuse=False)
     assert close(value, grad(u=u))
     first = [(s, sh) for _, s, sh in seen if "u" in sh]
     assert first
@@ -200,7 +218,8 @@ def test_plan_prints_the_footprints(deconv):
     assert "partial sums, added" in text
 
 
-def test_a_block_task_allocates_its_footprint(deconv):
+@pytest.mark.parametrize("wrt", ["x and c", "x"])
+def test_a_block_task_allocates_its_footprint(deconv, wrt):
     """The footprint the plan gives each block task is what the task allocates: its windows (cut here
     afresh, as a task joins them), its result and its temporaries, traced while one block runs alone."""
     import tracemalloc
@@ -208,24 +227,28 @@ def test_a_block_task_allocates_its_footprint(deconv):
     from tensorlang.codegen.build import load
     from tensorlang.codegen.runtime import Runner
 
-    _, grad = deconv
+    grad = deconv[1] if wrt == "x and c" else tl.compile(tl.grad(tl.parse(DECONV), "x"))
     n, m, size = 200_000, 16, 50_000
     rng = np.random.default_rng(5)
     values = deconv_inputs(n, m, rng)
     plan = grad.blocks({"x": da.from_array(values["x"], chunks=size), "c": values["c"],
                         "z": da.from_array(values["z"], chunks=size)})
-    assert plan.footprint().total == 3 * size * 8 + m * 8 + (m - 1) * 8  # a convolution block: x, z, c; X8
+    if wrt == "x and c":  # the block of dX8 with X8 fused into it: x, z and c read, dX8 written
+        assert plan.footprint().total == 3 * size * 8 + m * 8 + (m - 1) * 8
+    else:  # the gradient's block with X8 and dX8 fused into it: dX8's window (a 15 halo) its workspace
+        assert plan.footprint().temporaries >= (size + m - 1) * 8
     for sp in plan.statements:
         if sp.stmt.var is not None:  # an intermediate's values do not change what its readers allocate
             values[sp.stmt.var.name] = rng.standard_normal(sp.shape)
         library = sp.program.library
-        run = Runner(library.meta, load(library._materialise()))  # no output or workspace pooled yet
+        loaded = load(library._materialise())
         for k in (0, 1, len(sp.blocks) - 1):
+            run = Runner(library.meta, loaded)  # a runner per block: no output or workspace pooled yet
             sizes = {s: v for s, v in sp.sizes[k].items() if s in library.meta["sizes"]}
             windows = {v: sp.boxes[k].get(v) for v in sp.program.windows}
             tracemalloc.start()
             args = {}
-            for v in sp.stmt.reads:
+            for v in sp.program.reads:  # what the task is given: not X8, computed in it
                 if v in windows:
                     box = tuple(slice(a, b) for a, b in windows[v])
                     args[sp.program.windows[v][0].name] = np.array(values[v.name][box])
@@ -248,7 +271,7 @@ def test_a_reused_graph_gives_what_a_fresh_one_does_for_new_values(deconv, monke
     """The second call with inputs of the same chunks (an optimiser's loop) plans nothing and makes no
     task: it names the plan's tasks after its inputs; on new values it gives what a kernel compiled
     afresh gives, and two calls computed in one graph keep their own values."""
-    from tensorlang.codegen import blocks, dask_graph
+    from tensorlang.codegen import block_programs, dask_graph
 
     loss, grad = deconv
     rng = np.random.default_rng(12)
@@ -258,7 +281,7 @@ def test_a_reused_graph_gives_what_a_fresh_one_does_for_new_values(deconv, monke
     lazy_second = {"x": da.from_array(second["x"], chunks=chunks), "c": second["c"], "z": second["z"]}
     value, g = loss(**lazy_first), grad(**lazy_first)
     made = []
-    monkeypatch.setattr(blocks, "footprint", lambda *a, **k: made.append("footprint"))
+    monkeypatch.setattr(block_programs, "footprint", lambda *a, **k: made.append("footprint"))
     monkeypatch.setattr(dask_graph.Graph, "__init__", lambda *a, **k: made.append("graph"))
     value2, g2 = loss(**lazy_second), grad(**lazy_second)
     assert not made
@@ -312,7 +335,7 @@ def test_relation_atoms_outside_their_extent_are_clipped_from_the_window():
     assert close(computed(plan.collection(lz)), k(**ins))
 
 
-def _lazy_inputs(expr, ins, rng):
+def lazy_inputs(expr, ins, rng):
     out = {}
     for name, value in ins.items():
         t = expr.free_vars.get(name)
@@ -326,7 +349,7 @@ def _lazy_inputs(expr, ins, rng):
 def _check_blockwise(k, expr, ins, rng) -> int:
     """``k`` on lazy inputs with random chunks, blocks following them and blocks of 1 to 3 elements,
     against ``k`` on the whole arrays; returns how many statements the second plan split."""
-    lz = _lazy_inputs(expr, ins, rng)
+    lz = lazy_inputs(expr, ins, rng)
     ref = k(**ins)
     assert close(computed(k(**lz)), ref), str(expr)
     plan = k.blocks(lz, chunks=int(rng.integers(1, 4)))
@@ -346,19 +369,24 @@ def test_generated_programs_on_random_chunkings():
     assert sum(s > 0 for s in split) >= len(cases) // 4, split  # the splitting is exercised
 
 
-def test_gradients_of_generated_programs_on_random_chunkings():
+def generated_gradients(drawn: int, count: int):
+    """``(gradient, its inputs)`` of the first ``count`` generated scalar programs with a loop (of ``drawn``
+    drawn) that have an input other than a relation, in every such input."""
     cases = _with_loops(collect(program_and_inputs(allow_pairs=False, scalar_output=True, max_size=7,
-                                                   allow_zero=False), 60), 12)
-    rng = np.random.default_rng(7)
-    split = 0  # gradients with a split statement
+                                                   allow_zero=False), drawn), count)
     for expr, ins in cases:
         wrt = [n for n, t in expr.free_vars.items() if "rel" not in str(t)]
-        if not wrt:
-            continue
-        g = tl.grad(expr, wrt)
-        ins = {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
+        if wrt:
+            g = tl.grad(expr, wrt)
+            yield g, {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
+
+
+def test_gradients_of_generated_programs_on_random_chunkings():
+    rng = np.random.default_rng(7)
+    split = 0  # gradients with a split statement
+    for g, ins in generated_gradients(60, 12):
         split += _check_blockwise(tl.compile(g), g, ins, rng) > 0
-    assert split >= len(cases) // 2
+    assert split >= 12 // 2
 
 
 # -- a LocalCluster of two worker processes ------------------------------------------------------------
@@ -430,7 +458,7 @@ def test_a_block_program_runs_where_nothing_can_be_built(deconv, tmp_path):
     loss, _ = deconv
     rng = np.random.default_rng(11)
     ins = deconv_inputs(50, 4, rng)
-    plan = loss.blocks({**ins, "x": da.from_array(ins["x"], chunks=20)})
+    plan = loss.blocks({**ins, "x": da.from_array(ins["x"], chunks=20)}, fuse=False)  # f by blocks of its own
     sp = plan.statements[0]
     sizes = {**plan.sizes, "blk_off": 0, "blk_len": 20, "lo_x_0": 0, "len_x_0": 23, "lo_c_0": 0, "len_c_0": 4}
     payload = tmp_path / "task.pkl"
