@@ -240,7 +240,8 @@ def test_the_passes_pause_the_cycle_collector_and_leave_it_as_they_found_it(monk
     import tensorlang.codegen.kernel as kernel
 
     generate = kernel.generate
-    monkeypatch.setattr(kernel, "generate", lambda *args: (seen.append(gc.isenabled()), generate(*args))[1])
+    monkeypatch.setattr(kernel, "generate",
+                        lambda *args, **kw: (seen.append(gc.isenabled()), generate(*args, **kw))[1])
     enabled = gc.isenabled()
     try:
         gc.enable()

@@ -337,8 +337,8 @@ def test_temporaries_beyond_the_machines_memory_are_refused_naming_the_sizes(mon
 
     src = ("x : [n][m]R\nsum(i:n, j:m) [i < n - 1 and j < m - 1] * ((x[i+1, j] - x[i, j]) * (x[i+1, j] - x[i, j]) "
            "+ (x[i, j+1] - x[i, j]) * (x[i, j+1] - x[i, j])) * (x[i, j] * x[i, j] + 1)")
-    values = tl.compile(tl.hessian(tl.parse(src), "x", sparse=True)).values
-    assert values.meta.get("workspace")
+    hessian = tl.compile(tl.hessian(tl.parse(src), "x", sparse=True))
+    assert hessian.values.meta.get("workspace")
     monkeypatch.setattr(runtime, "workspace_bytes", lambda meta, sizes, dtype: runtime.PHYSICAL_MEMORY + 1)
     with pytest.raises(tl.ShapeError, match="temporaries take [0-9,]+ bytes at \\{'n': 8, 'm': 8\\}"):
-        values(x=np.zeros((8, 8)))
+        hessian(x=np.zeros((8, 8)))
