@@ -325,11 +325,10 @@ class Blocked:
     def _compile(self, wanted: list) -> None:
         """Compile the block programs not compiled yet, all in one library (one compiler run)."""
         todo: list = []
-        for k, splits, fused in wanted:
-            key = self._key(k, splits, fused)
+        for k, cut, fused in wanted:
+            key = self._key(k, cut, fused)
             if key not in self._programs and all(t[0] != key for t in todo):
-                todo.append((key, block_program(self.statements[k], splits,
-                                                tuple(self.statements[j] for j in fused))))
+                todo.append((key, block_program(self.statements[k], cut, tuple(self.statements[j] for j in fused))))
         if not todo:
             return
         emitters, metas = [], []

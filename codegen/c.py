@@ -8,8 +8,9 @@ own isl nest (its guard is the domain: tight bounds, equalities as assignments, 
 does not depend on the summed variables); a scalar statement whose value is a reduction runs that
 reduction in parallel with an OpenMP ``reduction`` clause (per-thread partial sums, no atomics).
 Nothing is scattered (but the values of a sparse Jacobian, written at their positions in its CSR data:
-``codegen.scatter``); the only zero-filled memory is the outputs' zero parts, written by the same nests.  A statement that ``codegen.contract`` marked as a dense contraction is one ``tl_gemm`` or
-``tl_gemv`` call.
+``codegen.scatter``); the only zero-filled memory is the outputs' zero parts, written by the same nests.
+A statement that ``codegen.contract`` marked as a dense contraction is one ``tl_gemm`` or ``tl_gemv``
+call.
 
 ``CEmitter`` joins the parts: the scalar printer (``codegen.scalar``), the schedule (interchange, lane
 blocking, OpenMP: ``codegen.schedule``), relations (``codegen.sparse``), and the helpers' text
@@ -37,7 +38,7 @@ from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
-from .loop_ir import print_c
+from .loop_ir import print_c, scheduled
 from .scatter import Positions, Scatter
 from .schedule import BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions
 from .sparse import Sparse
@@ -97,7 +98,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                     body.append(f"  /* {label} */")
                     self.emit_group(group, Scope(nodes, self.base_ctx, ()))
                     self.loop_ir.append((label, nodes))
-                    body += print_c(self.scheduled(nodes))
+                    body += print_c(scheduled(nodes))
                     done |= {id(s) for s in group.stmts}
                     continue
                 body.append(f"  /* {stmt.target.label} */")
@@ -108,7 +109,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                     continue
                 self.emit_stmt(stmt, Scope(nodes, self.base_ctx, ()))
                 self.loop_ir.append((stmt.target.label, nodes))
-                lines = print_c(self.scheduled(nodes))
+                lines = print_c(scheduled(nodes))
                 call = self.outlined(stmt, lines, outlined)
                 body += lines if call is None else [self.call(*call)]
                 names = [a.cname for a in arrays]

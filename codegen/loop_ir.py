@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from tensorlang.dispatch import dispatch
 
 __all__ = ["Line", "Loop", "Branch", "Block", "Parallel", "with_bodies", "print_c", "print_ir", "serial_copies",
-           "PASSES"]
+           "PASSES", "scheduled"]
 
 
 @dataclass
@@ -102,7 +102,8 @@ class _CPrinter:
         if node.parallel is not None:
             p = node.parallel
             red = f" reduction(+:{p.reduction})" if p.reduction else ""
-            self.put(depth, f"#pragma omp parallel for schedule({p.schedule}){red}" + (f" if({p.work})" if p.work else ""))
+            clause = f" if({p.work})" if p.work else ""
+            self.put(depth, f"#pragma omp parallel for schedule({p.schedule}){red}{clause}")
         if node.pragma is not None:
             self.put(depth, f"#pragma {node.pragma}")
         self.put(depth, f"for ({node.init}; {node.cond}; {node.step}) {{")
@@ -181,3 +182,10 @@ def serial_copies(nodes: list) -> list:
 
 # the schedule's passes over the IR, in order (``kernel.explain`` prints the IR after each)
 PASSES = (("serial copies", serial_copies),)
+
+
+def scheduled(nodes: list) -> list:
+    """A statement's loop IR after every pass of ``PASSES``, in order."""
+    for _, run in PASSES:
+        nodes = run(nodes)
+    return nodes

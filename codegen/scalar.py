@@ -1,9 +1,9 @@
 """The scalar printer: C expressions and conditions for one point of a loop nest.
 
-One method per node kind (``_emit_<Class>``, found by ``tensorlang.dispatch``).  Black boxes are printed once each as a C function from
-their SymPy body with SymPy's C99 code printer (so user-registered and derived functions such as
-``relu_d0`` work like built-ins); hash-consed subterms used more than once are computed once into a
-local of the ``Scope`` (the C block being written).  A predicate becomes a C condition gisted against
+One method per node kind (``_emit_<Class>``, found by ``tensorlang.dispatch``).  Black boxes are printed
+once each as a C function from their SymPy body with SymPy's C99 code printer (so user-registered and
+derived functions such as ``relu_d0`` work like built-ins); hash-consed subterms used more than once are
+computed once into a local of the ``Scope`` (the C block being written).  A predicate becomes a C condition gisted against
 what the scope knows (its isl context); relation atoms become CSR or mask lookups (``codegen.sparse``).
 """
 from __future__ import annotations
@@ -103,7 +103,8 @@ class Scope:
 
     def child(self, ctx=None, bound=None, body=None, parallel_ok=None):
         return Scope(self.body if body is None else body, self.ctx if ctx is None else ctx,
-                     self.bound if bound is None else bound, self, self.parallel_ok if parallel_ok is None else parallel_ok)
+                     self.bound if bound is None else bound, self,
+                     self.parallel_ok if parallel_ok is None else parallel_ok)
 
     def line(self, text: str) -> None:
         self.body.append(Line(text))

@@ -29,7 +29,7 @@ from tensorlang.traversal import free_index_vars
 from . import domains as D
 from .groups import Group
 from .ir import TRUE, Reduce, Stmt
-from .loop_ir import PASSES, Parallel
+from .loop_ir import Parallel
 from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
 
@@ -668,7 +668,8 @@ class Schedule:
         sc.line(f"int64_t {k} = {span.init};")
 
         def block(s: Scope) -> None:
-            term(s.loop(j, f"int {j} = 0", f"{j} < {LANES}", f"{j} += 1", pragma="omp simd"), f"{k} + {j}", f"{lane}[{j}]")
+            lanes = s.loop(j, f"int {j} = 0", f"{j} < {LANES}", f"{j} += 1", pragma="omp simd")
+            term(lanes, f"{k} + {j}", f"{lane}[{j}]")
 
         around(sc.loop(k, "", f"{k} + {LANES} <= {end}", f"{k} += {LANES}"), block)
         around(sc.loop(k, "", f"{k} < {end}", f"{k} += 1"), lambda s: term(s, k, f"{lane}[({k} - {span.init}) % {LANES}]"))
@@ -684,13 +685,6 @@ class Schedule:
             return None
         return Parallel(f"dynamic, {chunk}" if chunk is not None else "static", reduction,
                         f"({work}) >= {PARALLEL_WORK}")
-
-    @staticmethod
-    def scheduled(nodes: list) -> list:
-        """A statement's loop IR after the schedule's passes (``loop_ir.PASSES``)."""
-        for _, run in PASSES:
-            nodes = run(nodes)
-        return nodes
 
 
 @dataclass
