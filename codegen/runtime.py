@@ -201,6 +201,8 @@ def address(a: np.ndarray) -> int:
 
 
 UNCHECKED = object()   # ``prepare``'s ``shapes`` when its caller has not asked ``plain``
+PLAIN_FLOATS = (float, np.float64)   # a scalar input a float64 kernel reads as it is
+FLOAT64 = np.dtype(np.float64)
 
 
 class Arguments:
@@ -219,9 +221,9 @@ class Arguments:
         self._transposes: dict = {}  # relation name -> its last transposed CSR (see _transposed)
         # a kernel whose inputs are arrays and pairs of arrays (no relations) prepares a call of arrays it
         # reads as they are from their shapes alone: what the checks found, per tuple of shapes (see plain);
-        # ``(input, projections)`` per component, in the order of the kernel's arguments
+        # ``(input, projections, whether it is a scalar)`` per component, in the order of the kernel's arguments
         self._plain_inputs = None if self.relations else \
-            tuple((i["name"], tuple(c["projs"])) for i in self.inputs for c in i["components"])
+            tuple((i["name"], tuple(c["projs"]), not c["dims"]) for i in self.inputs for c in i["components"])
         self._prepared: dict = {}  # shapes -> (sizes array, output shapes, all below the pool's size)
         self.results = _assembler(meta["structure"], meta["outputs"])
 
@@ -300,32 +302,36 @@ class Arguments:
 
     def plain(self, inputs: dict) -> tuple | None:
         """The shapes of ``inputs`` where they are exactly this kernel's inputs, each a C-contiguous NumPy
-        array of its dtype or a pair (a tuple) of such (what the checks take as it is, so that shapes the
-        checks accepted once are accepted again with the same sizes); None otherwise."""
+        array of its dtype (or, for a scalar of a float64 kernel, a Python or NumPy float) or a pair (a
+        tuple) of such (what the checks take as it is, so that shapes the checks accepted once are accepted
+        again with the same sizes); None otherwise."""
         components = self._plain_inputs
         if components is None or len(inputs) != len(self.inputs):
             return None
         shapes = []
         dtype = self._dtype   # (NumPy's dtype of a native float type is one object: ``is`` tells it)
-        for name, projs in components:
+        for name, projs, scalar in components:
             v = inputs.get(name)
             for k in projs:
                 if type(v) is not tuple or len(v) != 2:
                     return None
                 v = v[k]
+            if scalar and type(v) in PLAIN_FLOATS and dtype is FLOAT64:
+                shapes.append(())
+                continue
             if type(v) is not np.ndarray or v.dtype is not dtype or not v.flags.c_contiguous:
                 return None
             shapes.append(v.shape)
         return tuple(shapes)
 
     def _plain_arguments(self, inputs: dict) -> list:
-        """The arrays of ``inputs`` (which ``plain`` accepted) in argument order."""
+        """The arrays of ``inputs`` (which ``plain`` accepted) in argument order, a float as a 0-d array."""
         args = []
-        for name, projs in self._plain_inputs:
+        for name, projs, scalar in self._plain_inputs:
             v = inputs[name]
             for k in projs:
                 v = v[k]
-            args.append(v)
+            args.append(np.array(v) if scalar and type(v) is not np.ndarray else v)
         return args
 
     def prepare(self, inputs: dict, shapes=UNCHECKED, allocate: bool = True):

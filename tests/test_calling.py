@@ -191,6 +191,29 @@ def test_a_call_prepared_from_the_shapes_of_an_earlier_one_is_checked_as_the_fir
     assert s(x=np.ones(4)) == 4.0 and s(x=np.ones(4)) == 4.0 and s(x=np.ones(0)) == 0.0
 
 
+def test_a_float_scalar_input_takes_the_prepared_call_and_anything_else_is_checked():
+    """A Python or NumPy float for a scalar input of a float64 kernel is read as it is on the prepared call
+    (the ODE solver's step length); an int, a bool, a float for an array input, a float of a float32 kernel
+    and a 0-d array of another dtype take the full checks, with their answers or errors."""
+    k = tl.compile(tl.parse("x : [n]R\nh : R\ngen(i:n) h * x[i]"))
+    x = np.arange(4.0)
+    for h in (0.5, np.float64(-2.0), 0.5, float("inf")):
+        assert k._runner.plain({"x": x, "h": h}) == ((), (4,))   # (in the order of the arguments)
+        np.testing.assert_array_equal(k(x=x, h=h), h * x)
+    for h in (3, True, np.array(2.0, dtype=np.float32), np.float32(1.5), [2.0]):
+        assert k._runner.plain({"x": x, "h": h}) is None
+    np.testing.assert_array_equal(k(x=x, h=3), 3 * x)
+    np.testing.assert_array_equal(k(x=x, h=np.float32(1.5)), 1.5 * x)
+    with pytest.raises(tl.ShapeError, match="input h must be a real scalar of type R, got shape \\(1,\\)"):
+        k(x=x, h=[2.0])
+    with pytest.raises(tl.ShapeError, match="input x has shape \\(\\)"):
+        k(x=2.0, h=1.0)
+    k32 = tl.compile(tl.parse("x : [n]R\nh : R\ngen(i:n) h * x[i]"), dtype="float32")
+    assert k32._runner.plain({"x": x.astype(np.float32), "h": 0.5}) is None
+    with pytest.raises(tl.TensorLangError, match="beyond the range"):
+        k32(x=x.astype(np.float32), h=1e300)
+
+
 def test_pair_inputs_and_nested_results_take_the_prepared_call_and_its_checks():
     """A kernel whose input is a pair of arrays, and whose value nests pairs of arrays and scalars, gives
     on the prepared call (same shapes again) what NumPy gives, and every call that is not plain (a list

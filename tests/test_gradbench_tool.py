@@ -74,6 +74,8 @@ def answers():
         {"kind": "define", "module": "gmm"},
         _evaluate("gmm", "objective", {**GMM, **repeat}),
         _evaluate("gmm", "jacobian", {**GMM, **repeat}),
+        _evaluate("ode", "primal", {"x": ODE_X.tolist(), "s": 12, **repeat}),
+        _evaluate("ode", "gradient", {"x": ODE_X.tolist(), "s": 12, **repeat}),
     )
 
 
@@ -191,6 +193,13 @@ def test_ode_against_numpy_and_differences(answers):
     assert got[19]["success"]
     np.testing.assert_allclose(got[20]["output"], _rk4(ODE_X, 3), rtol=1e-12)
     np.testing.assert_allclose(got[21]["output"], _central(lambda x: _rk4(x, 3)[-1], ODE_X), rtol=1e-6, atol=1e-9)
+
+
+def test_ode_in_runs_of_compiled_steps_against_numpy_and_differences(answers):
+    """12 steps: two calls of the kernel of ``ode.CHUNK`` = 5 steps, then two of the single step."""
+    _, _, got = answers
+    np.testing.assert_allclose(got[25]["output"], _rk4(ODE_X, 12), rtol=1e-12)
+    np.testing.assert_allclose(got[26]["output"], _central(lambda x: _rk4(x, 12)[-1], ODE_X), rtol=1e-6, atol=1e-9)
 
 
 def test_gmm_against_numpy_and_differences(answers):
