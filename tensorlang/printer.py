@@ -23,7 +23,7 @@ import re
 from fractions import Fraction
 
 from .nodes import (
-    Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let, Mul, Or,
+    Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let, Max, Mul, Or,
     Pair, PairType, Pred, Proj, RealType, RelAtom, RelType, SizeVar, Sum, TensorType, TruePred, Type, Var,
     OPERATIONS, walk,
 )
@@ -33,7 +33,8 @@ from .traversal import free_index_vars, free_vars, size_vars
 
 __all__ = ["affine_str", "type_str", "pred_str", "expr_str", "to_source", "TextPrinter", "KEYWORDS"]
 
-KEYWORDS = frozenset({"let", "in", "gen", "sum", "exists", "and", "or", "not", "true", "false"})
+_BINDER_WORDS = {Gen: "gen", Sum: "sum", Max: "max"}
+KEYWORDS = frozenset({"let", "in", "gen", "sum", "max", "min", "exists", "and", "or", "not", "true", "false"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # precedence levels of expressions, loosest first
@@ -211,7 +212,7 @@ class TextPrinter:
     def _level_Let(self, e: Let) -> int:
         return BINDER
 
-    _level_Gen = _level_Sum = _level_Let
+    _level_Gen = _level_Sum = _level_Max = _level_Let
 
     def _level_Add(self, e: Add) -> int:
         return ADD
@@ -278,7 +279,8 @@ class TextPrinter:
         return f"({first}, {second})"
 
     def call(self, fn: str, args: list[str]) -> str:
-        return f"{self.name(fn)}({', '.join(args)})"
+        # the keywords max and min, called with values, are the scalar functions: not quoted
+        return f"{fn if fn in _BINDER_WORDS.values() or fn == 'min' else self.name(fn)}({', '.join(args)})"
 
     def _print_Add(self, e: Add, env: _Env, open_: bool) -> str:
         # a left-nested sum a + b + c is a loop here, not a recursion
@@ -348,8 +350,8 @@ class TextPrinter:
         shown, value, inner = self.let_parts(e, env)
         return self.let(shown, value, self.expr(e.body, inner))
 
-    def _print_Gen(self, e: Gen | Sum, env: _Env, open_: bool) -> str:
-        """A run of generators (or of sums) as one binder: ``gen(i:n, j:m) e``."""
+    def _print_Gen(self, e: Gen | Sum | Max, env: _Env, open_: bool) -> str:
+        """A run of generators (or of sums, or of maxima) as one binder: ``gen(i:n, j:m) e``."""
         kind = type(e)
         bindings = []
         while type(e) is kind:
@@ -358,9 +360,9 @@ class TextPrinter:
             bindings.append((shown, self.extent(e.size, env)))
             env = env.bind(e.var, name, shown)
             e = e.body
-        return self.loop("gen" if kind is Gen else "sum", bindings, self.expr(e, env))
+        return self.loop(_BINDER_WORDS[kind], bindings, self.expr(e, env))
 
-    _print_Sum = _print_Gen
+    _print_Sum = _print_Max = _print_Gen
 
     def let(self, name: str, value: str, body: str) -> str:
         return f"let {name} = {value} in {body}"
