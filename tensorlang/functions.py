@@ -135,6 +135,10 @@ def _sigmoid(u):
     return 0.5 * (1.0 + np.tanh(0.5 * u))
 
 
+def _equal(u, v):
+    return np.equal(u, v).astype(np.float64)
+
+
 def _builtin(name, arity, body, numpy_fn, positive=()) -> FunctionSpec:
     """A built-in black box; its partial derivatives are the table's where it has a smooth entry."""
     return _register(name, arity, body, numpy_fn, positive, SCALAR_DERIVATIVES.get(name))
@@ -157,6 +161,8 @@ _builtin("min", 2, sympy.Min, np.minimum)
 _builtin("log1p", 1, cfunctions.log1p, np.log1p, positive=(0,))
 _builtin("expm1", 1, cfunctions.expm1, np.expm1)
 _builtin("erf", 1, sympy.erf, scipy.special.erf)
+# 1 where its arguments are equal, else 0: what the derivatives of max(i:n) e compare with (derivative 0)
+_builtin("equal", 2, lambda u, v: sympy.Piecewise((1, sympy.Eq(u, v)), (0, True)), _equal)
 
 
 # ------------------------------------------------------------------------------------------------
