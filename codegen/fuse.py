@@ -5,7 +5,7 @@ A binding ``t = gen(g) body`` (after eta-expansion every use is a full access ``
 into its uses (``t[a]`` becomes ``body[g := a]``) when
 
 * it is not used at all (it is dropped), or
-* its body is *cheap*: no sum and at most ``CHEAP_OPS`` operations, so recomputing an element costs
+* its body is *cheap*: no sum (nor maximum) and at most ``CHEAP_OPS`` operations, so recomputing an element costs
   about what loading it does (``diag(x) = gen(i, j) [i = j] * x[i]`` is never materialised: its uses
   become guarded scalars that isl then collapses), or
 * it is used by exactly one access node, *element by element*: the map from the use's iteration
@@ -30,13 +30,13 @@ hoisted.  Everything that remains is one loop nest per binding.
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    Access, Add, Call, Expr, Guard, Mul, Proj, Sum, Var, conj, strip_accesses, tensor, walk,
+    Access, Add, Call, Expr, Guard, Max, Mul, Proj, Sum, Var, conj, strip_accesses, tensor, walk,
 )
 from tensorlang.predicates import injective
 from tensorlang.substitute import rebuild, substitute_index
 from tensorlang.traversal import free_index_vars, free_vars
 
-from .ir import Reduce
+from .ir import MaxReduce, Reduce
 
 __all__ = ["fuse", "is_cheap", "CHEAP_OPS"]
 
@@ -47,7 +47,7 @@ def is_cheap(body: Expr) -> bool:
     """No reduction and at most ``CHEAP_OPS`` arithmetic operations (counted on the DAG)."""
     ops = 0
     for n in walk(body):
-        if isinstance(n, (Sum, Reduce)):
+        if isinstance(n, (Sum, Max, Reduce, MaxReduce)):
             return False
         if isinstance(n, (Add, Mul, Call)):
             ops += 1
@@ -73,7 +73,7 @@ def _uses(var: Var, depth: int, body: Expr, gen_ctx) -> list:
             return
         if isinstance(e, Proj):
             return
-        if isinstance(e, Sum):
+        if isinstance(e, (Sum, Max)):
             visit(e.body, ctx + ((e.var, e.size),), guards)
             return
         if isinstance(e, Guard):
