@@ -62,10 +62,16 @@ def _register(name, arity, body, numpy_fn=None, positive=(), derivative=None) ->
     params = tuple(sympy.Symbol(f"u{k}", real=True) for k in range(arity))
     expr = sympy.sympify(body(*params)) if not isinstance(body, sympy.Lambda) else body(*params)
     if numpy_fn is None:
-        numpy_fn = sympy.lambdify(params, expr, modules="numpy")
+        numpy_fn = sympy.lambdify(params, expr, modules="numpy") if expr.free_symbols else _constant(float(expr))
     spec = FunctionSpec(name, params, expr, numpy_fn, tuple(positive), derivative)
     _REGISTRY[name] = spec
     return spec
+
+
+def _constant(value: float) -> Callable:
+    """The NumPy function of a constant body (a derivative of ``equal``, say): the value in the arguments'
+    broadcast shape, as every other black box returns (a lambdified constant is one number)."""
+    return lambda *args: np.full(np.broadcast(*args).shape, value)
 
 
 def define_function(name: str, body: Callable, *, positive: tuple[int, ...] = ()) -> FunctionSpec:
