@@ -119,13 +119,19 @@ def lift_gen(e, ctx):
 
     The lifted variable gains the index dimension (loop fission; x' : [n]T).  Cost: the value is
     charged n times on both sides (4.29), and an access costs nothing (4.31)."""
+    return _lift_out_of_loop(e, ctx)
+
+
+def _lift_out_of_loop(e, ctx):
+    """``B(i:n) let x = e0 in e1  ->  let x' = gen(i:n) e0 in B(i:n) [x -> x'[i]] e1`` for the binder B of
+    ``e`` (a generator or a maximum)."""
     if not isinstance(e.body, Let):
         return None
     let = e.body
     x = let.var
     x2 = _lifted_var(x, (e.size,), ctx)
     body = substitute_vars(let.body, {x: x2[e.var]})
-    return Let(x2, Gen(e.var, e.size, let.value), Gen(e.var, e.size, body))
+    return Let(x2, Gen(e.var, e.size, let.value), type(e)(e.var, e.size, body))
 
 
 def _sum_chain(e):
@@ -178,13 +184,7 @@ def lift_max(e, ctx):
     times on both sides, the maximum's comparisons stay where they were, and over an empty range
     (n <= 0) neither side evaluates e0.  (A bracket over the let is lifted by 5.9 first: in a maximum's
     body a bracket is a value, 0 where false, and it stays in the body on both sides.)"""
-    if not isinstance(e.body, Let):
-        return None
-    let = e.body
-    x = let.var
-    x2 = _lifted_var(x, (e.size,), ctx)
-    body = substitute_vars(let.body, {x: x2[e.var]})
-    return Let(x2, Gen(e.var, e.size, let.value), Max(e.var, e.size, body))
+    return _lift_out_of_loop(e, ctx)
 
 
 @rule("5.8 let-lift access", Access)
