@@ -68,6 +68,16 @@ def _is_negation(e) -> bool:
     return isinstance(e, Mul) and _is_minus_one(e.left) and not _is_chain(e.right) and not isinstance(e.right, Const)
 
 
+def _minimum(e) -> bool:
+    """``-max(i..) -b``: how ``min(i..) b`` is built (printed as written)."""
+    if not (isinstance(e, Mul) and _is_minus_one(e.left) and isinstance(e.right, Max)):
+        return False
+    body = e.right
+    while isinstance(body, Max):
+        body = body.body
+    return isinstance(body, Mul) and _is_minus_one(body.left)
+
+
 def _is_recip(e) -> bool:
     return isinstance(e, Call) and e.fn == "recip" and len(e.args) == 1
 
@@ -221,7 +231,7 @@ class TextPrinter:
         return MUL
 
     def _level_Mul(self, e: Mul) -> int:
-        return UNARY if _is_negation(e) else MUL
+        return BINDER if _minimum(e) else UNARY if _is_negation(e) else MUL
 
     def _level_Const(self, e: Const) -> int:
         return UNARY if self.number(e.value).startswith("-") else POSTFIX
@@ -241,6 +251,9 @@ class TextPrinter:
         return dispatch(self, "_print_", e, env, open_)
 
     def _print_Mul(self, e: Mul | Guard, env: _Env, open_: bool) -> str:
+        if _minimum(e):  # -max(i..) -b, as min(i..) b is built
+            bindings, negated, inner = self.run_of(e.right, env)
+            return self.loop("min", bindings, self.expr(negated.right, inner))
         if _is_negation(e):
             return self.NEG + self.expr(e.right, env, UNARY, open_)
         return self.chain(e, env, open_)
@@ -352,6 +365,14 @@ class TextPrinter:
 
     def _print_Gen(self, e: Gen | Sum | Max, env: _Env, open_: bool) -> str:
         """A run of generators (or of sums, or of maxima) as one binder: ``gen(i:n, j:m) e``."""
+        bindings, body, env = self.run_of(e, env)
+        return self.loop(_BINDER_WORDS[type(e)], bindings, self.expr(body, env))
+
+    _print_Sum = _print_Max = _print_Gen
+
+    def run_of(self, e: Gen | Sum | Max, env: _Env) -> tuple[list, Expr, _Env]:
+        """The bindings ``(name, extent)`` of a run of binders of ``e``'s class, the body under them and the
+        names in scope there."""
         kind = type(e)
         bindings = []
         while type(e) is kind:
@@ -360,9 +381,7 @@ class TextPrinter:
             bindings.append((shown, self.extent(e.size, env)))
             env = env.bind(e.var, name, shown)
             e = e.body
-        return self.loop(_BINDER_WORDS[kind], bindings, self.expr(e, env))
-
-    _print_Sum = _print_Max = _print_Gen
+        return bindings, e, env
 
     def let(self, name: str, value: str, body: str) -> str:
         return f"let {name} = {value} in {body}"

@@ -51,6 +51,7 @@ def vec(src, **decls):
     ("min(1.5, max(i:n) x[i])", 1.5),
     ("max(i:n, j:n) x[i] - x[j]", 2.0),             # several bindings, as sum
     ("-max(i:n) -x[i]", 1.0),
+    ("max(i:n) -min(j:n) x[i] * x[j]", -1.0),
     ("sum(i:n) max(x[i], 2)", 10.0),
     ("2 * max(i:n) [i != 1] * x[i]", 6.0),          # a binder as the last factor
     ("max(i:n) [i > 3] * x[i]", 0.0),               # a bracket in the body is a value: 0 where false
@@ -67,7 +68,8 @@ def test_the_scalar_functions_and_the_binders_are_told_apart():
     binder = vec("max(i:n) x[i]")
     assert isinstance(tl.to_ssa(binder), tl.Expr) and any(isinstance(n, Max) for n in walk(binder))
     assert repr(vec("max(i:n) max(x[i], 0)")) == "<Expr max(i:n) max(x[i], 0)>"
-    assert repr(vec("min(i:n) x[i]")) == "<Expr -max(i:n) -x[i]>"   # min(i) e is -max(i) -e
+    assert vec("min(i:n) x[i]") == vec("-max(i:n) -x[i]")   # min(i) e is -max(i) -e, printed as min
+    assert repr(vec("-max(i:n) -x[i]")) == "<Expr min(i:n) x[i]>"
     # max and min are keywords now: a name max is written in backquotes, and printed so
     e = tl.parse("`max` : R\nx : [n]R\nmax(i:n) x[i] * `max`")
     assert "`max`" in str(e) and tl.parse(str(e)) == e
@@ -273,7 +275,7 @@ def test_kmeans_value_and_gradient_in_the_centres():
     np.testing.assert_allclose(g(x=x, c=c), want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(tl.compile(g)(x=x, c=c), want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(g(x=x, c=c), central(objective, c), rtol=1e-6, atol=1e-6)
-    assert tl.certify(e, "c", n=20, d=3, K=4).adjoint_ratio <= 4
+    assert tl.certify(e, "c", n=20, m=3, B=4).adjoint_ratio <= 4
 
 
 # -- other targets ---------------------------------------------------------------------------------------
