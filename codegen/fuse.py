@@ -129,6 +129,20 @@ def _narrowed(lets: list, leaves: list) -> None:
             consumer[3] = _replace(consumer[3], repl)
 
 
+def _compared(program: list) -> set:
+    """The variables read in a maximum's body or by ``equal``.  The derivatives of a maximum compare it with
+    the entries it was taken over (``equal(Y[g, r], X[g])``), so both must read the same stored values: a
+    black box or a sum computed again in another loop may round differently (``exp`` vectorised in one
+    loop and not in the other), and then no entry would equal the maximum.  Arithmetic without black boxes
+    or sums rounds the same wherever it is computed, so such a binding is still inlined."""
+    out: set = set()
+    for _, _, _, body in program:
+        for n in walk(body):
+            if isinstance(n, Max) or (isinstance(n, Call) and n.fn == "equal"):
+                out.update(free_vars(n))
+    return out
+
+
 def fuse(lets: list, leaves: list) -> tuple[list, list]:
     """``lets`` and ``leaves`` are lists of ``[var, gen vars, gen sizes, body]``; returns the bindings
     that stay and the updated consumers."""
@@ -140,6 +154,7 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
     for j, c in enumerate(program):
         for v in free_vars(c[3]):
             readers.setdefault(v, set()).add(j)
+    compared = _compared(program)
     kept = []
     for k, (var, gv, gs, body) in enumerate(lets):
         # only the consumers that read var are searched
@@ -152,6 +167,8 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
         cheap = is_cheap(body)
         if cheap and not any(isinstance(n, Call) for n in walk(body)):
             inline = True
+        elif var in compared:
+            inline = False
         elif cheap or total == 1:   # (a black box is computed once per element: inlined where each use is)
             inline = all(injective(index, ctx, conj(*guards)) for us in uses for _, index, ctx, guards in us)
         else:

@@ -236,6 +236,19 @@ def test_drawn_adjoints_satisfy_the_inner_product_identity(item):
     assert np.sum(dy * forward) == pytest.approx(np.sum(adjoint * dx), rel=1e-8, abs=1e-8)
 
 
+@pytest.mark.parametrize("n", [7, 1000, 3000])
+def test_compiled_derivatives_compare_the_stored_entries(n):
+    """The derivatives compare each entry with the maximum (``equal``): a kernel must compare the values it
+    reduced, not a recomputation (a vectorised ``exp`` rounds differently), or no entry would be the
+    maximum and the gradient would be NaN."""
+    x = rng.normal(size=n)
+    for src in ("max(i:n) exp(x[i])", "max(i:n) sin(x[i]) * exp(x[i])", "sum(j:n) max(i:n) exp(x[i] * x[j])"):
+        g = tl.grad(vec(src), "x")
+        got = tl.compile(g)(x=x)
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, g(x=x), rtol=1e-9, atol=1e-12)
+
+
 def test_certified_adjoint_within_the_bound():
     for src in ("max(i:n) x[i]", "gen(j:n) min(i:n) x[i] * x[j]"):
         cert = tl.certify(vec(src), "x", n=50)
@@ -300,6 +313,10 @@ def test_dask_blocks_agree():
         e = tl.parse(src, A="[n][m]R")
         got = tl.compile(e)(A=da.from_array(A, chunks=(7, 9))).compute()
         np.testing.assert_allclose(got, e(A=A))
+        g = tl.grad(e, "A") if e.type is tl.R else tl.adjoint(e, "A")
+        extra = {} if e.type is tl.R else {"dy": np.ones(e(A=A).shape)}
+        got = tl.compile(g)(A=da.from_array(A, chunks=(7, 9)), **extra).compute()
+        np.testing.assert_allclose(got, g(A=A, **extra))
 
 
 def test_same_normal_form_in_every_process():
