@@ -132,9 +132,9 @@ def _narrowed(lets: list, leaves: list) -> None:
 def _compared(program: list) -> set:
     """The variables read in a maximum's body or by ``equal``.  The derivatives of a maximum compare it with
     the entries it was taken over (``equal(Y[g, r], X[g])``), so both must read the same stored values: a
-    black box or a sum computed again in another loop may round differently (``exp`` vectorised in one
-    loop and not in the other), and then no entry would equal the maximum.  Arithmetic without black boxes
-    or sums rounds the same wherever it is computed, so such a binding is still inlined."""
+    value computed again in another loop may round differently (``exp`` vectorised in one loop and not in
+    the other; ``a * b + c`` contracted to a fused multiply-add in one place, as nvcc may), and then no
+    entry would equal the maximum.  Such a binding is inlined only where its value is reads alone."""
     out: set = set()
     for _, _, _, body in program:
         for n in walk(body):
@@ -165,10 +165,10 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
         if total == 0:
             continue  # dead
         cheap = is_cheap(body)
-        if cheap and not any(isinstance(n, Call) for n in walk(body)):
-            inline = True
-        elif var in compared:
+        if var in compared and any(isinstance(n, (Add, Mul, Call, Sum, Max)) for n in walk(body)):
             inline = False
+        elif cheap and not any(isinstance(n, Call) for n in walk(body)):
+            inline = True
         elif cheap or total == 1:   # (a black box is computed once per element: inlined where each use is)
             inline = all(injective(index, ctx, conj(*guards)) for us in uses for _, index, ctx, guards in us)
         else:
