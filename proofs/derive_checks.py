@@ -584,6 +584,7 @@ def check_simplify(programs: int = 10, per_rule: int = 20):
     stats = _stats(_SIMPLIFY_ROWS)
     items = _draw(program_strategy(black_boxes=SMOOTH_FUNCTIONS), 3 * programs, seed=20)
     items += _draw(scalar_programs(black_boxes=SMOOTH_FUNCTIONS), programs, seed=21)
+    items += _draw(max_programs(black_boxes=SMOOTH_FUNCTIONS), programs, seed=23)
     for fixed in _fixed_programs():  # each once, so that their instances (S7's, mostly) are always there
         items += _draw(st.just(fixed), 1, seed=22)
     problems: list = []
