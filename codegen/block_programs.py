@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from tensorlang.nodes import (
-    TRUE, Access, Affine, And, Exists, Expr, Gen, Guard, IndexVar, Node, Or, Pred, R, RelAtom,
+    TRUE, Access, Affine, And, Exists, Expr, Gen, Guard, IndexVar, Max, Node, Or, Pred, R, RelAtom,
     RelType, SizeVar, Sum, TensorType, Type, Var, box, build_lets, compare, conj, strip_accesses,
     strip_gens, tensor,
 )
@@ -84,7 +84,7 @@ def _reads(e, dims: tuple, pred: Pred, out: list, seen: set) -> None:
         _reads(base, dims, pred, out, seen)
     elif isinstance(e, Var):
         out.append(Read(e, (), dims, pred))
-    elif isinstance(e, (Gen, Sum)):
+    elif isinstance(e, (Gen, Sum, Max)):  # a maximum reads its whole range (it is never split)
         _reads(e.body, dims + ((e.var, e.size),), pred, out, seen)
     elif isinstance(e, Guard):
         _atoms(e.pred, dims, pred, out)

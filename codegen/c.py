@@ -33,7 +33,7 @@ from . import domains as D
 from .build import build_c, c_flags, load as load_library
 from .c_runtime import BLAS_HELPERS, c_prelude
 from .groups import find_groups
-from .ir import Array, Program, Reduce, Stmt, path_of
+from .ir import Array, MaxReduce, Program, Reduce, Stmt, path_of
 from .lower import C_RESERVED
 from .loops import User, loop_nest
 from .runtime import Runner
@@ -518,7 +518,19 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                          blockable=csr is None and exact, acc=acc)
         return acc
 
-    def reduce_nest(self, e: Reduce, scope: Scope, add, skip: int | None = None,
+    def _emit_MaxReduce(self, e: MaxReduce, scope: Scope) -> str:
+        """``max(r..) body``: ``-INFINITY`` (the maximum of an empty box), then ``tl_fmax`` at every point of
+        the box (NaN propagates, as in the evaluator), in sequential loops."""
+        acc = self.fresh("max")
+        scope.line(f"real {acc} = -(real)INFINITY;")
+
+        def keep(inner: Scope) -> None:
+            inner.line(f"{acc} = tl_fmax({acc}, {self.expr(e.body, inner)});")
+
+        self.reduce_nest(e, scope.child(parallel_ok=False), keep)
+        return acc
+
+    def reduce_nest(self, e: Reduce | MaxReduce, scope: Scope, add, skip: int | None = None,
                     reduction: str | None = None, blockable: bool = False, acc: str | None = None,
                     lanes: int = 0) -> None:
         """The loops of a reduction over its domain (less the variable at position ``skip``, which a CSR

@@ -5,7 +5,7 @@ A binding ``t = gen(g) body`` (after eta-expansion every use is a full access ``
 into its uses (``t[a]`` becomes ``body[g := a]``) when
 
 * it is not used at all (it is dropped), or
-* its body is *cheap*: no sum and at most ``CHEAP_OPS`` operations, so recomputing an element costs
+* its body is *cheap*: no sum (nor maximum) and at most ``CHEAP_OPS`` operations, so recomputing an element costs
   about what loading it does (``diag(x) = gen(i, j) [i = j] * x[i]`` is never materialised: its uses
   become guarded scalars that isl then collapses), or
 * it is used by exactly one access node, *element by element*: the map from the use's iteration
@@ -30,13 +30,13 @@ hoisted.  Everything that remains is one loop nest per binding.
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    Access, Add, Call, Expr, Guard, Mul, Proj, Sum, Var, conj, strip_accesses, tensor, walk,
+    Access, Add, Call, Expr, Guard, Max, Mul, Proj, Sum, Var, conj, strip_accesses, tensor, walk,
 )
 from tensorlang.predicates import injective
 from tensorlang.substitute import rebuild, substitute_index
 from tensorlang.traversal import free_index_vars, free_vars
 
-from .ir import Reduce
+from .ir import MaxReduce, Reduce
 
 __all__ = ["fuse", "is_cheap", "CHEAP_OPS"]
 
@@ -47,7 +47,7 @@ def is_cheap(body: Expr) -> bool:
     """No reduction and at most ``CHEAP_OPS`` arithmetic operations (counted on the DAG)."""
     ops = 0
     for n in walk(body):
-        if isinstance(n, (Sum, Reduce)):
+        if isinstance(n, (Sum, Max, Reduce, MaxReduce)):
             return False
         if isinstance(n, (Add, Mul, Call)):
             ops += 1
@@ -73,7 +73,7 @@ def _uses(var: Var, depth: int, body: Expr, gen_ctx) -> list:
             return
         if isinstance(e, Proj):
             return
-        if isinstance(e, Sum):
+        if isinstance(e, (Sum, Max)):
             visit(e.body, ctx + ((e.var, e.size),), guards)
             return
         if isinstance(e, Guard):
@@ -129,6 +129,20 @@ def _narrowed(lets: list, leaves: list) -> None:
             consumer[3] = _replace(consumer[3], repl)
 
 
+def _compared(program: list) -> set:
+    """The variables read in a maximum's body or by ``equal``.  The derivatives of a maximum compare it with
+    the entries it was taken over (``equal(Y[g, r], X[g])``), so both must read the same stored values: a
+    value computed again in another loop may round differently (``exp`` vectorised in one loop and not in
+    the other; ``a * b + c`` contracted to a fused multiply-add in one place, as nvcc may), and then no
+    entry would equal the maximum.  Such a binding is inlined only where its value is reads alone."""
+    out: set = set()
+    for _, _, _, body in program:
+        for n in walk(body):
+            if isinstance(n, Max) or (isinstance(n, Call) and n.fn == "equal"):
+                out.update(free_vars(n))
+    return out
+
+
 def fuse(lets: list, leaves: list) -> tuple[list, list]:
     """``lets`` and ``leaves`` are lists of ``[var, gen vars, gen sizes, body]``; returns the bindings
     that stay and the updated consumers."""
@@ -140,6 +154,7 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
     for j, c in enumerate(program):
         for v in free_vars(c[3]):
             readers.setdefault(v, set()).add(j)
+    compared = _compared(program)
     kept = []
     for k, (var, gv, gs, body) in enumerate(lets):
         # only the consumers that read var are searched
@@ -150,7 +165,9 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
         if total == 0:
             continue  # dead
         cheap = is_cheap(body)
-        if cheap and not any(isinstance(n, Call) for n in walk(body)):
+        if var in compared and any(isinstance(n, (Add, Mul, Call, Sum, Max)) for n in walk(body)):
+            inline = False
+        elif cheap and not any(isinstance(n, Call) for n in walk(body)):
             inline = True
         elif cheap or total == 1:   # (a black box is computed once per element: inlined where each use is)
             inline = all(injective(index, ctx, conj(*guards)) for us in uses for _, index, ctx, guards in us)

@@ -16,7 +16,7 @@ have: an access the statement makes only where a guard on sizes holds is not mad
 """
 from __future__ import annotations
 
-from tensorlang.nodes import Access, Affine, Call, Exists, Expr, Guard, Sum, Var, conj, guard, tensor
+from tensorlang.nodes import Access, Affine, Call, Exists, Expr, Guard, Max, Sum, Var, conj, guard, tensor
 from tensorlang.predicates import has_relations, simplify
 from tensorlang.substitute import fresh_name, rebuild
 from tensorlang.traversal import free_index_vars, free_vars
@@ -62,7 +62,7 @@ def hoisted(lets: list, leaves: list) -> tuple[list, list]:
                             tuple((v, s) for v, s in loops if v not in reads), guards, before)
                 memo[key] = out
                 return out
-        if isinstance(e, Sum):
+        if isinstance(e, (Sum, Max)):
             out = rebuild(e, lambda c: rewrite(c, loops + ((e.var, e.size),), guards, before, memo)
                           if c is e.body else c)
         elif isinstance(e, Guard):

@@ -13,14 +13,15 @@ sums, guards and accesses.  Here that becomes:
 * ``Program``: sizes, inputs, relations, statements in order, and the output structure;
   ``str(program)`` prints it (each stage of a kernel prints: ``Kernel.explain``).
 
-``Reduce`` is a node of this package only (hash-consed like the core nodes): ``sum(vars) [pred] * body``.
+``Reduce`` is a node of this package only (hash-consed like the core nodes): ``sum(vars) [pred] * body``;
+``MaxReduce`` is ``max(vars) body``, a run of maxima (``max(i:n) e``) over one box.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from tensorlang.nodes import (
-    TRUE, Access, Affine, Expr, IndexVar, Pred, Proj, R, Sum, TypeCheckError, Var, guard,
+    TRUE, Access, Affine, Expr, IndexVar, Pred, Proj, R, Sum, TypeCheckError, Var, guard, maxes,
 )
 from tensorlang.printer import affine_str, expr_str
 from tensorlang.substitute import rebuild
@@ -37,6 +38,24 @@ class Reduce(Expr):
             raise TypeCheckError("malformed Reduce")
         if not isinstance(self.pred, Pred) or not isinstance(self.body, Expr) or self.body.type is not R:
             raise TypeCheckError("malformed Reduce")
+        self._set_type(R)
+
+
+class MaxReduce(Expr):
+    """``max(v0:s0, v1:s1, ...) body``: a maximum over a box (``-inf`` where it is empty).  Its body's
+    brackets are values (0 where false), never a restriction of the box, so it has no predicate of its
+    own: ``pred`` is ``true``, for the loop nest it shares with ``Reduce``.  Not a ``Reduce``: nothing
+    that schedules, splits or chunks sums applies to it."""
+
+    __slots__ = ()
+    _fields = ("vars", "sizes", "body")
+    pred = TRUE
+
+    def _check(self) -> None:
+        if not all(isinstance(v, IndexVar) for v in self.vars) or len(self.vars) != len(self.sizes):
+            raise TypeCheckError("malformed MaxReduce")
+        if not isinstance(self.body, Expr) or self.body.type is not R:
+            raise TypeCheckError("malformed MaxReduce")
         self._set_type(R)
 
 
@@ -132,13 +151,15 @@ class Program:
 
 
 def core(e: Expr) -> Expr:
-    """``e`` with every ``Reduce`` written as the core nodes it stands for (nested sums over a guard), so
+    """``e`` with every ``Reduce`` (and ``MaxReduce``) written as the core nodes it stands for (nested sums over a guard), so
     that the core printer prints it."""
     if isinstance(e, Reduce):
         out = guard(e.pred, core(e.body))
         for v, s in reversed(list(zip(e.vars, e.sizes))):
             out = Sum(v, s, out)
         return out
+    if isinstance(e, MaxReduce):
+        return maxes(zip(e.vars, e.sizes), core(e.body))
     return rebuild(e, core) if e.children else e
 
 
@@ -163,4 +184,4 @@ def affine_meta(a: Affine) -> list:
     return [a.const, [[v.name, c] for v, c in a.terms]]
 
 
-__all__ = ["Reduce", "Array", "Relation", "Stmt", "Program", "core", "path_of", "affine_meta", "TRUE"]
+__all__ = ["Reduce", "MaxReduce", "Array", "Relation", "Stmt", "Program", "core", "path_of", "affine_meta", "TRUE"]

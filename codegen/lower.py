@@ -9,7 +9,7 @@
    recompute), are substituted into their use; what remains is one statement per binding.
 4. Canonicalise each body: guards pulled out of products (``a * [p] * b`` is ``[p] * (a * b)``), nested
    sums merged into one ``Reduce`` whose predicate collects their guards, so that each reduction's
-   domain is one isl set.
+   domain is one isl set; a run of maxima into one ``MaxReduce``.
 """
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ import re
 from tensorlang.declarations import body_of
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, IndexVar, Mul, Pair, PairType, Proj, R,
-    RelType, Sum, TensorType, Type, Var, conj, let_chain, tensor,
+    FALSE, TRUE, Access, Add, Affine, Call, Const, Expr, Gen, Guard, IndexVar, Max, Mul, Pair, PairType, Proj, R,
+    RelType, Sum, TensorType, Type, Var, conj, let_chain, strip_maxes, tensor,
 )
 from tensorlang.traversal import free_vars, size_vars
 
-from .ir import Array, Program, Reduce, Relation, Stmt
+from .ir import Array, MaxReduce, Program, Reduce, Relation, Stmt
 
 __all__ = ["normalize", "lower", "canon", "C_RESERVED"]
 
@@ -196,7 +196,10 @@ def canon(e: Expr, memo: dict | None = None) -> Expr:
         else:
             out = Reduce((e.var,), (e.size,), p, b)
         out = _shared_reduce(out, memo)
-    elif isinstance(e, Reduce):
+    elif isinstance(e, Max):
+        dims, b = strip_maxes(e)
+        out = MaxReduce(tuple(v for v, _ in dims), tuple(s for _, s in dims), canon(b, memo))
+    elif isinstance(e, (Reduce, MaxReduce)):
         out = e
     else:
         raise UnsupportedError(f"cannot compile a {type(e).__name__} inside a scalar body: {e!r}")

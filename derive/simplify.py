@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from tensorlang.nodes import (
-    FALSE, Access, Add, And, Const, Expr, Gen, Guard, Let, Mul, Pair, Pred, Proj, Sum, Var, box,
+    FALSE, Access, Add, And, Const, Expr, Gen, Guard, Let, Max, Mul, Pair, Pred, Proj, Sum, Var, box,
     build_lets, conj, guard, let_chain, strip_accesses, strip_gens, strip_guards, sum_chain, sums, zero,
 )
 from tensorlang.predicates import implies, injective, solve_unique
@@ -223,7 +223,7 @@ def _visit_occurrences(n: Expr, dims: tuple, var: Var, found: list) -> None:
         if base is var:
             found.append((n, dims))
             return
-    if isinstance(n, (Gen, Sum)):
+    if isinstance(n, (Gen, Sum, Max)):
         _visit_occurrences(n.body, dims + ((n.var, n.size),), var, found)
         return
     for c in n.children:

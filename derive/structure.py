@@ -40,7 +40,7 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Mul, Or, Pred, RelAtom, Sum, Var, box, build_lets, conj,
+    FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Max, Mul, Or, Pred, RelAtom, Sum, Var, box, build_lets, conj,
     disj, gens, guard, let_chain, walk, strip_accesses, strip_gens,
 )
 from tensorlang.predicates import implies, project
@@ -136,7 +136,7 @@ def _bracketed(e: Expr, dims: tuple, context: Pred, known: Supports) -> Expr:
         out = Add(_bracketed(e.left, dims, context, known), _bracketed(e.right, dims, context, known))
         s = support(out, dims, known)
         return out if s is TRUE or _implied(context, s, dims) else Guard(s, out)
-    if isinstance(e, (Sum, Gen)):
+    if isinstance(e, (Sum, Gen, Max)):
         inner = dims + ((e.var, e.size),)
         return type(e)(e.var, e.size, _bracketed(e.body, inner, context, known))
     return rebuild(e, lambda c: _bracketed(c, dims, context, known) if isinstance(c, Expr) else c)

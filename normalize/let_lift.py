@@ -1,4 +1,5 @@
-"""Let-lifting (section 5.1, Fig. 7, rules 5.1-5.10): every ``let`` moves to the top of the program.
+"""Let-lifting (section 5.1, Fig. 7, rules 5.1-5.10, and M1 for a maximum): every ``let`` moves to the top
+of the program.
 
 Postcondition (``normal_forms.is_let_lifted``)::
 
@@ -21,7 +22,7 @@ index dimension keeps its name only when no other variable of the program has it
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    Access, Add, Call, Gen, Guard, Let, Mul, Pair, Proj, Sum, Var, strip_guards, tensor, wrap_guards,
+    Access, Add, Call, Gen, Guard, Let, Max, Mul, Pair, Proj, Sum, Var, strip_guards, tensor, wrap_guards,
 )
 from tensorlang.rules import RuleTable, register_table, rule, var_objects
 from tensorlang.substitute import substitute_vars
@@ -118,13 +119,19 @@ def lift_gen(e, ctx):
 
     The lifted variable gains the index dimension (loop fission; x' : [n]T).  Cost: the value is
     charged n times on both sides (4.29), and an access costs nothing (4.31)."""
+    return _lift_out_of_loop(e, ctx)
+
+
+def _lift_out_of_loop(e, ctx):
+    """``B(i:n) let x = e0 in e1  ->  let x' = gen(i:n) e0 in B(i:n) [x -> x'[i]] e1`` for the binder B of
+    ``e`` (a generator or a maximum)."""
     if not isinstance(e.body, Let):
         return None
     let = e.body
     x = let.var
     x2 = _lifted_var(x, (e.size,), ctx)
     body = substitute_vars(let.body, {x: x2[e.var]})
-    return Let(x2, Gen(e.var, e.size, let.value), Gen(e.var, e.size, body))
+    return Let(x2, Gen(e.var, e.size, let.value), type(e)(e.var, e.size, body))
 
 
 def _sum_chain(e):
@@ -169,6 +176,17 @@ def lift_sum(e, ctx):
     return Let(x2, value, _rebuild_chain(links, new_body, as_gen=False))
 
 
+@rule("M1 let-lift max", Max, polynomial=False)
+def lift_max(e, ctx):
+    """``max(i:n) let x = e0 in e1  ->  let x' = gen(i:n) e0 in max(i:n) [x -> x'[i]] e1``.
+
+    As 5.6 for a generator: the lifted variable gains the index dimension.  The value is charged n
+    times on both sides, the maximum's comparisons stay where they were, and over an empty range
+    (n <= 0) neither side evaluates e0.  (A bracket over the let is lifted by 5.9 first: in a maximum's
+    body a bracket is a value, 0 where false, and it stays in the body on both sides.)"""
+    return _lift_out_of_loop(e, ctx)
+
+
 @rule("5.8 let-lift access", Access)
 def lift_access(e, ctx):
     """``(let x = e0 in e1)[a]  ->  let x = e0 in e1[a]``."""
@@ -208,7 +226,8 @@ def lift_let(e, ctx):
 
 LET_LIFT = register_table(RuleTable(
     "let-lift",
-    [lift_add, lift_mul, lift_call, lift_pair, lift_proj, lift_gen, lift_sum, lift_access, lift_guard, lift_let],
+    [lift_add, lift_mul, lift_call, lift_pair, lift_proj, lift_gen, lift_sum, lift_max, lift_access, lift_guard,
+     lift_let],
     doc="Fig. 7: move every let to the top of the program.",
 ))
 

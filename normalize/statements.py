@@ -8,6 +8,7 @@ A right-hand side ``let X = E`` is one of::
         | gen(i..) [p] * f(X0[i..], ...)                 Map
         | gen(g..) sum(s..) [p] * X0[j0..] * X1[j1..]    BinaryContraction
         | gen(g..) sum(s..) [p] * X0[j..]                UnaryContraction
+        | gen(g..) [p] * max(r..) X0[g.., r..]           MaxReduction
 
 (both contractions are ``Contraction``s; a tensor of pairs is input as ``gen(j..) pi..(x[j..])``), where
 every X is a let-bound variable (not an input) read down to a scalar at index variables: those of the
@@ -27,8 +28,8 @@ from typing import Mapping
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    Access, Add, Affine, Call, Const, Expr, IndexVar, Mul, Pred, Proj, R, Var, conj, gens, let_chain,
-    strip_gens, strip_guards, strip_sums,
+    Access, Add, Affine, Call, Const, Expr, IndexVar, Max, Mul, Pred, Proj, R, Var, conj, gens, let_chain,
+    strip_gens, strip_guards, strip_maxes, strip_sums,
 )
 from tensorlang.traversal import free_vars
 
@@ -36,7 +37,7 @@ from ._util import is_path
 
 __all__ = [
     "Operand", "Statement", "Input", "Constant", "Addition", "Map", "Contraction", "BinaryContraction",
-    "UnaryContraction", "classify", "statements", "read", "bare", "ssa_access", "exact_access", "input_form",
+    "UnaryContraction", "MaxReduction", "classify", "statements", "read", "bare", "ssa_access", "exact_access", "input_form",
     "is_input_statement", "contraction_body",
 ]
 
@@ -117,6 +118,16 @@ class UnaryContraction(Contraction):
     """A contraction of one operand (a sum, or with no sums a guarded copy)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class MaxReduction(Statement):
+    """``gen(g..) [pred] * max(reduced..) X0[g.., reduced..]``: the maximum of the operand over its last
+    dimensions (``min`` is ``-max -``, a map and a contraction around it); the operand is read at exactly
+    the generator then the reduced variables."""
+
+    pred: Pred
+    reduced: tuple
+
+
 # --------------------------------------------------------------------------------------------------
 # the classifier
 
@@ -141,6 +152,12 @@ def classify(var: Var | None, value: Expr, inputs) -> Statement | None:
             return None
         return Map(var=var, value=value, dims=dims, operands=_operands(head.args, inputs), pred=conj(*preds),
                    fn=head.fn)
+    if isinstance(head, Max):
+        reduced, operand = strip_maxes(head)
+        if len(preds) > 1 or not exact_access(operand, inputs, dims + reduced):
+            return None
+        return MaxReduction(var=var, value=value, dims=dims, operands=_operands([operand], inputs),
+                            pred=conj(*preds), reduced=reduced)
     summed, e = strip_sums(body)
     preds, head = strip_guards(e)
     allowed = [v for v, _ in dims] + [v for v, _ in summed]

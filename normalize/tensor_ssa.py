@@ -29,6 +29,8 @@ fix-up 2 holds by construction).  Every statement means exactly what its right s
   folded into the product's bracket; both only lower the cost.  In 5.32 the paper's
   ``sum(i0, i1) [g = i0 = i1] * X0[i0] * X1[i1]`` is written with the sums solved,
   ``[p] * X0[g] * X1[g]``.
+* M2: a run of maxima ``max(r..) e`` puts its body into a statement of its own, read by the SSA form
+  ``gen(g..) [p] * max(r..) X[g.., r..]`` (``statements.MaxReduction``).
 * 5.34 takes the whole summation chain (nested sums and the brackets among them) and the brackets go
   with it into the new contraction: rule 4.30 charges the chain jointly.  A summand that is already a
   product of SSA accesses gives the contraction directly.
@@ -42,9 +44,9 @@ import islpy as isl
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Call, Const, Gen, Guard, IndexVar, Let, Mul, Pair, Proj, Sum, Var,
-    box, build_lets, compare, conj, gens, guard, has_pair, let_chain, strip_accesses, strip_gens, strip_guards,
-    strip_sums, sum_chain, sums, tensor_dims, wrap_guards,
+    FALSE, TRUE, Access, Add, Affine, Call, Const, Gen, Guard, IndexVar, Let, Max, Mul, Pair, Proj, Sum, Var,
+    box, build_lets, compare, conj, gens, guard, has_pair, let_chain, maxes, strip_accesses, strip_gens,
+    strip_guards, strip_maxes, strip_sums, sum_chain, sums, tensor_dims, wrap_guards,
 )
 from tensorlang.rules import RuleTable, register_table, rule, run_pass
 from tensorlang.substitute import substitute_vars
@@ -360,10 +362,30 @@ def ssa_sum(e, ctx):
     return Let(X, value, Let(e.var, new, e.body))
 
 
+@rule("M2 max", Let, polynomial=False)
+@_statement
+def ssa_max(e, ctx):
+    """``gen(g..) [p] * max(r..) e  ->  let X = gen(g.., r..) [p] * e in gen(g..) [p] * max(r..) X[g.., r..]``:
+    the body becomes a statement of its own (normalised by the other rules), read by the SSA form of a
+    maximum.  The whole run of maxima at once, as 5.34 takes a summation chain; a bracket in the body
+    stays in the body, where it is a value (0 where false), not a restriction of the range.  The body is
+    charged at the same points as before, and the maximum's comparisons too."""
+    split = _split(e.value)
+    if split is None:
+        return None
+    dims, p, head = split
+    if not isinstance(head, Max):
+        return None
+    rdims, body = strip_maxes(head)
+    X, value = _new(ctx, gens(tuple(dims) + tuple(rdims), guard(p, body)))
+    new = gens(dims, guard(p, maxes(rdims, X[tuple(v for v, _ in tuple(dims) + tuple(rdims))])))
+    return Let(X, value, Let(e.var, new, e.body))
+
+
 SSA = register_table(RuleTable(
     "tensor-ssa",
     [ssa_variable, ssa_input, ssa_gen_flatten, ssa_guards, ssa_constant, ssa_access_rule, ssa_add, ssa_mul,
-     ssa_call, ssa_sum],
+     ssa_call, ssa_sum, ssa_max],
     doc="Fig. 11-12: every right-hand side into one of the SSA forms of Fig. 10.",
     local=True,
 ))

@@ -11,7 +11,8 @@ the rules through hooks that cost nothing when off: ``forward(expr, sigma, trace
 * **forward (6.1-6.13)**, on the Tensor SSA form of each program, for all differentiable inputs at once.
   Meaning: the whole derivative matches central finite differences (rtol 1e-4).  Cost (Theorem 6.1's
   argument, statement by statement): for each statement ``let X = E``, with the differentials of E's
-  active operands in sigma, ``$(D[E]) <= 3 $(E)``; and ``$(D[program]) <= 4 $(program)``; at the
+  active operands in sigma, ``$(D[E]) <= 3 $(E)``; and ``$(D[program]) <= 4 $(program)``, each with
+  M3's documented allowance of 6 units per point of a maximum's range (``_max_allowance``); at the
   program's input sizes and at a second random set of sizes.  Each rule's row counts the programs (and
   statements) it fired in.
 * **adjoint (6.14-6.29)**: every application recorded by ``Adjoint.run`` is an instance.  Meaning: the
@@ -49,15 +50,15 @@ from tensorlang.derive.adjoint import (
 from tensorlang.derive.forward import FORWARD, Forward, forward
 from tensorlang.derive.simplify import SIMPLIFY, simplify_program
 from tensorlang.nodes import (
-    Const, Guard, IndexVar, Let, Pair, PairType, R, RelType, Var, compare, conj, gens, guard, let_chain,
+    Const, Guard, IndexVar, Let, Pair, PairType, R, RelType, Var, box, compare, conj, gens, guard, let_chain,
     tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
-from tensorlang.normalize.statements import Constant, read
+from tensorlang.normalize.statements import Constant, MaxReduction, classify, read
 from tensorlang.substitute import fresh_var, rebuild, substitute_vars
 from tensorlang.traversal import free_vars
 from tests.oracles import central_difference, inner, random_like
-from tests.strategies import SMOOTH_FUNCTIONS, inputs_for, scalar_programs
+from tests.strategies import SMOOTH_FUNCTIONS, inputs_for, max_programs, scalar_programs
 from tests.strategies import programs as program_strategy
 
 from .registry import RuleStats
@@ -147,6 +148,7 @@ def _forward_sources(programs_per_unit: int):
     return [
         (program_strategy(black_boxes=SMOOTH_FUNCTIONS), 3 * programs_per_unit),
         (_pair_outputs(), programs_per_unit),
+        (max_programs(black_boxes=SMOOTH_FUNCTIONS), programs_per_unit),
     ]
 
 
@@ -205,20 +207,36 @@ def _forward_program(expr, input_sets, stats, per_rule) -> None:
         if dvalue is not None:
             active[var] = Var("d" + var.name, var.type)
             per_statement.append((var, value, dvalue, set(rules)))
+    inputs = frozenset(free_vars(ssa))
     for env in input_sets:
         sizes = _sizes(ssa, env) | {k: v for k, v in env.items()
                                     if k in ssa.free_vars and isinstance(ssa.free_vars[k], RelType)}
+        allowances = 0
         for var, value, dvalue, rules in per_statement:
             before = _cost(Let(var, value, var), sizes)
             after = _cost(Let(active[var], dvalue, active[var]), sizes)
-            if after > 3 * before:
+            allowance = _max_allowance(classify(var, value, inputs), sizes)
+            allowances += allowance
+            if after > 3 * before + allowance:
                 for n in rules & set(checking):
-                    stats[n].fail("cost", f"$(D[E]) = {after} > 3 $(E) = 3 * {before} at {_sizes(ssa, env)} "
-                                          f"for {var.name} = {_show(value)}")
+                    stats[n].fail("cost", f"$(D[E]) = {after} > 3 $(E) + {allowance} = 3 * {before} + {allowance} at "
+                                          f"{_sizes(ssa, env)} for {var.name} = {_show(value)}")
         whole, dwhole = _cost(ssa, sizes), _cost(d, sizes)
-        if dwhole > 4 * whole:
+        if dwhole > 4 * whole + allowances:
             for n in checking:
-                stats[n].fail("cost", f"$(D[e]) = {dwhole} > 4 $(e) = 4 * {whole} at {_sizes(ssa, env)}: {_show(ssa)}")
+                stats[n].fail("cost", f"$(D[e]) = {dwhole} > 4 $(e) + {allowances} = 4 * {whole} + {allowances} at "
+                                      f"{_sizes(ssa, env)}: {_show(ssa)}")
+
+
+def _max_allowance(stmt, sizes) -> int:
+    """M3's documented allowance: 6 units per point of a maximum's range (the maximum again and the two
+    sums of comparisons that give the maximisers' mean tangent), beyond Theorem 6.1's 3 $(E)."""
+    if not isinstance(stmt, MaxReduction):
+        return 0
+    from tensorlang.predicates import count
+
+    dims = stmt.dims + stmt.reduced
+    return 6 * count(conj(box(dims), stmt.pred), tuple(v for v, _ in dims), sizes)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -235,6 +253,7 @@ def _adjoint_sources(programs_per_unit: int):
         (program_strategy(black_boxes=SMOOTH_FUNCTIONS, allow_relations=False), 2 * programs_per_unit),
         (scalar_programs(black_boxes=SMOOTH_FUNCTIONS, allow_relations=False), programs_per_unit),
         (_pair_outputs(), programs_per_unit),
+        (max_programs(black_boxes=SMOOTH_FUNCTIONS), programs_per_unit),
     ]
 
 
@@ -565,6 +584,7 @@ def check_simplify(programs: int = 10, per_rule: int = 20):
     stats = _stats(_SIMPLIFY_ROWS)
     items = _draw(program_strategy(black_boxes=SMOOTH_FUNCTIONS), 3 * programs, seed=20)
     items += _draw(scalar_programs(black_boxes=SMOOTH_FUNCTIONS), programs, seed=21)
+    items += _draw(max_programs(black_boxes=SMOOTH_FUNCTIONS), programs, seed=23)
     for fixed in _fixed_programs():  # each once, so that their instances (S7's, mostly) are always there
         items += _draw(st.just(fixed), 1, seed=22)
     problems: list = []

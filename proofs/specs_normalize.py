@@ -10,7 +10,7 @@ from tensorlang.normalize import (
 )
 from tensorlang.normalize import normal_forms as nf
 from tensorlang.rules import run_pass
-from tests.strategies import N, nested_let_programs, programs
+from tests.strategies import N, max_programs, nested_let_programs, programs
 
 from .registry import PassSpec, register
 
@@ -79,6 +79,7 @@ _SOURCES = (
     ("projected lets", _projected_lets(), 1),
     ("projections", _projections(), 1),
     ("copies", _copies(), 1),
+    ("maxima", max_programs(), 1),
 )
 
 

@@ -10,7 +10,7 @@ import sympy
 
 from tensorlang.dispatch import dispatch
 from tensorlang.nodes import (
-    Access, Add, And, Call, Cmp, Const, Exists, FalsePred, Gen, Guard, IndexVar, Let, Mul, Or, Pair,
+    Access, Add, And, Call, Cmp, Const, Exists, FalsePred, Gen, Guard, IndexVar, Let, Max, Mul, Or, Pair,
     PairType, Proj, RelAtom, RelType, Sum, TensorType, TruePred, Var, walk,
 )
 from tensorlang.traversal import free_index_vars, free_vars
@@ -19,8 +19,8 @@ __all__ = ["symbolic_inputs", "symbolic_value", "same_polynomials", "is_polynomi
 
 
 def is_polynomial(expr) -> bool:
-    """No black box: the program's value is a polynomial of its inputs' entries."""
-    return not any(isinstance(n, Call) for n in walk(expr))
+    """No black box and no maximum: the program's value is a polynomial of its inputs' entries."""
+    return not any(isinstance(n, (Call, Max)) for n in walk(expr))
 
 
 def _size(a, sizes) -> int:

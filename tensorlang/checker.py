@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .errors import BoundsError, TypeCheckError
 from .nodes import (
-    TRUE, Access, Affine, Exists, Expr, Gen, Guard, IndexVar, Let, Pred, Sum, TensorType, box, compare, conj,
+    TRUE, Access, Affine, Exists, Expr, Gen, Guard, IndexVar, Let, Max, Pred, Sum, TensorType, box, compare, conj,
     disj, type_size_vars, walk,
 )
 from .spelling import did_you_mean
@@ -40,7 +40,7 @@ def _stray_size_hint(expr: Expr, err: BoundsError) -> str:
     for v in free_vars(expr):
         sized.update(type_size_vars(v.type))
     for n in walk(expr):
-        if isinstance(n, (Gen, Sum, Exists)):
+        if isinstance(n, (Gen, Sum, Max, Exists)):
             sized.update(n.size.size_vars)
         elif isinstance(n, Let):
             sized.update(type_size_vars(n.var.type))
@@ -60,7 +60,7 @@ def _check_bounds(e, dims: tuple, ids: tuple, pred: Pred, seen: set) -> None:
     if isinstance(e, Access):
         _prove_in_range(e, dims, pred)
         _check_bounds(e.tensor, dims, ids, pred, seen)
-    elif isinstance(e, (Gen, Sum)):
+    elif isinstance(e, (Gen, Sum, Max)):
         _check_bounds(e.body, dims + ((e.var, e.size),), ids + (id(e.var),), pred, seen)
     elif isinstance(e, Guard):
         _check_bounds(e.body, dims, ids, conj(pred, e.pred), seen)

@@ -20,8 +20,8 @@ from .declarations import body_of
 from .dispatch import dispatch
 from .errors import TypeCheckError, UnsupportedError
 from .nodes import (
-    TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType, Pred,
-    Proj, RelType, Sum, TensorType, Type, Var, box, conj, strip_guards, sum_chain,
+    TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Max, Mul, Pair, PairType, Pred,
+    Proj, RelType, Sum, TensorType, Type, Var, box, compare, conj, strip_guards, sum_chain,
 )
 from .traversal import free_vars
 
@@ -135,6 +135,12 @@ class _Charges:
         for v, s in reversed(bound):
             local = Exists(v, s, local)
         self.terms.append(CostTerm(-1, ctx.dims, conj(ctx.pred, local), "4.30"))
+
+    def _cost_Max(self, e: Max, ctx: _Context) -> None:  # as 4.30: one comparison per point of the range
+        inner = ctx.loop(e.var, e.size)
+        self.terms.append(CostTerm(1, inner.dims, inner.pred, "max"))
+        self.charge(e.body, inner)
+        self.terms.append(CostTerm(-1, ctx.dims, conj(ctx.pred, compare("<", 0, e.size)), "max"))
 
     def _cost_Access(self, e: Access, ctx: _Context) -> None:  # 4.31
         self.charge(e.tensor, ctx)

@@ -23,7 +23,7 @@ from .functions import lookup
 from .inputs import Binding, bind
 from .nodes import (
     OPERATIONS, Access, Add, Affine, And, Call, Cmp, Const, Declare, Exists, Expr, FalsePred, Gen, Guard, IndexVar,
-    Let, Mul, Or, Pair, PairType, Pred, Proj, R, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
+    Let, Max, Mul, Or, Pair, PairType, Pred, Proj, R, RealType, RelAtom, Sum, TensorType, TruePred, Type, Var,
 )
 from .traversal import free_vars
 
@@ -71,7 +71,7 @@ def _largest_nest(node, binding: Binding, memo=None) -> tuple[int, str]:
         children = [c for f in node.children for c in (f if isinstance(f, tuple) else (f,))]
         inner = [_largest_nest(c, binding, memo) for c in children if isinstance(c, (Expr, Pred))]
         hit = max(inner, key=lambda r: r[0], default=(1, ""))
-        if isinstance(node, (Gen, Sum, Exists)):
+        if isinstance(node, (Gen, Sum, Max, Exists)):
             from .printer import affine_str
 
             loop = f"{node.var.name}:{affine_str(node.size)}"
@@ -246,6 +246,15 @@ class Evaluator:
         if body.shape[d] == 1:
             return np.take(body, 0, axis=d) * n + 0.0
         return body.sum(axis=d) + 0.0
+
+    def _eval_Max(self, e: Max, scope: Scope):
+        n = self.binding.size(e.size)
+        d = scope.depth
+        if n <= 0:  # the maximum over an empty range is -inf, whatever its body would be
+            return np.full((1,) * d, -np.inf)
+        body = self.expr(e.body, scope.push(e.var, n))
+        # NaN propagates, as through the scalar max (and a kernel's tl_fmax)
+        return np.take(body, 0, axis=d) if body.shape[d] == 1 else body.max(axis=d)
 
     def _contraction(self, e: Sum, scope: Scope):
         """``sum(i...) f0 * f1 * ...`` as one einsum over the factors (BLAS where it applies)."""

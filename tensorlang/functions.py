@@ -62,10 +62,16 @@ def _register(name, arity, body, numpy_fn=None, positive=(), derivative=None) ->
     params = tuple(sympy.Symbol(f"u{k}", real=True) for k in range(arity))
     expr = sympy.sympify(body(*params)) if not isinstance(body, sympy.Lambda) else body(*params)
     if numpy_fn is None:
-        numpy_fn = sympy.lambdify(params, expr, modules="numpy")
+        numpy_fn = sympy.lambdify(params, expr, modules="numpy") if expr.free_symbols else _constant(float(expr))
     spec = FunctionSpec(name, params, expr, numpy_fn, tuple(positive), derivative)
     _REGISTRY[name] = spec
     return spec
+
+
+def _constant(value: float) -> Callable:
+    """The NumPy function of a constant body (a derivative of ``equal``, say): the value in the arguments'
+    broadcast shape, as every other black box returns (a lambdified constant is one number)."""
+    return lambda *args: np.full(np.broadcast(*args).shape, value)
 
 
 def define_function(name: str, body: Callable, *, positive: tuple[int, ...] = ()) -> FunctionSpec:
@@ -135,6 +141,10 @@ def _sigmoid(u):
     return 0.5 * (1.0 + np.tanh(0.5 * u))
 
 
+def _equal(u, v):
+    return np.equal(u, v).astype(np.float64)
+
+
 def _builtin(name, arity, body, numpy_fn, positive=()) -> FunctionSpec:
     """A built-in black box; its partial derivatives are the table's where it has a smooth entry."""
     return _register(name, arity, body, numpy_fn, positive, SCALAR_DERIVATIVES.get(name))
@@ -157,6 +167,8 @@ _builtin("min", 2, sympy.Min, np.minimum)
 _builtin("log1p", 1, cfunctions.log1p, np.log1p, positive=(0,))
 _builtin("expm1", 1, cfunctions.expm1, np.expm1)
 _builtin("erf", 1, sympy.erf, scipy.special.erf)
+# 1 where its arguments are equal, else 0: what the derivatives of max(i:n) e compare with (derivative 0)
+_builtin("equal", 2, lambda u, v: sympy.Piecewise((1, sympy.Eq(u, v)), (0, True)), _equal)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -105,7 +105,7 @@ class LatexPrinter(TextPrinter):
         return self.affine(size - 1, env)
 
     def loop(self, kind: str, bindings: list[tuple[str, str]], body: str) -> str:
-        symbol = {"gen": GEN, "sum": r"\sum", "exists": r"\exists"}[kind]
+        symbol = {"gen": GEN, "sum": r"\sum", "max": r"\max", "min": r"\min", "exists": r"\exists"}[kind]
         return "".join(f"{symbol}_{{{n}=0}}^{{{s}}} " for n, s in bindings) + body
 
     def let_line(self, name: str, value: str) -> str:

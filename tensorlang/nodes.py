@@ -788,6 +788,23 @@ class Sum(Expr):
         self._set_type(R)
 
 
+class Max(Expr):
+    """The maximum ``max(var:size) body`` of a scalar body over ``var = 0 .. size-1`` (``-inf`` over an
+    empty range).  Not a ``Sum``: no rule for sums (distributing a product, moving a bracket into the
+    domain, splitting an addition) holds for it.  ``min(i:n) e`` is ``-max(i:n) -e``."""
+
+    __slots__ = ()
+    _fields = ("var", "size", "body")
+
+    def _check(self) -> None:
+        if not isinstance(self.var, IndexVar):
+            raise TypeCheckError("max binds an index variable")
+        if not isinstance(self.size, Affine) or self.size.index_vars:
+            raise TypeCheckError(f"the range of {self.var.name} must be affine in size variables")
+        _scalar(self.body, f"the body of max({self.var.name})")
+        self._set_type(R)
+
+
 class Access(Expr):
     """Tensor access ``e[index]`` with an affine index (4.11)."""
 
@@ -858,7 +875,7 @@ class Declare(Expr):
         self._set_type(self.body.type)
 
 
-BINDERS = (Gen, Sum, Exists)  # the nodes that bind an index variable: ``var`` over ``[0, size)`` in ``body``
+BINDERS = (Gen, Sum, Max, Exists)  # the nodes that bind an index variable: ``var`` over ``[0, size)`` in ``body``
 
 
 def gens(pairs: Iterable[tuple[IndexVar, object]], body: Expr) -> Expr:
@@ -925,6 +942,18 @@ def sum_chain(e: Expr) -> tuple[tuple[tuple[IndexVar, Affine], ...], tuple[Pred,
             preds.append(e.pred)
         e = e.body
     return tuple(dims), tuple(preds), e
+
+
+def maxes(pairs: Iterable[tuple[IndexVar, object]], body: Expr) -> Expr:
+    """``max(i0:s0, i1:s1, ...) body``."""
+    for var, size in reversed(list(pairs)):
+        body = Max(var, as_affine(size), body)
+    return body
+
+
+def strip_maxes(e: Expr) -> tuple[tuple[tuple[IndexVar, Affine], ...], Expr]:
+    """``max(i0:s0) max(i1:s1) ... body`` as ``(((i0, s0), (i1, s1), ...), body)``: the inverse of ``maxes``."""
+    return _strip_binders(e, Max)
 
 
 def strip_accesses(e: Expr) -> tuple[tuple[Affine, ...], Expr]:

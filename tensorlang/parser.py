@@ -34,7 +34,7 @@ from .errors import ParseError, SourceLocation, TensorLangError, TypeCheckError
 from .declarations import declare
 from .functions import is_function, lookup
 from .nodes import (
-    FALSE, R, TRUE, Access, Add, Affine, And, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Or,
+    FALSE, R, TRUE, Access, Add, Affine, And, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Max, Mul, Or,
     Pair, PairType, Pred, Proj, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare, negate,
     type_size_vars,
 )
@@ -108,7 +108,7 @@ _UNICODE_TWINS = {"GEN_U", "SUM_U", "EXISTS_U", "AND_U", "OR_U", "NOT_U", "LE_U"
 _CMP = {"LT", "LE", "EQ", "GT", "GE", "NE"}
 # groups of expected tokens that read better as one word; the first that fits wins
 _GROUPS = [
-    ({"GEN", "SUM", "LET", "NAME", "INT", "FLOAT", "LPAR", "MINUS", "LBRACK"}, "an expression"),
+    ({"GEN", "SUM", "MAX", "MIN", "LET", "NAME", "INT", "FLOAT", "LPAR", "MINUS", "LBRACK"}, "an expression"),
     ({"TRUE", "FALSE", "EXISTS", "NOT", "NAME", "INT", "LPAR", "MINUS"}, "a predicate"),
     ({"REAL_T", "REL", "LBRACK", "LPAR"}, "a type (R, [n]T, (T0, T1) or rel[n, ...])"),
     ({"NAME", "INT", "FLOAT", "MINUS", "LPAR"}, "an affine expression (an index or a size)"),
@@ -164,7 +164,7 @@ _CHAR_HINTS = {"^": _POWER, "&": "a conjunction is written 'and'", "|": "a disju
 
 
 # the keywords a misspelling may have meant, by the token the parser would take for each
-_KEYWORDS = {"LET": "let", "IN": "in", "GEN": "gen", "SUM": "sum", "EXISTS": "exists", "AND": "and", "OR": "or",
+_KEYWORDS = {"LET": "let", "IN": "in", "GEN": "gen", "SUM": "sum", "MAX": "max", "MIN": "min", "EXISTS": "exists", "AND": "and", "OR": "or",
              "NOT": "not", "TRUE": "true", "FALSE": "false"}
 _BINDER_OPEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*[A-Za-z_][A-Za-z0-9_]*\s*$")
 _LAST_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s+$")
@@ -191,7 +191,7 @@ def _misspelt_keyword(tok: Token, accepts: set, before: str) -> str | None:
             return f"{tok.value!r} is not a keyword; did you mean {word!r}?"
     opened = _BINDER_OPEN.search(before) if tok.type == "COLON" else None
     if opened is not None:
-        word = _close_keyword(opened.group(1), ["gen", "sum", "exists"])
+        word = _close_keyword(opened.group(1), ["gen", "sum", "max", "min", "exists"])
         if word is not None:
             return f"{opened.group(1)!r} is not a keyword; did you mean {word!r}?"
     last = _LAST_WORD.search(before) if tok.type == "NAME" else None
@@ -209,7 +209,7 @@ def _in_type(before: str) -> bool:
 def _binder_open(before: str) -> bool:
     """Whether the text before ends in ``gen(``, ``sum(`` or ``exists(`` and a name."""
     head = before.rstrip().rsplit("(", 1)[0]
-    return any(_after_word(head, w) for w in ("gen", "sum", "exists", "⊞", "Σ", "∑", "∃"))
+    return any(_after_word(head, w) for w in ("gen", "sum", "max", "min", "exists", "⊞", "Σ", "∑", "∃"))
 
 
 def _describe(tok: Token) -> str:
@@ -621,8 +621,9 @@ class _Elaborator:
     def e_call(self, tree) -> Expr:
         name_tree, *arg_trees = tree.children
         arg_trees = [a for a in arg_trees if a is not None]
-        name = self.name(name_tree)
-        b = self.scope.get(name)
+        # ``max``/``min`` are keywords (binders); called with values they are the scalar functions
+        name = str(name_tree) if isinstance(name_tree, Token) else self.name(name_tree)
+        b = None if isinstance(name_tree, Token) else self.scope.get(name)
         if b is not None and b.kind == "relation":
             raise self.error(f"{name} is a relation, used only inside a predicate, as in [{name}(i, j)] * e", name_tree)
         if b is not None:
@@ -689,6 +690,21 @@ class _Elaborator:
 
     def e_sum(self, tree) -> Expr:
         return self._loop(tree, Sum)
+
+    def e_maxred(self, tree) -> Expr:
+        """``max(i:n, ..) e``, and ``min(i:n, ..) e`` as ``-max(i:n, ..) -e``."""
+        kw, bindings, body_tree = tree.children
+        vars_ = self.binders(bindings)
+        body = self.expr(body_tree)
+        for _, _, name in vars_:
+            self.unbind(name)
+        self.scalar(body, f"the body of {kw}({vars_[-1][2]})", body_tree)
+        negate = kw.type == "MIN"
+        if negate:
+            body = self.located(kw, Mul, Const(-1), body)
+        for var, size, _ in reversed(vars_):
+            body = self.located(kw, Max, var, size, body)
+        return self.located(kw, Mul, Const(-1), body) if negate else body
 
     def e_let(self, tree) -> Expr:
         kw, name_tree, type_tree, _, value_tree, _, body_tree = tree.children

@@ -23,7 +23,7 @@ import re
 from fractions import Fraction
 
 from .nodes import (
-    Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let, Mul, Or,
+    Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let, Max, Mul, Or,
     Pair, PairType, Pred, Proj, RealType, RelAtom, RelType, SizeVar, Sum, TensorType, TruePred, Type, Var,
     OPERATIONS, walk,
 )
@@ -33,7 +33,8 @@ from .traversal import free_index_vars, free_vars, size_vars
 
 __all__ = ["affine_str", "type_str", "pred_str", "expr_str", "to_source", "TextPrinter", "KEYWORDS"]
 
-KEYWORDS = frozenset({"let", "in", "gen", "sum", "exists", "and", "or", "not", "true", "false"})
+_BINDER_WORDS = {Gen: "gen", Sum: "sum", Max: "max"}
+KEYWORDS = frozenset({"let", "in", "gen", "sum", "max", "min", "exists", "and", "or", "not", "true", "false"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # precedence levels of expressions, loosest first
@@ -65,6 +66,16 @@ def _is_chain(e) -> bool:
 def _is_negation(e) -> bool:
     """``Mul(Const(-1), x)`` printed as the unary ``-x`` (x not a product or a constant)."""
     return isinstance(e, Mul) and _is_minus_one(e.left) and not _is_chain(e.right) and not isinstance(e.right, Const)
+
+
+def _minimum(e) -> bool:
+    """``-max(i..) -b``: how ``min(i..) b`` is built (printed as written)."""
+    if not (isinstance(e, Mul) and _is_minus_one(e.left) and isinstance(e.right, Max)):
+        return False
+    body = e.right
+    while isinstance(body, Max):
+        body = body.body
+    return isinstance(body, Mul) and _is_minus_one(body.left)
 
 
 def _is_recip(e) -> bool:
@@ -211,7 +222,7 @@ class TextPrinter:
     def _level_Let(self, e: Let) -> int:
         return BINDER
 
-    _level_Gen = _level_Sum = _level_Let
+    _level_Gen = _level_Sum = _level_Max = _level_Let
 
     def _level_Add(self, e: Add) -> int:
         return ADD
@@ -220,7 +231,7 @@ class TextPrinter:
         return MUL
 
     def _level_Mul(self, e: Mul) -> int:
-        return UNARY if _is_negation(e) else MUL
+        return BINDER if _minimum(e) else UNARY if _is_negation(e) else MUL
 
     def _level_Const(self, e: Const) -> int:
         return UNARY if self.number(e.value).startswith("-") else POSTFIX
@@ -240,6 +251,9 @@ class TextPrinter:
         return dispatch(self, "_print_", e, env, open_)
 
     def _print_Mul(self, e: Mul | Guard, env: _Env, open_: bool) -> str:
+        if _minimum(e):  # -max(i..) -b, as min(i..) b is built
+            bindings, negated, inner = self.run_of(e.right, env)
+            return self.loop("min", bindings, self.expr(negated.right, inner))
         if _is_negation(e):
             return self.NEG + self.expr(e.right, env, UNARY, open_)
         return self.chain(e, env, open_)
@@ -278,7 +292,8 @@ class TextPrinter:
         return f"({first}, {second})"
 
     def call(self, fn: str, args: list[str]) -> str:
-        return f"{self.name(fn)}({', '.join(args)})"
+        # the keywords max and min, called with values, are the scalar functions: not quoted
+        return f"{fn if fn in _BINDER_WORDS.values() or fn == 'min' else self.name(fn)}({', '.join(args)})"
 
     def _print_Add(self, e: Add, env: _Env, open_: bool) -> str:
         # a left-nested sum a + b + c is a loop here, not a recursion
@@ -348,8 +363,16 @@ class TextPrinter:
         shown, value, inner = self.let_parts(e, env)
         return self.let(shown, value, self.expr(e.body, inner))
 
-    def _print_Gen(self, e: Gen | Sum, env: _Env, open_: bool) -> str:
-        """A run of generators (or of sums) as one binder: ``gen(i:n, j:m) e``."""
+    def _print_Gen(self, e: Gen | Sum | Max, env: _Env, open_: bool) -> str:
+        """A run of generators (or of sums, or of maxima) as one binder: ``gen(i:n, j:m) e``."""
+        bindings, body, env = self.run_of(e, env)
+        return self.loop(_BINDER_WORDS[type(e)], bindings, self.expr(body, env))
+
+    _print_Sum = _print_Max = _print_Gen
+
+    def run_of(self, e: Gen | Sum | Max, env: _Env) -> tuple[list, Expr, _Env]:
+        """The bindings ``(name, extent)`` of a run of binders of ``e``'s class, the body under them and the
+        names in scope there."""
         kind = type(e)
         bindings = []
         while type(e) is kind:
@@ -358,9 +381,7 @@ class TextPrinter:
             bindings.append((shown, self.extent(e.size, env)))
             env = env.bind(e.var, name, shown)
             e = e.body
-        return self.loop("gen" if kind is Gen else "sum", bindings, self.expr(e, env))
-
-    _print_Sum = _print_Gen
+        return bindings, e, env
 
     def let(self, name: str, value: str, body: str) -> str:
         return f"let {name} = {value} in {body}"

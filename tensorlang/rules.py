@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from .declarations import keeps_declarations
-from .nodes import TRUE, Affine, Expr, Gen, Let, Node, Sum, Type, Var, conj
+from .nodes import TRUE, Affine, Expr, Gen, Let, Max, Node, Sum, Type, Var, conj
 from .substitute import freshen, rebuild
 
 __all__ = [
@@ -540,7 +540,7 @@ class ScopedDriver:
     simplification rules of ``derive/simplify.py``).  At each node the first rule of the table for its
     kind that applies (``fn(node, scope)`` returns a node, not ``None``) gives the result, and is
     responsible for the node's children (through ``scope.visit``); where none applies, the children are
-    visited (a generator's body with its loop added) and the node rebuilt.  A binder that shadows an
+    visited (a generator's or a maximum's body with its loop added) and the node rebuilt.  A binder that shadows an
     enclosing loop variable gets a fresh variable first.  ``trace`` (a list) receives ``(rule name,
     before, after)`` for every step."""
 
@@ -552,15 +552,15 @@ class ScopedDriver:
         return self.visit(expr, Scope(self, (), TRUE))
 
     def visit(self, e: Expr, scope: Scope) -> Expr:
-        if isinstance(e, (Gen, Sum)) and any(e.var is v for v, _ in scope.loops):
+        if isinstance(e, (Gen, Sum, Max)) and any(e.var is v for v, _ in scope.loops):
             e = freshen(e)  # a binder shadowing an enclosing one: give it its own variable
         for r in self.table.rules_for(e):
             out = r.fn(e, scope)
             if out is not None:
                 return out
-        if isinstance(e, Gen):
+        if isinstance(e, (Gen, Max)):
             body = scope.visit(e.body, ((e.var, e.size),))
-            return Gen(e.var, e.size, body) if body is not e.body else e
+            return type(e)(e.var, e.size, body) if body is not e.body else e
         if isinstance(e, Let):
             value, body = scope.visit(e.value), scope.visit(e.body)
             return e if value is e.value and body is e.body else Let(e.var, value, body)

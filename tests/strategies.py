@@ -42,7 +42,7 @@ local module, so that any edit anywhere in the package, or another set of import
 change derandomised draws; ``without_local_constants()`` turns that off (``tests/conftest.py`` for the
 repeatable profile, ``python -m proofs`` always), and the draws depend on the strategies alone.
 
-Public strategies: ``programs``, ``scalar_programs``, ``nested_let_programs``, ``program_and_inputs``,
+Public strategies: ``programs``, ``scalar_programs``, ``nested_let_programs``, ``max_programs``, ``program_and_inputs``,
 ``inputs_for``, ``values`` and ``sizes``; the input declarations are ``INPUTS``.
 """
 from __future__ import annotations
@@ -55,14 +55,14 @@ from hypothesis.extra import numpy as hnp
 
 from tensorlang.functions import lookup
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Mul, Pair, PairType,
+    FALSE, TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Max, Mul, Pair, PairType,
     Pred, Proj, R, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare, conj, disj, has_pair, negate,
     tensor, walk,
 )
 from tensorlang.traversal import free_vars, value_inputs
 
 __all__ = [
-    "BUILTIN_FUNCTIONS", "SMOOTH_FUNCTIONS", "INPUTS", "programs", "scalar_programs", "nested_let_programs",
+    "BUILTIN_FUNCTIONS", "SMOOTH_FUNCTIONS", "INPUTS", "programs", "scalar_programs", "nested_let_programs", "max_programs",
     "program_and_inputs", "inputs_for", "values", "sizes", "type_shape",
 ]
 
@@ -835,6 +835,39 @@ def nested_let_programs(
     ctx, t = _start(draw, scalar_output, allow_pairs, allow_relations, allow_black_boxes, True, black_boxes)
     e = _nested(draw, ctx, t, max(max_depth, 1), draw(st.integers(1, 2)))
     return _ensure_input(draw, ctx, e)
+
+
+@st.composite
+def max_programs(draw, black_boxes: tuple[str, ...] | None = None, allow_lets: bool = True) -> Expr:
+    """Programs with a maximum or a minimum (``min(k) e`` is ``-max(k) -e``) of a drawn scalar body that
+    reads ``x[k]`` or ``A[i, k]``: scalar outputs, rows of a matrix (``gen(i:n) max(k:m) ..``), a sum of
+    minima (k-means), a bracket inside the body (a value, 0 where false) or around the maximum, lets in
+    the body now and then.  No relations and no pairs; real inputs in [-2, 2] make ties unlikely except
+    where the body is constant over the range (every entry equal: a tie that keeps its derivative)."""
+    body = draw(programs(max_depth=2, scalar_output=True, allow_pairs=False, allow_relations=False,
+                         allow_lets=allow_lets, black_boxes=black_boxes))
+    k, i = IndexVar("k"), IndexVar("i")
+    x, A = Var("x", T_N), Var("A", T_NM)
+    rows = draw(st.booleans())
+    entry = A[Affine.var(i)][Affine.var(k)] if rows else x[Affine.var(k)]
+    size = M if rows else N
+    how = draw(st.integers(0, 3))
+    e = (entry * body, entry + body, entry, Mul(entry, entry) + body)[how]
+    if draw(st.booleans()):
+        e = Guard(compare("<", Affine.var(k), size - 1) if draw(st.booleans()) else compare("!=", Affine.var(k), 0), e)
+    if allow_lets and draw(st.booleans()):
+        t = Var("t_max", R)
+        e = Let(t, e, Mul(t, t) + t)
+    minimum = draw(st.booleans())
+    red = Max(k, size, Mul(Const(-1), e) if minimum else e)
+    red = Mul(Const(-1), red) if minimum else red
+    if not rows:
+        return red + body if draw(st.booleans()) else red
+    out = Gen(i, N, red)
+    if draw(st.booleans()):
+        j = IndexVar("j")
+        return Sum(j, N, Mul(out[Affine.var(j)], out[Affine.var(j)]))
+    return out
 
 
 def _nested(draw, ctx: _Ctx, t: Type, depth: int, binders: int) -> Expr:

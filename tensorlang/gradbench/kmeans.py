@@ -2,10 +2,10 @@
 direction ``dir = g / (H 1)`` (the gradient in ``c`` over the Hessian along the all-ones direction, entry by
 entry).
 
-The language has no min-reduction, so this eval is Python differentiated by ``tensorlang.ad``: the cost in
-NumPy (squared distances by one matrix product, then the minimum over centroids), its gradient by
-``ad.grad`` and the Hessian along ones by forward over reverse (``ad.jvp`` of the gradient), as GradBench's
-JAX tool does with ``jax.jvp(jax.grad(...))``."""
+This eval is Python differentiated by ``tensorlang.ad`` (the language's ``min(k:K) e`` writes the cost too:
+``examples/kmeans.tl``): the cost in NumPy (squared distances by one matrix product, then the minimum over
+centroids), its gradient by ``ad.grad`` and the Hessian along ones by forward over reverse (``ad.jvp`` of
+the gradient), as GradBench's JAX tool does with ``jax.jvp(jax.grad(...))``."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,9 +1,8 @@
 """GradBench's ``lse``: ``log(sum(exp(x)))`` and its gradient (the softmax).
 
-The tensor language has no max-reduction, so the program takes the shift ``c`` as an input:
-``c + log(sum(i:n) exp(x[i] - c))`` equals the log-sum-exp for every ``c`` (its derivative in ``c`` is 0),
-and with ``c = max(x)`` (NumPy, inside the timed function) no ``exp`` overflows.  Its gradient in ``x`` at
-fixed ``c`` is the whole gradient."""
+The program shifts the exponentials by the maximum, ``m + log(sum(i:n) exp(x[i] - m))`` with
+``m = max(i:n) x[i]`` (``examples/logsumexp.tl``), so that no ``exp`` overflows; its gradient is the
+softmax (at ties the maximum's share of the cotangent is split equally, and cancels exactly)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +12,8 @@ from .runs import Function
 
 LSE = tl.parse("""
 x : [n]R
-c : R
-c + log(sum(i:n) exp(x[i] - c))
+let m = max(i:n) x[i] in
+m + log(sum(i:n) exp(x[i] - m))
 """)
 
 
@@ -25,6 +24,6 @@ def _vector(raw) -> tuple:
 def define() -> dict:
     primal, gradient = tl.compile(LSE), tl.compile(tl.grad(LSE, "x"))
     return {
-        "primal": Function(_vector, lambda x: primal(x=x, c=float(np.max(x))), float),
-        "gradient": Function(_vector, lambda x: gradient(x=x, c=float(np.max(x))), lambda g: g.tolist()),
+        "primal": Function(_vector, lambda x: primal(x=x), float),
+        "gradient": Function(_vector, lambda x: gradient(x=x), lambda g: g.tolist()),
     }
