@@ -155,6 +155,10 @@ _MISTAKES = [
              "a condition is an Iverson bracket that multiplies: [i > 0] * x[i]"),
     _Mistake("bracket factor", lambda tok, acc, before: "STAR" in acc and tok.type in ("NAME", "LPAR", "INT", "FLOAT")
              and before.rstrip().endswith("]"), "a bracket is a factor of a product: [p] * e"),
+    _Mistake("max or min as a name", lambda tok, acc, before: acc == {"LPAR"} and tok.type != "LPAR"
+             and (_after_word(before, "max") or _after_word(before, "min")),
+             "max and min are keywords, max(i:n) e and max(a, b): a variable of that name is written in "
+             "backquotes, `max`"),
     _Mistake("real type", lambda tok, acc, before: "REAL_T" in acc and tok.type == "NAME"
              and tok.value in ("Real", "real", "float", "double", "float64", "float32"), "the real type is written R"),
 ]

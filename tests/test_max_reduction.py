@@ -95,6 +95,15 @@ def test_syntax_errors_show_line_column_and_caret(src, message):
     assert message in text and "^" in text and "<string>:1:" in text
 
 
+@pytest.mark.parametrize("src, where", [("max : R\nmax * 2", "1:5"), ("min : [n]R\nsum(i:n) min[i]", "1:5"),
+                                        ("x : R\nlet min = x * x in min * 2", "2:24")])
+def test_a_variable_named_max_or_min_is_told_to_take_backquotes(src, where):
+    with pytest.raises(tl.ParseError, match="max and min are keywords") as info:
+        tl.parse(src)
+    assert f"<string>:{where}" in str(info.value) and "`max`" in str(info.value)
+    assert tl.parse("`max` : R\n`max` * 2")(max=3.0) == 6.0
+
+
 def test_type_and_bounds_errors_name_the_place():
     with pytest.raises(tl.TypeCheckError) as info:
         tl.parse("x : [n]R\nmax(i:n) gen(j:n) x[j]")
