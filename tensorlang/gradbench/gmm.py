@@ -45,25 +45,23 @@ def unpacking(d: int) -> np.ndarray:
     return P
 
 
-class Mixture:
-    """The compiled sum over the points, the objective around it and the objective's gradient."""
+KERNEL = None   # the compiled sum over the points, made by ``define``
 
-    def __init__(self):
-        self.kernel = tl.compile(tl.parse(MIXTURE))
-        self.gradient = ad.grad(self.objective, argnums=(0, 1, 2, 3))
-        self.gradient(*_inputs(_SMALLEST))   # the adjoint kernel built now, with the rest of define
 
-    def objective(self, alpha, mu, q, l, x, m, gamma, P):
-        n, d = x.shape
-        k = alpha.shape[0]
-        Ls = (l @ P).reshape(k, d, d)
-        slse = self.kernel(x=x, alpha=alpha, mu=mu, q=q, L=Ls)
-        Qdiags = np.exp(q)
-        sum_qs = np.sum(q, axis=1)
-        p = d + m + 1
-        prior = -np.sum(0.5 * gamma * gamma * (np.sum(Qdiags * Qdiags, axis=1) + np.sum(l * l, axis=1))
-                        - m * sum_qs) + k * (p * d * math.log(gamma / math.sqrt(2)) - sc.multigammaln(0.5 * p, d))
-        return -n * d * 0.5 * math.log(2 * math.pi) + slse - n * sc.logsumexp(alpha) + prior
+def objective(alpha, mu, q, l, x, m, gamma, P):
+    n, d = x.shape
+    k = alpha.shape[0]
+    Ls = (l @ P).reshape(k, d, d)
+    slse = KERNEL(x=x, alpha=alpha, mu=mu, q=q, L=Ls)
+    Qdiags = np.exp(q)
+    sum_qs = np.sum(q, axis=1)
+    p = d + m + 1
+    prior = -np.sum(0.5 * gamma * gamma * (np.sum(Qdiags * Qdiags, axis=1) + np.sum(l * l, axis=1)) - m * sum_qs) \
+        + k * (p * d * math.log(gamma / math.sqrt(2)) - sc.multigammaln(0.5 * p, d))
+    return -n * d * 0.5 * math.log(2 * math.pi) + slse - n * sc.logsumexp(alpha) + prior
+
+
+_GRADIENT = ad.grad(objective, argnums=(0, 1, 2, 3))
 
 
 def _inputs(raw) -> tuple:
@@ -82,6 +80,7 @@ _SMALLEST = {"d": 2, "alpha": [0.0], "mu": [[0.0, 0.0]], "q": [[0.0, 0.0]], "l":
 
 
 def define() -> dict:
-    mixture = Mixture()
-    return {"objective": Function(_inputs, mixture.objective, float),
-            "jacobian": Function(_inputs, mixture.gradient, _jacobian)}
+    global KERNEL
+    KERNEL = tl.compile(tl.parse(MIXTURE))
+    _GRADIENT(*_inputs(_SMALLEST))   # the adjoint kernel built now, in define
+    return {"objective": Function(_inputs, objective, float), "jacobian": Function(_inputs, _GRADIENT, _jacobian)}

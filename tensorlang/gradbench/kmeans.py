@@ -22,22 +22,28 @@ sum(i:n) min(j:k) sum(a:d) (p[i, a] - c[j, a]) * (p[i, a] - c[j, a])
 """
 
 
+KERNEL = None   # the compiled cost, made by ``define``
+
+
+def cost(points, centroids):
+    return KERNEL(p=points, c=centroids)
+
+
+_GRADIENT = ad.grad(cost, argnums=1)
+
+
+def direction(points, centroids):
+    g, h = ad.jvp(lambda c: _GRADIENT(points, c), (centroids,), (np.ones(centroids.shape),))
+    with np.errstate(invalid="ignore"):   # a centroid without points: 0 / 0, NaN, as JAX's tool gives
+        return g / h
+
+
 def _inputs(raw) -> tuple:
     return np.asarray(raw["points"], dtype=np.float64), np.asarray(raw["centroids"], dtype=np.float64)
 
 
 def define() -> dict:
-    kernel = tl.compile(tl.parse(COST))
-
-    def cost(points, centroids):
-        return kernel(p=points, c=centroids)
-
-    gradient = ad.grad(cost, argnums=1)
-
-    def direction(points, centroids):
-        g, h = ad.jvp(lambda c: gradient(points, c), (centroids,), (np.ones(centroids.shape),))
-        with np.errstate(invalid="ignore"):   # a centroid without points: 0 / 0, NaN, as JAX's tool gives
-            return g / h
-
+    global KERNEL
+    KERNEL = tl.compile(tl.parse(COST))
     direction(np.zeros((2, 1)), np.ones((2, 1)))   # the derivative kernels built now, in define
     return {"cost": Function(_inputs, cost, float), "dir": Function(_inputs, direction, lambda d: d.tolist())}

@@ -36,26 +36,24 @@ def steps(c: int) -> str:
     return "\n".join(lines + [y])
 
 
-class Solver:
-    """The compiled runs of ``CHUNK`` steps and of one step, the solver and its gradient."""
+RUN = STEP = None   # the compiled runs of CHUNK steps and of one step, made by ``define``
 
-    def __init__(self):
-        self.chunk = tl.compile(tl.parse(steps(CHUNK)))
-        self.step = tl.compile(tl.parse(steps(1)))
-        self.gradient = ad.grad(self.last)
-        self.gradient(np.ones(2), CHUNK + 1)   # the adjoint kernels built now, with the rest of define
 
-    def solve(self, x, s):
-        h = 2.0 / s
-        y = np.zeros_like(x)
-        for _ in range(s // CHUNK):
-            y = self.chunk(x=x, y=y, h=h)
-        for _ in range(s % CHUNK):
-            y = self.step(x=x, y=y, h=h)
-        return y
+def solve(x, s):
+    h = 2.0 / s
+    y = np.zeros_like(x)
+    for _ in range(s // CHUNK):
+        y = RUN(x=x, y=y, h=h)
+    for _ in range(s % CHUNK):
+        y = STEP(x=x, y=y, h=h)
+    return y
 
-    def last(self, x, s):
-        return self.solve(x, s)[-1]
+
+def last(x, s):
+    return solve(x, s)[-1]
+
+
+_GRADIENT = ad.grad(last)
 
 
 def _inputs(raw) -> tuple:
@@ -63,6 +61,8 @@ def _inputs(raw) -> tuple:
 
 
 def define() -> dict:
-    solver = Solver()
-    return {"primal": Function(_inputs, solver.solve, lambda y: y.tolist()),
-            "gradient": Function(_inputs, solver.gradient, lambda g: g.tolist())}
+    global RUN, STEP
+    RUN, STEP = tl.compile(tl.parse(steps(CHUNK))), tl.compile(tl.parse(steps(1)))
+    _GRADIENT(np.ones(2), CHUNK + 1)   # the adjoint kernels built now, in define
+    return {"primal": Function(_inputs, solve, lambda y: y.tolist()),
+            "gradient": Function(_inputs, _GRADIENT, lambda g: g.tolist())}
