@@ -304,6 +304,33 @@ def _take_captured_rule(v, d):
     return _take_rule(v, d)
 
 
+def _take_again(v, d):
+    """``_take_rule`` differentiated (a third derivative): where ``v`` has no box, the identity in ``d``."""
+    if _box_key(_inner_store(), _original(v)) is not None:
+        raise UnsupportedError(_BOXES_AGAIN)
+    return _take_rule(v, d), _first_of_pair
+
+
+def _acc_into_again(v, d, c):
+    """``_acc_into_rule`` differentiated (a third derivative): where ``v`` has no box, the sum of ``d`` and
+    ``c``."""
+    if c is not None and _box_key(_inner_store(), _original(v)) is not None:
+        raise UnsupportedError(_BOXES_AGAIN)
+    return _acc_into_rule(v, d, c), _first_of_pair_twice
+
+
+def _first_of_pair(d):
+    return None, None if d is None else d[0]
+
+
+def _first_of_pair_twice(d):
+    dy = None if d is None else d[0]
+    return None, dy, dy
+
+
+_BOXES_AGAIN = ("a third derivative through the gradient of an object the function writes into (a list it appends "
+                "to, an array it writes) is not supported: the box store of a second derivative is not "
+                "differentiated again")
 JVP_RULES.update({snap: _copy_jvp, cut: _cut_jvp})   # (forward mode: their code, not the rules above)
 
 
@@ -374,7 +401,7 @@ def _kept_jvp(args, ts):
     return code_jvp(pullback_of, None, args[1:], ts[1:])
 
 
-RULES.update({keep: _keep_rule, kept: _kept_rule})
+RULES.update({keep: _keep_rule, kept: _kept_rule, _take_rule: _take_again, _acc_into_rule: _acc_into_again})
 JVP_RULES.update({keep: _keep_jvp, kept: _kept_jvp})
 RULES.update({HELPERS["_ad_acci"]: _acc_into_rule, HELPERS["_ad_take"]: _take_rule, snap: _snap_rule, cut: _cut_rule,
               HELPERS["_ad_takei"]: _take_items_rule,
