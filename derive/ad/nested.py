@@ -32,6 +32,7 @@ import numpy as np
 from ...errors import UnsupportedError
 from .cotangent import dense
 from .nested_store import box_method
+from .registry import PAIRS
 from .rules import is_nondiff
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw,
                       Jm, WRITING_RULES, Writes, acc, check_keywords, differentiable, method_rule, rule_code_refused,
@@ -386,11 +387,13 @@ HIGHER_ORDER = ("tensorlang.ad differentiates to third order (ad.grad(ad.grad(ad
 
 
 def _beyond(*args, **kw):
-    """The rule of the rules above, differentiated themselves: a fourth derivative, or a third one through a
-    call that f's gradient code makes by J."""
+    """The rule of the rules above differentiated themselves, and the forward mode of J, Jkw and Jm called by
+    gradient code differentiated again (``PAIRS``): a fourth derivative, or a third one through a call that
+    f's gradient code makes by J."""
     raise UnsupportedError(HIGHER_ORDER)
 
 
 RULES.update({J: _J_rule, Jkw: _Jkw_rule, Jm: _Jm_rule, declared_back: _declared_back_rule, picked: _picked_rule,
               _J_rule: _beyond, _Jkw_rule: _beyond, _Jm_rule: _beyond})
+PAIRS.update({J: _beyond, Jkw: _beyond, Jm: _beyond})
 RULES.update({r: _declared_rule(r) for r in [*LINEAR, *MULTILINEAR]})
