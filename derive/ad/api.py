@@ -24,7 +24,9 @@ from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, is_array, spec_kind
 from .lower import lowered
 from .nested_store import nested_gradient
-from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, with_defaults, with_nested_boxes)
+from .registry import JVP_RULES
+from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, field_grad, with_defaults,
+                      with_nested_boxes)
 from .source import unsupported
 from .tangent import JVP
 
@@ -821,6 +823,9 @@ def gradient_code(f, args):
                                    f"arguments, not argnums={pick!r} and {n} arguments")
         return _GRAD_OF_GRAD[n - 1]
     if type(f) is types.FunctionType:
+        if n != f.__code__.co_argcount:   # (ad.gradient and its forward mode fill the defaults in first)
+            raise UnsupportedError(f"a third derivative of {f.__qualname__} called without its arguments that have "
+                                   f"defaults is not supported: pass them")
         return specialised(f, args).generic.grad
     r = RULES.get(f) if 0 < n <= len(_BY_RULE) else None
     if r is None:
@@ -896,7 +901,7 @@ def _third_order(*args, **kw):
 
 def _deref_rule(f, i):
     name = f.__code__.co_freevars[i]
-    return HELPERS["_ad_deref"](f, i), lambda dy: (types.SimpleNamespace(**{name: dy}), None)
+    return HELPERS["_ad_deref"](f, i), lambda dy: (field_grad(f, name, dy), None)
 
 
 def _fngrad_rule(f, values):
@@ -907,6 +912,8 @@ def _fngrad_rule(f, values):
 
 rules.mark_nondiff(gradient_code)
 rules.mark_nondiff(_picked_seed)
+JVP_RULES.update({inner_function: lambda args, ts: (inner_function(*args), field(ts[0], "_ad_f")),
+                  _closure_gradient: lambda args, ts: (_closure_gradient(*args), _closure_gradient(ts[0]))})
 RULES.update({
     inner_function: lambda g: (inner_function(g), lambda df: (_closure_gradient(df),)),
     _closure_gradient: lambda df: (_closure_gradient(df), lambda d: (field(d, "_ad_f"),)),

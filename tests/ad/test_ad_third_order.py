@@ -99,6 +99,18 @@ def test_forward_over_second_order(f):
     assert _third(f)(x) == pytest.approx(third, rel=1e-12)
 
 
+def test_a_closure_over_a_local_variable():
+    """The gradient of what a function closes over passes through its third derivative, in reverse and in
+    forward mode: ``a sin(x)^3``, ``a`` a local of the function that makes it."""
+    def made(a):
+        return lambda x: a * np.sin(x) ** 3
+    x, a = 0.4, 1.3
+    s, c = math.sin(x), math.cos(x)
+    expected = a * (6 * c ** 3 - 21 * s * s * c)   # d3/dx3 sin^3 = 6 cos^3 - 21 sin^2 cos
+    assert _third(made(a))(x) == pytest.approx(expected, rel=1e-12)
+    assert ad.jvp(ad.grad(ad.grad(made(a))), (x,), (1.0,))[1] == pytest.approx(expected, rel=1e-12)
+
+
 def _helper(x):
     return x * np.sin(x)
 
@@ -120,6 +132,11 @@ def test_what_is_not_supported_is_refused_by_name():
         ad.grad(ad.grad(_calls_grad))(0.37)
     with pytest.raises(UnsupportedError, match="made by ad.hessian"):
         ad.jvp(ad.hessian(_along), (0.3,), (1.0,))
+    with pytest.raises(UnsupportedError, match="made by ad.jacobian"):
+        ad.grad(ad.jacobian(ad.grad(_along)))(0.3)
+    with pytest.raises(UnsupportedError, match="called without its arguments that have defaults"):
+        _third(lambda x, k=2.0: np.sin(k * x))(0.3)
+    assert _third(lambda x, k=2.0: np.sin(k * x))(0.3, 2.0) == pytest.approx(-8 * math.cos(0.6), rel=1e-12)
     # the second derivatives of these stay supported
     assert ad.grad(ad.grad(_calls_helper))(0.3) == pytest.approx(_d(ad.grad(_calls_helper), 0.3), rel=1e-6)
     assert ad.grad(_calls_grad)(0.37) == pytest.approx(8.0 * 0.37, rel=1e-12)
