@@ -805,7 +805,30 @@ def _gradient_rule(f, *args):
     if type(f) is types.FunctionType and n < f.__code__.co_argcount and not made_by_grad(f):
         args = with_defaults(f, args)   # (defaults filled in, as ad.gradient does)
     y, back = nested_gradient(lambda: J(gradient_code(f, args), f, *args), args)
+    if type(f) is types.FunctionType and made_by_grad(f):   # (a third derivative)
+        back = _defined(back, args)
     return y[1:n + 1], lambda dy: back((None, *dy, *(None,) * (len(args) - n)))[1:n + 2]
+
+
+def _defined(back, args):
+    return lambda dy: defined(back(dy), args, dy)
+
+
+def defined(g, *inputs):
+    """``g``, a third derivative computed from ``inputs``, refused where it has a NaN they do not: the second
+    derivative's code makes a product with an infinite or undefined partial derivative 0 where the other factor
+    is 0 (the strong product, ``rules.operators.times``), and its derivative there is not known to be right."""
+    if _has_nan(g) and not _has_nan(inputs):
+        raise UnsupportedError("a third derivative at a point where a partial derivative of the function is "
+                               "infinite or undefined (np.power(0.0, y) for y < 1) is not supported: it came "
+                               "out NaN")
+    return g
+
+
+def _has_nan(v) -> bool:
+    if isinstance(v, (tuple, list)):
+        return any(map(_has_nan, v))
+    return isinstance(v, (float, complex, np.inexact, np.ndarray)) and bool(np.any(np.isnan(v)))
 
 
 def gradient_code(f, args):

@@ -271,7 +271,7 @@ RULES[forwarddiff] = _forwarddiff_rule
 # -- rules of the API under forward mode -------------------------------------------------------------------------
 def _jvp_gradient(args, ts):
     """Forward over reverse: the forward mode of f's gradient code (ordinary Python, ``api.gradient_code``)."""
-    from .api import gradient_code, made_by_grad
+    from .api import defined, gradient_code, made_by_grad
     f, *xs = args
     n = len(xs)
     if type(f) is types.FunctionType and n < f.__code__.co_argcount and not made_by_grad(f):
@@ -281,6 +281,8 @@ def _jvp_gradient(args, ts):
 
     def run():   # as ad.gradient: the gradients of what the arguments hold are left in the stores
         y, ty = JVP(code, None, args, ts)
+        if type(f) is types.FunctionType and made_by_grad(f):   # (a third derivative)
+            defined(ty, args, ts)
         return (with_nested_boxes(xs[:n], y[1:n + 1]),
                 None if ty is None else on_tangent_store(with_nested_boxes, xs[:n], ty[1:n + 1]))
     return with_stores(run)

@@ -111,6 +111,18 @@ def test_a_closure_over_a_local_variable():
     assert ad.jvp(ad.grad(ad.grad(made(a))), (x,), (1.0,))[1] == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("f, expected", [(lambda x: x ** 3, 6.0), (lambda x: np.power(x, 3), 6.0),
+                                         (lambda x: x * x * np.sin(x), 6.0), (lambda x: np.sin(x) ** 3, 6.0),
+                                         (lambda y: 0.0 ** y, 0.0)],
+                         ids=["x**3", "np.power", "x*x*sin", "sin**3", "0.0**y"])
+def test_at_zero_where_the_second_derivative_code_drops_zero_gradients(f, expected):
+    """At 0, where the second derivative's code drops gradients that are 0 (``rules.numpy._none_if_zero``)
+    and makes products with a zero factor 0 (the strong product): their derivatives still reach the third."""
+    x = 0.0 if expected else 0.3
+    assert _third(f)(x) == pytest.approx(expected, abs=1e-12)
+    assert ad.jvp(ad.grad(ad.grad(f)), (x,), (1.0,))[1] == pytest.approx(expected, abs=1e-12)
+
+
 def _helper(x):
     return x * np.sin(x)
 
@@ -134,6 +146,8 @@ def test_what_is_not_supported_is_refused_by_name():
         ad.jvp(ad.hessian(_along), (0.3,), (1.0,))
     with pytest.raises(UnsupportedError, match="made by ad.jacobian"):
         ad.grad(ad.jacobian(ad.grad(_along)))(0.3)
+    with pytest.raises(UnsupportedError, match="infinite or undefined .* it came out NaN"):
+        _third(lambda y: np.power(0.0, y))(0.3)   # (0 ** y is 0 for y > 0: its third derivative is 0)
     with pytest.raises(UnsupportedError, match="called without its arguments that have defaults"):
         _third(lambda x, k=2.0: np.sin(k * x))(0.3)
     assert _third(lambda x, k=2.0: np.sin(k * x))(0.3, 2.0) == pytest.approx(-8 * math.cos(0.6), rel=1e-12)
