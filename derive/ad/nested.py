@@ -381,9 +381,9 @@ def _drop_first(pb):
 
 
 HIGHER_ORDER = ("tensorlang.ad differentiates to third order (ad.grad(ad.grad(ad.grad(f))), ad.jvp, ad.jacobian or "
-                "ad.hessian of ad.grad(ad.grad(f)) or of ad.grad(f)) a function whose calls are of primitives (arithmetic, "
-                "math, NumPy): a fourth derivative, and a third derivative through a call of another Python function, "
-                "are not supported")
+                "ad.hessian of ad.grad(ad.grad(f)) or of ad.grad(f)) a function whose calls are of primitives "
+                "(arithmetic, math, NumPy): a fourth derivative, and a third derivative through a call of another "
+                "Python function or of a compiled kernel, are not supported")
 
 
 def _beyond(*args, **kw):

@@ -2,12 +2,14 @@
 ``ad.grad(ad.grad(f))`` and of ``ad.grad(f)``, against closed forms and against central differences of the
 second derivative; the orders and combinations that are not supported refused by name; threads.
 """
+import functools
 import math
 import threading
 
 import numpy as np
 import pytest
 
+import tensorlang as tl
 from tensorlang import ad
 from tensorlang.errors import UnsupportedError
 
@@ -135,11 +137,23 @@ def _calls_grad(x):
     return x * ad.grad(lambda y: x * y * y)(2.0)
 
 
+def _around_a_kernel(s):
+    y = _kernel()(x=X0 + s * V, a=V)
+    return np.sum(y * y)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel():
+    return tl.compile(tl.parse("x : [n]R\na : [n]R\ngen(i:n) [0 < i] * x[i] * x[i - 1] * a[i] + sin(x[i])"))
+
+
 def test_what_is_not_supported_is_refused_by_name():
     with pytest.raises(UnsupportedError, match="a fourth derivative.* not supported"):
         ad.grad(_third(np.sin))(0.3)
     with pytest.raises(UnsupportedError, match="a third derivative through a call of another Python function"):
         _third(_calls_helper)(0.3)
+    with pytest.raises(UnsupportedError, match="a third derivative through a call of .* a compiled kernel"):
+        _third(_around_a_kernel)(0.1)
     with pytest.raises(UnsupportedError, match="a third derivative of a function whose code calls ad.grad"):
         ad.grad(ad.grad(_calls_grad))(0.37)
     with pytest.raises(UnsupportedError, match="made by ad.hessian"):
