@@ -24,6 +24,7 @@ the inner store as it was then.  An entry that an operation creates has no cotan
 from __future__ import annotations
 
 import types
+from numbers import Number
 
 import numpy as np
 
@@ -319,7 +320,9 @@ def _acc_into_again(v, d, c):
 
 
 def _no_box(v):
-    if _box_key(_inner_store(), _original(v)) is not None:
+    """Refuses ``v`` that is a box or not a number or an array (a list's gradient moves through the store, which the
+    third derivative does not follow)."""
+    if _box_key(_inner_store(), _original(v)) is not None or not (type(v) is np.ndarray or isinstance(v, Number)):
         raise UnsupportedError(_BOXES_AGAIN)
 
 
@@ -344,9 +347,9 @@ def _acc_into_pair(args, ts):
     return _acc_into_rule(*args), (acc(ts[1], ts[2]), ZERO)
 
 
-_BOXES_AGAIN = ("a third derivative through the gradient of an object the function writes into (a list it appends "
-                "to, an array it writes) is not supported: the box store of a second derivative is not "
-                "differentiated again")
+_BOXES_AGAIN = ("a third derivative through the gradient of a list or object the function makes (np.stack([a, b])) "
+                "or writes into (lst.append(v), a[i] = v) is not supported: the box store of a second derivative is "
+                "not differentiated again")
 JVP_RULES.update({snap: _copy_jvp, cut: _cut_jvp})   # (forward mode: their code, not the rules above)
 
 
