@@ -24,7 +24,9 @@ from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, is_array, spec_kind
 from .lower import lowered
 from .nested_store import nested_gradient
-from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, with_defaults, with_nested_boxes)
+from .registry import JVP_RULES
+from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, field_grad, with_defaults,
+                      with_nested_boxes)
 from .source import unsupported
 from .tangent import JVP
 
@@ -95,12 +97,21 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     if spec is None or spec.code is not code:   # code objects compare by content: key by identity
         if made_by_grad(f):
             return _GradSpecialisation
+        refuse_made(f)
         with BUILD_LOCK:   # (built once: another thread may have built it meanwhile)
             spec = _SPECS.get(key)
             if spec is None or spec.code is not code:
                 spec = _SPECS[key] = _build(f, kinds)
     return spec
 
+
+
+def refuse_made(f):
+    """An ``UnsupportedError`` for a function that says it is not differentiated (``__ad_refused__``: one that
+    ``ad.hessian`` or ``ad.jacobian`` made), before its code is read."""
+    refused = getattr(f, "__ad_refused__", None)
+    if refused is not None:
+        raise UnsupportedError(refused)
 
 
 def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
@@ -380,15 +391,17 @@ def _integral(x):
     return None
 
 
-_THIRD_ORDER = ("tensorlang.ad differentiates to second order (ad.grad(ad.grad(f)), ad.gradient of a function "
-                "that calls ad.gradient or ad.grad): a third derivative is not supported")
+_THIRD_ORDER = ("a third derivative of a function whose code calls ad.grad or ad.gradient (ad.grad(ad.grad(f)) of an f "
+                "that calls ad.grad, ad.gradient of a function that calls ad.gradient of one that does) is not "
+                "supported: ad.grad(ad.grad(ad.grad(f))) of f itself is")
 
 
 class _GradSpecialisation:
     """What ``specialised`` gives for a function made by ``grad``: its pullback differentiates
     ``gradient(f, *args)`` (the rule of nested gradients) and passes the cotangent of the picked
-    gradients through, so ``grad(grad(f))`` and a ``grad(f)`` called inside a differentiated function
-    work; its pullback is not differentiated again (``refused_again``).  Its forward entry ``jvp`` (what
+    gradients through, so ``grad(grad(f))``, ``grad(grad(grad(f)))`` (``gradient_code``) and a ``grad(f)``
+    called inside a differentiated function work; this pullback's own code is not differentiated again
+    (``refused_again``).  Its forward entry ``jvp`` (what
     ``forward.specialised_jvp`` gives for it) is the forward mode of ``gradient(f, *args)``, forward over
     reverse as ``hvp``, with the picked gradients' tangents."""
 
@@ -409,10 +422,6 @@ class _GradSpecialisation:
             return (None if df is None else types.SimpleNamespace(_ad_f=df), *dargs)
 
         return y, back_picked
-
-    @staticmethod
-    def grad(g, x):
-        raise UnsupportedError(_THIRD_ORDER)
 
     @staticmethod
     def jvp(g, tg, *values):
@@ -791,43 +800,131 @@ def _hook_rule(fn, x):
 
 
 def _gradient_rule(f, *args):
-    """Nested derivatives: differentiate the generated gradient code of ``f`` like any function."""
-    if type(f) is not types.FunctionType:
-        r = RULES.get(f) if len(args) <= len(_RULE_GRADS) else None
-        if r is None:
-            raise UnsupportedError(f"nested ad.gradient of {f!r} is not supported")
-        y, back = J(_RULE_GRADS[len(args) - 1], r, *args)
-        return y, lambda dy: (None, *back(dy)[2:])
+    """Nested derivatives: differentiate the gradient code of ``f`` (``gradient_code``) like any function."""
     n = len(args)
-    if n < f.__code__.co_argcount:   # defaults filled in, as ad.gradient does
-        args = with_defaults(f, args)
-    spec = specialised(f, args).generic
-    y, back = nested_gradient(lambda: J(spec.grad, f, *args), args)
+    if type(f) is types.FunctionType and n < f.__code__.co_argcount and not made_by_grad(f):
+        args = with_defaults(f, args)   # (defaults filled in, as ad.gradient does)
+    y, back = nested_gradient(lambda: J(gradient_code(f, args), f, *args), args)
+    if type(f) is types.FunctionType and made_by_grad(f):   # (a third derivative)
+        back = _defined(back, args)
     return y[1:n + 1], lambda dy: back((None, *dy, *(None,) * (len(args) - n)))[1:n + 2]
+
+
+def _defined(back, args):
+    return lambda dy: defined(back(dy), args, dy)
+
+
+def defined(g, *inputs):
+    """``g``, a third derivative computed from ``inputs``, refused where it has a NaN they do not: the second
+    derivative's code makes a product with an infinite or undefined partial derivative 0 where the other factor
+    is 0 (the strong product, ``rules.operators.times``), and its derivative there is not known to be right."""
+    if _has_nan(g) and not _has_nan(inputs):
+        raise UnsupportedError("a third derivative at a point where a partial derivative of the function is "
+                               "infinite or undefined (np.power(0.0, y) for y < 1) is not supported: it came "
+                               "out NaN")
+    return g
+
+
+def _has_nan(v) -> bool:
+    if isinstance(v, (tuple, list)):
+        return any(map(_has_nan, v))
+    return isinstance(v, (float, complex, np.inexact, np.ndarray)) and bool(np.any(np.isnan(v)))
+
+
+def gradient_code(f, args):
+    """A Python function ``code(f, *args) -> (df, *dargs)``, the gradients of ``f`` at ``args`` (``df``: of what f
+    closes over), in the subset the transform takes, so that differentiating it differentiates ``f`` once more:
+    f's generated gradient code; for a function that ``grad`` made, ``_grad_of_grad``, which differentiates
+    the gradient code of the function it was made from, so that each order is the code of the one below
+    differentiated; for a primitive with a rule, the rule's pullback called (``_by_rule``)."""
+    n = len(args)
+    if type(f) is types.FunctionType and made_by_grad(f):
+        pick = f.__kwdefaults__["_ad_i"]
+        if not isinstance(pick, int) or not 0 < n <= len(_GRAD_OF_GRAD):
+            raise UnsupportedError(f"a third or higher derivative (ad.grad of {f.__qualname__}) is supported for "
+                                   f"ad.grad of one picked argument (an int argnums) and 1 to {len(_GRAD_OF_GRAD)} "
+                                   f"arguments, not argnums={pick!r} and {n} arguments")
+        return _GRAD_OF_GRAD[n - 1]
+    if type(f) is types.FunctionType:
+        if n != f.__code__.co_argcount:   # (ad.gradient and its forward mode fill the defaults in first)
+            raise UnsupportedError(f"a third derivative of {f.__qualname__} called without its arguments that have "
+                                   f"defaults is not supported: pass them")
+        return specialised(f, args).generic.grad
+    r = RULES.get(f) if 0 < n <= len(_BY_RULE) else None
+    if r is None:
+        raise UnsupportedError(f"nested ad.gradient of {f!r} is not supported")
+    return _BY_RULE[n - 1]
+
+
+def _grad_of_grad1(g, a):
+    """The gradient code (``gradient_code``) of ``g = grad(f)`` at one argument: J of f's gradient code, pulled
+    back from the gradient that ``g`` picks.  Differentiated again (the transform takes its code), it gives
+    the next order: the J of f's gradient code becomes J of J, whose rule differentiates that gradient code's
+    own generated pullback (``nested``)."""
+    f = inner_function(g)
+    y, back = J(gradient_code(f, (a,)), f, a)
+    d = back(_picked_seed(g, y))
+    return _closure_gradient(d[1]), d[2]
+
+
+def _grad_of_grad2(g, a, b):
+    f = inner_function(g)
+    y, back = J(gradient_code(f, (a, b)), f, a, b)
+    d = back(_picked_seed(g, y))
+    return _closure_gradient(d[1]), d[2], d[3]
+
+
+def _grad_of_grad3(g, a, b, c):
+    f = inner_function(g)
+    y, back = J(gradient_code(f, (a, b, c)), f, a, b, c)
+    d = back(_picked_seed(g, y))
+    return _closure_gradient(d[1]), d[2], d[3], d[4]
+
+
+_GRAD_OF_GRAD = [_grad_of_grad1, _grad_of_grad2, _grad_of_grad3]
+
+
+def inner_function(g):
+    """The function that ``grad`` made ``g`` from."""
+    return g.__kwdefaults__["_ad_f"]
+
+
+def _closure_gradient(df):
+    """The gradient of a function that ``grad`` made, from ``df``, that of the function it was made from."""
+    return None if df is None else types.SimpleNamespace(_ad_f=df)
+
+
+def _picked_seed(g, y):
+    """The cotangent of ``y``, the gradients ``(df, *dargs)`` of the function that ``grad`` made ``g`` from: the
+    seed of the scalar gradient that ``g`` picks, None for the others."""
+    pick = g.__kwdefaults__["_ad_i"] % (len(y) - 1)
+    return (None,) * (pick + 1) + (scalar_seed(y[pick + 1]),) + (None,) * (len(y) - pick - 2)
+
+
+def _by_rule1(f, a):
+    return None, RULES[f](a)[1](1)[0]
+
+
+def _by_rule2(f, a, b):
+    g = RULES[f](a, b)[1](1)
+    return None, g[0], g[1]
+
+
+def _by_rule3(f, a, b, c):
+    g = RULES[f](a, b, c)[1](1)
+    return None, g[0], g[1], g[2]
+
+
+_BY_RULE = [_by_rule1, _by_rule2, _by_rule3]
 
 
 def _third_order(*args, **kw):
     raise UnsupportedError(_THIRD_ORDER)
 
 
-def _rule_grad1(r, a):
-    return r(a)[1](1)
-
-
-def _rule_grad2(r, a, b):
-    return r(a, b)[1](1)
-
-
-def _rule_grad3(r, a, b, c):
-    return r(a, b, c)[1](1)
-
-
-_RULE_GRADS = [_rule_grad1, _rule_grad2, _rule_grad3]
-
-
 def _deref_rule(f, i):
     name = f.__code__.co_freevars[i]
-    return HELPERS["_ad_deref"](f, i), lambda dy: (types.SimpleNamespace(**{name: dy}), None)
+    return HELPERS["_ad_deref"](f, i), lambda dy: (field_grad(f, name, dy), None)
 
 
 def _fngrad_rule(f, values):
@@ -836,7 +933,13 @@ def _fngrad_rule(f, values):
     return y, lambda dy: (None, tuple(getattr(dy, n, None) for n in names))
 
 
+rules.mark_nondiff(gradient_code)
+rules.mark_nondiff(_picked_seed)
+JVP_RULES.update({inner_function: lambda args, ts: (inner_function(*args), field(ts[0], "_ad_f")),
+                  _closure_gradient: lambda args, ts: (_closure_gradient(*args), _closure_gradient(ts[0]))})
 RULES.update({
+    inner_function: lambda g: (inner_function(g), lambda df: (_closure_gradient(df),)),
+    _closure_gradient: lambda df: (_closure_gradient(df), lambda d: (field(d, "_ad_f"),)),
     HELPERS["_ad_deref"]: _deref_rule, HELPERS["_ad_fngrad"]: _fngrad_rule,
     checkpoint: _checkpoint_rule, hook: _hook_rule, gradient: _gradient_rule, grad: _grad_rule,
     value_and_grad: _value_and_grad_rule, _gradient_rule: _third_order, _grad_rule: _third_order,

@@ -257,9 +257,10 @@ def specialised_jvp(f: types.FunctionType, args):
     key = (id(code), kinds)
     hit = _JVPS.get(key)
     if hit is None or hit[0] is not code:
-        from .api import made_by_grad, specialised
+        from .api import made_by_grad, refuse_made, specialised
         if made_by_grad(f):
             return specialised(f, args).jvp
+        refuse_made(f)
         with BUILD_LOCK:
             hit = _JVPS[key] = (code, _build(f, kinds))
     return hit[1]

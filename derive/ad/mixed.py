@@ -173,6 +173,7 @@ def jacobian(f, argnums=0, mode=None):
             out.append(_shaped(J, y, args[i]))
         return out[0] if isinstance(argnums, int) else tuple(out)
     jac.__name__ = f"jacobian({getattr(f, '__name__', 'f')})"
+    jac.__ad_refused__ = _MADE_BY.format("ad.jacobian")
     return jac
 
 
@@ -203,7 +204,14 @@ def hessian(f, argnums=0):
             cols.append(np.ravel(_zero_if_none(hvp(g, fresh(args), ts)[i], args[i])))
         return _shaped(_stacked(cols, 1, (0, 0)), args[i], args[i])
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
+    hess.__ad_refused__ = _MADE_BY.format("ad.hessian")
     return hess
+
+
+# (read where a function is first transformed: ``api.specialised``, ``forward.specialised_jvp``)
+_MADE_BY = ("differentiating a function made by {} (forward mode inside a derivative) is not supported: for a third "
+            "derivative, differentiate ad.grad(ad.grad(f)) (ad.grad, ad.jvp, ad.jacobian or ad.hessian of it) or "
+            "take ad.hessian(ad.grad(f))")
 
 
 def _zero_if_none(t, x):
@@ -262,20 +270,19 @@ RULES[forwarddiff] = _forwarddiff_rule
 
 # -- rules of the API under forward mode -------------------------------------------------------------------------
 def _jvp_gradient(args, ts):
-    """Forward over reverse: the forward mode of f's generated gradient code (ordinary Python)."""
-    from .api import specialised
+    """Forward over reverse: the forward mode of f's gradient code (ordinary Python, ``api.gradient_code``)."""
+    from .api import defined, gradient_code, made_by_grad
     f, *xs = args
-    if type(f) is not types.FunctionType:
-        raise UnsupportedError(f"forward over reverse through ad.gradient of {f!r} (not a Python function) "
-                               f"is not supported")
     n = len(xs)
-    if n < f.__code__.co_argcount:   # defaults filled in, as ad.gradient does
-        xs = list(with_defaults(f, tuple(xs)))
+    if type(f) is types.FunctionType and n < f.__code__.co_argcount and not made_by_grad(f):
+        xs = list(with_defaults(f, tuple(xs)))   # (defaults filled in, as ad.gradient does)
         args, ts = (f, *xs), (*ts, *(None,) * (len(xs) - n))
-    spec = specialised(f, xs).generic
+    code = gradient_code(f, xs)
 
     def run():   # as ad.gradient: the gradients of what the arguments hold are left in the stores
-        y, ty = JVP(spec.grad, None, args, ts)
+        y, ty = JVP(code, None, args, ts)
+        if type(f) is types.FunctionType and made_by_grad(f):   # (a third derivative)
+            defined(ty, args, ts)
         return (with_nested_boxes(xs[:n], y[1:n + 1]),
                 None if ty is None else on_tangent_store(with_nested_boxes, xs[:n], ty[1:n + 1]))
     return with_stores(run)

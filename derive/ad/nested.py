@@ -32,9 +32,10 @@ import numpy as np
 from ...errors import UnsupportedError
 from .cotangent import dense
 from .nested_store import box_method
+from .registry import PAIRS
 from .rules import is_nondiff
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw,
-                      Jm, Writes, acc, check_keywords, differentiable, method_rule, rule_code_refused,
+                      Jm, WRITING_RULES, Writes, acc, check_keywords, differentiable, method_rule, rule_code_refused,
                       ufunc_method, with_defaults)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
@@ -42,17 +43,22 @@ class Pullback:
     """A pullback in the convention its caller expects: the gradients of ``back(dy)`` at places ``where``
     (-1 for None: J's leading gradient of a rule, a method's arguments after its object ...).  For a
     rule in LINEAR/MULTILINEAR, ``back`` is the rule's own pullback and its arguments are attributes, so
-    that the outer differentiation gives them their part of the second derivative.  One object, with
-    no object in its attributes: its gradient is a namespace of them."""
+    that the outer differentiation gives them their part of the second derivative.  ``quiet``: ``back`` is a
+    rule's own pullback that writes nothing, not called without a cotangent (its gradients are None then), as
+    ``runtime.RulePullback`` does.  One object, with no object in its attributes: its gradient is a namespace of
+    them."""
 
-    def __init__(self, back, where, rule=None, args=(), kw=None):
+    def __init__(self, back, where, rule=None, args=(), kw=None, quiet=False):
         self.back = back
         self.where = where
         self.rule = rule
         self.args = args
         self.kw = kw
+        self.quiet = quiet
 
     def __call__(self, dy):
+        if dy is None and self.quiet:
+            return (None,) * len(self.where)
         if self.rule is None:
             back = self.back   # (an attribute holding a callable, called as a function)
             g = back(dy)
@@ -159,7 +165,7 @@ def _through_code(f, r, pos, kw, lead):
         return grads(pb((dy, None if dback is None else getattr(dback, "back", None))))
     # the code may make boxes (a loop's stack of values) whose gradients reach the store and not the pair's
     # cotangent: its pullback runs without a cotangent too, and takes them where they were made
-    return (y, Pullback(back, where)), Writes(code_back)
+    return (y, Pullback(back, where, quiet=r is not None and r not in WRITING_RULES)), Writes(code_back)
 
 
 def _at(g, where, shift):
@@ -374,5 +380,20 @@ def _drop_first(pb):
     return lambda d: pb(d)[1:]
 
 
-RULES.update({J: _J_rule, Jkw: _Jkw_rule, Jm: _Jm_rule, declared_back: _declared_back_rule, picked: _picked_rule})
+HIGHER_ORDER = ("tensorlang.ad differentiates to third order (ad.grad(ad.grad(ad.grad(f))), ad.jvp, ad.jacobian or "
+                "ad.hessian of ad.grad(ad.grad(f)) or of ad.grad(f)) a function whose calls are of primitives "
+                "(arithmetic, math, NumPy): a fourth derivative, and a third derivative through a call of another "
+                "Python function or of a compiled kernel, are not supported")
+
+
+def _beyond(*args, **kw):
+    """The rule of the rules above differentiated themselves, and the forward mode of J, Jkw and Jm called by
+    gradient code differentiated again (``PAIRS``): a fourth derivative, or a third one through a call that
+    f's gradient code makes by J."""
+    raise UnsupportedError(HIGHER_ORDER)
+
+
+RULES.update({J: _J_rule, Jkw: _Jkw_rule, Jm: _Jm_rule, declared_back: _declared_back_rule, picked: _picked_rule,
+              _J_rule: _beyond, _Jkw_rule: _beyond, _Jm_rule: _beyond})
+PAIRS.update({J: _beyond, Jkw: _beyond, Jm: _beyond})
 RULES.update({r: _declared_rule(r) for r in [*LINEAR, *MULTILINEAR]})

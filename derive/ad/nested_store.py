@@ -24,13 +24,14 @@ the inner store as it was then.  An entry that an operation creates has no cotan
 from __future__ import annotations
 
 import types
+from numbers import Number
 
 import numpy as np
 
 from ...errors import UnsupportedError
 from .context import Store, current, within
 from .cotangent import dense
-from .registry import primitive
+from .registry import PAIRS, primitive
 from .rules.scatter import ADDED
 from .rules.structures import setitem, store_attr
 from .tangent import JVP_RULES, code_jvp, tangent_of
@@ -304,6 +305,51 @@ def _take_captured_rule(v, d):
     return _take_rule(v, d)
 
 
+def _take_again(v, d):
+    """``_take_rule`` differentiated (a third derivative): where ``v`` has no box, the identity in ``d``."""
+    _no_box(v)
+    return _take_rule(v, d), _first_of_pair
+
+
+def _acc_into_again(v, d, c):
+    """``_acc_into_rule`` differentiated (a third derivative): where ``v`` has no box, the sum of ``d`` and
+    ``c``."""
+    if c is not None:
+        _no_box(v)
+    return _acc_into_rule(v, d, c), _first_of_pair_twice
+
+
+def _no_box(v):
+    """Refuses ``v`` that is a box or not a number or an array (a list's gradient moves through the store, which the
+    third derivative does not follow)."""
+    if _box_key(_inner_store(), _original(v)) is not None or not (type(v) is np.ndarray or isinstance(v, Number)):
+        raise UnsupportedError(_BOXES_AGAIN)
+
+
+def _first_of_pair(d):
+    return None, None if d is None else d[0]
+
+
+def _first_of_pair_twice(d):
+    dy = None if d is None else d[0]
+    return None, dy, dy
+
+
+def _take_pair(args, ts):
+    """``J(take, v, d)`` in forward mode (a third derivative): where ``v`` has no box, the identity in ``d``."""
+    _no_box(args[0])
+    return _take_rule(*args), (None if ts[1] is None else dense(ts[1]), ZERO)
+
+
+def _acc_into_pair(args, ts):
+    if args[2] is not None:
+        _no_box(args[0])
+    return _acc_into_rule(*args), (acc(ts[1], ts[2]), ZERO)
+
+
+_BOXES_AGAIN = ("a third derivative through the gradient of a list or object the function makes (np.stack([a, b])) "
+                "or writes into (lst.append(v), a[i] = v) is not supported: the box store of a second derivative is "
+                "not differentiated again")
 JVP_RULES.update({snap: _copy_jvp, cut: _cut_jvp})   # (forward mode: their code, not the rules above)
 
 
@@ -374,7 +420,8 @@ def _kept_jvp(args, ts):
     return code_jvp(pullback_of, None, args[1:], ts[1:])
 
 
-RULES.update({keep: _keep_rule, kept: _kept_rule})
+RULES.update({keep: _keep_rule, kept: _kept_rule, _take_rule: _take_again, _acc_into_rule: _acc_into_again})
+PAIRS.update({HELPERS["_ad_take"]: _take_pair, HELPERS["_ad_acci"]: _acc_into_pair})
 JVP_RULES.update({keep: _keep_jvp, kept: _kept_jvp})
 RULES.update({HELPERS["_ad_acci"]: _acc_into_rule, HELPERS["_ad_take"]: _take_rule, snap: _snap_rule, cut: _cut_rule,
               HELPERS["_ad_takei"]: _take_items_rule,

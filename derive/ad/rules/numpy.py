@@ -113,6 +113,9 @@ def _none_if_zero(g):
 
 
 RULES[times] = lambda dy, d: (times(dy, d), _times_back(dy, d))
+# (differentiated again, a third derivative: the identity, a gradient dropped as 0 keeps its derivative)
+RULES[_none_if_zero] = lambda g: (_none_if_zero(g), lambda d: (d,))
+JVP_RULES[_none_if_zero] = lambda args, ts: (_none_if_zero(*args), ts[0])
 JVP_RULES[times] = _times_jvp
 
 

@@ -503,6 +503,7 @@ NONDIFF.add(_absent)
 # (linear in dy: differentiated again without its code, which builds named tuples)
 RULES[index_grad] = lambda like, idx, dy: (index_grad(like, idx, dy), lambda d: (None, None, _entry(d, idx)))
 RULES[field_grad] = lambda obj, name, dy: (field_grad(obj, name, dy), lambda d: (None, None, field(d, name)))
+JVP_RULES[field_grad] = lambda args, ts: (field_grad(*args), field_grad(args[0], args[1], ts[2]))   # (linear in dy)
 
 
 def _getattr_again(obj, name):
