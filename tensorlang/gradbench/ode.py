@@ -31,7 +31,8 @@ def steps(c: int) -> str:
                   f"let k2_{t} = gen(i:n) {field(f'{y}[i - 1] + 0.5 * h * k1_{t}[i - 1]')} in",
                   f"let k3_{t} = gen(i:n) {field(f'{y}[i - 1] + 0.5 * h * k2_{t}[i - 1]')} in",
                   f"let k4_{t} = gen(i:n) {field(f'{y}[i - 1] + h * k3_{t}[i - 1]')} in",
-                  f"let y{t + 1} = gen(i:n) {y}[i] + h / 6 * (k1_{t}[i] + 2 * k2_{t}[i] + 2 * k3_{t}[i] + k4_{t}[i]) in"]
+                  f"let y{t + 1} = gen(i:n) {y}[i] + h / 6 * "
+                  f"(k1_{t}[i] + 2 * k2_{t}[i] + 2 * k3_{t}[i] + k4_{t}[i]) in"]
         y = f"y{t + 1}"
     return "\n".join(lines + [y])
 
