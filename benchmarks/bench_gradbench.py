@@ -109,8 +109,10 @@ def jax_waited() -> None:
 
 
 def run_one(root: Path, python: str, eval_name: str, args: str, tool: str, out: Path) -> dict:
-    """The runner's summary of ``tool`` on ``eval_name`` with ``args`` (its JSON, or a failure)."""
-    summary = out / f"{eval_name}-{tool.split()[0].replace('/', '_')}.json"
+    """The runner's summary of ``tool`` on ``eval_name`` with ``args`` (its JSON, or a failure), in a folder
+    ``out`` of the tool's own (two tools are commands of the same Python)."""
+    out.mkdir(exist_ok=True)
+    summary = out / f"{eval_name}.json"
     cmd = [python, "run_eval.py", "--eval", eval_name, "--tool", tool, "--tool-python", sys.executable,
            "--eval-args", f"{args} {RUNS}".strip(), "--summary-json", str(summary), "--quiet",
            "--timeout", "900", "--stderr", str(summary.with_suffix(".stderr"))]
@@ -175,8 +177,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for eval_name, args in sizes.items():
             before = load()
-            results[eval_name] = {name: run_one(root, python, eval_name, args, tool, Path(tmp))
-                                  for name, tool in tools}
+            results[eval_name] = {name: run_one(root, python, eval_name, args, tool, Path(tmp) / str(k))
+                                  for k, (name, tool) in enumerate(tools)}
             results[eval_name].update({name: None for name in missing})
             loads[eval_name] = (before, load())
             row = {name: time_of(s) for name, s in results[eval_name].items()}
@@ -210,7 +212,8 @@ def write_docs(sizes: dict, results: dict, loads: dict, names: list[str]) -> Non
         fastest = fastest_of(per_tool)
         before, after = loads[eval_name]
         lines += [f"## `{eval_name}` ({sizes[eval_name] or 'its inputs'}; load average {before} -> {after})", "",
-                  "| tool | valid | time (fastest runs) | over the fastest (JAX's own tool aside) | GradBench score (mean runs) |",
+                  "| tool | valid | time (fastest runs) | over the fastest (JAX's own tool aside) "
+                  "| GradBench score (mean runs) |",
                   "| --- | --- | --- | --- | --- |"]
         for name in names:
             lines.append(f"| {name} | " + " | ".join(cell(per_tool.get(name), fastest)) + " |")

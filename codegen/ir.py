@@ -151,8 +151,8 @@ class Program:
 
 
 def core(e: Expr) -> Expr:
-    """``e`` with every ``Reduce`` (and ``MaxReduce``) written as the core nodes it stands for (nested sums over a guard), so
-    that the core printer prints it."""
+    """``e`` with every ``Reduce`` (and ``MaxReduce``) written as the core nodes it stands for (nested sums
+    over a guard, nested maxima), so that the core printer prints it."""
     if isinstance(e, Reduce):
         out = guard(e.pred, core(e.body))
         for v, s in reversed(list(zip(e.vars, e.sizes))):

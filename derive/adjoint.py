@@ -376,7 +376,8 @@ def maximum(adj: Adjoint, stmt: Statement, dx: Var, pred: Pred, dims) -> None:
     g = tuple(v for v, _ in stmt.dims)
     hit = Call("equal", (operand.read(), read(stmt.var, g)))
     nonempty = conj(*(compare("<", 0, size) for _, size in stmt.reduced))
-    share = gens(stmt.dims, guard(conj(stmt.pred, pred, nonempty), Mul(cot(), Call("recip", (sums(stmt.reduced, hit),)))))
+    per_maximiser = Call("recip", (sums(stmt.reduced, hit),))   # 1 / the number of maximising entries
+    share = gens(stmt.dims, guard(conj(stmt.pred, pred, nonempty), Mul(cot(), per_maximiser)))
     w = Var(fresh_name("w" + stmt.var.name, adj.names), share.type)
     adj.names.add(w.name)
     adj.state.adjoint.append((w, share))
@@ -396,9 +397,11 @@ def gradient(adj: Adjoint) -> Expr:
 
 
 START, JOIN, UNUSED, INPUT = start, join, unused, input_
-ADDITION, MAP, BINARY, UNARY, MAXIMUM, GRADIENT = addition, map_, binary_contraction, unary_contraction, maximum, gradient
+ADDITION, MAP, BINARY, UNARY, MAXIMUM = addition, map_, binary_contraction, unary_contraction, maximum
+GRADIENT = gradient
 ADJOINT = RuleTable("adjoint", [START, JOIN, UNUSED, INPUT, INACTIVE, CONSTANT, ADDITION, MAP, BINARY, UNARY,
-                                MAXIMUM, GRADIENT], doc="Fig. 14-16 (and M4 for a maximum): the adjoint by inner-product rewriting")
+                                MAXIMUM, GRADIENT],
+                    doc="Fig. 14-16 (and M4 for a maximum): the adjoint by inner-product rewriting")
 TRANSPOSITIONS = RuleTable("adjoint transpositions", [r for r in ADJOINT if r.kinds],
                            doc="the rule of each SSA form, found by the statement's class")
 

@@ -37,7 +37,8 @@ from ._util import is_path
 
 __all__ = [
     "Operand", "Statement", "Input", "Constant", "Addition", "Map", "Contraction", "BinaryContraction",
-    "UnaryContraction", "MaxReduction", "classify", "statements", "read", "bare", "ssa_access", "exact_access", "input_form",
+    "UnaryContraction", "MaxReduction", "classify", "statements", "read", "bare", "ssa_access", "exact_access",
+    "input_form",
     "is_input_statement", "contraction_body",
 ]
 

@@ -55,6 +55,7 @@ from tensorlang.nodes import (
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
 from tensorlang.normalize.statements import Constant, MaxReduction, classify, read
+from tensorlang import predicates
 from tensorlang.substitute import fresh_var, rebuild, substitute_vars
 from tensorlang.traversal import free_vars
 from tests.oracles import central_difference, inner, random_like
@@ -233,10 +234,8 @@ def _max_allowance(stmt, sizes) -> int:
     sums of comparisons that give the maximisers' mean tangent), beyond Theorem 6.1's 3 $(E)."""
     if not isinstance(stmt, MaxReduction):
         return 0
-    from tensorlang.predicates import count
-
     dims = stmt.dims + stmt.reduced
-    return 6 * count(conj(box(dims), stmt.pred), tuple(v for v, _ in dims), sizes)
+    return 6 * predicates.count(conj(box(dims), stmt.pred), tuple(v for v, _ in dims), sizes)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -168,8 +168,8 @@ _CHAR_HINTS = {"^": _POWER, "&": "a conjunction is written 'and'", "|": "a disju
 
 
 # the keywords a misspelling may have meant, by the token the parser would take for each
-_KEYWORDS = {"LET": "let", "IN": "in", "GEN": "gen", "SUM": "sum", "MAX": "max", "MIN": "min", "EXISTS": "exists", "AND": "and", "OR": "or",
-             "NOT": "not", "TRUE": "true", "FALSE": "false"}
+_KEYWORDS = {"LET": "let", "IN": "in", "GEN": "gen", "SUM": "sum", "MAX": "max", "MIN": "min", "EXISTS": "exists",
+             "AND": "and", "OR": "or", "NOT": "not", "TRUE": "true", "FALSE": "false"}
 _BINDER_OPEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*[A-Za-z_][A-Za-z0-9_]*\s*$")
 _LAST_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s+$")
 

@@ -34,6 +34,7 @@ from .traversal import free_index_vars, free_vars, size_vars
 __all__ = ["affine_str", "type_str", "pred_str", "expr_str", "to_source", "TextPrinter", "KEYWORDS"]
 
 _BINDER_WORDS = {Gen: "gen", Sum: "sum", Max: "max"}
+_KEYWORD_FUNCTIONS = frozenset({"max", "min"})   # keywords that are also scalar functions: max(a, b)
 KEYWORDS = frozenset({"let", "in", "gen", "sum", "max", "min", "exists", "and", "or", "not", "true", "false"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -292,8 +293,7 @@ class TextPrinter:
         return f"({first}, {second})"
 
     def call(self, fn: str, args: list[str]) -> str:
-        # the keywords max and min, called with values, are the scalar functions: not quoted
-        return f"{fn if fn in _BINDER_WORDS.values() or fn == 'min' else self.name(fn)}({', '.join(args)})"
+        return f"{fn if fn in _KEYWORD_FUNCTIONS else self.name(fn)}({', '.join(args)})"
 
     def _print_Add(self, e: Add, env: _Env, open_: bool) -> str:
         # a left-nested sum a + b + c is a loop here, not a recursion
