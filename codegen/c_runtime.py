@@ -20,6 +20,8 @@ _CUDA_HEADERS = r"""
 #ifdef __CUDACC_RTC__
 typedef long long int64_t;
 typedef int int32_t;
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
 #else
 #include <cstdint>
 #endif

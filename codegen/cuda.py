@@ -39,10 +39,18 @@ from .scalar import Scope
 from .schedule import unparen
 from .target import Capabilities
 
-__all__ = ["CudaEmitter", "CudaRunner", "BLOCK", "REDUCE_BLOCKS", "load"]
+__all__ = ["CudaEmitter", "CudaRunner", "BLOCK", "FEW_POINTS", "REDUCE_BLOCKS", "load"]
 
 BLOCK = 256
 REDUCE_BLOCKS = 1024
+# fewer points than this (a thread each would leave most of a GPU idle): a reduction's points get blocks
+FEW_POINTS = 1 << 16
+
+
+def splits(total: int) -> int:
+    """How many blocks share each of ``total`` points' reductions (``tl_splits`` in the kernels' text): about
+    ``REDUCE_BLOCKS`` blocks in all, so that few points still fill the GPU."""
+    return REDUCE_BLOCKS // total if total < REDUCE_BLOCKS else 1
 
 class CudaEmitter(CEmitter):
     # contractions stay loops (their Reduce bodies); temporaries are device arrays passed by the runner;
@@ -55,6 +63,7 @@ class CudaEmitter(CEmitter):
         super().__init__(*args, **kwargs)
         self.kernels: list[dict] = []
         self._kernel_texts: list[str] = []
+        self._strided_loops = 0  # grid-stride loops emitted so far (a reduction without one is thread 0's)
 
     # ---------------------------------------------------------------------------------------------
 
@@ -108,36 +117,10 @@ class CudaEmitter(CEmitter):
         pred, body = self._split(stmt.body)
         nodes: list = [Line(f"/* {arr.label} */")]
         if gv:
-            total = self.size_product(arr.dims)
-            sc = Scope(nodes, self.base_ctx, (), parallel_ok=False)
-            sc.line(f"const int64_t tl_total = {total};")
-            sc.line("const int64_t tl_tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
-            sc.line("if (tl_tid >= tl_total) return;")
-            rest = "tl_tid"
-            for j in reversed(range(len(gv))):
-                vname = self.names.var(gv[j])
-                if j == 0:
-                    sc.line(f"const int64_t {vname} = {rest};")
-                else:
-                    sc.line(f"const int64_t {vname} = {rest} % ({self.affine(arr.dims[j])});")
-                    sc.line(f"const int64_t tl_q{j} = {rest} / ({self.affine(arr.dims[j])});")
-                    rest = f"tl_q{j}"
-            points = D.domain(box(zip(gv, arr.dims)), gv, (), self.names)
-            inner = Scope(nodes, D.lift_to_context(points) & self.base_ctx, tuple(gv), parallel_ok=False)
-            ref = self.array_ref(arr, [Affine.var(v) for v in gv])
-            cond = self.pred(pred, inner) if pred is not TRUE else None
-            if cond == "0":
-                inner.line(f"{ref} = 0;")
-            elif cond is None:
-                inner.line(f"{ref} = {self.expr(body, inner)};")
-            else:
-                known = D.params_set(over_approximation(pred), inner.bound, self.names)
-                sub, zero = inner.branch(cond, orelse=True, ctx=inner.ctx & known)
-                sub.line(f"{ref} = {self.expr(body, sub)};")
-                zero.line(f"{ref} = 0;")
-            self._kernel_texts.append((name, print_c(nodes)))
-            self.loop_ir.append((name, nodes))
-            self.kernels.append({"name": name, "kind": "points", "total": [affine_meta(d) for d in arr.dims]})
+            self._points_kernel(name, arr, gv, pred, body, nodes)
+            if isinstance(body, Reduce):  # also blocks per point, for few points of long reductions
+                self._points_kernel(name + "_blocks", arr, gv, pred, body,
+                                    [Line(f"/* {arr.label}: blocks of threads per point */")], blocks=True)
             return
         ref = self.array_ref(arr, [])
         if isinstance(body, Reduce):
@@ -151,8 +134,7 @@ class CudaEmitter(CEmitter):
                     inner = sc.branch(cond, ctx=sc.ctx & D.params_set(over_approximation(pred), (), self.names))
                 else:
                     inner = sc.child()
-                value = self.expr(body, inner)
-                inner.line(f"tl_part = {value};")
+                self._shared_reduction_part(body, inner)
             sc.line(f"__shared__ real tl_sh[{BLOCK}];")
             self._block_reduce(sc, "tl_part", "tl_partial[blockIdx.x]")
             self._kernel_texts.append((name, print_c(nodes)))
@@ -174,6 +156,78 @@ class CudaEmitter(CEmitter):
         self._kernel_texts.append((name, print_c(nodes)))
         self.loop_ir.append((name, nodes))
         self.kernels.append({"name": name, "kind": "single"})
+
+    def _points_kernel(self, name: str, arr: Array, gv, pred, body, nodes: list, blocks: bool = False) -> None:
+        """``arr[gv] = [pred] * body``: a thread per point; or (``blocks``, ``body`` a reduction, for few
+        points) ``tl_splits`` blocks of threads per point sharing out the reduction's outermost loop, as a
+        scalar reduction's threads do, each writing its partial sum, then a thread per point adding them."""
+        sc = Scope(nodes, self.base_ctx, (), parallel_ok=False)
+        self._point_of(sc, arr, gv, "blockIdx.x / tl_splits" if blocks else
+                       "(int64_t)blockIdx.x * blockDim.x + threadIdx.x")
+        if blocks:
+            sc.line("const int64_t tl_gtid = (blockIdx.x % tl_splits) * blockDim.x + threadIdx.x;")
+            sc.line("const int64_t tl_gsize = tl_splits * blockDim.x;")
+        points = D.domain(box(zip(gv, arr.dims)), gv, (), self.names)
+        inner = Scope(nodes, D.lift_to_context(points) & self.base_ctx, tuple(gv), parallel_ok=blocks)
+        ref = self.array_ref(arr, [Affine.var(v) for v in gv])
+        cond = self.pred(pred, inner) if pred is not TRUE else None
+        if blocks:  # every thread reaches the block's reduction: the guard only chooses what it adds
+            inner.line("real tl_part = 0;")
+            if cond != "0":
+                sub = inner.child() if cond is None else inner.branch(
+                    cond, ctx=inner.ctx & D.params_set(over_approximation(pred), inner.bound, self.names))
+                self._shared_reduction_part(body, sub)
+            inner.line(f"__shared__ real tl_sh[{BLOCK}];")
+            self._block_reduce(inner, "tl_part", "tl_partial[blockIdx.x]")
+            fin = [Line(f"/* {arr.label}: the sum of each point's partial sums */")]
+            fs = Scope(fin, self.base_ctx, (), parallel_ok=False)
+            self._point_of(fs, arr, gv, "(int64_t)blockIdx.x * blockDim.x + threadIdx.x")
+            fs.line("real tl_part = 0;")
+            fs.loop("b", "int64_t b = 0", "b < tl_splits", "b += 1").line(
+                "tl_part += tl_partial[tl_tid * tl_splits + b];")
+            fs.line(f"{ref} = tl_part;")
+            self._kernel_texts += [(name, print_c(nodes)), (name + "_fin", print_c(fin))]
+            self.loop_ir += [(name, nodes), (name + "_fin", fin)]
+            self.kernels[-1]["blocks"] = name  # launched in place of the thread-per-point kernel for few points
+            return
+        if cond == "0":
+            inner.line(f"{ref} = 0;")
+        elif cond is None:
+            inner.line(f"{ref} = {self.expr(body, inner)};")
+        else:
+            known = D.params_set(over_approximation(pred), inner.bound, self.names)
+            sub, zero = inner.branch(cond, orelse=True, ctx=inner.ctx & known)
+            sub.line(f"{ref} = {self.expr(body, sub)};")
+            zero.line(f"{ref} = 0;")
+        self._kernel_texts.append((name, print_c(nodes)))
+        self.loop_ir.append((name, nodes))
+        self.kernels.append({"name": name, "kind": "points", "total": [affine_meta(d) for d in arr.dims]})
+
+    def _point_of(self, sc: Scope, arr: Array, gv, index: str) -> None:
+        """The generator variables ``gv`` of the point numbered ``index`` (row-major over ``arr``'s box); the
+        number of points ``tl_total`` and of blocks per point ``tl_splits`` (the runner's ``splits``)."""
+        sc.line(f"const int64_t tl_total = {self.size_product(arr.dims)};")
+        sc.line(f"const int64_t tl_splits = tl_total < {REDUCE_BLOCKS} ? {REDUCE_BLOCKS} / tl_total : 1;")
+        sc.line(f"const int64_t tl_tid = {index};")
+        sc.line("if (tl_tid >= tl_total) return;")
+        rest = "tl_tid"
+        for j in reversed(range(len(gv))):
+            vname = self.names.var(gv[j])
+            if j == 0:
+                sc.line(f"const int64_t {vname} = {rest};")
+            else:
+                sc.line(f"const int64_t {vname} = {rest} % ({self.affine(arr.dims[j])});")
+                sc.line(f"const int64_t tl_q{j} = {rest} / ({self.affine(arr.dims[j])});")
+                rest = f"tl_q{j}"
+
+    def _shared_reduction_part(self, body: Reduce, scope: Scope) -> None:
+        """``tl_part = `` this thread's part of the reduction ``body``, whose outermost loop the threads
+        ``tl_gtid`` of ``tl_gsize`` share; a reduction with no loop (a closed form) is thread 0's alone."""
+        strided = self._strided_loops
+        value = self.expr(body, scope)
+        if self._strided_loops == strided:
+            value = f"tl_gtid == 0 ? {value} : (real)0"
+        scope.line(f"tl_part = {value};")
 
     @staticmethod
     def _split(body: Expr):
@@ -209,6 +263,7 @@ class CudaEmitter(CEmitter):
             inner.line(f"const int64_t {tree.var} = {tree.init};")
             self._strided_tree(tree.body, inner, user)
         elif isinstance(tree, For):
+            self._strided_loops += 1
             body = scope.loop(tree.var, f"int64_t {tree.var} = {tree.init} + tl_gtid * {tree.inc}", unparen(tree.cond),
                               f"{tree.var} += tl_gsize * {tree.inc}")
             super().emit_tree(tree.body, body, user, False)
@@ -264,13 +319,23 @@ class CudaRunner:
     def __call__(self, **inputs):
         return self.run(inputs)
 
-    def run(self, inputs: dict, shapes=UNCHECKED):
-        """The kernel's results on ``inputs`` (``shapes``: as ``Arguments.prepare`` takes it)."""
+    def run(self, inputs: dict, shapes=UNCHECKED, outputs=None):
+        """The kernel's results on ``inputs`` (``shapes``: as ``Arguments.prepare`` takes it).  ``outputs``
+        (arrays written in the outputs' places, the C runner's for a scattered kernel) is refused."""
+        if outputs is not None:
+            raise UnsupportedError("a kernel that writes its values at given positions (a sparse Jacobian's or "
+                                   "Hessian's values) runs on the C target only")
         cp = self._cupy()
         if self._module is None:
             self._module = cp.RawModule(code=self.source, options=("-std=c++17",))
         host = self.arguments
-        size_arr, args, outs = host.prepare(inputs, shapes)
+        resident = _holds_device_arrays(cp, inputs)
+        if resident:  # the checks and sizes from stand-ins of the same shapes (np.empty: no memory touched)
+            size_arr, args, outs = host.prepare(_stand_ins(cp, inputs, host.dtype))
+            dense = self._device_components(cp, inputs)
+            args = dense + args[len(dense):]  # (after the dense inputs, the relations' views)
+        else:
+            size_arr, args, outs = host.prepare(inputs, shapes)
         sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
         launch = self.meta["launch"]
         d_args = [cp.asarray(a) for a in args]
@@ -281,7 +346,7 @@ class CudaRunner:
             for d in dims:
                 n *= aff_value(d, sizes)
             temps.append(cp.empty(max(n, 1), dtype=host.dtype))
-        partial = cp.zeros(launch["reduce_blocks"], dtype=host.dtype)
+        partial = cp.zeros(max(REDUCE_BLOCKS, FEW_POINTS), dtype=host.dtype)  # (FEW_POINTS * splits fit)
         every = d_args + d_outs + temps + [partial]
         ptrs = cp.asarray(np.array([a.data.ptr for a in every], dtype=np.uint64))
         d_sizes = cp.asarray(size_arr)
@@ -294,6 +359,9 @@ class CudaRunner:
                     total *= aff_value(d, sizes)
                 if total == 0:
                     continue
+                if "blocks" in k and total < FEW_POINTS:
+                    self._module.get_function(k["blocks"])((total * splits(total),), (block,), (d_sizes, ptrs))
+                    fn = self._module.get_function(k["blocks"] + "_fin")
                 fn(((total + block - 1) // block,), (block,), (d_sizes, ptrs))
             elif k["kind"] == "reduce":
                 fn((launch["reduce_blocks"],), (block,), (d_sizes, ptrs))
@@ -301,8 +369,40 @@ class CudaRunner:
                 fn((1,), (block,), (d_sizes, ptrs))
             else:
                 fn((1,), (1,), (d_sizes, ptrs))
+        if resident:  # CuPy arrays in, CuPy arrays out (a scalar is read back as a float)
+            return host.results(d_outs)
         cp.cuda.Stream.null.synchronize()
         return host.results([cp.asnumpy(o) for o in d_outs])
+
+    def _device_components(self, cp, inputs: dict) -> list:
+        """The inputs' arrays in argument order (``Arguments``'): each on the GPU, contiguous, of the
+        kernel's dtype (a CuPy array of another dtype or order is converted there, a NumPy one copied)."""
+        out = []
+        for inp in self.arguments.inputs:
+            for comp in inp["components"]:
+                v = inputs[inp["name"]]
+                for k in comp["projs"]:
+                    v = v[k]
+                out.append(cp.ascontiguousarray(cp.asarray(v), dtype=self.arguments.dtype))
+        return out
+
+
+def _holds_device_arrays(cp, value) -> bool:
+    """Whether ``value`` (a dict of inputs, a tuple, an array) holds a CuPy array."""
+    if isinstance(value, dict):
+        return any(_holds_device_arrays(cp, v) for v in value.values())
+    if isinstance(value, tuple):
+        return any(_holds_device_arrays(cp, v) for v in value)
+    return isinstance(value, cp.ndarray)
+
+
+def _stand_ins(cp, value, dtype):
+    """``value`` with each CuPy array replaced by an uninitialised NumPy array of its shape and ``dtype``."""
+    if isinstance(value, dict):
+        return {k: _stand_ins(cp, v, dtype) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_stand_ins(cp, v, dtype) for v in value)
+    return np.empty(value.shape, dtype) if isinstance(value, cp.ndarray) else value
 
 
 def load(source: str, meta: dict, error, sanitize: bool = False) -> tuple[CudaRunner, str | None, None]:

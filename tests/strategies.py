@@ -50,7 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tensorlang.functions import lookup
@@ -1032,3 +1032,18 @@ def program_and_inputs(
                          black_boxes)
     expr = draw(exprs)
     return expr, draw(inputs_for(expr, max_size=max_size, allow_zero=allow_zero))
+
+
+def collect(strategy, n: int) -> list:
+    """``n`` deterministic draws of a Hypothesis strategy (derandomised, no database), for tests that run
+    many cases at once (one batch compiled into one library, one report of every failure)."""
+    cases: list = []
+
+    @settings(max_examples=n, database=None, derandomize=True, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def run(case):
+        cases.append(case)
+
+    run()
+    return cases

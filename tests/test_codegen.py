@@ -6,6 +6,7 @@ unit per compiler call, so hundreds of programs cost a few compiler runs.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
@@ -16,40 +17,28 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import strategies as st
 
 import tensorlang as tl
 from tensorlang.codegen import Kernel, compile as tl_compile, export as tl_export
 from tensorlang.codegen.build import build_c, c_flags, load, nvcc_path, vector_math_available
 from tensorlang.codegen.c import CEmitter
-from tensorlang.codegen.generate import program_meta
+from tensorlang.codegen.generate import generate, program_meta
 from tensorlang.codegen.lower import lower
 from tensorlang.codegen.runtime import Runner
 from tensorlang.errors import CompileError, ShapeError
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
+    import nvrtc
     from oracles import close
-    from strategies import nested_let_programs, program_and_inputs, type_shape
+    from strategies import collect, nested_let_programs, program_and_inputs, type_shape
 except ImportError:  # tests/ as a package
+    from tests import nvrtc
     from tests.oracles import close
-    from tests.strategies import nested_let_programs, program_and_inputs, type_shape
+    from tests.strategies import collect, nested_let_programs, program_and_inputs, type_shape
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def collect(strategy, n: int) -> list:
-    """``n`` deterministic draws of a Hypothesis strategy (derandomised, no database)."""
-    cases: list = []
-
-    @settings(max_examples=n, database=None, derandomize=True, deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(strategy)
-    def run(case):
-        cases.append(case)
-
-    run()
-    return cases
 
 
 def run_batch(exprs_and_inputs, fuse: bool = True, dtype: str = "float64", lanes: int = CEmitter.lanes,
@@ -728,6 +717,30 @@ def test_generated_cuda_compiles_with_nvcc():
     assert os.path.exists(build_cuda_object(src))
 
 
+@pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (the nvidia-cuda-nvrtc wheel of the dev extra)")
+def test_generated_cuda_compiles_with_nvrtc():
+    """CuPy runs kernels through NVRTC, which has no C headers: what nvcc accepts (``INFINITY``, ``NAN`` from
+    ``math.h``) must compile there too, for the examples, their gradients and generated programs."""
+    programs = []
+    for path in sorted(EXAMPLES.glob("*.tl")):
+        e = tl.parse(path.read_text())
+        programs.append(e)
+        for name in e.free_vars:
+            with contextlib.suppress(tl.TensorLangError):  # not scalar, or not a real input
+                programs.append(tl.grad(e, name))
+    programs += [e for e, _ in collect(program_and_inputs(), 80)]
+    failed = [(str(e), log) for e in programs if (log := nvrtc.compile_errors(generate(e, target="cuda")[0]))]
+    assert not failed, f"{len(failed)} of {len(programs)} fail under NVRTC; first: {failed[0]}"
+
+
+def test_cuda_reduction_without_a_loop_is_summed_by_one_thread():
+    """A sum in closed form (``sum(i:n) 1`` is ``n``) has no loop to share out among the reduction's threads:
+    thread 0 alone contributes it (every thread did, and the GPU returned n times 262,144)."""
+    src, meta = generate(tl.parse("x : R\nsum(i:n) x"), target="cuda")
+    assert [k["kind"] for k in meta["launch"]["kernels"]] == ["reduce", "single_block"]
+    assert "tl_part = tl_gtid == 0 ?" in src
+
+
 def _gpu() -> bool:
     """Whether CuPy and a GPU are here to run CUDA kernels (``pip install 'tensorlang[cuda]'``)."""
     try:
@@ -752,8 +765,6 @@ def test_cuda_kernel_agrees_with_c_on_a_gpu():
 def test_cuda_target_generates_kernels():
     e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
     if nvcc_path() is None:
-        from tensorlang.codegen.kernel import generate
-
         src, meta = generate(e, target="cuda")
     else:
         k = tl_compile(e, target="cuda")

@@ -14,12 +14,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
-    from strategies import programs
+    from strategies import collect, programs
 except ImportError:  # tests/ as a package
-    from tests.strategies import programs
+    from tests.strategies import collect, programs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -47,16 +45,7 @@ TRANSCRIPT = textwrap.dedent("""
 
 
 def _generated(n: int) -> list[str]:
-    out: list[str] = []
-
-    @settings(max_examples=n, database=None, derandomize=True, deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(programs())
-    def run(e):
-        out.append(str(e))
-
-    run()
-    return out
+    return [str(e) for e in collect(programs(), n)]
 
 
 def _transcript(path: Path, seed: str) -> str:
