@@ -2,16 +2,17 @@
 direction ``dir = g / (H 1)`` (the gradient in ``c`` over the Hessian along the all-ones direction, entry by
 entry).
 
-The cost is a tensor program with a min-reduction (``COST``, as ``examples/kmeans.tl``), compiled; its
-gradient is ``ad.grad`` through the kernel's compiled adjoint (a point's cotangent goes to its nearest
-centroid, split equally between equally near ones) and the Hessian along ones forward over reverse
-(``ad.jvp`` of the gradient: the compiled derivative of the adjoint), as GradBench's JAX tool does with
-``jax.jvp(jax.grad(...))``."""
+The cost is a tensor program with a min-reduction (``COST``, as ``examples/kmeans.tl``), compiled.  Its
+gradient in ``c`` is the language's own, ``tl.grad`` (a point's cotangent goes to its nearest centroid,
+split equally between equally near ones), and the Hessian along ones is that gradient's forward derivative,
+``tl.derivative(gradient, ["c"])`` with ``dc = 1``: two compiled kernels, each with its certified cost.
+(``ad.jvp`` of ``ad.grad`` of the cost kernel, as GradBench's JAX tool writes it, gives the same numbers
+but runs the cost's adjoint in every input, ``p`` too, and the derivative of that: 5.1 ms where these two
+take 2.8 ms at k = 100, n = 1,000, d = 8.)"""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import ad
 from .. import api as tl
 from .runs import Function
 
@@ -21,19 +22,17 @@ c : [k][d]R
 sum(i:n) min(j:k) sum(a:d) (p[i, a] - c[j, a]) * (p[i, a] - c[j, a])
 """
 
-
-KERNEL = None   # the compiled cost, made by ``define``
+# the compiled cost, its gradient in c and that gradient's derivative in c, made by ``define``
+KERNEL = GRADIENT = HESSIAN_ALONG = None
 
 
 def cost(points, centroids):
     return KERNEL(p=points, c=centroids)
 
 
-_GRADIENT = ad.grad(cost, argnums=1)
-
-
 def direction(points, centroids):
-    g, h = ad.jvp(lambda c: _GRADIENT(points, c), (centroids,), (np.ones(centroids.shape),))
+    g = GRADIENT(p=points, c=centroids)
+    h = HESSIAN_ALONG(p=points, c=centroids, dc=np.ones(centroids.shape))
     with np.errstate(invalid="ignore"):   # a centroid without points: 0 / 0, NaN, as JAX's tool gives
         return g / h
 
@@ -43,7 +42,9 @@ def _inputs(raw) -> tuple:
 
 
 def define() -> dict:
-    global KERNEL
-    KERNEL = tl.compile(tl.parse(COST))
-    direction(np.zeros((2, 1)), np.ones((2, 1)))   # the derivative kernels built now, in define
+    global KERNEL, GRADIENT, HESSIAN_ALONG
+    program = tl.parse(COST)
+    gradient = tl.grad(program, "c")
+    KERNEL, GRADIENT = tl.compile(program), tl.compile(gradient)
+    HESSIAN_ALONG = tl.compile(tl.derivative(gradient, ["c"]))
     return {"cost": Function(_inputs, cost, float), "dir": Function(_inputs, direction, lambda d: d.tolist())}
