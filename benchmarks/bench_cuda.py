@@ -1,7 +1,8 @@
 """CUDA kernels on a GPU against the C kernel and JAX and PyTorch on the same GPU.
 
 The deconvolution loss (``examples/deconv_loss.tl``, m = 16) and its gradients in ``x`` and ``c``, float64,
-at n = 2^20, 2^22 and 2^24.  Columns, each the best of a few runs (wall time, ``harness.best``):
+at n = 2^20, 2^22 and 2^24, and ``examples/logsumexp.tl`` (a maximum, then a sum) and its gradient at 2^24.
+Columns, each the best of a few runs (wall time, ``harness.best``):
 
 * tensorlang C: ``tl.compile(program)``, OpenMP on the machine's cores;
 * tensorlang CUDA: ``tl.compile(program, target="cuda")`` called as a user calls it, with NumPy arrays: the
@@ -120,6 +121,52 @@ def measure(n: int, peers: dict) -> list[dict]:
     return rows
 
 
+def measure_logsumexp(n: int, peers: dict) -> list[dict]:
+    """``examples/logsumexp.tl`` (a maximum, then a sum shifted by it) and its gradient, CuPy arrays in and
+    out, against C and the peers' own ``logsumexp`` on the GPU."""
+    import cupy as cp
+
+    x = np.random.default_rng(0).normal(size=n)
+    program = tl.parse((EXAMPLE.parent / "logsumexp.tl").read_text())
+    rows = []
+    for what, p in (("logsumexp", program), ("logsumexp gradient", tl.grad(program, "x"))):
+        cpu, gpu = tl.compile(p), tl.compile(p, target="cuda")
+        want = cpu(x=x)
+        on_gpu = cp.asarray(x)
+        assert np.allclose(cp.asnumpy(cp.asarray(gpu(x=on_gpu))), want, rtol=1e-9), what
+
+        def resident():
+            gpu(x=on_gpu)
+            cp.cuda.Stream.null.synchronize()
+
+        row = dict(n=n, what=what, c=best(lambda: cpu(x=x)), cuda=best(lambda: gpu(x=x)),
+                   cuda_resident=best(resident))
+        if "jax" in peers:
+            jax = peers["jax"][0]
+            from jax.scipy.special import logsumexp as f
+            fn = jax.jit(f if p is program else jax.grad(f))
+            dev = jax.device_put(x)
+            assert np.allclose(np.asarray(fn(dev)), want, rtol=1e-9), f"JAX {what}"
+            row["jax"] = best(lambda: fn(dev).block_until_ready())
+        if "torch" in peers:
+            torch, _ = peers["torch"]
+            t = torch.tensor(x, device="cuda", requires_grad=p is not program)
+
+            def run():
+                if p is program:
+                    with torch.no_grad():
+                        r = torch.logsumexp(t, 0)
+                else:
+                    (r,) = torch.autograd.grad(torch.logsumexp(t, 0), t)
+                torch.cuda.synchronize()
+                return r
+
+            assert np.allclose(run().detach().cpu().numpy(), want, rtol=1e-9), f"PyTorch {what}"
+            row["torch"] = best(run)
+        rows.append(row)
+    return rows
+
+
 def table(rows: list[dict], header: str) -> str:
     cols = [("c", "tensorlang C"), ("cuda", "tensorlang CUDA (from NumPy)"), ("copies", "the copies alone"),
             ("cuda_resident", "tensorlang CUDA (CuPy arrays)"),
@@ -148,6 +195,7 @@ def main() -> None:
     rows = []
     for n in ([2 ** 20] if args.quick else [2 ** 20, 2 ** 22, 2 ** 24]):
         rows += measure(n, peers)
+    rows += measure_logsumexp(2 ** 20 if args.quick else 2 ** 24, peers)
     versions = [f"GPU {name}", f"CPU cores {os.cpu_count()}", f"load average {os.getloadavg()[0]:.2f}"]
     for mod in ("cupy", "jax", "torch"):
         if mod in sys.modules:

@@ -31,7 +31,7 @@ from . import domains as D
 from .build import build_cuda_object, nvcc_path
 from .c import CEmitter
 from .c_runtime import cuda_prelude
-from .ir import Array, Reduce, Stmt, affine_meta
+from .ir import Array, MaxReduce, Reduce, Stmt, affine_meta
 from .loop_ir import Line, print_c
 from .loops import Block, For, If, User
 from .runtime import UNCHECKED, Arguments, aff_value
@@ -47,6 +47,17 @@ REDUCE_BLOCKS = 1024
 FEW_POINTS = 1 << 16
 
 
+# how the threads' parts of a reduction combine: its identity and its operation, by the reduction's kind
+_COMBINE = {Reduce: ("(real)0", lambda a, b: f"{a} + {b}"),
+            MaxReduce: ("-(real)INFINITY", lambda a, b: f"tl_fmax({a}, {b})")}
+
+
+def _shareable(pred, body) -> bool:
+    """Whether ``[pred] * body`` is a reduction whose loop threads can share: a sum, or a maximum with no
+    guard (a guarded-out maximum is 0, which no thread's part could say)."""
+    return isinstance(body, Reduce) or (isinstance(body, MaxReduce) and pred is TRUE)
+
+
 def splits(total: int) -> int:
     """How many blocks share each of ``total`` points' reductions (``tl_splits`` in the kernels' text): about
     ``REDUCE_BLOCKS`` blocks in all, so that few points still fill the GPU."""
@@ -56,7 +67,7 @@ class CudaEmitter(CEmitter):
     # contractions stay loops (their Reduce bodies); temporaries are device arrays passed by the runner;
     # a thread per target point, so no interchange ...
     caps = Capabilities(restrict="__restrict__", openmp=False, blas=False, workspace=False, interchange=False,
-                        function_qualifier="__device__ static inline")
+                        function_qualifier="__device__ static inline", stored_reductions=True)
     lanes = 0  # ... and a thread per point of an inner loop: consecutive threads read consecutive elements
 
     def __init__(self, *args, **kwargs):
@@ -118,16 +129,17 @@ class CudaEmitter(CEmitter):
         nodes: list = [Line(f"/* {arr.label} */")]
         if gv:
             self._points_kernel(name, arr, gv, pred, body, nodes)
-            if isinstance(body, Reduce):  # also blocks per point, for few points of long reductions
+            if _shareable(pred, body):  # also blocks per point, for few points of long reductions
                 self._points_kernel(name + "_blocks", arr, gv, pred, body,
                                     [Line(f"/* {arr.label}: blocks of threads per point */")], blocks=True)
             return
         ref = self.array_ref(arr, [])
-        if isinstance(body, Reduce):
+        if _shareable(pred, body):
+            identity, combine = _COMBINE[type(body)]
             sc = Scope(nodes, self.base_ctx, (), parallel_ok=True)
             sc.line("const int64_t tl_gtid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
             sc.line("const int64_t tl_gsize = (int64_t)gridDim.x * blockDim.x;")
-            sc.line("real tl_part = 0;")
+            sc.line(f"real tl_part = {identity};")
             cond = self.pred(pred, sc) if pred is not TRUE else None
             if cond != "0":
                 if cond is not None:
@@ -136,15 +148,15 @@ class CudaEmitter(CEmitter):
                     inner = sc.child()
                 self._shared_reduction_part(body, inner)
             sc.line(f"__shared__ real tl_sh[{BLOCK}];")
-            self._block_reduce(sc, "tl_part", "tl_partial[blockIdx.x]")
+            self._block_reduce(sc, "tl_part", "tl_partial[blockIdx.x]", combine)
             self._kernel_texts.append((name, print_c(nodes)))
-            fin = [Line(f"/* {arr.label}: the sum of the blocks' partial sums */")]
+            fin = [Line(f"/* {arr.label}: the blocks' partial results combined */")]
             fs = Scope(fin, self.base_ctx, ())
-            fs.line("real tl_part = 0;")
+            fs.line(f"real tl_part = {identity};")
             fs.loop("b", "int64_t b = threadIdx.x", f"b < {REDUCE_BLOCKS}", "b += blockDim.x").line(
-                "tl_part += tl_partial[b];")
+                f"tl_part = {combine('tl_part', 'tl_partial[b]')};")
             fs.line(f"__shared__ real tl_sh[{BLOCK}];")
-            self._block_reduce(fs, "tl_part", ref)
+            self._block_reduce(fs, "tl_part", ref, combine)
             self._kernel_texts.append((name + "_fin", print_c(fin)))
             self.loop_ir += [(name, nodes), (name + "_fin", fin)]
             self.kernels.append({"name": name, "kind": "reduce"})
@@ -172,19 +184,20 @@ class CudaEmitter(CEmitter):
         ref = self.array_ref(arr, [Affine.var(v) for v in gv])
         cond = self.pred(pred, inner) if pred is not TRUE else None
         if blocks:  # every thread reaches the block's reduction: the guard only chooses what it adds
-            inner.line("real tl_part = 0;")
+            identity, combine = _COMBINE[type(body)]
+            inner.line(f"real tl_part = {identity};")
             if cond != "0":
                 sub = inner.child() if cond is None else inner.branch(
                     cond, ctx=inner.ctx & D.params_set(over_approximation(pred), inner.bound, self.names))
                 self._shared_reduction_part(body, sub)
             inner.line(f"__shared__ real tl_sh[{BLOCK}];")
-            self._block_reduce(inner, "tl_part", "tl_partial[blockIdx.x]")
-            fin = [Line(f"/* {arr.label}: the sum of each point's partial sums */")]
+            self._block_reduce(inner, "tl_part", "tl_partial[blockIdx.x]", combine)
+            fin = [Line(f"/* {arr.label}: each point's partial results combined */")]
             fs = Scope(fin, self.base_ctx, (), parallel_ok=False)
             self._point_of(fs, arr, gv, "(int64_t)blockIdx.x * blockDim.x + threadIdx.x")
-            fs.line("real tl_part = 0;")
+            fs.line(f"real tl_part = {identity};")
             fs.loop("b", "int64_t b = 0", "b < tl_splits", "b += 1").line(
-                "tl_part += tl_partial[tl_tid * tl_splits + b];")
+                f"tl_part = {combine('tl_part', 'tl_partial[tl_tid * tl_splits + b]')};")
             fs.line(f"{ref} = tl_part;")
             self._kernel_texts += [(name, print_c(nodes)), (name + "_fin", print_c(fin))]
             self.loop_ir += [(name, nodes), (name + "_fin", fin)]
@@ -220,14 +233,25 @@ class CudaEmitter(CEmitter):
                 sc.line(f"const int64_t tl_q{j} = {rest} / ({self.affine(arr.dims[j])});")
                 rest = f"tl_q{j}"
 
-    def _shared_reduction_part(self, body: Reduce, scope: Scope) -> None:
-        """``tl_part = `` this thread's part of the reduction ``body``, whose outermost loop the threads
-        ``tl_gtid`` of ``tl_gsize`` share; a reduction with no loop (a closed form) is thread 0's alone."""
+    def _shared_reduction_part(self, body: Reduce | MaxReduce, scope: Scope) -> None:
+        """``tl_part = `` this thread's part of the reduction ``body`` (a sum or a maximum), whose outermost
+        loop the threads ``tl_gtid`` of ``tl_gsize`` share; a reduction with no loop (a closed form) is thread
+        0's alone, the others contributing the identity."""
         strided = self._strided_loops
         value = self.expr(body, scope)
         if self._strided_loops == strided:
-            value = f"tl_gtid == 0 ? {value} : (real)0"
+            value = f"tl_gtid == 0 ? {value} : {_COMBINE[type(body)][0]}"
         scope.line(f"tl_part = {value};")
+
+    def _emit_MaxReduce(self, e: MaxReduce, scope: Scope) -> str:
+        """As C's (``-INFINITY``, then ``tl_fmax`` at every point), the outermost loop shared out among the
+        threads where the scope is a shared reduction's (``_shared_reduction_part``)."""
+        if not scope.parallel_ok:
+            return super()._emit_MaxReduce(e, scope)
+        acc = self.fresh("max")
+        scope.line(f"real {acc} = -(real)INFINITY;")
+        self.reduce_nest(e, scope, lambda inner: inner.line(f"{acc} = tl_fmax({acc}, {self.expr(e.body, inner)});"))
+        return acc
 
     @staticmethod
     def _split(body: Expr):
@@ -236,11 +260,14 @@ class CudaEmitter(CEmitter):
         return TRUE, body
 
     @staticmethod
-    def _block_reduce(sc: Scope, value: str, target: str) -> None:
+    def _block_reduce(sc: Scope, value: str, target: str, combine) -> None:
+        """The block's threads' ``value``s combined (``combine``: a sum's or a maximum's) in shared memory, in
+        a tree, and written to ``target`` by thread 0."""
         sc.line(f"tl_sh[threadIdx.x] = {value};")
         sc.line("__syncthreads();")
         halving = sc.loop("s", "int s = blockDim.x / 2", "s > 0", "s >>= 1")
-        halving.line("if (threadIdx.x < s) tl_sh[threadIdx.x] += tl_sh[threadIdx.x + s];")
+        halving.line(f"if (threadIdx.x < s) tl_sh[threadIdx.x] = "
+                     f"{combine('tl_sh[threadIdx.x]', 'tl_sh[threadIdx.x + s]')};")
         halving.line("__syncthreads();")
         sc.line(f"if (threadIdx.x == 0) {target} = tl_sh[0];")
 

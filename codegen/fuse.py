@@ -25,7 +25,9 @@ exp(q[k, a])`` and its uses ``t[i, k, a]`` become ``t[k, a]``: each value is com
 where its indices live.
 
 Scalar lets (0-dimensional) that stay are computed once before every loop: the loop-invariant scalars,
-hoisted.  Everything that remains is one loop nest per binding.
+hoisted.  A target whose threads share a reduction's loop (CUDA: ``Capabilities.stored_reductions``) keeps
+every scalar let whose value is a sum or a maximum, so that it is a kernel of its own, not a loop inside
+the one thread that computes its reader.  Everything that remains is one loop nest per binding.
 """
 from __future__ import annotations
 
@@ -52,6 +54,13 @@ def is_cheap(body: Expr) -> bool:
         if isinstance(n, (Add, Mul, Call)):
             ops += 1
     return ops <= CHEAP_OPS
+
+
+def _unguarded(body: Expr) -> Expr:
+    """``body`` without the brackets around it."""
+    while isinstance(body, Guard):
+        body = body.body
+    return body
 
 
 def _uses(var: Var, depth: int, body: Expr, gen_ctx) -> list:
@@ -143,9 +152,10 @@ def _compared(program: list) -> set:
     return out
 
 
-def fuse(lets: list, leaves: list) -> tuple[list, list]:
+def fuse(lets: list, leaves: list, stored_reductions: bool = False) -> tuple[list, list]:
     """``lets`` and ``leaves`` are lists of ``[var, gen vars, gen sizes, body]``; returns the bindings
-    that stay and the updated consumers."""
+    that stay and the updated consumers.  ``stored_reductions``: a scalar binding whose value is a sum or a
+    maximum stays (a GPU's threads share its loop in a kernel of its own)."""
     lets = [list(x) for x in lets]
     leaves = [list(x) for x in leaves]
     _narrowed(lets, leaves)
@@ -166,6 +176,8 @@ def fuse(lets: list, leaves: list) -> tuple[list, list]:
             continue  # dead
         cheap = is_cheap(body)
         if var in compared and any(isinstance(n, (Add, Mul, Call, Sum, Max)) for n in walk(body)):
+            inline = False
+        elif stored_reductions and not gv and isinstance(_unguarded(body), (Sum, Max)):
             inline = False
         elif cheap and not any(isinstance(n, Call) for n in walk(body)):
             inline = True

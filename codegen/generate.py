@@ -75,7 +75,7 @@ def emitter_for(expr: Expr, target: str = "c", dtype: str = "float64", entry: st
     if dtype not in ("float64", "float32"):
         raise UnsupportedError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
     cls = target_of(target).emitter
-    prog, namer = lower(expr)
+    prog, namer = lower(expr, stored_reductions=cls.caps.stored_reductions)
     emitter = cls(prog, namer, dtype, entry, scatter=scatter)
     emitter.emit_entry()
     meta = program_meta(prog, cls, dtype, entry)
@@ -96,7 +96,7 @@ def explain(expr: Expr, target: str = "c", dtype: str = "float64", scatter=None,
     each of the schedule's passes (``loop_ir.PASSES``), and the generated source.  ``stage``: that stage
     alone (its name as the headings print it, ``"loops"``, ``"loops after serial copies"`` ...)."""
     cls = target_of(target).emitter
-    prog, namer = lower(expr)
+    prog, namer = lower(expr, stored_reductions=cls.caps.stored_reductions)
     emitter = cls(prog, namer, dtype, "tl_kernel", scatter=scatter)
     source = emitter.emit()
     stages = [("program", str(expr)), ("normal form", str(normalize(expr))), ("statements", str(prog))]

@@ -21,7 +21,7 @@ from tensorlang.predicates import has_relations, simplify
 from tensorlang.substitute import fresh_name, rebuild
 from tensorlang.traversal import free_index_vars, free_vars
 
-__all__ = ["hoisted"]
+__all__ = ["hoisted", "reductions_apart"]
 
 
 def hoisted(lets: list, leaves: list) -> tuple[list, list]:
@@ -79,5 +79,44 @@ def hoisted(lets: list, leaves: list) -> tuple[list, list]:
             before: list = []
             body = rewrite(body, tuple(zip(gv, gs)), (), before, {})
             out_lets += before
+            into.append([var, gv, gs, body])
+    return out_lets, out_leaves
+
+
+def reductions_apart(lets: list, leaves: list) -> tuple[list, list]:
+    """``lets`` and ``leaves`` with each sum or maximum inside a scalar statement's value (``m + log(sum(i:n)
+    exp(x[i] - m))``) made a scalar binding of its own, before the statement, guarded by the guards on its
+    way: a target whose threads share a reduction's loop (CUDA) then runs it as a kernel of its own instead of
+    a loop in the single thread that computes the rest.  A statement that is one reduction stays as it is."""
+    used = {c[0].name for c in lets} | {v.name for c in lets + leaves for v in free_vars(c[3])}
+
+    def rewrite(e, guards: tuple, before: list, memo: dict):
+        if not isinstance(e, Expr):
+            return e
+        if id(e) in memo:
+            return memo[id(e)]
+        if isinstance(e, (Sum, Max)) and not free_index_vars(e):
+            name = fresh_name("red", used)
+            used.add(name)
+            out = Var(name, e.type)
+            before.append([out, (), (), guard(conj(*guards), e)])
+        elif isinstance(e, Guard):
+            out = rebuild(e, lambda c: rewrite(c, guards + (e.pred,), before, memo) if c is e.body else c)
+        else:
+            out = rebuild(e, lambda c: rewrite(c, guards, before, memo))
+        memo[id(e)] = out
+        return out
+
+    out_lets: list = []
+    out_leaves: list = []
+    for into, items in ((out_lets, lets), (out_leaves, leaves)):
+        for var, gv, gs, body in items:
+            inner = body
+            while isinstance(inner, Guard):
+                inner = inner.body
+            if not gv and not isinstance(inner, (Sum, Max)):
+                before: list = []
+                body = rewrite(body, (), before, {})
+                out_lets += before
             into.append([var, gv, gs, body])
     return out_lets, out_leaves

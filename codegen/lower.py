@@ -291,11 +291,13 @@ def _macro_like(name: str) -> bool:
 # lowering
 
 
-def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tuple[Program, Namer]:
+def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True,
+          stored_reductions: bool = False) -> tuple[Program, Namer]:
     """The statement form of any ``Expr`` (see the module docstring); ``contractions``: mark plain dense
-    contractions for BLAS (``codegen.contract``)."""
+    contractions for BLAS (``codegen.contract``); ``stored_reductions``: a scalar let whose value is a
+    reduction is never fused into its reader (``codegen.fuse``)."""
     from .fuse import fuse
-    from .hoist import hoisted
+    from .hoist import hoisted, reductions_apart
 
     bindings, out = let_chain(normalize(split_pairs(body_of(expr))))  # every input of expr is an argument
     namer = Namer()
@@ -323,7 +325,9 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True) -> tupl
 
     shape = out_tree(out)
     if fuse_lets:
-        lets, leaves = fuse(*hoisted(lets, leaves))
+        lets, leaves = fuse(*hoisted(lets, leaves), stored_reductions=stored_reductions)
+    if stored_reductions:
+        lets, leaves = reductions_apart(lets, leaves)
 
     # inputs (value components) and relations
     inputs: list[Array] = []

@@ -24,6 +24,9 @@ class Capabilities:
     workspace: bool  # non-scalar temporaries are cut from a workspace argument (else passed as arguments)
     interchange: bool  # reductions into small targets may run with the target's loops innermost
     function_qualifier: str  # how a black box's C function is declared
+    # a scalar let whose value is a reduction stays a statement of its own (its threads share its loop)
+    # instead of being computed inside the statement that reads it
+    stored_reductions: bool = False
 
 
 @dataclass(frozen=True)

@@ -717,7 +717,7 @@ def test_generated_cuda_compiles_with_nvcc():
     assert os.path.exists(build_cuda_object(src))
 
 
-@pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (the nvidia-cuda-nvrtc wheel of the dev extra)")
+@pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (nvidia-cuda-nvrtc, of the dev extra)")
 def test_generated_cuda_compiles_with_nvrtc():
     """CuPy runs kernels through NVRTC, which has no C headers: what nvcc accepts (``INFINITY``, ``NAN`` from
     ``math.h``) must compile there too, for the examples, their gradients and generated programs."""
@@ -739,6 +739,19 @@ def test_cuda_reduction_without_a_loop_is_summed_by_one_thread():
     src, meta = generate(tl.parse("x : R\nsum(i:n) x"), target="cuda")
     assert [k["kind"] for k in meta["launch"]["kernels"]] == ["reduce", "single_block"]
     assert "tl_part = tl_gtid == 0 ?" in src
+
+
+def test_cuda_reductions_are_kernels_of_their_own():
+    """On CUDA a maximum and a sum inside a scalar statement are statements of their own, each shared out
+    among the threads (a sum with ``+``, a maximum with ``tl_fmax`` from ``-INFINITY``); in C they stay in
+    the statement that reads them."""
+    e = tl.parse((EXAMPLES / "logsumexp.tl").read_text())
+    src, meta = generate(e, target="cuda")
+    kinds = [k["kind"] for k in meta["launch"]["kernels"]]
+    assert kinds == ["reduce", "single_block", "reduce", "single_block", "single"]
+    assert "tl_sh[threadIdx.x] = tl_fmax(tl_sh[threadIdx.x], tl_sh[threadIdx.x + s]);" in src
+    assert "real tl_part = -(real)INFINITY;" in src
+    assert len(lower(e)[0].stmts) == 1 and len(lower(e, stored_reductions=True)[0].stmts) == 3
 
 
 def _gpu() -> bool:

@@ -103,6 +103,24 @@ def test_large_loss_and_gradient_agree_with_c_in_float64_and_float32():
         assert np.allclose(got, tl.compile(program)(**inputs), rtol=1e-3, atol=1e-3 * np.sqrt(n))
 
 
+def test_large_maximum_and_logsumexp_agree_with_c():
+    """A maximum at size: its threads share the loop (``-INFINITY`` and ``tl_fmax`` in place of ``0`` and ``+``),
+    as a kernel of its own, and so does the sum that reads it; a tie and a NaN as the evaluator has them."""
+    e = tl.parse((EXAMPLES / "logsumexp.tl").read_text())
+    x = np.random.default_rng(2).normal(size=3_000_001)
+    for program in (e, tl.grad(e, "x")):
+        assert np.allclose(tl.compile(program, target="cuda")(x=x), tl.compile(program)(x=x), rtol=1e-10)
+    tied = np.full(1_000_000, -3.0)
+    tied[[5, 999_999]] = 4.0
+    for program in (e, tl.grad(e, "x")):
+        assert np.allclose(tl.compile(program, target="cuda")(x=tied), tl.compile(program)(x=tied), rtol=1e-10)
+    peak = tl.parse("x : [n]R\nmax(i:n) x[i]")
+    with_nan = x.copy()
+    with_nan[1234] = np.nan
+    assert np.isnan(tl.compile(peak, target="cuda")(x=with_nan))
+    assert tl.compile(peak, target="cuda")(x=x) == x.max()
+
+
 def test_hopper_build_with_nvcc():
     """The kernels build for the H100/H200 (``-arch=sm_90``) as for nvcc's default architecture."""
     e = tl.grad(tl.parse((EXAMPLES / "deconv_loss.tl").read_text()), "x")
