@@ -40,7 +40,9 @@ from .runtime import Runner
 from .scalar import ScalarPrinter, Scope, literal
 from .loop_ir import print_c, scheduled
 from .scatter import Positions, Scatter
-from .schedule import BLOCK_LANES, INTERCHANGE_MAX_TARGET, Leaf, Schedule, between, has_reduce, outer_reductions
+from .schedule import (
+    BLOCK_LANES, INTERCHANGE_MAX_TARGET, MAX, SUM, Combine, Leaf, Schedule, between, has_reduce, outer_reductions,
+)
 from .sparse import Sparse
 from .target import Capabilities
 
@@ -520,23 +522,25 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
 
     def _emit_MaxReduce(self, e: MaxReduce, scope: Scope) -> str:
         """``max(r..) body``: ``-INFINITY`` (the maximum of an empty box), then ``tl_fmax`` at every point of
-        the box (NaN propagates, as in the evaluator), in sequential loops."""
+        the box (NaN propagates, as in the evaluator); a top-level maximum of enough work in chunks on
+        OpenMP's threads, each chunk in lanes (``emit_reassociated``), else in sequential loops."""
         acc = self.fresh("max")
         scope.line(f"real {acc} = -(real)INFINITY;")
 
-        def keep(inner: Scope) -> None:
-            inner.line(f"{acc} = tl_fmax({acc}, {self.expr(e.body, inner)});")
+        def keep(inner: Scope, into: str = acc) -> None:
+            inner.line(MAX.into(into, self.expr(e.body, inner)))
 
-        self.reduce_nest(e, scope.child(parallel_ok=False), keep)
+        self.reduce_nest(e, scope, keep, reduction=acc, combine=MAX)
         return acc
 
     def reduce_nest(self, e: Reduce | MaxReduce, scope: Scope, add, skip: int | None = None,
                     reduction: str | None = None, blockable: bool = False, acc: str | None = None,
-                    lanes: int = 0) -> None:
+                    lanes: int = 0, combine: Combine = SUM) -> None:
         """The loops of a reduction over its domain (less the variable at position ``skip``, which a CSR
         row binds), calling ``add(scope)`` (or ``add(scope, into)``) at each point; parallel with an
-        OpenMP ``reduction`` clause on ``reduction`` where the scope allows it; its innermost loop
-        lane-blocked if ``blockable``.  A reduction that ``emit_chunked`` runs in chunks adds the terms
+        OpenMP ``reduction`` clause on ``reduction`` where the scope allows it (a maximum, ``combine``
+        ``MAX``: only in reassociated chunks, each chunk's lanes and the chunks combined by ``tl_fmax``); its
+        innermost loop lane-blocked if ``blockable``.  A reduction that ``emit_chunked`` runs in chunks adds the terms
         of the current chunk into ``acc`` (of ``lanes`` lanes, or a scalar) in interleaved ways."""
         full = D.domain(conj(box(zip(e.vars, e.sizes)), e.pred), e.vars, scope.bound, self.names)
         dom = full if skip is None else full.project_out(isl.dim_type.set, skip, 1)
@@ -561,10 +565,11 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         if reduction is not None and scope.parallel_ok and self.caps.openmp and self.reassociable_nest(tree):
             sizes = [s for k, s in enumerate(e.sizes) if k != skip]
             self.emit_reassociated(tree, scope, leaf, reduction, self.size_product(sizes) + " * " + body_work,
-                                   blocked=has_reduce(e.body))
+                                   blocked=has_reduce(e.body), combine=combine)
             return
-        self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok,
-                       work=self.size_product(e.sizes[:1]) + " * " + body_work, reduction=reduction)
+        summed = combine is SUM   # (OpenMP's reduction clause of emit_tree adds)
+        self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok and summed,
+                       work=self.size_product(e.sizes[:1]) + " * " + body_work, reduction=reduction if summed else None)
 
     def _filtered_add(self, acc: str, pred, body, scope: Scope) -> None:
         cond = self.pred(pred, scope)

@@ -81,6 +81,37 @@ class Leaf:
         return None if node.name in self.plain else self.bodies.get(node.name, self.body)
 
 
+@dataclass(frozen=True)
+class Combine:
+    """How a reduction's partial results combine: ``identity``, and ``of(a, b)`` (C text)."""
+
+    identity: str
+    op: str   # an infix operator, or a two-argument function
+
+    def of(self, a: str, b: str) -> str:
+        return f"({a} {self.op} {b})" if not self.op.isidentifier() else f"{self.op}({a}, {b})"
+
+    def into(self, acc: str, value: str) -> str:
+        """The C statement that combines ``value`` into ``acc``."""
+        return f"{acc} {self.op}= {value};" if not self.op.isidentifier() else f"{acc} = {self.op}({acc}, {value});"
+
+    def lanes(self, name: str, count: int) -> str:
+        """The declaration of ``count`` lanes ``name``, each the identity."""
+        return f"real {name}[{count}] = {{0}};" if self.identity == "0" else \
+            f"real {name}[{count}] = {{{', '.join([self.identity] * count)}}};"
+
+    def tree(self, terms: list[str]) -> str:
+        """``terms`` combined by a balanced tree: ``((a + b) + (c + d))``."""
+        if len(terms) == 1:
+            return terms[0]
+        half = len(terms) // 2
+        return self.of(self.tree(terms[:half]), self.tree(terms[half:]))
+
+
+SUM = Combine("0", "+")                           # a sum's partial sums
+MAX = Combine("-(real)INFINITY", "tl_fmax")       # a maximum's (NaN propagates whatever the order)
+
+
 class Schedule:
     """The loop-tree half of an emitter (see the module docstring); ``lanes``: the points of an
     innermost loop that lane blocking runs at once (0: none)."""
@@ -179,7 +210,7 @@ class Schedule:
                 sc.line(f"const int64_t {names.var(v)} = {a};")
             sc.line(f"const real *{lane} = {lanes_of};")
             at = [Affine.var(v) for v in gv]
-            value = _pairwise([f'{lane}[{i}]' for i in range(LANES)])
+            value = SUM.tree([f'{lane}[{i}]' for i in range(LANES)])
             sc.line(self.store(arr, at, value) if into is None else f"{into}[{self.linear(arr.dims, at)}] = {value};")
 
         if tree is not None:
@@ -421,9 +452,9 @@ class Schedule:
         if lanes:
             lane = self.fresh("l")
             scope.loop(lane, f"int {lane} = 0", f"{lane} < {lanes}", f"{lane} += 1").line(
-                f"{acc}[{lane}] += {_pairwise([f'{w}[{lane}]' for w in ways])};")
+                f"{acc}[{lane}] += {SUM.tree([f'{w}[{lane}]' for w in ways])};")
         else:
-            scope.line(f"{acc} += {_pairwise(ways)};")
+            scope.line(f"{acc} += {SUM.tree(ways)};")
 
     def body_work(self, e: Expr, depth: int = 0) -> str:
         """A rough C estimate of the work per point of a body: 1 plus, for each outermost reduction in
@@ -594,8 +625,10 @@ class Schedule:
         over rows of several indices)."""
         return isinstance(tree, For) and not tree.degenerate and self.trip(tree) is not None
 
-    def emit_reassociated(self, tree: For, scope: Scope, leaf: Leaf, acc: str, work: str, blocked: bool) -> None:
-        """``acc += sum of the loop's terms``, reassociated in a fixed order that does not depend on the
+    def emit_reassociated(self, tree: For, scope: Scope, leaf: Leaf, acc: str, work: str, blocked: bool,
+                          combine: Combine = SUM) -> None:
+        """``acc += sum of the loop's terms`` (``combine``: or their maximum, ``MAX``, the leaf's ``into`` then
+        taking the maximum), reassociated in a fixed order that does not depend on the
         number of threads: the iterations of the outermost loop are cut into chunks (the cut depends on
         its trip count only: for one loop at least ``REDUCE_CHUNK`` terms a chunk, for a nest of loops
         at least one row; at most ``REDUCE_CHUNKS`` chunks), each chunk's partial sum is computed by one
@@ -619,10 +652,11 @@ class Schedule:
         body.line(f"const int64_t {lo} = ({tree.init}) + {q} * {chunk};")
         body.line(f"const int64_t {hi} = tl_min({lo} + {chunk}, ({tree.init}) + {n});")
         span = For(tree.var, lo, f"{tree.var} < {hi}", "1", tree.body)
-        self.emit_nest_in_lanes(span, body, leaf, f"{part}[{q}]", blocked)
-        sc.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1").line(f"{acc} += {part}[{q}];")
+        self.emit_nest_in_lanes(span, body, leaf, f"{part}[{q}]", blocked, combine)
+        sc.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1").line(combine.into(acc, f"{part}[{q}]"))
 
-    def emit_nest_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, blocked: bool) -> None:
+    def emit_nest_in_lanes(self, span: For, sc: Scope, leaf: Leaf, out: str, blocked: bool,
+                           combine: Combine = SUM) -> None:
         """``out = `` the sum of the terms of the loop nest ``span``: term ``k`` of each innermost loop
         into lane ``(k - start) mod LANES`` (a point outside such a loop into lane 0), the lanes combined
         by a pairwise tree.  Where the terms hold reductions (``blocked``), the innermost loops are
@@ -630,7 +664,7 @@ class Schedule:
         term into its lane; otherwise ``emit_lanes_sum`` runs them (a vectorised loop over the lanes).
         Both add the same terms into the same lanes in the same order."""
         lane = self.fresh("lane")
-        sc.line(f"real {lane}[{LANES}] = {{0}};")
+        sc.line(combine.lanes(lane, LANES))
         current = []
 
         def innermost(tree: For, s: Scope) -> bool:
@@ -651,7 +685,7 @@ class Schedule:
         into = Leaf(run, leaf.vars, leaf.body if blocked else None, leaf.domain, leaf.plain, leaf.bodies,
                     loop=innermost)
         self.emit_tree(span, sc, into)
-        sc.line(f"{out} = {_pairwise([f'{lane}[{i}]' for i in range(LANES)])};")
+        sc.line(f"{out} = {combine.tree([f'{lane}[{i}]' for i in range(LANES)])};")
 
     def emit_lanes_sum(self, span: For, sc: Scope, leaf: Leaf, lane: str, end: str, around=None) -> None:
         """``lane[(k - start) mod LANES] += `` term ``k`` of the innermost loop ``span``, for ``k`` from its
@@ -713,12 +747,6 @@ def _fold(fn: str, terms: list[str]) -> str:
     return terms[0] if len(terms) == 1 else f"{fn}({terms[0]}, {_fold(fn, terms[1:])})"
 
 
-def _pairwise(terms: list[str]) -> str:
-    """The sum of ``terms`` as a balanced tree of additions: ``((a + b) + (c + d))``."""
-    if len(terms) == 1:
-        return terms[0]
-    half = len(terms) // 2
-    return f"({_pairwise(terms[:half])} + {_pairwise(terms[half:])})"
 
 
 def _tiled(dom, pos: int, name: str, size: int):

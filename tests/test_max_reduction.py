@@ -155,6 +155,27 @@ def test_nan_propagates_in_the_evaluator_and_the_kernel():
     assert np.isnan(e(x=x)) and np.isnan(tl.compile(e)(x=x))
 
 
+def test_a_large_maximum_runs_in_chunks_and_agrees_with_numpy():
+    """From 2^21 entries a scalar maximum is cut into chunks on OpenMP's threads, eight lanes each, combined by
+    ``tl_fmax`` from ``-INFINITY``: the same maximum, a NaN anywhere still NaN, ties and infinities kept."""
+    n = 2 ** 21 + 13   # (chunks and lanes with a remainder)
+    peak, least = tl.compile(vec("max(i:n) x[i]")), tl.compile(vec("min(i:n) x[i]"))
+    assert "tl_fmax(tl_fmax(" in peak.source   # the lanes' tree
+    x = rng.normal(size=n)
+    assert peak(x=x) == x.max() and least(x=x) == x.min()
+    for at in (0, n // 2, n - 1):   # the first chunk, a middle one, the remainder
+        y = x.copy()
+        y[at] = np.nan
+        assert np.isnan(peak(x=y)) and np.isnan(least(x=y))
+        y[at] = 9.0
+        assert peak(x=y) == 9.0
+    assert peak(x=np.full(n, -np.inf)) == -np.inf and peak(x=np.full(n, 2.5)) == 2.5
+    lse = tl.parse(tl.examples.source("logsumexp"))
+    np.testing.assert_allclose(tl.compile(lse)(x=x), scipy.special.logsumexp(x), rtol=1e-12)
+    g = tl.compile(tl.grad(lse, "x"))(x=x)
+    np.testing.assert_allclose(g, scipy.special.softmax(x), rtol=1e-10, atol=1e-300)
+
+
 def test_cost_is_that_of_a_sum():
     for n in (0, 1, 5):
         assert tl.cost(vec("max(i:n) x[i]"), n=n) == tl.cost(vec("sum(i:n) x[i]"), n=n)
