@@ -36,7 +36,7 @@ from .loop_ir import Line, print_c
 from .loops import Block, For, If, User
 from .runtime import UNCHECKED, Arguments, aff_value
 from .scalar import Scope
-from .schedule import unparen
+from .schedule import MAX, SUM, unparen
 from .target import Capabilities
 
 __all__ = ["CudaEmitter", "CudaRunner", "BLOCK", "FEW_POINTS", "REDUCE_BLOCKS", "load"]
@@ -47,9 +47,8 @@ REDUCE_BLOCKS = 1024
 FEW_POINTS = 1 << 16
 
 
-# how the threads' parts of a reduction combine: its identity and its operation, by the reduction's kind
-_COMBINE = {Reduce: ("(real)0", lambda a, b: f"{a} + {b}"),
-            MaxReduce: ("-(real)INFINITY", lambda a, b: f"tl_fmax({a}, {b})")}
+# how the threads' parts of a reduction combine, by the reduction's kind
+_COMBINE = {Reduce: SUM, MaxReduce: MAX}
 
 
 def _shareable(pred, body) -> bool:
@@ -135,11 +134,11 @@ class CudaEmitter(CEmitter):
             return
         ref = self.array_ref(arr, [])
         if _shareable(pred, body):
-            identity, combine = _COMBINE[type(body)]
+            combine = _COMBINE[type(body)]
             sc = Scope(nodes, self.base_ctx, (), parallel_ok=True)
             sc.line("const int64_t tl_gtid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;")
             sc.line("const int64_t tl_gsize = (int64_t)gridDim.x * blockDim.x;")
-            sc.line(f"real tl_part = {identity};")
+            sc.line(f"real tl_part = {combine.identity};")
             cond = self.pred(pred, sc) if pred is not TRUE else None
             if cond != "0":
                 if cond is not None:
@@ -152,9 +151,9 @@ class CudaEmitter(CEmitter):
             self._kernel_texts.append((name, print_c(nodes)))
             fin = [Line(f"/* {arr.label}: the blocks' partial results combined */")]
             fs = Scope(fin, self.base_ctx, ())
-            fs.line(f"real tl_part = {identity};")
+            fs.line(f"real tl_part = {combine.identity};")
             fs.loop("b", "int64_t b = threadIdx.x", f"b < {REDUCE_BLOCKS}", "b += blockDim.x").line(
-                f"tl_part = {combine('tl_part', 'tl_partial[b]')};")
+                combine.into("tl_part", "tl_partial[b]"))
             fs.line(f"__shared__ real tl_sh[{BLOCK}];")
             self._block_reduce(fs, "tl_part", ref, combine)
             self._kernel_texts.append((name + "_fin", print_c(fin)))
@@ -184,8 +183,8 @@ class CudaEmitter(CEmitter):
         ref = self.array_ref(arr, [Affine.var(v) for v in gv])
         cond = self.pred(pred, inner) if pred is not TRUE else None
         if blocks:  # every thread reaches the block's reduction: the guard only chooses what it adds
-            identity, combine = _COMBINE[type(body)]
-            inner.line(f"real tl_part = {identity};")
+            combine = _COMBINE[type(body)]
+            inner.line(f"real tl_part = {combine.identity};")
             if cond != "0":
                 sub = inner.child() if cond is None else inner.branch(
                     cond, ctx=inner.ctx & D.params_set(over_approximation(pred), inner.bound, self.names))
@@ -195,9 +194,9 @@ class CudaEmitter(CEmitter):
             fin = [Line(f"/* {arr.label}: each point's partial results combined */")]
             fs = Scope(fin, self.base_ctx, (), parallel_ok=False)
             self._point_of(fs, arr, gv, "(int64_t)blockIdx.x * blockDim.x + threadIdx.x")
-            fs.line(f"real tl_part = {identity};")
+            fs.line(f"real tl_part = {combine.identity};")
             fs.loop("b", "int64_t b = 0", "b < tl_splits", "b += 1").line(
-                f"tl_part = {combine('tl_part', 'tl_partial[tl_tid * tl_splits + b]')};")
+                combine.into("tl_part", "tl_partial[tl_tid * tl_splits + b]"))
             fs.line(f"{ref} = tl_part;")
             self._kernel_texts += [(name, print_c(nodes)), (name + "_fin", print_c(fin))]
             self.loop_ir += [(name, nodes), (name + "_fin", fin)]
@@ -240,7 +239,7 @@ class CudaEmitter(CEmitter):
         strided = self._strided_loops
         value = self.expr(body, scope)
         if self._strided_loops == strided:
-            value = f"tl_gtid == 0 ? {value} : {_COMBINE[type(body)][0]}"
+            value = f"tl_gtid == 0 ? {value} : {_COMBINE[type(body)].identity}"
         scope.line(f"tl_part = {value};")
 
     def _emit_MaxReduce(self, e: MaxReduce, scope: Scope) -> str:
@@ -250,7 +249,7 @@ class CudaEmitter(CEmitter):
             return super()._emit_MaxReduce(e, scope)
         acc = self.fresh("max")
         scope.line(f"real {acc} = -(real)INFINITY;")
-        self.reduce_nest(e, scope, lambda inner: inner.line(f"{acc} = tl_fmax({acc}, {self.expr(e.body, inner)});"))
+        self.reduce_nest(e, scope, lambda inner: inner.line(MAX.into(acc, self.expr(e.body, inner))))
         return acc
 
     @staticmethod
@@ -266,8 +265,7 @@ class CudaEmitter(CEmitter):
         sc.line(f"tl_sh[threadIdx.x] = {value};")
         sc.line("__syncthreads();")
         halving = sc.loop("s", "int s = blockDim.x / 2", "s > 0", "s >>= 1")
-        halving.line(f"if (threadIdx.x < s) tl_sh[threadIdx.x] = "
-                     f"{combine('tl_sh[threadIdx.x]', 'tl_sh[threadIdx.x + s]')};")
+        halving.line(f"if (threadIdx.x < s) {combine.into('tl_sh[threadIdx.x]', 'tl_sh[threadIdx.x + s]')}")
         halving.line("__syncthreads();")
         sc.line(f"if (threadIdx.x == 0) {target} = tl_sh[0];")
 
