@@ -245,7 +245,9 @@ def ssa_access_rule(e, ctx):
     base = path_base(head)
     if base in _inputs(ctx):
         return None
-    indices, _ = strip_accesses(head)
+    indices, under = strip_accesses(head)
+    if under is not base:   # a read through a projection of a tensor of pairs: not this rule's
+        return None
     sizes, _ = tensor_dims(base.type)
     idx, sdims, eqs = [], [], []
     for a, size in zip(indices, sizes):

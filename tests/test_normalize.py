@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import tensorlang as tl
-from tensorlang.nodes import Let, RelType, TensorType
+from tensorlang.nodes import Let, Pair, RelType, TensorType
 from tensorlang.normalize import (
     gen_pushout, is_let_lifted, is_pair_eliminated, is_tensor_ssa, let_lift, pair_elim,
     tensor_ssa, to_ssa, why_not_gen_pushed_out, why_not_let_lifted, why_not_pair_eliminated,
@@ -191,6 +191,26 @@ def test_pairs_in_and_out():
     pe = pair_elim(let_lift(g))
     assert is_pair_eliminated(pe) and pe.type == g.type
     assert_close(tl.evaluate(g, x=x), tl.evaluate(to_ssa(g), x=x))
+
+
+def test_a_program_paired_with_itself_normalises():
+    """A read through a projection of a let-bound tensor of pairs (which pairing this derivative with itself
+    leaves for a while) is not an SSA access: 5.30 rebuilt it without the projection, a let of a tensor of
+    pairs typed as a tensor of reals (a TypeCheckError from ``to_ssa`` of a valid program)."""
+    d = tl.parse("""S : [n][n]R
+a : R
+q : (R, ([m]R, R))
+y : [m]R
+dq : (R, ([m]R, R))
+let dX11 = gen(i0:n) [2 <= m and 1 <= i0] * ((sum(i1:m) [2 <= m and 1 <= i0] * y[i1]) * dq.1.0[1]) *
+  sum(i1:m, i3:n) [2 <= m and 1 <= i0] * S[i0 - 1, i3] in
+dX11""")
+    both = Pair(d, d)   # (its declarations, unused inputs a and q among them, inside)
+    out = to_ssa(both)
+    rng = np.random.default_rng(3)
+    inputs = dict(S=rng.normal(size=(4, 4)), a=1.0, q=(1.0, (rng.normal(size=3), 2.0)), y=rng.normal(size=3),
+                  dq=(0.5, (rng.normal(size=3), -1.0)))
+    assert_close(tl.evaluate(both, **inputs), tl.evaluate(out, **inputs))
 
 
 # -- the rules machinery --------------------------------------------------------------------------
