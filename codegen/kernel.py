@@ -32,8 +32,9 @@ __all__ = ["Kernel", "TARGETS", "generate", "explain"]
 _ADJOINT_LOCK = threading.RLock()
 
 # the programs a kernel's derivatives are compiled from, built by the derivative layer above codegen, which
-# installs them when imported: ``adjoint(expr, wrt)`` (tl.adjoint) and ``derivative_and_tangents(expr, wrt)``
-# (tl.derivative, and the input that takes the tangent of each wrt input)
+# installs them when imported: ``adjoint(expr, wrt)`` (tl.adjoint) and ``value_and_derivative(expr, wrt)``
+# (the pair of the program and tl.derivative, sharing their statements, and the input that takes the tangent
+# of each wrt input)
 DERIVATIVES = Hooks("tensorlang.codegen.kernel")
 
 
@@ -163,11 +164,12 @@ class Kernel:
                     self.adjoint_kernel = k
         return self.adjoint_kernel
 
-    forward_kernels: dict | None = None  # the compiled tl.derivative(expr, wrt) per tuple wrt, once built each
+    forward_kernels: dict | None = None  # the compiled value and derivative per tuple wrt, once built each
     tangent_names: dict = {}  # a forward kernel's: the input that takes the tangent of each wrt input
 
     def forward(self, wrt: tuple) -> "Kernel":
-        """``tl.compile(tl.derivative(expr, wrt))`` with this kernel's target, dtype and sanitizers, built on
+        """The kernel of ``(expr, tl.derivative(expr, wrt))``, one program whose shared statements run once (a
+        call returns the value and its tangent), with this kernel's target, dtype and sanitizers, built on
         first use for each ``wrt`` and cached (thread-safe: built at most once)."""
         built = self.forward_kernels or {}
         k = built.get(wrt)
@@ -176,7 +178,7 @@ class Kernel:
                 built = self.forward_kernels = self.forward_kernels or {}
                 k = built.get(wrt)
                 if k is None:
-                    dexpr, names = DERIVATIVES.derivative_and_tangents(self.expr, list(wrt))
+                    dexpr, names = DERIVATIVES.value_and_derivative(self.expr, list(wrt))
                     k = Kernel(dexpr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
                     k.tangent_names = names
                     built[wrt] = k
@@ -188,19 +190,18 @@ class Kernel:
 
     def __ad_jvp__(self, args, ts, inputs=None, tangents=None):
         """``(kernel(**inputs), tangent)`` for ``tensorlang.ad``'s forward mode, ``tangents`` those of the
-        keyword arguments (None for zero; relations and sizes have none): the compiled derivative in the
-        inputs that have a tangent, called with the inputs and their tangents (zeros for the parts of a
-        pair without one)."""
+        keyword arguments (None for zero; relations and sizes have none): one call of the compiled value and
+        derivative in the inputs that have a tangent (``forward``), with the inputs and their tangents (zeros
+        for the parts of a pair without one); the kernel alone where no input has one."""
         inputs, tangents = inputs or {}, tangents or {}
-        y = self(*args, **inputs)
         wrt = tuple(n for n in self.differentiable_inputs() if tangents.get(n) is not None)
-        if not wrt:
-            return y, None
+        if args or not wrt:   # (positional arguments: the kernel's own error)
+            return self(*args, **inputs), None
         fwd = self.forward(wrt)
         call = dict(inputs)
         for name in wrt:
             call[fwd.tangent_names[name]] = _zeros_where_none(tangents[name], inputs[name])
-        return y, fwd(**call)
+        return fwd(**call)
 
     def __ad_pullback__(self, *args, **inputs):
         """``(kernel(**inputs), back)`` for ``tensorlang.ad``: ``back(dy)`` runs the compiled adjoint

@@ -4,8 +4,9 @@
 Every derivative is taken on the Tensor SSA form of the program (Theorems 6.1 and 6.35 are stated on
 it) and then simplified (``derive/simplify.py``), which never raises the cost, so the results print
 readably, evaluate, cost, normalise and can be differentiated again.  ``adjoint`` and
-``derivative_and_tangents`` are also what a compiled kernel's derivatives are compiled from: this module
-installs them into ``codegen.kernel.DERIVATIVES`` (``Kernel.adjoint``, ``Kernel.forward``).
+``value_and_derivative`` (the program paired with its derivative) are also what a compiled kernel's
+derivatives are compiled from: this module installs them into ``codegen.kernel.DERIVATIVES``
+(``Kernel.adjoint``, ``Kernel.forward``).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tensorlang.cost import concrete_cost, ratio, sizes_and_relations, type_size
 from tensorlang.declarations import body_of, declare, keeps_declarations
 from tensorlang.errors import TypeCheckError
 from tensorlang.nodes import (
-    Const, Expr, Guard, IndexVar, RealType, RelType, Var, compare, conj, gens,
+    Const, Expr, Guard, IndexVar, Pair, RealType, RelType, Var, compare, conj, gens,
     tensor_dims,
 )
 from tensorlang.normalize import gen_pushout, let_lift, pair_elim, to_ssa
@@ -84,6 +85,16 @@ def derivative_and_tangents(expr: Expr, wrt) -> tuple[Expr, dict[str, str]]:
     numbered where that name is taken)."""
     d, sigma = _derivative(expr, wrt_vars(expr, wrt))
     return _derived(d, expr, sigma.values()), {v.name: t.name for v, t in sigma.items()}
+
+
+def value_and_derivative(expr: Expr, wrt) -> tuple[Expr, dict[str, str]]:
+    """The pair ``(expr, tl.derivative(expr, wrt))`` as one Tensor SSA program, the statements they share
+    computed once (fix-up 4), and the tangent inputs' names: what a kernel's forward mode compiles, so that
+    one call gives a value and its tangent."""
+    d, sigma = _derivative(expr, wrt_vars(expr, wrt))
+    with stage("sharing the value's statements with its derivative's"):
+        both = to_ssa(Pair(body_of(expr), d))
+    return _derived(both, expr, sigma.values()), {v.name: t.name for v, t in sigma.items()}
 
 
 def _derivative(expr: Expr, variables: Sequence[Var]) -> tuple[Expr, dict]:
@@ -246,4 +257,4 @@ def certify(expr: Expr, wrt, **sizes_or_inputs) -> Certificate:
     )
 
 
-DERIVATIVES.install(adjoint=adjoint, derivative_and_tangents=derivative_and_tangents)
+DERIVATIVES.install(adjoint=adjoint, value_and_derivative=value_and_derivative)
