@@ -64,6 +64,40 @@ def _peers():
     return fns
 
 
+def ours(program, inputs: dict, what: str) -> tuple[dict, object]:
+    """The C kernel's value, and the times of the C kernel, of the CUDA kernel called with NumPy arrays and
+    called with CuPy arrays (its result waited for), each CUDA result checked against C first."""
+    import cupy as cp
+
+    cpu, gpu = tl.compile(program), tl.compile(program, target="cuda")
+    want = cpu(**inputs)
+    on_gpu = {k: cp.asarray(v) for k, v in inputs.items()}
+    assert np.allclose(gpu(**inputs), want, rtol=1e-9, atol=1e-9), what
+    assert np.allclose(cp.asnumpy(cp.asarray(gpu(**on_gpu))), want, rtol=1e-9, atol=1e-9), what
+
+    def resident():
+        gpu(**on_gpu)
+        cp.cuda.Stream.null.synchronize()
+
+    return dict(c=best(lambda: cpu(**inputs)), cuda=best(lambda: gpu(**inputs)), cuda_resident=best(resident)), want
+
+
+def torch_time(torch, f, args: list, wrt: int | None, want, what: str) -> float:
+    """PyTorch's time for ``f(*args)`` (``wrt`` None: under ``no_grad``) or its gradient in ``args[wrt]``,
+    the result waited for and checked against ``want`` first."""
+    def run():
+        if wrt is None:
+            with torch.no_grad():
+                r = f(*args)
+        else:
+            (r,) = torch.autograd.grad(f(*args), args[wrt])
+        torch.cuda.synchronize()
+        return r
+
+    assert np.allclose(run().detach().cpu().numpy(), want, rtol=1e-9, atol=1e-9), f"PyTorch {what}"
+    return best(run)
+
+
 def measure(n: int, peers: dict) -> list[dict]:
     import cupy as cp
 
@@ -73,10 +107,8 @@ def measure(n: int, peers: dict) -> list[dict]:
     rows = []
     for what, program, argnum in (("loss", loss, None), ("gradient in x", tl.grad(loss, "x"), 0),
                                   ("gradient in c", tl.grad(loss, "c"), 1)):
-        cpu, gpu = tl.compile(program), tl.compile(program, target="cuda")
-        want = cpu(**inputs)
-        assert np.allclose(gpu(**inputs), want, rtol=1e-9, atol=1e-9), what
-        row = dict(n=n, what=what, c=best(lambda: cpu(**inputs)), cuda=best(lambda: gpu(**inputs)))
+        times, want = ours(program, inputs, what)
+        row = dict(n=n, what=what, **times)
         out_bytes = np.asarray(want).nbytes
 
         def copies():
@@ -86,13 +118,6 @@ def measure(n: int, peers: dict) -> list[dict]:
             return d
 
         row["copies"] = best(copies)
-        on_gpu = {k: cp.asarray(v) for k, v in inputs.items()}
-
-        def resident():
-            gpu(**on_gpu)
-            cp.cuda.Stream.null.synchronize()
-
-        row["cuda_resident"] = best(resident)
         if "jax" in peers:
             jax, jnp, f = peers["jax"]
             fn = jax.jit(f if argnum is None else jax.grad(f, argnums=argnum))
@@ -105,18 +130,7 @@ def measure(n: int, peers: dict) -> list[dict]:
             torch, f = peers["torch"]
             dev = [torch.tensor(inputs[k], device="cuda", requires_grad=argnum == i) for i, k in
                    enumerate(("x", "c", "z"))]
-
-            def run():
-                if argnum is None:
-                    with torch.no_grad():
-                        r = f(*dev)
-                else:
-                    (r,) = torch.autograd.grad(f(*dev), dev[argnum])
-                torch.cuda.synchronize()
-                return r
-
-            assert np.allclose(run().detach().cpu().numpy(), want, rtol=1e-9, atol=1e-9), f"PyTorch {what}"
-            row["torch"] = best(run)
+            row["torch"] = torch_time(torch, f, dev, argnum, want, what)
         rows.append(row)
     return rows
 
@@ -124,45 +138,24 @@ def measure(n: int, peers: dict) -> list[dict]:
 def measure_logsumexp(n: int, peers: dict) -> list[dict]:
     """``examples/logsumexp.tl`` (a maximum, then a sum shifted by it) and its gradient, CuPy arrays in and
     out, against C and the peers' own ``logsumexp`` on the GPU."""
-    import cupy as cp
-
     x = np.random.default_rng(0).normal(size=n)
     program = tl.parse((EXAMPLE.parent / "logsumexp.tl").read_text())
     rows = []
     for what, p in (("logsumexp", program), ("logsumexp gradient", tl.grad(program, "x"))):
-        cpu, gpu = tl.compile(p), tl.compile(p, target="cuda")
-        want = cpu(x=x)
-        on_gpu = cp.asarray(x)
-        assert np.allclose(cp.asnumpy(cp.asarray(gpu(x=on_gpu))), want, rtol=1e-9), what
-
-        def resident():
-            gpu(x=on_gpu)
-            cp.cuda.Stream.null.synchronize()
-
-        row = dict(n=n, what=what, c=best(lambda: cpu(x=x)), cuda=best(lambda: gpu(x=x)),
-                   cuda_resident=best(resident))
+        times, want = ours(p, dict(x=x), what)
+        row = dict(n=n, what=what, **times)
         if "jax" in peers:
             jax = peers["jax"][0]
             from jax.scipy.special import logsumexp as f
             fn = jax.jit(f if p is program else jax.grad(f))
             dev = jax.device_put(x)
-            assert np.allclose(np.asarray(fn(dev)), want, rtol=1e-9), f"JAX {what}"
+            assert np.allclose(np.asarray(fn(dev)), want, rtol=1e-9, atol=1e-9), f"JAX {what}"
             row["jax"] = best(lambda: fn(dev).block_until_ready())
         if "torch" in peers:
             torch, _ = peers["torch"]
             t = torch.tensor(x, device="cuda", requires_grad=p is not program)
-
-            def run():
-                if p is program:
-                    with torch.no_grad():
-                        r = torch.logsumexp(t, 0)
-                else:
-                    (r,) = torch.autograd.grad(torch.logsumexp(t, 0), t)
-                torch.cuda.synchronize()
-                return r
-
-            assert np.allclose(run().detach().cpu().numpy(), want, rtol=1e-9), f"PyTorch {what}"
-            row["torch"] = best(run)
+            row["torch"] = torch_time(torch, lambda v: torch.logsumexp(v, 0), [t], None if p is program else 0,
+                                      want, what)
         rows.append(row)
     return rows
 

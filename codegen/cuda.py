@@ -402,14 +402,10 @@ class CudaRunner:
     def _device_components(self, cp, inputs: dict) -> list:
         """The inputs' arrays in argument order (``Arguments``'): each on the GPU, contiguous, of the
         kernel's dtype (a CuPy array of another dtype or order is converted there, a NumPy one copied)."""
-        out = []
-        for inp in self.arguments.inputs:
-            for comp in inp["components"]:
-                v = inputs[inp["name"]]
-                for k in comp["projs"]:
-                    v = v[k]
-                out.append(cp.ascontiguousarray(cp.asarray(v), dtype=self.arguments.dtype))
-        return out
+        host = self.arguments
+        return [cp.ascontiguousarray(cp.asarray(host._component(inp["name"], inputs[inp["name"]], comp["projs"])[1]),
+                                     dtype=host.dtype)
+                for inp in host.inputs for comp in inp["components"]]
 
 
 def _holds_device_arrays(cp, value) -> bool:

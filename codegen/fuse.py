@@ -32,7 +32,7 @@ the one thread that computes its reader.  Everything that remains is one loop ne
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    Access, Add, Call, Expr, Guard, Max, Mul, Proj, Sum, Var, conj, strip_accesses, tensor, walk,
+    Access, Add, Call, Expr, Guard, Max, Mul, Proj, Sum, Var, conj, strip_accesses, strip_guards, tensor, walk,
 )
 from tensorlang.predicates import injective
 from tensorlang.substitute import rebuild, substitute_index
@@ -54,13 +54,6 @@ def is_cheap(body: Expr) -> bool:
         if isinstance(n, (Add, Mul, Call)):
             ops += 1
     return ops <= CHEAP_OPS
-
-
-def _unguarded(body: Expr) -> Expr:
-    """``body`` without the brackets around it."""
-    while isinstance(body, Guard):
-        body = body.body
-    return body
 
 
 def _uses(var: Var, depth: int, body: Expr, gen_ctx) -> list:
@@ -177,7 +170,7 @@ def fuse(lets: list, leaves: list, stored_reductions: bool = False) -> tuple[lis
         cheap = is_cheap(body)
         if var in compared and any(isinstance(n, (Add, Mul, Call, Sum, Max)) for n in walk(body)):
             inline = False
-        elif stored_reductions and not gv and isinstance(_unguarded(body), (Sum, Max)):
+        elif stored_reductions and not gv and isinstance(strip_guards(body)[1], (Sum, Max)):
             inline = False
         elif cheap and not any(isinstance(n, Call) for n in walk(body)):
             inline = True

@@ -16,7 +16,9 @@ have: an access the statement makes only where a guard on sizes holds is not mad
 """
 from __future__ import annotations
 
-from tensorlang.nodes import Access, Affine, Call, Exists, Expr, Guard, Max, Sum, Var, conj, guard, tensor
+from tensorlang.nodes import (
+    Access, Affine, Call, Exists, Expr, Guard, Max, Sum, Var, conj, guard, strip_guards, tensor,
+)
 from tensorlang.predicates import has_relations, simplify
 from tensorlang.substitute import fresh_name, rebuild
 from tensorlang.traversal import free_index_vars, free_vars
@@ -27,7 +29,7 @@ __all__ = ["hoisted", "reductions_apart"]
 def hoisted(lets: list, leaves: list) -> tuple[list, list]:
     """``lets`` and ``leaves`` (lists of ``[var, gen vars, gen sizes, body]``) with the black boxes hoisted:
     the new bindings, each before the first statement that reads it, and the statements reading them."""
-    used = {c[0].name for c in lets} | {v.name for c in lets + leaves for v in free_vars(c[3])}
+    used = _names_in(lets, leaves)
     made: dict = {}   # (call, its variables with their sizes) -> the binding's variable
 
     def hoist(call: Call, kept: tuple, dropped: tuple, guards: tuple, before: list) -> Expr:
@@ -88,7 +90,7 @@ def reductions_apart(lets: list, leaves: list) -> tuple[list, list]:
     exp(x[i] - m))``) made a scalar binding of its own, before the statement, guarded by the guards on its
     way: a target whose threads share a reduction's loop (CUDA) then runs it as a kernel of its own instead of
     a loop in the single thread that computes the rest.  A statement that is one reduction stays as it is."""
-    used = {c[0].name for c in lets} | {v.name for c in lets + leaves for v in free_vars(c[3])}
+    used = _names_in(lets, leaves)
 
     def rewrite(e, guards: tuple, before: list, memo: dict):
         if not isinstance(e, Expr):
@@ -111,12 +113,14 @@ def reductions_apart(lets: list, leaves: list) -> tuple[list, list]:
     out_leaves: list = []
     for into, items in ((out_lets, lets), (out_leaves, leaves)):
         for var, gv, gs, body in items:
-            inner = body
-            while isinstance(inner, Guard):
-                inner = inner.body
-            if not gv and not isinstance(inner, (Sum, Max)):
+            if not gv and not isinstance(strip_guards(body)[1], (Sum, Max)):
                 before: list = []
                 body = rewrite(body, (), before, {})
                 out_lets += before
             into.append([var, gv, gs, body])
     return out_lets, out_leaves
+
+
+def _names_in(lets: list, leaves: list) -> set:
+    """The names the bindings and their bodies use (a new binding's name must be none of them)."""
+    return {c[0].name for c in lets} | {v.name for c in lets + leaves for v in free_vars(c[3])}

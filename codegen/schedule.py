@@ -747,8 +747,6 @@ def _fold(fn: str, terms: list[str]) -> str:
     return terms[0] if len(terms) == 1 else f"{fn}({terms[0]}, {_fold(fn, terms[1:])})"
 
 
-
-
 def _tiled(dom, pos: int, name: str, size: int):
     """``dom`` with a new set dimension ``name`` at ``pos``: the tile (of ``size`` consecutive points) of
     its last dimension."""

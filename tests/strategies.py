@@ -48,11 +48,13 @@ Public strategies: ``programs``, ``scalar_programs``, ``nested_let_programs``, `
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
+import tensorlang as tl
 from tensorlang.functions import lookup
 from tensorlang.nodes import (
     FALSE, TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Max, Mul, Pair, PairType,
@@ -63,7 +65,7 @@ from tensorlang.traversal import free_vars, value_inputs
 
 __all__ = [
     "BUILTIN_FUNCTIONS", "SMOOTH_FUNCTIONS", "INPUTS", "programs", "scalar_programs", "nested_let_programs", "max_programs",
-    "program_and_inputs", "inputs_for", "values", "sizes", "type_shape",
+    "program_and_inputs", "inputs_for", "values", "sizes", "type_shape", "collect", "examples_and_gradients",
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -1047,3 +1049,18 @@ def collect(strategy, n: int) -> list:
 
     run()
     return cases
+
+
+def examples_and_gradients() -> list:
+    """``(label, program)`` for each program of ``examples/``, and for its gradient in each input where it
+    has one (a real scalar value: not a relation's, not a non-scalar program's)."""
+    out = []
+    for path in sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.tl")):
+        e = tl.parse(path.read_text())
+        out.append((path.stem, e))
+        for name in e.free_vars:
+            try:
+                out.append((f"{path.stem} d/d{name}", tl.grad(e, name)))
+            except tl.TensorLangError:
+                continue
+    return out

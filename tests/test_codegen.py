@@ -6,7 +6,6 @@ unit per compiler call, so hundreds of programs cost a few compiler runs.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import shutil
@@ -31,11 +30,13 @@ from tensorlang.errors import CompileError, ShapeError
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
     import nvrtc
     from oracles import close
-    from strategies import collect, nested_let_programs, program_and_inputs, type_shape
+    from strategies import collect, examples_and_gradients, nested_let_programs, program_and_inputs, type_shape
 except ImportError:  # tests/ as a package
     from tests import nvrtc
     from tests.oracles import close
-    from tests.strategies import collect, nested_let_programs, program_and_inputs, type_shape
+    from tests.strategies import (
+        collect, examples_and_gradients, nested_let_programs, program_and_inputs, type_shape,
+    )
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ROOT = Path(__file__).resolve().parent.parent
@@ -721,14 +722,7 @@ def test_generated_cuda_compiles_with_nvcc():
 def test_generated_cuda_compiles_with_nvrtc():
     """CuPy runs kernels through NVRTC, which has no C headers: what nvcc accepts (``INFINITY``, ``NAN`` from
     ``math.h``) must compile there too, for the examples, their gradients and generated programs."""
-    programs = []
-    for path in sorted(EXAMPLES.glob("*.tl")):
-        e = tl.parse(path.read_text())
-        programs.append(e)
-        for name in e.free_vars:
-            with contextlib.suppress(tl.TensorLangError):  # not scalar, or not a real input
-                programs.append(tl.grad(e, name))
-    programs += [e for e, _ in collect(program_and_inputs(), 80)]
+    programs = [e for _, e in examples_and_gradients()] + [e for e, _ in collect(program_and_inputs(), 80)]
     failed = [(str(e), log) for e in programs if (log := nvrtc.compile_errors(generate(e, target="cuda")[0]))]
     assert not failed, f"{len(failed)} of {len(programs)} fail under NVRTC; first: {failed[0]}"
 
@@ -752,27 +746,6 @@ def test_cuda_reductions_are_kernels_of_their_own():
     assert "tl_sh[threadIdx.x] = tl_fmax(tl_sh[threadIdx.x], tl_sh[threadIdx.x + s]);" in src
     assert "real tl_part = -(real)INFINITY;" in src
     assert len(lower(e)[0].stmts) == 1 and len(lower(e, stored_reductions=True)[0].stmts) == 3
-
-
-def _gpu() -> bool:
-    """Whether CuPy and a GPU are here to run CUDA kernels (``pip install 'tensorlang[cuda]'``)."""
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # noqa: BLE001 - no CuPy, no driver, no device
-        return False
-
-
-@pytest.mark.skipif(nvcc_path() is None or not _gpu(), reason="needs nvcc, CuPy and a GPU")
-def test_cuda_kernel_agrees_with_c_on_a_gpu():
-    """The check docs/codegen.md gives for a GPU run: the loss and its gradient, CUDA against C."""
-    loss = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
-    rng = np.random.default_rng(0)
-    inputs = dict(x=rng.normal(size=100_015), c=rng.normal(size=16), z=rng.normal(size=100_000))
-    for program in (loss, tl.grad(loss, "x")):
-        gpu, cpu = tl_compile(program, target="cuda"), tl_compile(program)
-        assert np.allclose(gpu(**inputs), cpu(**inputs), rtol=1e-10, atol=1e-12)
 
 
 def test_cuda_target_generates_kernels():

@@ -17,10 +17,10 @@ from tensorlang.codegen.build import build_cuda_object, nvcc_path
 
 try:
     from oracles import close
-    from strategies import collect, inputs_for, program_and_inputs
+    from strategies import collect, examples_and_gradients, inputs_for, program_and_inputs
 except ImportError:  # run from the repository root
     from tests.oracles import close
-    from tests.strategies import collect, inputs_for, program_and_inputs
+    from tests.strategies import collect, examples_and_gradients, inputs_for, program_and_inputs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -35,20 +35,6 @@ def _gpu() -> bool:
 
 
 pytestmark = pytest.mark.skipif(nvcc_path() is None or not _gpu(), reason="needs nvcc, CuPy and a GPU")
-
-
-def _programs_of_examples():
-    """Each example program, and its gradient in each input where it has one (a real scalar value)."""
-    out = []
-    for path in sorted(EXAMPLES.glob("*.tl")):
-        e = tl.parse(path.read_text())
-        out.append((path.stem, e))
-        for name in e.free_vars:
-            try:
-                out.append((f"{path.stem} d/d{name}", tl.grad(e, name)))
-            except tl.TensorLangError:  # not a scalar program, or not a real input (a relation)
-                continue
-    return out
 
 
 def _failures(cases, reference) -> list[str]:
@@ -72,7 +58,7 @@ def test_every_example_and_its_gradients_agree_with_c(few_points, monkeypatch):
     each: both ways, on every example."""
     monkeypatch.setattr(cuda, "FEW_POINTS", few_points)
     cases = []
-    for label, e in _programs_of_examples():
+    for label, e in examples_and_gradients():
         for k, inputs in enumerate(collect(inputs_for(e, max_size=40, allow_zero=False), 2)):
             cases.append((f"{label} #{k}", e, inputs))
     bad = _failures(cases, lambda e, inputs: tl.compile(e)(**inputs))
@@ -88,6 +74,16 @@ def test_generated_programs_agree_with_the_evaluator():
 
     bad = _failures(cases, evaluate)
     assert not bad, f"{len(bad)} of {len(cases)} CUDA runs differ from the evaluator:\n" + "\n".join(bad)
+
+
+def test_cuda_kernel_agrees_with_c_on_a_gpu():
+    """The check docs/codegen.md gives for a GPU run: the loss and its gradient, CUDA against C."""
+    loss = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
+    rng = np.random.default_rng(0)
+    inputs = dict(x=rng.normal(size=100_015), c=rng.normal(size=16), z=rng.normal(size=100_000))
+    for program in (loss, tl.grad(loss, "x")):
+        gpu, cpu = tl.compile(program, target="cuda"), tl.compile(program)
+        assert np.allclose(gpu(**inputs), cpu(**inputs), rtol=1e-10, atol=1e-12)
 
 
 def test_large_loss_and_gradient_agree_with_c_in_float64_and_float32():
