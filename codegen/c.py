@@ -89,11 +89,21 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             # shape's arrays: statements of one shape are emitted (isl's loops built) once
             shapes: dict[tuple, tuple] = {}
             groups = self.groups()
-            done: set[int] = set()
+            sweep = self.sweep()
+            done: set[int] = {id(s) for s in sweep[:-1]}   # (the outputs' sweep is emitted at the last one)
             for stmt in self.prog.stmts:
                 if id(stmt) in done:
                     continue
                 nodes: list = []
+                if sweep and stmt is sweep[-1]:
+                    label = f"{', '.join(s.target.label for s in sweep)}: one sweep over the entries"
+                    body.append(f"  /* {label} */")
+                    self.emit_sweep(sweep, Scope(nodes, self.base_ctx, ()))
+                    self.loop_ir.append((label, nodes))
+                    lines = print_c(scheduled(nodes))
+                    call = self.outlined(stmt, lines, outlined)
+                    body += lines if call is None else [self.call(*call)]
+                    continue
                 group = groups.get(id(stmt))
                 if group is not None:  # in chunks, in the entry point
                     label = f"{', '.join(s.target.label for s in group.stmts)}: in chunks"

@@ -333,6 +333,13 @@ def _zeros_where_none(dy, y):
     return np.zeros_like(y, dtype=float) if dy is None else dy
 
 
+def _shapes(value):
+    """An input's shape, as a key: a size given by name itself, a pair's the tuple of its components'."""
+    if isinstance(value, (int, np.integer)):
+        return value
+    return tuple(_shapes(v) for v in value) if isinstance(value, tuple) else np.shape(value)
+
+
 class SparseKernel:
     """A compiled sparse Jacobian (``tl.compile`` of ``tl.jacobian(..., sparse=True)``): ``kernel(**inputs)``
     returns the ``scipy.sparse.csr_array`` that ``tl.evaluate`` does.  Its values kernel (``kernel.values``,
@@ -358,7 +365,8 @@ class SparseKernel:
         built once (an int64 one only for a pattern of 2^31 nonzeros or more, on first use)."""
         kernel = self._kernels.get(positions)
         if kernel is None:
-            scatter = None if positions is None else Positions(f"int{positions.itemsize * 8}_t", self.jacobian.patterns())
+            scatter = None if positions is None else Positions(f"int{positions.itemsize * 8}_t", self.jacobian.patterns(),
+                                                                 self.jacobian.entries())
             kernel = self._kernels[positions] = Kernel(self.jacobian.values, scatter=scatter, **self._options)
             pieces = [[affine_meta(s) for _, s in part.loops] for part in self.jacobian.parts]
             if scatter is not None and [o["dims"] for o in kernel.meta["outputs"]] != pieces:   # (positions per point)
@@ -377,7 +385,7 @@ class SparseKernel:
         sizes = self._sizes(inputs)
         run = self.jacobian.run(sizes)
         if run is not None:   # the values as computed are the data in CSR order: a view, no positions to read
-            return self.jacobian.result(self._kernel(None)._run(inputs).reshape(-1)[run], sizes)
+            return self.jacobian.result(np.reshape(self._kernel(None)._run(inputs), -1)[run], sizes)
         positions, indices, *_ = self.jacobian.pattern(sizes)
         kernel = self._kernel(positions[0].dtype)
         data = kernel._runner.output((len(indices),), 0)   # (recycled memory where large, as a kernel's outputs)
@@ -386,8 +394,7 @@ class SparseKernel:
 
     def _sizes(self, inputs: dict) -> dict:
         """The sizes at ``inputs``, solved once per tuple of the inputs' shapes (and sizes given by name)."""
-        key = tuple((name, value if isinstance(value, (int, np.integer)) else np.shape(value))
-                    for name, value in inputs.items())
+        key = tuple((name, _shapes(value)) for name, value in inputs.items())
         sizes = self._solved.get(key)
         if sizes is None:
             from tensorlang.cost import sizes_and_relations

@@ -135,9 +135,12 @@ def _walk(node, depth: int, leaves: dict | None = None):
 
 
 def loop_nest(stmts: Sequence[tuple[str, isl.Set]], context: isl.Set, iterators: Sequence[str],
-              separate: bool = True):
+              separate: bool = True, schedules: dict | None = None):
     """The loop tree that runs every statement once at each point of its domain, in lexicographic order
-    of the (shared) loop variables; ``None`` when every domain is empty under ``context``."""
+    of the (shared) loop variables; ``None`` when every domain is empty under ``context``.  ``schedules``
+    (by statement name, an injective ``isl.Map`` from the statement's domain space to ``len(iterators)``
+    dimensions) orders the points by their image instead; a leaf's arguments are still the statement's
+    own variables."""
     context = int64_context(context)
     umap = None
     for name, dom in stmts:
@@ -145,7 +148,10 @@ def loop_nest(stmts: Sequence[tuple[str, isl.Set]], context: isl.Set, iterators:
         if dom.is_empty():
             continue
         dom = dom.set_tuple_name(name)
-        m = isl.Map.identity(isl.Space.map_from_set(dom.get_space())).intersect_domain(dom)
+        if schedules is None:
+            m = isl.Map.identity(isl.Space.map_from_set(dom.get_space())).intersect_domain(dom)
+        else:
+            m = schedules[name].set_tuple_name(dt.in_, name).intersect_domain(dom)
         m = m.reset_tuple_id(dt.out)
         um = isl.UnionMap.from_map(m)
         umap = um if umap is None else umap.union(um)
@@ -185,7 +191,7 @@ def loop_nest(stmts: Sequence[tuple[str, isl.Set]], context: isl.Set, iterators:
     if separate and iterators and _users(tree) > MAX_SEPARATE_COPIES:
         # separation can copy a statement once per piece of a complicated domain: fall back to isl's
         # default (tests in the loops), which keeps the code linear in the domain's description
-        return loop_nest(stmts, context, iterators, separate=False)
+        return loop_nest(stmts, context, iterators, separate=False, schedules=schedules)
     return tree
 
 

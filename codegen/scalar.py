@@ -66,6 +66,9 @@ def function_c(name: str, cname: str, qual: str = "static inline") -> str:
     return f"{qual} real {cname}({params}) {{{conv} return (real)({body}); }}"
 
 
+ZERO, ONE = "((real)0)", "((real)1)"   # the literals of 0 and 1 (``literal``)
+
+
 def literal(value) -> str:
     """A constant as C: an integer that int64 holds as it is, anything else as the float64 the evaluator
     uses (``Const.real``: the nearest double, +-inf beyond the range)."""
@@ -252,10 +255,19 @@ class ScalarPrinter:
         return self.array_ref(arr, idx)
 
     def _emit_Add(self, e: Add, scope) -> str:
-        return f"{self.expr(e.left, scope)} + {self.expr(e.right, scope)}"
+        """``a + b``; a term that is zero here (a bracket false at this point, a constant 0) is left out: so
+        the sum is the other term exactly, but for the sign of a zero (``-0.0 + 0`` is ``+0.0``)."""
+        left, right = self.expr(e.left, scope), self.expr(e.right, scope)
+        if right == ZERO:
+            return left
+        return right if left == ZERO else f"{left} + {right}"
 
     def _emit_Mul(self, e: Mul, scope) -> str:
-        return f"{self.expr(e.left, scope)} * {self.expr(e.right, scope)}"
+        """``a * b``; a factor 1 is left out (exactly: ``1 * b`` is ``b``, NaN and infinities included)."""
+        left, right = self.expr(e.left, scope), self.expr(e.right, scope)
+        if right == ONE:
+            return left
+        return right if left == ONE else f"{left} * {right}"
 
     def _emit_Call(self, e: Call, scope) -> str:
         cname = "tl_f_" + "".join(ch if ch.isalnum() else "_" for ch in e.fn)
@@ -269,7 +281,7 @@ class ScalarPrinter:
         if cond is None:
             return self.expr(e.body, scope)
         if cond == "0":
-            return "((real)0)"
+            return ZERO
         name = self.fresh("g")
         scope.line(f"real {name} = 0;")
         known = D.params_set(over_approximation(e.pred), scope.bound, self.names)

@@ -115,6 +115,10 @@ class SparseJacobian:
         """Each piece's ``(loop variables, the predicate over them where its point is in the pattern)``."""
         return tuple((tuple(v for v, _ in part.loops), substitute_index(part.pred, part.at)) for part in self.parts)
 
+    def entries(self) -> tuple:
+        """Each piece's entry coordinates (the rows' indices, then the columns'), affine in its loop variables."""
+        return tuple(tuple(part.at[v] for v, _ in self.loops) for part in self.parts)
+
     def run(self, sizes: dict):
         """The slice of the one piece's points (C order) that are the CSR ``data`` in order, where they are
         (a tridiagonal band: all of its points but the first and last), else None: there the piece's values

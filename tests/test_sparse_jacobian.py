@@ -316,3 +316,38 @@ def test_the_scattered_kernel_of_one_piece_writes_what_the_plain_one_does():
         data = np.full(len(indices), np.nan)
         kernel._kernel(positions[0].dtype)._run(inputs, outputs=[*positions, data])
         np.testing.assert_allclose(data, got.data, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(programs(black_boxes=SMOOTH_FUNCTIONS, allow_relations=False).flatmap(
+    lambda e: st.tuples(st.just(e), inputs_for(e, max_size=4, allow_zero=False))))
+def test_compiled_sparse_jacobians_of_generated_programs_are_the_evaluated_ones(item):
+    """The compiled kernel (its pieces written in one sweep over the entries where it can be) against the
+    reference evaluator of the same sparse Jacobian, value for value in CSR order."""
+    expr, inputs = item
+    for name in _jacobians(expr):
+        sparse = tl.jacobian(expr, name, sparse=True)
+        want, got = tl.evaluate(sparse, **inputs), tl.compile(sparse)(**inputs)
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_allclose(got.data, want.data, rtol=1e-12, atol=1e-12)
+
+
+def test_the_pieces_of_a_sparse_hessian_are_one_sweep_over_its_rows_on_one_thread_and_on_several():
+    """The five pieces of the 2-D stencil's Hessian are written by one loop nest in the order of the CSR data,
+    each outermost iteration counting its positions from its first: right against the product of the Hessian
+    with random directions by central differences of the compiled gradient (no code shared), at a grid whose
+    nest runs on one thread and at one past the parallel threshold."""
+    e = tl.parse(STENCIL_2D)
+    kernel, gradient = tl.compile(tl.hessian(e, "x", sparse=True)), tl.compile(tl.grad(e, "x"))
+    assert "one sweep over the entries" in kernel.source and kernel.source.count("tl_k = -1") >= 1
+    rng = np.random.default_rng(7)
+    for shape in ((40, 31), (700, 650)):
+        x = rng.uniform(-1, 1, shape)
+        h = kernel(x=x)
+        assert h.has_canonical_format and (abs(h - h.T)).max() < 1e-12
+        for _ in range(2):
+            v = rng.uniform(-1, 1, shape)
+            step = 1e-4
+            differenced = (gradient(x=x + step * v) - gradient(x=x - step * v)) / (2 * step)
+            np.testing.assert_allclose(h @ v.ravel(), differenced.ravel(), rtol=1e-6, atol=1e-6)
