@@ -39,7 +39,7 @@ __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INT
            "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "between"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
-PARALLEL_WORK = 1 << 21  # points times inner work below which a nest runs on one thread (~1 ms of work)
+PARALLEL_WORK = 1 << 18  # points times inner work below which a nest runs on one thread (~0.1 ms of work)
 PARALLEL_CHUNKS = 32  # dynamic scheduling of gather loops: about this many chunks per loop
 LANES = 8  # lanes of a sum reassociated in a fixed order (term k into lane k mod LANES): their number fixes the bits
 # points of an innermost loop that lane blocking computes at once: two AVX-512 vectors of doubles (four AVX2),
