@@ -90,18 +90,23 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             shapes: dict[tuple, tuple] = {}
             groups = self.groups()
             sweep = self.sweep()
-            done: set[int] = {id(s) for s in sweep[:-1]}   # (the outputs' sweep is emitted at the last one)
+            temps = self.sweep_temporaries(sweep) if sweep else []
+            # (the outputs' sweep is emitted at the last one, with the temporaries only it reads)
+            done: set[int] = {id(s) for s in sweep[:-1]} | {id(t) for t, _, _ in temps}
             for stmt in self.prog.stmts:
                 if id(stmt) in done:
                     continue
                 nodes: list = []
                 if sweep and stmt is sweep[-1]:
                     label = f"{', '.join(s.target.label for s in sweep)}: one sweep over the entries"
+                    if temps:
+                        label += f", {', '.join(t.target.label for t, _, _ in temps)} in blocks of rows beside it"
                     body.append(f"  /* {label} */")
-                    self.emit_sweep(sweep, Scope(nodes, self.base_ctx, ()))
+                    self.emit_sweep(sweep, temps, Scope(nodes, self.base_ctx, ()))
                     self.loop_ir.append((label, nodes))
                     lines = print_c(scheduled(nodes))
-                    call = self.outlined(stmt, lines, outlined)
+                    # (with temporaries, which it writes, the sweep stays in the entry point as a group does)
+                    call = None if temps else self.outlined(stmt, lines, outlined)
                     body += lines if call is None else [self.call(*call)]
                     continue
                 group = groups.get(id(stmt))

@@ -28,7 +28,7 @@ from tensorlang.nodes import Access, Affine, Expr, IndexVar, Proj
 
 from .ir import Program, Reduce, Stmt, path_of
 
-__all__ = ["Group", "Reader", "find_groups"]
+__all__ = ["Group", "Reader", "accesses", "find_groups", "reads"]
 
 
 @dataclass
@@ -66,7 +66,7 @@ def find_groups(prog: Program, chunked) -> dict[int, Group]:
         t = p.target
         if t.kind != "temp" or not t.dims or len(p.vars) != len(t.dims) or p.contraction is not None:
             continue
-        readers = [j for j in mentioned.get(id(t.key), ()) if j > k and _reads(stmts[j].body, t.key)]
+        readers = [j for j in mentioned.get(id(t.key), ()) if j > k and reads(stmts[j].body, t.key)]
         if not readers or readers != list(range(k + 1, k + 1 + len(readers))):
             continue
         targets = [stmts[j].target.key for j in readers]
@@ -82,14 +82,14 @@ def _reader(stmt: Stmt, tvar, ndim: int, red: Reduce | None, targets) -> Reader 
         return None
     if ndim == 1 and (len(stmt.vars) != 1 or (red is not None and len(red.vars) != 1)):
         return None  # a 1-D temporary's chunks are long (REDUCE_CHUNK): only readers of one variable
-    if any(key is not None and _reads(stmt.body, key) for key in targets):  # the readers do not read one another
+    if any(key is not None and reads(stmt.body, key) for key in targets):  # the readers do not read one another
         return None
     if red is not None:
         var, extents = red.vars[0], {id(v): d for v, d in zip(stmt.vars, stmt.target.dims)}
     else:
         var, extents = stmt.vars[0], {}
     lows, highs = [], []
-    for idx, ext in _accesses(stmt.body, tvar, ndim, extents):
+    for idx, ext in accesses(stmt.body, tvar, ndim, extents):
         if idx is None or dict(idx.terms).get(var) != 1:
             return None
         low = high = Affine.const_(idx.const)
@@ -108,13 +108,13 @@ def _reader(stmt: Stmt, tvar, ndim: int, red: Reduce | None, targets) -> Reader 
     return Reader(stmt, var, red, (lows, highs)) if lows else None
 
 
-def _reads(body: Expr, key) -> bool:
-    return any(True for _ in _accesses(body, key, 0, {}))
+def reads(body: Expr, key) -> bool:
+    return any(True for _ in accesses(body, key, 0, {}))
 
 
 def _mentions(body: Expr) -> set[int]:
-    """The ids of the nodes of ``body`` that ``_accesses`` visits, and of their subtrees but a sum's
-    guard: every ``key`` that ``_reads(body, key)`` may find (a superset, computed once per statement so
+    """The ids of the nodes of ``body`` that ``accesses`` visits, and of their subtrees but a sum's
+    guard: every ``key`` that ``reads(body, key)`` may find (a superset, computed once per statement so
     that finding a temporary's readers does not walk every later statement)."""
     out: set[int] = set()
     stack = [body]
@@ -130,7 +130,7 @@ def _mentions(body: Expr) -> set[int]:
     return out
 
 
-def _accesses(body: Expr, key, ndim: int, extents: dict):
+def accesses(body: Expr, key, ndim: int, extents: dict):
     """``(index, extents)`` for each access ``key[index, ...]`` in ``body`` (``key`` the variable of an array
     of ``ndim`` dimensions; ``index`` the first of the access's ``ndim`` indices): the extents of the
     variables of the sums around it (and of ``extents``), by ``id``; ``(None, ...)`` for any other use

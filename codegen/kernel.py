@@ -366,7 +366,8 @@ class SparseKernel:
         kernel = self._kernels.get(positions)
         if kernel is None:
             scatter = None if positions is None else Positions(f"int{positions.itemsize * 8}_t", self.jacobian.patterns(),
-                                                                 self.jacobian.entries())
+                                                                 self.jacobian.entries(),
+                                                                 next((size for _, size in self.jacobian.loops), None))
             kernel = self._kernels[positions] = Kernel(self.jacobian.values, scatter=scatter, **self._options)
             pieces = [[affine_meta(s) for _, s in part.loops] for part in self.jacobian.parts]
             if scatter is not None and [o["dims"] for o in kernel.meta["outputs"]] != pieces:   # (positions per point)

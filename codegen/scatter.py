@@ -14,7 +14,11 @@ The sweep.  Where every output is a gather (no reduction in its body), the outpu
 (``emit_sweep``): each point of each output is scheduled, by isl, at its entry's coordinates (the rows'
 indices, then the columns', ``Positions.entries``), so the nest runs over the rows of the matrix and
 writes each row's entries together, in the order of ``data``: one pass over ``data``, where a nest per
-output would pass over it once per output, writing a few entries of each row each time.
+output would pass over it once per output, writing a few entries of each row each time.  A temporary
+that only the outputs read, at a first index within a fixed distance of the reading entry's first
+coordinate (``sweep_temporaries``: a tangent of a Hessian read at the neighbouring rows), is computed a
+block of rows at a time beside the rows of the sweep that read it, into a buffer on the stack, as
+``codegen.groups`` computes a temporary beside its gathers: it never goes to memory.
 """
 from __future__ import annotations
 
@@ -22,14 +26,15 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from tensorlang.nodes import TRUE, Affine, Guard, Pred, SizeVar, box, conj, walk
+from tensorlang.nodes import TRUE, Affine, Guard, IndexVar, Pred, SizeVar, box, conj, walk
 from tensorlang.predicates import has_relations
 from tensorlang.substitute import substitute_index
 
 from . import domains as D
+from .groups import accesses, reads
 from .ir import Array, MaxReduce, Reduce, Stmt
 from .loops import User, loop_nest
-from .schedule import Leaf
+from .schedule import GROUP_BUFFER, Leaf
 
 __all__ = ["Positions", "Scatter"]
 
@@ -39,11 +44,12 @@ class Positions:
     """How a kernel's outputs are written (``codegen.scatter``): ``ctype`` the C type of the positions,
     ``patterns`` for each output ``(its loop variables, the predicate over them where it is in the pattern)``,
     ``entries`` for each output the coordinates of its point's entry (the rows' indices, then the columns',
-    affine in its loop variables; empty: unknown, no sweep)."""
+    affine in its loop variables; empty: unknown, no sweep), ``rows`` the extent of their first coordinate."""
 
     ctype: str
     patterns: tuple[tuple[tuple, Pred], ...]
     entries: tuple[tuple[Affine, ...], ...] = ()
+    rows: Affine | None = None   # the extent of the entries' first coordinate
 
 
 class Scatter:
@@ -75,11 +81,98 @@ class Scatter:
             return []
         return stmts
 
-    def emit_sweep(self, stmts: list[Stmt], scope) -> None:
+    def entry_of(self, stmt: Stmt) -> list[Affine]:
+        """The coordinates of the entry of ``stmt``'s point (an output's), over its variables."""
+        k = self.prog.output_arrays().index(stmt.target)
+        at = dict(zip(self.scatter.patterns[k][0], map(Affine.var, stmt.vars)))
+        return [substitute_index(a, at) for a in self.scatter.entries[k]]
+
+    def sweep_temporaries(self, stmts: list[Stmt]) -> list[tuple[Stmt, int, int]]:
+        """The temporaries that only the sweep's statements ``stmts`` read, each a gather (no reduction) that
+        reads no other of them, read at first indices between ``lo`` and ``hi`` (constants) from the first
+        coordinate of the reading point's entry: ``[(statement, lo, hi)]``."""
+        if self.scatter.rows is None:
+            return []
+        sweep = {id(s) for s in stmts}
+        out: list = []
+        for t in self.prog.stmts:
+            arr = t.target
+            if arr.kind != "temp" or not t.vars or len(t.vars) != len(arr.dims) or t.contraction is not None \
+                    or any(isinstance(n, (Reduce, MaxReduce)) for n in walk(t.body)) \
+                    or any(reads(t.body, c.target.key) for c, _, _ in out):
+                continue
+            readers = [s for s in self.prog.stmts if s is not t and reads(s.body, arr.key)]
+            if not readers or any(id(s) not in sweep for s in readers):
+                continue
+            reach = [self.row_reach(s, arr) for s in readers]
+            if any(r is None for r in reach):
+                continue
+            out.append((t, min(lo for lo, _ in reach), max(hi for _, hi in reach)))
+        return out
+
+    def row_reach(self, stmt: Stmt, arr: Array) -> tuple[int, int] | None:
+        """The least and the greatest first index of ``arr`` that a point of output statement ``stmt`` reads,
+        less the first coordinate of the point's entry, over the statement's pattern; ``None`` unless both are
+        constants."""
+        row = self.entry_of(stmt)[0]
+        ranges = conj(box(zip(stmt.vars, stmt.target.dims)), self.pattern(stmt.target, stmt.vars))
+        dom = D.domain(ranges, stmt.vars, (), self.names)
+        if dom.is_empty():
+            return None
+        lows, highs = [], []
+        for index, _ in accesses(stmt.body, arr.key, len(arr.dims), {}):
+            if index is None or any(isinstance(v, IndexVar) and all(v is not g for g in stmt.vars) for v, _ in index.terms):
+                return None
+            offset = self.isl_form(dom.get_space(), index - row).intersect_domain(dom)
+            low, high = offset.min_val(), offset.max_val()
+            if not (low.is_int() and high.is_int()):
+                return None
+            lows.append(low.to_python())
+            highs.append(high.to_python())
+        return (min(lows), max(highs)) if lows else None
+
+    def emit_sweep(self, stmts: list[Stmt], temps: list, scope) -> None:
+        """The outputs ``stmts`` (``sweep``) and the temporaries ``temps`` only they read (``sweep_temporaries``):
+        the temporaries a block of rows at a time, each block's window of them (its rows widened by their
+        reach) computed into a buffer on the stack and the block's rows of the outputs swept on it, the
+        blocks in parallel; as many rows a block as keep the buffers within ``GROUP_BUFFER`` elements (else,
+        or with no such temporary, the temporaries whole and then one sweep)."""
+        if not temps:
+            self.emit_sweep_nest(stmts, scope)
+            return
+        sc = scope.block()
+        rows, chunk, nch, q, lo, hi = (self.fresh(b) for b in ("rows", "chunk", "nch", "q", "lo", "hi"))
+        widths = [(self.size_product(self.layout(t.target)[1:]), high - low) for t, low, high in temps]
+        per_row = " + ".join(f"({w})" for w, _ in widths)
+        halo = " + ".join(f"({w}) * {span}" for w, span in widths)
+        sc.line(f"const int64_t {rows} = {self.affine(self.scatter.rows)};")
+        sc.line(f"const int64_t {chunk} = ({GROUP_BUFFER} - ({halo})) / tl_max(1, {per_row});")
+        blocks, whole = sc.branch(f"{chunk} >= 1", orelse=True)
+        for t, _, _ in temps:
+            self.emit_stmt(t, whole)
+        self.emit_sweep_nest(stmts, whole)
+        blocks.line(f"const int64_t {nch} = ({rows} + {chunk} - 1) / {chunk};")
+        work = " + ".join(f"{self.size_product(s.target.dims)} * ({self.body_work(s.body)})" for s in stmts)
+        body = blocks.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1",
+                           parallel=self.parallel(work, None, "1"), parallel_ok=False)
+        body.line(f"const int64_t {lo} = {q} * {chunk}, {hi} = tl_min({lo} + {chunk}, {rows});")
+        for (t, low, high), (width, span) in zip(temps, widths):
+            arr, buf, tlo, thi = t.target, self.fresh("buf"), self.fresh("tlo"), self.fresh("thi")
+            body.line(f"/* {arr.label}: the rows the block reads */")
+            body.line(f"const int64_t {tlo} = tl_max(0, {lo} + ({low})), "
+                      f"{thi} = tl_min({self.affine(arr.dims[0])}, {hi} + ({high}));")
+            body.line(f"real {buf}[({chunk} + {span}) * ({width})];")
+            body.line(f"real *const {arr.cname} = {buf} - {tlo} * ({width});")
+            pred, value = (t.body.pred, t.body.body) if isinstance(t.body, Guard) else (TRUE, t.body)
+            self.emit_gather(t, pred, value, body, window=(tlo, thi))
+        self.emit_sweep_nest(stmts, body, rows=(lo, hi))
+
+    def emit_sweep_nest(self, stmts: list[Stmt], scope, rows: tuple[str, str] | None = None) -> None:
         """The outputs ``stmts`` (``sweep``) in one isl loop nest that runs their points in the order of their
         entries: a point of output ``k`` over ``g`` is scheduled at ``(its entry's coordinates, k, g)``.  The
         nest runs every point of the pattern once, in the order of ``data``, so within an iteration of an
-        outermost loop the positions are consecutive: the first is read, the others counted."""
+        outermost loop the positions are consecutive: the first is read, the others counted.  ``rows``: C
+        names ``(lo, hi)``, the points whose entry's first coordinate is in ``[lo, hi)`` only."""
         names, outs = self.names, self.prog.output_arrays()
         width = max(len(s.vars) for s in stmts)
         parts, schedules, known, work = [], {}, {}, []
@@ -89,9 +182,10 @@ class Scatter:
             ranges = conj(box(zip(gv, arr.dims)), self.pattern(arr, gv))
             dom_all = D.domain(ranges, gv, scope.bound, names)
             dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
-            entry = [substitute_index(a, dict(zip(self.scatter.patterns[outs.index(arr)][0], map(Affine.var, gv))))
-                     for a in self.scatter.entries[outs.index(arr)]]
+            entry = self.entry_of(stmt)
             order = [*entry, Affine.const_(k), *map(Affine.var, gv), *[Affine.const_(0)] * (width - len(gv))]
+            if rows is not None:
+                dom_all, dom_c = (self.rows_between(d, entry[0], *rows) for d in (dom_all, dom_c))
             pieces = [(f"C{k}_{j}", piece) for j, piece in enumerate(self.split_by_guards(dom_c, body, gv, scope))]
             for name, piece in pieces + [(f"Z{k}", dom_all - dom_c)]:
                 parts.append((name, piece))
@@ -140,15 +234,25 @@ class Scatter:
 
     def schedule_map(self, dom, order) -> "isl.Map":
         """The map from ``dom``'s space to the affine forms ``order`` of its variables and the sizes."""
-        v = isl.affs_from_space(dom.get_space())
         out = None
         for a in order:
-            aff = v[0] + a.const
-            for var, c in a.terms:
-                aff = aff + v[self.names.size(var.name) if isinstance(var, SizeVar) else self.names.var(var)] * c
-            m = isl.Map.from_pw_aff(aff)
+            m = isl.Map.from_pw_aff(self.isl_form(dom.get_space(), a))
             out = m if out is None else out.flat_range_product(m)
         return out
+
+    def isl_form(self, space, a: Affine) -> "isl.PwAff":
+        """The affine form ``a`` (of index variables and sizes, by their C names) over isl's ``space``."""
+        v = isl.affs_from_space(space)
+        out = v[0] + a.const
+        for var, c in a.terms:
+            out = out + v[self.names.size(var.name) if isinstance(var, SizeVar) else self.names.var(var)] * c
+        return out
+
+    def rows_between(self, dom, row: Affine, lo: str, hi: str):
+        """The points of ``dom`` whose entry's first coordinate ``row`` lies in ``[lo, hi)`` (C names, parameters)."""
+        dom = dom.align_params(isl.Space.create_from_names(D.CTX, set=[], params=[lo, hi]))
+        v, at = isl.affs_from_space(dom.get_space()), self.isl_form(dom.get_space(), row)
+        return dom & v[lo].le_set(at) & at.lt_set(v[hi])
 
     def store(self, arr: Array, idx, value: str, in_pattern: bool = False) -> str:
         """The C statement that writes ``value`` at ``idx`` of ``arr``; ``in_pattern``: ``idx`` is known to be

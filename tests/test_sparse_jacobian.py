@@ -335,14 +335,17 @@ def test_compiled_sparse_jacobians_of_generated_programs_are_the_evaluated_ones(
 
 def test_the_pieces_of_a_sparse_hessian_are_one_sweep_over_its_rows_on_one_thread_and_on_several():
     """The five pieces of the 2-D stencil's Hessian are written by one loop nest in the order of the CSR data,
-    each outermost iteration counting its positions from its first: right against the product of the Hessian
-    with random directions by central differences of the compiled gradient (no code shared), at a grid whose
-    nest runs on one thread and at one past the parallel threshold."""
+    each outermost iteration counting its positions from its first, and the two tangents that only they read
+    are computed a block of rows at a time beside them: right against the product of the Hessian with random
+    directions by central differences of the compiled gradient (no code shared), at a grid whose nest runs
+    on one thread, at one past the parallel threshold, and at one whose rows are too long for a block
+    (the tangents whole, then the sweep)."""
     e = tl.parse(STENCIL_2D)
     kernel, gradient = tl.compile(tl.hessian(e, "x", sparse=True)), tl.compile(tl.grad(e, "x"))
     assert "one sweep over the entries" in kernel.source and kernel.source.count("tl_k = -1") >= 1
+    assert "in blocks of rows beside it" in kernel.source
     rng = np.random.default_rng(7)
-    for shape in ((40, 31), (700, 650)):
+    for shape in ((40, 31), (700, 650), (3, 9000)):
         x = rng.uniform(-1, 1, shape)
         h = kernel(x=x)
         assert h.has_canonical_format and (abs(h - h.T)).max() < 1e-12
