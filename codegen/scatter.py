@@ -38,6 +38,18 @@ from .schedule import GROUP_BUFFER, Leaf
 
 __all__ = ["Positions", "Scatter"]
 
+SHORT = 64   # the most points of a reduction in a statement of the sweep
+
+
+def _short(red) -> bool:
+    """A reduction over constant extents of at most ``SHORT`` points in all."""
+    count = 1
+    for size in red.sizes:
+        if not size.is_const:
+            return False
+        count *= max(size.const, 0)
+    return count <= SHORT
+
 
 @dataclass(frozen=True)
 class Positions:
@@ -70,14 +82,15 @@ class Scatter:
 
     def sweep(self) -> list[Stmt]:
         """The statements of the outputs, when they are written in one sweep over the entries
-        (``emit_sweep``): several outputs, each one gather with no reduction in its body; else ``[]``."""
+        (``emit_sweep``): several outputs, each one gather (or one entry) whose reductions are short (over
+        constant extents of at most ``SHORT`` points: a long one has schedules of its own); else ``[]``."""
         if self.scatter is None or not self.scatter.entries:
             return []
         outs = self.prog.output_arrays()
         stmts = [s for s in self.prog.stmts if any(s.target is a for a in outs)]
         if len(outs) < 2 or len(stmts) != len(outs) or any(
-                not s.vars or s.contraction is not None or has_relations(s.body)
-                or any(isinstance(n, (Reduce, MaxReduce)) for n in walk(s.body)) for s in stmts):
+                s.contraction is not None or has_relations(s.body)
+                or any(isinstance(n, (Reduce, MaxReduce)) and not _short(n) for n in walk(s.body)) for s in stmts):
             return []
         return stmts
 
@@ -174,7 +187,7 @@ class Scatter:
         outermost loop the positions are consecutive: the first is read, the others counted.  ``rows``: C
         names ``(lo, hi)``, the points whose entry's first coordinate is in ``[lo, hi)`` only."""
         names, outs = self.names, self.prog.output_arrays()
-        width = max(len(s.vars) for s in stmts)
+        width = max(len(s.vars) for s in stmts)   # (an output of one entry has none)
         parts, schedules, known, work = [], {}, {}, []
         for k, stmt in enumerate(stmts):
             arr, gv = stmt.target, stmt.vars
