@@ -357,3 +357,35 @@ def test_the_pieces_of_a_sparse_hessian_are_one_sweep_over_its_rows_on_one_threa
             step = 1e-4
             differenced = (gradient(x=x + step * v) - gradient(x=x - step * v)) / (2 * step)
             np.testing.assert_allclose(h @ v.ravel(), differenced.ravel(), rtol=1e-6, atol=1e-6)
+
+
+SWEPT = {   # energies whose Hessians' pieces are swept, with entries reached in varied ways, and their shapes
+    "reversed neighbours": ("x : [n]R\nsum(i:n) [i < n - 1] * x[n - 1 - i] * x[n - 2 - i] * x[i] * x[i]",
+                            [(7,), (2,), (1,), (40,)]),
+    "diagonal neighbours": ("x : [n][m]R\nsum(i:n, j:m) [i < n - 1 and j < m - 1] * (x[i+1, j+1] - x[i, j]) * "
+                            "(x[i+1, j+1] - x[i, j]) * x[i, j+1]", [(5, 6), (2, 2), (1, 3), (30, 17)]),
+    "rows of two": ("x : [n][2]R\nsum(i:n) [i < n - 1] * (x[i+1, 0] - x[i, 1]) * (x[i+1, 1] - x[i, 0]) * x[i, 0] * x[i, 1]",
+                    [(6, 2), (1, 2), (50, 2)]),
+    "3-D, two apart": ("x : [n][m][k]R\nsum(a:n, b:m, c:k) [a < n - 2 and c < k - 1] * (x[a+2, b, c] - x[a, b, c+1]) * "
+                       "(x[a+2, b, c] - x[a, b, c+1]) * x[a, b, c] * x[a, b, c]", [(4, 3, 5), (3, 1, 2), (9, 4, 6)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWEPT))
+def test_swept_sparse_hessians_are_the_evaluated_ones_entry_for_entry(name):
+    """Pieces whose entries run against their loops (``x[n - 1 - i]``), diagonally, over rows of two or two
+    planes apart, written in one sweep: the kernel's CSR arrays are the reference evaluator's, and its values
+    the evaluated sparse and dense Hessians', at uneven and degenerate shapes."""
+    src, shapes = SWEPT[name]
+    e = tl.parse(src)
+    H = tl.hessian(e, "x", sparse=True)
+    kernel = tl.compile(H)
+    assert "one sweep over the entries" in kernel.source
+    for shape in shapes:
+        x = np.random.default_rng(sum(shape)).uniform(-1, 1, shape)
+        got, want = kernel(x=x), tl.evaluate(H, x=x)
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_allclose(got.data, want.data, rtol=1e-12, atol=1e-12)
+        dense = np.asarray(tl.evaluate(tl.hessian(e, "x"), x=x)).reshape(got.shape)
+        np.testing.assert_allclose(got.toarray(), dense, rtol=1e-12, atol=1e-12)
