@@ -10,11 +10,12 @@ negative, are never visited, and it needs no test); the other ways of writing a 
 chunked reductions, a scalar) write where the position is not negative.  No output is a BLAS call's target
 there (``emit_stmt``).
 
-The sweep.  Where every output is a gather (no reduction in its body), the outputs are one loop nest
-(``emit_sweep``): each point of each output is scheduled, by isl, at its entry's coordinates (the rows'
-indices, then the columns', ``Positions.entries``), so the nest runs over the rows of the matrix and
-writes each row's entries together, in the order of ``data``: one pass over ``data``, where a nest per
-output would pass over it once per output, writing a few entries of each row each time.  A temporary
+The sweep.  Where every output is a gather (or one entry) with no long reduction in its body, the outputs
+are one loop nest (``emit_sweep``): each point of each output is scheduled, by isl, at its entry's
+coordinates (the rows' indices, then the columns', ``Positions.entries``), so the nest runs over the rows
+of the matrix and writes each row's entries together, in the order of ``data``: one pass over ``data``,
+where a nest per output would pass over it once per output, writing a few entries of each row each
+time.  A temporary
 that only the outputs read, at a first index within a fixed distance of the reading entry's first
 coordinate (``sweep_temporaries``: a tangent of a Hessian read at the neighbouring rows), is computed a
 block of rows at a time beside the rows of the sweep that read it, into a buffer on the stack, as
