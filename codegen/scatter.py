@@ -187,7 +187,7 @@ class Scatter:
         nest runs every point of the pattern once, in the order of ``data``, so within an iteration of an
         outermost loop the positions are consecutive: the first is read, the others counted.  ``rows``: C
         names ``(lo, hi)``, the points whose entry's first coordinate is in ``[lo, hi)`` only."""
-        names, outs = self.names, self.prog.output_arrays()
+        names = self.names
         width = max(len(s.vars) for s in stmts)   # (an output of one entry has none)
         parts, schedules, known, work = [], {}, {}, []
         for k, stmt in enumerate(stmts):

@@ -17,7 +17,6 @@ their positions in NumPy (``assemble``); ``tl.cost`` counts ``values``.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import threading
 
@@ -128,8 +127,11 @@ class SparseJacobian:
     def result(self, data: np.ndarray, sizes: dict):
         """The ``csr_array`` at ``sizes`` holding ``data`` (its values in CSR order): a shallow copy of one
         that SciPy checked when the pattern was made (SciPy's constructor checks the indices again on each
-        call, O(nonzeros) and 40-60 µs at any size)."""
-        out = copy.copy(self._prepared(sizes)[1])
+        call, O(nonzeros) and 40-60 µs at any size).  The copy is what ``copy.copy`` makes, its attributes
+        those of the checked one, made directly (1 µs, where ``copy.copy`` takes 2)."""
+        template = self._prepared(sizes)[1]
+        out = object.__new__(type(template))
+        out.__dict__.update(template.__dict__)
         out.data = data
         return out
 
