@@ -1,8 +1,8 @@
 """Kernels under AddressSanitizer and UndefinedBehaviorSanitizer: a fixed set of programs (the examples
 and programs that stress the edges: extents that are 0 or negative, strides, guards, CSR relations,
 names that clash with C) and their gradients, built with ``TENSORLANG_SANITIZE=1`` and run at every size
-0, 1, 2 and at random sizes, with relations dense and CSR; every result is also checked against the
-reference evaluator.  Any memory error or undefined behaviour ends the process with the sanitizer's
+0, 1, 2 and at random sizes, with relations dense and CSR, and the sparse Hessians of a few energies; every
+result is also checked against the reference evaluator.  Any memory error or undefined behaviour ends the process with the sanitizer's
 report; a wrong value makes it exit 1.
 
 Run by ``tests/test_sanitizers.py`` in a subprocess that starts with the sanitizer runtime
@@ -45,6 +45,17 @@ PROGRAMS = [
     "x : [m]R; y : [n]R; sum(i:n, j:m + 1) [j >= 1] * exp(x[j - 1]) * y[i]",
     "q : [m]R; x : [n]R; gen(i:n, k:m) exp(q[k]) * x[i] + log(1 + sum(j:n) exp(x[j]))",
     "x : [n]R; gen(i:n) [n >= 5] * exp(x[4]) * x[i]",
+]
+
+# energies whose sparse Hessians are compiled: the pieces in one sweep over the entries, the 2-D one's tangents in
+# blocks of rows (several blocks at m = 3000; rows too long for a block at m = 8200), and the shapes tried
+SPARSE_HESSIANS = [
+    ("x : [n][m]R; sum(i:n, j:m) [i < n - 1 and j < m - 1] * ((x[i+1, j] - x[i, j]) * (x[i+1, j] - x[i, j]) + "
+     "(x[i, j+1] - x[i, j]) * (x[i, j+1] - x[i, j])) * (x[i, j] * x[i, j] + 1)",
+     [(0, 0), (0, 3), (1, 1), (2, 2), (5, 7), (6, 3000), (2, 8200)]),
+    ("u : [n][n][n]R; sum(i:n, j:n, k:n) [i < n - 1] * (u[i+1, j, k] - u[i, j, k]) * (u[i+1, j, k] - u[i, j, k]) + "
+     "u[i, j, k] * u[i, j, k] * u[i, j, k] * u[i, j, k]", [(0, 0, 0), (1, 1, 1), (3, 3, 3)]),
+    ("x : [n]R; sum(i:n) [i < n - 1] * x[n - 1 - i] * x[n - 2 - i] * x[i] * x[i]", [(0,), (1,), (2,), (9,)]),
 ]
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -102,6 +113,19 @@ def main(seed: int = 0) -> int:
                     if not close(got, ref):
                         bad += 1
                         print(f"differs from the evaluator: {expr} at {sizes}: {got} != {ref}")
+    for src, shapes in SPARSE_HESSIANS:
+        e = tl.parse(src)
+        (wrt,) = e.free_vars
+        H = tl.hessian(e, wrt, sparse=True)
+        kernel = tl.compile(H)
+        for shape in shapes:
+            x = rng.uniform(-2, 2, shape)
+            got, ref = kernel(**{wrt: x}), tl.evaluate(H, **{wrt: x})
+            runs += 1
+            if not (np.array_equal(got.indptr, ref.indptr) and np.array_equal(got.indices, ref.indices)
+                    and close(got.data, ref.data)):
+                bad += 1
+                print(f"a sparse Hessian differs from the evaluator's: {src} at {shape}")
     print(f"sanitized runs: {runs}, differing: {bad}")
     return 1 if bad else 0
 
