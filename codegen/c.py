@@ -371,7 +371,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         arr = stmt.target
         gv = stmt.vars
         names = self.names
-        ranges = conj(box(zip(gv, arr.dims)), self.pattern(arr, gv))
+        ranges = self.written(stmt)
         dom_all = D.domain(ranges, gv, scope.bound, names)
         dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
         if window is not None:

@@ -81,6 +81,10 @@ class Scatter:
         variables, pred = self.scatter.patterns[self.prog.output_arrays().index(arr)]
         return substitute_index(pred, {v: Affine.var(g) for v, g in zip(variables, gv)})
 
+    def written(self, stmt: Stmt) -> Pred:
+        """Where ``stmt`` writes: its target's box, within its output's pattern where the output is scattered."""
+        return conj(box(zip(stmt.vars, stmt.target.dims)), self.pattern(stmt.target, stmt.vars))
+
     def sweep(self) -> list[Stmt]:
         """The statements of the outputs, when they are written in one sweep over the entries
         (``emit_sweep``): several outputs, each one gather (or one entry) whose reductions are short (over
@@ -129,8 +133,7 @@ class Scatter:
         less the first coordinate of the point's entry, over the statement's pattern; ``None`` unless both are
         constants."""
         row = self.entry_of(stmt)[0]
-        ranges = conj(box(zip(stmt.vars, stmt.target.dims)), self.pattern(stmt.target, stmt.vars))
-        dom = D.domain(ranges, stmt.vars, (), self.names)
+        dom = D.domain(self.written(stmt), stmt.vars, (), self.names)
         if dom.is_empty():
             return None
         lows, highs = [], []
@@ -166,7 +169,7 @@ class Scatter:
             self.emit_stmt(t, whole)
         self.emit_sweep_nest(stmts, whole)
         blocks.line(f"const int64_t {nch} = ({rows} + {chunk} - 1) / {chunk};")
-        work = " + ".join(f"{self.size_product(s.target.dims)} * ({self.body_work(s.body)})" for s in stmts)
+        work = self.work(stmts)
         body = blocks.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1",
                            parallel=self.parallel(work, None, "1"), parallel_ok=False)
         body.line(f"const int64_t {lo} = {q} * {chunk}, {hi} = tl_min({lo} + {chunk}, {rows});")
@@ -189,11 +192,11 @@ class Scatter:
         names ``(lo, hi)``, the points whose entry's first coordinate is in ``[lo, hi)`` only."""
         names = self.names
         width = max(len(s.vars) for s in stmts)   # (an output of one entry has none)
-        parts, schedules, known, work = [], {}, {}, []
+        parts, schedules, known = [], {}, {}
         for k, stmt in enumerate(stmts):
-            arr, gv = stmt.target, stmt.vars
+            gv = stmt.vars
             pred, body = (stmt.body.pred, stmt.body.body) if isinstance(stmt.body, Guard) else (TRUE, stmt.body)
-            ranges = conj(box(zip(gv, arr.dims)), self.pattern(arr, gv))
+            ranges = self.written(stmt)
             dom_all = D.domain(ranges, gv, scope.bound, names)
             dom_c = D.domain(conj(ranges, pred), gv, scope.bound, names)
             entry = self.entry_of(stmt)
@@ -205,7 +208,6 @@ class Scatter:
                 parts.append((name, piece))
                 schedules[name] = self.schedule_map(piece.align_params(scope.ctx.get_space()), order)
                 known[name] = (stmt, piece, body if name[0] == "C" else None)
-            work.append(f"{self.size_product(arr.dims)} * ({self.body_work(body)})")
         its = [self.fresh("e") for _ in order]
         tree = loop_nest(parts, scope.ctx, its, schedules=schedules)
         if tree is None:
@@ -242,7 +244,7 @@ class Scatter:
             counting.pop()
             return True
 
-        work = " + ".join(work)
+        work = self.work(stmts)
         leaf = Leaf(user, loop=outermost)
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work)
 

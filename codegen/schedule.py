@@ -373,7 +373,7 @@ class Schedule:
         inner, fallback = sc.branch(' && '.join(conds + [f'{width} <= {GROUP_BUFFER}']), orelse=True)
         run, s, slo, done = (self.fresh(b) for b in ("run", "s", "slo", "done"))
         self.emit_run_length(run, nch, chunk, span, row if len(t.dims) > 1 else None, inner)
-        work = " + ".join(f"{self.size_product(s.target.dims)} * ({self.body_work(s.body)})" for s in group.stmts)
+        work = self.work(group.stmts)
         outer = inner.loop(s, f"int64_t {s} = 0", f"{s} < ({nch} + {run} - 1) / {run}", f"{s} += 1",
                            parallel=self.parallel(work, None, "1"), parallel_ok=False)
         outer.line(f"const int64_t {slo} = tl_max(0, {s} * {run} * {chunk} + ({low}));")
@@ -455,6 +455,10 @@ class Schedule:
                 f"{acc}[{lane}] += {SUM.tree([f'{w}[{lane}]' for w in ways])};")
         else:
             scope.line(f"{acc} += {SUM.tree(ways)};")
+
+    def work(self, stmts) -> str:
+        """The rough work of statements run in one nest, as C: each target's points times its body's work."""
+        return " + ".join(f"{self.size_product(s.target.dims)} * ({self.body_work(s.body)})" for s in stmts)
 
     def body_work(self, e: Expr, depth: int = 0) -> str:
         """A rough C estimate of the work per point of a body: 1 plus, for each outermost reduction in

@@ -76,21 +76,16 @@ def _derived(result: Expr, primal: Expr, new_inputs=()) -> Expr:
 
 
 def derivative(expr: Expr, wrt) -> Expr:
-    """``tl.derivative``: D (Fig. 13), with a new input ``d<name>`` per variable in wrt."""
-    return derivative_and_tangents(expr, wrt)[0]
-
-
-def derivative_and_tangents(expr: Expr, wrt) -> tuple[Expr, dict[str, str]]:
-    """``tl.derivative(expr, wrt)`` and the name of the tangent input of each variable in wrt (``d<name>``,
-    numbered where that name is taken)."""
+    """``tl.derivative``: D (Fig. 13), with a new input ``d<name>`` per variable in wrt (numbered where that
+    name is taken)."""
     d, sigma = _derivative(expr, wrt_vars(expr, wrt))
-    return _derived(d, expr, sigma.values()), {v.name: t.name for v, t in sigma.items()}
+    return _derived(d, expr, sigma.values())
 
 
 def value_and_derivative(expr: Expr, wrt) -> tuple[Expr, dict[str, str]]:
     """The pair ``(expr, tl.derivative(expr, wrt))`` as one Tensor SSA program, the statements they share
-    computed once (fix-up 4), and the tangent inputs' names: what a kernel's forward mode compiles, so that
-    one call gives a value and its tangent."""
+    computed once (fix-up 4), and the name of the tangent input of each variable in wrt: what a kernel's
+    forward mode compiles, so that one call gives a value and its tangent."""
     d, sigma = _derivative(expr, wrt_vars(expr, wrt))
     with stage("sharing the value's statements with its derivative's"):
         both = to_ssa(Pair(body_of(expr), d))
