@@ -348,6 +348,10 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         if not gv:
             self.emit_scalar_stmt(arr, pred, body, scope)
             return
+        stored = self.stored_over_entries(stmt)
+        if stored is not None:
+            self.emit_over_entries(stmt, stored, scope)
+            return
         if self.caps.interchange and self.interchangeable(pred, body):
             # small target, long reduction: chosen at run time (the sizes are symbolic)
             g, r = self.size_product(arr.dims), self.size_product(body.sizes)

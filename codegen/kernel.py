@@ -367,7 +367,8 @@ class SparseKernel:
         if kernel is None:
             scatter = None if positions is None else Positions(f"int{positions.itemsize * 8}_t", self.jacobian.patterns(),
                                                                  self.jacobian.entries(),
-                                                                 next((size for _, size in self.jacobian.loops), None))
+                                                                 next((size for _, size in self.jacobian.loops), None),
+                                                                 self.jacobian.stored)
             kernel = self._kernels[positions] = Kernel(self.jacobian.values, scatter=scatter, **self._options)
             pieces = [[affine_meta(s) for _, s in part.loops] for part in self.jacobian.parts]
             if scatter is not None and [o["dims"] for o in kernel.meta["outputs"]] != pieces:   # (positions per point)
@@ -381,26 +382,25 @@ class SparseKernel:
 
     def __call__(self, *args, **inputs):
         if args or self.values.scatter is None:   # (positional inputs: the values kernel's message)
-            return self.jacobian.assemble(self.values(*args, **inputs), self._sizes(inputs))
+            return self.jacobian.assemble(self.values(*args, **inputs), self._sizes(inputs), inputs)
         check_keywords(inputs, self.input_names, self.meta["sizes"])
-        sizes = self._sizes(inputs)
-        run = self.jacobian.run(sizes)
-        if run is not None:   # the values as computed are the data in CSR order: a view, no positions to read
-            return self.jacobian.result(np.reshape(self._kernel(None)._run(inputs), -1)[run], sizes)
-        positions, indices, *_ = self.jacobian.pattern(sizes)
+        prepared = self.jacobian.prepared(self._sizes(inputs), inputs)
+        if prepared.run is not None:   # the values as computed are the data in CSR order: a view, no positions
+            return prepared.result(np.reshape(self._kernel(None)._run(inputs), -1)[prepared.run])
+        positions, indices, *_ = prepared.pattern
         kernel = self._kernel(positions[0].dtype)
         data = kernel._runner.output((len(indices),), 0)   # (recycled memory where large, as a kernel's outputs)
         kernel._run(inputs, outputs=[*positions, data])
-        return self.jacobian.result(data, sizes)
+        return prepared.result(data)
 
     def _sizes(self, inputs: dict) -> dict:
         """The sizes at ``inputs``, solved once per tuple of the inputs' shapes (and sizes given by name)."""
         key = tuple((name, _shapes(value)) for name, value in inputs.items())
         sizes = self._solved.get(key)
         if sizes is None:
-            from tensorlang.cost import sizes_and_relations
+            from tensorlang.inputs import infer_sizes
 
-            sizes = sizes_and_relations(self.jacobian.values, inputs)[0]
+            sizes = infer_sizes(self.jacobian.values, inputs)   # (shapes only: a relation is not made dense)
             if len(self._solved) < 64:
                 self._solved[key] = sizes
         return sizes

@@ -105,6 +105,18 @@ def blas_table(dtype):
 MAX_SIZE = 2**53
 
 
+def canonical_csr(rows: np.ndarray, cols: np.ndarray, nrows: int, ncols: int) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR arrays (int32) of the pairs ``(rows[k], cols[k])``, duplicates dropped (a sort of the linear
+    indices: NumPy's hash-based ``unique`` is 60x slower on these keys)."""
+    lin = np.sort(np.asarray(rows, dtype=np.int64) * max(ncols, 1) + cols)
+    if lin.size:
+        lin = lin[np.concatenate(([True], lin[1:] != lin[:-1]))]
+    r, c = (lin // max(ncols, 1), lin % max(ncols, 1)) if lin.size else (lin, lin)
+    ptr = np.zeros(nrows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=nrows), out=ptr[1:])
+    return ptr.astype(np.int32), c.astype(np.int32)
+
+
 class RuntimeShapeError(ValueError):
     """Raised for bad inputs when no error class is given (the exported module's ShapeError)."""
 
@@ -485,18 +497,6 @@ class Arguments:
         except (ValueError, IndexError) as exc:
             self._fail(f"relation {name} is a malformed sparse matrix: {exc}")
 
-    @staticmethod
-    def _csr(rows, cols, nrows, ncols):
-        """The CSR arrays of the pairs ``(rows[k], cols[k])``, duplicates dropped (a sort of the linear
-        indices: NumPy's hash-based ``unique`` is 60x slower on these keys)."""
-        lin = np.sort(rows * max(ncols, 1) + cols)
-        if lin.size:
-            lin = lin[np.concatenate(([True], lin[1:] != lin[:-1]))]
-        r, c = (lin // max(ncols, 1), lin % max(ncols, 1)) if lin.size else (lin, lin)
-        ptr = np.zeros(nrows + 1, dtype=np.int64)
-        np.cumsum(np.bincount(r, minlength=nrows), out=ptr[1:])
-        return ptr.astype(np.int32), c.astype(np.int32)
-
     def _transposed(self, name, csr, shape):
         """The CSR arrays of the transpose of a canonical CSR relation.  A gradient calls its kernel with
         the same relation again and again (an optimiser's loop), so the last transpose of each relation
@@ -507,7 +507,7 @@ class Arguments:
                 and np.array_equal(hit[2], csr[1])):
             return hit[3]
         rows = np.repeat(np.arange(shape[0], dtype=np.int64), np.diff(csr[0]))
-        views = self._csr(csr[1].astype(np.int64), rows, shape[1], shape[0])
+        views = canonical_csr(csr[1].astype(np.int64), rows, shape[1], shape[0])
         self._transposes[name] = (shape, csr[0].copy(), csr[1].copy(), views)
         return views
 
@@ -535,9 +535,9 @@ class Arguments:
             if pairs is None:
                 pairs = self._pairs(rel, v, shape)
             if view == "csr_ptr":
-                out += list(self._csr(pairs[0], pairs[1], shape[0], shape[1]))
+                out += list(canonical_csr(pairs[0], pairs[1], shape[0], shape[1]))
             elif view == "csc_ptr":
-                out += list(self._csr(pairs[1], pairs[0], shape[1], shape[0]))
+                out += list(canonical_csr(pairs[1], pairs[0], shape[1], shape[0]))
             elif view == "dense":
                 mask = np.zeros(shape, dtype=np.uint8)
                 if all(len(p) for p in pairs):

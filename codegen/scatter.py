@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from tensorlang.nodes import TRUE, Affine, Guard, IndexVar, Pred, SizeVar, box, conj, walk
+from tensorlang.nodes import TRUE, Affine, Guard, IndexVar, Pred, SizeVar, box, conj, drop_conjunct, walk
 from tensorlang.predicates import has_relations
 from tensorlang.substitute import substitute_index
 
@@ -57,12 +57,16 @@ class Positions:
     """How a kernel's outputs are written (``codegen.scatter``): ``ctype`` the C type of the positions,
     ``patterns`` for each output ``(its loop variables, the predicate over them where it is in the pattern)``,
     ``entries`` for each output the coordinates of its point's entry (the rows' indices, then the columns',
-    affine in its loop variables; empty: unknown, no sweep), ``rows`` the extent of their first coordinate."""
+    affine in its loop variables; empty: unknown, no sweep), ``rows`` the extent of their first coordinate,
+    ``stored`` for each output None or how it is stored over a relation's entries
+    (``derive.sparse.SparseJacobian.stored``: its positions are over its other loops and then the entries of
+    the relation, ``emit_over_entries``)."""
 
     ctype: str
     patterns: tuple[tuple[tuple, Pred], ...]
     entries: tuple[tuple[Affine, ...], ...] = ()
     rows: Affine | None = None   # the extent of the entries' first coordinate
+    stored: tuple = ()   # for each output, None or (atom, ka, kb): its points are over the atom's relation's entries
 
 
 class Scatter:
@@ -89,7 +93,7 @@ class Scatter:
         """The statements of the outputs, when they are written in one sweep over the entries
         (``emit_sweep``): several outputs, each one gather (or one entry) whose reductions are short (over
         constant extents of at most ``SHORT`` points: a long one has schedules of its own); else ``[]``."""
-        if self.scatter is None or not self.scatter.entries:
+        if self.scatter is None or not self.scatter.entries or any(self.scatter.stored):
             return []
         outs = self.prog.output_arrays()
         stmts = [s for s in self.prog.stmts if any(s.target is a for a in outs)]
@@ -98,6 +102,63 @@ class Scatter:
                 or any(isinstance(n, (Reduce, MaxReduce)) and not _short(n) for n in walk(s.body)) for s in stmts):
             return []
         return stmts
+
+    def stored_over_entries(self, stmt: Stmt):
+        """``(atom, ka, kb)`` over ``stmt``'s variables where it writes an output stored over the entries of
+        the atom's relation (``Positions.stored``), else None."""
+        if not self.scattered(stmt.target) or not any(self.scatter.stored):
+            return None
+        k = self.prog.output_arrays().index(stmt.target)
+        stored = self.scatter.stored[k]
+        if stored is None:
+            return None
+        atom, ka, kb = stored
+        at = {v: Affine.var(g) for v, g in zip(self.scatter.patterns[k][0], stmt.vars)}
+        return substitute_index(atom, at), ka, kb
+
+    def emit_over_entries(self, stmt: Stmt, stored, scope) -> None:
+        """An output stored over the entries of a relation ``E`` (``stored``: ``(E(u + c, w + d), ka, kb)``
+        over its variables): its other variables over their extents, ``u`` over its extent, and ``w`` over
+        the entries ``p`` of row ``u + c`` of ``E``'s CSR form, writing at the position of ``(the others,
+        p)``; O(nnz) points for each of the others, where the box has the extent of ``w`` for each entry.
+        Every entry of the pattern is written (a zero where the statement's guard is false)."""
+        atom, ka, kb = stored
+        arr, gv = stmt.target, stmt.vars
+        pred, body = (stmt.body.pred, stmt.body.body) if isinstance(stmt.body, Guard) else (TRUE, stmt.body)
+        rel = self.relations[id(atom.rel)]
+        rel.csr = True
+        ptr, idx = rel.cname + "_ptr", rel.cname + "_idx"
+        row, col = atom.args
+        u, w = gv[ka], gv[kb]
+        others = [v for k, v in enumerate(gv) if k not in (ka, kb)]
+        sc = scope.block(parallel_ok=False)
+        nnz = self.fresh("nnz")
+        sc.line(f"const int64_t {nnz} = {ptr}[{self.affine(rel.dims[0])}];")
+        work = f"{nnz} * ({self.body_work(body)})"
+        inner, bound, first = sc, scope.bound, scope.parallel_ok
+        for v in [*others, u]:
+            name, extent = self.names.var(v), self.affine(arr.dims[gv.index(v)])
+            bound += (v,)
+            inner = inner.loop(name, f"int64_t {name} = 0", f"{name} < {extent}", f"{name}++", bound=bound,
+                               parallel=self.parallel(work, None, f"tl_max(1, ({extent}) / 32)") if first else None)
+            first = False
+        r, p, at = self.fresh("row"), self.fresh("p"), self.fresh("at")
+        inner.line(f"const int64_t {r} = {self.affine(row)};")
+        entries = inner.branch(f"{r} >= 0 && {r} < {self.affine(rel.dims[0])}").loop(
+            p, f"int64_t {p} = {ptr}[{r}]", f"{p} < {ptr}[{r} + 1]", f"{p}++", bound=bound + (w,))
+        entries.line(f"const int64_t {self.names.var(w)} = (int64_t){idx}[{p}] - ({self.affine(col - Affine.var(w))});")
+        lin = self.linear(tuple(arr.dims[gv.index(v)] for v in others), [Affine.var(v) for v in others])
+        entries.line(f"const int64_t {at} = {arr.cname}[({lin}) * {nnz} + {p}];")
+        written = entries.branch(f"{at} >= 0")
+        cond = self.pred(drop_conjunct(pred, atom), written)   # (the atom holds at an entry)
+        if cond == "0":
+            written.line(f"tl_data[{at}] = 0;")
+        elif cond is None:
+            written.line(f"tl_data[{at}] = {self.expr(body, written)};")
+        else:
+            then, zero = written.branch(cond, orelse=True)
+            then.line(f"tl_data[{at}] = {self.expr(body, then)};")
+            zero.line(f"tl_data[{at}] = 0;")
 
     def entry_of(self, stmt: Stmt) -> list[Affine]:
         """The coordinates of the entry of ``stmt``'s point (an output's), over its variables."""
@@ -297,3 +358,4 @@ class Scatter:
         if self.scatter is not None and name in {a.cname for a in self.prog.output_arrays()}:
             return f"const {self.scatter.ctype} *"
         return "real *" if name == target.cname else "const real *"
+

@@ -14,20 +14,33 @@ index that is a band of constant width around the others is stored as an offset)
 A compiled kernel (``codegen.kernel.SparseKernel``) writes each value at its position in ``data`` itself,
 reading the positions; ``tl.evaluate`` runs ``values`` with the reference evaluator and puts the values at
 their positions in NumPy (``assemble``); ``tl.cost`` counts ``values``.
+
+Data relations.  Where the support is a conjunction of affine brackets and relation atoms (the Jacobian of
+a sparse product ``sum(j) [E(i, j)] * A[i, j] * x[j]`` is nonzero on ``E(i0, j0)``), each piece keeps the
+atoms, and a piece with an atom ``R(u + c, w + d)`` over two of its loops is stored over ``R``'s entries: its
+points are its other loops times the entries of ``R`` in the order of its canonical CSR form, so its
+positions (and the kernel's work, ``codegen.scatter``) are O(nnz), never the dense box.  Such a pattern
+depends on the relation's data: it is computed once per size and relation (``relation_entries``).  A support
+where a relation is read under a disjunction or an existential (a graph Laplacian's diagonal, ``exists(j)
+E(i, j)``) is refused by name (``RelationPattern``).
 """
 from __future__ import annotations
 
 import functools
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
 from tensorlang.codegen.kernel import right_nested_items
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Affine, And, Cmp, Expr, Or, Pair, Pred, RelAtom, SizeVar, walk, box, conj, let_chain,
-    build_lets, strip_gens,
+    FALSE, TRUE, Affine, And, Cmp, Exists, Expr, Or, Pair, Pred, RelAtom, SizeVar, walk, box, conj, drop_conjunct,
+    let_chain, build_lets, strip_gens,
 )
+from tensorlang.codegen.runtime import canonical_csr
+from tensorlang.inputs import checked_sparse, relation_tuples
+from tensorlang.isl_sets import has_relations
 from tensorlang.predicates import simplify as simplify_pred
 from tensorlang.substitute import substitute_index
 
@@ -43,9 +56,16 @@ class SparseJacobian:
     ``dense`` is the structured Jacobian as an ordinary program (its value is the same matrix, dense, with
     the output indices first); ``rank`` the number of output indices."""
 
-    def __init__(self, dense: Expr, values: Expr, parts: list[Piece], rank: int, loops: tuple):
+    def __init__(self, dense: Expr, values: Expr, parts: list[Piece], rank: int, loops: tuple,
+                 stored: tuple = ()):
         self.dense, self.values, self.parts, self.rank, self.loops = dense, values, parts, rank, loops
-        self._patterns: dict = {}   # sizes -> (pattern, a csr_array of it that each result copies, shallow)
+        # for each piece, None or how it is stored over a relation's entries: (the atom over the piece's
+        # loops, the positions in its loops of the atom's row and column variables)
+        self.stored = stored or (None,) * len(parts)
+        self.relations = tuple(sorted({a.rel.name for p in parts for a in walk(p.pred) if isinstance(a, RelAtom)}))
+        self._types = {a.rel.name: a.rel.type for p in parts for a in walk(p.pred) if isinstance(a, RelAtom)}
+        self._patterns: dict = {}   # sizes -> its Prepared pattern
+        self._seen: list = []   # over relations: (sizes, the relations' entries, the Prepared), the latest first
         self._lock = threading.Lock()
 
     def __str__(self) -> str:
@@ -57,32 +77,64 @@ class SparseJacobian:
         extents = [_extent(s, sizes) for _, s in self.loops]
         return int(np.prod(extents[:self.rank], dtype=np.int64)), int(np.prod(extents[self.rank:], dtype=np.int64))
 
-    def pattern(self, sizes: dict):
-        """``(positions, indices, indptr, shape)`` at ``sizes`` (names to ints), computed once per size:
-        ``positions`` one array per piece over the piece's loops (C order), each point's position in the CSR
-        ``data`` and -1 where the point is not in the pattern (int32 where the positions fit, else int64);
-        ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy makes them).  All are
-        read-only: every result at these sizes holds the CSR arrays, so a change of one result's structure in
-        place (``eliminate_zeros``) would change the others'."""
-        return self._prepared(sizes)[0]
+    def pattern(self, sizes: dict, inputs: dict | None = None):
+        """``(positions, indices, indptr, shape)`` at ``sizes`` (names to ints) and the relations among
+        ``inputs`` (names to values, in any form ``tl.evaluate`` takes; needed where ``self.relations``),
+        computed once per size and relation: ``positions`` one array per piece over the piece's points (C
+        order: its loops, or its other loops and then the entries of the relation it is stored over), each
+        point's position in the CSR ``data`` and -1 where the point is not in the pattern (int32 where the
+        positions fit, else int64); ``indices`` and ``indptr`` the CSR arrays (int32 where they fit, as SciPy
+        makes them).  All are read-only: every result at these sizes holds the CSR arrays, so a change of one
+        result's structure in place (``eliminate_zeros``) would change the others'."""
+        return self.prepared(sizes, inputs).pattern
 
-    def _prepared(self, sizes: dict):
-        """``(pattern(sizes), a csr_array of that pattern checked by SciPy, run(sizes))``, made once per size."""
+    def prepared(self, sizes: dict, inputs: dict | None = None) -> Prepared:
+        """The ``Prepared`` pattern at ``sizes`` (and the relations among ``inputs``), made once per size and
+        kept; over relations, once per size and relation, the last few kept (a relation is compared with the
+        ones kept entry for entry, O(nnz): one changed in place is a new one)."""
         key = tuple(sorted(sizes.items()))
-        with self._lock:
-            found = self._patterns.get(key)
-        if found is not None:
+        if not self.relations:
+            with self._lock:
+                found = self._patterns.get(key)
+            if found is None:
+                found = self._prepare(sizes, {})
+                with self._lock:
+                    self._patterns[key] = found
             return found
+        missing = [name for name in self.relations if inputs is None or name not in inputs]
+        if missing:
+            raise UnsupportedError(f"the pattern of this sparse Jacobian depends on the data of relation(s) "
+                                   f"{', '.join(missing)}: pass them")
+        entries = {name: relation_entries(name, self._types[name], inputs[name], sizes) for name in self.relations}
+        with self._lock:
+            seen = list(self._seen)
+        for k, kept, found in seen:
+            if k == key and all(len(a) == len(b) and np.array_equal(a, b)
+                                for name in self.relations for a, b in zip(entries[name], kept[name])):
+                return found
+        found = self._prepare(sizes, entries)
+        with self._lock:
+            self._seen.insert(0, (key, {name: tuple(np.array(a) for a in e) for name, e in entries.items()}, found))
+            del self._seen[8:]
+        return found
+
+    def _prepare(self, sizes: dict, entries: dict) -> Prepared:
+        """The pattern at ``sizes`` and the relations' ``entries`` (``relation_entries``)."""
         import scipy.sparse as sp
 
+        related = {name: _pairs(e, tuple(_extent(s, sizes) for s in self._types[name].sizes))
+                   for name, e in entries.items()}
+        members = {name: _Members(pairs, tuple(_extent(s, sizes) for s in self._types[name].sizes))
+                   for name, pairs in related.items()}
         extents = [_extent(s, sizes) for _, s in self.loops]
-        rows_of, cols_of, kept, bounds = [], [], [], [0]
-        for part in self.parts:
-            shape = tuple(max(_extent(s, sizes), 0) for _, s in part.loops)
-            grid = np.indices(shape, dtype=np.int64, sparse=True) if shape else ()
-            env = {v: grid[k] for k, (v, _) in enumerate(part.loops)}
-            env.update({SizeVar(name): value for name, value in sizes.items()})
-            mask = np.broadcast_to(_holds(substitute_index(part.pred, part.at), env), shape).ravel()
+        rows_of, cols_of, kept, bounds, sources = [], [], [], [0], []
+        for part, stored in zip(self.parts, self.stored):
+            env, shape, source = _points(part, stored, sizes, related)
+            pred = substitute_index(part.pred, part.at)
+            if stored is not None:   # (its points are the relation's entries: the atom holds there)
+                pred = drop_conjunct(pred, stored[0])
+            mask = np.broadcast_to(_holds(pred, env, members), shape).ravel()
+            sources.append(source)
             coords = [np.broadcast_to(np.asarray(part.at[v].evaluate(env)), shape).ravel()[mask]
                       for v, _ in self.loops]
             rows_of.append(_flat(coords[:self.rank], extents[:self.rank], mask.sum()))
@@ -90,8 +142,9 @@ class SparseJacobian:
             kept.append(bounds[-1] + np.flatnonzero(mask))
             bounds.append(bounds[-1] + mask.size)
         rows, cols, take = (np.concatenate(a) for a in (rows_of, cols_of, kept))
-        order = np.lexsort((cols, rows))
         n_rows, n_cols = self.shape(sizes)
+        flat = rows * n_cols + cols
+        order = np.arange(len(flat)) if np.all(flat[1:] > flat[:-1]) else np.lexsort((cols, rows))
         index = np.int32 if max(n_cols, len(take)) < 2 ** 31 else np.int64
         indptr = np.zeros(n_rows + 1, dtype=index)
         np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
@@ -103,12 +156,9 @@ class SparseJacobian:
             shared.flags.writeable = False
         template = sp.csr_array((np.zeros(len(indices)), indices, indptr), shape=(n_rows, n_cols), copy=False)
         start = int(take[order[0]]) if len(take) else 0
-        run = slice(start, start + len(take)) if len(self.parts) == 1 and len(take) and \
+        run = slice(start, start + len(take)) if len(self.parts) == 1 and not entries and len(take) and \
             np.array_equal(at[start:start + len(take)], np.arange(len(take))) else None
-        found = ((positions, indices, indptr, (n_rows, n_cols)), template, run)
-        with self._lock:
-            self._patterns[key] = found
-        return found
+        return Prepared((positions, indices, indptr, (n_rows, n_cols)), template, run, sources)
 
     def patterns(self) -> tuple:
         """Each piece's ``(loop variables, the predicate over them where its point is in the pattern)``."""
@@ -118,33 +168,73 @@ class SparseJacobian:
         """Each piece's entry coordinates (the rows' indices, then the columns'), affine in its loop variables."""
         return tuple(tuple(part.at[v] for v, _ in self.loops) for part in self.parts)
 
-    def run(self, sizes: dict):
-        """The slice of the one piece's points (C order) that are the CSR ``data`` in order, where they are
-        (a tridiagonal band: all of its points but the first and last), else None: there the piece's values
-        as computed are the data, a view."""
-        return self._prepared(sizes)[2]
+    def assemble(self, values, sizes: dict, inputs: dict | None = None):
+        """The ``csr_array`` of ``values`` (the value of ``self.values``, one array per piece over its loops, as
+        the reference evaluator gives them) at ``sizes`` (and the relations among ``inputs``): each piece's
+        values put at their positions, O(nonzeros).  A compiled kernel writes them there itself
+        (``codegen.kernel.SparseKernel``)."""
+        prepared = self.prepared(sizes, inputs)
+        positions, indices, *_ = prepared.pattern
+        data = np.empty(len(indices))
+        for at, source, v in zip(positions, prepared.sources, right_nested_items(values, len(self.parts))):
+            kept = at >= 0
+            flat = np.asarray(v, dtype=float).ravel()
+            data[at[kept]] = (flat if source is None else flat[source])[kept]
+        return prepared.result(data)
 
-    def result(self, data: np.ndarray, sizes: dict):
-        """The ``csr_array`` at ``sizes`` holding ``data`` (its values in CSR order): a shallow copy of one
-        that SciPy checked when the pattern was made (SciPy's constructor checks the indices again on each
-        call, O(nonzeros) and 40-60 µs at any size).  The copy is what ``copy.copy`` makes, its attributes
-        those of the checked one, made directly (1 µs, where ``copy.copy`` takes 2)."""
-        template = self._prepared(sizes)[1]
-        out = object.__new__(type(template))
-        out.__dict__.update(template.__dict__)
+
+@dataclass(frozen=True)
+class Prepared:
+    """A sparse Jacobian's pattern at one size (and relation): ``pattern`` (``SparseJacobian.pattern``), a
+    ``csr_array`` of it that SciPy checked (``template``), ``run`` the slice of the one piece's points (C
+    order) that are the CSR ``data`` in order where they are (a tridiagonal band: all of its points but the
+    first and last; there the piece's values as computed are the data, a view), else None, and ``sources``
+    for each piece stored over a relation's entries the index of each of its points in its values over its
+    loops (C order; ``assemble`` reads them), else None."""
+
+    pattern: tuple
+    template: object
+    run: slice | None
+    sources: list
+
+    def result(self, data: np.ndarray):
+        """The ``csr_array`` holding ``data`` (its values in CSR order): a shallow copy of ``template``
+        (SciPy's constructor checks the indices again on each call, O(nonzeros) and 40-60 µs at any size).
+        The copy is what ``copy.copy`` makes, its attributes those of the checked one, made directly (1 µs,
+        where ``copy.copy`` takes 2)."""
+        out = object.__new__(type(self.template))
+        out.__dict__.update(self.template.__dict__)
         out.data = data
         return out
 
-    def assemble(self, values, sizes: dict):
-        """The ``csr_array`` of ``values`` (the value of ``self.values``, one array per piece, as the reference
-        evaluator gives them) at ``sizes``: each piece's values put at their positions, O(nonzeros).  A
-        compiled kernel writes them there itself (``codegen.kernel.SparseKernel``)."""
-        positions, indices, *_ = self.pattern(sizes)
-        data = np.empty(len(indices))
-        for at, v in zip(positions, right_nested_items(values, len(self.parts))):
-            kept = at >= 0
-            data[at[kept]] = np.asarray(v, dtype=float).ravel()[kept]
-        return self.result(data, sizes)
+
+def relation_entries(name: str, t, value, sizes: dict) -> tuple[np.ndarray, ...]:
+    """The entries of the relation ``value`` (any form ``tl.evaluate`` takes) at ``sizes``, never dense: for a
+    2-D relation its canonical CSR arrays ``(indptr, indices)`` (rows sorted, no duplicates: the arrays a
+    kernel reads, ``codegen.runtime``; a canonical ``csr`` matrix's own, not copied), for another one its
+    index tuples' row-major flat indices, sorted without duplicates.  O(nnz log nnz), O(nnz) for a
+    canonical CSR matrix."""
+    import scipy.sparse as sp
+
+    shape = tuple(max(0, int(s.evaluate({v: sizes[v.name] for v in s.size_vars}))) for s in t.sizes)
+    if len(shape) == 2 and sp.issparse(value) and getattr(value, "format", None) == "csr":
+        if checked_sparse(name, value).has_canonical_format and np.count_nonzero(value.data) == value.nnz:
+            return np.asarray(value.indptr), np.asarray(value.indices)
+    index = relation_tuples(name, t, value, shape)
+    if len(shape) == 2:
+        return canonical_csr(index[0], index[1], *shape)
+    flat = np.sort(np.ravel_multi_index(index, shape)) if all(shape) else np.zeros(0, dtype=np.int64)
+    return (flat[np.concatenate(([True], flat[1:] != flat[:-1]))] if flat.size else flat,)
+
+
+def _pairs(entries: tuple, shape: tuple) -> tuple[np.ndarray, ...]:
+    """A relation's index tuples, one int64 array per dimension in the order of its entries, from its
+    ``relation_entries``."""
+    if len(shape) == 2:
+        indptr, indices = entries
+        rows = np.repeat(np.arange(shape[0], dtype=np.int64), np.diff(np.asarray(indptr, dtype=np.int64)))
+        return rows, np.asarray(indices, dtype=np.int64)
+    return tuple(np.asarray(a, dtype=np.int64) for a in np.unravel_index(entries[0], shape))
 
 
 def _extent(size: Affine, sizes: dict) -> int:
@@ -159,19 +249,93 @@ def _flat(coords: list, extents: list, count: int) -> np.ndarray:
     return out
 
 
-def _holds(p: Pred, env: dict):
-    """The points of the NumPy index arrays ``env`` where the affine predicate ``p`` holds."""
+def _points(part: Piece, stored, sizes: dict, related: dict):
+    """``(env, shape, sources)`` of a piece's points: ``env`` each of its loop variables (and the sizes) as a
+    NumPy index array broadcasting to ``shape``.  A piece stored over a relation's entries has its other
+    loops and then the relation's entries as its points (the atom's variables read off the entries), and
+    ``sources`` the index of each point in the piece's values over its loops; else ``sources`` is None."""
+    extents = tuple(max(_extent(s, sizes), 0) for _, s in part.loops)
+    sized = {SizeVar(name): value for name, value in sizes.items()}
+    if stored is None:
+        grid = np.indices(extents, dtype=np.int64, sparse=True) if extents else ()
+        env = {v: grid[k] for k, (v, _) in enumerate(part.loops)}
+        return {**env, **sized}, extents, None
+    atom, ka, kb = stored
+    others = [k for k in range(len(part.loops)) if k not in (ka, kb)]
+    pairs = related[atom.rel.name]
+    shape = tuple(extents[k] for k in others) + (len(pairs[0]),)
+    grid = np.indices(shape[:-1], dtype=np.int64, sparse=True) if others else ()
+    env = {part.loops[k][0]: g[..., None] for k, g in zip(others, grid)}
+    for k, arg, entries in ((ka, atom.args[0], pairs[0]), (kb, atom.args[1], pairs[1])):
+        v = part.loops[k][0]
+        shift = (arg - Affine.var(v)).evaluate(sized)   # arg = v + shift
+        env[v] = (entries - shift).reshape((1,) * len(others) + (-1,))
+    inside = functools.reduce(np.logical_and, ((env[part.loops[k][0]] >= 0) & (env[part.loops[k][0]] < extents[k])
+                                               for k in (ka, kb)))
+    flat = np.zeros(shape, dtype=np.int64)
+    for k, n in enumerate(extents):
+        flat = flat * n + np.clip(env[part.loops[k][0]], 0, max(n - 1, 0))
+    source = np.where(np.broadcast_to(inside, shape), flat, 0).ravel()
+    env[_INSIDE] = inside
+    return {**env, **sized}, shape, source
+
+
+_INSIDE = "the points whose loop variables lie within their extents"
+
+
+class _Members:
+    """Membership of index tuples in a relation: its tuples (``relation_pairs``) as sorted flat indices."""
+
+    def __init__(self, pairs: tuple, shape: tuple):
+        self.shape = shape
+        self.keys = np.ravel_multi_index(pairs, shape) if all(shape) else np.zeros(0, dtype=np.int64)
+
+    def __call__(self, index: list):
+        index = np.broadcast_arrays(*index)
+        inside = functools.reduce(np.logical_and, ((a >= 0) & (a < n) for a, n in zip(index, self.shape)))
+        if not len(self.keys):
+            return np.zeros(np.shape(inside), dtype=bool)
+        flat = np.ravel_multi_index([np.clip(a, 0, n - 1) for a, n in zip(index, self.shape)], self.shape)
+        at = np.minimum(np.searchsorted(self.keys, flat), len(self.keys) - 1)
+        return inside & (self.keys[at] == flat)
+
+
+def _holds(p: Pred, env: dict, members: dict | None = None):
+    """The points of the NumPy index arrays ``env`` where the predicate ``p`` holds (affine, and relation
+    atoms looked up in ``members``, name to ``_Members``); within the loops' extents only."""
+    if _INSIDE in env:
+        return np.logical_and(env[_INSIDE], _holds(p, {k: v for k, v in env.items() if k != _INSIDE}, members))
     if p is TRUE:
         return True
     if p is FALSE:
         return False
+    if isinstance(p, RelAtom) and members and p.rel.name in members:
+        return members[p.rel.name]([a.evaluate(env) for a in p.args])
     if isinstance(p, (And, Or)):
         return functools.reduce(np.logical_and if isinstance(p, And) else np.logical_or,
-                                (_holds(q, env) for q in p.parts))
+                                (_holds(q, env, members) for q in p.parts))
+    if isinstance(p, Exists):
+        return _exists(p, env, members)
     if isinstance(p, Cmp):
         lhs, rhs = p.lhs.evaluate(env), p.rhs.evaluate(env)
         return {"<": np.less, "<=": np.less_equal, "=": np.equal, "!=": np.not_equal}[p.op](lhs, rhs)
     raise UnsupportedError(f"a sparse Jacobian's pattern is computed from affine brackets; this one has {p}")
+
+
+def _exists(p: Exists, env: dict, members: dict | None):
+    """Where ``exists(k:size) body`` holds: ``k`` solved from an equality of ``body`` (``c*k + a = 0``: the
+    points where ``a`` is a multiple of ``c`` within ``0 <= k < size``, a stride), else tried at each of its
+    values."""
+    k, extent = p.var, int(p.size.evaluate(env))
+    for q in (p.body.parts if isinstance(p.body, And) else (p.body,)):
+        if isinstance(q, Cmp) and q.op == "=" and (q.lhs - q.rhs).coeff(k):
+            form = q.lhs - q.rhs
+            c, rest = form.coeff(k), np.asarray((form - Affine.var(k) * form.coeff(k)).evaluate(env))
+            value, remainder = np.divmod(-rest, c)
+            at = (remainder == 0) & (value >= 0) & (value < extent)
+            return at & _holds(p.body, {**env, k: np.where(at, value, 0)}, members)
+    return functools.reduce(np.logical_or, (_holds(p.body, {**env, k: np.int64(v)}, members) for v in range(extent)),
+                            False)
 
 
 def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
@@ -188,6 +352,16 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
         if v_loops:
             known.learn(var, tuple(v_loops), v_body)
     s = support(body, loops, known)
+    read = sorted({a.rel.name for a in walk(dense_body) if isinstance(a, RelAtom)})
+    s, atoms = _relation_conjuncts(s)
+    if s is None or (s is TRUE and not atoms and read):
+        how = "read under a disjunction or an existential" if s is None else "in a way its brackets do not bound"
+        raise RelationPattern(
+            f"tl.jacobian(..., sparse=True): where this Jacobian can be nonzero depends on the data of the relation(s) "
+            f"{', '.join(read)} {how}; a sparse "
+            f"result is made where the brackets say it is nonzero on a conjunction of affine brackets and relation "
+            f"atoms (the Jacobian of a sparse product, nonzero on E(i, j)); use sparse=False (its kernel computes "
+            f"only the relation's entries; scipy.sparse.csr_array(J) compresses it)")
     parts = pieces(s, loops) if s is not TRUE and s is not FALSE else None
     if s is FALSE:   # no nonzero: one piece of no point
         parts = [Piece(FALSE, (), {v: Affine.const_(0) for v, _ in loops}, {})]
@@ -195,20 +369,48 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
         variables = tuple(v for v, _ in loops)
         parts = [Piece(simplify_pred(conj(s, box(loops)), variables), loops,
                        {v: Affine.var(v) for v in variables}, {})]
-    relations = sorted({a.rel.name for p in parts for a in walk(p.pred) if isinstance(a, RelAtom)})
-    if s is TRUE:   # nonzero anywhere, as far as the brackets say: where a relation is read, its data decide
-        relations = sorted({a.rel.name for a in walk(dense_body) if isinstance(a, RelAtom)})
-    if relations:
-        raise RelationPattern(
-            f"tl.jacobian(..., sparse=True): where this Jacobian can be nonzero depends on the data of the relation(s) "
-            f"{', '.join(relations)}, and a sparse result over a relation's pattern is not supported yet; use "
-            f"sparse=False (its kernel computes only the relation's entries; scipy.sparse.csr_array(J) compresses it)")
+    if atoms:
+        parts = [Piece(conj(p.pred, *atoms), p.loops, p.at, p.offsets) for p in parts]
+    stored = tuple(_stored_over_entries(p, atoms) for p in parts)
     made = [p.value(body) for p in parts]
     out_value = made[-1]
     for first in reversed(made[:-1]):
         out_value = Pair(first, out_value)
     values = simplify_program(build_lets(bindings, out_value))
-    return SparseJacobian(declare(dense_body), declare(values), parts, rank, loops)
+    return SparseJacobian(declare(dense_body), declare(values), parts, rank, loops, stored)
+
+
+def _relation_conjuncts(s: Pred) -> tuple[Pred | None, tuple]:
+    """``(affine, atoms)`` with ``s = affine and atoms`` (the relation atoms among its conjuncts); ``(None,
+    ())`` where ``s`` reads a relation otherwise (under a disjunction or an existential)."""
+    if not has_relations(s):
+        return s, ()
+    parts = s.parts if isinstance(s, And) else (s,)
+    atoms = tuple(p for p in parts if isinstance(p, RelAtom))
+    rest = [p for p in parts if not isinstance(p, RelAtom)]
+    if any(has_relations(p) for p in rest):
+        return None, ()
+    return conj(*rest), atoms
+
+
+def _stored_over_entries(part: Piece, atoms: tuple):
+    """How ``part`` is stored over a relation's entries: ``(atom, ka, kb)`` for the first of ``atoms`` that
+    reads, over the piece's loops, ``R(u + c, w + d)`` with ``u`` and ``w`` two of its loops (at positions
+    ``ka`` and ``kb``) and ``c``, ``d`` affine in the sizes; None where none does (its points are then its
+    loops, the atoms looked up at each)."""
+    variables = [v for v, _ in part.loops]
+    for atom in atoms:
+        here = substitute_index(atom, part.at)
+        if len(here.args) != 2:
+            continue
+        ks = []
+        for arg in here.args:
+            vs = arg.index_vars
+            if len(vs) == 1 and arg.coeff(vs[0]) == 1 and vs[0] in variables:
+                ks.append(variables.index(vs[0]))
+        if len(ks) == 2 and ks[0] != ks[1]:
+            return here, ks[0], ks[1]
+    return None
 
 
 def evaluate(jac: SparseJacobian, **inputs):
@@ -217,7 +419,7 @@ def evaluate(jac: SparseJacobian, **inputs):
     from tensorlang.evaluate import evaluate as evaluate_program
 
     values = evaluate_program(jac.values, **inputs)
-    return jac.assemble(values, sizes_and_relations(jac.values, inputs)[0])
+    return jac.assemble(values, sizes_and_relations(jac.values, inputs)[0], inputs)
 
 
 def cost(jac: SparseJacobian, **sizes_or_inputs):

@@ -209,30 +209,45 @@ def _relation_equations(name: str, t: RelType, value, equations: list) -> None:
 def relation_array(name: str, t: RelType, value, binding: Binding) -> np.ndarray:
     """The relation as a dense boolean array of its declared shape."""
     shape = tuple(binding.size(s) for s in t.sizes)
-    if _is_sparse(value):
-        rows, cols = _sparse_pattern(name, value)
-        out = np.zeros(shape, dtype=bool)
-        out[rows, cols] = True
-        return out
     if isinstance(value, np.ndarray) and value.ndim == len(shape) and value.dtype != object:
-        if value.shape != shape:
-            raise ShapeError(f"relation {name} has shape {value.shape}, but its type {t} needs {shape}")
-        if value.dtype.kind not in _REAL_KINDS:
-            raise ShapeError(f"relation {name} must be a boolean array, got dtype {value.dtype}")
+        _check_mask(name, t, value, shape)
         return value.astype(bool)
+    out = np.zeros(shape, dtype=bool)
+    index = relation_tuples(name, t, value, shape)
+    if all(len(a) for a in index):
+        out[index] = True
+    return out
+
+
+def relation_tuples(name: str, t: RelType, value, shape: tuple) -> tuple[np.ndarray, ...]:
+    """The index tuples of a relation given in any accepted form, checked against ``shape``: one int64 array
+    per dimension (in no particular order, duplicates possible)."""
+    if _is_sparse(value):
+        return tuple(np.asarray(a, dtype=np.int64) for a in _sparse_pattern(name, value))
+    if isinstance(value, np.ndarray) and value.ndim == len(shape) and value.dtype != object:
+        _check_mask(name, t, value, shape)
+        return tuple(np.asarray(a, dtype=np.int64) for a in np.nonzero(value))
     zero_d = getattr(value, "ndim", None) == 0
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or zero_d:
         raise ShapeError(
             f"relation {name} must be a boolean array, a scipy.sparse matrix or a list of index tuples, "
             f"got a {'0-d array' if zero_d else type(value).__name__}"
         )
-    out = np.zeros(shape, dtype=bool)
+    tuples = []
     for tup in value:
         tup = tuple(_index(name, a) for a in (tup if isinstance(tup, (tuple, list, np.ndarray)) else (tup,)))
         if len(tup) != len(shape) or any(not 0 <= a < s for a, s in zip(tup, shape)):
             raise ShapeError(f"relation {name}: index tuple {tup} is outside its declared shape {shape}")
-        out[tup] = True
-    return out
+        tuples.append(tup)
+    arr = np.array(tuples, dtype=np.int64).reshape(-1, len(shape))
+    return tuple(arr[:, k] for k in range(len(shape)))
+
+
+def _check_mask(name: str, t: RelType, value: np.ndarray, shape: tuple) -> None:
+    if value.shape != shape:
+        raise ShapeError(f"relation {name} has shape {value.shape}, but its type {t} needs {shape}")
+    if value.dtype.kind not in _REAL_KINDS:
+        raise ShapeError(f"relation {name} must be a boolean array, got dtype {value.dtype}")
 
 
 def _index(name: str, a) -> int:
@@ -242,14 +257,23 @@ def _index(name: str, a) -> int:
     return int(a)
 
 
+def checked_sparse(name: str, value):
+    """The ``scipy.sparse`` matrix ``value`` after checking its structure (an index past its extent, a row
+    pointer that decreases or runs past the end: an error, never read)."""
+    try:
+        if hasattr(value, "check_format"):
+            value.check_format(full_check=True)
+    except (ValueError, IndexError) as exc:
+        raise ShapeError(f"relation {name} is a malformed sparse matrix: {exc}") from None
+    return value
+
+
 def _sparse_pattern(name: str, value) -> tuple[np.ndarray, np.ndarray]:
     """The rows and columns of the stored nonzeros of a ``scipy.sparse`` matrix, after checking its
     structure (a malformed CSR, with an index past its extent or a decreasing row pointer, is an
     error, never read)."""
     try:
-        if hasattr(value, "check_format"):
-            value.check_format(full_check=True)
-        coo = value.tocoo()
+        coo = checked_sparse(name, value).tocoo()
     except (ValueError, IndexError) as exc:
         raise ShapeError(f"relation {name} is a malformed sparse matrix: {exc}") from None
     rows, cols = np.asarray(coo.row), np.asarray(coo.col)

@@ -507,6 +507,15 @@ def conj(*parts: Pred) -> Pred:
     return next(iter(flat)) if len(flat) == 1 else And(tuple(flat))
 
 
+def drop_conjunct(pred: Pred, known: Pred) -> Pred:
+    """``pred`` where its conjunct ``known`` (an interned atom) is known to hold: that conjunct dropped."""
+    if pred is known:
+        return TRUE
+    if isinstance(pred, And) and any(q is known for q in pred.parts):
+        return conj(*[q for q in pred.parts if q is not known])
+    return pred
+
+
 def disj(*parts: Pred) -> Pred:
     """The disjunction, flattened, with ``false`` dropped and ``true`` absorbing; keeps the given order."""
     flat: dict[Pred, None] = {}

@@ -58,6 +58,13 @@ SPARSE_HESSIANS = [
     ("x : [n]R; sum(i:n) [i < n - 1] * x[n - 1 - i] * x[n - 2 - i] * x[i] * x[i]", [(0,), (1,), (2,), (9,)]),
 ]
 
+# sparse Jacobians stored over a relation's entries (the kernel reads positions by CSR entry), at these (n, m)
+RELATION_JACOBIANS = [
+    ("E : rel[n, m]; A : [n][m]R; x : [m]R; gen(i:n) sum(j:m) [1 <= j and E(i, j - 1)] * A[i, j] * x[j] * x[j]", "x"),
+    ("E : rel[n, m]; A : [n][m]R; x : [b][m]R; gen(k:b, i:n) sum(j:m) [E(i, j)] * A[i, j] * x[k, j]", "A"),
+]
+RELATION_SIZES = [(0, 0), (1, 1), (3, 5), (40, 7)]
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
@@ -126,6 +133,19 @@ def main(seed: int = 0) -> int:
                     and close(got.data, ref.data)):
                 bad += 1
                 print(f"a sparse Hessian differs from the evaluator's: {src} at {shape}")
+    for src, wrt in RELATION_JACOBIANS:
+        e = tl.parse(src)
+        J = tl.jacobian(e, wrt, sparse=True)
+        kernel = tl.compile(J)
+        for n, m in RELATION_SIZES:
+            for csr in (False, True):
+                ins = inputs(e, {k: v for k, v in {"n": n, "m": m, "b": 2}.items() if k in e.sizes}, rng, csr)
+                got, ref = kernel(**ins), tl.evaluate(J, **ins)
+                runs += 1
+                if not (np.array_equal(got.indptr, ref.indptr) and np.array_equal(got.indices, ref.indices)
+                        and close(got.data, ref.data)):
+                    bad += 1
+                    print(f"a sparse Jacobian over a relation differs from the evaluator's: {src} at {(n, m)}")
     print(f"sanitized runs: {runs}, differing: {bad}")
     return 1 if bad else 0
 

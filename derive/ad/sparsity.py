@@ -210,9 +210,10 @@ def _kernel_jacobian(expr, name: str):
     from ..sparse import RelationPattern
 
     try:
-        return jacobian(expr, name, sparse=True)
+        found = jacobian(expr, name, sparse=True)
     except RelationPattern:
         return None
+    return None if found.relations else found
 
 
 def kernel_shape(expr, sizes: dict) -> tuple:
