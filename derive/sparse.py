@@ -179,7 +179,7 @@ class SparseJacobian:
         for at, source, v in zip(positions, prepared.sources, right_nested_items(values, len(self.parts))):
             kept = at >= 0
             flat = np.asarray(v, dtype=float).ravel()
-            data[at[kept]] = (flat if source is None else flat[source])[kept]
+            data[at[kept]] = flat[kept] if source is None else flat[source[kept]]
         return prepared.result(data)
 
 

@@ -361,3 +361,21 @@ def test_same_normal_form_in_every_process():
                            env=dict(os.environ, PYTHONHASHSEED=seed)) for seed in ("1", "777")]
     assert outs[0].returncode == 0, outs[0].stderr
     assert outs[0].stdout == outs[1].stdout
+
+
+def test_the_forward_derivative_of_a_minimums_adjoint_carries_no_comparison_tangents():
+    """The Hessian of k-means' cost along a direction (``tl.derivative`` of its gradient): the comparisons
+    with the minimum have zero partials, so the derivative compares nothing again (no ``equal_jvp``, one
+    minimum in the program) and is the assignment's split times the tangents: against central differences
+    of the compiled gradient, away from ties."""
+    cost = tl.parse("p : [n][d]R\nc : [k][d]R\nsum(i:n) min(j:k) sum(a:d) (p[i, a] - c[j, a]) * (p[i, a] - c[j, a])")
+    gradient = tl.grad(cost, "c")
+    hvp = tl.derivative(gradient, ["c"])
+    assert "equal_jvp" not in str(hvp) and str(hvp).count("max(") == 1, hvp
+    rng = np.random.default_rng(4)
+    p, c, dc = rng.normal(size=(40, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 3))
+    g = tl.compile(gradient)
+    h = 1e-6
+    fd = (g(p=p, c=c + h * dc) - g(p=p, c=c - h * dc)) / (2 * h)
+    np.testing.assert_allclose(tl.compile(hvp)(p=p, c=c, dc=dc), fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(tl.evaluate(hvp, p=p, c=c, dc=dc), fd, rtol=1e-6, atol=1e-8)
