@@ -43,7 +43,7 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _start_sampler(dask_worker) -> None:
+def start_sampler(dask_worker) -> None:
     """On a worker: note its resident memory now and sample the bytes it stores until stopped."""
     import gc
     import threading
@@ -62,7 +62,7 @@ def _start_sampler(dask_worker) -> None:
     dask_worker._tl_memory = (state, thread)
 
 
-def _stop_sampler(dask_worker) -> dict:
+def stop_sampler(dask_worker) -> dict:
     """On a worker: its baseline, high-water resident memory and most bytes stored, in bytes."""
     import resource
 
@@ -114,9 +114,9 @@ def measure(workers: int, graph, warm) -> dict:
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None, memory_limit=0) as cluster, Client(cluster) as client:
         dask.compute(*warm)
-        client.run(_start_sampler)
+        client.run(start_sampler)
         dask.compute(*graph)
-        report = client.run(_stop_sampler)
+        report = client.run(stop_sampler)
     return max(report.values(), key=lambda r: r["peak"])
 
 
