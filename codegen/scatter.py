@@ -358,4 +358,3 @@ class Scatter:
         if self.scatter is not None and name in {a.cname for a in self.prog.output_arrays()}:
             return f"const {self.scatter.ctype} *"
         return "real *" if name == target.cname else "const real *"
-
