@@ -15,7 +15,7 @@ from .. import ad
 from .. import api as tl
 from .runs import Function
 
-CHUNK = 5   # the steps of one kernel call (GradBench's step counts, 1, 10 and 100, are 1 or multiples of 5)
+CHUNK = 10   # the steps of one kernel call (GradBench's step counts, 1, 10 and 100, are 1 or multiples of 10)
 
 
 def steps(c: int) -> str:
