@@ -93,7 +93,7 @@ class Scatter:
         """The statements of the outputs, when they are written in one sweep over the entries
         (``emit_sweep``): several outputs, each one gather (or one entry) whose reductions are short (over
         constant extents of at most ``SHORT`` points: a long one has schedules of its own); else ``[]``."""
-        if self.scatter is None or not self.scatter.entries or any(self.scatter.stored):
+        if self.scatter is None or not self.scatter.entries or any(has_relations(p) for _, p in self.scatter.patterns):
             return []
         outs = self.prog.output_arrays()
         stmts = [s for s in self.prog.stmts if any(s.target is a for a in outs)]
@@ -333,11 +333,12 @@ class Scatter:
 
     def store(self, arr: Array, idx, value: str, in_pattern: bool = False) -> str:
         """The C statement that writes ``value`` at ``idx`` of ``arr``; ``in_pattern``: ``idx`` is known to be
-        in the output's pattern (a scattered one's position is not negative there)."""
+        in the output's pattern as isl sees it (a scattered one's position is not negative there, unless the
+        pattern reads a relation, which isl's domains leave out: then the position is tested)."""
         if not self.scattered(arr):
             return super().store(arr, idx, value)
         at = f"{arr.cname}[{self.linear(self.layout(arr), idx)}]"
-        if in_pattern:
+        if in_pattern and not has_relations(self.scatter.patterns[self.prog.output_arrays().index(arr)][1]):
             return f"tl_data[{at}] = {value};"
         return f"{{ const int64_t tl_at = {at}; if (tl_at >= 0) tl_data[tl_at] = {value}; }}"
 

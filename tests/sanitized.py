@@ -58,10 +58,12 @@ SPARSE_HESSIANS = [
     ("x : [n]R; sum(i:n) [i < n - 1] * x[n - 1 - i] * x[n - 2 - i] * x[i] * x[i]", [(0,), (1,), (2,), (9,)]),
 ]
 
-# sparse Jacobians stored over a relation's entries (the kernel reads positions by CSR entry), at these (n, m)
+# sparse Jacobians over a relation (stored over its entries, the kernel reading positions by CSR entry, or
+# looked up at each point, the kernel testing each position), at these (n, m)
 RELATION_JACOBIANS = [
     ("E : rel[n, m]; A : [n][m]R; x : [m]R; gen(i:n) sum(j:m) [1 <= j and E(i, j - 1)] * A[i, j] * x[j] * x[j]", "x"),
     ("E : rel[n, m]; A : [n][m]R; x : [b][m]R; gen(k:b, i:n) sum(j:m) [E(i, j)] * A[i, j] * x[k, j]", "A"),
+    ("E : rel[n, m]; x : [n]R; gen(i:n) [i < m and E(i, i)] * x[i] * x[i]", "x"),   # (not stored over entries)
 ]
 RELATION_SIZES = [(0, 0), (1, 1), (3, 5), (40, 7)]
 

@@ -274,6 +274,26 @@ def test_drawn_products_over_relations_are_the_dense_jacobian_evaluated_and_comp
     assert stored >= 20
 
 
+def test_a_piece_that_reads_a_relation_but_is_not_stored_over_its_entries_writes_only_its_pattern():
+    """``[E(i, i)]``: the pattern is where the relation holds on the diagonal, one loop, looked up at each
+    point. The kernel's loop runs over every ``i`` (isl does not see the relation), so it must test each
+    position: a point outside the pattern has position -1, and writing there corrupted the memory before
+    the result's array (caught as ``free(): invalid pointer``)."""
+    e = tl.parse("E : rel[n, n]\nx : [n]R\ngen(i:n) [E(i, i) and i != 3] * x[i] * x[i]")
+    J = tl.jacobian(e, "x", sparse=True)
+    assert not any(J.stored) and J.relations == ("E",)
+    K = tl.compile(J)
+    x = np.arange(1.0, 9.0)
+    for diagonal in ([0, 1, 3, 5, 7], [], list(range(8))):
+        E = np.zeros((8, 8), dtype=bool)
+        E[diagonal, diagonal] = True
+        want = np.diag(np.where(E.diagonal() & (np.arange(8) != 3), 2 * x, 0.0))
+        for _ in range(3):
+            got = K(E=sp.csr_array(E), x=x)
+            assert got.nnz == len([d for d in diagonal if d != 3])
+            np.testing.assert_allclose(got.toarray(), want)
+
+
 def test_a_sparse_kernel_over_a_relation_follows_the_relation_from_call_to_call():
     """One compiled sparse Jacobian called with different relations (an empty one, one with duplicates and
     explicit zeros, one full) gives each call's pattern; the patterns are kept per relation, and a relation
