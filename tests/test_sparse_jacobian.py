@@ -236,8 +236,9 @@ def _sizes(J, inputs):
 
 
 def test_drawn_products_over_relations_are_the_dense_jacobian_evaluated_and_compiled():
-    """Products over a relation drawn at random (shifted and transposed atoms, extra affine brackets,
-    nonlinear bodies, a batch loop; empty to full relations in each form; sizes from 0), differentiated in
+    """Products over a relation drawn at random (shifted and transposed atoms, a second atom or a diagonal
+    one looked up at each point, extra affine brackets, nonlinear bodies, a batch loop; empty to full
+    relations in each form; sizes from 0), differentiated in
     each input: the sparse Jacobian, evaluated and compiled, is the dense one, or is refused naming the
     relation."""
     pick, rng = random.Random(1), np.random.default_rng(1)
@@ -245,11 +246,12 @@ def test_drawn_products_over_relations_are_the_dense_jacobian_evaluated_and_comp
               "x[j] * A[i, j] * y[i] * y[i]"]
     conditions = ["", " and j < m - 1", " and i != j", " and 2 <= i", " and j <= i"]
     stored = 0
-    for _ in range(40):
+    for _ in range(60):
         c1, c2 = pick.choice([0, 0, 1, -1]), pick.choice([0, 0, 1, 2])
         body, condition, transposed, batched = (pick.choice(bodies), pick.choice(conditions), pick.random() < 0.3,
                                                 pick.random() < 0.25)
         atom = f"E(j + {c2}, i + {c1})" if transposed else f"E(i + {c1}, j + {c2})"
+        atom = pick.choice([atom, atom, atom, f"{atom} and E(i + {c1}, i + {c1})", f"E(i + {c1}, i + {c1}) and j = i"])
         relation = "rel[m + 3, n + 3]" if transposed else "rel[n + 3, m + 3]"
         x, head = ("x : [q][m]R", "gen(b:q, i:n)") if batched else ("x : [m]R", "gen(i:n)")
         body = body.replace("x[j]", "x[b, j]") if batched else body
