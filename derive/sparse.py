@@ -36,13 +36,13 @@ from tensorlang.codegen.kernel import right_nested_items
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
     FALSE, TRUE, Affine, And, Cmp, Exists, Expr, Or, Pair, Pred, RelAtom, SizeVar, walk, box, conj, drop_conjunct,
-    let_chain, build_lets, strip_gens,
+    let_chain, build_lets, strip_gens, Gen, Guard, Max, Sum, disj,
 )
 from tensorlang.codegen.runtime import canonical_csr
 from tensorlang.inputs import checked_sparse, relation_tuples
-from tensorlang.isl_sets import has_relations
-from tensorlang.predicates import simplify as simplify_pred
-from tensorlang.substitute import substitute_index
+from tensorlang.isl_sets import has_relations, pairs
+from tensorlang.predicates import project, simplify as simplify_pred
+from tensorlang.substitute import rebuild, substitute_index
 
 from .structure import Piece, Supports, pieces, support
 
@@ -57,8 +57,11 @@ class SparseJacobian:
     the output indices first); ``rank`` the number of output indices."""
 
     def __init__(self, dense: Expr, values: Expr, parts: list[Piece], rank: int, loops: tuple,
-                 stored: tuple = ()):
+                 stored: tuple = (), overlapping: bool = False):
         self.dense, self.values, self.parts, self.rank, self.loops = dense, values, parts, rank, loops
+        # whether two pieces may hold the same entry (the disjuncts of a support over relations overlap where
+        # the data say so): the first piece's point is kept, the others' left out of the pattern
+        self.overlapping = overlapping
         # for each piece, None or how it is stored over a relation's entries: (the atom over the piece's
         # loops, the positions in its loops of the atom's row and column variables)
         self.stored = stored or (None,) * len(parts)
@@ -144,6 +147,10 @@ class SparseJacobian:
         rows, cols, take = (np.concatenate(a) for a in (rows_of, cols_of, kept))
         n_rows, n_cols = self.shape(sizes)
         flat = rows * n_cols + cols
+        if self.overlapping:   # each entry once: the first piece's point (a stable sort keeps the pieces' order)
+            once = np.argsort(flat, kind="stable")
+            once = once[np.concatenate(([True], flat[once][1:] != flat[once][:-1]))] if len(once) else once
+            rows, cols, take, flat = rows[once], cols[once], take[once], flat[once]
         order = np.arange(len(flat)) if np.all(flat[1:] > flat[:-1]) else np.lexsort((cols, rows))
         index = np.int32 if max(n_cols, len(take)) < 2 ** 31 else np.int64
         indptr = np.zeros(n_rows + 1, dtype=index)
@@ -287,7 +294,7 @@ class _Members:
     """Membership of index tuples in a relation: its tuples (``relation_pairs``) as sorted flat indices."""
 
     def __init__(self, pairs: tuple, shape: tuple):
-        self.shape = shape
+        self.pairs, self.shape = pairs, shape
         self.keys = np.ravel_multi_index(pairs, shape) if all(shape) else np.zeros(0, dtype=np.int64)
 
     def __call__(self, index: list):
@@ -324,18 +331,83 @@ def _holds(p: Pred, env: dict, members: dict | None = None):
 
 def _exists(p: Exists, env: dict, members: dict | None):
     """Where ``exists(k:size) body`` holds: ``k`` solved from an equality of ``body`` (``c*k + a = 0``: the
-    points where ``a`` is a multiple of ``c`` within ``0 <= k < size``, a stride), else tried at each of its
-    values."""
+    points where ``a`` is a multiple of ``c`` within ``0 <= k < size``, a stride); else read off a relation
+    where ``body`` has an atom ``R(.., k + c, ..)`` (``_over_entries``); else tried at each of its values."""
     k, extent = p.var, int(p.size.evaluate(env))
-    for q in (p.body.parts if isinstance(p.body, And) else (p.body,)):
+    parts = p.body.parts if isinstance(p.body, And) else (p.body,)
+    for q in parts:
         if isinstance(q, Cmp) and q.op == "=" and (q.lhs - q.rhs).coeff(k):
             form = q.lhs - q.rhs
             c, rest = form.coeff(k), np.asarray((form - Affine.var(k) * form.coeff(k)).evaluate(env))
             value, remainder = np.divmod(-rest, c)
             at = (remainder == 0) & (value >= 0) & (value < extent)
             return at & _holds(p.body, {**env, k: np.where(at, value, 0)}, members)
+    if not has_relations(p.body):   # affine: projected exactly by isl, where that leaves no existential
+        dims = tuple(dict.fromkeys(v for v in _index_vars(p.body) if v is not k))
+        projected = project(conj(p.body, box(((k, p.size),))), k, (*dims, k))
+        if not any(isinstance(q, Exists) for q in walk(projected)):
+            return _holds(projected, env, members)
+    found = _over_entries(k, extent, parts, env, members)
+    if found is not None:
+        return found
     return functools.reduce(np.logical_or, (_holds(p.body, {**env, k: np.int64(v)}, members) for v in range(extent)),
                             False)
+
+
+def _over_entries(k, extent: int, parts: tuple, env: dict, members: dict | None):
+    """``exists(k) and(parts)`` read off the entries of a relation, in O(nnz): where the parts that read ``k``
+    hold one atom ``R(v + c, k + d)`` (or ``R(k + d, v + c)``; ``v`` an index variable or none) and otherwise
+    read only ``k``, ``v`` and the sizes, they are evaluated at every entry of ``R`` (``k`` and ``v`` read
+    off it), and the points whose ``v`` has an entry where they hold are looked up.  None where the parts
+    are not of that form."""
+    reading = list(dict.fromkeys(q for q in parts if _reads(q, k)))
+    atoms = [q for q in reading if isinstance(q, RelAtom) and any(a.coeff(k) for a in q.args)]
+    if len(atoms) != 1 or not members or atoms[0].rel.name not in members or len(atoms[0].args) != 2:
+        return None
+    atom = atoms[0]
+    at = [j for j, arg in enumerate(atom.args) if arg.coeff(k)]
+    if len(at) != 1 or atom.args[at[0]].coeff(k) != 1:
+        return None
+    j = at[0]
+    other = atom.args[1 - j]
+    v = other.index_vars[0] if len(other.index_vars) == 1 and other.coeff(other.index_vars[0]) == 1 else None
+    if other.index_vars and v is None or any(u is not k and u is not v for q in reading for u in _index_vars(q)):
+        return None
+    relation = members[atom.rel.name]
+    sized = {u: x for u, x in env.items() if isinstance(u, SizeVar)}
+    here = {**sized, k: relation.pairs[j] - (atom.args[j] - Affine.var(k)).evaluate(sized)}
+    if v is not None:
+        here[v] = relation.pairs[1 - j] - (other - Affine.var(v)).evaluate(sized)
+    ok = (here[k] >= 0) & (here[k] < extent)
+    rest_of = conj(*[q for q in reading if q is not atom])
+    ok &= np.broadcast_to(np.asarray(_holds(rest_of, here, members), dtype=bool), ok.shape)
+    if v is None:
+        found = np.bool_(ok.any())
+    else:
+        allowed = np.sort(here[v][ok])
+        allowed = allowed[np.concatenate(([True], allowed[1:] != allowed[:-1]))] if len(allowed) else allowed
+        point = np.asarray(env[v])
+        if len(allowed):
+            found = allowed[np.minimum(np.searchsorted(allowed, point), len(allowed) - 1)] == point
+        else:
+            found = np.zeros(np.shape(point), dtype=bool)
+    rest = [q for q in parts if not _reads(q, k)]
+    return found & _holds(conj(*rest), env, members) if rest else found
+
+
+def _reads(q: Pred, k) -> bool:
+    return any(v is k for v in _index_vars(q))
+
+
+def _index_vars(q: Pred) -> list:
+    """The index variables the affine forms of ``q`` (its comparisons and relation atoms) read."""
+    out = []
+    for node in walk(q):
+        if isinstance(node, Cmp):
+            out += [*node.lhs.index_vars, *node.rhs.index_vars]
+        elif isinstance(node, RelAtom):
+            out += [v for a in node.args for v in a.index_vars]
+    return out
 
 
 def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
@@ -351,46 +423,151 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
         v_loops, v_body = strip_gens(value)
         if v_loops:
             known.learn(var, tuple(v_loops), v_body)
-    s = support(body, loops, known)
+    s = support(body, loops, known, relations=True)
     read = sorted({a.rel.name for a in walk(dense_body) if isinstance(a, RelAtom)})
-    s, atoms = _relation_conjuncts(s)
-    if s is None or (s is TRUE and not atoms and read):
-        how = "read under a disjunction or an existential" if s is None else "in a way its brackets do not bound"
+    if s is TRUE and read:
         raise RelationPattern(
             f"tl.jacobian(..., sparse=True): where this Jacobian can be nonzero depends on the data of the relation(s) "
-            f"{', '.join(read)} {how}; a sparse "
-            f"result is made where the brackets say it is nonzero on a conjunction of affine brackets and relation "
-            f"atoms (the Jacobian of a sparse product, nonzero on E(i, j)); use sparse=False (its kernel computes "
-            f"only the relation's entries; scipy.sparse.csr_array(J) compresses it)")
-    parts = pieces(s, loops) if s is not TRUE and s is not FALSE else None
-    if s is FALSE:   # no nonzero: one piece of no point
-        parts = [Piece(FALSE, (), {v: Affine.const_(0) for v, _ in loops}, {})]
-    elif parts is None:
-        variables = tuple(v for v, _ in loops)
-        parts = [Piece(simplify_pred(conj(s, box(loops)), variables), loops,
-                       {v: Affine.var(v) for v in variables}, {})]
-    if atoms:
-        parts = [Piece(conj(p.pred, *atoms), p.loops, p.at, p.offsets) for p in parts]
-    stored = tuple(_stored_over_entries(p, atoms) for p in parts)
-    made = [p.value(body) for p in parts]
+            f"{', '.join(read)} in a way its brackets do not bound; a sparse result is made where they say it is "
+            f"nonzero on relation atoms, affine brackets and existentials over a relation (the Jacobian of a "
+            f"sparse product, nonzero on E(i, j); a graph Laplacian's diagonal, exists(j) E(i, j)); use "
+            f"sparse=False (its kernel computes only the relation's entries; scipy.sparse.csr_array(J) compresses "
+            f"it)")
+    parts, stored = [], []
+    for affine, literals in _disjuncts(s):
+        for part in _affine_pieces(affine, loops):
+            part = Piece(conj(part.pred, *literals), part.loops, part.at, part.offsets) if literals else part
+            parts.append(part)
+            stored.append(_stored_over_entries(part, tuple(q for q in literals if isinstance(q, RelAtom))))
+    made = [_computed(p).value(body) for p in parts]
     out_value = made[-1]
     for first in reversed(made[:-1]):
         out_value = Pair(first, out_value)
-    values = simplify_program(build_lets(bindings, out_value))
-    return SparseJacobian(declare(dense_body), declare(values), parts, rank, loops, stored)
+    values = implied_existentials_dropped(simplify_program(implied_existentials_dropped(build_lets(bindings,
+                                                                                                 out_value))))
+    return SparseJacobian(declare(dense_body), declare(values), parts, rank, loops, tuple(stored),
+                          overlapping=len(parts) > 1 and has_relations(s))
 
 
-def _relation_conjuncts(s: Pred) -> tuple[Pred | None, tuple]:
-    """``(affine, atoms)`` with ``s = affine and atoms`` (the relation atoms among its conjuncts); ``(None,
-    ())`` where ``s`` reads a relation otherwise (under a disjunction or an existential)."""
+def implied_existentials_dropped(e: Expr, loops: tuple = ()) -> Expr:
+    """``e`` with every existential over a relation that a sibling atom of its conjunction implies left out
+    (``[E(i0, i1) and exists(i2) E(i0, i2) and 0 <= i2 < n]``: ``i2 = i1`` is a witness), and every disjunct
+    of a guard that holds all the literals of another (``A or X and A`` is ``A``), and the literals common to
+    every disjunct of a guard taken out of it (``E(i, k) and (p or q)``, so that a sum over ``k`` runs row
+    ``i`` of ``E``).  The derivatives of a
+    graph energy carry such existentials (the support of a sum over a relation's row, ``structure``), and a
+    C kernel tests one by a loop over the relation's extent at each point where it is read."""
+    if isinstance(e, (Gen, Sum, Max)):
+        inner = loops + ((e.var, e.size),)
+        body = implied_existentials_dropped(e.body, inner)
+        return e if body is e.body else type(e)(e.var, e.size, body)
+    if isinstance(e, Guard):
+        pred, body = _implied_dropped(e.pred, loops), implied_existentials_dropped(e.body, loops)
+        return e if pred is e.pred and body is e.body else Guard(pred, body)
+    if isinstance(e, Pred):
+        return e
+    return rebuild(e, lambda child: implied_existentials_dropped(child, loops))
+
+
+def _implied_dropped(p: Pred, loops: tuple) -> Pred:
+    if isinstance(p, Or):
+        parts = [_implied_dropped(q, loops) for q in p.parts]
+        literals = [set(q.parts) if isinstance(q, And) else {q} for q in parts]
+        keep = [k for k in range(len(parts))   # (absorption: a disjunct with every literal of another goes)
+                if not any(j != k and literals[j] <= literals[k] and (literals[j] != literals[k] or j < k)
+                           for j in range(len(parts)))]
+        first = parts[keep[0]].parts if isinstance(parts[keep[0]], And) else (parts[keep[0]],)
+        common = [q for q in first if all(q in literals[k] for k in keep)] if len(keep) > 1 else []
+        if common:   # (a literal of every disjunct taken out: a relation atom there lets a sum run its rows)
+            rest = [conj(*[q for q in (parts[k].parts if isinstance(parts[k], And) else (parts[k],))
+                           if q not in common]) for k in keep]
+            return conj(*common, disj(*rest))
+        kept = [parts[k] for k in keep]
+        return p if len(kept) == len(p.parts) and all(a is b for a, b in zip(kept, p.parts)) else disj(*kept)
+    if not isinstance(p, And) or not any(isinstance(q, Exists) for q in p.parts):
+        return p
+    kept = [q for q in p.parts if not (isinstance(q, Exists) and _witnessed(q, [r for r in p.parts if r is not q],
+                                                                            loops))]
+    return p if len(kept) == len(p.parts) else conj(*kept)
+
+
+def _witnessed(ex: Exists, siblings: list, loops: tuple) -> bool:
+    """Whether ``ex`` holds wherever ``siblings`` do (within ``loops``): for some sibling atom of the same
+    relation, the value of ``ex``'s variable that makes one of its atoms that atom makes every other literal
+    of its body a sibling or implied by the siblings' affine part and the loops' bounds."""
+    from tensorlang.predicates import implies
+
+    body = ex.body.parts if isinstance(ex.body, And) else (ex.body,)
+    atoms = [q for q in siblings if isinstance(q, RelAtom)]
+    affine = conj(box(loops), *[q for q in siblings if not has_relations(q)])
+    dims = tuple(v for v, _ in loops)
+    for mine in (q for q in body if isinstance(q, RelAtom) and any(a.coeff(ex.var) for a in q.args)):
+        for theirs in (q for q in atoms if q.rel is mine.rel):
+            witness = _unified(mine, theirs, ex.var)
+            if witness is None:
+                continue
+            here = [substitute_index(q, {ex.var: witness}) for q in body]
+            if all(any(q is r for r in siblings) or (not has_relations(q) and _implied(affine, q, dims))
+                   for q in here):
+                return True
+    return False
+
+
+def _unified(mine: RelAtom, theirs: RelAtom, var):
+    """The value of ``var`` that makes the atom ``mine`` the atom ``theirs`` (one of its arguments ``var + c``,
+    the others equal), or None."""
+    witness = None
+    for a, b in zip(mine.args, theirs.args):
+        c = a.coeff(var)
+        if c == 0:
+            if a != b:
+                return None
+        elif c != 1 or witness is not None:
+            return None
+        else:
+            witness = b - (a - Affine.var(var))
+    return witness
+
+
+def _implied(context: Pred, q: Pred, dims: tuple) -> bool:
+    from tensorlang.predicates import implies
+
+    try:
+        return implies(context, q, dims)
+    except (UnsupportedError, ValueError):
+        return False
+
+
+def _disjuncts(s: Pred) -> list[tuple[Pred, tuple]]:
+    """The support ``s`` as ``(affine part, relation literals)`` disjuncts (``isl_sets.pairs``; one, with no
+    literals, where ``s`` reads no relation)."""
     if not has_relations(s):
-        return s, ()
-    parts = s.parts if isinstance(s, And) else (s,)
-    atoms = tuple(p for p in parts if isinstance(p, RelAtom))
-    rest = [p for p in parts if not isinstance(p, RelAtom)]
-    if any(has_relations(p) for p in rest):
-        return None, ()
-    return conj(*rest), atoms
+        return [(s, ())]
+    return pairs(s)
+
+
+def _affine_pieces(affine: Pred, loops: tuple) -> list[Piece]:
+    """The pieces of the affine support ``affine`` (``structure.pieces``): one of no point where it is
+    false, the whole box where no piece stores fewer loops."""
+    if affine is FALSE:
+        return [Piece(FALSE, (), {v: Affine.const_(0) for v, _ in loops}, {})]
+    parts = pieces(affine, loops) if affine is not TRUE else None
+    if parts is None:
+        variables = tuple(v for v, _ in loops)
+        parts = [Piece(simplify_pred(conj(affine, box(loops)), variables), loops,
+                       {v: Affine.var(v) for v in variables}, {})]
+    return parts
+
+
+def _computed(part: Piece) -> Piece:
+    """``part`` as its values are computed: its existentials over a relation left out of its bracket (a C
+    kernel would test each by a loop over the relation's extent at every point; its values outside its
+    pattern are never read, and the Jacobian's own brackets make its values right inside).  Its affine
+    part, which implies the bounds such an existential states of the piece's loops (``isl_sets.pairs``), and
+    its affine existentials (strides) stay: they keep its reads within their tensors."""
+    kept = [q for q in (part.pred.parts if isinstance(part.pred, And) else (part.pred,))
+            if not (isinstance(q, Exists) and has_relations(q))]
+    return Piece(conj(*kept), part.loops, part.at, part.offsets)
 
 
 def _stored_over_entries(part: Piece, atoms: tuple):

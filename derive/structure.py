@@ -40,8 +40,8 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Max, Mul, Or, Pred, RelAtom, Sum, Var, box, build_lets, conj,
-    disj, gens, guard, let_chain, walk, strip_accesses, strip_gens,
+    FALSE, TRUE, Access, Add, Affine, And, Const, Expr, Gen, Guard, Let, Max, Mul, Or, Pred, RelAtom, Sum, Var, box,
+    build_lets, conj, disj, gens, guard, let_chain, walk, strip_accesses, strip_gens,
 )
 from tensorlang.predicates import implies, project
 from tensorlang.predicates import simplify as simplify_pred
@@ -85,26 +85,34 @@ def _simplified(pred: Pred, dims: Sequence) -> Pred:
         return pred
 
 
-def support(e: Expr, dims: Sequence, known: Supports) -> Pred:
+def support(e: Expr, dims: Sequence, known: Supports, relations: bool = False) -> Pred:
     """A predicate over the loops ``dims`` (``(var, size)`` pairs) around ``e`` that holds wherever ``e``
-    can be nonzero (see the module docstring)."""
+    can be nonzero (see the module docstring).  ``relations``: a sum whose support reads a relation at its
+    variable is projected too (``project_relations``: an existential over the relation's data), as a sparse
+    Jacobian's pattern needs; the rewrites leave it unprojected, as such existentials grow at each rewrite."""
     if isinstance(e, Const):
         return FALSE if e.value == 0 else TRUE
     if isinstance(e, Guard):
-        return _simplified(conj(e.pred, support(e.body, dims, known)), dims)
+        return _simplified(conj(e.pred, support(e.body, dims, known, relations)), dims)
     if isinstance(e, Mul):
-        left = support(e.left, dims, known)
-        return FALSE if left is FALSE else _simplified(conj(left, support(e.right, dims, known)), dims)
+        left = support(e.left, dims, known, relations)
+        return FALSE if left is FALSE else _simplified(conj(left, support(e.right, dims, known, relations)), dims)
     if isinstance(e, Add):
-        left = support(e.left, dims, known)
-        return TRUE if left is TRUE else _simplified(disj(left, support(e.right, dims, known)), dims)
+        left = support(e.left, dims, known, relations)
+        return TRUE if left is TRUE else _simplified(disj(left, support(e.right, dims, known, relations)), dims)
     if isinstance(e, Sum):
         inner = tuple(dims) + ((e.var, e.size),)
-        body = support(e.body, inner, known)
+        body = support(e.body, inner, known, relations)
         if body is TRUE or body is FALSE:
             return body
         if _reads_a_relation_at(body, e.var):   # where the data of a relation allows: not projected
-            return TRUE
+            if not relations:
+                return TRUE
+            try:
+                return _simplified(project_relations(conj(body, box(((e.var, e.size),))), e.var,
+                                                     tuple(v for v, _ in inner)), dims)
+            except UnsupportedError:
+                return TRUE
         try:
             return _simplified(project(conj(body, box(((e.var, e.size),))), e.var, tuple(v for v, _ in inner)),
                                dims)
@@ -113,6 +121,33 @@ def support(e: Expr, dims: Sequence, known: Supports) -> Pred:
     if isinstance(e, Access):
         return _simplified(known.at(e), dims)
     return TRUE   # an input, a call, a tensor built here (a gen): anywhere
+
+
+def project_relations(pred: Pred, var, dims: tuple) -> Pred:
+    """``exists var. pred`` for a ``pred`` that reads a relation at ``var``: in each of its disjuncts (each
+    basic set of each affine part, with its relation literals) an equality ``var = a`` is solved and ``a``
+    put for ``var`` (``i1 = j0 and E(i0, i1)`` is ``E(i0, j0)``); a disjunct with none is projected as
+    ``predicates.project`` does, an existential over the relation's data where its literals read ``var``."""
+    from tensorlang.isl_sets import pairs, to_isl
+    from tensorlang.nodes import Cmp
+    from tensorlang.predicates import from_isl
+    import islpy as isl
+
+    out = []
+    for affine, literals in pairs(pred):
+        for bs in to_isl(affine, dims).get_basic_sets():
+            part = from_isl(isl.Set.from_basic_set(bs), dims)
+            parts = part.parts if isinstance(part, And) else (part,)
+            equality = next((q for q in parts if isinstance(q, Cmp) and q.op == "="
+                             and abs((q.lhs - q.rhs).coeff(var)) == 1), None)
+            if equality is None:
+                out.append(project(conj(part, *literals), var, dims))
+                continue
+            form = equality.lhs - equality.rhs
+            c = form.coeff(var)
+            value = (form - Affine.var(var) * c) * (-c)   # c var + rest = 0, c = +-1
+            out.append(substitute_index(conj(*[q for q in parts if q is not equality], *literals), {var: value}))
+    return disj(*out)
 
 
 def _reads_a_relation_at(p: Pred, var) -> bool:
