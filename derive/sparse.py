@@ -21,8 +21,11 @@ atoms, and a piece with an atom ``R(u + c, w + d)`` over two of its loops is sto
 points are its other loops times the entries of ``R`` in the order of its canonical CSR form, so its
 positions (and the kernel's work, ``codegen.scatter``) are O(nnz), never the dense box.  Such a pattern
 depends on the relation's data: it is computed once per size and relation (``relation_entries``).  A support
-where a relation is read under a disjunction or an existential (a graph Laplacian's diagonal, ``exists(j)
-E(i, j)``) is refused by name (``RelationPattern``).
+with disjunctions and existentials over a relation (a graph Laplacian's diagonal, ``exists(j) E(i, j)``, the
+support of a sum over a row: ``structure.project_relations``) gives the pieces of each disjunct, an entry
+held by several kept once; its existentials are read off the relation's entries, and the values' brackets
+cleaned of what a kernel would test by a loop (``implied_existentials_dropped``).  A support the brackets
+do not bound (``true``) over a relation is refused by name (``RelationPattern``).
 """
 from __future__ import annotations
 
