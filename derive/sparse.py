@@ -457,9 +457,9 @@ def implied_existentials_dropped(e: Expr, loops: tuple = ()) -> Expr:
     (``[E(i0, i1) and exists(i2) E(i0, i2) and 0 <= i2 < n]``: ``i2 = i1`` is a witness), and every disjunct
     of a guard that holds all the literals of another (``A or X and A`` is ``A``), and the literals common to
     every disjunct of a guard taken out of it (``E(i, k) and (p or q)``, so that a sum over ``k`` runs row
-    ``i`` of ``E``).  The derivatives of a
-    graph energy carry such existentials (the support of a sum over a relation's row, ``structure``), and a
-    C kernel tests one by a loop over the relation's extent at each point where it is read."""
+    ``i`` of ``E``).  The derivatives of a graph energy carry such existentials (the support of a sum over a
+    relation's row, ``structure``), and a C kernel tests one by a loop over the relation's extent at each
+    point where it is read."""
     if isinstance(e, (Gen, Sum, Max)):
         inner = loops + ((e.var, e.size),)
         body = implied_existentials_dropped(e.body, inner)
@@ -473,6 +473,11 @@ def implied_existentials_dropped(e: Expr, loops: tuple = ()) -> Expr:
 
 
 def _implied_dropped(p: Pred, loops: tuple) -> Pred:
+    """The bracket ``p`` cleaned as ``implied_existentials_dropped`` says, within ``loops``."""
+    if isinstance(p, And):
+        parts = [_implied_dropped(q, loops) for q in p.parts]
+        if any(a is not b for a, b in zip(parts, p.parts)):
+            p = conj(*parts)
     if isinstance(p, Or):
         parts = [_implied_dropped(q, loops) for q in p.parts]
         literals = [set(q.parts) if isinstance(q, And) else {q} for q in parts]
@@ -498,8 +503,6 @@ def _witnessed(ex: Exists, siblings: list, loops: tuple) -> bool:
     """Whether ``ex`` holds wherever ``siblings`` do (within ``loops``): for some sibling atom of the same
     relation, the value of ``ex``'s variable that makes one of its atoms that atom makes every other literal
     of its body a sibling or implied by the siblings' affine part and the loops' bounds."""
-    from tensorlang.predicates import implies
-
     body = ex.body.parts if isinstance(ex.body, And) else (ex.body,)
     atoms = [q for q in siblings if isinstance(q, RelAtom)]
     affine = conj(box(loops), *[q for q in siblings if not has_relations(q)])
