@@ -47,7 +47,7 @@ from tensorlang.isl_sets import has_relations, pairs
 from tensorlang.predicates import project, simplify as simplify_pred
 from tensorlang.substitute import rebuild, substitute_index
 
-from .structure import Piece, Supports, pieces, support
+from .structure import Piece, Supports, pieces, relation_support
 
 
 class RelationPattern(UnsupportedError):
@@ -426,7 +426,7 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
         v_loops, v_body = strip_gens(value)
         if v_loops:
             known.learn(var, tuple(v_loops), v_body)
-    s = support(body, loops, known, relations=True)
+    s = relation_support(body, loops, known)
     read = sorted({a.rel.name for a in walk(dense_body) if isinstance(a, RelAtom)})
     if s is TRUE and read:
         raise RelationPattern(

@@ -85,24 +85,34 @@ def _simplified(pred: Pred, dims: Sequence) -> Pred:
         return pred
 
 
-def support(e: Expr, dims: Sequence, known: Supports, relations: bool = False) -> Pred:
+def support(e: Expr, dims: Sequence, known: Supports) -> Pred:
     """A predicate over the loops ``dims`` (``(var, size)`` pairs) around ``e`` that holds wherever ``e``
-    can be nonzero (see the module docstring).  ``relations``: a sum whose support reads a relation at its
-    variable is projected too (``project_relations``: an existential over the relation's data), as a sparse
-    Jacobian's pattern needs; the rewrites leave it unprojected, as such existentials grow at each rewrite."""
+    can be nonzero (see the module docstring).  A sum whose support reads a relation at its variable is
+    not projected (``true``): such existentials grow at each rewrite."""
+    return _support(e, dims, known, False)
+
+
+def relation_support(e: Expr, dims: Sequence, known: Supports) -> Pred:
+    """``support``, with a sum whose support reads a relation at its variable projected too
+    (``project_relations``: an existential over the relation's data), as a sparse Jacobian's pattern needs."""
+    return _support(e, dims, known, True)
+
+
+def _support(e: Expr, dims: Sequence, known: Supports, relations: bool) -> Pred:
+    """``support`` (``relation_support`` where ``relations``), by the form of ``e``."""
     if isinstance(e, Const):
         return FALSE if e.value == 0 else TRUE
     if isinstance(e, Guard):
-        return _simplified(conj(e.pred, support(e.body, dims, known, relations)), dims)
+        return _simplified(conj(e.pred, _support(e.body, dims, known, relations)), dims)
     if isinstance(e, Mul):
-        left = support(e.left, dims, known, relations)
-        return FALSE if left is FALSE else _simplified(conj(left, support(e.right, dims, known, relations)), dims)
+        left = _support(e.left, dims, known, relations)
+        return FALSE if left is FALSE else _simplified(conj(left, _support(e.right, dims, known, relations)), dims)
     if isinstance(e, Add):
-        left = support(e.left, dims, known, relations)
-        return TRUE if left is TRUE else _simplified(disj(left, support(e.right, dims, known, relations)), dims)
+        left = _support(e.left, dims, known, relations)
+        return TRUE if left is TRUE else _simplified(disj(left, _support(e.right, dims, known, relations)), dims)
     if isinstance(e, Sum):
         inner = tuple(dims) + ((e.var, e.size),)
-        body = support(e.body, inner, known, relations)
+        body = _support(e.body, inner, known, relations)
         if body is TRUE or body is FALSE:
             return body
         if _reads_a_relation_at(body, e.var):   # where the data of a relation allows: not projected
