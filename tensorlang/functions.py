@@ -217,7 +217,7 @@ def partial(fn: str, k: int, args: Sequence) -> Expr:
 def jvp(fn: str, args: Sequence, tangents: Sequence) -> Expr:
     """``D fn(args; tangents)`` (rule 6.6); ``None`` tangents are zero.  One non-zero tangent gives
     ``partial * tangent``; several give the single derived black box ``<fn>_jvp``.  A tangent whose partial
-    is identically zero (``equal``'s, a step's) contributes nothing, and is left out."""
+    is identically zero (``equal``'s) contributes nothing, and is left out."""
     spec = lookup(fn)
     live = [k for k, t in enumerate(tangents) if t is not None and not spec.partial(k).is_zero]
     if not live:
