@@ -402,17 +402,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             known = node.domain if node.domain is not None else dom_c
             inner = sc.child(ctx=(D.lift_to_context(known) & sc.ctx), bound=sc.bound + gv, parallel_ok=False)
             cond = None if exact else self.pred(pred, inner)
-            here = bodies[node.name]
-            if cond is None:
-                value = self.expr(here, inner)
-                sc.line(self.store(arr, at, value, True))
-            elif cond == "0":
-                sc.line(self.store(arr, at, "0", True))
-            else:
-                sub, zero = inner.branch(cond, orelse=True)
-                value = self.expr(here, sub)
-                sub.line(self.store(arr, at, value, True))
-                zero.line(self.store(arr, at, "0", True))
+            self.write_guarded(inner, cond, bodies[node.name], lambda value: self.store(arr, at, value, True))
 
         leaf = Leaf(user, gv, body if exact else None, dom_c, plain=("Z",), bodies=bodies if exact else {})
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok, work=work)

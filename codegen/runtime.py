@@ -105,12 +105,17 @@ def blas_table(dtype):
 MAX_SIZE = 2**53
 
 
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """The distinct values of the integers ``a``, sorted (by a sort: NumPy's hash-based ``unique`` is 60x
+    slower on the linear indices of a relation's entries)."""
+    a = np.sort(a)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if a.size else a
+
+
 def canonical_csr(rows: np.ndarray, cols: np.ndarray, nrows: int, ncols: int) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR arrays (int32) of the pairs ``(rows[k], cols[k])``, duplicates dropped (a sort of the linear
-    indices: NumPy's hash-based ``unique`` is 60x slower on these keys)."""
-    lin = np.sort(np.asarray(rows, dtype=np.int64) * max(ncols, 1) + cols)
-    if lin.size:
-        lin = lin[np.concatenate(([True], lin[1:] != lin[:-1]))]
+    """The CSR arrays (int32) of the pairs ``(rows[k], cols[k])``, duplicates dropped (``sorted_unique`` of
+    their linear indices)."""
+    lin = sorted_unique(np.asarray(rows, dtype=np.int64) * max(ncols, 1) + cols)
     r, c = (lin // max(ncols, 1), lin % max(ncols, 1)) if lin.size else (lin, lin)
     ptr = np.zeros(nrows + 1, dtype=np.int64)
     np.cumsum(np.bincount(r, minlength=nrows), out=ptr[1:])

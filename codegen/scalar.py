@@ -290,6 +290,18 @@ class ScalarPrinter:
         inner.line(f"{name} = {value};")
         return name
 
+    def write_guarded(self, scope: Scope, cond: str | None, body, write) -> None:
+        """The C statement ``write(value)`` of ``body``'s value where ``cond`` holds (a C condition from
+        ``pred``: None, everywhere; ``"0"``, nowhere), and of 0 where it does not."""
+        if cond == "0":
+            scope.line(write("0"))
+        elif cond is None:
+            scope.line(write(self.expr(body, scope)))
+        else:
+            then, zero = scope.branch(cond, orelse=True)
+            then.line(write(self.expr(body, then)))
+            zero.line(write("0"))
+
     # ---------------------------------------------------------------------------------------------
     # predicates as C conditions
 

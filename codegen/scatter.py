@@ -151,14 +151,7 @@ class Scatter:
         entries.line(f"const int64_t {at} = {arr.cname}[({lin}) * {nnz} + {p}];")
         written = entries.branch(f"{at} >= 0")
         cond = self.pred(drop_conjunct(pred, atom), written)   # (the atom holds at an entry)
-        if cond == "0":
-            written.line(f"tl_data[{at}] = 0;")
-        elif cond is None:
-            written.line(f"tl_data[{at}] = {self.expr(body, written)};")
-        else:
-            then, zero = written.branch(cond, orelse=True)
-            then.line(f"tl_data[{at}] = {self.expr(body, then)};")
-            zero.line(f"tl_data[{at}] = 0;")
+        self.write_guarded(written, cond, body, lambda value: f"tl_data[{at}] = {value};")
 
     def entry_of(self, stmt: Stmt) -> list[Affine]:
         """The coordinates of the entry of ``stmt``'s point (an output's), over its variables."""

@@ -41,7 +41,7 @@ from tensorlang.nodes import (
     FALSE, TRUE, Affine, And, Cmp, Exists, Expr, Or, Pair, Pred, RelAtom, SizeVar, walk, box, conj, drop_conjunct,
     let_chain, build_lets, strip_gens, Gen, Guard, Max, Sum, disj,
 )
-from tensorlang.codegen.runtime import canonical_csr
+from tensorlang.codegen.runtime import canonical_csr, sorted_unique
 from tensorlang.inputs import checked_sparse, relation_tuples
 from tensorlang.isl_sets import has_relations, pairs
 from tensorlang.predicates import project, simplify as simplify_pred
@@ -135,11 +135,11 @@ class SparseJacobian:
         extents = [_extent(s, sizes) for _, s in self.loops]
         rows_of, cols_of, kept, bounds, sources = [], [], [], [0], []
         for part, stored in zip(self.parts, self.stored):
-            env, shape, source = _points(part, stored, sizes, related)
+            env, shape, inside, source = _points(part, stored, sizes, related)
             pred = substitute_index(part.pred, part.at)
             if stored is not None:   # (its points are the relation's entries: the atom holds there)
                 pred = drop_conjunct(pred, stored[0])
-            mask = np.broadcast_to(_holds(pred, env, members), shape).ravel()
+            mask = np.broadcast_to(inside & _holds(pred, env, members), shape).ravel()
             sources.append(source)
             coords = [np.broadcast_to(np.asarray(part.at[v].evaluate(env)), shape).ravel()[mask]
                       for v, _ in self.loops]
@@ -233,8 +233,7 @@ def relation_entries(name: str, t, value, sizes: dict) -> tuple[np.ndarray, ...]
     index = relation_tuples(name, t, value, shape)
     if len(shape) == 2:
         return canonical_csr(index[0], index[1], *shape)
-    flat = np.sort(np.ravel_multi_index(index, shape)) if all(shape) else np.zeros(0, dtype=np.int64)
-    return (flat[np.concatenate(([True], flat[1:] != flat[:-1]))] if flat.size else flat,)
+    return (sorted_unique(np.ravel_multi_index(index, shape)) if all(shape) else np.zeros(0, dtype=np.int64),)
 
 
 def _pairs(entries: tuple, shape: tuple) -> tuple[np.ndarray, ...]:
@@ -260,16 +259,17 @@ def _flat(coords: list, extents: list, count: int) -> np.ndarray:
 
 
 def _points(part: Piece, stored, sizes: dict, related: dict):
-    """``(env, shape, sources)`` of a piece's points: ``env`` each of its loop variables (and the sizes) as a
-    NumPy index array broadcasting to ``shape``.  A piece stored over a relation's entries has its other
-    loops and then the relation's entries as its points (the atom's variables read off the entries), and
-    ``sources`` the index of each point in the piece's values over its loops; else ``sources`` is None."""
+    """``(env, shape, inside, sources)`` of a piece's points: ``env`` each of its loop variables (and the
+    sizes) as a NumPy index array broadcasting to ``shape``.  A piece stored over a relation's entries has
+    its other loops and then the relation's entries as its points (the atom's variables read off the
+    entries), ``inside`` where those variables lie within their extents, and ``sources`` the index of each
+    point in the piece's values over its loops; else ``inside`` is True and ``sources`` None."""
     extents = tuple(max(_extent(s, sizes), 0) for _, s in part.loops)
     sized = {SizeVar(name): value for name, value in sizes.items()}
     if stored is None:
         grid = np.indices(extents, dtype=np.int64, sparse=True) if extents else ()
         env = {v: grid[k] for k, (v, _) in enumerate(part.loops)}
-        return {**env, **sized}, extents, None
+        return {**env, **sized}, extents, True, None
     atom, ka, kb = stored
     others = [k for k in range(len(part.loops)) if k not in (ka, kb)]
     pairs = related[atom.rel.name]
@@ -283,14 +283,9 @@ def _points(part: Piece, stored, sizes: dict, related: dict):
     inside = functools.reduce(np.logical_and, ((env[part.loops[k][0]] >= 0) & (env[part.loops[k][0]] < extents[k])
                                                for k in (ka, kb)))
     flat = np.zeros(shape, dtype=np.int64)
-    for k, n in enumerate(extents):
+    for k, n in enumerate(extents):   # (clipped: a point outside is never read, ``assemble``)
         flat = flat * n + np.clip(env[part.loops[k][0]], 0, max(n - 1, 0))
-    source = np.where(np.broadcast_to(inside, shape), flat, 0).ravel()
-    env[_INSIDE] = inside
-    return {**env, **sized}, shape, source
-
-
-_INSIDE = "the points whose loop variables lie within their extents"
+    return {**env, **sized}, shape, inside, flat.ravel()
 
 
 class _Members:
@@ -312,9 +307,7 @@ class _Members:
 
 def _holds(p: Pred, env: dict, members: dict | None = None):
     """The points of the NumPy index arrays ``env`` where the predicate ``p`` holds (affine, and relation
-    atoms looked up in ``members``, name to ``_Members``); within the loops' extents only."""
-    if _INSIDE in env:
-        return np.logical_and(env[_INSIDE], _holds(p, {k: v for k, v in env.items() if k != _INSIDE}, members))
+    atoms looked up in ``members``, name to ``_Members``)."""
     if p is TRUE:
         return True
     if p is FALSE:
@@ -387,8 +380,7 @@ def _over_entries(k, extent: int, parts: tuple, env: dict, members: dict | None)
     if v is None:
         found = np.bool_(ok.any())
     else:
-        allowed = np.sort(here[v][ok])
-        allowed = allowed[np.concatenate(([True], allowed[1:] != allowed[:-1]))] if len(allowed) else allowed
+        allowed = sorted_unique(here[v][ok])
         point = np.asarray(env[v])
         if len(allowed):
             found = allowed[np.minimum(np.searchsorted(allowed, point), len(allowed) - 1)] == point
@@ -446,8 +438,7 @@ def sparse_jacobian(dense_body: Expr, declare, rank: int) -> SparseJacobian:
     out_value = made[-1]
     for first in reversed(made[:-1]):
         out_value = Pair(first, out_value)
-    values = implied_existentials_dropped(simplify_program(implied_existentials_dropped(build_lets(bindings,
-                                                                                                 out_value))))
+    values = implied_existentials_dropped(simplify_program(build_lets(bindings, out_value)))
     return SparseJacobian(declare(dense_body), declare(values), parts, rank, loops, tuple(stored),
                           overlapping=len(parts) > 1 and has_relations(s))
 

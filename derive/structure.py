@@ -40,8 +40,8 @@ import numpy as np
 
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, And, Const, Expr, Gen, Guard, Let, Max, Mul, Or, Pred, RelAtom, Sum, Var, box,
-    build_lets, conj, disj, gens, guard, let_chain, walk, strip_accesses, strip_gens,
+    FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Max, Mul, Or, Pred, RelAtom, Sum, Var, box, build_lets, conj,
+    disj, gens, guard, let_chain, walk, strip_accesses, strip_gens,
 )
 from tensorlang.predicates import implies, project
 from tensorlang.predicates import simplify as simplify_pred
@@ -135,28 +135,20 @@ def _support(e: Expr, dims: Sequence, known: Supports, relations: bool) -> Pred:
 
 def project_relations(pred: Pred, var, dims: tuple) -> Pred:
     """``exists var. pred`` for a ``pred`` that reads a relation at ``var``: in each of its disjuncts (each
-    basic set of each affine part, with its relation literals) an equality ``var = a`` is solved and ``a``
-    put for ``var`` (``i1 = j0 and E(i0, i1)`` is ``E(i0, j0)``); a disjunct with none is projected as
-    ``predicates.project`` does, an existential over the relation's data where its literals read ``var``."""
+    basic set of each affine part, with its relation literals), where one value of ``var`` at most satisfies
+    it, that value put for ``var`` (``predicates.solve_unique``: ``i1 = j0 and E(i0, i1)`` is ``E(i0, j0)``);
+    elsewhere projected as ``predicates.project`` does, an existential over the relation's data where its
+    literals read ``var``."""
     from tensorlang.isl_sets import pairs, to_isl
-    from tensorlang.nodes import Cmp
-    from tensorlang.predicates import from_isl
+    from tensorlang.predicates import from_isl, solve_unique
     import islpy as isl
 
     out = []
     for affine, literals in pairs(pred):
         for bs in to_isl(affine, dims).get_basic_sets():
-            part = from_isl(isl.Set.from_basic_set(bs), dims)
-            parts = part.parts if isinstance(part, And) else (part,)
-            equality = next((q for q in parts if isinstance(q, Cmp) and q.op == "="
-                             and abs((q.lhs - q.rhs).coeff(var)) == 1), None)
-            if equality is None:
-                out.append(project(conj(part, *literals), var, dims))
-                continue
-            form = equality.lhs - equality.rhs
-            c = form.coeff(var)
-            value = (form - Affine.var(var) * c) * (-c)   # c var + rest = 0, c = +-1
-            out.append(substitute_index(conj(*[q for q in parts if q is not equality], *literals), {var: value}))
+            part = conj(from_isl(isl.Set.from_basic_set(bs), dims), *literals)
+            solved = solve_unique(part, var, dims)
+            out.append(project(part, var, dims) if solved is None else disj(*(guard for guard, _ in solved)))
     return disj(*out)
 
 
