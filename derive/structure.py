@@ -15,8 +15,10 @@ each tensor can be nonzero (its *support*); these rules make the cost model, and
   where the tangent can be nonzero.
 * ``T2 unread loop``: a let-bound ``gen(v:s)`` whose body does not read ``v`` (a primal value that one-hot
   probing spread over the probe's loops, the same at every probe) is stored once:
-  ``let X = gen(u, v, w) e -> let X = gen(u, w) e``, and every read ``X[a, b, c] -> X[a, c]``.  It costs a
-  factor ``s`` less, and the reads the same.
+  ``let X = gen(u, v, w) e -> let X = gen(u, w) [0 < s] * e``, and every read ``X[a, b, c] -> X[a, c]``.  It
+  costs a factor ``s`` less, and the reads the same.  The bracket (dropped where it always holds, and where
+  ``e`` reads no tensor) keeps ``e`` unevaluated where it was before, when ``s = 0``: a read in it may be out
+  of range there (``gen(j:n) x[0]``).
 * ``T3 compress``: a let-bound tensor whose support is a band of constant width around its other loops (a
   tangent nonzero at the probe and its neighbours: ``i = j - 1 or i = j``) is split into the disjoint
   pieces of its support, each stored over fewer points (``Piece``: ``i = j - 1 + t`` with ``t < 2``, the
@@ -41,7 +43,7 @@ import numpy as np
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import (
     FALSE, TRUE, Access, Add, Affine, Const, Expr, Gen, Guard, Let, Max, Mul, Or, Pred, RelAtom, Sum, Var, box, build_lets, conj,
-    disj, gens, guard, let_chain, walk, strip_accesses, strip_gens,
+    disj, gens, guard, let_chain, nonempty, walk, strip_accesses, strip_gens,
 )
 from tensorlang.predicates import implies, project
 from tensorlang.predicates import simplify as simplify_pred
@@ -215,7 +217,11 @@ def _drop_unread_loops(e: Expr, trace=None) -> Expr:
         keep = [k for k, (v, _) in enumerate(loops) if v in read]
         if len(keep) == len(loops) or not _all_full_reads(slots[j + 1:], var, len(loops)):
             continue
-        slots[j] = gens([loops[k] for k in keep], body)
+        kept = [loops[k] for k in keep]
+        if any(isinstance(n, Access) for n in walk(body)):  # a read there may be out of range
+            body = guard(simplify_pred(nonempty(s for k, (_, s) in enumerate(loops) if k not in keep),
+                                       [v for v, _ in kept]), body)
+        slots[j] = gens(kept, body)
         new_var = Var(var.name, slots[j].type)
         for s in range(j + 1, len(slots)):
             slots[s] = _replace_reads(slots[s], var, lambda index, new_var=new_var, keep=keep:

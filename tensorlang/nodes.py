@@ -556,6 +556,13 @@ def box(dims: Iterable[tuple[object, object]]) -> Pred:
     return conj(*(conj(compare("<=", 0, v), compare("<", v, s)) for v, s in dims))
 
 
+def nonempty(sizes: Iterable[object]) -> Pred:
+    """``0 < s`` for every size of ``sizes``: where loops of these sizes have a point.  A value computed
+    once for every point of loops it does not read (a binding narrowed to the loops it reads) is guarded by
+    it, since it was computed at no point where a loop is empty, and a read in it may be out of range there."""
+    return conj(*(compare("<", 0, s) for s in sizes))
+
+
 # --------------------------------------------------------------------------------------------------
 # expressions
 

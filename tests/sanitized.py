@@ -1,6 +1,6 @@
 """Kernels under AddressSanitizer and UndefinedBehaviorSanitizer: a fixed set of programs (the examples
 and programs that stress the edges: extents that are 0 or negative, strides, guards, CSR relations,
-names that clash with C) and their gradients, built with ``TENSORLANG_SANITIZE=1`` and run at every size
+names that clash with C) and their gradients (Jacobians of the vector ones), built with ``TENSORLANG_SANITIZE=1`` and run at every size
 0, 1, 2 and at random sizes, with relations dense and CSR, and the sparse Hessians of a few energies; every
 result is also checked against the reference evaluator.  Any memory error or undefined behaviour ends the process with the sanitizer's
 report; a wrong value makes it exit 1.
@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import tensorlang as tl
-from tensorlang.nodes import R, RelType, TensorType
+from tensorlang.nodes import R, RelType, TensorType, tensor_dims
 
 PROGRAMS = [
     "x : [n]R; sum(i:n - 1) (x[i + 1] - x[i]) * (x[i + 1] - x[i])",
@@ -45,6 +45,8 @@ PROGRAMS = [
     "x : [m]R; y : [n]R; sum(i:n, j:m + 1) [j >= 1] * exp(x[j - 1]) * y[i]",
     "q : [m]R; x : [n]R; gen(i:n, k:m) exp(q[k]) * x[i] + log(1 + sum(j:n) exp(x[j]))",
     "x : [n]R; gen(i:n) [n >= 5] * exp(x[4]) * x[i]",
+    # a Jacobian's value stored once for all probes (T2) reads x[0], and at n = 0 there is no probe
+    "x : [n]R; gen(i:n) exp(tanh([0 < n] * x[0] - 1)) * x[i]",
 ]
 
 # energies whose sparse Hessians are compiled: the pieces in one sweep over the entries, the 2-D one's tangents in
@@ -109,6 +111,8 @@ def main(seed: int = 0) -> int:
         kernels = [primal]
         if primal.type is R:
             kernels.append(tl.grad(primal, pick.choice(reals)))
+        elif tensor_dims(primal.type)[1] is R:
+            kernels.append(tl.jacobian(primal, pick.choice(reals)))
         for expr in kernels:
             kernel = tl.compile(expr)
             for choice in (0, 1, 2, None):
