@@ -24,7 +24,7 @@ from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, is_array, spec_kind
 from .lower import lowered
 from .nested_store import nested_gradient
-from .registry import JVP_RULES
+from .registry import JVP_RULES, PAIRS, refusing
 from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, field_grad, with_defaults,
                       with_nested_boxes)
 from .source import unsupported
@@ -97,6 +97,8 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
     if spec is None or spec.code is not code:   # code objects compare by content: key by identity
         if made_by_grad(f):
             return _GradSpecialisation
+        if hasattr(f, "__ad_code__"):
+            return ByCode
         refuse_made(f)
         with BUILD_LOCK:   # (built once: another thread may have built it meanwhile)
             spec = _SPECS.get(key)
@@ -108,7 +110,7 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
 
 def refuse_made(f):
     """An ``UnsupportedError`` for a function that says it is not differentiated (``__ad_refused__``: one that
-    ``ad.hessian`` or ``ad.jacobian`` made), before its code is read."""
+    ``ad.jacobian`` or ``ad.hessian`` made with ``sparse=True``), before its code is read."""
     refused = getattr(f, "__ad_refused__", None)
     if refused is not None:
         raise UnsupportedError(refused)
@@ -434,6 +436,30 @@ class _GradSpecialisation:
 
 
 _GradSpecialisation.generic = _GradSpecialisation   # (it assumes nothing about globals)
+
+
+class ByCode:
+    """What ``specialised`` gives for a function that carries the code it is differentiated by,
+    ``__ad_code__(n)`` for ``n`` positional arguments (one that ``ad.jacobian`` or ``ad.hessian`` made:
+    ``probed``): that code's pullback and forward mode, the gradient of the function's closure passed through.
+    Differentiating it again differentiates a Jacobian twice, or a Hessian: refused (``refused_again``)."""
+
+    refused_again = ("a third or higher derivative through a function made by ad.jacobian or ad.hessian (ad.hessian "
+                     "of a function that calls one, ad.grad of ad.grad of it, a Hessian differentiated twice) is not "
+                     "supported; a second one (ad.jacobian, ad.jvp or ad.grad of a Jacobian) is")
+
+    @staticmethod
+    def pb(g, *args):
+        return J(g.__ad_code__(len(args)), *args)
+
+    @staticmethod
+    def jvp(g, tg, *values):
+        """``(g(*args), tangent)`` for ``values``, the arguments then their tangents."""
+        args, ts = values[:len(values) // 2], values[len(values) // 2:]
+        return JVP(g.__ad_code__(len(args)), tg, args, ts)
+
+
+ByCode.generic = ByCode
 
 
 def gradients(f):
@@ -845,6 +871,8 @@ def gradient_code(f, args):
                                    f"ad.grad of one picked argument (an int argnums) and 1 to {len(_GRAD_OF_GRAD)} "
                                    f"arguments, not argnums={pick!r} and {n} arguments")
         return _GRAD_OF_GRAD[n - 1]
+    if hasattr(f, "__ad_code__"):
+        raise UnsupportedError(ByCode.refused_again)
     if type(f) is types.FunctionType:
         if n != f.__code__.co_argcount:   # (ad.gradient and its forward mode fill the defaults in first)
             raise UnsupportedError(f"a third derivative of {f.__qualname__} called without its arguments that have "
@@ -933,6 +961,9 @@ def _fngrad_rule(f, values):
     return y, lambda dy: (None, tuple(getattr(dy, n, None) for n in names))
 
 
+# forward over reverse through a call of ad.gradient (the gradient code of a function that calls it, under
+# forward mode): a third derivative of a function that calls ad.grad
+PAIRS[gradient] = refusing(gradient, "forward over reverse", _THIRD_ORDER)
 rules.mark_nondiff(gradient_code)
 rules.mark_nondiff(_picked_seed)
 JVP_RULES.update({inner_function: lambda args, ts: (inner_function(*args), field(ts[0], "_ad_f")),

@@ -258,7 +258,7 @@ def specialised_jvp(f: types.FunctionType, args):
     hit = _JVPS.get(key)
     if hit is None or hit[0] is not code:
         from .api import made_by_grad, refuse_made, specialised
-        if made_by_grad(f):
+        if made_by_grad(f) or hasattr(f, "__ad_code__"):
             return specialised(f, args).jvp
         refuse_made(f)
         with BUILD_LOCK:

@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, is_array, kind_of
+from .probed import probed_code
 from .registry import refusing
 from .context import current, within
 from .rules import is_nondiff, rule_of, writes
@@ -21,7 +22,7 @@ from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, RulePullback, acc, acc_into, asarray, field_grad,
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, RulePullback, acc, acc_into, asarray, field, field_grad,
                       keyword_grads, like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method,
                       with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
@@ -173,7 +174,7 @@ def jacobian(f, argnums=0, mode=None):
             out.append(_shaped(J, y, args[i]))
         return out[0] if isinstance(argnums, int) else tuple(out)
     jac.__name__ = f"jacobian({getattr(f, '__name__', 'f')})"
-    jac.__ad_refused__ = _MADE_BY.format("ad.jacobian")
+    jac.__ad_code__ = functools.partial(probed_code, f, argnums, False)
     return jac
 
 
@@ -204,14 +205,8 @@ def hessian(f, argnums=0):
             cols.append(np.ravel(_zero_if_none(hvp(g, fresh(args), ts)[i], args[i])))
         return _shaped(_stacked(cols, 1, (0, 0)), args[i], args[i])
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
-    hess.__ad_refused__ = _MADE_BY.format("ad.hessian")
+    hess.__ad_code__ = functools.partial(probed_code, f, argnums, True)
     return hess
-
-
-# (read where a function is first transformed: ``api.specialised``, ``forward.specialised_jvp``)
-_MADE_BY = ("differentiating a function made by {} (forward mode inside a derivative) is not supported: for a third "
-            "derivative, differentiate ad.grad(ad.grad(f)) (ad.grad, ad.jvp, ad.jacobian or ad.hessian of it) or "
-            "take ad.hessian(ad.grad(f))")
 
 
 def _zero_if_none(t, x):
@@ -291,10 +286,12 @@ def _jvp_gradient(args, ts):
 def _jvp_J(args, ts):
     """``J(f, *xs)`` under forward mode: the forward mode of the rule's code (it returns ``(y, back)``,
     and ``back`` is a closure whose tangent is that of what it captured) or of f's generated pullback."""
-    from .api import specialised
+    from .api import ByCode, specialised
     f, *xs = args
     if all(t is None for t in ts):
         return J(*args), NO_TANGENT
+    if hasattr(f, "__ad_code__"):
+        raise UnsupportedError(ByCode.refused_again)
     rule = rule_of(f)
     if rule is None and is_nondiff(f):   # (called as it is, as J calls it: its code is not differentiated)
         return J(*args), NO_TANGENT
@@ -547,6 +544,25 @@ _register_api_rules()
 _FORWARD_INSIDE = ("a function that calls it is not differentiated (reverse over forward, forward over forward, or a "
                    "third derivative): take the inner derivative by ad.grad or ad.gradient, whose code is "
                    "differentiated again (ad.grad(ad.grad(f)), ad.jvp of a function that calls ad.grad)")
-for _f in (jvp, jacobian, hessian, hvp):
+for _f in (jvp, hvp):
     RULES[_f] = refusing(_f, "reverse", _FORWARD_INSIDE)
     JVP_RULES[_f] = refusing(_f, "forward", _FORWARD_INSIDE)
+
+
+# ``jacobian`` and ``hessian`` called inside a differentiated function: the function made is differentiated by
+# its ``__ad_code__`` (``probed``), whose closure holds ``f`` as ``f``, so its gradient and tangent are ``f``'s
+# at field ``f``
+def _jacobian_rule(f, argnums=0, mode=None):
+    return jacobian(f, argnums, mode), lambda d: (field(d, "f"),)
+
+
+def _hessian_rule(f, argnums=0):
+    return hessian(f, argnums), lambda d: (field(d, "f"),)
+
+
+def _made_jvp(make):
+    return lambda args, ts: (make(*args), None if ts[0] is None else types.SimpleNamespace(f=ts[0]))
+
+
+RULES.update({jacobian: _jacobian_rule, hessian: _hessian_rule})
+JVP_RULES.update({jacobian: _made_jvp(jacobian), hessian: _made_jvp(hessian)})

@@ -23,6 +23,8 @@ import numpy as np
 from ...errors import TensorLangError, UnsupportedError
 from . import mixed
 from .ir import ARRAY_TYPES
+from .registry import JVP_RULES, refusing
+from .runtime import RULES
 
 
 class Tracer:
@@ -402,4 +404,12 @@ def _compressed(f, argnums: int, name: str, pattern, product):
             products.append(np.zeros(compressed.pattern.shape[0]) if t is None else np.ravel(t))
         return compressed.assemble(products)
     derivative.__name__ = f"{name}({getattr(f, '__name__', 'f')}, sparse=True)"
+    derivative.__ad_refused__ = _SPARSE_REFUSED.format(name)
     return derivative
+
+
+_SPARSE_REFUSED = ("differentiating a function made by ad.{0}(sparse=True) is not supported: its result is a "
+                   "scipy.sparse array; differentiate ad.{0}(f) (sparse=False)")
+for _f, _name in ((sparse_jacobian, "jacobian"), (sparse_hessian, "hessian")):
+    RULES[_f] = refusing(_f, "reverse", _SPARSE_REFUSED.format(_name))
+    JVP_RULES[_f] = refusing(_f, "forward", _SPARSE_REFUSED.format(_name))

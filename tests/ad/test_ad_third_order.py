@@ -43,6 +43,10 @@ def _built(s):
     return np.sum(np.exp(z) * np.cos(z))
 
 
+def _vector(s):
+    return np.tanh(A @ (X0 + s * V))
+
+
 def _two(x, y):
     return np.sin(x * y) + x ** 3 * y
 
@@ -156,10 +160,15 @@ def test_what_is_not_supported_is_refused_by_name():
         _third(_around_a_kernel)(0.1)
     with pytest.raises(UnsupportedError, match="a third derivative of a function whose code calls ad.grad"):
         ad.grad(ad.grad(_calls_grad))(0.37)
-    with pytest.raises(UnsupportedError, match="made by ad.hessian"):
-        ad.jvp(ad.hessian(_along), (0.3,), (1.0,))
-    with pytest.raises(UnsupportedError, match="made by ad.jacobian"):
-        ad.grad(ad.jacobian(ad.grad(_along)))(0.3)
+    for through_a_made_function in (lambda: ad.jvp(ad.hessian(_along), (0.3,), (1.0,)),
+                                    lambda: ad.grad(ad.jacobian(ad.grad(_along)))(0.3)):
+        with pytest.raises(UnsupportedError, match="a third derivative of a function whose code calls ad.grad"):
+            through_a_made_function()
+    for twice_through_a_jacobian in (lambda: ad.hessian(lambda s: np.sum(ad.jacobian(_vector)(s)))(0.3),
+                                     lambda: ad.grad(ad.grad(lambda s: np.sum(ad.jacobian(_vector)(s))))(0.3),
+                                     lambda: ad.hessian(ad.hessian(lambda v: np.sum(v ** 4)))(X0)):
+        with pytest.raises(UnsupportedError, match="a third or higher derivative through a function made by"):
+            twice_through_a_jacobian()
     for made_a_list in (lambda s: np.sum(np.stack([X0 * s, V * s * s]) ** 2), _built):   # (the first gave a wrong
         with pytest.raises(UnsupportedError, match="the gradient of a list or object the function makes"):   # number)
             _third(made_a_list)(0.3)
