@@ -124,18 +124,18 @@ def _columns(f, args, i, x):
     return y, _stacked(cols, 1, (np.size(y), 0))
 
 
-def _rows(f, args, i):
-    """Reverse mode: one pullback per output entry."""
-    from .api import pullback
-    y, back = pullback(f, *args)
+def _rows(y, back, args, nums):
+    """Reverse mode: ``back`` (the pullback of ``f`` at ``args``, whose value is ``y``) at each output entry, each
+    giving the rows of every argument of ``nums``; ``{i: (y, J)}`` with J of shape (size(y), size(args[i]))."""
     out = _flat_output(y, "ad.jacobian: f")
-    rows = []
+    rows = {i: [] for i in nums}
     for k in range(out.size):
         e = np.zeros(out.shape)
         e.flat[k] = 1.0
-        g = back(e if out.ndim else 1.0)[i]
-        rows.append(np.zeros(np.shape(args[i])).ravel() if g is None else np.ravel(g))
-    return y, _stacked(rows, 0, (0, np.size(args[i])))
+        grads = back(e if out.ndim else 1.0)
+        for i in rows:
+            rows[i].append(np.zeros(np.shape(args[i])).ravel() if grads[i] is None else np.ravel(grads[i]))
+    return {i: (y, _stacked(r, 0, (0, np.size(args[i])))) for i, r in rows.items()}
 
 
 def _stacked(parts, axis, empty):
@@ -152,24 +152,28 @@ def _shaped(J, y, x):
 def jacobian(f, argnums=0, mode=None):
     """The function ``args -> J``, the Jacobian of ``f`` with respect to argument ``argnums`` (a tuple of
     Jacobians for a tuple), of shape ``shape(f(*args)) + shape(arg)``.  Forward mode (a ``jvp`` per input
-    entry) when the input has at most as many entries as the output, else reverse mode (a pullback per
-    output entry); ``mode="forward"``/``"reverse"`` forces one."""
+    entry) when the inputs (of a tuple ``argnums``, together) have at most as many entries as the output, else
+    reverse mode (a pullback per output entry, whose gradients give the rows of every argument at once);
+    ``mode="forward"``/``"reverse"`` forces one."""
     if mode not in (None, "forward", "reverse"):
         raise TensorLangError(f"ad.jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
 
     def jac(*args, **kw):
-        from .api import refuse_integers, with_keywords
+        from .api import pullback, refuse_integers, with_keywords
         nums = tuple(i + len(args) if i < 0 else i for i in ((argnums,) if isinstance(argnums, int) else argnums))
         refuse_integers("jacobian", f, args, nums)
         g, args = with_keywords(f, args, kw) if kw else (f, args)
+        xs = {i: _flat_input(args[i], f"ad.jacobian: argument {i}") for i in nums}
+        # the pullback (run first unless the mode is forward, its value telling the output's size) at each output
+        # entry gives every argument's rows: reverse mode for all of them when they have more entries than the
+        # output, else forward mode
+        y, back = pullback(g, *args) if mode != "forward" else (None, None)
+        reverse = mode == "reverse" or mode is None and sum(x.size for x in xs.values()) > \
+            _flat_output(y, "ad.jacobian: f").size
+        found = _rows(y, back, args, list(xs)) if reverse else {}
         out = []
         for i in nums:
-            x = _flat_input(args[i], f"ad.jacobian: argument {i}")
-            how = mode
-            if how is None:
-                m = _flat_output(g(*fresh(args)), "ad.jacobian: f").size
-                how = "forward" if x.size <= m else "reverse"
-            y, J = _columns(g, args, i, x) if how == "forward" else _rows(g, args, i)
+            y, J = found[i] if i in found else _columns(g, args, i, xs[i])
             _flat_output(y, "ad.jacobian: f")
             out.append(_shaped(J, y, args[i]))
         return out[0] if isinstance(argnums, int) else tuple(out)

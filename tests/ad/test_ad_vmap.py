@@ -611,3 +611,33 @@ def test_vmap_of_hessian_through_the_same(f, refused):
 def test_np_array_of_batched_values_is_refused_with_the_way_out():
     with pytest.raises(UnsupportedError, match=r"np\.stack"):
         ad.vmap(ad.grad(lambda x: np.sum(np.array([x[0], x[1] * 2]) ** 2)))(RNG.normal(size=(3, 2)))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 7, 8, 12])
+def test_sums_over_each_examples_small_trailing_axes_are_numpys_bit_for_bit(k):
+    """A sum over a short trailing axis is added slice by slice (``rules.batching._short_sum``, from 1 to 7
+    entries; NumPy's own reduction beyond): the bits of ``np.sum`` on each example, in every form."""
+    x = RNG.normal(size=(50, k)) * 10.0 ** RNG.uniform(-6, 6, size=(50, k))
+    m = RNG.normal(size=(50, 2, k)) * 10.0 ** RNG.uniform(-6, 6, size=(50, 2, k))
+    for f, a in ((np.sum, x), (lambda v: v.sum(), x), (lambda v: np.add.reduce(v), x),
+                 (lambda v: np.sum(v, axis=-1, keepdims=True), x), (lambda v: np.sum(v, axis=1), m),
+                 (lambda v: np.sum(v, axis=(0, 1)), m) if k <= 3 else (np.sum, x)):
+        got, want = ad.vmap(f)(a), _loop(f, (a,))
+        assert np.shape(got) == np.shape(want) and np.array_equal(got, want)
+
+
+def test_a_jacobian_in_several_arguments_is_each_arguments_jacobian_by_one_pullback_per_output_entry():
+    """Arguments of 11, 3 and 1 entries and an output of 2: the two pullbacks give all three (the one of 1 entry
+    too, though it alone would take forward mode), equal to each argument's Jacobian and to forward mode's."""
+    def r(cam, X, w):
+        return w * np.stack([cam[0] * X[0] + np.sin(cam[5] * X[1]), cam[10] * np.exp(X[2]) - cam[3] * X[0]])
+
+    args = (RNG.normal(size=11), RNG.normal(size=3), 0.7)
+    together = ad.jacobian(r, argnums=(0, 1, 2))(*args)
+    forward = ad.jacobian(r, argnums=(0, 1, 2), mode="forward")(*args)
+    for i, (got, fwd) in enumerate(zip(together, forward)):
+        np.testing.assert_allclose(got, ad.jacobian(r, argnums=i)(*args), rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(got, fwd, rtol=1e-12, atol=1e-14)
+    batched = ad.vmap(ad.jacobian(r, argnums=(0, 1, 2)))(*(np.stack([a, 2 * a]) for a in map(np.asarray, args)))
+    for got, one in zip(batched, together):
+        np.testing.assert_allclose(got[0], one, rtol=1e-13, atol=1e-15)

@@ -9,12 +9,14 @@ A rule that cannot keep the examples apart (a batched boolean mask, a write into
 """
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
 
 from ....errors import UnsupportedError
 from ..batching import BATCH_RULES, Batched
+from ..cotangent import basic_index
 
 
 def _aligned(frame, operands, nd=None):
@@ -70,14 +72,41 @@ def _where(frame, *args):
 
 def _reduce(frame, ufunc, a, axis=0, **kw):
     _batched_first(frame, f"{ufunc.__name__}.reduce", a)
-    return frame.wrap(ufunc.reduce(a.data, axis=_axes(axis, a.ndim), **kw))
+    axes = _axes(axis, a.ndim)
+    short = _short_sum(a.data, axes, kw) if ufunc is np.add else None
+    return frame.wrap(ufunc.reduce(a.data, axis=axes, **kw) if short is None else short)
+
+
+SHORT_SUM = 7   # the most entries of the trailing axes a batched sum adds slice by slice (``_short_sum``)
+
+
+def _short_sum(data, axes, kw):
+    """``np.sum(data, axes, **kw)`` where ``axes`` are the trailing axes of at most ``SHORT_SUM`` entries in all (a
+    sum over each example of a batch of small vectors) and ``kw`` at most ``keepdims``: their slices added in order.
+    NumPy's reduction over a short last axis runs its inner loop row by row (a (31843, 3) sum: 370 us, the slices
+    15 us), and for as few entries adds them in the same order, so the bits are NumPy's.  None otherwise."""
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    nd = np.ndim(data)
+    if set(kw) - {"keepdims"} or type(data) is not np.ndarray or data.dtype.kind != "f" or not axes \
+            or sorted(axes) != list(range(nd - len(axes), nd)):
+        return None
+    k = math.prod(data.shape[nd - len(axes):])
+    if not 0 < k <= SHORT_SUM:
+        return None
+    flat = data.reshape(data.shape[:nd - len(axes)] + (k,))
+    out = flat[..., 0].copy()
+    for j in range(1, k):
+        out += flat[..., j]
+    return out.reshape(out.shape + (1,) * len(axes)) if kw.get("keepdims") else out
 
 
 # -- reductions and functions along axes ----------------------------------------------------------------------------
 def _reduction(func):
     def rule(frame, a, axis=None, *args, **kw):
         _batched_first(frame, func.__name__, a)
-        return frame.wrap(func(a.data, _axes(axis, a.ndim), *args, **kw))
+        axes = _axes(axis, a.ndim)
+        short = _short_sum(a.data, axes, kw) if func is np.sum and not args else None
+        return frame.wrap(func(a.data, axes, *args, **kw) if short is None else short)
     return rule
 
 
@@ -475,7 +504,11 @@ def _copyto(frame, dst, src, **kw):
 
 def _at(frame, ufunc, a, index, *b):
     idx, ops = _written(frame, a, index, list(b), f"numpy.{ufunc.__name__}.at")
-    ufunc.at(a.data, idx, *ops)
+    if basic_index(idx):   # a view, each entry in it once: the ufunc in place (``ufunc.at`` is unbuffered, slow)
+        view = a.data[idx]
+        ufunc(view, *ops, out=view)
+    else:
+        ufunc.at(a.data, idx, *ops)
 
 
 BATCH_RULES.update({

@@ -78,7 +78,7 @@ def getitem(obj, idx):
     if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple) or _builtin_items(obj, "__getitem__"):
         like = _Like(obj)
         return obj[idx], lambda dy: (None, None) if dy is None else (index_grad(like, idx, dy), None)
-    if t in ARRAY_TYPES:   # (a batch of ad.vmap: its gradient a batch too, scattered by NumPy's add.at)
+    if t in ARRAY_TYPES:   # (a batch of ad.vmap: its gradient a batch too)
         return obj[idx], lambda dy: (None, None) if dy is None else (_scattered(obj, idx, dy), None)
     if isinstance(obj, AxisConcatenator):
         return concatenator_getitem(obj, idx)
@@ -93,8 +93,13 @@ def getitem(obj, idx):
 
 
 def _scattered(obj, idx, dy):
-    """The gradient of array ``obj`` (of a type of ``ARRAY_TYPES``) where its item ``idx`` has gradient ``dy``."""
-    g = np.zeros_like(obj, dtype=np.result_type(obj.dtype, 0.0))
+    """The gradient of array ``obj`` (of a type of ``ARRAY_TYPES``) where its item ``idx`` has gradient ``dy``: an
+    indexed cotangent where ``dy`` is a batch too (the reads of one batch scattered into one buffer, once), else
+    scattered by NumPy's ``add.at`` into a batch of zeros."""
+    dtype = np.result_type(obj.dtype, 0.0)
+    if type(dy) in ARRAY_TYPES:
+        return Indexed.at(obj.shape, dtype, idx, dy)
+    g = np.zeros_like(obj, dtype=dtype)
     np.add.at(g, idx, dy)
     return g
 
