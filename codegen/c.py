@@ -41,7 +41,8 @@ from .scalar import ScalarPrinter, Scope, literal
 from .loop_ir import print_c, scheduled
 from .scatter import Positions, Scatter
 from .schedule import (
-    BLOCK_LANES, INTERCHANGE_MAX_TARGET, MAX, SUM, Combine, Leaf, Schedule, between, has_reduce, outer_reductions,
+    BLOCK_LANES, INTERCHANGE_MAX_TARGET, MAX, SLAB, SUM, Combine, Leaf, Schedule, between, has_reduce,
+    outer_reductions,
 )
 from .sparse import Sparse
 from .target import Capabilities
@@ -365,9 +366,21 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
             interchanged, gather = scope.branch(f"({g}) <= {INTERCHANGE_MAX_TARGET} && ({r}) >= 4 * ({g}){lanes}",
                                                 orelse=True)
             self.emit_interchanged(stmt, pred, body, interchanged)
-            self.emit_gather(stmt, pred, body, gather)
+            self.emit_rows(stmt, pred, body, gather)
             return
-        self.emit_gather(stmt, pred, body, scope)
+        self.emit_rows(stmt, pred, body, scope)
+
+    def emit_rows(self, stmt: Stmt, pred, body, scope: Scope) -> None:
+        """``T[g] = [P] * body`` as a gather, or row by row of its first loop with its sums into slabs
+        (``emit_slab``) when a row's slab fits in ``SLAB`` elements (chosen at run time)."""
+        reds = self.slab_reductions(stmt, pred, body) \
+            if self.caps.interchange and not self.scattered(stmt.target) else []
+        if not reds:
+            self.emit_gather(stmt, pred, body, scope)
+            return
+        slab, gather = scope.branch(f"({self.size_product(stmt.target.dims[1:])}) <= {SLAB}", orelse=True)
+        self.emit_slab(stmt, pred, body, reds, slab)
+        self.emit_gather(stmt, pred, body, gather)
 
     def emit_gather(self, stmt: Stmt, pred, body, scope: Scope, window: tuple[str, str] | None = None) -> None:
         """``T[g] = [P] * body`` (see the module docstring); ``window``: C names ``(lo, hi)``, the points

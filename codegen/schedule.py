@@ -22,7 +22,7 @@ from typing import Callable
 
 import islpy as isl
 
-from tensorlang.nodes import Add, Affine, Call, Expr, Guard, IndexVar, Mul, box, conj, walk
+from tensorlang.nodes import Access, Add, Affine, Call, Expr, Guard, IndexVar, Mul, box, conj, strip_accesses, walk
 from tensorlang.predicates import has_relations
 from tensorlang.traversal import free_index_vars
 
@@ -36,7 +36,7 @@ from .scalar import Scope
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
            "BLOCK_LANES",
            "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
-           "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "between"]
+           "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "SLAB", "SLAB_SUMS", "between"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 18  # points times inner work below which a nest runs on one thread (~0.1 ms of work)
@@ -56,6 +56,8 @@ GROUP_BUFFER = 1 << 15  # the most elements of a group's chunk of its temporary 
 # the temporary is computed once in a run, not again by the next chunk that reads it
 GROUP_RUN_BUFFER = 1 << 17
 JAM = 8  # elements of an interchanged reduction's target whose terms one innermost loop adds (emit_jammed)
+SLAB = 4096  # elements of the part of a target that one row of emit_slab accumulates into (32 KB: L1, or L2)
+SLAB_SUMS = 4  # the most reductions of a gather that emit_slab runs (each a slab on the thread's stack)
 
 
 @dataclass
@@ -215,6 +217,95 @@ class Schedule:
 
         if tree is not None:
             self.emit_tree(tree, scope, combine, parallel=False)
+
+    @staticmethod
+    def slab_reductions(stmt: Stmt, pred, body) -> list[Reduce]:
+        """The reductions ``emit_slab`` runs for the gather ``T[g] = [P] * body``: the outermost ones of ``body``
+        (evaluated unconditionally), when the target has a loop outside its slab, there are at most ``SLAB_SUMS``,
+        none over a relation or with a nested reduction, each summand reads along the target's last loop
+        (``reads_along``), so that the slab's innermost loop, over it, reads consecutive elements, and the
+        gather would not do as well; ``[]`` otherwise (a summand that reads along a summed variable,
+        ``L[k, a, b]`` summed over ``b``, runs best as the gather's innermost loop)."""
+        reds = outer_reductions(body, guards=False)
+        if len(stmt.vars) < 2 or not reds or len(reds) > SLAB_SUMS or has_relations(pred) or any(
+                has_relations(r.pred) or has_reduce(r.body) or not reads_along(r.body, stmt.vars[-1]) for r in reds):
+            return []
+        # a gather whose last loop lane blocking runs (its sums in registers, the data read once per block) is
+        # kept, unless the target has loops between its first and its last (whose sums read again what the
+        # rows of the slab share)
+        if len(stmt.vars) == 2 and all(lane_blockable(r, stmt.vars[-1:]) for r in reds):
+            return []
+        return reds
+
+    def emit_slab(self, stmt: Stmt, pred, body, reds: list[Reduce], scope: Scope) -> None:
+        """``T[g0, g'] = [P] * body(sum_1, ..., sum_k)`` with each sum's loops between the target's first loop and
+        the others (its *slab*, ``g'``): ``for g0: slab_j = 0; for r: for g': slab_j[g'] += term_j; for g':
+        T[g0, g'] = [P] * body(slab_1[g'], ...)``, a sum's slab over the variables of ``g'`` it reads only (a
+        number, for one that reads none: computed once per row, not once per element).  Each element's terms
+        are added in the order of its sum's loops, as the gather adds them (the same bits), but the terms of a
+        row come in one innermost loop over consecutive elements: independent additions where the gather's sum
+        is one chain (a triangular domain, ``b < a``, that lane blocking cannot take), and what they share with
+        the target's first loop (``dX[i, k0, a]`` of the GMM's ``L`` gradient, ``i`` summed) read once per row
+        instead of once per element.  The slabs are stack arrays of ``SLAB`` elements, one per thread (the loop
+        over ``g0`` runs in parallel)."""
+        arr, gv, names = stmt.target, stmt.vars, self.names
+        g0, rest = gv[:1], gv[1:]
+        rows = D.domain(box(zip(g0, arr.dims[:1])), g0, scope.bound, names)
+        tree = loop_nest([("S", rows)], scope.ctx, [self.fresh("s")])
+        if tree is None:
+            return
+        work = f"{self.size_product(arr.dims)} * ({self.body_work(body)})"
+        guarded = set(free_index_vars(pred))
+
+        def run(node: User, sc: Scope) -> None:
+            sc.line(f"const int64_t {names.var(g0[0])} = {node.args[0]};")
+            row = sc.child(ctx=D.lift_to_context(node.domain if node.domain is not None else rows) & sc.ctx,
+                           bound=sc.bound + g0, parallel_ok=False)
+            slabs = []
+            for red in reds:
+                read = set(free_index_vars(red.body)) | set(free_index_vars(red.pred)) | guarded
+                used = tuple(v for v, _ in zip(rest, arr.dims[1:]) if v in read)
+                dims = tuple(d for v, d in zip(rest, arr.dims[1:]) if v in read)
+                slab = self.fresh("slab")
+                at = self.linear(dims, [Affine.var(v) for v in used])
+                slabs.append(f"{slab}[{at}]")
+                row.line(f"real {slab}[{SLAB}];")
+                row.line(f"memset({slab}, 0, sizeof(real) * (size_t)({self.size_product(dims)}));")
+                order = tuple(red.vars) + used
+                dom = D.domain(conj(box(zip(used, dims)), pred, box(zip(red.vars, red.sizes)), red.pred), order,
+                               row.bound, names)
+                terms = loop_nest([("R", dom)], row.ctx, [self.fresh("r") for _ in order])
+
+                def add(n2: User, s2: Scope, red=red, into=slabs[-1], order=order, dom=dom) -> None:
+                    for v, a in zip(order, n2.args):
+                        s2.line(f"const int64_t {names.var(v)} = {a};")
+                    inner = s2.child(ctx=D.lift_to_context(n2.domain if n2.domain is not None else dom) & s2.ctx,
+                                     bound=s2.bound + order, parallel_ok=False)
+                    inner.line(f"{into} += {self.expr(red.body, inner)};")
+
+                if terms is not None:
+                    self.emit_tree(terms, row, add)
+            every = D.domain(box(zip(rest, arr.dims[1:])), rest, row.bound, names)
+            held = D.domain(conj(box(zip(rest, arr.dims[1:])), pred), rest, row.bound, names)
+            points = loop_nest([("C", held), ("Z", every - held)], row.ctx, [self.fresh("c") for _ in rest])
+
+            def write(n2: User, s2: Scope) -> None:
+                for v, a in zip(rest, n2.args):
+                    s2.line(f"const int64_t {names.var(v)} = {a};")
+                where = [Affine.var(v) for v in gv]
+                if n2.name == "Z":
+                    s2.line(self.store(arr, where, "0"))
+                    return
+                inner = s2.child(ctx=D.lift_to_context(n2.domain if n2.domain is not None else held) & s2.ctx,
+                                 bound=s2.bound + rest, parallel_ok=False)
+                for red, value in zip(reds, slabs):
+                    inner.cache[id(red)] = value
+                inner.line(self.store(arr, where, self.expr(body, inner)))
+
+            if points is not None:
+                self.emit_tree(points, row, write)
+
+        self.emit_tree(tree, scope, run, parallel=scope.parallel_ok, work=work)
 
     def emit_jammed(self, loop: For, scope: Scope, leaf: Leaf, arr, gv, acc: str, end: str) -> None:
         """The innermost loop of ``emit_interchanged`` (over ``r_last``) for every element of the target:
@@ -777,6 +868,17 @@ def unparen(c: str) -> str:
         if depth == 0 and k < len(c) - 1:
             return c
     return c[1:-1]
+
+
+def reads_along(e: Expr, v: IndexVar) -> bool:
+    """Whether every array ``e`` reads is read at consecutive elements as ``v`` steps (``v`` in its last index
+    only, with coefficient 1) or at one element whatever ``v`` is."""
+    for n in walk(e):
+        if isinstance(n, Access):
+            index, _ = strip_accesses(n)
+            if any(v in free_index_vars(a) for a in index[:-1]) or index[-1].coeff(v) not in (0, 1):
+                return False
+    return True
 
 
 def lane_blockable(red: Reduce, moving) -> bool:
