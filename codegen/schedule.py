@@ -264,7 +264,7 @@ class Schedule:
             slabs = []
             for red in reds:
                 read = set(free_index_vars(red.body)) | set(free_index_vars(red.pred)) | guarded
-                used = tuple(v for v, _ in zip(rest, arr.dims[1:]) if v in read)
+                used = tuple(v for v in rest if v in read)
                 dims = tuple(d for v, d in zip(rest, arr.dims[1:]) if v in read)
                 slab = self.fresh("slab")
                 at = self.linear(dims, [Affine.var(v) for v in used])

@@ -49,7 +49,7 @@ PROGRAMS = [
     "x : [n]R; gen(i:n) exp(tanh([0 < n] * x[0] - 1)) * x[i]",
     # sums run row by row into slabs (Schedule.emit_slab): a triangle, and a read kept in range by the bracket
     "A : [n][m][m]R; x : [p][m]R; gen(k:n, a:m) sum(i:p, b:m) [a < b] * x[i, b] * A[k, b, a]",
-    "x : [m]R; y : [p][n]R; gen(k:n, a:m + 1) [a >= 1] * sum(i:p) y[i, k] * x[a - 1]",
+    "x : [m]R; y : [p][n]R; z : [2]R; gen(k:n, a:m + 1, b:2) [a >= 1] * sum(i:p) y[i, k] * x[a - 1] * z[b]",
 ]
 
 # energies whose sparse Hessians are compiled: the pieces in one sweep over the entries, the 2-D one's tangents in

@@ -25,8 +25,14 @@ PROGRAMS = {  # name: (source, whether its statement runs in slabs, sizes (n, m,
     "two sums and a bracket": ("x : [p][m]R\nw : [p][n]R\n"
                                "gen(k:n, a:m) [a < m - 1] * ((sum(i:p) x[i, a] * w[i, k]) * 2 + sum(i:p) w[i, k])",
                                True),
+    # a sum that reads no variable of the slab, unbracketed: one number per row
+    "a sum of the row": ("x : [p][m]R\nw : [p][n]R\ngen(k:n, a:m) (sum(i:p) x[i, a] * w[i, k]) * sum(i:p) w[i, k] * w[i, k]",
+                         True),
     # the bracket keeps a read in range: at a = 0 the term reads x[-1], so it must not run there
-    "a guarded read": ("x : [m]R\ny : [p][n]R\ngen(k:n, a:m + 1) [a >= 1] * sum(i:p) y[i, k] * x[a - 1]", True),
+    "a guarded read": ("x : [m]R\ny : [p][n]R\nz : [2]R\ngen(k:n, a:m + 1, b:2) [a >= 1] * sum(i:p) y[i, k] * x[a - 1] * z[b]",
+                       True),
+    # a gather of two loops that lane blocking runs: kept
+    "lane-blocked": ("x : [m]R\ny : [p][n]R\ngen(k:n, a:m + 1) [a >= 1] * sum(i:p) y[i, k] * x[a - 1]", False),
     # a sum read along its own summed variable (the last index of A): the gather's innermost loop, not slabs
     "read along the sum": ("A : [n][m][p]R\nx : [p]R\ngen(k:n, a:m) sum(i:p) A[k, a, i] * x[i]", False),
 }
