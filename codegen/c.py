@@ -372,13 +372,16 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
 
     def emit_rows(self, stmt: Stmt, pred, body, scope: Scope) -> None:
         """``T[g] = [P] * body`` as a gather, or row by row of its first loop with its sums into slabs
-        (``emit_slab``) when a row's slab fits in ``SLAB`` elements (chosen at run time)."""
+        (``emit_slab``) when a row's slab fits in ``SLAB`` elements and, where lane blocking serves the gather
+        as well (``slab_beats_lanes``), its last loop is too short for a block (chosen at run time)."""
         reds = self.slab_reductions(stmt, pred, body) \
             if self.caps.interchange and not self.scattered(stmt.target) else []
         if not reds:
             self.emit_gather(stmt, pred, body, scope)
             return
-        slab, gather = scope.branch(f"({self.size_product(stmt.target.dims[1:])}) <= {SLAB}", orelse=True)
+        short = "" if self.slab_beats_lanes(stmt, reds) else \
+            f" && ({self.size_product(stmt.target.dims[-1:])}) < {BLOCK_LANES}"
+        slab, gather = scope.branch(f"({self.size_product(stmt.target.dims[1:])}) <= {SLAB}{short}", orelse=True)
         self.emit_slab(stmt, pred, body, reds, slab)
         self.emit_gather(stmt, pred, body, gather)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensorlang as tl
-from tensorlang.codegen.schedule import SLAB, Schedule
+from tensorlang.codegen.schedule import BLOCK_LANES, SLAB, Schedule
 from oracles import close
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,8 +31,8 @@ PROGRAMS = {  # name: (source, whether its statement runs in slabs, sizes (n, m,
     # the bracket keeps a read in range: at a = 0 the term reads x[-1], so it must not run there
     "a guarded read": ("x : [m]R\ny : [p][n]R\nz : [2]R\ngen(k:n, a:m + 1, b:2) [a >= 1] * sum(i:p) y[i, k] * x[a - 1] * z[b]",
                        True),
-    # a gather of two loops that lane blocking runs: kept
-    "lane-blocked": ("x : [m]R\ny : [p][n]R\ngen(k:n, a:m + 1) [a >= 1] * sum(i:p) y[i, k] * x[a - 1]", False),
+    # a gather of two loops that lane blocking runs: in slabs only where its last loop is too short for a block
+    "lane-blocked": ("x : [m]R\ny : [p][n]R\ngen(k:n, a:m + 1) [a >= 1] * sum(i:p) y[i, k] * x[a - 1]", True),
     # a sum read along its own summed variable (the last index of A): the gather's innermost loop, not slabs
     "read along the sum": ("A : [n][m][p]R\nx : [p]R\ngen(k:n, a:m) sum(i:p) A[k, a, i] * x[i]", False),
 }
@@ -72,6 +72,11 @@ def test_slabs_give_the_gathers_bits_and_the_evaluators_values(name, monkeypatch
         assert ("tl_slab" in source) == in_slabs
         assert all(np.array_equal(a, b) for a, b in zip(_flat(got), _flat(gather))), (name, sizes)
         assert close(got, tl.evaluate(e, **inputs)), (name, sizes)
+
+
+def test_a_gather_that_lane_blocking_runs_takes_slabs_only_below_a_block():
+    lanes, triangle = (tl.compile(tl.parse(PROGRAMS[name][0])).source for name in ("lane-blocked", "triangular"))
+    assert f") < {BLOCK_LANES}) {{" in lanes and f") < {BLOCK_LANES}) {{" not in triangle
 
 
 def test_a_slab_too_large_for_the_stack_runs_the_gather():
