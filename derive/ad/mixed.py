@@ -167,7 +167,7 @@ def jacobian(f, argnums=0, mode=None):
         # the pullback (run first unless the mode is forward, its value telling the output's size) at each output
         # entry gives every argument's rows: reverse mode for all of them when they have more entries than the
         # output, else forward mode
-        y, back = pullback(g, *args) if mode != "forward" else (None, None)
+        y, back = pullback(g, *fresh(args)) if mode != "forward" else (None, None)
         reverse = mode == "reverse" or mode is None and sum(x.size for x in xs.values()) > \
             _flat_output(y, "ad.jacobian: f").size
         found = _rows(y, back, args, list(xs)) if reverse else {}

@@ -158,3 +158,21 @@ def test_hessian_through_indexed_reads_in_a_loop():
         hand[i, j] += 2 * x[i]
         hand[j, i] += 2 * x[i]
     assert np.allclose(ad.hessian(cyclic)(x), hand)
+
+
+@pytest.mark.parametrize("mode", [None, "forward", "reverse"])
+def test_a_jacobian_of_a_function_that_writes_into_its_argument_leaves_the_callers_array(mode):
+    """The pullback that tells the output's size (and gives the reverse rows) runs on a copy: run on the caller's
+    array, it doubled ``x[0]`` before forward mode's columns, which then gave 16 for 8."""
+    def f(x):
+        x[0] = x[0] * 2.0
+        return x * x
+
+    def g(x):
+        x[0] = x[0] * 2.0
+        return np.array([np.sum(x * x)])
+
+    for fn, want in ((f, np.diag([8.0, 4.0, 6.0])), (g, np.array([[8.0, 4.0, 6.0]]))):
+        x = np.array([1.0, 2.0, 3.0])
+        np.testing.assert_allclose(ad.jacobian(fn, mode=mode)(x), want, rtol=1e-14)
+        np.testing.assert_array_equal(x, [1.0, 2.0, 3.0])
