@@ -619,7 +619,8 @@ def test_sums_over_each_examples_small_trailing_axes_are_numpys_bit_for_bit(k):
     entries; NumPy's own reduction beyond): the bits of ``np.sum`` on each example, in every form."""
     x = RNG.normal(size=(50, k)) * 10.0 ** RNG.uniform(-6, 6, size=(50, k))
     m = RNG.normal(size=(50, 2, k)) * 10.0 ** RNG.uniform(-6, 6, size=(50, 2, k))
-    for f, a in ((np.sum, x), (lambda v: v.sum(), x), (lambda v: np.add.reduce(v), x),
+    for f, a in ((np.sum, x), (np.sum, x.astype(np.float32)), (lambda v: v.sum(), x),
+                 (lambda v: np.add.reduce(v), x),
                  (lambda v: np.sum(v, axis=-1, keepdims=True), x), (lambda v: np.sum(v, axis=1), m),
                  (lambda v: np.sum(v, axis=(0, 1)), m) if k <= 3 else (np.sum, x)):
         got, want = ad.vmap(f)(a), _loop(f, (a,))

@@ -87,7 +87,7 @@ def _short_sum(data, axes, kw):
     15 us), and for as few entries adds them in the same order, so the bits are NumPy's.  None otherwise."""
     axes = (axes,) if isinstance(axes, int) else tuple(axes)
     nd = np.ndim(data)
-    if set(kw) - {"keepdims"} or type(data) is not np.ndarray or data.dtype.kind != "f" or not axes \
+    if set(kw) - {"keepdims"} or type(data) is not np.ndarray or data.dtype not in (np.float32, np.float64) or not axes \
             or sorted(axes) != list(range(nd - len(axes), nd)):
         return None
     k = math.prod(data.shape[nd - len(axes):])
