@@ -270,9 +270,12 @@ class _KernelPullback:
 
 
 def _declared_rule(r):
-    """The rule of calling declared rule ``r`` itself (generated code calls rules directly)."""
+    """The rule of calling declared rule ``r`` itself (generated code calls rules directly).  What it returns is
+    made by ``r``'s primitive, whose pullback does not take the gradients of what it made from the store: the
+    code that calls it does (``runtime.made_by_primitive``), as for any primitive."""
     def rule(*args, **kw):
         return _declared(r, args, kw, False)
+    rule.made_by_primitive = True
     return rule
 
 
@@ -393,6 +396,11 @@ def _beyond(*args, **kw):
     raise UnsupportedError(HIGHER_ORDER)
 
 
+# what J, Jkw and Jm return, differentiated again, is made by a primitive where a declared rule runs
+# (``_declared``, whose pullback does not take what it made from the store); the code that calls them takes the
+# gradients of the items made (``runtime.take_items``), and transformed code finds them taken
+for _rule in (_J_rule, _Jkw_rule, _Jm_rule):
+    _rule.made_by_primitive = True
 RULES.update({J: _J_rule, Jkw: _Jkw_rule, Jm: _Jm_rule, declared_back: _declared_back_rule, picked: _picked_rule,
               _J_rule: _beyond, _Jkw_rule: _beyond, _Jm_rule: _beyond})
 PAIRS.update({J: _beyond, Jkw: _beyond, Jm: _beyond})

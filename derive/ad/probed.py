@@ -57,41 +57,53 @@ def _probed3(f, i, entry):
 
 
 # ``entry(f, i, k)``: the function whose gradient is row ``k`` of the Jacobian (of ``f``, or of its gradient in
-# argument ``i``), and for ``k = -1`` the function whose Jacobian it is
+# argument ``i``), and for ``k = -1`` the function whose Jacobian it is; ``f`` is called with copies of its array
+# arguments (``_fresh``), as ``ad.jacobian`` calls it, so that one that writes into them sees the caller's values
+# at every call
 def _entry1(f, i, k):
     def entry(a):
-        return f(a) if k < 0 else np.ravel(f(a))[k]
+        y = f(_fresh(a))
+        return y if k < 0 else np.ravel(y)[k]
     return entry
 
 
 def _entry2(f, i, k):
     def entry(a, b):
-        return f(a, b) if k < 0 else np.ravel(f(a, b))[k]
+        y = f(_fresh(a), _fresh(b))
+        return y if k < 0 else np.ravel(y)[k]
     return entry
 
 
 def _entry3(f, i, k):
     def entry(a, b, c):
-        return f(a, b, c) if k < 0 else np.ravel(f(a, b, c))[k]
+        y = f(_fresh(a), _fresh(b), _fresh(c))
+        return y if k < 0 else np.ravel(y)[k]
     return entry
 
 
 def _hessian_entry1(f, i, k):
     def entry(a):
-        return gradient(f, a)[0] if k < 0 else np.ravel(gradient(f, a)[0])[k]
+        g = gradient(f, _fresh(a))[0]
+        return g if k < 0 else np.ravel(g)[k]
     return entry
 
 
 def _hessian_entry2(f, i, k):
     def entry(a, b):
-        return gradient(f, a, b)[i] if k < 0 else np.ravel(gradient(f, a, b)[i])[k]
+        g = gradient(f, _fresh(a), _fresh(b))[i]
+        return g if k < 0 else np.ravel(g)[k]
     return entry
 
 
 def _hessian_entry3(f, i, k):
     def entry(a, b, c):
-        return gradient(f, a, b, c)[i] if k < 0 else np.ravel(gradient(f, a, b, c)[i])[k]
+        g = gradient(f, _fresh(a), _fresh(b), _fresh(c))[i]
+        return g if k < 0 else np.ravel(g)[k]
     return entry
+
+
+def _fresh(a):
+    return a.copy() if type(a) is np.ndarray else a
 
 
 _PROBED = [_probed1, _probed2, _probed3]

@@ -543,7 +543,8 @@ def made_by_primitive(rule) -> bool:
     transformed code or the layer's own helpers (nested gradients, checkpoints, the store's operations),
     which take the gradients of what they make."""
     module = getattr(rule, "__module__", None) or ""
-    return not module.startswith(_LAYER) or module.startswith(_LAYER + "rules")
+    return not module.startswith(_LAYER) or module.startswith(_LAYER + "rules") \
+        or getattr(rule, "made_by_primitive", False)
 
 
 _LAYER = __name__[:__name__.rindex(".") + 1]   # this package, ``...derive.ad.``
