@@ -274,12 +274,17 @@ def _pass(dy):
 
 def _cut_rule(y, back, copy, x):
     """``runtime.cut`` in gradient code differentiated again: views of the copy made views of the array
-    (the same values); a call that wrote into the copy it was given is refused."""
-    if copy is not x and id(copy) in _inner_store().boxes:
-        raise UnsupportedError("a second differentiation through a call that writes into an array argument "
-                               "written again after it is not supported (mutation)")
+    (the same values); a call that wrote into the copy it was given (its pullback a ``NestedWrite``, or the copy
+    a box) is refused: ``cut``'s bridge of the copy's box to the array's is not differentiated."""
+    if copy is not x and (id(copy) in _inner_store().boxes or type(getattr(back, "back", back)) is NestedWrite):
+        raise UnsupportedError(_WRITTEN_COPY)
     lv = current().level
     return (cut(y, back, copy, x) if lv is None else lv.run(cut, y, back, copy, x)), _cut_back
+
+
+_WRITTEN_COPY = ("a second differentiation through a call that writes into an array argument written again after "
+                 "it (np.add.at(y, i, v) then y *= 2) is not supported by reverse over reverse (mutation); forward "
+                 "over reverse (ad.hessian, ad.hvp) is")
 
 
 def _cut_back(d):

@@ -293,7 +293,9 @@ def cut(y, back, copy, x):
     call keeps it for its derivative), with result ``y`` and pullback ``back``: the result and pullback to
     use.  A result that is a view of the copy (or a list or tuple holding such views) becomes the same view
     of ``x``; a call that wrote into the copy has its writes copied into ``x`` (which becomes a box), and its
-    pullback first hands the gradient ``x`` has after the call to the copy."""
+    pullback first hands the gradient ``x`` has after the call to the copy, then hands back to ``x`` the
+    gradient the call's pullback left in the copy's box (that of ``x`` before the call: ``np.add.at`` leaves
+    it as it is)."""
     if copy is x:
         return y, back
     if type(y) is np.ndarray:
@@ -307,7 +309,9 @@ def cut(y, back, copy, x):
 
     def bridged(dy):
         acc_into(copy, None, take(x, None))
-        return back(dy)
+        grads = back(dy)
+        acc_into(x, None, take(copy, None))   # what the call left in the copy's box: x's before the call
+        return grads
     return y, bridged
 
 
