@@ -11,6 +11,7 @@ import pytest
 import tensorlang as tl
 from tensorlang.codegen.schedule import BLOCK_LANES, SLAB, Schedule
 from oracles import close
+from strategies import type_shape
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,14 +40,6 @@ PROGRAMS = {  # name: (source, whether its statement runs in slabs, sizes (n, m,
 SIZES = [(0, 0, 0), (1, 1, 1), (2, 3, 0), (3, 5, 4), (4, 7, 9)]
 
 
-def _shape(t, sizes: dict) -> tuple:
-    dims = []
-    while hasattr(t, "size"):
-        dims.append(t.size.const + sum(c * sizes[v.name] for v, c in t.size.terms))
-        t = t.elem
-    return tuple(dims)
-
-
 def _run_both(expr, inputs, monkeypatch):
     """The kernel's result with slabs (as compiled) and with every statement a gather, and the slab form's source."""
     slab = tl.compile(expr)
@@ -67,7 +60,7 @@ def test_slabs_give_the_gathers_bits_and_the_evaluators_values(name, monkeypatch
     for k, (n, m, p) in enumerate(SIZES):
         sizes = {"n": n, "m": m, "p": p}
         rng = np.random.default_rng(k)
-        inputs = {v: rng.normal(size=_shape(t, sizes)) for v, t in e.free_vars.items()}
+        inputs = {v: rng.normal(size=type_shape(t, sizes)) for v, t in e.free_vars.items()}
         got, gather, source = _run_both(e, inputs, monkeypatch)
         assert ("tl_slab" in source) == in_slabs
         assert all(np.array_equal(a, b) for a, b in zip(_flat(got), _flat(gather))), (name, sizes)

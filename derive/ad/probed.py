@@ -28,7 +28,7 @@ def probed_code(f, argnums, hessian: bool, n: int):
 
 def _probed1(f, i, entry):
     def jacobian_code(a):
-        y = entry(f, 0, -1)(a)
+        y = entry(f, i, -1)(a)
         rows = []
         for k in range(np.size(y)):
             rows.append(gradient(entry(f, i, k), a)[0])
