@@ -1,13 +1,20 @@
-"""Kernels on Dask beyond one worker and beyond a worker's memory: weak scaling, and a signal ten times a
-worker's memory limit.
+"""Kernels on Dask beyond one worker and beyond a worker's memory: strong scaling, weak scaling, and a signal
+ten times a worker's memory limit.
+
+Strong scaling: the deconvolution loss and its gradient in ``c`` at n = 4 * 10^6 and 4 * 10^7, and the
+gradient of the 2-D stencil energy on grids of as many cells, in 2, 4 and 8 chunks (row blocks), on a
+``LocalCluster`` of 1 and of 2 worker processes of one thread each, inputs made on the workers and persisted.
+Against the same kernels on the whole NumPy arrays in this process, on one thread (the worker's: Dask's
+workers run with ``OMP_NUM_THREADS=1``) and on every core (OpenMP): throughput over theirs, and two workers'
+over one worker's.
 
 Weak scaling: the work per worker fixed, on a ``LocalCluster`` of 1 and then 2 worker processes (one thread
 each): the deconvolution loss and its gradient in ``c`` (``examples/kernel_fit.tl``) on 4 * 10^6 elements
 per worker in two chunks each, and the gradient of the 2-D stencil energy of ``tests/test_dask.py`` on
 about 4 * 10^6 cells per worker in row blocks of about 10^6 cells.  The inputs are made on the workers
 (``da.random``) and persisted before timing; a row's time is the best of a few computations of the
-outputs, an array output summed on the workers (the 2-D gradient is as large as the grid: gathering it to
-the client would time its transfer).  Beside it, the same kernels on the whole NumPy arrays in this process.  Efficiency: the
+outputs, kept on the workers (persisted and waited for: the 2-D gradient is as large as the grid, and
+gathering it to the client would time its transfer).  Beside it, the same kernels on the whole NumPy arrays in this process.  Efficiency: the
 throughput per worker over one worker's (1.0: perfect weak scaling).
 
 Beyond memory: one worker with a memory limit of 512 MiB and a signal of 3.2 * 10^8 elements (``x`` and
@@ -63,9 +70,60 @@ def stencil_grid(rng_seed: int, n: int, blocks: int):
     return {"u": da.random.RandomState(rng_seed).standard_normal((n + 2, n + 2), chunks=(rows, n + 2))}
 
 
+def omp_threads(count: int) -> None:
+    """The number of OpenMP threads of the kernels' parallel loops started from this thread."""
+    import ctypes
+
+    ctypes.CDLL("libgomp.so.1").omp_set_num_threads(count)
+
+
+def on_workers(client, kernels, ins) -> None:
+    """The kernels' results on ``ins`` computed and kept on the workers (persisted, waited for, then
+    released): nothing large moves to the client, and nothing is done to them that this process's kernels
+    do not do."""
+    from dask.distributed import wait
+
+    results = client.persist([k(**ins) for k in kernels])
+    wait(results)
+    del results
+
+
+def strong_rows(kernels, make, label, sizes, chunkings):
+    """Rows of ``label``'s kernels at each size of ``sizes`` in each of ``chunkings`` on 1 and 2 workers:
+    ``make(n, chunks)`` gives the inputs (Dask) and the work in elements."""
+    from dask.distributed import Client, LocalCluster, wait
+
+    local_times = {}
+    for n in sizes:
+        ins, work = make(n, 1)
+        local = {k: (v.compute() if hasattr(v, "compute") else v) for k, v in ins.items()}
+        omp_threads(1)
+        one = best(lambda: [k(**local) for k in kernels], repeat=5)
+        omp_threads(os.cpu_count())
+        every = best(lambda: [k(**local) for k in kernels], repeat=5)
+        local_times[n] = (one, every, work)
+    out, by_one = [], {}
+    for workers in (1, 2):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            for n in sizes:
+                one, every, work = local_times[n]
+                for chunks in chunkings:
+                    ins, _ = make(n, chunks)
+                    ins = {k: (client.persist(v) if hasattr(v, "compute") else v) for k, v in ins.items()}
+                    wait([v for v in ins.values() if hasattr(v, "compute")])
+                    t = best(lambda: on_workers(client, kernels, ins), repeat=5)
+                    by_one.setdefault((n, chunks), t)
+                    tasks = sum(len(dict(k(**ins).__dask_graph__())) for k in kernels)
+                    out.append(f"| {label} | {n:,} | {chunks} | {workers} | {tasks} | {t * 1e3:.0f} | "
+                               f"{work / t / 1e6:.0f} | {one / t:.2f}x | {every / t:.2f}x | "
+                               f"{by_one[(n, chunks)] / t:.2f}x | {os.getloadavg()[0]:.1f} |")
+                    print(out[-1], flush=True)
+    return out, local_times
+
+
 def weak_rows(kernels, make, sizes, label):
     """One row per number of workers: ``make(workers)`` gives the inputs (Dask) and the work in elements."""
-    import dask
     from dask.distributed import Client, LocalCluster, wait
 
     out, first = [], None
@@ -77,10 +135,7 @@ def weak_rows(kernels, make, sizes, label):
                           dashboard_address=None) as cluster, Client(cluster) as client:
             ins = {k: (client.persist(v) if hasattr(v, "compute") else v) for k, v in ins.items()}
             wait(list(ins.values()))
-
-            def run():   # (an array output summed on the workers: nothing large moves to the client)
-                dask.compute(*[o.sum() if o.ndim else o for o in (k(**ins) for k in kernels)])
-            t = best(run, repeat=5)
+            t = best(lambda: on_workers(client, kernels, ins), repeat=5)
         per_worker = work / t / workers
         first = first or per_worker
         out.append(f"| {label} | {workers} | {sizes(workers)} | {work / 1e6:.1f} | {t * 1e3:.0f} | "
@@ -125,7 +180,23 @@ def main(quick: bool = False) -> str:
     stencil = (tl.compile(tl.grad(tl.parse(STENCIL), "u")),)
     side = {w: int(round((PER_WORKER * w) ** 0.5)) for w in (1, 2)}
     lines = [f"Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the start; one thread per "
-             "worker.", "", "## Weak scaling", "",
+             "worker.", "", "## Strong scaling", "",
+             "| program | size | chunks | workers | tasks | time (ms) | M elements/s | vs the kernel on 1 thread | "
+             "vs the kernel on every core | over 1 worker | load |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    sizes = (4_000_000,) if quick else (4_000_000, 40_000_000)
+    kernels_at = []
+    for kernels, make, label in (
+            (deconv, lambda n, k: (deconvolution(0, n, k), n), "deconvolution loss + gradient"),
+            (stencil, lambda n, k: (stencil_grid(0, int(round(n ** 0.5)), k), int(round(n ** 0.5)) ** 2),
+             "2-D stencil gradient")):
+        rows, local = strong_rows(kernels, make, label, sizes, (2, 4, 8))
+        lines += rows
+        kernels_at += [f"{label} at {n:,}: {one * 1e3:.0f} ms on 1 thread, {every * 1e3:.0f} ms on every core"
+                       for n, (one, every, _) in local.items()]
+    lines += ["", "The kernels on the whole NumPy arrays in this process: " + "; ".join(kernels_at) + ". `size`: "
+              "the signal's length, or the grid's cells (a square grid, in row blocks). `over 1 worker`: one "
+              "worker's time over this row's.", "", "## Weak scaling", "",
              "| program | workers | size | M elements | time (ms) | M elements/s | per worker, over one worker's | "
              "this process, NumPy inputs (ms) | vs this process | load |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -28,12 +28,21 @@ candidates from the latest to the earliest, so a chain fuses as far back as it c
 is no Dask key: a block reads its inputs' chunks once and writes its result, and the statements between
 never leave the task.  ``fuse=False`` runs every statement as blocks of its own.
 
+**Runs.**  A block whose windows of chunked variables cross a chunk edge would have those windows joined
+(copied) by its task.  Instead its task runs the block program on pieces of the block (``_runs``): an
+interior whose windows each lie in one chunk, read in place, and the thin rims around it, whose small
+windows are joined.  The pieces are cut along the block's sum dimensions, their partial results added,
+or, for a block split along no sum, along the generator of the result's first axis, each piece written
+into its rows of the block's slab (``in_pieces``).  Windows of fewer than ``IN_PLACE`` elements are joined whole: a copy costs less than a second
+run.  The deconvolution's block ``[lo, hi)`` reads ``x[lo : hi + m - 1)``: its interior ``[lo, hi - m +
+1)`` reads ``x``'s chunk itself and its rim the ``2 (m - 1)`` elements around the edge.
+
 **Footprints.**  A block's ``Footprint`` is the bytes its task needs: its windows and whole reads, its
 result and its block program's workspace (the windows of the statements fused into it among them), all
 at sizes the plan knows.  The block programs a plan needs are compiled once, together (one compiler
 run).
 
-**Plans are cached** per sizes, input chunks, ``chunks`` and ``fuse`` (an optimiser's loop calls with
+**Plans are cached** per sizes, input chunks, ``chunks``, ``fuse`` and ``IN_PLACE`` (an optimiser's loop calls with
 the same), and so are their Dask tasks (``Plan.graph``, a ``dask_graph.Graph``): a call on inputs of a
 chunking seen before computes no footprint and makes no task.
 """
@@ -60,6 +69,8 @@ from .generate import emitter_for
 __all__ = ["Blocked", "Footprint", "Plan", "StatementPlan", "RECOMPUTE"]
 
 RECOMPUTE = 2  # a fused statement's windows, over all its reader's blocks, hold at most this many times its elements
+IN_PLACE = 1 << 16  # a block is run in pieces where the windows it would join hold at least this many elements
+# (below it, copying them costs less than running the block program more than once)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -98,27 +109,41 @@ class StatementPlan:
     cuts: list
     blocks: list
     boxes: list  # per block: {Var: box or None}
+    runs: list  # per block: [(piece of the block, its boxes)], the block itself when it is run whole
     shape: tuple
     chunks: tuple  # of its result: the gen splits' cuts on their axes, whole elsewhere
-    sizes: list = field(default_factory=list)  # per block: {size name: value}
-    footprints: list = field(default_factory=list)  # per block: Footprint
+    sizes: list = field(default_factory=list)  # per block: per run {size name: value}
+    run_footprints: list = field(default_factory=list)  # per block: per run Footprint
+    footprints: list = field(default_factory=list)  # per block: Footprint (of its largest run, and the sum)
 
     def measure(self, plan_sizes: dict) -> None:
-        """Fill ``sizes`` and ``footprints``: each block's sizes are the plan's, each split's offset and
-        length, each window's lower corner and lengths (an empty window: lengths 0 at 0); its footprint
-        is the bytes of its block program's arguments and workspace at those sizes."""
+        """Fill ``sizes`` and ``footprints``: each run's sizes are the plan's, each split's offset and
+        length, each window's lower corner and lengths (an empty window: lengths 0 at 0); a run's footprint
+        is the bytes of its block program's arguments and workspace at those sizes.  A block run in pieces
+        holds the windows and workspace of its largest run and its result: the runs' sum and one run's
+        partial result, or the slab its runs write their rows into."""
         from .runtime import argument_bytes
 
         bp = self.program
-        for block, boxes in zip(self.blocks, self.boxes):
-            sizes = dict(plan_sizes)
-            for (off, length), (lo, hi) in zip(bp.sizes, block):
-                sizes[off.name], sizes[length.name] = lo, hi - lo
-            for v, (_, los, lens) in bp.windows.items():
-                for s, t, (a, b) in zip(los, lens, boxes.get(v) or tuple((0, 0) for _ in los)):
-                    sizes[s.name], sizes[t.name] = a, b - a
+        for runs in self.runs:
+            sizes, prints = [], []
+            for block, boxes in runs:
+                at = dict(plan_sizes)
+                for (off, length), (lo, hi) in zip(bp.sizes, block):
+                    at[off.name], at[length.name] = lo, hi - lo
+                for v, (_, los, lens) in bp.windows.items():
+                    for s, t, (a, b) in zip(los, lens, boxes.get(v) or tuple((0, 0) for _ in los)):
+                        at[s.name], at[t.name] = a, b - a
+                sizes.append(at)
+                prints.append(Footprint(*argument_bytes(bp.library.meta, at, bp.library.meta["dtype"])))
+            largest = max(prints, key=lambda f: f.inputs + f.temporaries)
+            if len(prints) > 1:
+                summed = any(sp.kind == "sum" for sp in bp.splits)
+                largest = Footprint(largest.inputs, 2 * largest.outputs if summed else
+                                    sum(f.outputs for f in prints), largest.temporaries)
             self.sizes.append(sizes)
-            self.footprints.append(Footprint(*argument_bytes(bp.library.meta, sizes, bp.library.meta["dtype"])))
+            self.run_footprints.append(prints)
+            self.footprints.append(largest)
 
     def footprint(self) -> Footprint:
         """The largest footprint of its blocks."""
@@ -138,17 +163,23 @@ class StatementPlan:
         what = {"gen": "slabs, concatenated", "sum": "partial sums, added"}
         lines = head + ["  split along " + ", ".join(
             f"{sp.kind} {sp.var.name} in {len(cut)} ({what[sp.kind]})" for sp, cut in zip(bp.splits, self.cuts))]
-        made = [m.var for m in bp.fused]
-        for block, bx in zip(self.blocks, self.boxes):
-            reads = "  ".join(_box_str(v, b) for v, b in bx.items() if v not in made) or "-"
-            computed = "  ".join(_box_str(v, bx[v]) for v in made)
-            at = ", ".join(f"{sp.var.name} in [{lo}, {hi})" for sp, (lo, hi) in zip(bp.splits, block))
-            lines.append(f"  {at}: {reads}" + (f"; computing {computed}" if computed else ""))
+        for block, bx, runs in zip(self.blocks, self.boxes, self.runs):
+            lines.append(f"  {self._line(block, bx)}")
+            if len(runs) > 1:
+                lines += [f"    run {self._line(piece, b)}" for piece, b in runs]
         lines.append(f"  a task holds at most {self.footprint()}")
         whole = [v.name for v in bp.reads if v not in bp.windows]
         if whole:
             lines.append(f"  whole: {', '.join(whole)}")
         return "\n".join(lines)
+
+    def _line(self, block, bx) -> str:
+        """A block (or a run of one): where it is and the windows it reads and computes."""
+        made = [m.var for m in self.program.fused]
+        reads = "  ".join(_box_str(v, b) for v, b in bx.items() if v not in made) or "-"
+        computed = "  ".join(_box_str(v, bx[v]) for v in made)
+        at = ", ".join(f"{sp.var.name} in [{lo}, {hi})" for sp, (lo, hi) in zip(self.program.splits, block))
+        return f"{at}: {reads}" + (f"; computing {computed}" if computed else "")
 
 
 def _box_str(v: Var, b) -> str:
@@ -244,7 +275,7 @@ class Blocked:
         sizes = infer_sizes(self.expr, inputs)
         layout = _input_chunks(self.expr, inputs)
         key = (tuple(sorted(sizes.items())), tuple(sorted((v.name, c) for v, c in layout.items())), chunks,
-               bool(fuse))
+               bool(fuse), IN_PLACE)
         if key not in self._plans:
             if len(self._plans) >= 8:
                 self._plans.pop(next(iter(self._plans)))
@@ -266,7 +297,10 @@ class Blocked:
             stmt, (splits, cuts) = self.statements[k], choices[k]
             shape = shape_at(stmt.value.type, sizes) if ndims(stmt.value.type) >= 0 else ()
             bp = self._programs[self._key(k, splits, fused)]
-            plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, shape, _result_chunks(shape, splits, cuts)))
+            members = [*fused, k]
+            runs = [self._runs(members, splits, b, bx, sizes, layout) for b, bx in zip(blocks, boxes)]
+            plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, runs, shape,
+                                       _result_chunks(shape, splits, cuts)))
             plans[-1].measure(sizes)
         return Plan(sizes, plans, self.output, self.dtype, inputs_layout)
 
@@ -302,8 +336,48 @@ class Blocked:
 
     def _boxes(self, members: list, splits: tuple, blocks: list, sizes: dict) -> list:
         """Per block, ``group_boxes`` of the statements ``members`` (indices, the reader last)."""
-        stmts = tuple(self.statements[j] for j in members)
-        return [group_boxes(stmts, splits, b, sizes) for b in blocks] if splits else [{}]
+        return [group_boxes(self._members(members), splits, b, sizes) for b in blocks] if splits else [{}]
+
+    def _runs(self, members: list, splits: tuple, block: tuple, boxes: dict, sizes: dict, layout: dict) -> list:
+        """The runs of a block (module docstring, "Runs"): ``[(piece, boxes)]``, the block itself, or, where
+        windows of chunked variables cross chunk edges (``IN_PLACE`` elements or more of them), the block cut
+        into an interior whose windows each lie in one chunk and the rims around it, along its sum
+        dimensions (``in_pieces``).  Each such dimension is pulled in at both ends by the most any window
+        overshoots the chunk it mostly lies in (at its far end, or at its near end for a read that runs
+        backwards), where that removes crossings; the interior is kept only when it crosses no edge and
+        holds at least as much as its rims."""
+        made = {self.statements[j].var for j in members}
+        chunked = {v: layout[v] for v in boxes if v not in made and v in layout and boxes[v] is not None}
+
+        def crossings(bx: dict) -> int:
+            return sum(_crosses(a, b, ax) for v, c in chunked.items() for (a, b), ax in zip(bx[v], c))
+
+        dims = in_pieces(splits)
+        joined = sum(_volume(boxes[v]) for v, c in chunked.items()
+                     if any(_crosses(a, b, ax) for (a, b), ax in zip(boxes[v], c)))
+        if not dims or not joined or joined < IN_PLACE:
+            return [(block, boxes)]
+        ends = [(_widest(a, b, ax), (a, b)) for v, c in chunked.items() for (a, b), ax in zip(boxes[v], c)]
+        near = max(max(0, clo - a) for (clo, _), (a, _) in ends)
+        far = max(max(0, b - chi) for (_, chi), (_, b) in ends)
+        inner, left = list(block), crossings(boxes)
+        for d in dims:
+            lo, hi = block[d]
+            for a, b in ((near, far), (far, near)):
+                trial = inner[:d] + [(lo + a, hi - b)] + inner[d + 1:]
+                if lo + a < hi - b:
+                    now = crossings(group_boxes(self._members(members), splits, tuple(trial), sizes))
+                    if now < left:
+                        inner, left = trial, now
+                        break
+        if left or _volume(inner) * 2 < _volume(block):
+            return [(block, boxes)]
+        pieces = [[(lo, a), (a, b), (b, hi)] for (lo, hi), (a, b) in zip(block, inner)]
+        return [(piece, group_boxes(self._members(members), splits, piece, sizes))
+                for piece in itertools.product(*pieces) if all(a < b for a, b in piece)]
+
+    def _members(self, members: list) -> tuple:
+        return tuple(self.statements[j] for j in members)
 
     @staticmethod
     def _choice(stmt: Statement, sizes: dict, layout: dict, chunks):
@@ -382,6 +456,35 @@ def _edges(sp: Split, extent: int, stmt: Statement, layout: dict, chunks) -> lis
                     if edges:
                         return edges
     return []
+
+
+def in_pieces(splits: tuple) -> list:
+    """The dimensions along which a block of a statement split along ``splits`` is run in pieces (module
+    docstring, "Runs"): its sum dimensions, whose pieces' partial results its task adds; or, without one, its
+    generator dimension of the result's first axis, whose pieces the task writes into their rows of the
+    block's slab (rows of a C-ordered array are one stretch of memory: a piece written in place)."""
+    sums = [d for d, sp in enumerate(splits) if sp.kind == "sum"]
+    return sums or [d for d, sp in enumerate(splits) if sp.kind == "gen" and sp.axis == 0]
+
+
+def _crosses(a: int, b: int, lengths: tuple) -> bool:
+    """Whether ``[a, b)`` spans more than one of the chunks of ``lengths``."""
+    edge = 0
+    for length in lengths[:-1]:
+        edge += length
+        if a < edge < b:
+            return True
+    return False
+
+
+def _widest(a: int, b: int, lengths: tuple) -> tuple:
+    """The chunk ``(lo, hi)`` of ``lengths`` that holds most of ``[a, b)``."""
+    best, start = (0, lengths[0]), 0
+    for length in lengths:
+        if min(b, start + length) - max(a, start) > min(b, best[1]) - max(a, best[0]):
+            best = (start, start + length)
+        start += length
+    return best
 
 
 def _volume(bx) -> int:

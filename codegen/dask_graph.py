@@ -2,7 +2,8 @@
 
 Every block of a statement is one task: ``run_block(library, sizes, args, pieces)`` runs the
 statement's block program (with the statements fused into it) on the windows that isl computed for it of
-the inputs and intermediates it reads, and returns the block as a NumPy array; a fused statement is
+the inputs and intermediates it reads, once per run of the block (``codegen.blocks``, "Runs": pieces of a
+block split along a sum, whose partial results it adds), and returns the block as a NumPy array; a fused statement is
 computed inside the task and is no key of the graph.  A split generator's blocks are the chunks of the statement's
 result, a split sum's partial results are added by a tree of tasks (``Graph.FAN_IN`` at a time), a
 statement left whole is one task.  A window of a Dask array is the grid of its chunks' parts (a slicing
@@ -104,12 +105,37 @@ def _library_folder() -> str:
         return _FOLDER[0]
 
 
-def run_block(library: BlockLibrary, sizes: dict, args: dict, pieces: dict) -> np.ndarray:
-    """One task: the block program on its windows; a scalar result as a 0-d array.  ``pieces`` holds the
-    windows of lazy values: a chunk's part as it is, or the grid of its chunks' parts (nested lists),
-    joined here."""
+def run_block(library: BlockLibrary, sizes: list, args: list, pieces: list, rows=None) -> np.ndarray:
+    """One task: the block program run on each of the block's runs (``codegen.blocks``, "Runs"), per run
+    its sizes, its windows of values on the client (``args``) and of lazy values (``pieces``).  The runs'
+    partial results are added; or, with ``rows`` (the block's slab shape and each run's rows in it), each
+    run writes its rows of the slab."""
+    if rows is not None:
+        shape, spans = rows
+        slab = library.runner().output(shape, 0)   # (memory recycled from an earlier slab, as a result's)
+        for (a, b), at, given, grids in zip(spans, sizes, args, pieces):
+            run_program(library, at, given, grids, into=slab[a:b])
+        return slab
+    total = run_program(library, sizes[0], args[0], pieces[0])
+    for at, given, grids in zip(sizes[1:], args[1:], pieces[1:]):
+        total += run_program(library, at, given, grids)
+    return total
+
+
+def run_program(library: BlockLibrary, sizes: dict, args: dict, pieces: dict, into=None) -> np.ndarray:
+    """The block program on its windows; a scalar result as a 0-d array.  ``pieces`` holds the windows of
+    lazy values: a chunk's part as it is, or the grid of its chunks' parts (nested lists), joined here.
+    ``into``: the array the result is written to (of the result's shape exactly), returned."""
     joined = {name: np.block(grid) if isinstance(grid, list) else grid for name, grid in pieces.items()}
-    return np.asarray(library.runner()(**args, **joined, **sizes))
+    runner = library.runner()
+    if into is None:
+        return np.asarray(runner(**args, **joined, **sizes))
+    inputs = {**args, **joined, **sizes}
+    (shape,) = runner.output_shapes(inputs)
+    if tuple(shape) != into.shape:
+        raise ShapeError(f"a block program's result of shape {tuple(shape)} written into rows of shape {into.shape}")
+    runner.run(inputs, outputs=[into])
+    return into
 
 
 def _add(*parts):
@@ -197,21 +223,31 @@ class Graph:
         wanted = set(bp.library.meta["sizes"])
         ndim = len(sp.shape)
         cut_indices = list(itertools.product(*(range(len(c)) for c in sp.cuts)))
-        for block_sizes, cut_index, boxes in zip(sp.sizes, cut_indices, sp.boxes):
-            pieces, others = [], []
-            for v in bp.reads:
-                bx, name = None, v.name
-                if v in bp.windows:
-                    w, los, _ = bp.windows[v]
-                    bx = boxes.get(v) or tuple((0, 0) for _ in los)
-                    name = w.name
-                if v in self.of_var:
-                    pieces.append((name, self._grid(*self.of_var[v], bx)))
-                else:
-                    others.append((name, v, bx))
-            sizes = {s: int(x) for s, x in block_sizes.items() if s in wanted}
+        first = [d for d, split in enumerate(bp.splits) if split.kind == "gen" and split.axis == 0]
+        for run_sizes, cut_index, block, runs in zip(sp.sizes, cut_indices, sp.blocks, sp.runs):
+            made = []
+            for at, (_, boxes) in zip(run_sizes, runs):
+                pieces, others = [], []
+                for v in bp.reads:
+                    bx, name = None, v.name
+                    if v in bp.windows:
+                        w, los, _ = bp.windows[v]
+                        bx = boxes.get(v) or tuple((0, 0) for _ in los)
+                        name = w.name
+                    if v in self.of_var:
+                        pieces.append((name, self._grid(*self.of_var[v], bx)))
+                    else:
+                        others.append((name, v, bx))
+                made.append(({s: int(x) for s, x in at.items() if s in wanted}, tuple(pieces), tuple(others)))
             index = cut_index if summed else _out_index(bp.splits, cut_index, ndim)
-            self.blocks.append((partial, index, bp.library.key, sizes, tuple(pieces), tuple(others)))
+            rows = None
+            if len(runs) > 1 and not summed:   # (pieces of the slab's rows: codegen.blocks.in_pieces)
+                (d,), slab = first, list(sp.shape)
+                for split, (lo, hi) in zip(bp.splits, block):
+                    slab[split.axis] = hi - lo
+                rows = (tuple(slab), tuple((piece[d][0] - block[d][0], piece[d][1] - block[d][0])
+                                           for piece, _ in runs))
+            self.blocks.append((partial, index, bp.library.key, tuple(made), rows))
         if summed:
             self._sums(out, partial, bp.splits, cut_indices, ndim)
         if sp.stmt.var is not None:
@@ -292,16 +328,21 @@ class Graph:
         dsk: dict = {f"tl-library-{key}": library for key, library in self.libraries.items()}
         for slot, index, fn, refs, literals in self.tasks:
             dsk[(names[slot],) + index] = (fn, *(_key(names, r) for r in refs), *literals)
-        for slot, index, library, sizes, pieces, others in self.blocks:
-            grids, args = [[name, _named(names, grid)] for name, grid in pieces], {}
-            for name, v, bx in others:
-                if v in delayed:
-                    d = delayed[v] if bx is None else dask.delayed(_window, pure=True)(delayed[v], bx, v)
-                    deps.append(d)
-                    grids.append([name, d.key])
-                else:
-                    args[name] = client[v] if bx is None else _window(client[v], bx, v)
-            dsk[(names[slot],) + index] = (run_block, f"tl-library-{library}", sizes, args, (dict, grids))
+        for slot, index, library, runs, rows in self.blocks:
+            sizes, given, lazy_ones = [], [], []
+            for at, pieces, others in runs:
+                grids, args = [[name, _named(names, grid)] for name, grid in pieces], {}
+                for name, v, bx in others:
+                    if v in delayed:
+                        d = delayed[v] if bx is None else dask.delayed(_window, pure=True)(delayed[v], bx, v)
+                        deps.append(d)
+                        grids.append([name, d.key])
+                    else:
+                        args[name] = client[v] if bx is None else _window(client[v], bx, v)
+                sizes.append(at)
+                given.append(args)
+                lazy_ones.append((dict, grids))
+            dsk[(names[slot],) + index] = (run_block, f"tl-library-{library}", sizes, given, lazy_ones, rows)
         out = {}
         for made, (slot, chunks) in self.outputs.items():
             graph = HighLevelGraph.from_collections(names[slot], dsk, dependencies=deps)

@@ -372,6 +372,10 @@ class Arguments:
             return size_arr, args, [np.empty(shape, self.dtype) for shape in out_shapes]
         return size_arr, args, [self.output(shape, k) for k, shape in enumerate(out_shapes)]
 
+    def output_shapes(self, inputs: dict) -> list:
+        """The shapes of the results on ``inputs``, after all checks."""
+        return self._checked(inputs)[2]
+
     def _checked(self, inputs: dict):
         sizes: dict[str, int] = {}
         size_names = self.meta["sizes"]
@@ -635,7 +639,8 @@ class Runner(Arguments):
         try:
             ws = self._workspaces.pop()
         except IndexError:
-            ws = None
-        if ws is None or ws.nbytes < total or ws.nbytes > 4 * total + (1 << 20):
-            ws = np.empty(total, dtype=np.uint8)
+            return np.empty(total, dtype=np.uint8)
+        if ws.nbytes < total or ws.nbytes > 4 * total + (1 << 20):
+            self._workspaces.append(ws)   # (kept for a call at its size: the runs of a Dask block alternate sizes)
+            return np.empty(total, dtype=np.uint8)
         return ws

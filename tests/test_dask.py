@@ -128,13 +128,22 @@ def test_bad_inputs_are_shape_errors(deconv):
 # -- footprints: what each task reads is the isl box --------------------------------------------------
 
 
+@pytest.fixture
+def in_pieces(monkeypatch):
+    """Blocks run in pieces (``codegen.blocks``, "Runs") at every size, not only where the windows they would
+    join are large."""
+    from tensorlang.codegen import blocks
+
+    monkeypatch.setattr(blocks, "IN_PLACE", 1)
+
+
 def recorded_reads(kernel, inputs, monkeypatch, fuse=True):
-    """``[(sizes, {argument: shape})]`` of every task of ``kernel(**inputs)`` (its statements fused where
-    they can be, or not), computed synchronously."""
+    """``[(entry, sizes, {argument: shape})]`` of every run of a block program in ``kernel(**inputs)`` (its
+    statements fused where they can be, or not), computed synchronously."""
     from tensorlang.codegen import dask_graph
 
     seen = []
-    run = dask_graph.run_block
+    run = dask_graph.run_program
 
     def spy(library, sizes, args, pieces):
         shapes = {k: np.shape(v) for k, v in args.items()}
@@ -142,12 +151,12 @@ def recorded_reads(kernel, inputs, monkeypatch, fuse=True):
         seen.append((library.meta["entry"], sizes, shapes))
         return run(library, sizes, args, pieces)
 
-    monkeypatch.setattr(dask_graph, "run_block", spy)
+    monkeypatch.setattr(dask_graph, "run_program", spy)
     value = computed(kernel.blocks(inputs, fuse=fuse).collection(inputs))
     return value, seen
 
 
-def test_convolution_blocks_read_their_m_minus_1_halo(deconv, monkeypatch):
+def test_convolution_blocks_read_their_m_minus_1_halo(deconv, monkeypatch, in_pieces):
     loss, _ = deconv
     rng = np.random.default_rng(4)
     n, m = 1000, 9
@@ -155,11 +164,36 @@ def test_convolution_blocks_read_their_m_minus_1_halo(deconv, monkeypatch):
     value, seen = recorded_reads(loss, {**ins, "x": da.from_array(ins["x"], chunks=100)}, monkeypatch)
     assert close(value, loss(**ins))
     conv = [(sizes, shapes) for _, sizes, shapes in seen if "x" in shapes]
-    assert len(conv) == 10  # blocks cut where x is cut: [0, 100), ..., [900, 1000)
-    for sizes, shapes in conv:
-        lo, length = sizes["blk_off"], sizes["blk_len"]
-        assert shapes["x"] == (min(length + m - 1, n + m - 1 - lo),)  # the block and its m - 1 halo
-        assert shapes["c"] == (m,)
+    runs = sorted((sizes["blk_off"], sizes["blk_len"], shapes["x"][0]) for sizes, shapes in conv)
+    # blocks cut where x is cut, [0, 100), ..., [900, 1000), each the runs [lo, lo + 100 - m + 1), which read
+    # x's chunk [lo, lo + 100) itself, and [lo + 100 - m + 1, lo + 100), whose m - 1 halo crosses into the
+    # next chunk (the last block's into x's last chunk, of 8)
+    rims = [(lo + 100 - m + 1, m - 1, 2 * (m - 1)) for lo in range(0, 1000, 100)]
+    interiors = [(lo, 100 - m + 1, 100) for lo in range(0, 1000, 100)]
+    assert runs == sorted(rims + interiors)
+    assert all(shapes["c"] == (m,) for _, shapes in conv)
+
+
+def test_a_block_split_along_a_sum_reads_its_chunks_in_place(deconv, monkeypatch, in_pieces):
+    """A block's interior run is given the chunk itself (no copy), and only its rim is joined."""
+    from tensorlang.codegen import dask_graph
+
+    loss, _ = deconv
+    ins = deconv_inputs(400, 5, np.random.default_rng(14))
+    x = da.from_array(ins["x"], chunks=((100, 100, 100, 104),))
+    chunks = dask.compute(*x.to_delayed().ravel())
+    given = []
+    run = dask_graph.run_program
+
+    def spy(library, sizes, args, pieces):
+        given.extend(v for v in pieces.values() if not isinstance(v, list))
+        return run(library, sizes, args, pieces)
+
+    monkeypatch.setattr(dask_graph, "run_program", spy)
+    value = loss(**{**ins, "x": x}).compute(scheduler="sync")
+    assert close(float(value), loss(**ins))
+    whole = [a for a in given if a.shape == (100,)]
+    assert len(whole) == 3 and all(any(np.shares_memory(a, c) for c in chunks) for a in whole)
 
 
 def test_fused_stencil_gradient_blocks_read_their_two_cell_halo(monkeypatch):
@@ -198,14 +232,15 @@ def test_stencil_blocks_read_their_one_cell_border(monkeypatch):
         assert shape == (min(hi, n) - max(lo - 2, 0), n)
 
 
-def test_stencil_tiles_read_their_one_cell_border(monkeypatch):
+def test_stencil_tiles_read_their_one_cell_border(monkeypatch, in_pieces):
     energy = tl.parse(STENCIL)
     value_k = tl.compile(energy)
     n = 40
     u = np.random.default_rng(6).standard_normal((n + 2, n + 2))
     value, seen = recorded_reads(value_k, {"u": da.from_array(u, chunks=(11, 16))}, monkeypatch)
     assert close(float(value), value_k(u=u))
-    assert len(seen) == 4 * 3  # u's 4 x 3 chunks cut the sum over i and j into tiles
+    # u's 4 x 3 chunks cut the sum over i and j into tiles, each run as its interior and rims
+    assert sum(sizes["blk_len"] * sizes["blk_len_1"] for _, sizes, _ in seen) == n * n
     for _, sizes, shapes in seen:  # the tile [i0, i0 + B0) x [j0, j0 + B1) reads u[i0 : i0 + B0 + 2, j0 : j0 + B1 + 2]
         assert shapes["u"] == (sizes["blk_len"] + 2, sizes["blk_len_1"] + 2)
 
@@ -218,34 +253,40 @@ def test_plan_prints_the_footprints(deconv):
     assert "partial sums, added" in text
 
 
+@pytest.mark.parametrize("blocks_run", ["whole", "in pieces"])
 @pytest.mark.parametrize("wrt", ["x and c", "x"])
-def test_a_block_task_allocates_its_footprint(deconv, wrt):
-    """The footprint the plan gives each block task is what the task allocates: its windows (cut here
-    afresh, as a task joins them), its result and its temporaries, traced while one block runs alone."""
+def test_a_block_task_allocates_its_footprint(deconv, wrt, blocks_run, monkeypatch):
+    """The footprint the plan gives each run of a block is what the run allocates: its windows (cut here
+    afresh, as a task joins them), its result and its temporaries, traced while one run goes alone.  A
+    block run in pieces holds the windows and workspace of its largest run and its result: the runs' sum
+    and one run's partial result, or the slab its runs write their rows into."""
     import tracemalloc
 
+    from tensorlang.codegen import blocks
     from tensorlang.codegen.build import load
     from tensorlang.codegen.runtime import Runner
 
+    if blocks_run == "in pieces":
+        monkeypatch.setattr(blocks, "IN_PLACE", 1)
     grad = deconv[1] if wrt == "x and c" else tl.compile(tl.grad(tl.parse(DECONV), "x"))
     n, m, size = 200_000, 16, 50_000
     rng = np.random.default_rng(5)
     values = deconv_inputs(n, m, rng)
     plan = grad.blocks({"x": da.from_array(values["x"], chunks=size), "c": values["c"],
                         "z": da.from_array(values["z"], chunks=size)})
-    if wrt == "x and c":  # the block of dX8 with X8 fused into it: x, z and c read, dX8 written
+    if wrt == "x and c" and blocks_run == "whole":  # the block of dX8 with X8 fused into it: x, z, c read
         assert plan.footprint().total == 3 * size * 8 + m * 8 + (m - 1) * 8
-    else:  # the gradient's block with X8 and dX8 fused into it: dX8's window (a 15 halo) its workspace
+    elif blocks_run == "whole":  # the gradient's block with X8 and dX8 fused into it: dX8's window (a 15 halo)
         assert plan.footprint().temporaries >= (size + m - 1) * 8
     for sp in plan.statements:
         if sp.stmt.var is not None:  # an intermediate's values do not change what its readers allocate
             values[sp.stmt.var.name] = rng.standard_normal(sp.shape)
         library = sp.program.library
         loaded = load(library._materialise())
-        for k in (0, 1, len(sp.blocks) - 1):
-            run = Runner(library.meta, loaded)  # a runner per block: no output or workspace pooled yet
-            sizes = {s: v for s, v in sp.sizes[k].items() if s in library.meta["sizes"]}
-            windows = {v: sp.boxes[k].get(v) for v in sp.program.windows}
+        for k, j in [(k, j) for k in (0, 1, len(sp.blocks) - 1) for j in range(len(sp.runs[k]))]:
+            run = Runner(library.meta, loaded)  # a runner per run: no output or workspace pooled yet
+            sizes = {s: v for s, v in sp.sizes[k][j].items() if s in library.meta["sizes"]}
+            windows = {v: sp.runs[k][j][1].get(v) for v in sp.program.windows}
             tracemalloc.start()
             args = {}
             for v in sp.program.reads:  # what the task is given: not X8, computed in it
@@ -257,11 +298,17 @@ def test_a_block_task_allocates_its_footprint(deconv, wrt):
             out = run(**args, **sizes)
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
-            fp = sp.footprints[k]
+            fp = sp.run_footprints[k][j]
             assert sum(a.nbytes for a in args.values()) == fp.inputs
             assert np.asarray(out).nbytes == fp.outputs or (np.ndim(out) == 0 and fp.outputs == 8)
             assert fp.total <= peak <= fp.total + 64 * 1024, (sp.stmt.var, k, fp, peak)
             del out, args
+        for prints, whole in zip(sp.run_footprints, sp.footprints):
+            largest = max(prints, key=lambda f: f.inputs + f.temporaries)
+            result = (2 * largest.outputs if any(s.kind == "sum" for s in sp.program.splits)
+                      else sum(f.outputs for f in prints)) if len(prints) > 1 else largest.outputs
+            assert whole.total == largest.inputs + largest.temporaries + result
+    assert blocks_run == "whole" or any(len(runs) > 1 for sp in plan.statements for runs in sp.runs)
 
 
 # -- a plan's graph is made once and named after each call's inputs ------------------------------------
@@ -346,15 +393,17 @@ def lazy_inputs(expr, ins, rng):
     return out
 
 
-def _check_blockwise(k, expr, ins, rng) -> int:
+def _check_blockwise(k, expr, ins, rng) -> tuple:
     """``k`` on lazy inputs with random chunks, blocks following them and blocks of 1 to 3 elements,
-    against ``k`` on the whole arrays; returns how many statements the second plan split."""
+    against ``k`` on the whole arrays; returns how many statements the second plan split, and how many
+    blocks of both plans run in pieces."""
     lz = lazy_inputs(expr, ins, rng)
     ref = k(**ins)
     assert close(computed(k(**lz)), ref), str(expr)
     plan = k.blocks(lz, chunks=int(rng.integers(1, 4)))
     assert close(computed(plan.collection(lz)), ref), f"{expr}\n{plan}"
-    return sum(bool(sp.program.splits) for sp in plan.statements)
+    pieces = sum(len(runs) > 1 for p in (k.blocks(lz), plan) for sp in p.statements for runs in sp.runs)
+    return sum(bool(sp.program.splits) for sp in plan.statements), pieces
 
 
 def _with_loops(cases: list, count: int) -> list:
@@ -362,11 +411,19 @@ def _with_loops(cases: list, count: int) -> list:
     return [(e, ins) for e, ins in cases if "sum(" in str(e) or "gen(" in str(e)][:count]
 
 
-def test_generated_programs_on_random_chunkings():
+@pytest.mark.parametrize("blocks_run", ["whole", "in pieces"])
+def test_generated_programs_on_random_chunkings(blocks_run, monkeypatch):
+    """At these sizes blocks run whole; with ``IN_PLACE`` at 1, a block split along a sum whose windows
+    cross chunk edges runs in pieces."""
+    from tensorlang.codegen import blocks
+
+    if blocks_run == "in pieces":
+        monkeypatch.setattr(blocks, "IN_PLACE", 1)
     cases = _with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 80), 24)
     rng = np.random.default_rng(6)
-    split = [_check_blockwise(tl.compile(expr), expr, ins, rng) for expr, ins in cases]
+    split, pieces = zip(*(_check_blockwise(tl.compile(expr), expr, ins, rng) for expr, ins in cases))
     assert sum(s > 0 for s in split) >= len(cases) // 4, split  # the splitting is exercised
+    assert sum(pieces) >= 4 if blocks_run == "in pieces" else sum(pieces) == 0, pieces
 
 
 def generated_gradients(drawn: int, count: int):
@@ -381,12 +438,14 @@ def generated_gradients(drawn: int, count: int):
             yield g, {name: v for name, v in ins.items() if name in g.free_vars or name in g.sizes}
 
 
-def test_gradients_of_generated_programs_on_random_chunkings():
+def test_gradients_of_generated_programs_on_random_chunkings(in_pieces):
     rng = np.random.default_rng(7)
     split = 0  # gradients with a split statement
+    pieces = 0  # blocks run in pieces
     for g, ins in generated_gradients(60, 12):
-        split += _check_blockwise(tl.compile(g), g, ins, rng) > 0
-    assert split >= 12 // 2
+        s, p = _check_blockwise(tl.compile(g), g, ins, rng)
+        split, pieces = split + (s > 0), pieces + p
+    assert split >= 12 // 2 and pieces >= 4, (split, pieces)
 
 
 # -- a LocalCluster of two worker processes ------------------------------------------------------------
