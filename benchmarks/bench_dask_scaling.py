@@ -13,9 +13,10 @@ each): the deconvolution loss and its gradient in ``c`` (``examples/kernel_fit.t
 per worker in two chunks each, and the gradient of the 2-D stencil energy of ``tests/test_dask.py`` on
 about 4 * 10^6 cells per worker in row blocks of about 10^6 cells.  The inputs are made on the workers
 (``da.random``) and persisted before timing; a row's time is the best of a few computations of the
-outputs, kept on the workers (persisted and waited for: the 2-D gradient is as large as the grid, and
-gathering it to the client would time its transfer).  Beside it, the same kernels on the whole NumPy arrays in this process.  Efficiency: the
-throughput per worker over one worker's (1.0: perfect weak scaling).
+outputs on the workers, of an array output one entry per block gathered (the 2-D gradient is as large as
+the grid: gathering it to the client would time its transfer).  Beside it, the same kernels on the whole
+NumPy arrays in this process.  Efficiency: the throughput per worker over one worker's (1.0: perfect
+weak scaling).
 
 Beyond memory: one worker with a memory limit of 512 MiB and a signal of 3.2 * 10^8 elements (``x`` and
 ``z``, 2.4 GiB each: ten times the limit), made chunk by chunk inside the graph (nothing persisted), in
@@ -77,15 +78,19 @@ def omp_threads(count: int) -> None:
     ctypes.CDLL("libgomp.so.1").omp_set_num_threads(count)
 
 
-def on_workers(client, kernels, ins) -> None:
-    """The kernels' results on ``ins`` computed and kept on the workers (persisted, waited for, then
-    released): nothing large moves to the client, and nothing is done to them that this process's kernels
-    do not do."""
-    from dask.distributed import wait
+def on_workers(kernels, ins) -> None:
+    """The kernels' results on ``ins`` computed on the workers, of an array result only its first entry of
+    each block sent to the client: nothing large moves, and nothing is done to the results that this
+    process's kernels do not do."""
+    import dask
 
-    results = client.persist([k(**ins) for k in kernels])
-    wait(results)
-    del results
+    results = [k(**ins) for k in kernels]
+    dask.compute(*[r.map_blocks(_first, chunks=tuple((1,) * len(c) for c in r.chunks), dtype=r.dtype)
+                   if r.ndim else r for r in results])
+
+
+def _first(block):
+    return block[(slice(0, 1),) * block.ndim]
 
 
 def strong_rows(kernels, make, label, sizes, chunkings):
@@ -112,7 +117,7 @@ def strong_rows(kernels, make, label, sizes, chunkings):
                     ins, _ = make(n, chunks)
                     ins = {k: (client.persist(v) if hasattr(v, "compute") else v) for k, v in ins.items()}
                     wait([v for v in ins.values() if hasattr(v, "compute")])
-                    t = best(lambda: on_workers(client, kernels, ins), repeat=5)
+                    t = best(lambda: on_workers(kernels, ins), repeat=5)
                     by_one.setdefault((n, chunks), t)
                     tasks = sum(len(dict(k(**ins).__dask_graph__())) for k in kernels)
                     out.append(f"| {label} | {n:,} | {chunks} | {workers} | {tasks} | {t * 1e3:.0f} | "
@@ -135,7 +140,7 @@ def weak_rows(kernels, make, sizes, label):
                           dashboard_address=None) as cluster, Client(cluster) as client:
             ins = {k: (client.persist(v) if hasattr(v, "compute") else v) for k, v in ins.items()}
             wait(list(ins.values()))
-            t = best(lambda: on_workers(client, kernels, ins), repeat=5)
+            t = best(lambda: on_workers(kernels, ins), repeat=5)
         per_worker = work / t / workers
         first = first or per_worker
         out.append(f"| {label} | {workers} | {sizes(workers)} | {work / 1e6:.1f} | {t * 1e3:.0f} | "

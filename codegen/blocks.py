@@ -33,17 +33,18 @@ never leave the task.  ``fuse=False`` runs every statement as blocks of its own.
 interior whose windows each lie in one chunk, read in place, and the thin rims around it, whose small
 windows are joined.  The pieces are cut along the block's sum dimensions, their partial results added,
 or, for a block split along no sum, along the generator of the result's first axis, each piece written
-into its rows of the block's slab (``in_pieces``).  Windows of fewer than ``IN_PLACE`` elements are joined whole: a copy costs less than a second
-run.  The deconvolution's block ``[lo, hi)`` reads ``x[lo : hi + m - 1)``: its interior ``[lo, hi - m +
-1)`` reads ``x``'s chunk itself and its rim the ``2 (m - 1)`` elements around the edge.
+into its rows of the block's slab (``in_pieces``).  Windows of fewer than ``IN_PLACE`` elements are
+joined whole: a copy costs less than a second run.  The deconvolution's block ``[lo, hi)`` reads
+``x[lo : hi + m - 1)``: its interior ``[lo, hi - m + 1)`` reads ``x``'s chunk itself and its rim the
+``2 (m - 1)`` elements around the edge.
 
 **Footprints.**  A block's ``Footprint`` is the bytes its task needs: its windows and whole reads, its
 result and its block program's workspace (the windows of the statements fused into it among them), all
 at sizes the plan knows.  The block programs a plan needs are compiled once, together (one compiler
 run).
 
-**Plans are cached** per sizes, input chunks, ``chunks``, ``fuse`` and ``IN_PLACE`` (an optimiser's loop calls with
-the same), and so are their Dask tasks (``Plan.graph``, a ``dask_graph.Graph``): a call on inputs of a
+**Plans are cached** per sizes, input chunks, ``chunks``, ``fuse`` and ``IN_PLACE`` (an optimiser's loop
+calls with the same), and so are their Dask tasks (``Plan.graph``, a ``dask_graph.Graph``): a call on inputs of a
 chunking seen before computes no footprint and makes no task.
 """
 from __future__ import annotations

@@ -360,8 +360,10 @@ def _out_index(splits: tuple, cut_index: tuple, ndim: int) -> tuple:
 
 
 def _part(chunk, slices: tuple):
-    """A slicing task: the part of a chunk a window reads."""
-    return chunk[slices]
+    """A slicing task: the part of a chunk a window reads, copied where it is at most half the chunk (a view
+    keeps the whole chunk alive, while Dask's memory manager counts the part's bytes only)."""
+    part = chunk[slices]
+    return part.copy() if 2 * part.size <= chunk.size else part
 
 
 def _nest(refs: list, shape: tuple) -> list:
