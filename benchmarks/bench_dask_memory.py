@@ -11,7 +11,7 @@ beside the tensorlang loss alone.
 Each run gets a fresh ``LocalCluster`` with no memory limit (nothing spilled),
 warmed by the same graph on a small signal (the libraries loaded).  Per worker: ``base``, its resident
 memory after the warm-up (the process, Python, NumPy, Dask, the block libraries); ``peak``, its
-high-water resident memory (``ru_maxrss``) after the run; ``stored``, the most bytes of task results
+high-water resident memory (``VmHWM``) after the run; ``stored``, the most bytes of task results
 it held at once (``WorkerState.nbytes``, sampled every 2 ms); and the plan's block footprint (the
 largest over the tasks of both kernels, ``plan.footprint()``) times the worker's threads.  The worker
 with the highest peak is shown.
@@ -64,13 +64,21 @@ def start_sampler(dask_worker) -> None:
 
 def stop_sampler(dask_worker) -> dict:
     """On a worker: its baseline, high-water resident memory and most bytes stored, in bytes."""
-    import resource
-
     state, thread = dask_worker._tl_memory
     state["stop"] = True
     thread.join()
-    return {"base": state["base"], "stored": state["stored"],
-            "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    return {"base": state["base"], "stored": state["stored"], "peak": _high_water()}
+
+
+def _high_water() -> int:
+    """This process's high-water resident memory, in bytes: ``VmHWM``, that of its own address space.
+    (``ru_maxrss`` is not: a worker started by fork and exec reports its parent's resident memory at the
+    fork when that was higher, and a benchmark's client holding large arrays made every peak its own.)"""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def inputs(n: int, chunks: int, seed: int = 0):
