@@ -224,10 +224,12 @@ def mutable(obj, t):
         return _view_tangent(obj, t)
     t = tangent_of(obj, t)
     if t is None:
-        t = zero_mut(obj) if type(obj) in (list, dict, np.ndarray) else types.SimpleNamespace()
+        t = zero_mut(obj) if type(obj) in (list, dict) or is_array(obj) else types.SimpleNamespace()
         if t is None:
             raise UnsupportedError(f"tensorlang.ad.jvp: cannot write a tangent into {type(obj).__name__} "
                                    f"(an integer array written with differentiable values?)")
+    elif type(obj) in ARRAY_TYPES and type(t) is not type(obj):   # (a batch whose tangent is the same for
+        t = zero_mut(obj) + t   # every example, a plain array: made a batch, which a write changes per example)
     if type(obj) is np.ndarray and type(t) is np.ndarray and not t.flags.writeable:
         t = np.array(t)
     current().tangents[id(obj)] = (obj, t)

@@ -9,6 +9,7 @@ import pytest
 
 import tensorlang as tl
 from tensorlang import ad
+from oracles import differenced_jacobian
 from tensorlang.errors import UnsupportedError
 
 RNG = np.random.default_rng(7)
@@ -642,3 +643,55 @@ def test_a_jacobian_in_several_arguments_is_each_arguments_jacobian_by_one_pullb
     batched = ad.vmap(ad.jacobian(r, argnums=(0, 1, 2)))(*(np.stack([a, 2 * a]) for a in map(np.asarray, args)))
     for got, one in zip(batched, together):
         np.testing.assert_allclose(got[0], one, rtol=1e-13, atol=1e-15)
+
+
+# -- found by a differential campaign: random functions of copies, writes, in-place operators and reshapes under
+# ad.vmap, ad.vmap(ad.grad), ad.vmap(ad.jacobian) and ad.grad of a vmapped function, against the loop --------------
+def _by_differences(f, xs):
+    """Per example, the Jacobian of ``f`` by central differences (the gradient for a scalar ``f``)."""
+    rows = [differenced_jacobian(f, x) for x in xs]
+    return np.stack([r.reshape(np.shape(f(x)) + x.shape) for r, x in zip(rows, xs)])
+
+
+CAMPAIGN = {
+    "ravel in Fortran order": lambda x: np.ravel(np.outer(x, x), "F")[:5] * x[0],
+    "reshape in Fortran order": lambda x: np.sin(x.reshape((2, 2), order="F")).ravel() * x,
+    "an in-place operator on a batch": lambda x: _plus_twice(x) ** 2,
+    "a copy written into": lambda x: np.sin(_copy_written(x)),
+    "np.tile": lambda x: np.tile(np.sin(x), 2)[1:6] * x[0],
+    "np.append": lambda x: np.append(x * x, x[:2]) + 1.0,
+}
+
+
+def _plus_twice(x):
+    y = x * 1.0
+    y += 2.0 * np.sin(x)
+    return y
+
+
+def _copy_written(x):
+    y = np.exp(0.1 * x).copy()
+    y[0] = y[1] * 2.0
+    return y
+
+
+@pytest.mark.parametrize("name", list(CAMPAIGN))
+def test_functions_a_differential_campaign_found_refused_or_raising(name):
+    """Each raised a raw TypeError (ravel's order, a batch's copy in forward mode), or was refused with a
+    message about tensorlang's own code (x += v on a batch under ad.grad or ad.jacobian, a write into a batch in
+    forward mode), or had no batching rule (np.tile, np.append); now each is right in every composition."""
+    f = CAMPAIGN[name]
+    xs = RNG.uniform(-1, 1, (3, 4))
+    check(f, xs)
+    jac = ad.vmap(ad.jacobian(f))(xs)
+    _same(jac, _loop(ad.jacobian(f), (xs,)))
+    assert np.allclose(jac, _by_differences(f, xs), atol=1e-7)
+    loss = lambda x: np.sum(f(x) ** 2)   # noqa: E731
+    grads = ad.vmap(ad.grad(loss))(xs)
+    assert np.allclose(grads, _by_differences(loss, xs), atol=1e-7)
+    assert np.allclose(ad.grad(lambda xs: np.sum(ad.vmap(loss)(xs)))(xs), grads)
+
+
+def test_reshape_in_an_order_that_follows_memory_is_refused_by_name():
+    with pytest.raises(UnsupportedError, match="order='K'"):
+        ad.vmap(lambda x: np.ravel(x, "K"))(RNG.normal(size=(3, 2, 2)))

@@ -215,10 +215,37 @@ def _two_axes(func):
 
 
 # -- shapes ---------------------------------------------------------------------------------------------------------
-def _reshape(frame, a, shape=None, *args, **kw):
+def _reshape(frame, a, shape=None, order="C", **kw):
+    """Each example reshaped, in C or Fortran order (``np.reshape(x, s, order="F")`` is
+    ``np.reshape(x.T, s[::-1]).T``, here with the batch axis left first)."""
     shape = kw.pop("newshape", shape)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    return frame.wrap(np.reshape(frame.across(a), (frame.size, *shape), *args, **kw))
+    data = frame.across(a)
+    if order == "C":
+        return frame.wrap(np.reshape(data, (frame.size, *shape), **kw))
+    if order != "F":
+        raise UnsupportedError(f"ad.vmap: reshaping with order={order!r} (which depends on how each example is "
+                               f"laid out in memory) has no batching rule; pass order='C' or order='F'")
+    reversed_example = np.transpose(data, (0, *range(data.ndim - 1, 0, -1)))
+    out = np.reshape(reversed_example, (frame.size, *shape[::-1]), **kw)
+    return frame.wrap(np.transpose(out, (0, *range(out.ndim - 1, 0, -1))))
+
+
+def _tile(frame, a, reps):
+    """``np.tile``: each example promoted to the length of ``reps`` (axes after the batch's), the batch not
+    repeated."""
+    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    data = frame.across(a)
+    nd = max(len(reps), data.ndim - 1)
+    data = np.reshape(data, (frame.size,) + (1,) * (nd - data.ndim + 1) + data.shape[1:])
+    return frame.wrap(np.tile(data, (1,) + (1,) * (nd - len(reps)) + reps))
+
+
+def _append(frame, arr, values, axis=None):
+    """``np.append``: ``np.concatenate`` of the examples (raveled where ``axis`` is None), by their rules."""
+    if axis is None:
+        return np.concatenate([np.ravel(arr), np.ravel(values)])
+    return np.concatenate([arr, values], axis=axis)
 
 
 def _flip(frame, a, axis=None):
@@ -525,7 +552,8 @@ BATCH_RULES.update({
     np.sort: _along(np.sort, -1), np.argsort: _along(np.argsort, -1),
     np.trace: _two_axes(np.trace), np.diagonal: _two_axes(np.diagonal), np.diff: _diff, np.roll: _roll, np.pad: _pad,
     np.split: _split(np.split), np.array_split: _split(np.array_split),
-    np.reshape: _reshape, np.ravel: lambda frame, a: np.reshape(a, -1), np.transpose: _transpose,
+    np.reshape: _reshape, np.ravel: lambda frame, a, order="C": _reshape(frame, a, -1, order),
+    np.transpose: _transpose, np.tile: _tile, np.append: _append,
     np.flip: _flip, np.swapaxes: _swapaxes, np.moveaxis: _moveaxis, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
     np.broadcast_to: _broadcast_to, np.concatenate: _joined(np.concatenate, 0), np.stack: _joined(np.stack, 1),
     np.hstack: _hstack, np.vstack: _vstack, np.atleast_1d: _at_least(1), np.atleast_2d: _at_least(2),

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import inspect
 import math as _m
+import numbers
 import operator
 import types
 
@@ -654,7 +655,7 @@ def write_item(obj, tobj, idx, val, tval):
 
 def setitem(obj, tobj, idx, val, tval):
     t = type(obj)
-    if t in (list, dict, np.ndarray):
+    if t in (list, dict) or is_array(obj):
         tl = write_item(obj, tobj, idx, val, tval)
         obj[idx] = val
         return tl
@@ -785,15 +786,16 @@ def write_method(obj, tobj, name, args, ts):
 
 
 def _inplace(op):
-    """``a op= b`` (``operators.make_inplace``): on a float array the result written into ``a`` and its
-    tangent into ``a``'s, on a list ``+=`` extends it, on a dict ``|=`` updates it, on an object whose class
-    defines ``__iop__`` in Python that method, otherwise ``a op b``."""
+    """``a op= b`` (``operators.make_inplace``): on a float array (a batch too) the result written into ``a``
+    and its tangent into ``a``'s, on a list ``+=`` extends it, on a dict ``|=`` updates it, on an object whose
+    class defines ``__iop__`` in Python that method, otherwise ``a op b``."""
     plain, name = _binop(op), f"__i{DUNDER[op]}__"
 
     def rule(args, ts):
         a, b = args
-        if type(a) is np.ndarray and a.dtype.kind in "fc":
-            if a.base is not None and not (type(ts[0]) is np.ndarray and ts[0].base is not None):
+        if is_array(a) and a.dtype.kind in "fc":   # (a batch of ad.vmap too, whose data is its own)
+            if type(a) is np.ndarray and a.base is not None and not (type(ts[0]) is np.ndarray
+                                                                      and ts[0].base is not None):
                 raise UnsupportedError("tensorlang.ad.jvp: an in-place operation on a view of an array whose "
                                        "tangent is not a view of the array's own tangent")
             y, ty = plain((a.copy(), b.copy() if b is a else b), ts)
@@ -834,7 +836,11 @@ def _writing(name):
 
 
 def _copy(x, t, args, ts):
-    return x.copy(), None if t is None else (np.array(t) if type(t) is np.ndarray else type(t)(t))
+    """``x.copy()``: the tangent copied too (an array, or an array-like's own ``copy``: a batched one under
+    ``ad.vmap``); a number is immutable and kept."""
+    if t is None or isinstance(t, numbers.Number):
+        return x.copy(), t
+    return x.copy(), np.array(t) if type(t) is np.ndarray else t.copy()
 
 
 def _flatten(x, t, args, ts, order="C"):

@@ -223,14 +223,14 @@ def _fold(dy, n):
 
 
 def make_inplace(op):
-    """``a op= b``: on a float array a write in place (``a[...] = a op b``, by the box rules of
-    ``structures.setitem``), on a list ``+=`` extends it, on a dict ``|=`` updates it, on an object whose
-    class defines ``__iop__`` in Python that method (transformed in turn), otherwise ``a op b``."""
+    """``a op= b``: on a float array (a batch of ``ad.vmap`` too) a write in place (``a[...] = a op b``, by
+    the box rules of ``structures.setitem``), on a list ``+=`` extends it, on a dict ``|=`` updates it, on an
+    object whose class defines ``__iop__`` in Python that method (transformed in turn), otherwise ``a op b``."""
     plain = BINOPS[op]
     name = f"__i{DUNDER[op]}__"
 
     def rule(a, b):
-        if type(a) is np.ndarray and a.dtype.kind in "fc":
+        if (type(a) is np.ndarray or type(a) in ARRAY_TYPES) and a.dtype.kind in "fc":
             y, op_back = plain(a.copy(), b.copy() if b is a else b)
             fits(a, y)
             _, write_back = setitem(a, Ellipsis, y)
