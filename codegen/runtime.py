@@ -20,6 +20,7 @@ import glob
 import math
 import numbers
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -594,6 +595,7 @@ class Runner(Arguments):
         self.fn.restype = None
         self.fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
         self._workspaces: list = []  # buffers for the kernel's temporaries, reused between calls
+        self._workspace_lock = threading.Lock()
         self._workspace_bytes: dict = {}  # the sizes array's bytes -> its workspace's (see _workspace)
 
     def __call__(self, **inputs):
@@ -618,7 +620,7 @@ class Runner(Arguments):
         try:
             self.fn(address(size_arr), ptrs)
         finally:
-            if ws is not None and len(self._workspaces) < 2:
+            if ws is not None and len(self._workspaces) < 4:
                 self._workspaces.append(ws)
         return self.results(outs) if outputs is None else None
 
@@ -636,11 +638,8 @@ class Runner(Arguments):
                            f"memory ({PHYSICAL_MEMORY:,} bytes): too large to allocate")
             if len(self._workspace_bytes) < 64:
                 self._workspace_bytes[key] = total
-        try:
-            ws = self._workspaces.pop()
-        except IndexError:
-            return np.empty(total, dtype=np.uint8)
-        if ws.nbytes < total or ws.nbytes > 4 * total + (1 << 20):
-            self._workspaces.append(ws)   # (kept for a call at its size: the runs of a Dask block alternate sizes)
-            return np.empty(total, dtype=np.uint8)
-        return ws
+        with self._workspace_lock:   # (the first buffer that fits: the runs of a Dask block alternate sizes)
+            for k, ws in enumerate(self._workspaces):
+                if total <= ws.nbytes <= 4 * total + (1 << 20):
+                    return self._workspaces.pop(k)
+        return np.empty(total, dtype=np.uint8)
