@@ -367,31 +367,40 @@ class Schedule:
         every run with any number of threads.  Used when the target has at least ``lanes`` elements
         (fewer: ``emit_interchanged``)."""
         plan = self.emit_chunk_plan(stmt, tree, scope)
-        q = self.fresh("q")
-        chunks = scope.loop(q, f"int64_t {q} = 0", f"{q} < {plan.nch}", f"{q} += 1",
-                            parallel=self.parallel(f"{plan.gn} * {plan.len}", None, "1"), parallel_ok=False)
-        self.emit_chunk(stmt, pred, red, tree, plan, q, chunks)
-        self.emit_chunk_sums(stmt, plan.part, plan.gn, plan.nch, scope)
+        p, q = self.fresh("p"), self.fresh("q")
+        runs = scope.loop(p, f"int64_t {p} = 0", f"{p} < {plan.npart}", f"{p} += 1",
+                          parallel=self.parallel(f"{plan.gn} * {plan.len}", None, "1"), parallel_ok=False)
+        chunks = runs.loop(q, f"int64_t {q} = {p} * {plan.per}", f"{q} < tl_min({plan.nch}, {p} * {plan.per} + "
+                           f"{plan.per})", f"{q} += 1", parallel_ok=False)
+        self.emit_chunk(stmt, pred, red, tree, plan, q, p, chunks)
+        self.emit_chunk_sums(stmt, plan.part, plan.gn, plan.npart, scope)
 
     def emit_chunk_plan(self, stmt: Stmt, tree: For, scope: Scope) -> "Chunks":
-        """The chunks of ``emit_chunked``: their number and length, and the array of their partial sums."""
-        plan = Chunks(*(self.fresh(b) for b in ("len", "gn", "chunk", "nch", "part")))
+        """The chunks of ``emit_chunked``: ``REDUCE_CHUNK`` terms each (the data a chunk reads stays in
+        cache), and the array of partial sums, one per run of ``per`` consecutive chunks, at most
+        ``PARTIALS / |T|`` runs (one run a chunk until the sum has that many chunks)."""
+        plan = Chunks(*(self.fresh(b) for b in ("len", "gn", "chunk", "nch", "per", "npart", "part")))
         scope.line(f"const int64_t {plan.len} = tl_max(0, {self.trip(tree)});")
         scope.line(f"const int64_t {plan.gn} = {self.size_product(stmt.target.dims)};")
         most = f"tl_max(1, {PARTIALS} / tl_max({plan.gn}, 1))"  # (computed before a group checks gn)
-        scope.line(f"const int64_t {plan.chunk} = tl_max({REDUCE_CHUNK}, ({plan.len} + {most} - 1) / {most});")
+        scope.line(f"const int64_t {plan.chunk} = {REDUCE_CHUNK};")
         scope.line(f"const int64_t {plan.nch} = ({plan.len} + {plan.chunk} - 1) / {plan.chunk};")
+        scope.line(f"const int64_t {plan.per} = tl_max(1, ({plan.nch} + {most} - 1) / {most});")
+        scope.line(f"const int64_t {plan.npart} = ({plan.nch} + {plan.per} - 1) / {plan.per};")
         scope.line(f"real {plan.part}[{PARTIALS}];")
         return plan
 
-    def emit_chunk(self, stmt: Stmt, pred, red: Reduce, tree: For, plan: "Chunks", q: str, scope: Scope) -> None:
-        """Chunk ``q`` of ``emit_chunked``: every element's partial sum over it, into ``part``."""
+    def emit_chunk(self, stmt: Stmt, pred, red: Reduce, tree: For, plan: "Chunks", q: str, p: str,
+                   scope: Scope) -> None:
+        """Chunk ``q`` of ``emit_chunked``, of run ``p``: every element's partial sum over it, into the run's
+        partial sums (the first chunk of a run writes them, the others add to them, in order)."""
         (g,), names, arr = stmt.vars, self.names, stmt.target
-        lo, hi, pq = self.fresh("lo"), self.fresh("hi"), self.fresh("pq")
+        lo, hi, pq, first = self.fresh("lo"), self.fresh("hi"), self.fresh("pq"), self.fresh("first")
         scope.line(f"const int64_t {lo} = {q} * {plan.chunk};")
         scope.line(f"const int64_t {hi} = tl_min({lo} + {plan.chunk}, {plan.len});")
-        scope.line(f"real *{pq} = {plan.part} + {q} * {plan.gn};")
-        scope.line(f"memset({pq}, 0, sizeof(real) * (size_t){plan.gn});")
+        scope.line(f"real *{pq} = {plan.part} + {p} * {plan.gn};")
+        scope.line(f"const int {first} = {q} == {p} * {plan.per};")
+        scope.branch(first).line(f"memset({pq}, 0, sizeof(real) * (size_t){plan.gn});")
         end = f"({tree.init}) + {hi}"
         self.chunk_spans[id(red)] = (For(tree.var, f"({tree.init}) + {lo}", f"{tree.var} < {end}", "1", tree.body), end)
         dom = D.domain(conj(box(zip(stmt.vars, arr.dims)), pred), stmt.vars, scope.bound, names)
@@ -400,20 +409,22 @@ class Schedule:
             sc.line(f"const int64_t {names.var(g)} = {node.args[0]};")
             known = node.domain if node.domain is not None else dom
             inner = sc.child(ctx=D.lift_to_context(known) & sc.ctx, bound=sc.bound + (g,), parallel_ok=False)
-            sc.line(f"{pq}[{names.var(g)}] = {self.expr(red, inner)};")
+            total = self.expr(red, inner)
+            sc.line(f"{pq}[{names.var(g)}] = {first} ? {total} : {pq}[{names.var(g)}] + {total};")
 
         nest = loop_nest([("C", dom)], scope.ctx, [self.fresh("c")])
         if nest is not None:
             self.emit_tree(nest, scope, Leaf(user, (g,), red, dom))
         del self.chunk_spans[id(red)]
 
-    def emit_chunk_sums(self, stmt: Stmt, part: str, gn: str, nch: str, scope: Scope) -> None:
-        """Each element of the target of chunked sums (``emit_chunked``, ``emit_group``): its ``nch``
-        chunks' partial sums (``part``, ``gn`` elements per chunk, row-major) added in order."""
+    def emit_chunk_sums(self, stmt: Stmt, part: str, gn: str, count: str, scope: Scope) -> None:
+        """Each element of the target of chunked sums (``emit_chunked``, ``emit_group``): its ``count``
+        partial sums (``part``, ``gn`` elements each, row-major; a run's of chunks, or a chunk's) added in
+        order."""
         e, p, s = self.fresh("e"), self.fresh("p"), self.fresh("s")
         body = scope.loop(e, f"int64_t {e} = 0", f"{e} < {gn}", f"{e} += 1")
         body.line(f"real {s} = 0;")
-        body.loop(p, f"int64_t {p} = 0", f"{p} < {nch}", f"{p} += 1").line(f"{s} += {part}[{p} * {gn} + {e}];")
+        body.loop(p, f"int64_t {p} = 0", f"{p} < {count}", f"{p} += 1").line(f"{s} += {part}[{p} * {gn} + {e}];")
         self.bind_flat(stmt.target, stmt.vars, e, body)
         body.line(self.store(stmt.target, [Affine.var(v) for v in stmt.vars], s))
 
@@ -434,7 +445,9 @@ class Schedule:
         elements: a chunk computes only the rows of its window that the run has not computed yet (the
         rows it shares with the previous chunk are not computed twice); as many chunks a run as leave
         four runs a thread.  Every element of ``T`` is computed by the same code whichever chunk computes
-        it, so the runs change no bit."""
+        it, so the runs change no bit.  With a chunked sum among the readers, a run is the chunks whose
+        partial sums add into one (``emit_chunk_plan``), each chunk computing its whole window anew into
+        one chunk's buffer."""
         sc = scope.block()
         red = next((r for r in group.readers if r.reduction is not None), None)
         tree = self.chunkable(red.stmt, _pred(red.stmt), red.reduction, sc) if red is not None else None
@@ -467,16 +480,26 @@ class Schedule:
             sc.line(f"real {part}[{PARTIALS}];")
         inner, fallback = sc.branch(' && '.join(conds + [f'{width} <= {GROUP_BUFFER}']), orelse=True)
         run, s, slo, done = (self.fresh(b) for b in ("run", "s", "slo", "done"))
-        self.emit_run_length(run, nch, chunk, span, row if len(t.dims) > 1 else None, inner)
+        if tree is None:
+            self.emit_run_length(run, nch, chunk, span, row if len(t.dims) > 1 else None, inner)
+        else:   # (a run of the chunked sum's chunks: they add into one partial sum, each its window anew)
+            inner.line(f"const int64_t {run} = {plan.per};")
         work = self.work(group.stmts)
         outer = inner.loop(s, f"int64_t {s} = 0", f"{s} < ({nch} + {run} - 1) / {run}", f"{s} += 1",
                            parallel=self.parallel(work, None, "1"), parallel_ok=False)
-        outer.line(f"const int64_t {slo} = tl_max(0, {s} * {run} * {chunk} + ({low}));")
-        outer.line(f"real {buf}[{width} + ({run} - 1) * {chunk} * ({row})];")
-        outer.line(f"real *const {t.cname} = {buf} - {slo}{'' if len(t.dims) == 1 else f' * ({row})'};")
-        outer.line(f"int64_t {done} = {slo};")
+        shared = tree is None   # (the run's chunks share one buffer, each computing the rows it adds)
+        outer.line(f"real {buf}[{width}{f' + ({run} - 1) * {chunk} * ({row})' if shared else ''}];")
+
+        def window(sc: Scope, first: str) -> None:
+            sc.line(f"const int64_t {slo} = tl_max(0, {first} * {chunk} + ({low}));")
+            sc.line(f"real *const {t.cname} = {buf} - {slo}{'' if len(t.dims) == 1 else f' * ({row})'};")
+            sc.line(f"int64_t {done} = {slo};")
+        if shared:
+            window(outer, f"{s} * {run}")
         body = outer.loop(q, f"int64_t {q} = {s} * {run}", f"{q} < tl_min({nch}, {s} * {run} + {run})", f"{q} += 1",
                           parallel_ok=False)
+        if not shared:
+            window(body, q)
         base = f"{q} * {chunk}"
         body.line(f"const int64_t {tlo} = {done};")
         body.line(f"const int64_t {thi} = tl_min({self.affine(t.dims[0])}, {base} + {chunk} + ({high}));")
@@ -486,7 +509,8 @@ class Schedule:
         for r, ext in zip(group.readers, exts):
             body.line(f"/* {r.stmt.target.label} */")
             if r is red and tree is not None:
-                self.emit_chunk(r.stmt, _pred(r.stmt), r.reduction, tree, plan, q, body.branch(f"{base} < {plan.len}"))
+                self.emit_chunk(r.stmt, _pred(r.stmt), r.reduction, tree, plan, q, s,
+                                body.branch(f"{base} < {plan.len}"))
                 continue
             lo, hi = self.fresh("lo"), self.fresh("hi")
             body.line(f"const int64_t {lo} = {base}, {hi} = tl_min({base} + {chunk}, {ext});")
@@ -498,7 +522,7 @@ class Schedule:
             else:
                 self.emit_gather(r.stmt, *_pred_body(r.stmt), body, window=(lo, hi))
         if tree is not None:
-            self.emit_chunk_sums(red.stmt, plan.part, plan.gn, plan.nch, inner)
+            self.emit_chunk_sums(red.stmt, plan.part, plan.gn, plan.npart, inner)
         elif red is not None:
             self.emit_chunk_sums(red.stmt, part, gn, nch, inner)
         for s in group.stmts:
@@ -823,12 +847,14 @@ class Schedule:
 @dataclass
 class Chunks:
     """The C names of ``emit_chunked``'s plan: the reduction's length, the target's size, the chunks'
-    length and number, and the array of their partial sums."""
+    length and number, the chunks a run and the runs, and the array of the runs' partial sums."""
 
     len: str
     gn: str
     chunk: str
     nch: str
+    per: str
+    npart: str
     part: str
 
 

@@ -623,6 +623,24 @@ def test_temporaries_live_in_a_reused_workspace():
     assert "tl_part" in _body(gk)  # sum(i0:n) dX[i0] * x[i0 + k0] runs in chunks of i0 (partial sums)
 
 
+def test_a_sum_of_many_chunks_adds_them_in_runs():
+    """A chunked sum of more than ``PARTIALS / |T|`` chunks adds runs of consecutive chunks into one partial
+    sum each, its chunks ``REDUCE_CHUNK`` terms long whatever the length (longer chunks had sent the
+    gradient's fused residual out of its group buffer and through memory past about 1.7 * 10^7 terms)."""
+    from tensorlang.codegen.schedule import PARTIALS, REDUCE_CHUNK
+    from tensorlang.derive.api import grad
+
+    e = tl.parse((EXAMPLES / "deconv_loss.tl").read_text())
+    gk = tl_compile(grad(e, "c"))
+    m = 64
+    n = 2 * (PARTIALS // m) * REDUCE_CHUNK + 4097   # 258 chunks: three chunks a run
+    rng = np.random.default_rng(9)
+    x, c, z = rng.standard_normal(n + m - 1), rng.standard_normal(m), rng.standard_normal(n)
+    residual = np.correlate(x, c, mode="valid") - z
+    want = 2 * np.array([residual @ x[k:k + n] for k in range(m)])
+    assert np.allclose(gk(x=x, c=c, z=z), want, rtol=1e-12, atol=1e-9)
+
+
 # -- relations as CSR ---------------------------------------------------------------------------------
 
 
