@@ -7,8 +7,8 @@ block split along a sum, whose partial results it adds), and returns the block a
 computed inside the task and is no key of the graph.  A split generator's blocks are the chunks of the statement's
 result, a split sum's partial results are added by a tree of tasks (``Graph.FAN_IN`` at a time), a
 statement left whole is one task.  A window of a Dask array is the grid of its chunks' parts (a slicing
-task per chunk it overlaps, run where the chunk lives; none for a whole chunk), joined in the block's
-task; windows of NumPy inputs and of relations are cut on the client and travel with their task.
+task per chunk it overlaps, run where the chunk lives; none for a whole chunk, nor for a part of the chunk
+the block reads most of, which its task cuts itself), joined in the block's task; windows of NumPy inputs and of relations are cut on the client and travel with their task.
 
 **Made once per plan.**  A plan's ``Graph`` (every task with its sizes, windows and keys) depends only
 on the plan, which is cached per sizes and chunking; a call of the kernel names its tasks after the
@@ -172,7 +172,7 @@ def collection(plan, inputs: dict):
 class Graph:
     """The tasks of a plan, made once per plan (so once per sizes and chunking), each with what it needs
     precomputed: a block's sizes and the chunk parts of its windows, a slicing task per chunk a window
-    overlaps but does not cover (run where the chunk lives), and the trees adding a split sum's partial
+    overlaps but does not cover (run where the chunk lives) other than the block's own, and the trees adding a split sum's partial
     results.  Keys are written ``(slot, index)``: a slot is a chunked input, a statement's result, its
     partial results, its sum tree or the slicing tasks of a chunked variable, and ``arrays`` names the
     slots after a call's inputs: a chunked input's slot is the input's Dask name, and the slicing tasks
@@ -224,7 +224,7 @@ class Graph:
         ndim = len(sp.shape)
         cut_indices = list(itertools.product(*(range(len(c)) for c in sp.cuts)))
         first = [d for d, split in enumerate(bp.splits) if split.kind == "gen" and split.axis == 0]
-        for run_sizes, cut_index, block, runs in zip(sp.sizes, cut_indices, sp.blocks, sp.runs):
+        for run_sizes, cut_index, block, runs, whole in zip(sp.sizes, cut_indices, sp.blocks, sp.runs, sp.boxes):
             made = []
             for at, (_, boxes) in zip(run_sizes, runs):
                 pieces, others = [], []
@@ -235,7 +235,8 @@ class Graph:
                         bx = boxes.get(v) or tuple((0, 0) for _ in los)
                         name = w.name
                     if v in self.of_var:
-                        pieces.append((name, self._grid(*self.of_var[v], bx)))
+                        slot, chunks = self.of_var[v]
+                        pieces.append((name, self._grid(slot, chunks, bx, _home(chunks, whole.get(v)))))
                     else:
                         others.append((name, v, bx))
                 made.append(({s: int(x) for s, x in at.items() if s in wanted}, tuple(pieces), tuple(others)))
@@ -272,9 +273,11 @@ class Graph:
         self.tasks.append((slot, index, fn, tuple(refs), literals))
         return slot, index
 
-    def _grid(self, slot: int, chunks: tuple, bx):
+    def _grid(self, slot: int, chunks: tuple, bx, home=None):
         """The window ``bx`` (None: whole) of the chunked variable in ``slot``: a ref where it lies in one
-        chunk (the chunk's, or its slicing task's), else the nested lists of its chunks' parts."""
+        chunk (the chunk's, or its slicing task's), else the nested lists of its chunks' parts.  A part of
+        chunk ``home`` (the one the block reads most of, where Dask runs its task) is cut in the block's
+        task: a ref ``(slot, index, slices)``, no task of its own."""
         axes = []
         for k, ax in enumerate(chunks):
             a, b = (0, sum(ax)) if bx is None else bx[k]
@@ -288,7 +291,9 @@ class Graph:
         refs = []
         for combo in itertools.product(*axes):
             ref = (slot, tuple(c for c, _, _ in combo))
-            if not all(whole for _, _, whole in combo):
+            if not all(whole for _, _, whole in combo) and ref[1] == home:
+                ref = (*ref, tuple(s for _, s, _ in combo))
+            elif not all(whole for _, _, whole in combo):
                 slices = tuple(s for _, s, _ in combo)
                 at = (ref, tuple((s.start, s.stop) for s in slices))
                 if at not in self.windows:
@@ -379,8 +384,26 @@ def _key(names: list, ref: tuple) -> tuple:
 
 
 def _named(names: list, grid):
-    """A grid of refs as Dask keys."""
-    return [_named(names, g) for g in grid] if isinstance(grid, list) else _key(names, grid)
+    """A grid of refs as Dask keys (a part cut in the task: the chunk's key, sliced in it)."""
+    if isinstance(grid, list):
+        return [_named(names, g) for g in grid]
+    return _key(names, grid) if len(grid) == 2 else (_cut, _key(names, grid[:2]), grid[2])
+
+
+def _cut(chunk, slices: tuple):
+    """A part of a chunk cut in the task that reads it (a view, alive while the task runs)."""
+    return chunk[slices]
+
+
+def _home(chunks: tuple, bx) -> tuple | None:
+    """The index of the chunk of ``chunks`` that holds most of box ``bx`` (None for a whole read)."""
+    if bx is None:
+        return None
+    index = []
+    for (a, b), ax in zip(bx, chunks):
+        edges = np.concatenate([[0], np.cumsum(ax)])
+        index.append(int(np.argmax(np.minimum(b, edges[1:]) - np.maximum(a, edges[:-1]))))
+    return tuple(index)
 
 
 def _input(var, value):

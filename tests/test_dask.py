@@ -213,6 +213,19 @@ def test_fused_stencil_gradient_blocks_read_their_two_cell_halo(monkeypatch):
         assert shapes["u"] == (min(hi, n) + 2 - max(lo - 2, 0), n + 2)
 
 
+def test_a_block_cuts_the_parts_of_its_own_chunks_itself(deconv, in_pieces):
+    """Only a part of another chunk than the one a block reads most of is a slicing task of its own (cut
+    where that chunk lives); the parts of the block's own chunk (the rim's tail, ``z``'s parts) are cut in
+    the block's task: the convolution loss in 10 chunks has 9 slicing tasks, the heads of x's next chunks."""
+    loss, _ = deconv
+    ins = deconv_inputs(1000, 9, np.random.default_rng(16))
+    lazy = {**ins, "x": da.from_array(ins["x"], chunks=100), "z": da.from_array(ins["z"], chunks=100)}
+    graph = dict(loss(**lazy).__dask_graph__())
+    parts = [k for k in graph if isinstance(k, tuple) and k[0].startswith("tl-part-")]
+    assert len(parts) == 9 and all(k[0] == parts[0][0] for k in parts)   # all of x
+    assert close(float(loss(**lazy).compute(scheduler="sync")), loss(**ins))
+
+
 def test_row_blocks_write_their_pieces_into_their_slab(monkeypatch, in_pieces):
     """The fused stencil gradient's row blocks (split along a generator, no sum) run as an interior handed
     ``u``'s chunk itself and two-row rims, each writing its rows of the block's slab in place."""
