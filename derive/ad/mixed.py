@@ -191,8 +191,10 @@ def hvp(f, primals, tangents):
 
 
 def hessian(f, argnums=0):
-    """The function ``args -> H``, the Hessian of scalar-valued ``f`` in argument ``argnums``, of shape
-    ``shape(arg) + shape(arg)``: one forward-mode ``jvp`` of the reverse-mode gradient per input entry."""
+    """The function ``args -> H``, the Hessian of ``f`` in argument ``argnums``: of a real scalar ``f``, of
+    shape ``shape(arg) + shape(arg)``, one forward-mode ``jvp`` of the reverse-mode gradient per input entry;
+    of an array-valued ``f``, of shape ``shape(f(*args)) + shape(arg) + shape(arg)`` as ``jax.hessian`` gives
+    it, the Jacobian of its Jacobian (``f`` called once more to learn its output)."""
     if not isinstance(argnums, int):
         raise TensorLangError("ad.hessian: argnums must be one int")
 
@@ -201,6 +203,8 @@ def hessian(f, argnums=0):
         i = argnums + len(args) if argnums < 0 else argnums
         refuse_integers("hessian", f, args, (i,))
         g, args = with_keywords(f, args, kw) if kw else (f, args)
+        if _array_valued(g, args):
+            return jacobian(jacobian(g, i), i)(*args)
         x = _flat_input(args[i], f"ad.hessian: argument {argnums}")
         cols = []
         for j in range(x.size):
@@ -211,6 +215,13 @@ def hessian(f, argnums=0):
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
     hess.__ad_code__ = functools.partial(probed_code, f, argnums, True)
     return hess
+
+
+def _array_valued(f, args) -> bool:
+    """Whether ``f(*args)`` (on copies) is a float array of one dimension or more (a number or a 0-d array
+    has a gradient's Hessian; any other output is left to ``ad.gradient``'s message)."""
+    y = f(*fresh(args))
+    return is_array(y) and y.ndim > 0 and y.dtype.kind == "f"
 
 
 def _zero_if_none(t, x):

@@ -101,6 +101,29 @@ def test_hessian_of_small_mlp_by_hand():
     assert np.allclose(ad.hessian(loss)(W), hand)
 
 
+def _second_differences(f, x, h=1e-4):
+    """``d2 f / dx_j dx_k`` of array-valued ``f`` by central differences, shaped ``shape(f(x)) + 2 * shape(x)``."""
+    n, y = x.size, np.asarray(f(x))
+    out = np.zeros(y.shape + (n, n))
+    for j in range(n):
+        for k in range(n):
+            ej, ek = np.zeros(n), np.zeros(n)
+            ej[j], ek[k] = h, h
+            ej, ek = ej.reshape(x.shape), ek.reshape(x.shape)
+            out[..., j, k] = (f(x + ej + ek) - f(x + ej - ek) - f(x - ej + ek) + f(x - ej - ek)) / (4 * h * h)
+    return out.reshape(y.shape + x.shape + x.shape)
+
+
+@pytest.mark.parametrize("f, shape", [(spiral, (2,)), (squash, (3,)), (lambda X: np.tanh(X @ X.T), (2, 3))])
+def test_hessian_of_an_array_valued_function_is_jaxs(f, shape):
+    """As ``jax.hessian``: of shape ``shape(f(x)) + shape(x) + shape(x)``, the Jacobian of the Jacobian."""
+    x = np.linspace(-0.6, 0.8, int(np.prod(shape))).reshape(shape)
+    H = ad.hessian(f)(x)
+    assert H.shape == np.shape(f(x)) + shape + shape
+    assert np.allclose(H, _second_differences(f, x), atol=1e-5)
+    assert np.allclose(H, ad.jacobian(ad.jacobian(f))(x))
+
+
 def test_hessian_through_slogdet_by_its_forward_rule():
     def f(x):
         return np.linalg.slogdet(x)[1]
