@@ -194,7 +194,7 @@ def hessian(f, argnums=0):
     """The function ``args -> H``, the Hessian of ``f`` in argument ``argnums``: of a real scalar ``f``, of
     shape ``shape(arg) + shape(arg)``, one forward-mode ``jvp`` of the reverse-mode gradient per input entry;
     of an array-valued ``f``, of shape ``shape(f(*args)) + shape(arg) + shape(arg)`` as ``jax.hessian`` gives
-    it, the Jacobian of its Jacobian (``f`` called once more to learn its output)."""
+    it, the Jacobian of its Jacobian (``f`` run once more, by ``pullback``, to learn its output)."""
     if not isinstance(argnums, int):
         raise TensorLangError("ad.hessian: argnums must be one int")
 
@@ -203,8 +203,8 @@ def hessian(f, argnums=0):
         i = argnums + len(args) if argnums < 0 else argnums
         refuse_integers("hessian", f, args, (i,))
         g, args = with_keywords(f, args, kw) if kw else (f, args)
-        if _array_valued(g, args):
-            return jacobian(jacobian(g, i), i)(*args)
+        if not hasattr(f, "__ad_code__") and _array_valued(g, args):   # (one made by ad.hessian or ad.jacobian:
+            return jacobian(jacobian(g, i), i)(*args)                  # refused as differentiated twice below)
         x = _flat_input(args[i], f"ad.hessian: argument {argnums}")
         cols = []
         for j in range(x.size):
@@ -218,9 +218,10 @@ def hessian(f, argnums=0):
 
 
 def _array_valued(f, args) -> bool:
-    """Whether ``f(*args)`` (on copies) is a float array of one dimension or more (a number or a 0-d array
-    has a gradient's Hessian; any other output is left to ``ad.gradient``'s message)."""
-    y = f(*fresh(args))
+    """Whether ``f(*args)`` (on copies, run as the derivatives run it) is a float array of one dimension or more
+    (a number or a 0-d array has a gradient's Hessian; any other output is left to ``ad.gradient``'s message)."""
+    from .api import pullback
+    y = pullback(f, *fresh(args))[0]
     return is_array(y) and y.ndim > 0 and y.dtype.kind == "f"
 
 
