@@ -111,6 +111,7 @@ class StatementPlan:
     blocks: list
     boxes: list  # per block: {Var: box or None}
     runs: list  # per block: [(piece of the block, its boxes)], the block itself when it is run whole
+    rows: list  # per block run in pieces along a generator: (its slab's shape, each run's rows in it), else None
     shape: tuple
     chunks: tuple  # of its result: the gen splits' cuts on their axes, whole elsewhere
     sizes: list = field(default_factory=list)  # per block: per run {size name: value}
@@ -300,7 +301,8 @@ class Blocked:
             bp = self._programs[self._key(k, splits, fused)]
             members = [*fused, k]
             runs = [self._runs(members, splits, b, bx, sizes, layout) for b, bx in zip(blocks, boxes)]
-            plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, runs, shape,
+            rows = [_slab_rows(splits, shape, b, r) for b, r in zip(blocks, runs)]
+            plans.append(StatementPlan(stmt, bp, cuts, blocks, boxes, runs, rows, shape,
                                        _result_chunks(shape, splits, cuts)))
             plans[-1].measure(sizes)
         return Plan(sizes, plans, self.output, self.dtype, inputs_layout)
@@ -466,6 +468,17 @@ def in_pieces(splits: tuple) -> list:
     block's slab (rows of a C-ordered array are one stretch of memory: a piece written in place)."""
     sums = [d for d, sp in enumerate(splits) if sp.kind == "sum"]
     return sums or [d for d, sp in enumerate(splits) if sp.kind == "gen" and sp.axis == 0]
+
+
+def _slab_rows(splits: tuple, shape: tuple, block: tuple, runs: list):
+    """For a block run in pieces along the generator of the result's first axis (``in_pieces``, no sum): the
+    shape of its slab and each run's rows in it; else None."""
+    if len(runs) < 2 or any(sp.kind == "sum" for sp in splits):
+        return None
+    (d,), slab = in_pieces(splits), list(shape)
+    for sp, (lo, hi) in zip(splits, block):
+        slab[sp.axis] = hi - lo
+    return tuple(slab), tuple((piece[d][0] - block[d][0], piece[d][1] - block[d][0]) for piece, _ in runs)
 
 
 def _crosses(a: int, b: int, lengths: tuple) -> bool:

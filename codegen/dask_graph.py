@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import operator
 import os
 import tempfile
 import threading
@@ -223,8 +224,7 @@ class Graph:
         wanted = set(bp.library.meta["sizes"])
         ndim = len(sp.shape)
         cut_indices = list(itertools.product(*(range(len(c)) for c in sp.cuts)))
-        first = [d for d, split in enumerate(bp.splits) if split.kind == "gen" and split.axis == 0]
-        for run_sizes, cut_index, block, runs, whole in zip(sp.sizes, cut_indices, sp.blocks, sp.runs, sp.boxes):
+        for run_sizes, cut_index, runs, rows, whole in zip(sp.sizes, cut_indices, sp.runs, sp.rows, sp.boxes):
             made = []
             for at, (_, boxes) in zip(run_sizes, runs):
                 pieces, others = [], []
@@ -241,13 +241,6 @@ class Graph:
                         others.append((name, v, bx))
                 made.append(({s: int(x) for s, x in at.items() if s in wanted}, tuple(pieces), tuple(others)))
             index = cut_index if summed else _out_index(bp.splits, cut_index, ndim)
-            rows = None
-            if len(runs) > 1 and not summed:   # (pieces of the slab's rows: codegen.blocks.in_pieces)
-                (d,), slab = first, list(sp.shape)
-                for split, (lo, hi) in zip(bp.splits, block):
-                    slab[split.axis] = hi - lo
-                rows = (tuple(slab), tuple((piece[d][0] - block[d][0], piece[d][1] - block[d][0])
-                                           for piece, _ in runs))
             self.blocks.append((partial, index, bp.library.key, tuple(made), rows))
         if summed:
             self._sums(out, partial, bp.splits, cut_indices, ndim)
@@ -387,12 +380,7 @@ def _named(names: list, grid):
     """A grid of refs as Dask keys (a part cut in the task: the chunk's key, sliced in it)."""
     if isinstance(grid, list):
         return [_named(names, g) for g in grid]
-    return _key(names, grid) if len(grid) == 2 else (_cut, _key(names, grid[:2]), grid[2])
-
-
-def _cut(chunk, slices: tuple):
-    """A part of a chunk cut in the task that reads it (a view, alive while the task runs)."""
-    return chunk[slices]
+    return _key(names, grid) if len(grid) == 2 else (operator.getitem, _key(names, grid[:2]), grid[2])
 
 
 def _home(chunks: tuple, bx) -> tuple | None:

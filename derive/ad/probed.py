@@ -103,6 +103,8 @@ def _hessian_entry3(f, i, k):
 
 
 def _fresh(a):
+    """A copy of an array argument, as ``mixed.fresh`` makes (this one in the subset the transform takes: the
+    entries are differentiated)."""
     return a.copy() if type(a) is np.ndarray else a
 
 
