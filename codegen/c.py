@@ -548,7 +548,8 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
     def _emit_MaxReduce(self, e: MaxReduce, scope: Scope) -> str:
         """``max(r..) body``: ``-INFINITY`` (the maximum of an empty box), then ``tl_fmax`` at every point of
         the box (NaN propagates, as in the evaluator); a top-level maximum of enough work in chunks on
-        OpenMP's threads, each chunk in lanes (``emit_reassociated``), else in sequential loops."""
+        OpenMP's threads, each chunk in lanes (``emit_reassociated``); a maximum over one loop whose body
+        reads along it, in lanes (``max_in_lanes``); else in sequential loops."""
         acc = self.fresh("max")
         scope.line(f"real {acc} = -(real)INFINITY;")
 
@@ -590,7 +591,10 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         if reduction is not None and scope.parallel_ok and self.caps.openmp and self.reassociable_nest(tree):
             sizes = [s for k, s in enumerate(e.sizes) if k != skip]
             self.emit_reassociated(tree, scope, leaf, reduction, self.size_product(sizes) + " * " + body_work,
-                                   blocked=has_reduce(e.body), combine=combine)
+                                   blocked=has_reduce(e.body) or self.has_max_in_lanes(e.body), combine=combine)
+            return
+        if combine is MAX and self.max_in_lanes(e, scope) and self.reassociable(tree):
+            self.emit_nest_in_lanes(tree, scope.block(), leaf, reduction, blocked=False, combine=MAX)
             return
         summed = combine is SUM   # (OpenMP's reduction clause of emit_tree adds)
         self.emit_tree(tree, scope, leaf, parallel=scope.parallel_ok and summed,

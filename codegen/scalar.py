@@ -94,20 +94,22 @@ class Scope:
     """A C block being built (``codegen.loop_ir``): the list its statements go into, the isl context (what is
     known here), the index variables bound here (outermost first), and cached values of subterms (visible
     in nested blocks).  ``child`` is a scope of its own in the same block; ``loop``, ``branch`` and ``block``
-    open a nested one."""
+    open a nested one.  ``simd``: the block is (inside) a loop over lanes that the compiler vectorises, where
+    no loop of lanes of its own may go."""
 
-    def __init__(self, body, ctx, bound, parent=None, parallel_ok=True):
+    def __init__(self, body, ctx, bound, parent=None, parallel_ok=True, simd=False):
         self.body = body
         self.ctx = ctx
         self.bound = bound
         self.cache: dict[int, str] = {}
         self.parent = parent
         self.parallel_ok = parallel_ok
+        self.simd = simd
 
-    def child(self, ctx=None, bound=None, body=None, parallel_ok=None):
+    def child(self, ctx=None, bound=None, body=None, parallel_ok=None, simd=False):
         return Scope(self.body if body is None else body, self.ctx if ctx is None else ctx,
                      self.bound if bound is None else bound, self,
-                     self.parallel_ok if parallel_ok is None else parallel_ok)
+                     self.parallel_ok if parallel_ok is None else parallel_ok, self.simd or simd)
 
     def line(self, text: str) -> None:
         self.body.append(Line(text))
@@ -116,7 +118,7 @@ class Scope:
         """``for (init; cond; step) { ... }``: the scope of its body."""
         node = Loop(var, init, cond, step, parallel=parallel, pragma=pragma)
         self.body.append(node)
-        return self.child(body=node.body, **kw)
+        return self.child(body=node.body, simd=pragma == "omp simd", **kw)
 
     def branch(self, cond: str, orelse: bool = False, **kw):
         """``if (cond) { ... }``: the scope of its body, and with ``orelse`` that of its ``else`` too."""

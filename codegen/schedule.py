@@ -28,7 +28,7 @@ from tensorlang.traversal import free_index_vars
 
 from . import domains as D
 from .groups import Group
-from .ir import TRUE, Reduce, Stmt
+from .ir import TRUE, MaxReduce, Reduce, Stmt
 from .loop_ir import Parallel
 from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
@@ -735,6 +735,23 @@ class Schedule:
         for red, acc in zip(reds, accs):
             pt.cache[id(red)] = f"{acc}[{lane}]"
         leaf(node, pt.block())
+
+    def max_in_lanes(self, e, scope: Scope) -> bool:
+        """Whether maximum ``e`` (a ``MaxReduce``) runs in lanes: over one variable, its body reading along it
+        (consecutive elements, ``reads_along``) with no reduction inside, and not itself inside a loop over
+        lanes.  Its terms go to ``LANES`` running maxima in a vectorised loop, combined at the end: a maximum
+        is the same whatever the order of its terms (of two zeros, the first: which zero may differ)."""
+        return bool(self.lanes) and not scope.simd and self.lane_max(e)
+
+    def has_max_in_lanes(self, body: Expr) -> bool:
+        """Whether ``body`` holds a maximum that runs in lanes (``max_in_lanes``): a loop over ``body``'s
+        points then runs them one by one (``blocked``), each maximum taking the lanes."""
+        return bool(self.lanes) and any(isinstance(n, MaxReduce) and self.lane_max(n) for n in walk(body))
+
+    @staticmethod
+    def lane_max(e) -> bool:
+        return len(e.vars) == 1 and not has_reduce(e.body) \
+            and not any(isinstance(n, MaxReduce) for n in walk(e.body)) and reads_along(e.body, e.vars[0])
 
     # ---------------------------------------------------------------------------------------------
     # reassociated reductions

@@ -176,6 +176,32 @@ def test_a_large_maximum_runs_in_chunks_and_agrees_with_numpy():
     np.testing.assert_allclose(g, scipy.special.softmax(x), rtol=1e-10, atol=1e-300)
 
 
+def test_a_maximum_along_a_row_runs_in_lanes_and_agrees_with_numpy():
+    """A maximum over one loop whose body reads consecutive elements (a row's maximum, k-means' minimum over the
+    centroids of one point) keeps eight running maxima in a vectorised loop, combined at the end; a sum over
+    such maxima runs its points one by one.  Every row length around the lanes (empty, the remainder only,
+    full blocks and a remainder), a NaN in a block and in the remainder, ties and infinities."""
+    rows = tl.compile(tl.parse("A : [n][m]R\ngen(i:n) max(j:m) A[i, j]"))
+    least = tl.compile(tl.parse("A : [n][m]R\nsum(i:n) min(j:m) A[i, j] * A[i, j] - A[i, j]"))
+    assert "#pragma omp simd" in rows.source and "tl_fmax(tl_fmax(" in rows.source
+    for m in (0, 1, 7, 8, 9, 16, 100):
+        A = rng.normal(size=(6, m))
+        want = A.max(axis=1) if m else np.full(6, -np.inf)
+        assert np.array_equal(rows(A=A), want)
+        if m:
+            assert least(A=A) == pytest.approx(np.sum(np.min(A * A - A, axis=1)), rel=1e-14)
+            for at in {0, m // 2, m - 1}:   # a block, the middle, the remainder
+                B = A.copy()
+                B[2, at] = np.nan
+                got = rows(A=B)
+                assert np.isnan(got[2]) and np.array_equal(np.delete(got, 2), np.delete(want, 2))
+                assert np.isnan(least(A=B))
+                B[2, at] = np.inf
+                assert rows(A=B)[2] == np.inf
+    ties = np.tile(np.array([1.0, 3.0, 3.0, 2.0, -np.inf, 3.0, 0.5, 3.0, 1.0]), (3, 1))
+    assert np.array_equal(rows(A=ties), np.full(3, 3.0))
+
+
 def test_cost_is_that_of_a_sum():
     for n in (0, 1, 5):
         assert tl.cost(vec("max(i:n) x[i]"), n=n) == tl.cost(vec("sum(i:n) x[i]"), n=n)

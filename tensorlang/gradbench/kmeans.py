@@ -2,7 +2,12 @@
 direction ``dir = g / (H 1)`` (the gradient in ``c`` over the Hessian along the all-ones direction, entry by
 entry).
 
-The cost is a tensor program with a min-reduction (``COST``, as ``examples/kmeans.tl``), compiled.  Its
+The cost is a tensor program with a min-reduction (``COST``), compiled.  Its squared distances are written
+as GradBench's JAX and PyTorch tools write theirs, ``|p_i|^2 + |c_k|^2 - 2 p_i . c_k``: the products of
+points and centroids are one contraction, which the compiled kernel hands to BLAS (``codegen.contract``),
+where ``examples/kmeans.tl``'s ``sum(a:d) (p[i, a] - c[j, a])^2`` is a loop over every pair and coordinate
+(the same minimum up to rounding: the expanded form loses digits to cancellation for points far from the
+centroids' scale, as the peers' does).  Its
 gradient in ``c`` is the language's own, ``tl.grad`` (a point's cotangent goes to its nearest centroid,
 split equally between equally near ones), and the Hessian along ones is that gradient's forward derivative
 (``tl.derivative(gradient, ["c"])``) with ``dc = 1``: the gradient and its derivative compiled as one
@@ -21,7 +26,10 @@ from .runs import Function
 COST = """
 p : [n][d]R
 c : [k][d]R
-sum(i:n) min(j:k) sum(a:d) (p[i, a] - c[j, a]) * (p[i, a] - c[j, a])
+let pc = gen(i:n, j:k) sum(a:d) p[i, a] * c[j, a] in
+let pp = gen(i:n) sum(a:d) p[i, a] * p[i, a] in
+let cc = gen(j:k) sum(a:d) c[j, a] * c[j, a] in
+sum(i:n) min(j:k) pp[i] + cc[j] - 2 * pc[i, j]
 """
 
 # the compiled cost, and its gradient in c paired with that gradient's derivative in c, made by ``define``
