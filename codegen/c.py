@@ -591,7 +591,8 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         if reduction is not None and scope.parallel_ok and self.caps.openmp and self.reassociable_nest(tree):
             sizes = [s for k, s in enumerate(e.sizes) if k != skip]
             self.emit_reassociated(tree, scope, leaf, reduction, self.size_product(sizes) + " * " + body_work,
-                                   blocked=has_reduce(e.body) or self.has_max_in_lanes(e.body), combine=combine)
+                                   blocked=has_reduce(e.body) or self.has_max_in_lanes(e.body, e.vars),
+                                   combine=combine)
             return
         if combine is MAX and self.max_in_lanes(e, scope) and self.reassociable(tree):
             self.emit_nest_in_lanes(tree, scope.block(), leaf, reduction, blocked=False, combine=MAX)

@@ -8,7 +8,8 @@ into its uses (``t[a]`` becomes ``body[g := a]``) when
 * its body is *cheap*: no sum (nor maximum) and at most ``CHEAP_OPS`` operations, so recomputing an element costs
   about what loading it does (``diag(x) = gen(i, j) [i = j] * x[i]`` is never materialised: its uses
   become guarded scalars that isl then collapses), or
-* it is used by exactly one access node, *element by element*: the map from the use's iteration
+* it has exactly one use (an access node in one context: a node the DAG shares, reached inside a sum and
+  outside it, is two uses), *element by element*: the map from the use's iteration
   domain (the consumer's generator variables, the sums around the access and the guards on the way,
   an isl set) to the index ``a`` is injective (``predicates.injective``, the test rule S3 of
   ``derive.simplify`` makes too), so every element is computed at most once where it is used.  A use inside a loop that re-reads elements (``t[i]`` under ``gen(k)``)
@@ -57,20 +58,22 @@ def is_cheap(body: Expr) -> bool:
 
 
 def _uses(var: Var, depth: int, body: Expr, gen_ctx) -> list:
-    """The access nodes ``var[a1]..[ad]`` in ``body``, each once, with its first context
-    ``(loop vars with sizes, guards)``."""
-    found: dict[int, tuple] = {}
-    seen: set[int] = set()
+    """The uses of ``var`` in ``body``: each access node ``var[a1]..[ad]`` with each context ``(loop vars with
+    sizes, guards)`` it is reached in.  A node the DAG shares is one use per context: ``s[i]`` read both
+    outside and inside ``sum(j:k)`` is read once per ``i`` and ``k`` times more."""
+    found: dict[tuple, tuple] = {}
+    seen: set[tuple] = set()
 
     def visit(e, ctx, guards):
-        if id(e) in seen:
+        key = (id(e), ctx, guards)
+        if key in seen:
             return
-        seen.add(id(e))
+        seen.add(key)
         if isinstance(e, (Access, Var)):
             idx, n = strip_accesses(e)
             if n is var:
                 if len(idx) == depth:
-                    found[id(e)] = (e, idx, ctx, guards)
+                    found[key] = (e, idx, ctx, guards)
                 return
             return
         if isinstance(e, Proj):

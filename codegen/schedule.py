@@ -743,10 +743,12 @@ class Schedule:
         is the same whatever the order of its terms (of two zeros, the first: which zero may differ)."""
         return bool(self.lanes) and not scope.simd and self.lane_max(e)
 
-    def has_max_in_lanes(self, body: Expr) -> bool:
-        """Whether ``body`` holds a maximum that runs in lanes (``max_in_lanes``): a loop over ``body``'s
-        points then runs them one by one (``blocked``), each maximum taking the lanes."""
-        return bool(self.lanes) and any(isinstance(n, MaxReduce) and self.lane_max(n) for n in walk(body))
+    def has_max_in_lanes(self, body: Expr, over) -> bool:
+        """Whether ``body`` holds a maximum that runs in lanes (``max_in_lanes``) at every point of the loops
+        over variables ``over`` (one that reads none of them is computed once, outside): those loops then run
+        their points one by one (``blocked``), each maximum taking the lanes."""
+        return bool(self.lanes) and any(isinstance(n, MaxReduce) and self.lane_max(n)
+                                        and any(v in over for v in free_index_vars(n)) for n in walk(body))
 
     @staticmethod
     def lane_max(e) -> bool:

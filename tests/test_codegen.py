@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import strategies as st
+from scipy.special import logsumexp as scipy_logsumexp
 
 import tensorlang as tl
 from tensorlang.codegen import Kernel, compile as tl_compile, export as tl_export
@@ -223,6 +224,22 @@ def test_fusion_conv_loss_stores_nothing():
     assert "malloc" not in _body(k)
     # the loss's sum runs in parallel: chunks of fixed length (per-chunk partial sums, no atomics)
     assert "#pragma omp parallel for" in _body(k) and "tl_part" in _body(k)
+
+
+@pytest.mark.parametrize("src, numpy", [
+    ("let s = gen(i:n) max(j:m) x[i, j] in sum(i:n) s[i] + log(sum(j:m) exp(x[i, j] - s[i]))",
+     lambda x: np.sum(scipy_logsumexp(x, axis=1))),
+    ("let s = gen(i:n) sum(j:m) x[i, j] in sum(i:n) s[i] * sum(j:m) x[i, j] * s[i]",
+     lambda x: np.sum(x.sum(axis=1) ** 3)),
+])
+def test_fusion_keeps_a_reduction_read_again_inside_a_loop(src, numpy):
+    """A binding whose value is a maximum or a sum, read as ``s[i]`` both outside and inside ``sum(j:m)`` (one
+    node of the program's DAG in two places), is stored: substituted, it would be computed ``m`` times more
+    for every ``i`` (``O(n m^2)`` work where the certificate counts ``O(n m)``)."""
+    k = tl_compile(tl.parse(src, x="[n][m]R"))
+    assert "temp s[n]" in k.explain("statements")
+    x = np.random.default_rng(5).normal(size=(7, 11))
+    assert k(x=x) == pytest.approx(numpy(x), rel=1e-12)
 
 
 def test_parallel_loops_have_a_serial_copy_below_the_threshold():
@@ -760,15 +777,16 @@ def test_cuda_reduction_without_a_loop_is_summed_by_one_thread():
 
 def test_cuda_reductions_are_kernels_of_their_own():
     """On CUDA a maximum and a sum inside a scalar statement are statements of their own, each shared out
-    among the threads (a sum with ``+``, a maximum with ``tl_fmax`` from ``-INFINITY``); in C they stay in
-    the statement that reads them."""
+    among the threads (a sum with ``+``, a maximum with ``tl_fmax`` from ``-INFINITY``); in C the sum stays in
+    the statement that reads it, and the maximum, read both outside the sum and inside it, is a scalar
+    statement of its own (computed once)."""
     e = tl.parse((EXAMPLES / "logsumexp.tl").read_text())
     src, meta = generate(e, target="cuda")
     kinds = [k["kind"] for k in meta["launch"]["kernels"]]
     assert kinds == ["reduce", "single_block", "reduce", "single_block", "single"]
     assert "tl_sh[threadIdx.x] = tl_fmax(tl_sh[threadIdx.x], tl_sh[threadIdx.x + s]);" in src
     assert "real tl_part = -(real)INFINITY;" in src
-    assert len(lower(e)[0].stmts) == 1 and len(lower(e, stored_reductions=True)[0].stmts) == 3
+    assert len(lower(e)[0].stmts) == 2 and len(lower(e, stored_reductions=True)[0].stmts) == 3
 
 
 def test_cuda_target_generates_kernels():
