@@ -304,6 +304,24 @@ def test_power_at_zero():
         assert ad.gradient(lambda y: np.power(0.0, y), 0.5) == (0.0,)
 
 
+def test_powers_of_exponent_at_least_one_at_zero_and_below_it():
+    """``a ** b`` for a Python number ``b >= 1`` (``x ** 2``, the common case) takes its partial ``b * a ** (b - 1)``
+    directly, with no pole or constant to mask: checked at 0 and at negative bases against the closed form, in
+    both arguments (the derivative in the exponent, ``a ** b log a``, is 0 where ``a <= 0``), and at second
+    order against differences of the first derivative."""
+    x = np.array([-1.5, 0.0, 0.5, 2.0])
+    for b in (1, 2, 3, 1.0, 2.0, 2.5):
+        with np.errstate(invalid="ignore"):
+            want = b * x ** (b - 1)
+        g = ad.grad(lambda v: np.sum(v ** b))(x)
+        np.testing.assert_array_equal(g, want)
+        h = ad.grad(lambda v: np.sum(ad.grad(lambda w: np.sum(w ** b))(v)))(x[2:])
+        np.testing.assert_allclose(h, b * (b - 1) * x[2:] ** (b - 2), rtol=1e-12)
+    db = ad.grad(lambda e: 2.0 ** e, 0)(2.5)
+    assert db == pytest.approx(2.0 ** 2.5 * np.log(2.0), rel=1e-14)
+    assert ad.grad(lambda e: 0.0 ** e)(2.0) == 0.0 and ad.grad(lambda a: a ** 1.0)(0.0) == 1.0
+
+
 def _view_scaled(x):
     y = x * 1.0
     v = y[1:]
