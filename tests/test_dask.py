@@ -137,6 +137,15 @@ def in_pieces(monkeypatch):
     monkeypatch.setattr(blocks, "IN_PLACE", 1)
 
 
+@pytest.fixture(params=["whole", "in pieces"])
+def blocks_run(request):
+    """Each test that takes it runs twice: blocks whole where their windows are small (the default), and in
+    pieces at every size (``in_pieces``)."""
+    if request.param == "in pieces":
+        request.getfixturevalue("in_pieces")
+    return request.param
+
+
 def recorded_reads(kernel, inputs, monkeypatch, fuse=True):
     """``[(entry, sizes, {argument: shape})]`` of every run of a block program in ``kernel(**inputs)`` (its
     statements fused where they can be, or not), computed synchronously."""
@@ -291,21 +300,17 @@ def test_plan_prints_the_footprints(deconv):
     assert "partial sums, added" in text
 
 
-@pytest.mark.parametrize("blocks_run", ["whole", "in pieces"])
 @pytest.mark.parametrize("wrt", ["x and c", "x"])
-def test_a_block_task_allocates_its_footprint(deconv, wrt, blocks_run, monkeypatch):
+def test_a_block_task_allocates_its_footprint(deconv, wrt, blocks_run):
     """The footprint the plan gives each run of a block is what the run allocates: its windows (cut here
     afresh, as a task joins them), its result and its temporaries, traced while one run goes alone.  A
     block run in pieces holds the windows and workspace of its largest run and its result: the runs' sum
     and one run's partial result, or the slab its runs write their rows into."""
     import tracemalloc
 
-    from tensorlang.codegen import blocks
     from tensorlang.codegen.build import load
     from tensorlang.codegen.runtime import Runner
 
-    if blocks_run == "in pieces":
-        monkeypatch.setattr(blocks, "IN_PLACE", 1)
     grad = deconv[1] if wrt == "x and c" else tl.compile(tl.grad(tl.parse(DECONV), "x"))
     n, m, size = 200_000, 16, 50_000
     rng = np.random.default_rng(5)
@@ -449,14 +454,9 @@ def _with_loops(cases: list, count: int) -> list:
     return [(e, ins) for e, ins in cases if "sum(" in str(e) or "gen(" in str(e)][:count]
 
 
-@pytest.mark.parametrize("blocks_run", ["whole", "in pieces"])
-def test_generated_programs_on_random_chunkings(blocks_run, monkeypatch):
+def test_generated_programs_on_random_chunkings(blocks_run):
     """At these sizes blocks run whole; with ``IN_PLACE`` at 1, a block split along a sum whose windows
     cross chunk edges runs in pieces."""
-    from tensorlang.codegen import blocks
-
-    if blocks_run == "in pieces":
-        monkeypatch.setattr(blocks, "IN_PLACE", 1)
     cases = _with_loops(collect(program_and_inputs(max_size=7, allow_zero=False), 80), 24)
     rng = np.random.default_rng(6)
     split, pieces = zip(*(_check_blockwise(tl.compile(expr), expr, ins, rng) for expr, ins in cases))
