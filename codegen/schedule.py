@@ -752,6 +752,7 @@ class Schedule:
 
     @staticmethod
     def lane_max(e) -> bool:
+        """A maximum over one variable whose body reads consecutive elements as it steps, holding no reduction."""
         return len(e.vars) == 1 and not has_reduce(e.body) \
             and not any(isinstance(n, MaxReduce) for n in walk(e.body)) and reads_along(e.body, e.vars[0])
 
