@@ -56,6 +56,17 @@ def test_the_kernel_and_its_compiled_gradient_against_numpy(gmm):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=name)
 
 
+def counted(kernel, definition: str):
+    """``(runner, calls)``: ``kernel``'s C with a counter added to the function whose definition opens with
+    ``definition`` (a regular expression), built and loaded; ``calls.value`` is the calls made so far."""
+    found = re.search(definition, kernel.source)
+    assert found is not None
+    counting = (kernel.source[:found.start()] + "long long tl_calls = 0;\n"
+                + kernel.source[found.start():found.end()] + " tl_calls += 1;" + kernel.source[found.end():])
+    runner = load(counting, kernel.meta, tl.TensorLangError)[0]
+    return runner, ctypes.c_longlong.in_dll(build.load(build.build_c(counting)), "tl_calls")
+
+
 def test_the_gradient_computes_each_exp_where_its_value_lives(gmm):
     """The compiled gradient's C run with ``exp`` counting its calls. Each value is computed once, over the
     variables it reads, in the forward part and again in the gradient's: ``exp(q)`` per component and
@@ -64,15 +75,7 @@ def test_the_gradient_computes_each_exp_where_its_value_lives(gmm):
     point too and the softmax weight again inside the loops over the triangular factor's entries: 399 calls
     here, growing as n B m^2."""
     e, inputs = gmm
-    kernel = tl.compile(tl.adjoint(e, wrt=WRT))
-    definition = re.search(r"static inline real tl_f_exp\(real a0\) \{", kernel.source)
-    assert definition is not None
-    counting = (kernel.source[:definition.start()] + "long long tl_exp_calls = 0;\n"
-                + kernel.source[definition.start():definition.end()] + " tl_exp_calls += 1;"
-                + kernel.source[definition.end():])
-    runner = load(counting, kernel.meta, tl.TensorLangError)[0]
-    library = build.load(build.build_c(counting))
-    calls = ctypes.c_longlong.in_dll(library, "tl_exp_calls")
+    runner, calls = counted(tl.compile(tl.adjoint(e, wrt=WRT)), r"static inline real tl_f_exp\(real a0\) \{")
     dy = [v for v in tl.adjoint(e, wrt=WRT).free_vars if v not in inputs]
     runner(**inputs, **{dy[0]: 1.0})
     n, m = inputs["x"].shape
@@ -88,14 +91,7 @@ def test_gradbench_objective_takes_each_points_maximum_once():
     lanes took their maximum again for every component: 5,311 calls here, against at most 740."""
     from tensorlang.gradbench.gmm import MIXTURE
 
-    kernel = tl.compile(tl.parse(MIXTURE))
-    definition = re.search(r"static inline double tl_fmax\(double a, double b\) \{", kernel.source)
-    assert definition is not None
-    counting = (kernel.source[:definition.start()] + "long long tl_fmax_calls = 0;\n"
-                + kernel.source[definition.start():definition.end()] + " tl_fmax_calls += 1;"
-                + kernel.source[definition.end():])
-    runner = load(counting, kernel.meta, tl.TensorLangError)[0]
-    calls = ctypes.c_longlong.in_dll(build.load(build.build_c(counting)), "tl_fmax_calls")
+    runner, calls = counted(tl.compile(tl.parse(MIXTURE)), r"static inline double tl_fmax\(double a, double b\) \{")
     rng = np.random.default_rng(4)
     n, d, k = 37, 3, 12   # (16 points and more: the sum over the points then runs in blocks of lanes)
     inputs = dict(x=rng.normal(size=(n, d)), alpha=rng.normal(size=k), mu=rng.normal(size=(k, d)),
@@ -104,4 +100,3 @@ def test_gradbench_objective_takes_each_points_maximum_once():
     assert 0 < calls.value <= n * (k + 8), calls.value
     want = objective_numpy(**inputs) + len(inputs["x"]) * np.log(np.sum(np.exp(inputs["alpha"])))
     assert got == pytest.approx(want, rel=1e-12)
-
