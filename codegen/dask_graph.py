@@ -8,7 +8,8 @@ computed inside the task and is no key of the graph.  A split generator's blocks
 result, a split sum's partial results are added by a tree of tasks (``Graph.FAN_IN`` at a time), a
 statement left whole is one task.  A window of a Dask array is the grid of its chunks' parts (a slicing
 task per chunk it overlaps, run where the chunk lives; none for a whole chunk, nor for a part of the chunk
-the block reads most of, which its task cuts itself), joined in the block's task; windows of NumPy inputs and of relations are cut on the client and travel with their task.
+the block reads most of, which its task cuts itself), joined in the block's task; windows of NumPy inputs
+and of relations are cut on the client and travel with their task.
 
 **Made once per plan.**  A plan's ``Graph`` (every task with its sizes, windows and keys) depends only
 on the plan, which is cached per sizes and chunking; a call of the kernel names its tasks after the
@@ -173,8 +174,8 @@ def collection(plan, inputs: dict):
 class Graph:
     """The tasks of a plan, made once per plan (so once per sizes and chunking), each with what it needs
     precomputed: a block's sizes and the chunk parts of its windows, a slicing task per chunk a window
-    overlaps but does not cover (run where the chunk lives) other than the block's own, and the trees adding a split sum's partial
-    results.  Keys are written ``(slot, index)``: a slot is a chunked input, a statement's result, its
+    overlaps but does not cover (run where the chunk lives) other than the block's own, and the trees adding a
+    split sum's partial results.  Keys are written ``(slot, index)``: a slot is a chunked input, a statement's result, its
     partial results, its sum tree or the slicing tasks of a chunked variable, and ``arrays`` names the
     slots after a call's inputs: a chunked input's slot is the input's Dask name, and the slicing tasks
     of a variable are named after it and the part they cut (two kernels computed together share the
@@ -284,10 +285,10 @@ class Graph:
         refs = []
         for combo in itertools.product(*axes):
             ref = (slot, tuple(c for c, _, _ in combo))
-            if not all(whole for _, _, whole in combo) and ref[1] == home:
-                ref = (*ref, tuple(s for _, s, _ in combo))
-            elif not all(whole for _, _, whole in combo):
-                slices = tuple(s for _, s, _ in combo)
+            slices, cut = tuple(s for _, s, _ in combo), not all(whole for _, _, whole in combo)
+            if cut and ref[1] == home:
+                ref = (*ref, slices)
+            elif cut:
                 at = (ref, tuple((s.start, s.stop) for s in slices))
                 if at not in self.windows:
                     if slot not in self.parts:
