@@ -4,7 +4,8 @@ The cache key is a hash of the source, the compiler's identity and the flags; th
 ``<cache>/<key>.so`` where ``<cache>`` is ``$TENSORLANG_CACHE`` or ``~/.cache/tensorlang``.  A build writes
 the source and the library under temporary names unique to the process and renames them into place
 (``os.replace`` is atomic on POSIX), so two processes building the same kernel at once both succeed
-and the loser's rename just replaces an identical file; a reader never sees half a library.
+and the loser's rename just replaces an equivalent build (the seal beside it written again to match:
+``install``); a reader never sees half a library.
 
 The system C compiler (``$CC`` or ``cc``) runs at ``-O3`` with ``-march=native -fno-math-errno`` (so
 loop-invariant calls of ``exp`` and friends can be hoisted and loops vectorised; no ``-ffast-math``,
@@ -112,18 +113,24 @@ def _settled(path: str, tries: int = 20) -> bool:
     return False
 
 
-def install(tmp: str, target: str) -> None:
-    """Move the freshly built ``tmp`` to ``target`` (atomically), then write its seal beside it; where the
-    seal cannot be written (a full disk), the entry is removed again: never a library without its seal."""
+def install(tmp: str, target: str, tries: int = 10) -> None:
+    """Move the freshly built ``tmp`` to ``target`` (atomically), then write the seal of what is there beside
+    it, until the entry is seen intact: another process installing the same kernel at once may rename its
+    build (whose bytes differ in the temporary name they record) between this one's rename and seal, or
+    write its seal after this one's, and the last to write makes the pair agree.  Where the seal cannot be
+    written (a full disk), the entry is removed again: never a library without its seal."""
     _discard(target)
     _discard(target + ".sum")
-    seal = _seal_of(tmp)
     os.replace(tmp, target)
     seal_tmp = f"{target}.{os.getpid()}.{uuid.uuid4().hex[:8]}.sum.tmp"
     try:
-        with open(seal_tmp, "w") as f:
-            f.write(seal)
-        os.replace(seal_tmp, target + ".sum")
+        for _ in range(tries):
+            seal = _seal_of(target)
+            with open(seal_tmp, "w") as f:
+                f.write(seal)
+            os.replace(seal_tmp, target + ".sum")
+            if intact(target):
+                return
     except OSError:
         _remove(seal_tmp, target)
         raise
