@@ -32,6 +32,7 @@ from tensorlang.traversal import free_index_vars
 from . import domains as D
 from .build import build_c, c_flags, load as load_library
 from .c_runtime import BLAS_HELPERS, c_prelude
+from .entry_caller import caller as entry_caller
 from .groups import find_groups
 from .ir import Array, MaxReduce, Program, Reduce, Stmt, path_of
 from .lower import C_RESERVED
@@ -642,7 +643,9 @@ def emit_c(prog: Program, namer, dtype: str = "float64", entry: str = "tl_kernel
 
 def load(source: str, meta: dict, error, sanitize: bool = False) -> tuple[Runner, str, list[str]]:
     """The ``Target.load`` of C: the library built (cached) with the flags of ``codegen.build.c_flags``
-    and loaded in-process, its runner, its path and those flags."""
+    and loaded in-process, its runner (calling the entry point through ``entry_caller`` where it is built, and
+    through ctypes for a sanitized kernel), its path and those flags."""
     flags = c_flags(sanitize=sanitize)
     library = build_c(source, flags=flags)
-    return Runner(meta, load_library(library, sanitize), error=error), library, flags
+    caller = None if sanitize else entry_caller()
+    return Runner(meta, load_library(library, sanitize), error=error, caller=caller), library, flags

@@ -68,9 +68,10 @@ class BlockLibrary:
         with _LOCK:
             if self.key not in _RUNNERS:
                 from tensorlang.codegen.build import load
+                from tensorlang.codegen.entry_caller import caller
                 from tensorlang.codegen.runtime import Runner
 
-                _RUNNERS[self.key] = Runner(self.meta, load(self._materialise()), error=ShapeError)
+                _RUNNERS[self.key] = Runner(self.meta, load(self._materialise()), error=ShapeError, caller=caller())
             return _RUNNERS[self.key]
 
     def _materialise(self) -> str:

@@ -77,6 +77,12 @@ def _scipy_blas(prefix):
     return ptrs[0], ptrs[1], False, "scipy.linalg.cython_blas"
 
 
+def blas_address(dtype) -> int:
+    """The address of ``blas_table(dtype)``'s table, as a kernel is passed it."""
+    hit = _BLAS_TABLES.get((dtype, os.environ.get("TENSORLANG_BLAS", "")))
+    return _addressof((hit or blas_table(dtype))[0])
+
+
 def blas_table(dtype):
     """``(ctypes table of 3 pointers, description)`` for ``float64``/``float32`` (cached, under the dtype as
     given: this runs on every call of a kernel that calls BLAS)."""
@@ -589,11 +595,17 @@ class Arguments:
 class Runner(Arguments):
     """Checks inputs, converts them and calls the compiled entry point (see the module docstring)."""
 
-    def __init__(self, meta: dict, library, error=RuntimeShapeError):
+    def __init__(self, meta: dict, library, error=RuntimeShapeError, caller=None):
         super().__init__(meta, error)
         self.fn = getattr(library, meta["entry"])
         self.fn.restype = None
         self.fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+        # ``caller(entry address, sizes, arrays, extra addresses)`` calls the entry point from C where the
+        # kernel's package gives one (``codegen.entry_caller``); ctypes does otherwise
+        self._caller = caller
+        self._entry = ctypes.cast(self.fn, ctypes.c_void_p).value
+        self._blas = bool(meta.get("blas"))
+        self._has_workspace = bool(meta.get("workspace"))
         self._workspaces: list = []  # buffers for the kernel's temporaries, reused between calls
         self._workspace_lock = threading.Lock()
         self._workspace_bytes: dict = {}  # the sizes array's bytes -> its workspace's (see _workspace)
@@ -607,18 +619,22 @@ class Runner(Arguments):
         and then ``None`` is returned: the caller holds what the kernel wrote."""
         size_arr, args, outs = self.prepare(inputs, shapes, outputs is None)
         arrays = args + (outs if outputs is None else list(outputs))
-        try:   # (``address`` inlined: this runs for every array of every call)
-            addrs = [_addressof(_from_buffer(a)) for a in arrays]
-        except (TypeError, ValueError):   # a read-only or empty one among them
-            addrs = [address(a) for a in arrays]
-        if self.meta.get("blas"):
-            addrs.append(ctypes.addressof(blas_table(self.dtype)[0]))
-        ws = self._workspace(size_arr) if self.meta.get("workspace") else None
+        extra = []
+        if self._blas:
+            extra.append(blas_address(self.dtype))
+        ws = self._workspace(size_arr) if self._has_workspace else None
         if ws is not None:
-            addrs.append((address(ws) + 63) & ~63)
-        ptrs = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
+            extra.append((address(ws) + 63) & ~63)
         try:
-            self.fn(address(size_arr), ptrs)
+            if self._caller is not None:
+                self._caller(self._entry, size_arr, arrays, tuple(extra))
+            else:
+                try:   # (``address`` inlined: this runs for every array of every call)
+                    addrs = [_addressof(_from_buffer(a)) for a in arrays]
+                except (TypeError, ValueError):   # a read-only or empty one among them
+                    addrs = [address(a) for a in arrays]
+                addrs += extra
+                self.fn(address(size_arr), (ctypes.c_void_p * max(len(addrs), 1))(*addrs))
         finally:
             if ws is not None and len(self._workspaces) < 4:
                 self._workspaces.append(ws)
