@@ -354,7 +354,8 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
         if stored is not None:
             self.emit_over_entries(stmt, stored, scope)
             return
-        if self.caps.interchange and self.interchangeable(pred, body):
+        if self.caps.interchange and self.interchangeable(pred, body) and \
+                not self.slabs_beat_interchange(stmt, pred, body):
             # small target, long reduction: chosen at run time (the sizes are symbolic)
             g, r = self.size_product(arr.dims), self.size_product(body.sizes)
             chunked = self.chunkable(stmt, pred, body, scope)

@@ -15,9 +15,9 @@ into its uses (``t[a]`` becomes ``body[g := a]``) when
   ``derive.simplify`` makes too), so every element is computed at most once where it is used.  A use inside a loop that re-reads elements (``t[i]`` under ``gen(k)``)
   keeps ``t`` stored.
 
-A cheap body that calls a black box (``exp``, ``log``...) is substituted only where each use is element by
+A cheap body that calls a black box (``exp``, ``log``...) is substituted only where it has one use, element by
 element: a use that re-reads elements (the softmax weight of a point and a component, read in the loops
-over pairs of dimensions) would evaluate the black box again for every read, work the certificate does not
+over pairs of dimensions), or a second use, would evaluate the black box again, work the certificate does not
 count; such a binding is stored.
 
 Before any of that, a binding is *narrowed* to the generator variables its body reads: ``t = gen(i, k, a)
@@ -177,7 +177,7 @@ def fuse(lets: list, leaves: list, stored_reductions: bool = False) -> tuple[lis
             inline = False
         elif cheap and not any(isinstance(n, Call) for n in walk(body)):
             inline = True
-        elif cheap or total == 1:   # (a black box is computed once per element: inlined where each use is)
+        elif total == 1:   # (a black box is computed once per element: inlined where its one use reads so)
             inline = all(injective(index, ctx, conj(*guards)) for us in uses for _, index, ctx, guards in us)
         else:
             inline = False

@@ -4,8 +4,9 @@
    at the output and on inputs, generators only at the top of right-hand sides.
 2. Eta-expand every right-hand side and output to a full generator nest over a *scalar* body
    (``t = A`` becomes ``t = gen(i, j) A[i, j]``), so every tensor access in a body is full.
-3. Hoist (``codegen.hoist``) each black-box call out of the loops it does not read, into a binding of its
-   own; then fuse (``codegen.fuse``): let-bound tensors used once, element by element (or cheap enough to
+3. Factor the products under runs of sums so that a partial sum leaves out a loop around it, and hoist
+   (``codegen.hoist``) each black-box call and each sum out of the loops it does not read, into a binding
+   of its own; then fuse (``codegen.fuse``): let-bound tensors used once, element by element (or cheap enough to
    recompute), are substituted into their use; what remains is one statement per binding.
 4. Canonicalise each body: guards pulled out of products (``a * [p] * b`` is ``[p] * (a * b)``), nested
    sums merged into one ``Reduce`` whose predicate collects their guards, so that each reduction's
@@ -297,7 +298,7 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True,
     contractions for BLAS (``codegen.contract``); ``stored_reductions``: a scalar let whose value is a
     reduction is never fused into its reader (``codegen.fuse``)."""
     from .fuse import fuse
-    from .hoist import hoisted, reductions_apart
+    from .hoist import factored, hoisted, reductions_apart
 
     bindings, out = let_chain(normalize(split_pairs(body_of(expr))))  # every input of expr is an argument
     namer = Namer()
@@ -325,7 +326,7 @@ def lower(expr: Expr, fuse_lets: bool = True, contractions: bool = True,
 
     shape = out_tree(out)
     if fuse_lets:
-        lets, leaves = fuse(*hoisted(lets, leaves), stored_reductions=stored_reductions)
+        lets, leaves = fuse(*hoisted(*factored(lets, leaves)), stored_reductions=stored_reductions)
     if stored_reductions:
         lets, leaves = reductions_apart(lets, leaves)
 

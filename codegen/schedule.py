@@ -232,6 +232,14 @@ class Schedule:
             return []
         return reds
 
+    def slabs_beat_interchange(self, stmt: Stmt, pred, red: Reduce) -> bool:
+        """Whether the statement ``T[g] = [P] * red`` runs better row by row into slabs than interchanged: where
+        slabs take it and its summand reads consecutive elements along the target's last loop but not along the
+        sum's last variable.  Interchanged, the sum's variable runs innermost and each of its steps reads a
+        line of its own (``sum(i0:n) d[i0, k] * X[i0, k, a]`` into ``S[k, a]``: a stride of ``B m`` through
+        ``X``, each line read ``m`` times); a row's slab reads each line once."""
+        return bool(self.slab_reductions(stmt, pred, red)) and not reads_along(red.body, red.vars[-1])
+
     @staticmethod
     def slab_beats_lanes(stmt: Stmt, reds: list[Reduce]) -> bool:
         """Whether slabs are the better form even where lane blocking runs the gather's last loop (its sums in

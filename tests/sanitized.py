@@ -50,6 +50,10 @@ PROGRAMS = [
     # sums run row by row into slabs (Schedule.emit_slab): a triangle, and a read kept in range by the bracket
     "A : [n][m][m]R; x : [p][m]R; gen(k:n, a:m) sum(i:p, b:m) [a < b] * x[i, b] * A[k, b, a]",
     "x : [m]R; y : [p][n]R; z : [2]R; gen(k:n, a:m + 1, b:2) [a >= 1] * sum(i:p) y[i, k] * x[a - 1] * z[b]",
+    # partial sums (codegen.hoist): y[i - 1] taken out of the sum over j where some j < i, so at i = 0 it is not
+    # read; a sum hoisted out of the points' loop under a bracket on the variable it reads
+    "y : [n]R; x : [n]R; z : [m]R; gen(i:n, a:m) sum(j:n) [j < i] * y[i - 1] * x[j] * z[a]",
+    "x : [m]R; y : [n]R; gen(i:n, a:m + 1) [a >= 1] * sum(j:n) y[j] * x[a - 1]",
 ]
 
 # energies whose sparse Hessians are compiled: the pieces in one sweep over the entries, the 2-D one's tangents in

@@ -281,23 +281,28 @@ def test_serial_copies_is_a_pass_over_the_loop_ir():
 
 
 def test_black_boxes_are_hoisted_out_of_the_loops_they_do_not_read():
-    """``exp(q[k])`` in ``gen(i, k)`` is one binding over ``k`` (computed m times, not n m), also inside a sum
-    over another variable; a call under a guard on what it reads stays where it is; a call under a guard on
-    sizes is hoisted under that guard; the results are the evaluator's, at an empty dropped loop too and
-    where the guard is false (``tests/sanitized.py`` runs these under AddressSanitizer)."""
+    """``exp(q[k])`` in ``gen(i, k)`` is one binding over ``k``; inside a sum over another variable it leaves
+    the sum with the factors that do not read that variable (``codegen.hoist.factored``: ``exp(q[k]) * sum(i:n)
+    x[i]``); a call under a guard on sizes is hoisted under that guard.  Each kernel's C run with ``exp``
+    counting its calls: once per value of the variables it reads, where the loops it was taken out of are not
+    empty and the guard holds (n m calls, or m n, before).  The results are the evaluator's, at an empty loop
+    too and where the guard is false (``tests/sanitized.py`` runs these under AddressSanitizer)."""
+    from test_gmm_kernel import counted
+
     rng = np.random.default_rng(4)
-    cases = [("q : [m]R; x : [n]R; gen(i:n, k:m) exp(q[k]) * x[i]", True),
-             ("q : [m]R; x : [n]R; gen(k:m) sum(i:n) exp(q[k]) * x[i]", True),
-             ("x : [n + m - 1]R; y : [n]R; sum(i:n, j:m) exp(x[j + n - 1]) * y[i]", True),
-             ("x : [m]R; y : [n]R; sum(i:n, j:m + 1) [j >= 1] * exp(x[j - 1]) * y[i]", False),
-             ("x : [n]R; y : [m]R; gen(i:n, j:m) [n >= 5] * exp(x[4]) * y[j]", True)]
-    for src, hoisted in cases:
+    cases = [("q : [m]R; x : [n]R; gen(i:n, k:m) exp(q[k]) * x[i]", lambda n, m: m * (n >= 1)),
+             ("q : [m]R; x : [n]R; gen(k:m) sum(i:n) exp(q[k]) * x[i]", lambda n, m: m * (n >= 1)),
+             ("x : [n + m - 1]R; y : [n]R; sum(i:n, j:m) exp(x[j + n - 1]) * y[i]", lambda n, m: m * (n >= 1)),
+             ("x : [m]R; y : [n]R; sum(i:n, j:m + 1) [j >= 1] * exp(x[j - 1]) * y[i]", lambda n, m: m * (n >= 1)),
+             ("x : [n]R; y : [m]R; gen(i:n, j:m) [n >= 5] * exp(x[4]) * y[j]", lambda n, m: int(n >= 5 and m >= 1))]
+    for src, calls in cases:
         e = tl.parse(src)
-        k = tl_compile(e)
-        assert ("exp_h" in _body(k)) == hoisted, src
-        for n, m in ((0, 3), (1, 1), (5, 4)):
+        runner, counter = counted(tl_compile(e), r"static inline real tl_f_exp\(real a0\) \{")
+        for n, m in ((0, 3), (1, 1), (5, 4), (6, 0)):
             ins = {name: rng.normal(size=type_shape(t, {"n": n, "m": m})) for name, t in e.free_vars.items()}
-            assert close(k(**ins, n=n, m=m), tl.evaluate(e, **ins, n=n, m=m)), (src, n, m)
+            before = counter.value
+            assert close(runner(**ins, n=n, m=m), tl.evaluate(e, **ins, n=n, m=m)), (src, n, m)
+            assert counter.value - before == calls(n, m), (src, n, m, counter.value - before)
 
 
 def test_pinned_sum_variable_is_an_assignment():
