@@ -3,7 +3,8 @@ entries, and its gradient) called again and again with NumPy arrays, against the
 and, where JAX is installed, a ``jax.jit``-compiled function called with JAX arrays (its result waited
 for).  What is timed is one call, the best of many, so that the figures are the wrapper's (input checks,
 size inference, output allocation, the ctypes call), not the arithmetic's.  A second table puts the call
-beside its compiled entry point called alone (its arguments laid out once): the deconvolution loss at
+beside its compiled entry point called alone (its arguments laid out once), and beside the same call with the
+entry point called through ctypes instead of ``codegen.entry_caller``'s extension: the deconvolution loss at
 n = m = 16, and the LSTM cell of ``examples/lstm_cell.tl`` (six inputs, BLAS, temporaries, a pair out) with
 its adjoint (a pair in).  Standalone: ``python benchmarks/bench_call.py``; prints the tables (the load average
 beside them) for docs/codegen.md.
@@ -90,11 +91,15 @@ def against_the_c() -> None:
               dict(x=rng.normal(size=31), c=rng.normal(size=16), z=rng.normal(size=16))),
              ("LSTM cell (n = 14)", cell, cell_inputs), ("its adjoint (dy a pair)", adjoint, adjoint_inputs)]
     print(f"\nload average {os.getloadavg()[0]:.2f}")
-    print("| kernel | call | entry point alone | the call's own cost |")
-    print("| --- | --- | --- | --- |")
+    print("| kernel | call | entry point alone | the call's own cost | call, the entry point through ctypes |")
+    print("| --- | --- | --- | --- | --- |")
     for what, kernel, inputs in cases:
         call, alone = best(lambda: kernel(**inputs), repeat=3000), c_alone(kernel, inputs)
-        print(f"| {what} | {call * 1e6:.1f} µs | {alone * 1e6:.1f} µs | {(call - alone) * 1e6:.1f} µs |")
+        caller, kernel._runner._caller = kernel._runner._caller, None   # (ctypes, as where the extension is not built)
+        by_ctypes = best(lambda: kernel(**inputs), repeat=3000)
+        kernel._runner._caller = caller
+        print(f"| {what} | {call * 1e6:.1f} µs | {alone * 1e6:.1f} µs | {(call - alone) * 1e6:.1f} µs "
+              f"| {by_ctypes * 1e6:.1f} µs |")
 
 
 if __name__ == "__main__":
