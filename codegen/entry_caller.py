@@ -19,7 +19,7 @@ import sys
 import sysconfig
 import threading
 
-from .build import build_c, c_compiler, sanitizing
+from .build import build_c, sanitizing
 
 __all__ = ["caller"]
 
@@ -122,7 +122,6 @@ def _built():
         return None
     source = SOURCE % {"version": sys.version.split()[0] + " " + sys.implementation.cache_tag, "module": MODULE}
     try:
-        c_compiler()
         path = build_c(source, ["-O2", "-fPIC", "-shared", "-std=gnu11", f"-I{include}"])
         loader = importlib.machinery.ExtensionFileLoader(MODULE, path)
         spec = importlib.util.spec_from_file_location(MODULE, path, loader=loader)

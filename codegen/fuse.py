@@ -60,16 +60,17 @@ _CHEAP_FUNCTIONS = (sympy.Piecewise, sympy.Abs, sympy.sign, sympy.Max, sympy.Min
 
 
 @functools.lru_cache(maxsize=None)
-def _costly(fn: str) -> bool:
-    """Whether black box ``fn``'s body holds a function other than a comparison or a cheap one (``exp``, ``log``,
-    ``tanh``...) or a power other than an integer one (``pow``, ``sqrt``; ``recip`` is cheap)."""
-    expr = lookup(fn).expr
+def _costly(spec) -> bool:
+    """Whether a black box's body (``spec``, its registry entry: a name defined again is another entry) holds a
+    function other than a comparison or a cheap one (``exp``, ``log``, ``tanh``...) or a power other than an
+    integer one (``pow``, ``sqrt``; ``recip`` is cheap)."""
+    expr = spec.expr
     return any(not isinstance(f, _CHEAP_FUNCTIONS) for f in expr.atoms(sympy.Function)) or \
         any(not p.exp.is_integer for p in expr.atoms(sympy.Pow))
 
 
 def _costly_calls(body: Expr) -> bool:
-    return any(isinstance(n, Call) and _costly(n.fn) for n in walk(body))
+    return any(isinstance(n, Call) and _costly(lookup(n.fn)) for n in walk(body))
 
 
 def is_cheap(body: Expr) -> bool:

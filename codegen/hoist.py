@@ -31,7 +31,7 @@ reason.
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    TRUE, Access, Affine, Call, Exists, Expr, Guard, Max, Mul, RelType, Sum, Var, conj, guard, strip_guards,
+    TRUE, Access, Affine, Call, Exists, Expr, Guard, Max, Mul, Sum, Var, conj, guard, strip_guards,
     tensor, wrap_guards,
 )
 from tensorlang.predicates import has_relations, simplify
@@ -78,7 +78,7 @@ def hoisted(lets: list, leaves: list) -> tuple[list, list]:
             reads, bound = set(free_index_vars(e)), {v for v, _ in loops}
             guarded = {v for p in guards for v in free_index_vars(p)}
             if reads < bound and len(bound) == len(loops) and not (isinstance(e, Call) and reads & guarded) \
-                    and not any(map(has_relations, guards)) and not _reads_relations(e):   # (no loop shadows another)
+                    and not any(map(has_relations, guards)) and not has_relations(e):   # (no loop shadows another)
                 out = hoist(e, tuple((v, s) for v, s in loops if v in reads),
                             tuple((v, s) for v, s in loops if v not in reads), guards, before, memo)
                 memo[key] = out
@@ -102,10 +102,6 @@ def hoisted(lets: list, leaves: list) -> tuple[list, list]:
             out_lets += before
             into.append([var, gv, gs, body])
     return out_lets, out_leaves
-
-
-def _reads_relations(e: Expr) -> bool:
-    return any(isinstance(v.type, RelType) for v in free_vars(e))
 
 
 def factored(lets: list, leaves: list) -> tuple[list, list]:
@@ -177,13 +173,13 @@ def _factor(run: list, body: Expr, loops: tuple) -> Expr | None:
     for v, size in run:
         inside = [f for f in factors if v in free_index_vars(f)]
         outside = [f for f in factors if v not in free_index_vars(f)]
-        left_out = _left_out(v, inside, guards, run, loops)
+        own = [p for p in guards if v in free_index_vars(p)]
+        left_out = _left_out(v, inside, own, run, loops)
         if outside and left_out and (best is None or left_out > best[0]):
-            best = (left_out, v, size, inside, outside)
+            best = (left_out, v, size, inside, outside, own)
     if best is None:
         return None
-    _, v, size, inside, outside = best
-    own = [p for p in guards if v in free_index_vars(p)]
+    _, v, size, inside, outside, own = best
     rest = [(w, s) for w, s in run if w is not v]
     scope = list(loops) + [w for w, _ in rest]
     somewhere = simplify(Exists(v, size, conj(*own)), scope)
@@ -192,12 +188,12 @@ def _factor(run: list, body: Expr, loops: tuple) -> Expr | None:
     return _sums(rest, wrap_guards(kept + [somewhere], _times(outside + [inner])))
 
 
-def _left_out(v, inside: list, guards: list, run: list, loops: tuple) -> int:
-    """How many variables in scope the sum over ``v`` of the factors ``inside`` (and its brackets) leaves out
-    (0 where it has no factor)."""
+def _left_out(v, inside: list, own: list, run: list, loops: tuple) -> int:
+    """How many variables in scope the sum over ``v`` of the factors ``inside`` and its brackets ``own`` leaves
+    out (0 where it has no factor)."""
     if not inside:
         return 0
-    reads = {w for x in inside + [p for p in guards if v in free_index_vars(p)] for w in free_index_vars(x)} - {v}
+    reads = {w for x in inside + own for w in free_index_vars(x)} - {v}
     return len((set(loops) | {w for w, _ in run if w is not v}) - reads)
 
 
