@@ -132,7 +132,7 @@ class Kernel:
     # ---------------------------------------------------------------------------------------------
     # tensorlang.ad: a compiled kernel is a primitive whose pullback is its compiled adjoint
 
-    adjoint_kernel = None  # the compiled tl.adjoint(expr, wrt=every differentiable input), once built
+    adjoint_kernels: dict | None = None  # the compiled tl.adjoint(expr, wrt) per tuple wrt, once built each
     wrt: list[str] = []  # an adjoint kernel's: the inputs its outputs are the gradients in, in order
     dy_name: str | None = None  # an adjoint kernel's: the input that takes the output's cotangent
 
@@ -146,23 +146,32 @@ class Kernel:
             self._differentiable = tuple(v.name for v in value_inputs(self.expr))
         return self._differentiable
 
-    def adjoint(self) -> "Kernel":
-        """``tl.compile(tl.adjoint(expr, wrt=differentiable_inputs()))`` with this kernel's target, dtype
-        and sanitizers, built on first use and cached (thread-safe: built at most once)."""
-        if self.adjoint_kernel is None:
+    def adjoint(self, wrt: tuple | None = None) -> "Kernel":
+        """``tl.compile(tl.adjoint(expr, wrt=wrt))`` with this kernel's target, dtype and sanitizers, ``wrt``
+        the differentiable inputs named in it, in their order (all of them where None), built on first use
+        for each and cached (thread-safe: built at most once)."""
+        wrt = self._differentiable_among(wrt)
+        k = (self.adjoint_kernels or {}).get(wrt)
+        if k is None:
             with _ADJOINT_LOCK:
-                if self.adjoint_kernel is None:
+                built = self.adjoint_kernels = self.adjoint_kernels or {}
+                k = built.get(wrt)
+                if k is None:
                     from tensorlang.traversal import free_vars
 
-                    wrt = list(self.differentiable_inputs())
-                    aexpr = DERIVATIVES.adjoint(self.expr, wrt)
+                    aexpr = DERIVATIVES.adjoint(self.expr, list(wrt))
                     known = {v.name for v in free_vars(self.expr)}
                     dy = [v.name for v in free_vars(aexpr) if v.name not in known]
                     k = Kernel(aexpr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
-                    k.wrt = wrt
+                    k.wrt = list(wrt)
                     k.dy_name = dy[0] if dy else None
-                    self.adjoint_kernel = k
-        return self.adjoint_kernel
+                    built[wrt] = k
+        return k
+
+    def _differentiable_among(self, names) -> tuple:
+        """The differentiable inputs named in ``names`` (all where None), in their order."""
+        every = self.differentiable_inputs()
+        return every if names is None else tuple(n for n in every if n in names)
 
     forward_kernels: dict | None = None  # the compiled value and derivative per tuple wrt, once built each
     tangent_names: dict = {}  # a forward kernel's: the input that takes the tangent of each wrt input
@@ -208,12 +217,20 @@ class Kernel:
         and returns one gradient per keyword argument in call order (``None`` for relations and
         sizes).  Where an input or ``dy`` is a Dask collection the adjoint runs blockwise like the kernel,
         and each gradient is as its input is (``dask_graph.like_values``)."""
+        return self.__ad_pullback_read__(None, *args, **inputs)
+
+    def __ad_pullback_read__(self, read, *args, **inputs):
+        """``__ad_pullback__`` where the caller reads the gradients of the inputs named in ``read`` alone (all
+        where None): the adjoint kernel is the one in those inputs (``adjoint(read)``), and the gradients of
+        the others are ``None`` (``runtime.Jkw_read``: the inputs whose values carry no derivative where a
+        differentiated function calls the kernel, such as the data of a fit)."""
         y = self(*args, **inputs)
 
         def back(dy):
-            if not self.differentiable_inputs():
+            wrt = self._differentiable_among(read)
+            if not wrt:
                 return (None,) * len(inputs)
-            adj = self.adjoint()
+            adj = self.adjoint(wrt)
             return self._gradients(adj, adj(**self._adjoint_inputs(adj, inputs, dy, y)), inputs)
 
         return y, back
@@ -330,7 +347,11 @@ def _zeros_where_none(dy, y):
     if isinstance(y, tuple):
         parts = (None,) * len(y) if dy is None else dy
         return tuple(_zeros_where_none(d, v) for d, v in zip(parts, y))
-    return np.zeros_like(y, dtype=float) if dy is None else dy
+    if dy is None:
+        return np.zeros_like(y, dtype=float)
+    # (a whole number, the seed 1 of a scalar's gradient, as a float: so the call takes the fast path of
+    # ``Arguments.plain`` instead of the checks for any input)
+    return float(dy) if type(dy) is int else dy
 
 
 def _shapes(value):

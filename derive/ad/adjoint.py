@@ -9,7 +9,7 @@ mutated) are routed through the box store at run time (``runtime.acc_into`` / ``
 from __future__ import annotations
 
 from . import rules
-from .ir import ANY, ARR, INT, NUM, Instr
+from .ir import ANY, ARR, INT, NUM, Instr, has_gradient
 from .primal import keeps_result, source_line
 
 # (an augmented assignment ``x op= y`` and a rule that writes may write to their argument: their pullback runs
@@ -59,7 +59,7 @@ class BlockAdjoint:
     # -- accumulation -------------------------------------------------------------------------------------
     def add(self, v, expr: str, maybe_none: bool):
         """``v``'s gradient += expr."""
-        if not v.active or v.kind == INT or isinstance(v, Instr) and v.op == "const":
+        if not has_gradient(v):
             return
         d = f"_d{v.id}"
         if v.kind == NUM:
@@ -178,8 +178,7 @@ class BlockAdjoint:
         e = self.dy(ins)
         body_start = len(self.lines)
         both = ins.op == "binop" and ins.attr != "@" and all(a.kind == ARR for a in ins.args)
-        live = lambda a: a.active and a.kind != INT and not (isinstance(a, Instr) and a.op == "const")  # noqa: E731
-        for _, a, expr in self.g.fill_templates(temps, ins, self.ref, e, live):
+        for _, a, expr in self.g.fill_templates(temps, ins, self.ref, e, has_gradient):
             if both:
                 expr = f"_ad_unb({expr}, {self.ref(a)})"
             self.add(a, expr, False)
@@ -228,7 +227,7 @@ class BlockAdjoint:
             for p in active:
                 src = f"_x{p.id}" if snap else f"_d{p.id}"
                 u = p.incoming[pred]
-                if u.active and u.kind != INT and not (isinstance(u, Instr) and u.op == "const"):
+                if has_gradient(u):
                     d = f"_d{u.id}"
                     if u.kind == NUM:
                         arm.append(f"{d} = _ad_addn({d}, {src})" if p.kind != NUM else f"{d} += {src}")

@@ -42,12 +42,14 @@ def join(a, b):
 
 
 def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, derived=frozenset(),
-            _open=frozenset()) -> None:
+            _open=frozenset(), fixed=frozenset()) -> None:
     """Set ``kind`` and ``active`` on every value, and turn inlinable calls into ``prim``.
     ``globals_kinds`` (name -> kind) are kinds assumed for module globals (a specialisation that is
     guarded by the globals' types when it runs, see ``api._build``); other globals are ``ANY``.
     ``derived``: the ids of values (arrays the function makes) assumed to be vectors.  A call of a function
-    assumed to write nothing (``fn.pure``) has the kind that function returns for its arguments' kinds."""
+    assumed to write nothing (``fn.pure``) has the kind that function returns for its arguments' kinds.
+    ``fixed``: the positions of parameters not differentiated (those ``ad.grad``'s ``argnums`` leaves out),
+    inactive where nothing can write a derivative into them (``_fixed_inactive``)."""
     gk = globals_kinds or {}
     values = list(fn.values())
     returns = _Returns(fn.pure, _open)
@@ -73,8 +75,23 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, d
         else set()
     for v in values:
         v.active = False
+    fixed = fixed if _fixed_inactive(values, mutates, fn.pure) else frozenset()
     _fixed_point(values, attrgetter("active"), lambda v, a: setattr(v, "active", a),
-                 lambda v: _active(v, arg_kinds, written))
+                 lambda v: _active(v, arg_kinds, written, fixed))
+
+
+def _fixed_inactive(values, mutates: bool, pure) -> bool:
+    """Whether the parameters that are not differentiated can be inactive: nothing writes to an array or an
+    object (so no derivative can be written into one of them), every call is of a library function (a
+    constant: ``np.sum(g, axis=1)``) or of a module global assumed to write nothing (``pure``: a compiled
+    kernel, a write-free Python function), and no function is defined inside (a closure could write into a
+    parameter it captured, called by a rule)."""
+    return not mutates and all(v.op != "closure" and (v.op != "call" or _const(v.args[0]) or calls_write_free(v, pure))
+                               for v in values if isinstance(v, Instr))
+
+
+def _const(v) -> bool:
+    return isinstance(v, Instr) and v.op == "const"
 
 
 def _fixed_point(values, get, put, transfer) -> None:
@@ -439,14 +456,17 @@ def _maybe_rule(v: Instr):
         v.op, v.args, v.attr = "rule", v.args[1:], (rule, getattr(f, "__name__", repr(f)))
 
 
-def _active(v, arg_kinds, written):
+NEVER_ACTIVE = (INT, PYINT, CONST_KIND)   # the kinds of arguments that are never differentiated
+
+
+def _active(v, arg_kinds, written, fixed):
     if v.kind == INT:
         return False
     if isinstance(v, Phi):
         return any(u.active for u in v.incoming.values())
     op = v.op
     if op == "param":
-        return arg_kinds[v.attr[0]] not in (INT, PYINT, CONST_KIND)
+        return v.attr[0] not in fixed and arg_kinds[v.attr[0]] not in NEVER_ACTIVE
     if op in ("const", "compare", "slice"):
         return False
     # an array np.zeros makes, or a global list, becomes active when an active value is written in

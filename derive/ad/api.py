@@ -18,7 +18,7 @@ from ... import collector
 from ...errors import TensorLangError, TypeCheckError, UnsupportedError, user_traceback
 from . import rules  # (importing it registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
-from .analysis import analyse, indexed_by_ints, may_write, restartable, write_free_callee
+from .analysis import NEVER_ACTIVE, analyse, indexed_by_ints, may_write, restartable, write_free_callee
 from .context import Store, current, within
 from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, is_array, spec_kind
@@ -88,11 +88,13 @@ _SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 
 
 @TRANSFORM.provide
-def specialised(f: types.FunctionType, args) -> Specialisation:
-    """The compiled specialisation of ``f`` for the kinds of ``args`` (transformed on first use)."""
+def specialised(f: types.FunctionType, args, fixed=frozenset()) -> Specialisation:
+    """The compiled specialisation of ``f`` for the kinds of ``args`` (transformed on first use); ``fixed``:
+    the positions of the arguments not differentiated (``analysis.analyse``), whose gradients are None."""
     kinds = tuple(map(spec_kind, args))
+    fixed = frozenset(i for i in fixed if kinds[i] not in NEVER_ACTIVE)   # (the others are inactive anyway)
     code = f.__code__
-    key = (id(code), kinds)
+    key = (id(code), kinds, fixed)
     spec = _SPECS.get(key)
     if spec is None or spec.code is not code:   # code objects compare by content: key by identity
         if made_by_grad(f):
@@ -103,7 +105,7 @@ def specialised(f: types.FunctionType, args) -> Specialisation:
         with BUILD_LOCK:   # (built once: another thread may have built it meanwhile)
             spec = _SPECS.get(key)
             if spec is None or spec.code is not code:
-                spec = _SPECS[key] = _build(f, kinds)
+                spec = _SPECS[key] = _build(f, kinds, fixed)
     return spec
 
 
@@ -116,9 +118,10 @@ def refuse_made(f):
         raise UnsupportedError(refused)
 
 
-def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
+def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None, fixed=frozenset()):
     """The SSA form of ``f`` analysed for argument ``kinds``; ``pure``: the global functions it calls that are
-    assumed to write nothing (name -> what that assumes, ``analysis.write_free``)."""
+    assumed to write nothing (name -> what that assumes, ``analysis.write_free``); ``fixed``: as
+    ``analysis.analyse`` takes it."""
     code = f.__code__
     fn, node, filename, text = lowered(f)
     if pure:
@@ -126,16 +129,16 @@ def analysed_ir(f, kinds, globals_kinds=None, derived=frozenset(), pure=None):
     if code.co_flags & _FLAGS:
         what = "'async' functions are" if code.co_flags & inspect.CO_COROUTINE else "generators ('yield') are"
         raise unsupported(what, filename, text, node)
-    analyse(fn, kinds, globals_kinds, derived)
+    analyse(fn, kinds, globals_kinds, derived, fixed=fixed)
     return fn, filename, text
 
 
-def _build(f, kinds) -> Specialisation:
-    fn, filename, text = analysed_ir(f, kinds)
+def _build(f, kinds, fixed=frozenset()) -> Specialisation:
+    fn, filename, text = analysed_ir(f, kinds, fixed=fixed)
     spec = _compiled(f, fn, filename, text)
     pure = _write_free_callees(f, fn)
     if pure:   # (a function that calls user code is never box-free: the assumptions below do not apply)
-        fn2, _, _ = analysed_ir(f, kinds, pure=pure)
+        fn2, _, _ = analysed_ir(f, kinds, pure=pure, fixed=fixed)
         return _compiled(f, fn2, filename, text, spec)
     # Assumptions that make the function box-free or its loops cheaper, checked by its entries once at the
     # start (handing over to the specialisation above when they do not hold): globals that are arrays or
@@ -161,7 +164,7 @@ def _build(f, kinds) -> Specialisation:
     if not gk and VEC not in assumed.values() and not derived:
         return spec
     kinds2 = tuple(assumed.get(k, kind) for k, kind in enumerate(kinds))
-    fn2, _, _ = analysed_ir(f, kinds2, gk, derived)
+    fn2, _, _ = analysed_ir(f, kinds2, gk, derived, fixed=fixed)
     if not is_boxfree(fn2):
         return spec
     return _compiled(f, fn2, filename, text, spec, gk, assumed)
@@ -322,8 +325,12 @@ def _checked_gradients(f, pick, how, args, kw):
         return gradient(f, *args)
     refuse_integers(_APIS[how], f, args, (pick,) if isinstance(pick, int) else pick)
     g, full = with_keywords(f, args, kw) if kw else (f, args)
-    if how is None:
-        return _as_picked(gradient(g, *full)[:len(args)], pick, args)
+    if how is None:   # (the arguments left out of ``pick``, and keywords, not differentiated: ``_gradient``)
+        try:
+            grads = _gradient(g, full, pick=_positive(pick, len(args)))
+        except Exception as err:
+            raise err.with_traceback(user_traceback(err.__traceback__))
+        return _as_picked(grads[:len(args)], pick, args)
     y, grads = _valued_with_store(g, full, how != "value")
     picked = _as_picked(grads[:len(args)], pick, args)
     return (picked, y[1]) if how == "grad_aux" else (y, picked)
@@ -535,6 +542,13 @@ def _with_code(code_of, g):
     return out
 
 
+def _positions(pick, n) -> tuple:
+    """The positions in ``range(n)`` that ``pick`` (None: all, an int, a tuple of ints) names."""
+    if pick is None:
+        return tuple(range(n))
+    return tuple(i % n for i in ((pick,) if isinstance(pick, int) else pick) if -n <= i < n)
+
+
 def _positive(pick, n):
     """``pick`` (None, an int, a tuple of ints) with its positions in ``range(n)``."""
     return pick if pick is None else pick % n if isinstance(pick, int) else tuple(i % n for i in pick)
@@ -579,6 +593,8 @@ def _picker(pick, how):
     node.name = "_ad_picker"
     node.args = ast.parse("def _(*args, _ad_self, _ad_f, _ad_i, _ad_how, **kw): pass").body[0].args
     trying = next(x for x in node.body if isinstance(x, ast.Try))
+    if pick is not None:
+        _picked_entries().visit(trying)
     trying.body[-1:] = _placed(ast.parse(after).body, trying.body[-1])
     trying.body[:0] = _placed(ast.parse(before + "f = _ad_f\n").body, trying)
     node.body = [_valued_code("vfast" if how == "value" else "afast").visit(trying) if how else trying]
@@ -587,6 +603,22 @@ def _picker(pick, how):
     made = _PICKERS[pick, how] = ns["_ad_picker"]
     made.__ad_source__ = None
     return made
+
+
+class _picked_entries(ast.NodeTransformer):
+    """``gradient``'s code made to run the entries specialised for ``grad``'s ``argnums`` (``_ad_i``): the
+    cache looked up with it in the key (``(id(code), _ad_i, *types)``) and ``_gradient`` passed it, so that the
+    arguments left out are not differentiated (``_gradient``'s ``pick``)."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "_FAST" \
+                and f.attr == "get":
+            node.args[0].elts.insert(1, ast.copy_location(ast.Name("_ad_i", ast.Load()), node))
+        elif isinstance(f, ast.Name) and f.id == "_gradient":
+            node.keywords.append(ast.keyword("pick", ast.copy_location(ast.Name("_ad_i", ast.Load()), node)))
+        return node
 
 
 class _valued_code(ast.NodeTransformer):
@@ -619,17 +651,21 @@ def _placed(statements, where):
     return statements
 
 
-def _gradient(f, args, k="fast"):
+def _gradient(f, args, k="fast", pick=None):
     """``gradient`` off the fast path: specialise (or go through ``J``), fill the cache, and run the
     entry (the cache ``Entry``'s ``k``: ``fast`` the gradients, ``vfast`` ``(y, gradients)``, ``afast`` the
     same with ``has_aux``, for the code of ``value_and_grad`` and ``grad(has_aux=True)``, ``_picker``) with
-    a box store of its own unless it is box-free."""
+    a box store of its own unless it is box-free.  ``pick``: ``grad``'s ``argnums`` (``_picker``'s code passes
+    it), the arguments it leaves out not differentiated where that is sound (``analysis.analyse``'s
+    ``fixed``), their gradients None; cached under a key with ``pick``."""
     if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args and not made_by_grad(f):
         code = f.__code__
-        key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args))
+        key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args)) if pick is None \
+            else (id(code), pick, *map(type, args))
         entry = _SEEN.get(key)
         if entry is None or entry.code is not code:
-            entry = _SEEN[key] = Entry(code, type(args[0]), specialised(f, args))
+            fixed = frozenset(range(len(args))) - frozenset(_positions(pick, len(args)))
+            entry = _SEEN[key] = Entry(code, type(args[0]), specialised(f, args, fixed))
         if len(args) == 1:
             _FAST1[id(code)] = entry
         else:

@@ -39,7 +39,7 @@ from ...errors import TensorLangError
 from . import adjoint as adj
 from . import primal
 from .analysis import calls_write_free, loop_blocks, reverse_postorder
-from .ir import ANY, ARR, ARRAY_TYPES, INT, NUM, PYINT, VEC, Function, Instr
+from .ir import ANY, ARR, ARRAY_TYPES, INT, NUM, PYINT, VEC, Function, Instr, has_gradient
 from . import rules
 from .source import register
 
@@ -298,7 +298,7 @@ def _adjoint(g: Gen, mode: str, indent: str, fast: bool = False, seed=None) -> l
     lines = [f"{indent}_i = len(_t)"] if mode == "index" and g.loops else []
     zeros = {"0": [], "None": []}
     for v in fn.values():
-        if v.active and v.kind != INT and not (isinstance(v, Instr) and v.op == "const"):
+        if has_gradient(v):
             zeros["0" if v.kind == NUM else "None"].append(f"_d{v.id}")
     zeros["None"] += [f"_dF{i}" for i in range(len(fn.freevars))]
     for z, names in zeros.items():

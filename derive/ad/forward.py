@@ -17,7 +17,7 @@ import types
 
 from . import rules
 from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_instrs
-from .ir import ARR, INT, NUM, Instr, spec_kind
+from .ir import ARR, INT, NUM, Instr, has_gradient, spec_kind
 from .primal import terminator
 from .runtime import BUILD_LOCK
 from .tangent import TRANSFORM
@@ -35,7 +35,7 @@ class ForwardGen(Gen):
     def has_tangent(self, v) -> bool:
         if v in self.tracked:
             return not (isinstance(v, Instr) and v.op == "const")
-        return v.active and v.kind != INT and not (isinstance(v, Instr) and v.op == "const")
+        return has_gradient(v)
 
     def tan(self, v) -> str:
         """The tangent of ``v`` (``None`` when it has none)."""

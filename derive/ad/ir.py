@@ -105,6 +105,12 @@ class Value:
         return self.name
 
 
+def has_gradient(v: Value) -> bool:
+    """Whether generated code keeps a gradient for ``v``: an active value that is neither a whole number nor
+    a constant."""
+    return v.active and v.kind != INT and not (isinstance(v, Instr) and v.op == "const")
+
+
 class Instr(Value):
     """``%id = op(args...)`` with static data ``attr``; ``line`` is the source line it came from."""
 

@@ -22,7 +22,7 @@ from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (BOX_METHODS, RULES, J, Jkw, Jm, RulePullback, acc, acc_into, asarray, field, field_grad,
+from .runtime import (BOX_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, acc, acc_into, asarray, field, field_grad,
                       keyword_grads, like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method,
                       with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
@@ -549,6 +549,7 @@ def _register_api_rules():
     PAIRS[checkpoint] = _jvp_J   # (its rule's pullback is J's of f, called again: the same pair, values kept)
     JVP_RULES.update({
         gradient: _jvp_gradient, J: _jvp_J, Jkw: _jvp_Jkw, Jm: _jvp_Jm,
+        Jkw_read: lambda args, ts: _jvp_Jkw(args[1:], ts[1:]),   # (every gradient: the tangents need them)
         checkpoint: lambda args, ts: JVP(args[0], ts[0], tuple(args[1:]), ts[1:]),
         hook: lambda args, ts: (args[1], ts[1]),
         forwarddiff: lambda args, ts: JVP(args[0], ts[0], tuple(args[1:]), ts[1:]),

@@ -34,7 +34,7 @@ from .cotangent import dense
 from .nested_store import box_method
 from .registry import PAIRS
 from .rules import is_nondiff
-from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw,
+from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jkw_read,
                       Jm, WRITING_RULES, Writes, acc, check_keywords, differentiable, method_rule, rule_code_refused,
                       ufunc_method, with_defaults)
 
@@ -352,6 +352,13 @@ def _Jkw_rule(names, f, *args):
     return pair, back
 
 
+def _Jkw_read_rule(read, names, f, *args):
+    """J of Jkw_read (``J(Jkw_read, read, names, f, *args)``): as of Jkw, every gradient of the call's (the
+    second derivative may need those the first left out)."""
+    pair, back = _Jkw_rule(names, f, *args)
+    return pair, lambda d: (None, *back(d))
+
+
 def _Jm_rule(name, kwnames, obj, *args):
     """J of Jm (``J(Jm, name, kwnames, obj, *args)``): method rules and module functions."""
     k = len(kwnames)
@@ -399,9 +406,9 @@ def _beyond(*args, **kw):
 # what J, Jkw and Jm return, differentiated again, is made by a primitive where a declared rule runs
 # (``_declared``, whose pullback does not take what it made from the store); the code that calls them takes the
 # gradients of the items made (``runtime.take_items``), and transformed code finds them taken
-for _rule in (_J_rule, _Jkw_rule, _Jm_rule):
+for _rule in (_J_rule, _Jkw_rule, _Jkw_read_rule, _Jm_rule):
     _rule.made_by_primitive = True
-RULES.update({J: _J_rule, Jkw: _Jkw_rule, Jm: _Jm_rule, declared_back: _declared_back_rule, picked: _picked_rule,
-              _J_rule: _beyond, _Jkw_rule: _beyond, _Jm_rule: _beyond})
-PAIRS.update({J: _beyond, Jkw: _beyond, Jm: _beyond})
+RULES.update({J: _J_rule, Jkw: _Jkw_rule, Jkw_read: _Jkw_read_rule, Jm: _Jm_rule, declared_back: _declared_back_rule,
+              picked: _picked_rule, _J_rule: _beyond, _Jkw_rule: _beyond, _Jkw_read_rule: _beyond, _Jm_rule: _beyond})
+PAIRS.update({J: _beyond, Jkw: _beyond, Jkw_read: _beyond, Jm: _beyond})
 RULES.update({r: _declared_rule(r) for r in [*LINEAR, *MULTILINEAR]})

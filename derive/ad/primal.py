@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import rules
 from .analysis import calls_write_free
-from .ir import ANY, ARR, INT, NUM, Instr
+from .ir import ANY, ARR, INT, NUM, Instr, has_gradient
 
 
 def instr(g, ins: Instr) -> list[str]:
@@ -96,6 +96,9 @@ def _statements(g, ins, op, v, a, generic) -> list[str]:
     if op == "call":
         kw = ins.attr
         if generic:
+            read = tuple(name for name, x in zip(kw, ins.args[len(ins.args) - len(kw):]) if has_gradient(x))
+            if read != kw:   # (the callee may leave out the gradients of the others: a kernel's adjoint)
+                return [f"{v}, {g.pb(ins)} = _ad_Jkw_read({read!r}, {kw!r}, {', '.join(a)})"]
             if kw:
                 return [f"{v}, {g.pb(ins)} = _ad_Jkw({kw!r}, {', '.join(a)})"]
             return [f"{v}, {g.pb(ins)} = _ad_J({', '.join(a)})"]

@@ -950,6 +950,19 @@ def _made(y, how):
     return y if made else None
 
 
+def Jkw_read(read, names, f, *args):
+    """``Jkw`` of a call whose caller reads the gradients of the keyword arguments named in ``read`` alone (the
+    others are inactive there: ``analysis``): a callee that can leave gradients out (``__ad_pullback_read__``:
+    a compiled kernel, whose adjoint is then the one in those inputs) is asked for those, the others' as
+    None; any other callee as by ``Jkw``."""
+    hook = getattr(type(f), "__ad_pullback_read__", None)
+    if hook is None:
+        return Jkw(names, f, *args)
+    k = len(names)
+    y, back = hook(f, read, *args[:len(args) - k], **dict(zip(names, args[len(args) - k:])))
+    return y, RulePullback(back, len(args), _made(y, f))
+
+
 def Jkw(names, f, *args):
     """J for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
     k = len(names)
@@ -1165,7 +1178,7 @@ def _class_function(cls, name) -> bool:
 
 
 HELPERS = {
-    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
+    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jkw_read": Jkw_read, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
     "_ad_takei": take_items,
     "_ad_takef": take_captured, "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
     "_ad_snap": snap, "_ad_cut": cut, "_ad_keep": keep, "_ad_kept": kept, "_ad_like": like, "_ad_addat": add_at,
