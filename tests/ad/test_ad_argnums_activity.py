@@ -112,3 +112,29 @@ def test_value_and_grad_and_has_aux_pick_the_same_way():
     assert np.isclose(value, data_fit(w, b, x))
     assert np.allclose(gw, central(data_fit, (w, b, x), 0), rtol=1e-6)
     assert np.allclose(gb, central(data_fit, (w, b, x), 1), rtol=1e-6)
+
+
+XDATA = np.random.default_rng(8).standard_normal((7, 3))
+
+
+def global_data(w):
+    """The data a module global, the offset a constant: neither differentiated, whatever the entry point."""
+    return KERNEL(x=XDATA, w=w, b=0.3) * np.sum(w)
+
+
+def test_constants_and_globals_given_to_a_kernel_at_second_order():
+    """``ad.gradient`` of it builds no adjoint in the constant ``b`` (the global array is differentiated: a
+    global may hold a derivative written by code the function calls); ``ad.hessian`` (forward over reverse)
+    and ``ad.grad(ad.grad)`` (reverse over reverse) differentiate that call again, in every input."""
+    w = np.random.default_rng(9).standard_normal(3)
+    KERNEL.adjoint_kernels = None
+    g = ad.gradient(global_data, w)[0]
+    assert np.allclose(g, central(global_data, (w,), 0), rtol=1e-6)
+    assert [set(wrt) for wrt in KERNEL.adjoint_kernels] == [{"x", "w"}]
+    gradient = lambda w: ad.gradient(global_data, w)[0]   # noqa: E731
+    by_differences = np.array([central(lambda w: gradient(w)[i], (w,), 0) for i in range(3)])
+    assert np.allclose(ad.hessian(global_data)(w), by_differences, rtol=1e-5, atol=1e-6)
+    v = np.random.default_rng(10).standard_normal(3)
+    assert np.allclose(ad.hvp(global_data, (w,), (v,))[0], by_differences @ v, rtol=1e-5, atol=1e-6)
+    second = ad.grad(lambda w: np.sum(np.sin(ad.grad(global_data)(w))))
+    assert np.allclose(second(w), central(lambda w: np.sum(np.sin(gradient(w))), (w,), 0), rtol=1e-5, atol=1e-6)
