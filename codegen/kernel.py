@@ -169,9 +169,17 @@ class Kernel:
         return k
 
     def _differentiable_among(self, names) -> tuple:
-        """The differentiable inputs named in ``names`` (all where None), in their order."""
-        every = self.differentiable_inputs()
-        return every if names is None else tuple(n for n in every if n in names)
+        """The differentiable inputs named in ``names`` (all where None), in their order (found once for each
+        ``names``: generated code passes the same tuple on every call)."""
+        found = self._among.get(names)
+        if found is None:
+            every = self.differentiable_inputs()
+            found = every if names is None else tuple(n for n in every if n in names)
+            if len(self._among) < 64:
+                self._among = {**self._among, names: found}   # (replaced whole: readers in other threads)
+        return found
+
+    _among: dict = {}   # names -> _differentiable_among(names), once found
 
     forward_kernels: dict | None = None  # the compiled value and derivative per tuple wrt, once built each
     tangent_names: dict = {}  # a forward kernel's: the input that takes the tangent of each wrt input
@@ -291,7 +299,7 @@ class Kernel:
         call order (``None`` for relations and sizes), each as its input is where one is a Dask collection."""
         grads = dict(zip(adj.wrt, right_nested_items(out, len(adj.wrt))))
         found = tuple(grads.get(n) for n in inputs)
-        if all(type(g) is np.ndarray for g in found):
+        if all(type(g) is np.ndarray or g is None for g in found):
             return found
         return like_values(found, tuple(inputs.values())) if lazy(found) else found
 

@@ -2,12 +2,14 @@
 weights ``alpha``, means ``mu`` and inverse covariance factors (``q`` the logs of their diagonals, ``l`` their
 strictly lower triangles, packed by columns), and its gradient in all four.
 
-The sum over the points is a tensor program (``MIXTURE``), compiled: each point's log-sum-exp over the
-components shifted by their maximum (a max-reduction), so that no ``exp`` overflows where a point is far
-from every mean.  Around it, in NumPy: the packed triangles unpacked by a product with a constant 0/1 matrix
-(made once per dimension, so the program is purely functional), the weights' log-sum-exp and the Wishart
-prior (``O(k d^2)`` work, no points).  ``ad.grad`` differentiates the whole, the kernel through its
-compiled adjoint; ``scipy.special.logsumexp`` and ``multigammaln`` have rules of their own."""
+The objective is one tensor program (``MIXTURE``), compiled: the sum over the points of each point's
+log-sum-exp over the components shifted by their maximum (a max-reduction, so that no ``exp`` overflows
+where a point is far from every mean), the weights' log-sum-exp shifted the same way, and the Wishart prior.
+Around it, in NumPy: the packed triangles unpacked by a product with a constant 0/1 matrix (made once per
+dimension, so the program is purely functional) and the constant terms (``multigammaln``), which no
+argument moves.  ``ad.grad`` differentiates the whole in the four parameters: the kernel through its compiled
+adjoint in ``alpha``, ``mu``, ``q`` and ``L`` (the points ``x``, ``gamma`` and ``m`` are left out of
+``argnums``, so not differentiated), the unpacking by its transpose."""
 from __future__ import annotations
 
 import functools
@@ -26,10 +28,15 @@ alpha : [k]R
 mu : [k][d]R
 q : [k][d]R
 L : [k][d][d]R
+gamma : R
+m : R
 let y = gen(i:n, j:k, a:d) exp(q[j, a]) * (x[i, a] - mu[j, a]) + sum(b:d) [b < a] * L[j, a, b] * (x[i, b] - mu[j, b]) in
 let e = gen(i:n, j:k) alpha[j] + (sum(a:d) q[j, a]) - 0.5 * (sum(a:d) y[i, j, a] * y[i, j, a]) in
 let s = gen(i:n) max(j:k) e[i, j] in
-sum(i:n) s[i] + log(sum(j:k) exp(e[i, j] - s[i]))
+let top = max(j:k) alpha[j] in
+(sum(i:n) s[i] + log(sum(j:k) exp(e[i, j] - s[i])) - top - log(sum(j:k) exp(alpha[j] - top)))
+ - (sum(j:k, a:d) 0.5 * gamma * gamma * exp(q[j, a]) * exp(q[j, a]) - m * q[j, a])
+ - (sum(j:k, a:d, b:d) [b < a] * 0.5 * gamma * gamma * L[j, a, b] * L[j, a, b])
 """
 
 
@@ -45,20 +52,16 @@ def unpacking(d: int) -> np.ndarray:
     return P
 
 
-KERNEL = None   # the compiled sum over the points, made by ``define``
+KERNEL = None   # the compiled objective, made by ``define``
 
 
 def objective(alpha, mu, q, l, x, m, gamma, P):
     n, d = x.shape
     k = alpha.shape[0]
-    Ls = (l @ P).reshape(k, d, d)
-    slse = KERNEL(x=x, alpha=alpha, mu=mu, q=q, L=Ls)
-    Qdiags = np.exp(q)
-    sum_qs = np.sum(q, axis=1)
     p = d + m + 1
-    prior = -np.sum(0.5 * gamma * gamma * (np.sum(Qdiags * Qdiags, axis=1) + np.sum(l * l, axis=1)) - m * sum_qs) \
+    constant = -n * d * 0.5 * math.log(2 * math.pi) \
         + k * (p * d * math.log(gamma / math.sqrt(2)) - sc.multigammaln(0.5 * p, d))
-    return -n * d * 0.5 * math.log(2 * math.pi) + slse - n * sc.logsumexp(alpha) + prior
+    return constant + KERNEL(x=x, alpha=alpha, mu=mu, q=q, L=(l @ P).reshape(k, d, d), gamma=gamma, m=m)
 
 
 _GRADIENT = ad.grad(objective, argnums=(0, 1, 2, 3))
