@@ -26,7 +26,7 @@ import inspect
 import types
 from operator import attrgetter
 
-from .ir import ANY, ARR, CONST_KIND, INT, NUM, PYINT, VEC, Function, Instr, Phi, kind_of
+from .ir import ANY, ARR, CONST_KIND, INT, NUM, PYINT, VEC, Function, Instr, Phi, is_constant, kind_of
 from .lower import as_sequence, lowered
 from .rules import (ARRAY_BINOPS, array_call, array_method, effect_free, int_preserving, int_result, is_nondiff,
                     pure_method, rule_of, scalar_call, writes)
@@ -86,12 +86,9 @@ def _fixed_inactive(values, mutates: bool, pure) -> bool:
     constant: ``np.sum(g, axis=1)``) or of a module global assumed to write nothing (``pure``: a compiled
     kernel, a write-free Python function), and no function is defined inside (a closure could write into a
     parameter it captured, called by a rule)."""
-    return not mutates and all(v.op != "closure" and (v.op != "call" or _const(v.args[0]) or calls_write_free(v, pure))
+    return not mutates and all(v.op != "closure" and (v.op != "call" or is_constant(v.args[0])
+                                                      or calls_write_free(v, pure))
                                for v in values if isinstance(v, Instr))
-
-
-def _const(v) -> bool:
-    return isinstance(v, Instr) and v.op == "const"
 
 
 def _fixed_point(values, get, put, transfer) -> None:

@@ -108,7 +108,11 @@ class Value:
 def has_gradient(v: Value) -> bool:
     """Whether generated code keeps a gradient for ``v``: an active value that is neither a whole number nor
     a constant."""
-    return v.active and v.kind != INT and not (isinstance(v, Instr) and v.op == "const")
+    return v.active and v.kind != INT and not is_constant(v)
+
+
+def is_constant(v: Value) -> bool:
+    return isinstance(v, Instr) and v.op == "const"
 
 
 class Instr(Value):

@@ -96,8 +96,11 @@ def _statements(g, ins, op, v, a, generic) -> list[str]:
     if op == "call":
         kw = ins.attr
         if generic:
-            read = tuple(name for name, x in zip(kw, ins.args[len(ins.args) - len(kw):]) if has_gradient(x))
-            if read != kw:   # (the callee may leave out the gradients of the others: a kernel's adjoint)
+            given = list(zip(kw, ins.args[len(ins.args) - len(kw):]))
+            if any(not x.active and x.kind != INT for _, x in given):
+                # a value that is not a whole number carries no derivative here (data, a constant): the callee
+                # may leave out its gradient (a kernel's adjoint in the others), ``runtime.Jkw_read``
+                read = tuple(name for name, x in given if has_gradient(x))
                 return [f"{v}, {g.pb(ins)} = _ad_Jkw_read({read!r}, {kw!r}, {', '.join(a)})"]
             if kw:
                 return [f"{v}, {g.pb(ins)} = _ad_Jkw({kw!r}, {', '.join(a)})"]
