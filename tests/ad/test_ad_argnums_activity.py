@@ -138,3 +138,39 @@ def test_constants_and_globals_given_to_a_kernel_at_second_order():
     assert np.allclose(ad.hvp(global_data, (w,), (v,))[0], by_differences @ v, rtol=1e-5, atol=1e-6)
     second = ad.grad(lambda w: np.sum(np.sin(ad.grad(global_data)(w))))
     assert np.allclose(second(w), central(lambda w: np.sum(np.sin(gradient(w))), (w,), 0), rtol=1e-5, atol=1e-6)
+
+
+def test_four_threads_build_one_restricted_adjoint(monkeypatch):
+    """Four threads take the first gradients of a fresh copy of ``data_fit`` at once: each right, and one
+    adjoint kernel built (in ``w`` and ``b``), whichever thread builds it."""
+    import threading
+    import types
+
+    from tensorlang.codegen.kernel import DERIVATIVES
+
+    KERNEL.adjoint_kernels = None
+    fresh = types.FunctionType(data_fit.__code__, data_fit.__globals__, "data_fit")
+    g = ad.grad(fresh, argnums=(0, 1))
+    builds, errors = [], []
+    real_adjoint = DERIVATIVES.adjoint
+    barrier = threading.Barrier(4)
+
+    def work(seed):
+        try:
+            w, b, x = _inputs(seed)
+            barrier.wait()
+            for _ in range(3):
+                gw, gb = g(w, b, x)
+                assert np.allclose(gw, central(data_fit, (w, b, x), 0), rtol=1e-6)
+                assert np.isclose(gb, central(data_fit, (w, b, x), 1), rtol=1e-6)
+        except BaseException as err:   # (reported in the test's thread)
+            errors.append(err)
+
+    monkeypatch.setattr(DERIVATIVES, "adjoint", lambda *a, **kw: builds.append(a[1]) or real_adjoint(*a, **kw))
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert [set(w) for w in builds] == [{"w", "b"}]
