@@ -1178,8 +1178,8 @@ def _class_function(cls, name) -> bool:
 
 
 HELPERS = {
-    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jkw_read": Jkw_read, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into, "_ad_take": take,
-    "_ad_takei": take_items,
+    "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jkw_read": Jkw_read, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into,
+    "_ad_take": take, "_ad_takei": take_items,
     "_ad_takef": take_captured, "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
     "_ad_snap": snap, "_ad_cut": cut, "_ad_keep": keep, "_ad_kept": kept, "_ad_like": like, "_ad_addat": add_at,
     "_ad_ents": entries, "_ad_withents": with_entries, "_ad_f64": np.float64,
