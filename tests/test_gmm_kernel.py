@@ -84,11 +84,12 @@ def test_the_gradient_computes_each_exp_where_its_value_lives(gmm):
 
 
 def test_gradbench_objective_takes_each_points_maximum_once():
-    """GradBench's objective (``tensorlang.gradbench.gmm.MIXTURE``) shifts each point's log-sum-exp by its
-    maximum over the components, ``s[i]``, read both outside and inside ``sum(j:k)``.  Its C run with
-    ``tl_fmax`` counting its calls: each point's maximum once, ``k`` terms and the seven of its lanes' tree, as
-    the certificate counts it.  When fusion substituted ``s`` into the sum, the points run in blocks of
-    lanes took their maximum again for every component: 5,311 calls here, against at most 740."""
+    """GradBench's objective (``tensorlang.gradbench.gmm.MIXTURE``: the points' term, the weights' log-sum-exp
+    and the Wishart prior) shifts each point's log-sum-exp by its maximum over the components, ``s[i]``, read
+    both outside and inside ``sum(j:k)``.  Its C run with ``tl_fmax`` counting its calls: each point's maximum
+    once, ``k`` terms and the seven of its lanes' tree, as the certificate counts it, and the weights' maximum
+    once.  When fusion substituted ``s`` into the sum, the points run in blocks of lanes took their maximum
+    again for every component: 5,311 calls here, against at most 760."""
     from tensorlang.gradbench.gmm import MIXTURE
 
     runner, calls = counted(tl.compile(tl.parse(MIXTURE)), r"static inline double tl_fmax\(double a, double b\) \{")
@@ -96,7 +97,8 @@ def test_gradbench_objective_takes_each_points_maximum_once():
     n, d, k = 37, 3, 12   # (16 points and more: the sum over the points then runs in blocks of lanes)
     inputs = dict(x=rng.normal(size=(n, d)), alpha=rng.normal(size=k), mu=rng.normal(size=(k, d)),
                   q=rng.normal(size=(k, d)) * 0.3, L=np.tril(rng.normal(size=(k, d, d)) * 0.3, -1))
-    got = runner(**inputs)
-    assert 0 < calls.value <= n * (k + 8), calls.value
-    want = objective_numpy(**inputs) + len(inputs["x"]) * np.log(np.sum(np.exp(inputs["alpha"])))
-    assert got == pytest.approx(want, rel=1e-12)
+    gamma, m = 1.3, 2.0
+    got = runner(**inputs, gamma=gamma, m=m)
+    assert 0 < calls.value <= (n + 1) * (k + 8), calls.value
+    prior = 0.5 * gamma ** 2 * (np.sum(np.exp(2 * inputs["q"])) + np.sum(inputs["L"] ** 2)) - m * np.sum(inputs["q"])
+    assert got == pytest.approx(objective_numpy(**inputs) - prior, rel=1e-12)
