@@ -31,8 +31,8 @@ reason.
 from __future__ import annotations
 
 from tensorlang.nodes import (
-    TRUE, Access, Affine, Call, Exists, Expr, Guard, Max, Mul, Sum, Var, conj, guard, strip_guards,
-    tensor, wrap_guards,
+    TRUE, Access, Affine, Call, Exists, Expr, Guard, Max, Mul, Sum, Var, conj, guard, strip_guards, strip_sums,
+    sums, tensor, wrap_guards,
 )
 from tensorlang.predicates import has_relations, simplify
 from tensorlang.substitute import fresh_name, rebuild
@@ -114,32 +114,17 @@ def factored(lets: list, leaves: list) -> tuple[list, list]:
         if not isinstance(e, Expr):
             return e
         if isinstance(e, Sum):
-            run, body = _run_of_sums(e)
+            run, body = strip_sums(e)
             out = _factor(run, body, loops)
             if out is not None:
                 return rewrite(out, loops)
             inner = rewrite(body, loops + tuple(v for v, _ in run))
-            return e if inner is body else _sums(run, inner)
+            return e if inner is body else sums(run, inner)
         if isinstance(e, Max):
             return rebuild(e, lambda c: rewrite(c, loops + (e.var,)) if c is e.body else c)
         return rebuild(e, lambda c: rewrite(c, loops))
 
     return tuple([[var, gv, gs, rewrite(body, tuple(gv))] for var, gv, gs, body in items] for items in (lets, leaves))
-
-
-def _run_of_sums(e: Sum) -> tuple[list, Expr]:
-    """``sum(i:n) sum(j:m) body`` as ``([(i, n), (j, m)], body)``."""
-    run = []
-    while isinstance(e, Sum):
-        run.append((e.var, e.size))
-        e = e.body
-    return run, e
-
-
-def _sums(run: list, body: Expr) -> Expr:
-    for v, s in reversed(run):
-        body = Sum(v, s, body)
-    return body
 
 
 def _product(e: Expr, guards: list, factors: list) -> None:
@@ -185,7 +170,7 @@ def _factor(run: list, body: Expr, loops: tuple) -> Expr | None:
     somewhere = simplify(Exists(v, size, conj(*own)), scope)
     inner = Sum(v, size, wrap_guards(own, _times(inside)))
     kept = [p for p in guards if v not in free_index_vars(p)]
-    return _sums(rest, wrap_guards(kept + [somewhere], _times(outside + [inner])))
+    return sums(rest, wrap_guards(kept + [somewhere], _times(outside + [inner])))
 
 
 def _left_out(v, inside: list, own: list, run: list, loops: tuple) -> int:

@@ -92,7 +92,8 @@ def specialised(f: types.FunctionType, args, fixed=frozenset()) -> Specialisatio
     """The compiled specialisation of ``f`` for the kinds of ``args`` (transformed on first use); ``fixed``:
     the positions of the arguments not differentiated (``analysis.analyse``), whose gradients are None."""
     kinds = tuple(map(spec_kind, args))
-    fixed = frozenset(i for i in fixed if kinds[i] not in NEVER_ACTIVE)   # (the others are inactive anyway)
+    if fixed:   # (those of kinds never differentiated are inactive anyway: the specialisation is shared)
+        fixed = frozenset(i for i in fixed if kinds[i] not in NEVER_ACTIVE)
     code = f.__code__
     key = (id(code), kinds, fixed)
     spec = _SPECS.get(key)
@@ -326,11 +327,7 @@ def _checked_gradients(f, pick, how, args, kw):
     refuse_integers(_APIS[how], f, args, (pick,) if isinstance(pick, int) else pick)
     g, full = with_keywords(f, args, kw) if kw else (f, args)
     if how is None:   # (the arguments left out of ``pick``, and keywords, not differentiated: ``_gradient``)
-        try:
-            grads = _gradient(g, full, pick=_positive(pick, len(args)))
-        except Exception as err:
-            raise err.with_traceback(user_traceback(err.__traceback__))
-        return _as_picked(grads[:len(args)], pick, args)
+        return _as_picked(_gradient(g, full, pick=_positive(pick, len(args)))[:len(args)], pick, args)
     y, grads = _valued_with_store(g, full, how != "value")
     picked = _as_picked(grads[:len(args)], pick, args)
     return (picked, y[1]) if how == "grad_aux" else (y, picked)
@@ -542,13 +539,6 @@ def _with_code(code_of, g):
     return out
 
 
-def _positions(pick, n) -> tuple:
-    """The positions in ``range(n)`` that ``pick`` (None: all, an int, a tuple of ints) names."""
-    if pick is None:
-        return tuple(range(n))
-    return tuple(i % n for i in ((pick,) if isinstance(pick, int) else pick) if -n <= i < n)
-
-
 def _positive(pick, n):
     """``pick`` (None, an int, a tuple of ints) with its positions in ``range(n)``."""
     return pick if pick is None else pick % n if isinstance(pick, int) else tuple(i % n for i in pick)
@@ -664,7 +654,10 @@ def _gradient(f, args, k="fast", pick=None):
             else (id(code), pick, *map(type, args))
         entry = _SEEN.get(key)
         if entry is None or entry.code is not code:
-            fixed = frozenset(range(len(args))) - frozenset(_positions(pick, len(args)))
+            fixed = frozenset()
+            if pick is not None:
+                picked = _positive(pick, len(args))
+                fixed = frozenset(range(len(args))) - frozenset((picked,) if isinstance(picked, int) else picked)
             entry = _SEEN[key] = Entry(code, type(args[0]), specialised(f, args, fixed))
         if len(args) == 1:
             _FAST1[id(code)] = entry
