@@ -216,7 +216,7 @@ def test_gmm_against_numpy_and_differences(answers):
                                    rtol=1e-6, atol=1e-8, err_msg=name)
 
 
-# -- ba, ht, lstm, particle, saddle: a session of their own ---------------------------------------------------------
+# -- ba, ht, lstm: a session of their own ---------------------------------------------------------------------------
 
 BA_CAM = [-0.758453, -1.109613, -0.845551, 34.556073, 39.676747, 53.881673, 419.194514, 5.864426, -8.518870,
           0.087812, 0.002739]
@@ -366,10 +366,6 @@ def more():
         _evaluate("ht", "objective", HT_COMPLICATED), _evaluate("ht", "jacobian", HT_COMPLICATED),
         {"kind": "define", "module": "lstm"},
         _evaluate("lstm", "objective", LSTM), _evaluate("lstm", "jacobian", LSTM),
-        {"kind": "define", "module": "particle"},
-        _evaluate("particle", "rf", {"w": 0.0}), _evaluate("particle", "ff", {"w": 0.0}),
-        {"kind": "define", "module": "saddle"},
-        _evaluate("saddle", "rf", {"start": [1.0, 1.0]}), _evaluate("saddle", "ff", {"start": [1.0, 1.0]}),
     )
 
 
@@ -417,14 +413,6 @@ def test_lstm_against_the_reference_and_differences(more):
     np.testing.assert_allclose(more[12]["output"], expected, rtol=1e-6, atol=1e-9)
 
 
-def test_inner_forward_mode_is_refused_naming_why(more):
-    """``rf`` and ``ff`` take the inner gradient by ``ad.jvp`` inside a function differentiated again, which
-    ``tensorlang.ad`` refuses: an answer without output, saying so."""
-    for i in (14, 15, 17, 18):
-        assert not more[i]["success"] and "jvp is not differentiated in" in more[i]["error"]
-    assert more[13]["success"] and more[16]["success"]
-
-
 def _miss(w):
     """Where the particle crosses the x-axis, squared: Euler's method with the force written out."""
     x, xdot = np.array([0.0, 8.0]), np.array([0.75, 0.0])
@@ -443,8 +431,9 @@ def test_particle_nested_derivatives_against_differences(w):
     from tensorlang.gradbench import particle
     assert particle.miss(w, particle._force_reverse) == pytest.approx(_miss(w), rel=1e-12)
     expected = (_miss(w + 1e-6) - _miss(w - 1e-6)) / 2e-6
-    assert ad.grad(particle.miss)(w, particle._force_reverse) == pytest.approx(expected, rel=1e-6)
-    assert ad.jvp(particle.miss, (w, particle._force_reverse), (1.0, None))[1] == pytest.approx(expected, rel=1e-6)
+    for force in (particle._force_reverse, particle._force_forward):   # (rr and fr; rf and ff)
+        assert ad.grad(particle.miss)(w, force) == pytest.approx(expected, rel=1e-6)
+        assert ad.jvp(particle.miss, (w, force), (1.0, None))[1] == pytest.approx(expected, rel=1e-6)
 
 
 def test_saddle_nested_derivatives_against_the_closed_form():
@@ -452,9 +441,10 @@ def test_saddle_nested_derivatives_against_the_closed_form():
     through the ascent and its inner gradients, is ``2 x`` (reverse and forward over reverse)."""
     from tensorlang.gradbench import saddle
     x, start = np.array([0.7, -0.4]), np.array([1.0, 1.0])
-    search = (start, saddle._reverse(saddle.f, 1))
-    for outer in (saddle._reverse, saddle._forward):
-        np.testing.assert_allclose(outer(saddle.maximum, 0)(x, search), 2 * x, rtol=1e-9)
+    for inner in (saddle._reverse, saddle._forward):   # (rr and fr; rf and ff)
+        search = (start, inner(saddle.f, 1))
+        for outer in (saddle._reverse, saddle._forward):
+            np.testing.assert_allclose(outer(saddle.maximum, 0)(x, search), 2 * x, rtol=1e-9)
 
 
 def test_ba_jacobian_as_a_sparse_matrix_against_directional_differences():

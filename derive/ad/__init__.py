@@ -13,6 +13,7 @@ from .batching import vmap
 from .registry import primitive
 from .source import code_source, define
 from . import threads  # noqa: F401,E402  (rules for ThreadPoolExecutor and threading.Thread)
+from . import over_forward  # noqa: F401,E402  (the rules of ad.jvp itself: reverse and forward over forward)
 
 __all__ = [
     "gradient", "grad", "value_and_grad", "pullback", "rule", "code_ir", "code_adjoint", "code_source", "define",

@@ -558,12 +558,10 @@ def _register_api_rules():
 
 _register_api_rules()
 
-_FORWARD_INSIDE = ("a function that calls it is not differentiated (reverse over forward, forward over forward, or a "
-                   "third derivative): take the inner derivative by ad.grad or ad.gradient, whose code is "
-                   "differentiated again (ad.grad(ad.grad(f)), ad.jvp of a function that calls ad.grad)")
-for _f in (jvp, hvp):
-    RULES[_f] = refusing(_f, "reverse", _FORWARD_INSIDE)
-    JVP_RULES[_f] = refusing(_f, "forward", _FORWARD_INSIDE)
+_FORWARD_INSIDE = ("a function that calls it is not differentiated (a third derivative): ad.jvp of a function that "
+                   "calls ad.grad, or ad.grad and ad.jvp of one that calls ad.jvp, are")
+RULES[hvp] = refusing(hvp, "reverse", _FORWARD_INSIDE)
+JVP_RULES[hvp] = refusing(hvp, "forward", _FORWARD_INSIDE)
 
 
 # ``jacobian`` and ``hessian`` called inside a differentiated function: the function made is differentiated by

@@ -5,9 +5,9 @@ and (10, 0) and integrated by Euler's method until it crosses the x-axis, throug
 Nested AD: each Euler step needs the force, the gradient in ``x`` of the potential (the inner derivative),
 and the descent needs the derivative in ``w`` of the whole simulation (the outer one), through the inner
 gradients.  The eval's four functions name the modes, outer then inner: ``rr`` is ``ad.grad`` of a
-simulation that calls ``ad.grad`` (reverse over reverse), ``fr`` its ``ad.jvp`` (forward over reverse).
-``rf`` and ``ff`` take the inner gradient by forward mode (a JVP per coordinate), and ``tensorlang.ad`` does
-not differentiate a function that calls ``ad.jvp``: they answer with that refusal."""
+simulation that calls ``ad.grad`` (reverse over reverse), ``fr`` its ``ad.jvp`` (forward over reverse);
+``rf`` and ``ff`` take the inner gradient by forward mode, a JVP per coordinate, under ``ad.grad`` (reverse
+over forward) and ``ad.jvp`` (forward over forward) of the simulation (``derive/ad/over_forward.py``)."""
 from __future__ import annotations
 
 import numpy as np

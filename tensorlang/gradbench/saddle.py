@@ -7,8 +7,8 @@ with gradients in ``y`` (the inner derivative); the outer one differentiates thr
 and its inner gradients.  The eval's four functions name the modes, outer then inner: ``rr`` is ``ad.grad``
 of a maximum found with ``ad.grad`` (reverse over reverse), ``fr`` a JVP per coordinate of it (forward
 over reverse); the final ascent in ``y`` uses the outer mode.  ``rf`` and ``ff`` take the inner gradient by
-forward mode, and ``tensorlang.ad`` does not differentiate a function that calls ``ad.jvp``: they answer
-with that refusal."""
+forward mode, a JVP per coordinate, differentiated by ``ad.grad`` (reverse over forward) or by JVPs (forward
+over forward: ``derive/ad/over_forward.py``)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,0 +1,227 @@
+"""Derivatives of ``ad.jvp`` itself: reverse over forward and forward over forward (JAX's ``grad`` of a
+``jvp``, ``jvp`` of a ``jvp``).
+
+``jvp(f, x, t) = (f(x), J(x) t)`` is differentiated as a primitive whose rules are made of the modes that
+exist already, so that nothing is written twice.  With ``s(x) = <c, f(x)>`` for a constant ``c``:
+
+* **reverse** (the call inside a function differentiated by ``ad.grad``): at cotangents ``(dy, dty)`` of
+  ``(y, ty)``, the gradient in ``x`` is ``J(x)^T dy + d/de J(x + e t)^T dty``, in ``t`` it is ``J(x)^T dty``.
+  ``J^T dy`` is ``ad.gradient`` of ``s`` at ``c = dy``; ``J^T dty`` and its derivative along ``t`` are the
+  value and the tangent of ``ad.gradient`` of ``s`` at ``c = dty`` under forward mode, one forward-over-reverse
+  pass (``ad.hvp``'s);
+* **forward** (the call inside a function differentiated by ``ad.jvp``): along tangents ``(tx, tt)`` of
+  ``(x, t)``, ``y`` moves by ``J(x) tx`` and ``ty`` by ``J(x) tt + H(x)[t, tx]``, the last the tangent of
+  ``J(x)^T c`` along ``tx`` read against ``t``: one forward-over-reverse pass per entry of ``f``'s output
+  (``c`` its unit vectors; one in all for a scalar ``f``).
+
+What the rules take: ``f`` a function whose output is a real number or a real array, primals that are real
+numbers or real arrays (or integers, with no tangent), no complex value anywhere.  Refused by name: a value
+``f`` captures that could carry a derivative under reverse mode (its gradient would be lost: pass it as a
+primal), a tangent of ``f`` itself under forward mode, an ``f`` that writes into its primals, and a third
+derivative through these rules (their own code is not differentiated again).
+"""
+from __future__ import annotations
+
+import functools
+import types
+
+import numpy as np
+
+from ...errors import UnsupportedError
+from .cotangent import dense
+from .ir import NUM, is_array, kind_of
+from .mixed import fresh, jvp
+from .nested import call_rule
+from .registry import JVP_RULES, PAIRS, RULES, define, refusing
+from .runtime import ZERO, acc, differentiable
+
+_BEYOND = ("a third derivative through ad.jvp (ad.grad or ad.jvp of a function whose derivative calls ad.jvp "
+           "inside another derivative) is not supported: ad.grad of a function that calls ad.jvp, and ad.jvp of "
+           "one, are")
+
+
+# -- reverse over forward -----------------------------------------------------------------------------------------
+def _jvp_reverse(f, primals, tangents):
+    """The reverse rule of ``jvp(f, primals, tangents)``: ``((y, ty), back)``, ``back((dy, dty))`` the
+    gradients of ``f`` (None: see ``_refuse_captures``), of the primals and of the tangents."""
+    primals, tangents = _checked(f, primals, tangents)
+    _refuse_captures(f)
+    before = fresh(primals)
+    y, ty = jvp(f, primals, tangents)
+    _refuse_writes(f, before, primals)
+    _refuse_output(f, y)
+    box = type(primals) if type(primals) in (list, tuple) else tuple
+
+    def back(d):
+        dy, dty = (None, None) if d is None or d is ZERO else (dense(d[0]), dense(d[1]))
+        gx = [None] * len(before)
+        gt = None
+        if dty is not None:   # J^T dty and its derivative along t: one forward-over-reverse pass
+            g, hv = hvp_pass(f, before, tangents, dty)
+            gt = box(_real_grads(g, before))
+            gx = [acc(a, b) for a, b in zip(gx, _real_grads(hv, before))]
+        if dy is not None:
+            gx = [acc(a, b) for a, b in zip(gx, _real_grads(_vjp(f, before, dy), before))]
+        return None, box(gx), gt
+    return (y, ty), back
+
+
+def _vjp(f, primals, c):
+    """``J(primals)^T c``, one gradient per primal: ``ad.gradient`` of ``<c, f(x)>``."""
+    from .api import gradient
+    return gradient(_against(f, c), tuple(fresh(primals)))[0]
+
+
+def hvp_pass(f, primals, tangents, c):
+    """``(J(x)^T c, d/de J(x + e t)^T c)`` at ``x = primals``, ``t = tangents``: ``ad.hvp``'s pass (the forward
+    mode of ``ad.gradient``) on ``<c, f(x)>``, its value and tangent."""
+    from .api import gradient
+    (g,), (tg,) = jvp(gradient, (_against(f, c), tuple(fresh(primals))), (None, tuple(tangents)))
+    return g, (None,) * len(primals) if tg is None else tg
+
+
+def _against(f, c):
+    """``xs -> <c, f(*xs)>`` (a function of one tuple: the transform takes no ``*args``)."""
+    def s(xs):
+        return np.sum(c * call_rule(f, xs))
+    return s
+
+
+# -- forward over forward -----------------------------------------------------------------------------------------
+def _jvp_forward(args, ts):
+    """The forward rule of ``jvp``: ``((y, ty), (tangent of y, tangent of ty))`` along tangents ``ts`` of
+    ``(f, primals, tangents)``."""
+    f, primals, tangents = args
+    tf, tx, tt = ts
+    if tf is not None:
+        raise UnsupportedError(f"forward over forward through ad.jvp of {_name(f)}, whose captured values have "
+                               f"tangents, is not supported: pass those values to f as primals")
+    primals, tangents = _checked(f, primals, tangents)
+    n = len(primals)
+    tx = (None,) * n if tx is None else tuple(tx)
+    tt = (None,) * n if tt is None else tuple(tt)
+    before = fresh(primals)
+    y, ty = jvp(f, primals, tangents)
+    _refuse_writes(f, before, primals)
+    _refuse_output(f, y)
+    moving = any(t is not None for t in tx)
+    t_y = jvp(f, fresh(before), tx)[1] if moving else None
+    t_ty = jvp(f, fresh(before), tt)[1] if any(t is not None for t in tt) else None
+    if moving and any(t is not None for t in tangents):   # H(x)[t, tx]: J^T c along tx, read against t
+        t_ty = acc(t_ty, _second(f, before, tangents, tx, y))
+    return (y, ty), (t_y, t_ty)
+
+
+def _second(f, primals, t, tx, y):
+    """``H(x)[t, tx]``, shaped as ``f``'s output: per output entry ``k``, the tangent along ``tx`` of
+    ``J(x)^T e_k`` read against ``t``."""
+    shape = np.shape(y)
+    out = np.empty(int(np.prod(shape)))
+    for k in range(out.size):
+        c = np.zeros(shape)
+        c.flat[k] = 1.0
+        hv = hvp_pass(f, primals, tx, c)[1]
+        out[k] = sum(float(np.sum(a * b)) for a, b in zip(t, hv) if a is not None and b is not None)
+    return out.reshape(shape) if shape else float(out[0])
+
+
+# -- what the rules take ------------------------------------------------------------------------------------------
+def _checked(f, primals, tangents):
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise UnsupportedError(f"ad.jvp: {len(primals)} primals but {len(tangents)} tangents")
+    for k, (x, t) in enumerate(zip(primals, tangents)):
+        real = kind_of(x) == NUM and not isinstance(x, complex) or is_array(x) and x.dtype.kind == "f"
+        integral = isinstance(x, (int, np.integer)) and not isinstance(x, bool) or is_array(x) and x.dtype.kind in "iu"
+        if not real and not (integral and t is None):
+            raise UnsupportedError(f"a derivative of ad.jvp of {_name(f)} needs primals that are real numbers or "
+                                   f"real arrays (integers without a tangent); primal {k} is "
+                                   f"{type(x).__name__}{'' if not is_array(x) else ' of ' + str(x.dtype)}")
+    return primals, tangents
+
+
+def _refuse_output(f, y):
+    if not (kind_of(y) == NUM and not isinstance(y, complex) or is_array(y) and y.dtype.kind == "f"
+            or isinstance(y, np.floating)):
+        raise UnsupportedError(f"a derivative of ad.jvp of {_name(f)} needs f to return a real number or a real "
+                               f"array; it returned {type(y).__name__}")
+
+
+def _refuse_writes(f, before, primals):
+    for k, (a, b) in enumerate(zip(before, primals)):
+        if is_array(a) and not np.array_equal(a, b, equal_nan=True):
+            raise UnsupportedError(f"a derivative of ad.jvp of {_name(f)}, which writes into its primal {k}, is "
+                                   f"not supported")
+
+
+def _refuse_captures(f):
+    """Under reverse mode, ``f``'s own gradient (that of the values it captures) is not computed: refuse an
+    ``f`` that captures a value that could carry one (a number, a real array, a function capturing one)."""
+    where = _captured_differentiable(f, set())
+    if where is not None:
+        raise UnsupportedError(f"ad.grad through ad.jvp of {_name(f)}, which captures {where}, is not supported "
+                               f"(its gradient would be lost): pass the value to f as a primal with tangent None")
+
+
+def _captured_differentiable(v, seen: set, depth: int = 0):
+    """A description of a differentiable value that ``v`` (a callable, a container, an object) holds, or None;
+    past a few levels of objects inside objects, the answer is "yes" (refused rather than guessed)."""
+    if id(v) in seen or isinstance(v, (bool, str, bytes, type, types.ModuleType, types.BuiltinFunctionType,
+                                       np.ufunc)) or v is None:
+        return None
+    seen.add(id(v))
+    if depth > 6:
+        return "a value held deep inside objects"
+    if isinstance(v, types.FunctionType):
+        held = [(repr(name), c.cell_contents) for name, c in zip(v.__code__.co_freevars, v.__closure__ or ())
+                if _filled(c)]
+        held += [(f"a default of {_name(v)}", d) for d in (*(v.__defaults__ or ()), *(v.__kwdefaults__ or {}).values())]
+    elif isinstance(v, functools.partial):
+        held = [("a value bound by functools.partial", a) for a in (v.func, *v.args, *v.keywords.values())]
+    elif isinstance(v, types.MethodType):
+        held = [(f"its object, a {type(v.__self__).__name__}", v.__self__), ("its function", v.__func__)]
+    elif type(v) in (list, tuple):
+        held = [("a value in a list or tuple", e) for e in v]
+    elif type(v) is dict:
+        held = [("a value in a dict", e) for e in v.values()]
+    elif differentiable(v) and not callable(v):
+        return "a value"
+    elif hasattr(v, "__dict__"):
+        held = [(f"a {type(v).__name__} holding it", e) for e in vars(v).values()]
+    else:
+        return None
+    for where, h in held:
+        inner = _captured_differentiable(h, seen, depth + 1)
+        if inner is not None:
+            return where if depth == 0 else inner
+    return None
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:   # (an empty cell: a name bound later)
+        return False
+    return True
+
+
+def _real_grads(g, primals):
+    """The gradients ``g`` with None for the primals that take none (integers)."""
+    return [None if not (kind_of(x) == NUM or is_array(x) and x.dtype.kind == "f") else gi
+            for gi, x in zip(g, primals)]
+
+
+def _name(f):
+    name = getattr(f, "__qualname__", None) or repr(f)
+    return f.__name__ if name.startswith("_ad_") else name   # (a closure the transform made: its own name)
+
+
+def _beyond(*args, **kw):
+    raise UnsupportedError(_BEYOND)
+
+
+define(jvp, reverse=_jvp_reverse, forward=_jvp_forward, pair=refusing(jvp, "forward over reverse", _BEYOND),
+       refused={"reverse over reverse": _BEYOND})
+RULES[_jvp_reverse] = _beyond
+JVP_RULES[_jvp_forward] = _beyond
+PAIRS[_jvp_reverse] = _beyond

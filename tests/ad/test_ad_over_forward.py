@@ -1,0 +1,159 @@
+"""``ad.jvp`` differentiated again: reverse over forward (``ad.grad`` of a function that calls ``ad.jvp``) and
+forward over forward (``ad.jvp`` of one), against central differences of the first derivative, which is
+checked itself against differences of the function; the refusals by name; threads."""
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from tensorlang import ad
+from tensorlang.errors import UnsupportedError
+
+
+def f(x, w):
+    return np.sin(x[0]) * x[1] ** 2 + w * np.exp(x[0] * x[1])
+
+
+def F(x):
+    return np.array([x[0] * x[1], np.sin(x[0]), x[1] ** 3, np.tanh(x[0] - x[1])])
+
+
+def _central(fun, x, h=1e-6):
+    x = np.asarray(x, dtype=float)
+    out = []
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[i] = h
+        out.append((np.asarray(fun(x + e)) - np.asarray(fun(x - e))) / (2 * h))
+    return np.stack(out, axis=-1).reshape(np.shape(fun(x)) + x.shape)
+
+
+X, W = np.array([0.3, 0.7]), 1.3
+T = np.array([0.2, -1.0])
+
+
+def test_the_first_derivative_itself():
+    y, ty = ad.jvp(f, (X, W), (T, 0.5))
+    assert y == pytest.approx(f(X, W), rel=1e-14)
+    assert ty == pytest.approx(_central(lambda z: f(z[:2], z[2]), np.append(X, W)) @ np.append(T, 0.5), rel=1e-8)
+
+
+@pytest.mark.parametrize("seeds", [(T, None), (T, 0.5), (None, 0.5), (np.zeros(2), 0.0)])
+def test_reverse_over_forward_in_every_argument(seeds):
+    def g(x, w):
+        y, ty = ad.jvp(f, (x, w), seeds)
+        return 3 * y + ty ** 2 + ty * y
+    gx, gw = ad.grad(g, argnums=(0, 1))(X, W)
+    np.testing.assert_allclose(gx, _central(lambda z: g(z, W), X), rtol=1e-7)
+    assert gw == pytest.approx(float(_central(lambda z: g(X, z[0]), [W])[0]), rel=1e-7)
+
+
+def test_reverse_over_forward_in_the_tangent():
+    """The tangent an argument of the differentiated function: the gradient in it is ``J^T dty``."""
+    def g(t):
+        return np.sum(ad.jvp(F, (X,), (t,))[1] ** 2)
+    np.testing.assert_allclose(ad.grad(g)(T), _central(g, T), rtol=1e-7)
+
+
+def test_reverse_over_forward_of_an_array_valued_function():
+    def g(x):
+        return np.sum(np.cos(ad.jvp(F, (x,), (np.array([1.0, 2.0]),))[1]))
+    np.testing.assert_allclose(ad.grad(g)(X), _central(g, X), rtol=1e-7)
+    np.testing.assert_allclose(ad.jacobian(lambda x: ad.jvp(F, (x,), (T,))[1], mode="reverse")(X),
+                               _central(lambda x: ad.jvp(F, (x,), (T,))[1], X), rtol=1e-7, atol=1e-10)
+
+
+def test_reverse_over_forward_inside_a_loop_with_an_integer_primal():
+    def power_sum(x, k):
+        return np.sum(x ** k)
+
+    def g(x):
+        total = 0.0
+        for k in range(1, 4):
+            total = total + ad.jvp(power_sum, (x, k), (np.ones(3), None))[1] * k
+        return total
+    x = np.array([0.5, -1.5, 2.0])
+    np.testing.assert_allclose(ad.grad(g)(x), _central(g, x), rtol=1e-7)
+
+
+@pytest.mark.parametrize("fn, x, t, u", [
+    (lambda x: np.sin(x), 1.0, 1.0, 1.0),
+    (lambda x: x[0] ** 3 * x[1], np.array([1.5, -0.5]), np.array([1.0, 0.5]), np.array([0.3, 2.0])),
+    (F, X, T, np.array([-0.4, 1.1])),
+])
+def test_forward_over_forward(fn, x, t, u):
+    def first(z):
+        return ad.jvp(fn, (z,), (t,))[1]
+    (y, ty), (ty_y, t_ty) = ad.jvp(lambda z: ad.jvp(fn, (z,), (t,)), (x,), (u,))
+    np.testing.assert_allclose(ty, first(x), rtol=1e-12)
+    np.testing.assert_allclose(ty_y, ad.jvp(fn, (x,), (u,))[1], rtol=1e-12)
+    expected = (first(x + 1e-6 * u) - first(x - 1e-6 * u)) / 2e-6
+    np.testing.assert_allclose(t_ty, expected, rtol=1e-7, atol=1e-9)
+
+
+def test_forward_over_forward_in_the_tangent_and_the_primal():
+    def g(x, t):
+        return ad.jvp(F, (x,), (t,))[1]
+    u, v = np.array([0.5, -0.25]), np.array([1.0, 3.0])
+    got = ad.jvp(g, (X, T), (u, v))[1]
+    expected = (g(X + 1e-6 * u, T + 1e-6 * v) - g(X - 1e-6 * u, T - 1e-6 * v)) / 2e-6
+    np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-10)
+
+
+def test_the_second_derivative_of_sin_by_forward_over_forward():
+    got = ad.jvp(lambda x: ad.jvp(np.sin, (x,), (1.0,))[1], (1.0,), (1.0,))
+    assert got[0] == pytest.approx(np.cos(1.0), rel=1e-15) and got[1] == pytest.approx(-np.sin(1.0), rel=1e-15)
+
+
+DATA = np.array([1.0, 2.0])
+
+
+def test_a_captured_integer_is_taken_and_a_captured_number_or_array_refused():
+    """A value ``f`` captures gets no gradient (``f``'s own is not computed): an integer, which has none, is
+    taken, as is a module's constant; a number or a real array is refused, whether or not it is active."""
+    def g(x, w):
+        scale = 2
+        return ad.jvp(lambda v: np.sum(DATA * v ** scale), (x,), (np.ones(2),))[1] * w
+    np.testing.assert_allclose(ad.grad(g)(X, W), _central(lambda z: g(z, W), X), rtol=1e-7)
+
+    def data_captured(x, data):
+        return ad.jvp(lambda v: np.sum(data * v), (x,), (np.ones(2),))[1]
+    with pytest.raises(UnsupportedError, match="of <lambda>, which captures 'data'"):
+        ad.grad(data_captured)(X, DATA)
+
+    def h(x, w):
+        return ad.jvp(lambda v: f(v, w), (x,), (T,))[1]
+    with pytest.raises(UnsupportedError, match="captures 'w'.*pass the value to f as a primal"):
+        ad.grad(h, argnums=1)(X, W)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: ad.grad(ad.grad(lambda x: ad.jvp(np.sin, (x,), (1.0,))[1]))(1.0), "third derivative through ad.jvp"),
+    (lambda: ad.hessian(lambda x: ad.jvp(F, (x,), (T,))[1][0])(X), "third derivative through ad.jvp"),
+    (lambda: ad.jvp(ad.grad(lambda x: ad.jvp(np.sin, (x,), (1.0,))[1]), (1.0,), (1.0,)),
+     "third derivative through ad.jvp"),
+    (lambda: ad.grad(lambda x: ad.jvp(lambda v: (v, v), (x,), (1.0,))[1][0])(1.0), "return a real number"),
+    (lambda: ad.grad(lambda x: ad.jvp(np.exp, (x + 0j,), (1.0 + 0j,))[1].real)(1.0), "real numbers or real arrays"),
+])
+def test_what_is_refused_by_name(call, match):
+    with pytest.raises(UnsupportedError, match=match):
+        call()
+
+
+def test_an_f_that_writes_into_its_primal_is_refused():
+    def writes(v):
+        v[0] = v[0] * 2.0
+        return np.sum(v ** 2)
+    with pytest.raises(UnsupportedError, match="writes into its primal 0"):
+        ad.grad(lambda x: ad.jvp(writes, (x,), (np.ones(2),))[1])(X.copy())
+
+
+def test_threads_take_their_own_derivatives():
+    def g(x):
+        return np.sum(ad.jvp(F, (x,), (np.array([1.0, -1.0]),))[1] ** 2)
+    points = [np.array([0.1 * k, 0.3 - 0.05 * k]) for k in range(16)]
+    expected = [_central(g, p) for p in points]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(ad.grad(g), points))
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-7)
