@@ -36,7 +36,7 @@ from .scalar import Scope
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
            "BLOCK_LANES",
            "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
-           "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "SLAB", "SLAB_SUMS", "between"]
+           "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "SLAB", "SLAB_JAM", "SLAB_SUMS", "between"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
 PARALLEL_WORK = 1 << 18  # points times inner work below which a nest runs on one thread (~0.1 ms of work)
@@ -58,6 +58,7 @@ GROUP_RUN_BUFFER = 1 << 17
 JAM = 8  # elements of an interchanged reduction's target whose terms one innermost loop adds (emit_jammed)
 SLAB = 4096  # elements of the part of a target that one row of emit_slab accumulates into (32 KB: L1, or L2)
 SLAB_SUMS = 4  # the most reductions of a gather that emit_slab runs (each a slab on the thread's stack)
+SLAB_JAM = 4  # consecutive values of a slab's summed variable whose terms one pass over the slab adds (emit_slab)
 
 
 @dataclass
@@ -283,6 +284,9 @@ class Schedule:
                 slabs.append(f"{slab}[{at}]")
                 row.line(f"real {slab}[{SLAB}];")
                 row.line(f"memset({slab}, 0, sizeof(real) * (size_t)({self.size_product(dims)}));")
+                if self.slab_jams(red, pred):
+                    self.emit_jammed_terms(red, used, dims, pred, slabs[-1], row)
+                    continue
                 order = tuple(red.vars) + used
                 dom = D.domain(conj(box(zip(used, dims)), pred, box(zip(red.vars, red.sizes)), red.pred), order,
                                row.bound, names)
@@ -318,6 +322,48 @@ class Schedule:
                 self.emit_tree(points, row, write)
 
         self.emit_tree(tree, scope, run, parallel=scope.parallel_ok, work=work)
+
+    @staticmethod
+    def slab_jams(red: Reduce, pred) -> bool:
+        """Whether ``emit_jammed_terms`` runs the terms of ``red`` into its slab: a sum over one variable, over a
+        box that neither the sum's brackets nor the target's guard restrict (so its terms for one element come
+        in the order of that variable whatever the slab's loops inside)."""
+        if len(red.vars) != 1:
+            return False
+        v, size = red.vars[0], red.sizes[0]
+        return v not in free_index_vars(red.pred) and v not in free_index_vars(pred) \
+            and not any(isinstance(w, IndexVar) for w, _ in size.terms)
+
+    def emit_jammed_terms(self, red: Reduce, used: tuple, dims: tuple, pred, into: str, row: Scope) -> None:
+        """The terms of sum ``red`` (over ``v``) added into its slab ``into`` (over the target's variables
+        ``used``) ``SLAB_JAM`` values of ``v`` at a time, then the rest one by one: for each block of values, the
+        slab's loops, each element loaded into a register, its ``SLAB_JAM`` terms added in the order of ``v``
+        (the same bits as one value at a time) and stored back, where the plain loop loads and stores the
+        element once per term (the GMM gradient in ``L``: a triangle of short rows, its stores most of its
+        time)."""
+        names, (v,), (size,) = self.names, red.vars, red.sizes
+        dom = D.domain(conj(box(zip(used, dims)), pred, red.pred), used, row.bound, names)
+        r = self.fresh("jr")
+        outer = row.block()
+        outer.line(f"int64_t {r} = 0;")
+        for width, cond in ((SLAB_JAM, f"{r} + {SLAB_JAM} <= {self.affine(size)}"), (1, f"{r} < {self.affine(size)}")):
+            body = outer.loop(r, "", cond, f"{r} += {width}")
+            terms = loop_nest([("R", dom)], body.ctx, [self.fresh("r") for _ in used])
+            if terms is None:
+                return
+
+            def add(n2: User, s2: Scope, width=width) -> None:
+                for w, a in zip(used, n2.args):
+                    s2.line(f"const int64_t {names.var(w)} = {a};")
+                ctx = D.lift_to_context(n2.domain if n2.domain is not None else dom) & s2.ctx
+                acc = self.fresh("jacc")
+                s2.line(f"real {acc} = {into};")
+                for k in range(width):
+                    term = s2.block(ctx=ctx, bound=s2.bound + used + (v,), parallel_ok=False)
+                    term.line(f"const int64_t {names.var(v)} = {r} + {k};")
+                    term.line(f"{acc} += {self.expr(red.body, term)};")
+                s2.line(f"{into} = {acc};")
+            self.emit_tree(terms, body, add)
 
     def emit_jammed(self, loop: For, scope: Scope, leaf: Leaf, arr, gv, acc: str, end: str) -> None:
         """The innermost loop of ``emit_interchanged`` (over ``r_last``) for every element of the target:

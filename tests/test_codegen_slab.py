@@ -1,6 +1,7 @@
 """Gathers whose sums run row by row into slabs (``Schedule.emit_slab``): the same bits as the gather (each
 element's terms added in the same order), the reference evaluator's values, at sizes from 0 and past a slab
-(where the gather runs), and the GMM gradient's sums in slabs."""
+(where the gather runs), the terms of ``SLAB_JAM`` values of the summed variable added in one pass over the slab
+(``emit_jammed_terms``) at every remainder, and the GMM gradient's sums in slabs."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 import tensorlang as tl
 from tensorlang.codegen import hoist
-from tensorlang.codegen.schedule import BLOCK_LANES, SLAB, Schedule
+from tensorlang.codegen.schedule import BLOCK_LANES, SLAB, SLAB_JAM, Schedule
 from tensorlang.nodes import Call
 from oracles import close
 from strategies import type_shape
@@ -84,6 +85,18 @@ def test_slabs_give_the_gathers_bits_and_the_evaluators_values(name, sums_hoiste
         assert ("tl_slab" in source) == in_slabs
         assert all(np.array_equal(a, b) for a, b in zip(_flat(got), _flat(gather))), (name, sizes)
         assert close(got, tl.evaluate(e, **inputs)), (name, sizes)
+
+
+@pytest.mark.parametrize("p", range(2 * SLAB_JAM + 2))
+def test_jammed_terms_give_the_gathers_bits_at_every_remainder(p, monkeypatch):
+    """``outer products`` sums over one variable, unbracketed: its terms run ``SLAB_JAM`` points at a time (each
+    slab element loaded once per block), then the rest one by one, with the gather's bits."""
+    e = tl.parse(PROGRAMS["outer products"][0])
+    rng = np.random.default_rng(p)
+    inputs = {"y": rng.normal(size=(p, 3, 5)), "x": rng.normal(size=(p, 5)), "mu": rng.normal(size=(3, 5))}
+    got, gather, source = _run_both(e, inputs, monkeypatch)
+    assert f"+ {SLAB_JAM} <= " in source and "tl_jacc" in source
+    assert np.array_equal(got, gather) and close(got, tl.evaluate(e, **inputs))
 
 
 def test_a_gather_that_lane_blocking_runs_takes_slabs_only_below_a_block(monkeypatch):
