@@ -44,26 +44,31 @@ _BEYOND = ("a third derivative through ad.jvp (ad.grad or ad.jvp of a function w
 def _jvp_reverse(f, primals, tangents):
     """The reverse rule of ``jvp(f, primals, tangents)``: ``((y, ty), back)``, ``back((dy, dty))`` the
     gradients of ``f`` (None: see ``_refuse_captures``), of the primals and of the tangents."""
+    xbox, tbox = _box(primals), _box(tangents)
     primals, tangents = _checked(f, primals, tangents)
     _refuse_captures(f)
-    before = fresh(primals)
+    before, along = fresh(primals), fresh(tangents)   # (as they are now: the caller may write into them later)
     y, ty = jvp(f, primals, tangents)
     _refuse_writes(f, before, primals)
     _refuse_output(f, y)
-    box = type(primals) if type(primals) in (list, tuple) else tuple
 
     def back(d):
         dy, dty = (None, None) if d is None or d is ZERO else (dense(d[0]), dense(d[1]))
         gx = [None] * len(before)
         gt = None
         if dty is not None:   # J^T dty and its derivative along t: one forward-over-reverse pass
-            g, hv = hvp_pass(f, before, tangents, dty)
-            gt = box(_real_grads(g, before))
+            g, hv = hvp_pass(f, before, along, dty)
+            gt = tbox(_real_grads(g, before))
             gx = [acc(a, b) for a, b in zip(gx, _real_grads(hv, before))]
         if dy is not None:
             gx = [acc(a, b) for a, b in zip(gx, _real_grads(_vjp(f, before, dy), before))]
-        return None, box(gx), gt
+        return None, xbox(gx), gt
     return (y, ty), back
+
+
+def _box(v):
+    """The type of the tuple or list ``v`` (a gradient mirrors it)."""
+    return type(v) if type(v) in (list, tuple) else tuple
 
 
 def _vjp(f, primals, c):
@@ -93,7 +98,7 @@ def _jvp_forward(args, ts):
     ``(f, primals, tangents)``."""
     f, primals, tangents = args
     tf, tx, tt = ts
-    if tf is not None:
+    if tf is not None and not (type(tf) is types.SimpleNamespace and all(v is None for v in vars(tf).values())):
         raise UnsupportedError(f"forward over forward through ad.jvp of {_name(f)}, whose captured values have "
                                f"tangents, is not supported: pass those values to f as primals")
     primals, tangents = _checked(f, primals, tangents)

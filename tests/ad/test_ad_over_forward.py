@@ -157,3 +157,23 @@ def test_threads_take_their_own_derivatives():
         got = list(pool.map(ad.grad(g), points))
     for a, b in zip(got, expected):
         np.testing.assert_allclose(a, b, rtol=1e-7)
+
+
+def test_forward_over_forward_takes_a_captured_constant_and_refuses_a_captured_variable():
+    def g(x):
+        c = 2.0
+        return ad.jvp(lambda v: np.sin(v) * c, (x,), (1.0,))[1]
+    assert ad.jvp(g, (1.0,), (1.0,))[1] == pytest.approx(-2 * np.sin(1.0), rel=1e-14)
+    with pytest.raises(UnsupportedError, match="whose captured values have tangents"):
+        ad.jvp(lambda x: ad.jvp(lambda v: np.sin(v) * x, (x,), (1.0,))[1], (1.0,), (1.0,))
+
+
+def test_the_pullback_reads_the_tangents_as_they_were_at_the_call():
+    """A tangent array written after the call (and primals passed in a list) change nothing."""
+    def g(x):
+        t = np.ones(2)
+        _, ty = ad.jvp(lambda v: np.sum(np.sin(v) * v), [x], [t])
+        t[0] = 100.0
+        return ty
+    x = np.array([0.3, 0.5])
+    np.testing.assert_allclose(ad.grad(g)(x), _central(g, x), rtol=1e-7)
