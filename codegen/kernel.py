@@ -88,6 +88,10 @@ class Kernel:
                 f"a kernel takes its inputs by name (keywords), not by position: kernel({call}) (sizes, where "
                 f"they cannot be inferred from the shapes, by name too: {', '.join(self.meta['sizes']) or 'none'})"
             )
+        return self._call(inputs)
+
+    def _call(self, inputs: dict):
+        """``self(**inputs)``."""
         if self.scatter is not None:
             raise TensorLangError("this kernel writes its outputs at positions it is given (codegen.scatter): it "
                                   "is the values kernel of a SparseKernel, which is the one to call")
@@ -180,6 +184,7 @@ class Kernel:
         return found
 
     _among: dict = {}   # names -> _differentiable_among(names), once found
+    _places: dict = {}   # an adjoint kernel's: the input names of a call -> where their gradients are (_gradients)
 
     forward_kernels: dict | None = None  # the compiled value and derivative per tuple wrt, once built each
     tangent_names: dict = {}  # a forward kernel's: the input that takes the tangent of each wrt input
@@ -239,7 +244,7 @@ class Kernel:
             if not wrt:
                 return (None,) * len(inputs)
             adj = self.adjoint(wrt)
-            return self._gradients(adj, adj(**self._adjoint_inputs(adj, inputs, dy, y)), inputs)
+            return self._gradients(adj, adj._call(self._adjoint_inputs(adj, inputs, dy, y)), inputs)
 
         return y, back
 
@@ -297,9 +302,18 @@ class Kernel:
     def _gradients(adj: "Kernel", out, inputs: dict) -> tuple:
         """The adjoint kernel's output (right-nested pairs over ``adj.wrt``) as one gradient per input in
         call order (``None`` for relations and sizes), each as its input is where one is a Dask collection."""
-        grads = dict(zip(adj.wrt, right_nested_items(out, len(adj.wrt))))
-        found = tuple(grads.get(n) for n in inputs)
-        if all(type(g) is np.ndarray or g is None for g in found):
+        names = tuple(inputs)
+        places = adj._places.get(names)
+        if places is None:   # (where each input's gradient is among the adjoint's outputs, -1: none; once per names)
+            places = tuple(adj.wrt.index(n) if n in adj.wrt else -1 for n in names)
+            if len(adj._places) < 64:
+                adj._places = {**adj._places, names: places}
+        items = right_nested_items(out, len(adj.wrt))
+        found = tuple([None if k < 0 else items[k] for k in places])
+        for g in found:
+            if type(g) is not np.ndarray and g is not None:
+                break
+        else:
             return found
         return like_values(found, tuple(inputs.values())) if lazy(found) else found
 
@@ -335,8 +349,8 @@ class Kernel:
 
 def right_nested_items(pairs, n: int) -> list:
     """The ``n`` items of right-nested pairs ``(a, (b, (c, d)))`` (one item: ``pairs`` itself; none: [])."""
-    if n == 0:
-        return []
+    if n <= 2:
+        return [] if n == 0 else [pairs] if n == 1 else list(pairs)
     items = []
     for _ in range(n - 1):
         first, pairs = pairs
