@@ -34,7 +34,8 @@ __all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value"
 # BLAS entry points.  First choice: the OpenBLAS that NumPy itself ships and uses for ``@`` (found next
 # to NumPy, so an exported module gets it with NumPy alone; ILP64 symbols ``scipy_dgemm_64_``...);
 # then SciPy's ``scipy.linalg.cython_blas`` (function pointers from its capsules, 32-bit integers);
-# otherwise NULLs, and the kernel runs its own tiled loops.  ``TENSORLANG_BLAS=0`` forces the loops.
+# otherwise NULLs, and the kernel runs its own tiled loops.  ``TENSORLANG_BLAS=0`` forces the loops (read
+# when a kernel first runs: a runner keeps the table's address it got then).
 
 _BLAS_TABLES: dict = {}
 
@@ -605,6 +606,7 @@ class Runner(Arguments):
         self._caller = caller
         self._entry = ctypes.cast(self.fn, ctypes.c_void_p).value
         self._blas = bool(meta.get("blas"))
+        self._blas_table = None   # blas_address(dtype), read on the first call (TENSORLANG_BLAS then)
         self._has_workspace = bool(meta.get("workspace"))
         self._workspaces: list = []  # buffers for the kernel's temporaries, reused between calls
         self._workspace_lock = threading.Lock()
@@ -621,7 +623,9 @@ class Runner(Arguments):
         arrays = args + (outs if outputs is None else list(outputs))
         extra = []
         if self._blas:
-            extra.append(blas_address(self.dtype))
+            if self._blas_table is None:
+                self._blas_table = blas_address(self.dtype)
+            extra.append(self._blas_table)
         ws = self._workspace(size_arr) if self._has_workspace else None
         if ws is not None:
             extra.append((address(ws) + 63) & ~63)
