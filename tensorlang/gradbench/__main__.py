@@ -1,9 +1,12 @@
 """The GradBench protocol: one JSON message per line on stdin, one answer per line on stdout
 (``start`` -> the tool's name; ``define`` -> compile the eval's programs; ``evaluate`` -> output and
 timings; anything else -> its id), in one thread.  An eval this tool does not implement fails at ``define``,
-with why."""
+with why.  After a ``define`` what the process holds (modules, compiled programs, the symbolic machinery) is
+moved out of the cyclic collector's sight (``gc.freeze``): it lives as long as the process, and a full
+collection triggered by an ``evaluate``'s small objects would otherwise scan all of it again."""
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -26,6 +29,8 @@ def answer(message: dict, defined: dict) -> dict:
             defined[module] = importlib.import_module(f"{__package__}.{module}").define()
         except Exception as e:   # a define that fails is the eval's answer, with the cause
             return {"success": False, "error": "".join(traceback.format_exception(e))}
+        gc.collect()
+        gc.freeze()
         return {"success": True}
     if kind == "evaluate":
         try:
