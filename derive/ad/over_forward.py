@@ -28,12 +28,15 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError
+from .context import current, within
 from .cotangent import dense
 from .ir import NUM, is_array, kind_of
 from .mixed import fresh, jvp
 from .nested import call_rule
 from .registry import JVP_RULES, PAIRS, RULES, define, refusing
-from .runtime import ZERO, acc, differentiable
+from .runtime import ZERO, acc, differentiable, field, with_nested_boxes
+from .second import with_stores
+from .tangent import JVP
 
 _BEYOND = ("a third derivative through ad.jvp (ad.grad or ad.jvp of a function whose derivative calls ad.jvp "
            "inside another derivative) is not supported: ad.grad of a function that calls ad.jvp, and ad.jvp of "
@@ -43,7 +46,8 @@ _BEYOND = ("a third derivative through ad.jvp (ad.grad or ad.jvp of a function w
 # -- reverse over forward -----------------------------------------------------------------------------------------
 def _jvp_reverse(f, primals, tangents):
     """The reverse rule of ``jvp(f, primals, tangents)``: ``((y, ty), back)``, ``back((dy, dty))`` the
-    gradients of ``f`` (None: see ``_refuse_captures``), of the primals and of the tangents."""
+    gradients of ``f`` (of the numbers and arrays it captures: ``_closure_gradient``), of the primals and of the
+    tangents."""
     xbox, tbox = _box(primals), _box(tangents)
     primals, tangents = _checked(f, primals, tangents)
     _refuse_captures(f)
@@ -54,15 +58,17 @@ def _jvp_reverse(f, primals, tangents):
 
     def back(d):
         dy, dty = (None, None) if d is None or d is ZERO else (dense(d[0]), dense(d[1]))
-        gx = [None] * len(before)
-        gt = None
+        gx, gt, gf = [None] * len(before), None, None
         if dty is not None:   # J^T dty and its derivative along t: one forward-over-reverse pass
-            g, hv = hvp_pass(f, before, along, dty)
+            (df, g), (tdf, hv) = hvp_pass(f, before, along, dty)
             gt = tbox(_real_grads(g, before))
             gx = [acc(a, b) for a, b in zip(gx, _real_grads(hv, before))]
+            gf = tdf
         if dy is not None:
-            gx = [acc(a, b) for a, b in zip(gx, _real_grads(_vjp(f, before, dy), before))]
-        return None, xbox(gx), gt
+            df, g = _vjp(f, before, dy)
+            gx = [acc(a, b) for a, b in zip(gx, _real_grads(g, before))]
+            gf = acc(gf, df)
+        return gf, xbox(gx), gt
     return (y, ty), back
 
 
@@ -72,17 +78,33 @@ def _box(v):
 
 
 def _vjp(f, primals, c):
-    """``J(primals)^T c``, one gradient per primal: ``ad.gradient`` of ``<c, f(x)>``."""
-    from .api import gradient
-    return gradient(_against(f, c), tuple(fresh(primals)))[0]
+    """``(gradient of f's captured values, J(primals)^T c)``: the gradient code of ``<c, f(x)>``."""
+    from .api import gradient_code
+    s, xs = _against(f, c), tuple(fresh(primals))
+    ds, g = with_stores(lambda: _arguments(xs, gradient_code(s, (xs,))(s, xs)))
+    return field(ds, "f"), g
 
 
-def hvp_pass(f, primals, tangents, c):
-    """``(J(x)^T c, d/de J(x + e t)^T c)`` at ``x = primals``, ``t = tangents``: ``ad.hvp``'s pass (the forward
-    mode of ``ad.gradient``) on ``<c, f(x)>``, its value and tangent."""
-    from .api import gradient
-    (g,), (tg,) = jvp(gradient, (_against(f, c), tuple(fresh(primals))), (None, tuple(tangents)))
-    return g, (None,) * len(primals) if tg is None else tg
+def hvp_pass(f, primals, tangents, c, tf=None):
+    """``((df, J(x)^T c), (tdf, d/de J(x + e t)^T c))`` at ``x = primals``, ``t = tangents``: the gradient code of
+    ``<c, f(x)>`` under forward mode (``ad.hvp``'s pass), its value and tangent, each with the gradient of the
+    values ``f`` captures first; ``tf``: the tangents of those values (their part of the tangent too)."""
+    from .api import gradient_code
+    s, xs = _against(f, c), tuple(fresh(primals))
+    code = gradient_code(s, (xs,))
+    ts = None if tf is None else types.SimpleNamespace(f=tf)   # (s's captured f moves along tf)
+    (ds, g), (tds, tg) = with_stores(lambda: _arguments(xs, *JVP(code, None, (s, xs), (ts, tuple(tangents)))))
+    return (field(ds, "f"), g), (field(tds, "f"), (None,) * len(xs) if tg is None else tg)
+
+
+def _arguments(xs, out, tout=ZERO):
+    """The gradient code's ``(ds, (dxs,))`` (and its tangent) as ``(ds, dxs)``, a gradient per primal, with the
+    gradients still in the box store of what the primals hold (``with_nested_boxes``)."""
+    def split(o):
+        if o is None or o is ZERO:
+            return None, None
+        return o[0], with_nested_boxes(xs, tuple(o[1]) if o[1] is not None else (None,) * len(xs))
+    return split(out) if tout is ZERO else (split(out), split(tout))
 
 
 def _against(f, c):
@@ -95,12 +117,14 @@ def _against(f, c):
 # -- forward over forward -----------------------------------------------------------------------------------------
 def _jvp_forward(args, ts):
     """The forward rule of ``jvp``: ``((y, ty), (tangent of y, tangent of ty))`` along tangents ``ts`` of
-    ``(f, primals, tangents)``."""
+    ``(f, primals, tangents)``, ``f``'s the tangents of the values it captures (a closure's)."""
     f, primals, tangents = args
     tf, tx, tt = ts
-    if tf is not None and not (type(tf) is types.SimpleNamespace and all(v is None for v in vars(tf).values())):
-        raise UnsupportedError(f"forward over forward through ad.jvp of {_name(f)}, whose captured values have "
-                               f"tangents, is not supported: pass those values to f as primals")
+    if type(tf) is types.SimpleNamespace and all(v is None for v in vars(tf).values()):
+        tf = None
+    if tf is not None and not isinstance(f, types.FunctionType):
+        raise UnsupportedError(f"forward over forward through ad.jvp of {_name(f)}, whose state has tangents, is "
+                               f"not supported: pass those values to f as primals")
     primals, tangents = _checked(f, primals, tangents)
     n = len(primals)
     tx = (None,) * n if tx is None else tuple(tx)
@@ -109,23 +133,24 @@ def _jvp_forward(args, ts):
     y, ty = jvp(f, primals, tangents)
     _refuse_writes(f, before, primals)
     _refuse_output(f, y)
-    moving = any(t is not None for t in tx)
-    t_y = jvp(f, fresh(before), tx)[1] if moving else None
+    moving = tf is not None or any(t is not None for t in tx)
+    t_y = within(current().but(tangents={}), JVP, f, tf, fresh(before), tx)[1] if moving else None
     t_ty = jvp(f, fresh(before), tt)[1] if any(t is not None for t in tt) else None
     if moving and any(t is not None for t in tangents):   # H(x)[t, tx]: J^T c along tx, read against t
-        t_ty = acc(t_ty, _second(f, before, tangents, tx, y))
+        t_ty = acc(t_ty, _second(f, before, tangents, tx, tf, y))
     return (y, ty), (t_y, t_ty)
 
 
-def _second(f, primals, t, tx, y):
-    """``H(x)[t, tx]``, shaped as ``f``'s output: per output entry ``k``, the tangent along ``tx`` of
-    ``J(x)^T e_k`` read against ``t``."""
+def _second(f, primals, t, tx, tf, y):
+    """``H(x)[t, tx]`` (and, along the tangents ``tf`` of what ``f`` captures, the derivative of ``J(x) t`` in
+    those), shaped as ``f``'s output: per output entry ``k``, the tangent along ``tx`` and ``tf`` of ``J(x)^T e_k``
+    read against ``t``."""
     shape = np.shape(y)
     out = np.empty(int(np.prod(shape)))
     for k in range(out.size):
         c = np.zeros(shape)
         c.flat[k] = 1.0
-        hv = hvp_pass(f, primals, tx, c)[1]
+        hv = hvp_pass(f, primals, tx, c, tf)[1][1]
         out[k] = sum(float(np.sum(a * b)) for a, b in zip(t, hv) if a is not None and b is not None)
     return out.reshape(shape) if shape else float(out[0])
 
@@ -160,12 +185,26 @@ def _refuse_writes(f, before, primals):
 
 
 def _refuse_captures(f):
-    """Under reverse mode, ``f``'s own gradient (that of the values it captures) is not computed: refuse an
-    ``f`` that captures a value that could carry one (a number, a real array, a function capturing one)."""
-    where = _captured_differentiable(f, set())
+    """Under reverse mode the gradient of what ``f`` captures is its gradient code's: real numbers and real arrays
+    in its cells (``lambda v: f(v, w)``).  Refused: a differentiable value held another way (in a list, dict,
+    object or function it captures, as a default, bound by ``functools.partial`` or as a method's object), whose
+    gradient these rules do not carry, and a complex one."""
+    if isinstance(f, types.FunctionType):
+        cells = [(repr(n), c.cell_contents) for n, c in zip(f.__code__.co_freevars, f.__closure__ or ()) if _filled(c)]
+        held = [(w, v) for w, v in cells if not _real_value(v)]
+        held += [(f"a default of {_name(f)}", d) for d in (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())]
+        where = next((w for w, v in held if _captured_differentiable(v, set(), 1) is not None), None)
+    else:
+        where = _captured_differentiable(f, set())
     if where is not None:
         raise UnsupportedError(f"ad.grad through ad.jvp of {_name(f)}, which captures {where}, is not supported "
                                f"(its gradient would be lost): pass the value to f as a primal with tangent None")
+
+
+def _real_value(v) -> bool:
+    """A real number or a real array: what a closure's gradient code carries a gradient of."""
+    return kind_of(v) == NUM and not isinstance(v, complex) or is_array(v) and v.dtype.kind == "f" \
+        or isinstance(v, np.floating)
 
 
 def _captured_differentiable(v, seen: set, depth: int = 0):

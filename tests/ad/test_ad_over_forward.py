@@ -108,23 +108,40 @@ def test_the_second_derivative_of_sin_by_forward_over_forward():
 DATA = np.array([1.0, 2.0])
 
 
-def test_a_captured_integer_is_taken_and_a_captured_number_or_array_refused():
-    """A value ``f`` captures gets no gradient (``f``'s own is not computed): an integer, which has none, is
-    taken, as is a module's constant; a number or a real array is refused, whether or not it is active."""
-    def g(x, w):
+def test_the_values_f_captures_get_their_gradients():
+    """``f`` a closure over the variables differentiated (a number, an array, an integer, a module's constant):
+    their gradients are ``f``'s gradient code's, the part along the tangent from its forward mode."""
+    def g(x, w, data):
         scale = 2
-        return ad.jvp(lambda v: np.sum(DATA * v ** scale), (x,), (np.ones(2),))[1] * w
-    np.testing.assert_allclose(ad.grad(g)(X, W), _central(lambda z: g(z, W), X), rtol=1e-7)
+        y, ty = ad.jvp(lambda v: np.sum(DATA * data * np.sin(v * w) ** scale) * w, (x,), (T,))
+        return 3 * y + ty ** 2
+    data = np.array([0.5, -1.5])
+    gx, gw, gd = ad.grad(g, argnums=(0, 1, 2))(X, W, data)
+    np.testing.assert_allclose(gx, _central(lambda z: g(z, W, data), X), rtol=1e-7)
+    assert gw == pytest.approx(float(_central(lambda z: g(X, z[0], data), [W])[0]), rel=1e-7)
+    np.testing.assert_allclose(gd, _central(lambda z: g(X, W, z), data), rtol=1e-7)
 
-    def data_captured(x, data):
-        return ad.jvp(lambda v: np.sum(data * v), (x,), (np.ones(2),))[1]
-    with pytest.raises(UnsupportedError, match="of <lambda>, which captures 'data'"):
-        ad.grad(data_captured)(X, DATA)
+    def called(x, w):   # (a function made inside f reads f's cell)
+        return ad.jvp(lambda v: np.sum(np.sin(v * (lambda: w)())), (x,), (T,))[1]
+    assert ad.grad(called, argnums=1)(X, W) == pytest.approx(float(_central(lambda z: called(X, z[0]), [W])[0]),
+                                                                 rel=1e-7)
 
-    def h(x, w):
-        return ad.jvp(lambda v: f(v, w), (x,), (T,))[1]
-    with pytest.raises(UnsupportedError, match="captures 'w'.*pass the value to f as a primal"):
-        ad.grad(h, argnums=1)(X, W)
+    def inner(y):   # (the second derivative of x^2 y + sin(x y) in x and y)
+        return ad.jvp(lambda x: x * x * y + np.sin(x * y), (1.5,), (1.0,))[1]
+    assert ad.grad(inner)(0.7) == pytest.approx(2 * 1.5 + np.cos(1.05) - 1.05 * np.sin(1.05), rel=1e-12)
+
+
+@pytest.mark.parametrize("make, holds, match", [
+    (lambda w: (lambda v: np.sum(v * w[0])), list, "captures 'w'.*pass the value to f as a primal"),
+    (lambda w: (lambda h: (lambda v: np.sum(v * h())))(lambda: w), float, "captures 'h'.*pass the value to f as a "
+     "primal"),
+    (lambda w: (lambda v, k=w: np.sum(v * k)), float, "default values of a nested function"),   # (the transform's)
+], ids=["in a list", "through a function", "as a default"])
+def test_a_value_captured_another_way_is_refused(make, holds, match):
+    def g(x, w):
+        return ad.jvp(make([w] if holds is list else w), (x,), (np.ones(2),))[1]
+    with pytest.raises(UnsupportedError, match=match):
+        ad.grad(g, argnums=1)(X, W)
 
 
 @pytest.mark.parametrize("call, match", [
@@ -159,13 +176,24 @@ def test_threads_take_their_own_derivatives():
         np.testing.assert_allclose(a, b, rtol=1e-7)
 
 
-def test_forward_over_forward_takes_a_captured_constant_and_refuses_a_captured_variable():
+def test_forward_over_forward_through_what_f_captures():
+    """The tangents of the values ``f`` captures move ``y`` and ``ty`` too (``JVP`` with ``f``'s tangent, and the
+    forward-over-reverse pass along them)."""
     def g(x):
         c = 2.0
         return ad.jvp(lambda v: np.sin(v) * c, (x,), (1.0,))[1]
     assert ad.jvp(g, (1.0,), (1.0,))[1] == pytest.approx(-2 * np.sin(1.0), rel=1e-14)
-    with pytest.raises(UnsupportedError, match="whose captured values have tangents"):
-        ad.jvp(lambda x: ad.jvp(lambda v: np.sin(v) * x, (x,), (1.0,))[1], (1.0,), (1.0,))
+
+    def both(x, w):
+        return ad.jvp(lambda v: np.sin(v * w) * w, (x,), (T,))
+    u, dw = np.array([0.5, 0.25]), 0.7
+    (y, ty), (t_y, t_ty) = ad.jvp(both, (X, W), (u, dw))
+    moved = [(np.asarray(a) - np.asarray(b)) / 2e-6 for a, b in zip(both(X + 1e-6 * u, W + 1e-6 * dw),
+                                                                      both(X - 1e-6 * u, W - 1e-6 * dw))]
+    np.testing.assert_allclose(t_y, moved[0], rtol=1e-7)
+    np.testing.assert_allclose(t_ty, moved[1], rtol=1e-7)
+    only_w = ad.jvp(lambda w: both(X, w)[1], (W,), (1.0,))[1]
+    np.testing.assert_allclose(only_w, (both(X, W + 1e-6)[1] - both(X, W - 1e-6)[1]) / 2e-6, rtol=1e-7)
 
 
 def test_the_pullback_reads_the_tangents_as_they_were_at_the_call():
