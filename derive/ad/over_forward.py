@@ -2,22 +2,25 @@
 ``jvp``, ``jvp`` of a ``jvp``).
 
 ``jvp(f, x, t) = (f(x), J(x) t)`` is differentiated as a primitive whose rules are made of the modes that
-exist already, so that nothing is written twice.  With ``s(x) = <c, f(x)>`` for a constant ``c``:
+exist already, so that nothing is written twice.  With ``s(x) = <c, f(x)>`` for a constant ``c`` and its
+gradient code (``api.gradient_code``, which gives the gradient of what ``s`` and so ``f`` capture too):
 
 * **reverse** (the call inside a function differentiated by ``ad.grad``): at cotangents ``(dy, dty)`` of
   ``(y, ty)``, the gradient in ``x`` is ``J(x)^T dy + d/de J(x + e t)^T dty``, in ``t`` it is ``J(x)^T dty``.
-  ``J^T dy`` is ``ad.gradient`` of ``s`` at ``c = dy``; ``J^T dty`` and its derivative along ``t`` are the
-  value and the tangent of ``ad.gradient`` of ``s`` at ``c = dty`` under forward mode, one forward-over-reverse
-  pass (``ad.hvp``'s);
+  ``J^T dy`` is the gradient code of ``s`` at ``c = dy``; ``J^T dty`` and its derivative along ``t`` are the
+  value and the tangent of that code at ``c = dty`` under forward mode, one forward-over-reverse pass
+  (``ad.hvp``'s).  The gradient of the values ``f`` captures (a closure over the variables differentiated)
+  comes out of the same two runs;
 * **forward** (the call inside a function differentiated by ``ad.jvp``): along tangents ``(tx, tt)`` of
-  ``(x, t)``, ``y`` moves by ``J(x) tx`` and ``ty`` by ``J(x) tt + H(x)[t, tx]``, the last the tangent of
-  ``J(x)^T c`` along ``tx`` read against ``t``: one forward-over-reverse pass per entry of ``f``'s output
-  (``c`` its unit vectors; one in all for a scalar ``f``).
+  ``(x, t)`` and ``tf`` of what ``f`` captures, ``y`` moves by ``J(x) tx`` and the part along ``tf``, ``ty`` by
+  ``J(x) tt + H(x)[t, tx]`` and the part along ``tf``, the last two the tangent of ``J(x)^T c`` along ``tx``
+  and ``tf`` read against ``t``: one forward-over-reverse pass per entry of ``f``'s output (``c`` its unit
+  vectors; one in all for a scalar ``f``).
 
 What the rules take: ``f`` a function whose output is a real number or a real array, primals that are real
-numbers or real arrays (or integers, with no tangent), no complex value anywhere.  Refused by name: a value
-``f`` captures that could carry a derivative under reverse mode (its gradient would be lost: pass it as a
-primal), a tangent of ``f`` itself under forward mode, an ``f`` that writes into its primals, and a third
+numbers or real arrays (or integers, with no tangent), no complex value anywhere; ``f`` may capture real numbers
+and arrays.  Refused by name: a differentiable value ``f`` holds another way (in a list, object or function it
+captures, as a default: its gradient would be lost), an ``f`` that writes into its primals, and a third
 derivative through these rules (their own code is not differentiated again).
 """
 from __future__ import annotations
@@ -46,8 +49,8 @@ _BEYOND = ("a third derivative through ad.jvp (ad.grad or ad.jvp of a function w
 # -- reverse over forward -----------------------------------------------------------------------------------------
 def _jvp_reverse(f, primals, tangents):
     """The reverse rule of ``jvp(f, primals, tangents)``: ``((y, ty), back)``, ``back((dy, dty))`` the
-    gradients of ``f`` (of the numbers and arrays it captures: ``_closure_gradient``), of the primals and of the
-    tangents."""
+    gradients of ``f`` (of the numbers and arrays it captures: a namespace by name, as a closure's), of the
+    primals and of the tangents."""
     xbox, tbox = _box(primals), _box(tangents)
     primals, tangents = _checked(f, primals, tangents)
     _refuse_captures(f)
