@@ -11,7 +11,9 @@ The system C compiler (``$CC`` or ``cc``) runs at ``-O3`` with ``-march=native -
 loop-invariant calls of ``exp`` and friends can be hoisted and loops vectorised; no ``-ffast-math``,
 which would reorder sums) and ``-ffp-contract=off`` (no fused multiply-adds: every product is rounded
 as written, so a kernel's result does not depend on which of its loops the compiler vectorised, and a
-lane-blocked loop gives the same bits as the plain one), with ``-fopenmp`` when the compiler accepts it,
+lane-blocked loop gives the same bits as the plain one), ``--param=vect-max-version-for-alias-checks=64`` where
+the compiler takes it (gcc: a loop that reads many arrays is vectorised behind run-time overlap checks instead of
+staying scalar), with ``-fopenmp`` when the compiler accepts it,
 and ``-DTL_VECTOR_MATH ... -lmvec`` where glibc's vector math library works (``vector_math_available``):
 then ``exp``, ``log``, ``pow``, ``sin``, ``cos``, ``tan``, ``tanh`` in vectorised loops run 4 or 8 at a time
 (the softmax's sum of ``exp`` 4x faster), each within 4 ulp instead of glibc's scalar 1 ulp.  A failure raises
@@ -229,6 +231,31 @@ def openmp_available(cc: str | None = None) -> bool:
     return bool(_PROBES[key])
 
 
+#: gcc vectorises a loop whose accesses may overlap behind run-time checks, at most 10 of them by default; a
+#: kernel's loop that reads many arrays (a ten-step Runge-Kutta adjoint's reads some 40) needs more, or stays
+#: scalar.  The values are the same either way (the checks choose between the vector and the scalar loop, and
+#: neither reassociates a sum).
+ALIAS_CHECKS_FLAG = "--param=vect-max-version-for-alias-checks=64"
+
+
+def alias_checks_available(cc: str | None = None) -> bool:
+    """Whether the C compiler takes ``ALIAS_CHECKS_FLAG`` (gcc does; clang refuses ``--param``), probed once."""
+    cc = cc or c_compiler()
+    key = "alias:" + cc
+    if key not in _PROBES:
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "p.c")
+            with open(src, "w") as f:
+                f.write("int tl_probe(int a) { return a + 1; }\n")
+            try:
+                r = run_limited([cc, "-O3", ALIAS_CHECKS_FLAG, "-shared", "-fPIC", src, "-o", os.path.join(d, "p.so")],
+                                PROBE_TIMEOUT)
+                _PROBES[key] = r.returncode == 0 and "warning" not in (r.stderr or "")
+            except (OSError, CompileError):
+                _PROBES[key] = False
+    return bool(_PROBES[key])
+
+
 VECTOR_MATH_FLAG = "-DTL_VECTOR_MATH"
 #: Declarations (in every kernel's prelude) that let gcc call glibc's vector math library, libmvec, from
 #: the loops it vectorises: 4 (AVX2) or 8 (AVX-512) values per call, within 4 ulp of the scalar function.
@@ -296,6 +323,8 @@ def c_flags(openmp: bool | None = None, vector_math: bool | None = None, native:
         return SANITIZE_FLAGS + ["-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
     target = "-march=native" if native else "-mtune=generic"
     flags = ["-O3", target, "-fno-math-errno", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11"]
+    if alias_checks_available():
+        flags.append(ALIAS_CHECKS_FLAG)
     if openmp is None:
         openmp = openmp_available()
     if openmp:
