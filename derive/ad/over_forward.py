@@ -82,9 +82,8 @@ def _box(v):
 
 def _vjp(f, primals, c):
     """``(gradient of f's captured values, J(primals)^T c)``: the gradient code of ``<c, f(x)>``."""
-    from .api import gradient_code
-    s, xs = _against(f, c), tuple(fresh(primals))
-    ds, g = with_stores(lambda: _arguments(xs, gradient_code(s, (xs,))(s, xs)))
+    s, xs, code = _scalarised(f, primals, c)
+    ds, g = with_stores(lambda: _split(xs, code(s, xs)))
     return field(ds, "f"), g
 
 
@@ -92,22 +91,26 @@ def hvp_pass(f, primals, tangents, c, tf=None):
     """``((df, J(x)^T c), (tdf, d/de J(x + e t)^T c))`` at ``x = primals``, ``t = tangents``: the gradient code of
     ``<c, f(x)>`` under forward mode (``ad.hvp``'s pass), its value and tangent, each with the gradient of the
     values ``f`` captures first; ``tf``: the tangents of those values (their part of the tangent too)."""
-    from .api import gradient_code
-    s, xs = _against(f, c), tuple(fresh(primals))
-    code = gradient_code(s, (xs,))
+    s, xs, code = _scalarised(f, primals, c)
     ts = None if tf is None else types.SimpleNamespace(f=tf)   # (s's captured f moves along tf)
-    (ds, g), (tds, tg) = with_stores(lambda: _arguments(xs, *JVP(code, None, (s, xs), (ts, tuple(tangents)))))
+    (ds, g), (tds, tg) = with_stores(lambda: [_split(xs, o) for o in JVP(code, None, (s, xs), (ts, tuple(tangents)))])
     return (field(ds, "f"), g), (field(tds, "f"), (None,) * len(xs) if tg is None else tg)
 
 
-def _arguments(xs, out, tout=ZERO):
-    """The gradient code's ``(ds, (dxs,))`` (and its tangent) as ``(ds, dxs)``, a gradient per primal, with the
+def _scalarised(f, primals, c):
+    """``(s, xs, code)``: ``s = <c, f(*xs)>`` (``_against``), the primals as one tuple ``xs`` (copies) and the
+    gradient code of ``s`` (``api.gradient_code``: ``code(s, xs) -> (ds, (dxs,))``)."""
+    from .api import gradient_code
+    s, xs = _against(f, c), tuple(fresh(primals))
+    return s, xs, gradient_code(s, (xs,))
+
+
+def _split(xs, out):
+    """The gradient code's ``(ds, (dxs,))`` (or its tangent) as ``(ds, dxs)``, a gradient per primal, with the
     gradients still in the box store of what the primals hold (``with_nested_boxes``)."""
-    def split(o):
-        if o is None or o is ZERO:
-            return None, None
-        return o[0], with_nested_boxes(xs, tuple(o[1]) if o[1] is not None else (None,) * len(xs))
-    return split(out) if tout is ZERO else (split(out), split(tout))
+    if out is None or out is ZERO:
+        return None, None
+    return out[0], with_nested_boxes(xs, tuple(out[1]) if out[1] is not None else (None,) * len(xs))
 
 
 def _against(f, c):
@@ -164,9 +167,8 @@ def _checked(f, primals, tangents):
     if len(primals) != len(tangents):
         raise UnsupportedError(f"ad.jvp: {len(primals)} primals but {len(tangents)} tangents")
     for k, (x, t) in enumerate(zip(primals, tangents)):
-        real = kind_of(x) == NUM and not isinstance(x, complex) or is_array(x) and x.dtype.kind == "f"
         integral = isinstance(x, (int, np.integer)) and not isinstance(x, bool) or is_array(x) and x.dtype.kind in "iu"
-        if not real and not (integral and t is None):
+        if not _real_value(x) and not (integral and t is None):
             raise UnsupportedError(f"a derivative of ad.jvp of {_name(f)} needs primals that are real numbers or "
                                    f"real arrays (integers without a tangent); primal {k} is "
                                    f"{type(x).__name__}{'' if not is_array(x) else ' of ' + str(x.dtype)}")
@@ -174,8 +176,7 @@ def _checked(f, primals, tangents):
 
 
 def _refuse_output(f, y):
-    if not (kind_of(y) == NUM and not isinstance(y, complex) or is_array(y) and y.dtype.kind == "f"
-            or isinstance(y, np.floating)):
+    if not _real_value(y):
         raise UnsupportedError(f"a derivative of ad.jvp of {_name(f)} needs f to return a real number or a real "
                                f"array; it returned {type(y).__name__}")
 
@@ -193,9 +194,8 @@ def _refuse_captures(f):
     object or function it captures, as a default, bound by ``functools.partial`` or as a method's object), whose
     gradient these rules do not carry, and a complex one."""
     if isinstance(f, types.FunctionType):
-        cells = [(repr(n), c.cell_contents) for n, c in zip(f.__code__.co_freevars, f.__closure__ or ()) if _filled(c)]
-        held = [(w, v) for w, v in cells if not _real_value(v)]
-        held += [(f"a default of {_name(f)}", d) for d in (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())]
+        cells, defaults = _function_holds(f)
+        held = [(w, v) for w, v in cells if not _real_value(v)] + defaults
         where = next((w for w, v in held if _captured_differentiable(v, set(), 1) is not None), None)
     else:
         where = _captured_differentiable(f, set())
@@ -205,7 +205,8 @@ def _refuse_captures(f):
 
 
 def _real_value(v) -> bool:
-    """A real number or a real array: what a closure's gradient code carries a gradient of."""
+    """A real number or a real array: what these rules take as a primal or an output, and what a closure's
+    gradient code carries a gradient of."""
     return kind_of(v) == NUM and not isinstance(v, complex) or is_array(v) and v.dtype.kind == "f" \
         or isinstance(v, np.floating)
 
@@ -220,9 +221,8 @@ def _captured_differentiable(v, seen: set, depth: int = 0):
     if depth > 6:
         return "a value held deep inside objects"
     if isinstance(v, types.FunctionType):
-        held = [(repr(name), c.cell_contents) for name, c in zip(v.__code__.co_freevars, v.__closure__ or ())
-                if _filled(c)]
-        held += [(f"a default of {_name(v)}", d) for d in (*(v.__defaults__ or ()), *(v.__kwdefaults__ or {}).values())]
+        cells, defaults = _function_holds(v)
+        held = cells + defaults
     elif isinstance(v, functools.partial):
         held = [("a value bound by functools.partial", a) for a in (v.func, *v.args, *v.keywords.values())]
     elif isinstance(v, types.MethodType):
@@ -244,6 +244,14 @@ def _captured_differentiable(v, seen: set, depth: int = 0):
     return None
 
 
+def _function_holds(f) -> tuple[list, list]:
+    """What function ``f`` holds, as ``(where, value)`` pairs: its captured variables (``where`` their quoted
+    names), then its defaults."""
+    cells = [(repr(n), c.cell_contents) for n, c in zip(f.__code__.co_freevars, f.__closure__ or ()) if _filled(c)]
+    defaults = (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())
+    return cells, [(f"a default of {_name(f)}", d) for d in defaults]
+
+
 def _filled(cell) -> bool:
     try:
         cell.cell_contents
@@ -254,8 +262,7 @@ def _filled(cell) -> bool:
 
 def _real_grads(g, primals):
     """The gradients ``g`` with None for the primals that take none (integers)."""
-    return [None if not (kind_of(x) == NUM or is_array(x) and x.dtype.kind == "f") else gi
-            for gi, x in zip(g, primals)]
+    return [gi if _real_value(x) else None for gi, x in zip(g, primals)]
 
 
 def _name(f):
