@@ -212,22 +212,27 @@ def compiler_id(cc: str) -> str:
     return _PROBES[key]  # type: ignore[return-value]
 
 
+def _builds(cc: str, source: str, flags: list, quietly: bool = False) -> bool:
+    """Whether ``cc`` with ``flags`` builds ``source`` into a shared library (``quietly``: without a warning, as a
+    compiler that ignores an option it does not know warns)."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "p.c")
+        with open(src, "w") as f:
+            f.write(source)
+        try:
+            r = run_limited([cc, *flags, "-shared", "-fPIC", src, "-o", os.path.join(d, "p.so")], PROBE_TIMEOUT)
+        except (OSError, CompileError):
+            return False
+    return r.returncode == 0 and not (quietly and "warning" in (r.stderr or ""))
+
+
 def openmp_available(cc: str | None = None) -> bool:
     """Whether the C compiler builds and links a shared library with ``-fopenmp`` (probed once)."""
     cc = cc or c_compiler()
     key = "omp:" + cc
     if key not in _PROBES:
-        ok = False
-        with tempfile.TemporaryDirectory() as d:
-            src = os.path.join(d, "p.c")
-            with open(src, "w") as f:
-                f.write("#include <omp.h>\nint tl_probe(void) { return omp_get_max_threads(); }\n")
-            try:
-                r = run_limited([cc, "-fopenmp", "-shared", "-fPIC", src, "-o", os.path.join(d, "p.so")], PROBE_TIMEOUT)
-                ok = r.returncode == 0
-            except (OSError, CompileError):
-                ok = False
-        _PROBES[key] = ok
+        _PROBES[key] = _builds(cc, "#include <omp.h>\nint tl_probe(void) { return omp_get_max_threads(); }\n",
+                               ["-fopenmp"])
     return bool(_PROBES[key])
 
 
@@ -243,16 +248,7 @@ def alias_checks_available(cc: str | None = None) -> bool:
     cc = cc or c_compiler()
     key = "alias:" + cc
     if key not in _PROBES:
-        with tempfile.TemporaryDirectory() as d:
-            src = os.path.join(d, "p.c")
-            with open(src, "w") as f:
-                f.write("int tl_probe(int a) { return a + 1; }\n")
-            try:
-                r = run_limited([cc, "-O3", ALIAS_CHECKS_FLAG, "-shared", "-fPIC", src, "-o", os.path.join(d, "p.so")],
-                                PROBE_TIMEOUT)
-                _PROBES[key] = r.returncode == 0 and "warning" not in (r.stderr or "")
-            except (OSError, CompileError):
-                _PROBES[key] = False
+        _PROBES[key] = _builds(cc, "int tl_probe(int a) { return a + 1; }\n", ["-O3", ALIAS_CHECKS_FLAG], quietly=True)
     return bool(_PROBES[key])
 
 
