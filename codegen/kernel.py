@@ -179,8 +179,7 @@ class Kernel:
         if found is None:
             every = self.differentiable_inputs()
             found = every if names is None else tuple(n for n in every if n in names)
-            if len(self._among) < 64:
-                self._among = {**self._among, names: found}   # (replaced whole: readers in other threads)
+            _remember(self, "_among", names, found)
         return found
 
     _among: dict = {}   # names -> _differentiable_among(names), once found
@@ -306,8 +305,7 @@ class Kernel:
         places = adj._places.get(names)
         if places is None:   # (where each input's gradient is among the adjoint's outputs, -1: none; once per names)
             places = tuple(adj.wrt.index(n) if n in adj.wrt else -1 for n in names)
-            if len(adj._places) < 64:
-                adj._places = {**adj._places, names: places}
+            _remember(adj, "_places", names, places)
         items = right_nested_items(out, len(adj.wrt))
         found = tuple([None if k < 0 else items[k] for k in places])
         for g in found:
@@ -345,6 +343,14 @@ class Kernel:
         from tensorlang.display import markdown_table
 
         return markdown_table(*self._table())
+
+
+def _remember(kernel: Kernel, cache: str, key, value) -> None:
+    """``value`` kept under ``key`` in ``kernel``'s dict attribute ``cache`` (at most 64 entries), the dict
+    replaced whole: a reader in another thread sees it before or after, never while it is written."""
+    table = getattr(kernel, cache)
+    if len(table) < 64:
+        setattr(kernel, cache, {**table, key: value})
 
 
 def right_nested_items(pairs, n: int) -> list:
