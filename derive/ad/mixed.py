@@ -40,9 +40,14 @@ def jvp(f, primals, tangents):
         _check_tangent(x, t, f"tangents[{i}]")
     # an argument written in place has its tangent written too: the caller's tangent arrays are not (nor those
     # in the caller's lists, tuples and dicts)
-    tangents = fresh(tangents)
-    y, ty = within(current().but(tangents={}), JVP, f, None, primals, tangents)
+    y, ty = jvp_of(f, None, primals, fresh(tangents))
     return y, _dense_out(ty, y)
+
+
+def jvp_of(f, tf, primals, tangents):
+    """``JVP`` of ``f`` (``tf``: the tangents of what it captures) in a context of its own: a tangent store that
+    starts empty.  ``jvp`` without its checks; ``ty`` None where nothing moves."""
+    return within(current().but(tangents={}), JVP, f, tf, primals, tangents)
 
 
 def jvp_rule(f):
