@@ -1,7 +1,8 @@
 """``tl.export(kernels, name, directory)``: a Python module plus its compiled library, for NumPy alone.
 
 Writes ``<directory>/<name>.py`` and ``<directory>/<name>_lib.so`` (with its C source beside it,
-``<name>_lib.c``).  The module embeds ``tensorlang/spelling.py`` and ``codegen/runtime.py`` verbatim
+``<name>_lib.c``).  The module embeds ``tensorlang/spelling.py``, ``tensorlang/index_arrays.py`` and
+``codegen/runtime.py`` verbatim
 (NumPy and ctypes only: the same input checks, size inference, messages and argument layout as the
 in-process ``Kernel``) and the kernels' argument descriptions as JSON; it imports nothing from
 tensorlang, so it runs where only NumPy is installed.  ``kernels`` is a ``Kernel`` or ``Expr`` (the module's function is ``kernel``), a list of them
@@ -20,7 +21,7 @@ import json
 import os
 import re
 
-from tensorlang import spelling
+from tensorlang import index_arrays, spelling
 from tensorlang.errors import UnsupportedError
 from tensorlang.nodes import Expr
 
@@ -82,13 +83,13 @@ def _normalise(kernels) -> dict:
 
 
 def _runtime_source() -> str:
-    """``spelling`` and ``runtime`` as one text, verbatim but for their ``from __future__`` lines and the
-    runtime's import of ``spelling`` (whose text comes first)."""
+    """``spelling``, ``index_arrays`` and ``runtime`` as one text, verbatim but for their ``from __future__``
+    lines and the runtime's imports of the other two (whose texts come first)."""
     text = ""
-    for module in (spelling, runtime):
+    for module in (spelling, index_arrays, runtime):
         with open(module.__file__) as f:
             text += f.read().replace("from __future__ import annotations\n", "")
-    return re.sub(r"^from tensorlang\.spelling import .*\n", "", text, flags=re.M)
+    return re.sub(r"^from tensorlang\.(spelling|index_arrays) import .*\n", "", text, flags=re.M)
 
 
 def export(kernels, name: str, directory: str, native: bool = False) -> str:

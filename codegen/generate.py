@@ -11,7 +11,7 @@ the schedule's passes included.
 from __future__ import annotations
 
 from tensorlang.errors import UnsupportedError
-from tensorlang.nodes import Expr
+from tensorlang.nodes import Expr, IndexMapType
 
 from .ir import Program, affine_meta
 from .loop_ir import PASSES, print_ir
@@ -44,7 +44,8 @@ def program_meta(prog: Program, emitter_cls, dtype: str, entry: str) -> dict:
     relations = []
     for r in prog.relations:
         relations.append({"name": r.var.name, "type": str(r.var.type), "dims": [affine_meta(d) for d in r.dims],
-                          "views": [view for _, view, _ in emitter_cls.relation_views(r)]})
+                          "views": [view for _, view, _ in emitter_cls.relation_views(r)],
+                          "index_array": isinstance(r.var.type, IndexMapType)})
     outs = prog.output_arrays()
     index = {id(a): k for k, a in enumerate(outs)}
 

@@ -90,6 +90,17 @@ class Kernel:
             )
         return self._call(inputs)
 
+    def _refuse_index_arrays_on_dask(self) -> None:
+        """Blocks cut a relation into windows; a window of an index array is no longer one index per row, so
+        a kernel reading index arrays is not run on Dask inputs: say what to write instead."""
+        names = [r["name"] for r in self.meta["relations"] if r.get("index_array")]
+        if names:
+            g = names[0]
+            raise UnsupportedError(
+                f"this kernel reads the index array(s) {', '.join(names)}, which do not run on Dask inputs: call it "
+                f"with NumPy arrays, or declare {g} : rel[p, n] and write the read x[{g}[i]] as its sum "
+                f"sum(c:n) [{g}(i, c)] * x[c], passing the pairs (i, {g}[i]) as a scipy.sparse matrix")
+
     def _call(self, inputs: dict):
         """``self(**inputs)``."""
         if self.scatter is not None:
@@ -99,6 +110,7 @@ class Kernel:
         if shapes is not None:   # NumPy arrays of its dtype, no Dask, no tracers
             return self._run(inputs, shapes)
         if any(lazy(v) for v in inputs.values()):
+            self._refuse_index_arrays_on_dask()
             return self.blocks(inputs).collection(inputs)  # blocks() checks the keywords
         check_keywords(inputs, self.input_names, self.meta["sizes"])
         traced = _tracing(inputs)

@@ -25,6 +25,7 @@ import weakref
 
 import numpy as np
 
+from tensorlang.index_arrays import check_extent, index_array
 from tensorlang.spelling import unknown_input
 
 __all__ = ["Arguments", "Runner", "RuntimeShapeError", "blas_table", "aff_value", "argument_bytes", "workspace_bytes"]
@@ -414,7 +415,10 @@ class Arguments:
         for rel in self.relations:
             v = inputs[rel["name"]]
             shape = None
-            if _is_sparse(v):
+            if rel.get("index_array"):
+                v = index_array(rel["name"], v, self._fail)
+                equations.append((rel["dims"][0], len(v), rel["name"], 0, rel["type"]))
+            elif _is_sparse(v):
                 shape = tuple(v.shape)
             elif isinstance(v, np.ndarray) and v.dtype != object and v.ndim == len(rel["dims"]):
                 shape = v.shape
@@ -471,6 +475,8 @@ class Arguments:
     def _pairs(self, rel, v, shape):
         """The relation's index tuples as arrays (one per dimension), without duplicates."""
         name = rel["name"]
+        if rel.get("index_array"):
+            return [np.arange(len(v), dtype=np.int64), v]
         if _is_sparse(v):
             coo = self._checked_sparse(name, v).tocoo()
             rows, columns = np.asarray(coo.row), np.asarray(coo.col)
@@ -535,7 +541,10 @@ class Arguments:
         if not views:
             return out
         fast = None
-        if _is_sparse(v) and getattr(v, "format", None) == "csr":
+        if rel.get("index_array"):  # checked by index_array already; one pair per row: CSR as it stands
+            check_extent(rel["name"], v, shape[1], self._fail)
+            fast = (np.arange(len(v) + 1, dtype=np.int32), v.astype(np.int32))
+        elif _is_sparse(v) and getattr(v, "format", None) == "csr":
             # a canonical CSR matrix without stored zeros is used as it is (no copy for int32 indices)
             if self._checked_sparse(rel["name"], v).has_canonical_format and np.count_nonzero(v.data) == v.nnz:
                 fast = (np.asarray(v.indptr, dtype=np.int32), np.asarray(v.indices, dtype=np.int32))

@@ -1,14 +1,16 @@
 """Data relations in C: which views of a relation a kernel reads, and how it iterates them.
 
 ``sum(j) [E(a, j + c) and q] * e`` over a 2-D relation iterates row ``a`` of ``E`` in CSR form
-(``E(j + c, a)``: the CSR of the transpose), so it costs O(nnz); any other relation atom is a binary
+(``E(j + c, a)``: the CSR of the transpose), so it costs O(nnz); over an index array ``g : [p]index[n]``
+(``x[g[a]]``, whose row ``a`` holds the one entry ``g[a]``) it reads that entry, with no loop; any other
+relation atom is a binary
 search in a CSR row (``tl_csr_has``), or a lookup in a dense mask for 1-D and higher-dimensional
 relations.  Choosing a view marks it on the ``ir.Relation`` (``csr``, ``csc``, ``dense``), and the run
 time passes exactly the marked views, in the order of ``relation_views``.
 """
 from __future__ import annotations
 
-from tensorlang.nodes import Affine, And, IndexVar, RelAtom, box, conj
+from tensorlang.nodes import Affine, And, IndexMapType, IndexVar, RelAtom, box, conj
 
 from .ir import Reduce, Relation
 
@@ -64,8 +66,12 @@ class Sparse:
         p = self.fresh("p")
         vname = self.names.var(v)
         scope.line(f"const int64_t {r} = {self.affine(row)};")
-        inner = scope.branch(f"{r} >= 0 && {r} < {self.affine(nrows)}").loop(
-            p, f"int64_t {p} = {ptr}[{r}]", f"{p} < {ptr}[{r} + 1]", f"{p}++", bound=scope.bound + (v,))
+        within = f"{r} >= 0 && {r} < {self.affine(nrows)}"
+        if isinstance(atom.rel.type, IndexMapType) and not transposed:  # row r is {g[r]}: ptr[r] = r
+            inner, p = scope.branch(within, bound=scope.bound + (v,)), r
+        else:
+            inner = scope.branch(within).loop(p, f"int64_t {p} = {ptr}[{r}]", f"{p} < {ptr}[{r} + 1]", f"{p}++",
+                                              bound=scope.bound + (v,))
         inner.line(f"const int64_t {vname} = (int64_t){idx}[{p}] - {self.affine(shift)};")
         parts = e.pred.parts if isinstance(e.pred, And) else (e.pred,)
         rest = conj(box([(v, vs)]), *[q for q in parts if q is not atom])

@@ -131,14 +131,17 @@ class _Checker:
 def _symbolic(before, after, seed: int) -> str | None:
     sizes = {name: 2 for name in set(before.sizes) | set(after.sizes)}
     rng = np.random.default_rng(seed)
-    from tensorlang.nodes import RelType
+    from tensorlang.nodes import IndexMapType, RelType
     from tensorlang.traversal import free_vars
 
     relations = {}
     for v in free_vars(before):
         if isinstance(v.type, RelType):
             shape = tuple(int(s.const + sum(c * sizes[w.name] for w, c in s.terms)) for s in v.type.sizes)
-            relations[v.name] = rng.random(shape) < 0.5
+            if isinstance(v.type, IndexMapType):  # one entry per row, as a mask
+                relations[v.name] = np.eye(shape[1], dtype=bool)[rng.integers(0, shape[1], shape[0])]
+            else:
+                relations[v.name] = rng.random(shape) < 0.5
     inputs = symbolic_inputs(before, sizes, relations)
     a = symbolic_value(before, sizes, inputs)
     b = symbolic_value(after, sizes, {v: inputs[v] for v in free_vars(after) if v in inputs})

@@ -154,8 +154,8 @@ def _report(args) -> dict:
         raise _Usage(f"{args.file}: --wrt: {exc.message}") from None
     relations = [name for name, t in expr.free_vars.items() if isinstance(t, RelType)]
     if relations:
-        raise _Usage(f"{args.file}: the program reads the data relation(s) {', '.join(relations)}: its costs "
-                     "depend on their data, which tl-cost cannot take (use tl.certify with the relations)")
+        raise _Usage(f"{args.file}: the program reads the data relation(s) or index array(s) {', '.join(relations)}: "
+                     "its costs depend on their data, which tl-cost cannot take (use tl.certify with them)")
     sizes: dict = {}
     for name, value in args.size:
         if name in sizes and sizes[name] != value:

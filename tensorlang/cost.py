@@ -183,7 +183,8 @@ def symbolic_cost(expr: Expr) -> sympy.Expr:
     from .predicates import count_symbolic_sum
 
     if any(isinstance(v.type, RelType) for v in free_vars(expr)):
-        raise UnsupportedError("the cost of a program over data relations depends on the data: pass them")
+        raise UnsupportedError("the cost of a program over data relations or index arrays depends on the data: "
+                               "pass them")
     return count_symbolic_sum([(t.coeff, t.domain(), t.variables) for t in cost_terms(expr)])
 
 

@@ -17,7 +17,8 @@ from typing import Mapping
 import numpy as np
 
 from .errors import ShapeError, check_keywords
-from .nodes import Affine, Expr, PairType, RealType, RelType, TensorType, Type, Var
+from .index_arrays import check_extent, index_array
+from .nodes import Affine, Expr, IndexMapType, PairType, RealType, RelType, TensorType, Type, Var
 from .traversal import free_vars, size_vars
 
 
@@ -197,7 +198,14 @@ def _is_sparse(value) -> bool:
     return hasattr(value, "tocoo") and hasattr(value, "nnz")
 
 
+def _fail(message: str):
+    raise ShapeError(message)
+
+
 def _relation_equations(name: str, t: RelType, value, equations: list) -> None:
+    if isinstance(t, IndexMapType):
+        equations.append((t.length, len(index_array(name, value, _fail)), name, f"the length of {t}"))
+        return
     if _is_sparse(value) or (isinstance(value, np.ndarray) and value.ndim == len(t.sizes)):
         shape = value.shape
         if len(shape) != len(t.sizes):
@@ -209,6 +217,11 @@ def _relation_equations(name: str, t: RelType, value, equations: list) -> None:
 def relation_array(name: str, t: RelType, value, binding: Binding) -> np.ndarray:
     """The relation as a dense boolean array of its declared shape."""
     shape = tuple(binding.size(s) for s in t.sizes)
+    if isinstance(t, IndexMapType):
+        out = np.zeros(shape, dtype=bool)
+        rows, columns = relation_tuples(name, t, value, shape)
+        out[rows, columns] = True
+        return out
     if isinstance(value, np.ndarray) and value.ndim == len(shape) and value.dtype != object:
         _check_mask(name, t, value, shape)
         return value.astype(bool)
@@ -221,7 +234,11 @@ def relation_array(name: str, t: RelType, value, binding: Binding) -> np.ndarray
 
 def relation_tuples(name: str, t: RelType, value, shape: tuple) -> tuple[np.ndarray, ...]:
     """The index tuples of a relation given in any accepted form, checked against ``shape``: one int64 array
-    per dimension (in no particular order, duplicates possible)."""
+    per dimension (in no particular order, duplicates possible).  An index array ``g`` gives ``(i, g[i])``."""
+    if isinstance(t, IndexMapType):
+        g = index_array(name, value, _fail)
+        check_extent(name, g, shape[1], _fail)
+        return np.arange(len(g), dtype=np.int64), g
     if _is_sparse(value):
         return tuple(np.asarray(a, dtype=np.int64) for a in _sparse_pattern(name, value))
     if isinstance(value, np.ndarray) and value.ndim == len(shape) and value.dtype != object:

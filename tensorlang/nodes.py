@@ -341,6 +341,28 @@ class RelType(Type):
             raise TypeCheckError("a relation type needs one or more affine sizes")
 
 
+class IndexMapType(RelType):
+    """``[p]index[n]``: an index array, one index in ``[0, n)`` for each of ``p`` rows: the relation
+    ``{(i, g[i])}`` of ``rel[p, n]`` that holds exactly one pair per row.  A read through it, ``x[g[i]]``,
+    is the sum ``sum(c:n) [g(i, c)] * x[c]`` of one term (see the parser)."""
+
+    __slots__ = ()
+    _fields = ("sizes",)
+
+    def _check(self) -> None:
+        super()._check()
+        if len(self.sizes) != 2:
+            raise TypeCheckError("an index array type has a length and an extent: [p]index[n]")
+
+    @property
+    def length(self) -> Affine:
+        return self.sizes[0]
+
+    @property
+    def extent(self) -> Affine:
+        return self.sizes[1]
+
+
 def tensor(sizes: Iterable, elem: Type = R) -> Type:
     """``[s0][s1]...elem``."""
     t = elem

@@ -34,9 +34,9 @@ from .errors import ParseError, SourceLocation, TensorLangError, TypeCheckError
 from .declarations import declare
 from .functions import is_function, lookup
 from .nodes import (
-    FALSE, R, TRUE, Access, Add, Affine, And, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Max, Mul, Or,
-    Pair, PairType, Pred, Proj, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare, negate,
-    type_size_vars,
+    FALSE, R, TRUE, Access, Add, Affine, And, Call, Const, Exists, Expr, Gen, Guard, IndexMapType, IndexVar, Let,
+    Max, Mul, Or, Pair, PairType, Pred, Proj, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare,
+    negate, type_size_vars,
 )
 from .spelling import did_you_mean
 
@@ -430,6 +430,9 @@ class _Elaborator:
                 f"as in x[{name}] or [{name} < n]", tree
             )
         if b.kind == "relation":
+            if isinstance(b.obj.type, IndexMapType):
+                raise self.error(f"{name} is an index array, read only inside an index, as in x[{name}[i]], or in a "
+                                 f"predicate, as in [{name}(i, c)] (that is, {name}[i] = c)", tree)
             raise self.error(
                 f"{name} is a relation, used only inside a predicate, as in [{name}(i, j)] * e", tree
             )
@@ -444,10 +447,40 @@ class _Elaborator:
             return Affine.var(SizeVar(name))
         if b.kind == "index":
             return Affine.var(b.obj)
+        if isinstance(getattr(b.obj, "type", None), IndexMapType):
+            raise self.error(f"{name} is an index array: read one of its indices as {name}[i]", tree)
         raise self.error(
             f"{name} is a data value, not an index: it is {b.describe(name)}; indices and sizes are affine "
             f"in index and size variables", tree
         )
+
+    def gather(self, tree, gathers: list | None) -> Affine:
+        """``g[a]`` in an index, ``g : [p]index[n]``: a new index variable ``c`` standing for ``g[a]``,
+        recorded in ``gathers`` as ``(c, n, g(a, c), tree)``; the access it stands in becomes
+        ``sum(c:n) [g(a, c)] * access`` (``e_access``), a sum of the one term where ``c = g[a]``."""
+        name_tree, index_tree = tree.children
+        name = self.name(name_tree)
+        b = self.scope.get(name)
+        if b is None or not isinstance(getattr(b.obj, "type", None), IndexMapType):
+            what = f"it is {b.describe(name)}" if b is not None else "it is not declared"
+            raise self.error(f"{self.snippet(tree)} in an index reads an index array, but {what}; an index is "
+                             f"affine (index and size variables, integer constants, + and -, * by a constant) or "
+                             f"reads an index array declared as {name} : [p]index[n] (p indices, each in [0, n))",
+                             name_tree)
+        if gathers is None:
+            raise self.error(f"{self.snippet(tree)} reads the index array {name}, which may stand only in the index "
+                             f"of a tensor access, as in x[{name}[i]]", tree)
+        index = self.affine(index_tree, gathers)
+        var = IndexVar(self.fresh_index_name(f"{name}_"))
+        gathers.append((var, b.obj.type.extent, self.located(tree, RelAtom, b.obj, (index, Affine.var(var))), tree))
+        return Affine.var(var)
+
+    def fresh_index_name(self, base: str) -> str:
+        """``base`` followed by the first number that names nothing in scope and no size."""
+        k = 0
+        while f"{base}{k}" in self.scope or f"{base}{k}" in self.sizes:
+            k += 1
+        return f"{base}{k}"
 
     # -- programs and declarations -----------------------------------------------------------------
 
@@ -494,34 +527,46 @@ class _Elaborator:
             if size.index_vars:
                 raise self.error(f"a tensor size depends on sizes only, not on the index variable "
                                  f"{size.index_vars[0].name}", size_tree)
-            return self.located(size_tree, TensorType, size, self.type(elem_tree))
+            if elem_tree.data == "index_type":
+                return self.located(tree, IndexMapType, (size, self.range_size("an index array", elem_tree.children[1])))
+            elem = self.type(elem_tree)
+            if isinstance(elem, IndexMapType):
+                raise self.error(f"an index array has one dimension: [p]index[n] holds p indices in [0, n); "
+                                 f"give each column of a table of indices its own array", tree)
+            return self.located(size_tree, TensorType, size, elem)
         if kind == "pair_type":
             first, second = tree.children
             return self.located(tree, PairType, self.type(first), self.type(second))
         if kind == "rel_type":
             sizes = tuple(self.affine(a) for a in tree.children[1:])
             return self.located(tree, RelType, sizes)
+        if kind == "index_type":
+            raise self.error("an index array has a length: g : [p]index[n] holds p indices, each in [0, n)", tree)
         raise AssertionError(kind)  # pragma: no cover
 
     # -- affine indices ----------------------------------------------------------------------------
 
-    def affine(self, tree) -> Affine:
+    def affine(self, tree, gathers: list | None = None) -> Affine:
+        """The affine form of ``tree``; reads of index arrays (``g[i]``) are allowed where ``gathers`` is a
+        list (in an access's index), and recorded there (see ``gather``)."""
         kind = tree.data
         if kind == "aname":
             return self.affine_name(tree.children[0])
+        if kind == "agather":
+            return self.gather(tree, gathers)
         if kind == "aint":
             return Affine.const_(int(tree.children[0]))
         if kind == "afloat":
             raise self.error(f"{tree.children[0]} is not an integer: {_AFFINE_HINT}", tree)
         if kind == "aneg":
-            return -self.affine(tree.children[1])
+            return -self.affine(tree.children[1], gathers)
         if kind in ("aadd", "asub"):
             left, _, right = tree.children
-            a, b = self.affine(left), self.affine(right)
+            a, b = self.affine(left, gathers), self.affine(right, gathers)
             return a + b if kind == "aadd" else a - b
         if kind == "amul":
             left, _, right = tree.children
-            a, b = self.affine(left), self.affine(right)
+            a, b = self.affine(left, gathers), self.affine(right, gathers)
             if a.is_const:
                 return b * a.const
             if b.is_const:
@@ -648,12 +693,18 @@ class _Elaborator:
     def e_access(self, tree) -> Expr:
         base_tree, _, *index_trees = tree.children
         e = self.expr(base_tree)
+        gathers: list = []
         for k, t in enumerate(index_trees):
-            index = self.affine(t)
+            index = self.affine(t, gathers)
             if not isinstance(e.type, TensorType):
                 extra = " (more indices than the tensor has dimensions)" if k else ""
                 raise self.error(f"cannot index {self.snippet(base_tree)} of type {e.type}{extra}", t)
             e = self.located(t, Access, e, index)
+        if gathers and e.type is not R:
+            raise self.error(f"{self.snippet(tree)} reads through an index array, so it must be a scalar: index "
+                             f"every dimension (it has type {e.type})", tree)
+        for var, size, atom, where in reversed(gathers):  # the read written innermost (h in g[h[i]]) outermost
+            e = self.located(where, Sum, var, size, self.located(where, Guard, atom, e))
         return e
 
     def e_proj(self, tree) -> Expr:

@@ -23,8 +23,8 @@ import re
 from fractions import Fraction
 
 from .nodes import (
-    Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexVar, Let, Max, Mul, Or,
-    Pair, PairType, Pred, Proj, RealType, RelAtom, RelType, SizeVar, Sum, TensorType, TruePred, Type, Var,
+    Access, Add, Affine, And, Call, Cmp, Const, Exists, Expr, FalsePred, Gen, Guard, IndexMapType, IndexVar, Let, Max,
+    Mul, Or, Pair, PairType, Pred, Proj, RealType, RelAtom, RelType, SizeVar, Sum, TensorType, TruePred, Type, Var,
     OPERATIONS, walk,
 )
 from .declarations import body_of
@@ -210,6 +210,9 @@ class TextPrinter:
 
     def _print_RelType(self, t: RelType, env: _Env, open_: bool) -> str:
         return "rel[" + ", ".join(self.affine(s, env) for s in t.sizes) + "]"
+
+    def _print_IndexMapType(self, t: IndexMapType, env: _Env, open_: bool) -> str:
+        return f"[{self.affine(t.length, env)}]index[{self.affine(t.extent, env)}]"
 
     # -- expressions -------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import tensorlang as tl
-from tensorlang.nodes import R, RelType, TensorType, tensor_dims
+from tensorlang.nodes import IndexMapType, R, RelType, TensorType, tensor_dims
 
 PROGRAMS = [
     "x : [n]R; sum(i:n - 1) (x[i + 1] - x[i]) * (x[i + 1] - x[i])",
@@ -91,6 +91,10 @@ def inputs(expr, sizes: dict, rng: np.random.Generator, csr: bool) -> dict:
 
     out = dict(sizes)
     for name, t in expr.free_vars.items():
+        if isinstance(t, IndexMapType):
+            length, points_to = extent(t.length), extent(t.extent)
+            out[name] = rng.integers(0, points_to, length) if points_to else np.zeros(length, dtype=np.int64)
+            continue
         if isinstance(t, RelType):
             dense = rng.random(tuple(extent(s) for s in t.sizes)) < 0.4
             out[name] = sp.csr_matrix(dense) if csr and dense.ndim == 2 else dense

@@ -57,9 +57,9 @@ from hypothesis.extra import numpy as hnp
 import tensorlang as tl
 from tensorlang.functions import lookup
 from tensorlang.nodes import (
-    FALSE, TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexVar, Let, Max, Mul, Pair, PairType,
-    Pred, Proj, R, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare, conj, disj, has_pair, negate,
-    tensor, walk,
+    FALSE, TRUE, Access, Add, Affine, Call, Const, Exists, Expr, Gen, Guard, IndexMapType, IndexVar, Let, Max, Mul,
+    Pair, PairType, Pred, Proj, R, RelAtom, RelType, SizeVar, Sum, TensorType, Type, Var, compare, conj, disj,
+    has_pair, negate, tensor, walk,
 )
 from tensorlang.traversal import free_vars, value_inputs
 
@@ -964,11 +964,15 @@ _FLOATS = st.integers(0, 40000).map(lambda k: ((k + 30000) % 40001) / 10000 - 2.
 
 def values(t: Type, size_values, elements=None):
     """A strategy for a value of type ``t`` at the given sizes, in the evaluator's conventions: ``R`` a
-    ``np.float64``, ``[s]...R`` a float64 array, a pair a tuple, ``rel[...]`` a boolean array.  A tensor
+    ``np.float64``, ``[s]...R`` a float64 array, a pair a tuple, ``rel[...]`` a boolean array, ``[p]index[n]`` an
+    int64 array of ``p`` indices in ``[0, n)`` (the caller makes ``n`` positive where ``p`` is).  A tensor
     of pairs (never an input the generator makes) is a pair of tensors (struct of arrays)."""
     elements = _FLOATS if elements is None else elements
     if t is R:
         return elements.map(np.float64)
+    if isinstance(t, IndexMapType):
+        length, extent = (_affine_value(s, size_values) for s in t.sizes)
+        return hnp.arrays(np.int64, (length,), elements=st.integers(0, max(extent - 1, 0)), fill=st.nothing())
     if isinstance(t, RelType):
         return hnp.arrays(np.bool_, tuple(_affine_value(s, size_values) for s in t.sizes), fill=st.nothing())
     if isinstance(t, PairType):
@@ -997,8 +1001,11 @@ def inputs_for(draw, expr: Expr, size_values=None, max_size: int = 5, allow_zero
         size_values = draw(sizes(names, max_size=max_size, allow_zero=allow_zero))
         # a size like n + m - 1 must not be negative: raise zero sizes to 1, in order, until none is
         needed = _sizes_in(expr)
+        index_arrays = [t for t in expr.free_vars.values() if isinstance(t, IndexMapType)]
         for name in names:
-            if all(_affine_value(a, size_values) >= 0 for a in needed):
+            if all(_affine_value(a, size_values) >= 0 for a in needed) and all(
+                    _affine_value(t.extent, size_values) > 0 or _affine_value(t.length, size_values) == 0
+                    for t in index_arrays):  # an index array needs somewhere to point
                 break
             if size_values[name] == 0:
                 size_values[name] = 1

@@ -27,6 +27,7 @@ from tensorlang.codegen.generate import generate, program_meta
 from tensorlang.codegen.lower import lower
 from tensorlang.codegen.runtime import Runner
 from tensorlang.errors import CompileError, ShapeError
+from tensorlang.nodes import IndexMapType
 
 try:  # tests/ on sys.path (pytest's default for a folder without __init__.py)
     import nvrtc
@@ -192,9 +193,12 @@ def test_examples(path):
     e = tl.parse(path.read_text())
     k = tl_compile(e)
     rng = np.random.default_rng(1)
-    sizes = {"n": 9, "m": 4, "B": 3}
+    sizes = {"n": 9, "m": 4, "B": 3, "k": 3, "p": 11}
     ins = {}
     for name, t in e.free_vars.items():
+        if isinstance(t, IndexMapType):
+            ins[name] = rng.integers(0, sizes[t.extent.size_vars[0].name], sizes[t.length.size_vars[0].name])
+            continue
         shape = type_shape(t, sizes)
         ins[name] = rng.standard_normal(shape) if shape else 0.75
     for s in e.sizes:

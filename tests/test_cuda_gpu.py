@@ -117,6 +117,20 @@ def test_large_maximum_and_logsumexp_agree_with_c():
     assert tl.compile(peak, target="cuda")(x=x) == x.max()
 
 
+def test_large_gather_and_scatter_add_agree_with_c():
+    """Reads through index arrays (``examples/factorisation.tl``) at a million observations, and the gradient,
+    whose scatter-adds read the index arrays' transposes: CUDA against C."""
+    e = tl.parse((EXAMPLES / "factorisation.tl").read_text())
+    rng = np.random.default_rng(3)
+    n, m, k, p = 5_000, 2_000, 16, 1_000_000
+    inputs = dict(user=rng.integers(0, n, p), item=rng.integers(0, m, p), U=rng.normal(size=(n, k)),
+                  V=rng.normal(size=(m, k)), r=rng.normal(size=p))
+    for program in (e, tl.grad(e, ["U", "V"])):
+        got, want = tl.compile(program, target="cuda")(**inputs), tl.compile(program)(**inputs)
+        got, want = (v if isinstance(v, tuple) else (v,) for v in (got, want))
+        assert all(np.allclose(a, b, rtol=1e-10, atol=1e-9) for a, b in zip(got, want))
+
+
 def test_hopper_build_with_nvcc():
     """The kernels build for the H100/H200 (``-arch=sm_90``) as for nvcc's default architecture."""
     e = tl.grad(tl.parse((EXAMPLES / "deconv_loss.tl").read_text()), "x")

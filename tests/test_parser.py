@@ -301,8 +301,8 @@ def test_parse_error_bad_character():
 def test_parse_error_non_affine_syntax_in_index():
     err = located(TypeCheckError, "v[1.5]", 1, 3)
     assert "1.5 is not an integer" in err.message
-    err = located(ParseError, "gen(i:n) v[v[i]]", 1, 13)
-    assert "affine" in err.message
+    err = located(TypeCheckError, "gen(i:n) v[v[i]]", 1, 12)  # a read through v, which is no index array
+    assert "affine" in err.message and "v : [p]index[n]" in err.message
 
 
 def test_parse_error_missing_type():
