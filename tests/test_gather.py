@@ -195,3 +195,22 @@ def test_dask_inputs_are_refused_with_the_relation_to_write_instead():
     inputs["r"] = da.from_array(inputs["r"], chunks=10)
     with pytest.raises(UnsupportedError, match=r"declare user : rel\[p, n\]"):
         tl.compile(tl.parse(FACTORISATION))(**inputs)
+
+
+def test_ad_grad_of_python_around_a_kernel_with_index_arrays():
+    """A model fit written in Python around the compiled loss: ``ad.grad`` passes the index arrays along."""
+    from tensorlang import ad
+
+    rng = np.random.default_rng(6)
+    inputs = factorisation_inputs(rng)
+    kernel = tl.compile(tl.parse(FACTORISATION))
+
+    user, item, r = inputs["user"], inputs["item"], inputs["r"]
+
+    def fit(U, V):
+        return kernel(user=user, item=item, U=U, V=V, r=r) + 0.1 * np.sum(U * U)
+
+    gU, gV = ad.grad(fit, argnums=(0, 1))(inputs["U"], inputs["V"])
+    _, wantU, wantV = numpy_factorisation(**inputs)
+    np.testing.assert_allclose(gU, wantU + 0.2 * inputs["U"], atol=1e-12)
+    np.testing.assert_allclose(gV, wantV, atol=1e-12)
