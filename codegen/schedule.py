@@ -32,6 +32,7 @@ from .ir import TRUE, MaxReduce, Reduce, Stmt
 from .loop_ir import Parallel
 from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
+from .sparse import Sparse
 
 __all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
            "BLOCK_LANES",
@@ -783,7 +784,18 @@ class Schedule:
                 point(ln)
                 ln.line(f"{into}[{lane}] += {self.expr(red.body, ln)};")
 
-            self.reduce_nest(red, outer, add, lanes=self.lanes, acc=acc)
+            csr = self._csr_choice(red)
+            if csr is None:
+                self.reduce_nest(red, outer, add, lanes=self.lanes, acc=acc)
+                continue
+            k, atom, transposed = csr
+
+            def add_in_row(inner: Scope, into: str = acc, red=red, k=k, atom=atom, transposed=transposed,
+                           add=add) -> None:  # the row's entries once, each added into every lane
+                self._csr_loop(into, red, atom, transposed, red.vars[k], red.sizes[k], inner,
+                               lambda s: add(s, into))
+
+            self.reduce_nest(red, outer, add_in_row, k, lanes=self.lanes, acc=acc)
         pt = sc.loop(lane, f"int {lane} = 0", f"{lane} < {self.lanes}", f"{lane} += 1")
         point(pt)
         for red, acc in zip(reds, accs):
@@ -987,10 +999,11 @@ def reads_along(e: Expr, v: IndexVar) -> bool:
 
 def lane_blockable(red: Reduce, moving) -> bool:
     """A reduction that lane blocking may run for several points of the ``moving`` variables at once:
-    its domain does not move with them, its summand does (and depends on the summed variables), and it
-    has no relation and no nested reduction."""
+    its domain does not move with them, its summand does (and depends on the summed variables), it has no
+    nested reduction, and no relation but the one whose CSR row it runs over (a scatter-add's transpose:
+    the row's entries are read once for all the lanes)."""
     summand = free_index_vars(red.body)
-    return (not has_relations(red.pred) and not has_reduce(red.body)
+    return ((not has_relations(red.pred) or Sparse._csr_choice(red) is not None) and not has_reduce(red.body)
             and not any(v in moving for v in free_index_vars(red.pred))
             and any(v in moving for v in summand) and any(v in summand for v in red.vars))
 

@@ -33,7 +33,8 @@ class Sparse:
             out += [(r.cname + "_mask", "dense", "unsigned char")]
         return out
 
-    def _csr_choice(self, e: Reduce):
+    @staticmethod
+    def _csr_choice(e: Reduce):
         """``(position of the summed variable, atom, transposed)`` when a conjunct ``E(a, v + c)`` (or
         ``E(v + c, a)``) of the reduction's guard lets ``v`` run over one CSR row of a 2-D relation."""
         parts = e.pred.parts if isinstance(e.pred, And) else (e.pred,)
@@ -49,7 +50,10 @@ class Sparse:
                     return k, atom, True
         return None
 
-    def _csr_loop(self, acc, e: Reduce, atom: RelAtom, transposed: bool, v: IndexVar, vs: Affine, scope):
+    def _csr_loop(self, acc, e: Reduce, atom: RelAtom, transposed: bool, v: IndexVar, vs: Affine, scope,
+                  add=None):
+        """``acc += `` the summand at each entry of the CSR row the atom picks where the rest of the guard holds;
+        ``add(scope)``, if given, emits the addition instead (lane blocking: one addition per lane)."""
         rel = self.relations[id(atom.rel)]
         a0, a1 = atom.args
         row, col = (a1, a0) if transposed else (a0, a1)
@@ -75,7 +79,12 @@ class Sparse:
         inner.line(f"const int64_t {vname} = (int64_t){idx}[{p}] - {self.affine(shift)};")
         parts = e.pred.parts if isinstance(e.pred, And) else (e.pred,)
         rest = conj(box([(v, vs)]), *[q for q in parts if q is not atom])
-        self._filtered_add(acc, rest, e.body, inner)
+        if add is None:
+            self._filtered_add(acc, rest, e.body, inner)
+            return
+        cond = self.pred(rest, inner)
+        if cond != "0":
+            add(inner if cond is None else inner.branch(cond))
 
     def _member(self, atom: RelAtom) -> str:
         rel = self.relations[id(atom.rel)]

@@ -214,3 +214,30 @@ def test_ad_grad_of_python_around_a_kernel_with_index_arrays():
     _, wantU, wantV = numpy_factorisation(**inputs)
     np.testing.assert_allclose(gU, wantU + 0.2 * inputs["U"], atol=1e-12)
     np.testing.assert_allclose(gV, wantV, atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 16, 19, 40])
+def test_scatter_adds_in_lanes_change_no_bit(k):
+    """The transposed CSR row of a scatter-add is read once for a block of lanes of its last index (each
+    lane adding its terms in the row's order): the same bits as one point at a time, and NumPy's values."""
+    from tensorlang.codegen.c import CEmitter
+    from tensorlang.codegen.schedule import BLOCK_LANES
+
+    rng = np.random.default_rng(k)
+    inputs = factorisation_inputs(rng, n=30, m=11, k=k, p=500)
+    grad = tl.grad(tl.parse(FACTORISATION), wrt=["U", "V"])
+    scatter = tl.parse("E : rel[n, m]\nA : [n][k]R\ngen(j:m, f:k) sum(i:n) [E(i, j)] * A[i, f]")
+    E, A = rng.random((30, 11)) < 0.3, rng.standard_normal((30, k))
+    blocked = tl.compile(grad), tl.compile(scatter)
+    try:
+        CEmitter.lanes = 0
+        plain = tl.compile(grad), tl.compile(scatter)
+    finally:
+        CEmitter.lanes = BLOCK_LANES
+    assert "tl_lacc" in blocked[0].source and "tl_lacc" not in plain[0].source
+    for got, want in zip(blocked[0](**inputs), plain[0](**inputs)):
+        assert np.array_equal(got, want)
+    assert np.array_equal(blocked[1](E=E, A=A), plain[1](E=E, A=A))
+    np.testing.assert_allclose(blocked[1](E=E, A=A), E.T.astype(float) @ A)
+    _, gU, gV = numpy_factorisation(**inputs)
+    np.testing.assert_allclose(blocked[0](**inputs)[0], gU, atol=1e-12)
