@@ -6,8 +6,8 @@ scatter-add, ``np.add.at`` beside it), JAX (``jax.jit`` of the loss and of ``jax
 (eager, ``index_select`` and ``backward``) where they are installed.  The sizes grow the observations p
 (the work should grow with p) and, at a fixed p, the users n (it should not grow with n).
 
-Run: ``python benchmarks/bench_gather.py [--out docs/gather_bench.md]``; the load average is printed beside
-the figures.
+Run: ``python benchmarks/bench_gather.py [--out docs/gather_bench.md]`` (the table, and beside it the plot of
+the gradients' times, ``.png``); the load average is printed beside the figures.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tensorlang as tl  # noqa: E402
-from harness import best, options  # noqa: E402
+from harness import best, options, pyplot, save_plot  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "factorisation.tl"
 K = 16
@@ -109,6 +109,7 @@ def main() -> None:
              "| PyTorch gradient | our gradient / fastest peer's |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     print("\n".join(lines), flush=True)
+    gradients: dict = {}
     for n, m, p in SIZES:
         a = inputs(n, m, p)
         ms = lambda fn: best(fn, repeat=7, budget=10.0) * 1e3  # noqa: E731
@@ -118,6 +119,7 @@ def main() -> None:
         for name, runs in (("JAX", jax_runs(a)), ("PyTorch", torch_runs(a))):
             peers[name] = tuple(ms(run) for run in runs) if runs is not None else None
         fastest = min(v[1] for v in peers.values() if v is not None)
+        gradients[f"{n:,}, {m:,}, {p:,}"] = {"tensorlang": grad, **{k: v[1] for k, v in peers.items() if v is not None}}
         shown = lambda v: " | ".join(f"{t:.2f} ms" for t in v) if v is not None else "- | -"  # noqa: E731
         line = (f"| {n:,}, {m:,}, {p:,} | {loss:.2f} ms | {grad:.2f} ms | {grad / loss:.2f} | {shown(peers['NumPy'])} "
                 f"| {shown(peers['JAX'])} | {shown(peers['PyTorch'])} | {grad / fastest:.2f} |")
@@ -125,6 +127,24 @@ def main() -> None:
         print(line, flush=True)
     if out:
         Path(out).write_text("\n".join(lines) + "\n")
+        plot(gradients, Path(out).with_suffix(".png"), load[0])
+
+
+def plot(gradients: dict, path: Path, load: float) -> None:
+    """Grouped bars: each size's gradient time per tool."""
+    plt = pyplot()
+    if plt is None:
+        return
+    tools = list(next(iter(gradients.values())))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    width = 0.8 / len(tools)
+    for k, tool in enumerate(tools):
+        ax.bar([i + k * width for i in range(len(gradients))], [g.get(tool, 0) for g in gradients.values()],
+               width, label=tool)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(gradients))], list(gradients), fontsize=7)
+    ax.set_xlabel("n users, m items, p observations (k = 16)", fontsize=8)
+    ax.set_ylabel("gradient in U and V, ms (best call)", fontsize=8)
+    save_plot(fig, ax, f"factorisation gradient, one thread (load average {load:.2f})", path)
 
 
 if __name__ == "__main__":
