@@ -90,17 +90,6 @@ class Kernel:
             )
         return self._call(inputs)
 
-    def _refuse_index_arrays_on_dask(self) -> None:
-        """Blocks cut a relation into windows; a window of an index array is no longer one index per row, so
-        a kernel reading index arrays is not run on Dask inputs: say what to write instead."""
-        names = [r["name"] for r in self.meta["relations"] if r.get("index_array")]
-        if names:
-            g = names[0]
-            raise UnsupportedError(
-                f"this kernel reads the index array(s) {', '.join(names)}, which do not run on Dask inputs: call it "
-                f"with NumPy arrays, or declare {g} : rel[p, n] and write the read x[{g}[i]] as its sum "
-                f"sum(c:n) [{g}(i, c)] * x[c], passing the pairs (i, {g}[i]) as a scipy.sparse matrix")
-
     def _call(self, inputs: dict):
         """``self(**inputs)``."""
         if self.scatter is not None:
@@ -110,7 +99,7 @@ class Kernel:
         if shapes is not None:   # NumPy arrays of its dtype, no Dask, no tracers
             return self._run(inputs, shapes)
         if any(lazy(v) for v in inputs.values()):
-            self._refuse_index_arrays_on_dask()
+            inputs = self._index_arrays_as_relations(inputs)
             return self.blocks(inputs).collection(inputs)  # blocks() checks the keywords
         check_keywords(inputs, self.input_names, self.meta["sizes"])
         traced = _tracing(inputs)
@@ -137,13 +126,48 @@ class Kernel:
         computed for it); ``plan.collection(inputs)`` is the lazy Dask collection ``kernel(**inputs)``
         returns.  ``chunks`` cuts every split dimension into blocks of that many elements instead of
         following the inputs' chunks; ``fuse=False`` runs every statement as blocks of its own."""
+        from tensorlang.nodes import IndexMapType, RelType, Var
+        from tensorlang.substitute import substitute_vars
+        from tensorlang.traversal import free_vars
+
         from .blocks import Blocked
 
         check_keywords(inputs, self.input_names, self.meta["sizes"])
+        inputs = self._index_arrays_as_relations(inputs)
         with _ADJOINT_LOCK:
             if self._blocked is None:
-                self._blocked = Blocked(self.expr, self.target, self.dtype)
+                # an index array runs as the relation it is (see _index_arrays_as_relations)
+                retyped = {v: Var(v.name, RelType(v.type.sizes)) for v in free_vars(self.expr)
+                           if isinstance(v.type, IndexMapType)}
+                self._blocked = Blocked(substitute_vars(self.expr, retyped), self.target, self.dtype)
         return self._blocked.plan(inputs, chunks, fuse)
+
+    def _index_arrays_as_relations(self, inputs: dict) -> dict:
+        """``inputs`` with each index array ``g : [p]index[n]`` as the relation ``rel[p, n]`` it is: the CSR
+        matrix of the pairs ``(i, g[i])``, its values checked as on every call (a Dask index array computed
+        first).  Blocks cut a relation into windows, and a window of an index array (the rows of a block of
+        ``n``) is no longer one index per row, so the blockwise plan reads it as a relation."""
+        names = [r["name"] for r in self.meta["relations"] if r.get("index_array") and r["name"] in inputs
+                 and not hasattr(inputs[r["name"]], "tocsr")]
+        if not names:
+            return inputs
+        import scipy.sparse
+
+        from tensorlang.index_arrays import check_extent, index_array
+        from tensorlang.inputs import Binding, infer_sizes
+
+        def fail(message: str):
+            raise ShapeError(message)
+
+        given = {k: (np.asarray(v.compute()) if k in names and lazy(v) else v) for k, v in inputs.items()}
+        sizes = Binding(infer_sizes(self.expr, given))
+        types = self.expr.free_vars
+        for name in names:
+            g = index_array(name, given[name], fail)
+            extent = sizes.size(types[name].extent)
+            check_extent(name, g, extent, fail)
+            given[name] = scipy.sparse.csr_array((np.ones(len(g)), g, np.arange(len(g) + 1)), shape=(len(g), extent))
+        return given
 
     # ---------------------------------------------------------------------------------------------
     # tensorlang.ad: a compiled kernel is a primitive whose pullback is its compiled adjoint

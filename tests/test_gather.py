@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tensorlang as tl
-from tensorlang import BoundsError, ShapeError, TypeCheckError, UnsupportedError
+from tensorlang import BoundsError, ShapeError, TypeCheckError
 from tensorlang.nodes import IndexMapType
 from tensorlang.parser import parse_type
 
@@ -189,12 +189,29 @@ def test_lists_of_ints_are_index_arrays():
     np.testing.assert_allclose(tl.compile(e)(g=[2, 0, 2], x=np.array([1.0, 2.0, 3.0])), [3.0, 1.0, 3.0])
 
 
-def test_dask_inputs_are_refused_with_the_relation_to_write_instead():
+def test_dask_inputs_give_the_in_memory_loss_and_gradients():
+    """On Dask inputs the blockwise plan reads an index array as the relation it is (a block of the users cuts
+    it into windows that hold no entry for some observations): the same values as in memory, chunked
+    along the observations, the users or both, the index array itself a Dask array or not."""
     da = pytest.importorskip("dask.array")
-    inputs = factorisation_inputs(np.random.default_rng(4))
-    inputs["r"] = da.from_array(inputs["r"], chunks=10)
-    with pytest.raises(UnsupportedError, match=r"declare user : rel\[p, n\]"):
-        tl.compile(tl.parse(FACTORISATION))(**inputs)
+    import dask
+
+    inputs = factorisation_inputs(np.random.default_rng(4), n=23, m=9, k=5, p=300)
+    loss, grad = tl.compile(tl.parse(FACTORISATION)), tl.compile(tl.grad(tl.parse(FACTORISATION), wrt=["U", "V"]))
+    want_loss, want_grad = loss(**inputs), grad(**inputs)
+    chunked = [dict(r=da.from_array(inputs["r"], chunks=70)),
+               dict(U=da.from_array(inputs["U"], chunks=(6, 5)), V=da.from_array(inputs["V"], chunks=(4, 2))),
+               dict(user=da.from_array(inputs["user"], chunks=100), U=da.from_array(inputs["U"], chunks=(10, 5)),
+                    r=da.from_array(inputs["r"], chunks=120))]
+    with dask.config.set(scheduler="synchronous"):
+        for lazy in chunked:
+            given = {**inputs, **lazy}
+            assert np.isclose(loss(**given).compute(), want_loss)
+            for got, want in zip(grad(**given), want_grad):
+                np.testing.assert_allclose(got.compute(), want, atol=1e-12)
+    bad = {**inputs, **chunked[0], "user": inputs["user"] + 23}
+    with pytest.raises(ShapeError, match=r"index array user holds \d+ at position 0, outside \[0, 23\)"):
+        loss(**bad)
 
 
 def test_ad_grad_of_python_around_a_kernel_with_index_arrays():
