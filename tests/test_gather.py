@@ -258,3 +258,11 @@ def test_scatter_adds_in_lanes_change_no_bit(k):
     np.testing.assert_allclose(blocked[1](E=E, A=A), E.T.astype(float) @ A)
     _, gU, gV = numpy_factorisation(**inputs)
     np.testing.assert_allclose(blocked[0](**inputs)[0], gU, atol=1e-12)
+
+
+def test_the_sparse_jacobian_of_a_gather_has_one_entry_per_read():
+    e = tl.parse("g : [p]index[n]; x : [n]R; gen(i:p) x[g[i]] * x[g[i]]")
+    g, x = np.array([2, 0, 2, 1]), np.array([1.0, 2.0, 3.0])
+    J = tl.compile(tl.jacobian(e, "x", sparse=True))(g=g, x=x)
+    assert J.nnz == len(g)
+    np.testing.assert_array_equal(J.toarray(), np.eye(3)[g] * 2 * x[g][:, None])
