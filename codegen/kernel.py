@@ -32,9 +32,9 @@ __all__ = ["Kernel", "TARGETS", "generate", "explain"]
 _ADJOINT_LOCK = threading.RLock()
 
 # the programs a kernel's derivatives are compiled from, built by the derivative layer above codegen, which
-# installs them when imported: ``adjoint(expr, wrt)`` (tl.adjoint) and ``value_and_derivative(expr, wrt)``
+# installs them when imported: ``adjoint(expr, wrt)`` (tl.adjoint), ``value_and_derivative(expr, wrt)``
 # (the pair of the program and tl.derivative, sharing their statements, and the input that takes the tangent
-# of each wrt input)
+# of each wrt input) and ``value_and_grad(expr, wrt)`` (a scalar program paired with tl.grad, sharing theirs)
 DERIVATIVES = Hooks("tensorlang.codegen.kernel")
 
 
@@ -241,6 +241,26 @@ class Kernel:
                     built[wrt] = k
         return k
 
+    value_grad_kernels: dict | None = None  # the compiled value and gradient per tuple wrt, once built each
+
+    def value_and_grad(self, wrt: tuple) -> "Kernel":
+        """The kernel of ``(expr, tl.grad(expr, wrt))`` for a scalar program, one program whose shared
+        statements run once (a call returns the value and the gradient at the cotangent 1, right-nested pairs
+        over ``wrt``), with this kernel's target, dtype and sanitizers, built on first use for each ``wrt`` and
+        cached (thread-safe: built at most once)."""
+        built = self.value_grad_kernels or {}
+        k = built.get(wrt)
+        if k is None:
+            with _ADJOINT_LOCK:
+                built = self.value_grad_kernels = self.value_grad_kernels or {}
+                k = built.get(wrt)
+                if k is None:
+                    k = Kernel(DERIVATIVES.value_and_grad(self.expr, list(wrt)), target=self.target,
+                               dtype=self.dtype, sanitize=self.sanitize)
+                    k.wrt = list(wrt)
+                    built[wrt] = k
+        return k
+
     # for ``tensorlang.ad``: a call reads its inputs and returns new arrays, so a differentiated function
     # passes it its arrays as they are (no copies kept for the pullback)
     __ad_write_free__ = True
@@ -271,7 +291,13 @@ class Kernel:
         """``__ad_pullback__`` where the caller reads the gradients of the inputs named in ``read`` alone (all
         where None): the adjoint kernel is the one in those inputs (``adjoint(read)``), and the gradients of
         the others are ``None`` (``runtime.Jkw_read``: the inputs whose values carry no derivative where a
-        differentiated function calls the kernel, such as the data of a fit)."""
+        differentiated function calls the kernel, such as the data of a fit).  A kernel of a scalar called with
+        NumPy arrays computes its value and its gradient in one call (``value_and_grad``: their statements
+        shared), and ``back`` scales the gradient by ``dy``."""
+        if not args and self._scalar_output and self._runner.plain(inputs) is not None:
+            wrt = self._differentiable_among(read)
+            if wrt:
+                return self._value_and_scaled_gradient(wrt, inputs)
         y = self(*args, **inputs)
 
         def back(dy):
@@ -280,6 +306,31 @@ class Kernel:
                 return (None,) * len(inputs)
             adj = self.adjoint(wrt)
             return self._gradients(adj, adj._call(self._adjoint_inputs(adj, inputs, dy, y)), inputs)
+
+        return y, back
+
+    @property
+    def _scalar_output(self) -> bool:
+        from tensorlang.nodes import R
+
+        return self.expr.type is R
+
+    def _value_and_scaled_gradient(self, wrt: tuple, inputs: dict):
+        """``(value, back)`` from one call of ``value_and_grad(wrt)``; ``back(dy)`` is the gradient at 1 times
+        ``dy`` (the adjoint is linear in it), in the kernel's dtype: the arrays themselves at ``dy = 1`` the
+        first time, copies after (a caller may add into what it was given)."""
+        vg = self.value_and_grad(wrt)
+        y, at_one = vg._call(inputs)
+        grads = self._gradients(vg, at_one, inputs)
+        given = []
+
+        def back(dy):
+            if dy is None:
+                return tuple(None if g is None else np.zeros_like(g) for g in grads)
+            if dy == 1 and not given:
+                given.append(True)
+                return grads
+            return tuple(None if g is None else np.multiply(g, dy).astype(g.dtype, copy=False) for g in grads)
 
         return y, back
 

@@ -95,10 +95,12 @@ class Adjoint:
     """One application of D^T to a Tensor SSA program, for the inputs ``wrt`` and cotangent ``dy``."""
 
     def __init__(self, program: Expr, wrt: Sequence[Var], dy: Expr, check: Mapping[str, int] | None = None,
-                 on_step=None):
+                 on_step=None, with_value: bool = False):
         """``on_step``: optional ``callback(rule, adjoint, excess)`` called after every rule application
-        (after the checked mode's check), with the state as it is then (``proofs/specs_derive.py``)."""
-        self.on_step = on_step
+        (after the checked mode's check), with the state as it is then (``proofs/specs_derive.py``).
+        ``with_value``: the result is the pair of the program's output and the gradients, the statements
+        of the one computing the other (a kernel's value and gradient in one call)."""
+        self.on_step, self.with_value = on_step, with_value
         self.program, self.wrt, self.dy = program, tuple(wrt), dy
         program_statements = statements(program)
         if any(isinstance(s, Input) and s.dims for s in program_statements):
@@ -222,6 +224,8 @@ class Adjoint:
         out = outputs[-1]
         for g in reversed(outputs[:-1]):
             out = Pair(g, out)
+        if self.with_value:
+            out = Pair(self.output, out)
         return _let_chain_build(self.state.statements, self.state.adjoint, out)
 
     def _gradient_of(self, w: Var, t: Type, path: tuple) -> Expr:
@@ -529,7 +533,9 @@ class ExtendedCost:
         self.last = now
 
 
-def adjoint_ssa(program: Expr, wrt: Sequence[Var], dy: Expr, check: Mapping[str, int] | None = None) -> Expr:
+def adjoint_ssa(program: Expr, wrt: Sequence[Var], dy: Expr, check: Mapping[str, int] | None = None,
+                with_value: bool = False) -> Expr:
     """D^T of a Tensor SSA program for ``wrt`` with cotangent ``dy``: an input variable of the program's
-    type, or (``tl.grad`` of a scalar program) the constant 1."""
-    return Adjoint(program, wrt, dy, check).run()
+    type, or (``tl.grad`` of a scalar program) the constant 1; with ``with_value``, paired with the
+    program's own value, computed by the statements the two share."""
+    return Adjoint(program, wrt, dy, check, with_value=with_value).run()

@@ -4,9 +4,10 @@
 Every derivative is taken on the Tensor SSA form of the program (Theorems 6.1 and 6.35 are stated on
 it) and then simplified (``derive/simplify.py``), which never raises the cost, so the results print
 readably, evaluate, cost, normalise and can be differentiated again.  ``adjoint`` and
-``value_and_derivative`` (the program paired with its derivative) are also what a compiled kernel's
-derivatives are compiled from: this module installs them into ``codegen.kernel.DERIVATIVES``
-(``Kernel.adjoint``, ``Kernel.forward``).
+``value_and_derivative`` (the program paired with its derivative) and ``value_and_grad`` (a scalar program
+paired with its gradient) are also what a compiled kernel's derivatives are compiled from: this module
+installs them into ``codegen.kernel.DERIVATIVES`` (``Kernel.adjoint``, ``Kernel.forward``,
+``Kernel.value_and_grad``).
 """
 from __future__ import annotations
 
@@ -92,6 +93,14 @@ def value_and_derivative(expr: Expr, wrt) -> tuple[Expr, dict[str, str]]:
     return _derived(both, expr, sigma.values()), {v.name: t.name for v, t in sigma.items()}
 
 
+def value_and_grad(expr: Expr, wrt) -> Expr:
+    """The pair ``(expr, tl.grad(expr, wrt))`` of a scalar program as one Tensor SSA program, the statements
+    they share computed once: what a kernel's reverse mode compiles for a scalar output, so that the one
+    call of a differentiated function's forward pass gives the value and the gradient at the cotangent 1
+    (the adjoint is linear in the cotangent: the pullback scales it)."""
+    return _derived(_grad(expr, wrt, with_value=True), expr)
+
+
 def _derivative(expr: Expr, variables: Sequence[Var]) -> tuple[Expr, dict]:
     """D of the program's expression (its declarations are the caller's) and the tangent inputs."""
     sigma: dict = {}
@@ -126,15 +135,20 @@ def _adjoint(expr: Expr, variables: Sequence[Var], check: dict | None = None) ->
 
 def grad(expr: Expr, wrt) -> Expr:
     """``tl.grad``: for a scalar program, the adjoint with ``dy = 1``."""
+    return _derived(_grad(expr, wrt), expr)
+
+
+def _grad(expr: Expr, wrt, with_value: bool = False) -> Expr:
+    """D^T of a scalar program with the cotangent 1 itself (6.14 reads it like any dy), so that the program
+    is simplified once; with ``with_value``, paired with the program's value (``value_and_grad``)."""
     if not isinstance(expr.type, RealType):
         raise TypeCheckError(f"grad needs a scalar program, this one has type {expr.type}; use adjoint")
-    # D^T with the cotangent 1 itself (6.14 reads it like any dy), so the program is simplified once
     with stage("normalising to Tensor SSA"):
         ssa = to_ssa(body_of(expr))
     with stage("deriving the adjoint"):
-        a = adjoint_ssa(ssa, wrt_vars(expr, wrt), Const(1))
+        a = adjoint_ssa(ssa, wrt_vars(expr, wrt), Const(1), with_value=with_value)
     with stage("simplifying"):
-        return _derived(simplify_program(a), expr)
+        return simplify_program(a)
 
 
 def jacobian(expr: Expr, wrt, sparse: bool = False) -> Expr | SparseJacobian:
@@ -252,4 +266,4 @@ def certify(expr: Expr, wrt, **sizes_or_inputs) -> Certificate:
     )
 
 
-DERIVATIVES.install(adjoint=adjoint, value_and_derivative=value_and_derivative)
+DERIVATIVES.install(adjoint=adjoint, value_and_derivative=value_and_derivative, value_and_grad=value_and_grad)

@@ -42,33 +42,35 @@ def test_gradient_through_the_conv_loss_kernel(conv, fd):
 
 def test_the_adjoint_kernel_is_built_once_in_the_inputs_whose_gradients_are_read(conv, monkeypatch):
     """``x`` is not among the arguments differentiated: no derivative flows into it, so the adjoint built is
-    the one in ``c`` and ``z`` alone (``runtime.Jkw_read``), once for every call and size.  The kernel is a
-    module global, as a user's model usually is: a call of one is assumed to write nothing (the entries check
-    that the name is still bound to it); a closure's kernel gets the adjoint in every input."""
+    the one in ``c`` and ``z`` alone (``runtime.Jkw_read``), once for every call and size: for this scalar
+    kernel, the kernel of its value and gradient (``Kernel.value_and_grad``), which the forward pass calls
+    in place of the kernel.  The kernel is a module global, as a user's model usually is: a call of one is
+    assumed to write nothing (the entries check that the name is still bound to it); a closure's kernel gets
+    the adjoint in every input."""
     global CONV
     e, k = conv
     CONV = k
     from tensorlang.codegen.kernel import DERIVATIVES
 
     builds = []
-    real_adjoint = DERIVATIVES.adjoint
-    monkeypatch.setattr(DERIVATIVES, "adjoint", lambda *a, **kw: builds.append(a[1]) or real_adjoint(*a, **kw))
-    k.adjoint_kernels = None
+    real = DERIVATIVES.value_and_grad
+    monkeypatch.setattr(DERIVATIVES, "value_and_grad", lambda *a, **kw: builds.append(a[1]) or real(*a, **kw))
+    k.adjoint_kernels = k.value_grad_kernels = None
     rng = np.random.default_rng(1)
 
     def f(c, z, x):
         return CONV(x=x, c=c, z=z) ** 2
 
     k(x=np.arange(12.0), c=np.ones(4), z=np.ones(9))
-    assert k.adjoint_kernels is None and not builds  # calling the kernel builds nothing
+    assert k.value_grad_kernels is None and not builds  # calling the kernel builds nothing
     for n in (9, 9, 5):  # new inputs, new sizes: the same compiled adjoint
         c, z, x = rng.standard_normal(4), rng.standard_normal(n), rng.standard_normal(n + 3)
         gc, gz = ad.grad(f, argnums=(0, 1))(c, z, x)
         value = tl.evaluate(e, x=x, c=c, z=z)
         assert np.allclose(gc, 2 * value * tl.evaluate(grad(e, "c"), x=x, c=c, z=z), rtol=1e-10)
         assert np.allclose(gz, 2 * value * tl.evaluate(grad(e, "z"), x=x, c=c, z=z), rtol=1e-10)
-    assert builds == [["c", "z"]] and list(k.adjoint_kernels) == [("c", "z")]
-    assert "tl_kernel" in k.adjoint(("c", "z")).source and k.adjoint(("c", "z")).wrt == ["c", "z"]
+    assert builds == [["c", "z"]] and list(k.value_grad_kernels) == [("c", "z")] and k.adjoint_kernels is None
+    assert "tl_kernel" in k.value_and_grad(("c", "z")).source and k.value_and_grad(("c", "z")).wrt == ["c", "z"]
     # z left out too: the adjoint in c alone
     gc_only = ad.grad(f, argnums=0)(c, z, x)
     assert np.allclose(gc_only, gc, rtol=1e-12)
@@ -293,3 +295,49 @@ def test_a_loop_body_compiled_as_a_kernel_is_differentiated_without_copies(fd):
     m.CELL = writing_cell
     again = ad.grad(m.loss)(*args)
     np.testing.assert_allclose(again, fd(m.loss, args, 0), rtol=1e-6, atol=1e-7)
+
+
+SCALAR_EXAMPLES = [p for p in sorted(EXAMPLES.glob("*.tl")) if tl.parse(p.read_text()).type is tl.nodes.R]
+
+
+@pytest.mark.parametrize("path", SCALAR_EXAMPLES, ids=lambda p: p.stem)
+def test_a_scalar_kernels_value_and_gradient_in_one_call_are_the_evaluators(path):
+    """``Kernel.value_and_grad``: one program computes the value and the gradient at the cotangent 1, their
+    statements shared; on every scalar example, against the evaluator of the program and of ``tl.grad``."""
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.oracles import close, differentiable_inputs
+    from tests.strategies import inputs_for
+
+    e = tl.parse(path.read_text())
+    wrt = tuple(differentiable_inputs(e))
+    k = tl_compile(e)
+
+    @settings(max_examples=3, database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(inputs_for(e, max_size=6, allow_zero=False))
+    def check(inputs):
+        with np.errstate(all="ignore"):
+            value, gradient = k.value_and_grad(wrt)(**inputs)
+            assert close(value, tl.evaluate(e, **inputs))
+            assert close(gradient, tl.evaluate(grad(e, list(wrt)), **inputs))
+
+    check()
+
+
+def test_the_pullback_scales_the_gradient_at_one_and_gives_fresh_arrays(conv):
+    """The forward pass of a scalar kernel computes its gradient at the cotangent 1; the pullback scales it
+    by the cotangent (the adjoint is linear in it), gives zeros for none, and never the same array twice."""
+    e, k = conv
+    rng = np.random.default_rng(8)
+    x, c, z = rng.standard_normal(13), rng.standard_normal(4), rng.standard_normal(10)
+    want = tl.evaluate(grad(e, "c"), x=x, c=c, z=z)
+    y, back = k.__ad_pullback_read__(("c",), x=x, c=c, z=z)
+    assert np.isclose(y, tl.evaluate(e, x=x, c=c, z=z), rtol=1e-12)
+    first = back(1.0)[1]
+    assert np.allclose(first, want, rtol=1e-12)
+    again = back(1.0)[1]
+    assert again is not first and np.array_equal(again, first)
+    assert np.allclose(back(-2.5)[1], -2.5 * want, rtol=1e-12)
+    assert np.array_equal(back(None)[1], np.zeros(4))
+    assert back(1.0)[0] is None and back(1.0)[2] is None   # x and z: not read
+    assert np.allclose(ad.grad(lambda c: 3.0 * k(x=x, c=c, z=z))(c), 3.0 * want, rtol=1e-12)
