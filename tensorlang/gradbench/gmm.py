@@ -20,7 +20,7 @@ import scipy.special as sc
 
 from .. import ad
 from .. import api as tl
-from .runs import Function
+from .runs import Function, warm
 
 MIXTURE = """
 x : [n][d]R
@@ -85,5 +85,6 @@ _SMALLEST = {"d": 2, "alpha": [0.0], "mu": [[0.0, 0.0]], "q": [[0.0, 0.0]], "l":
 def define() -> dict:
     global KERNEL
     KERNEL = tl.compile(tl.parse(MIXTURE))
-    _GRADIENT(*_inputs(_SMALLEST))   # the adjoint kernel built now, in define
+    warm(objective, *_inputs(_SMALLEST))
+    warm(_GRADIENT, *_inputs(_SMALLEST))   # the kernel of the value and gradient built now, in define
     return {"objective": Function(_inputs, objective, float), "jacobian": Function(_inputs, _GRADIENT, _jacobian)}
