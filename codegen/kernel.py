@@ -191,22 +191,37 @@ class Kernel:
         the differentiable inputs named in it, in their order (all of them where None), built on first use
         for each and cached (thread-safe: built at most once)."""
         wrt = self._differentiable_among(wrt)
-        k = (self.adjoint_kernels or {}).get(wrt)
+
+        def build() -> "Kernel":
+            from tensorlang.traversal import free_vars
+
+            aexpr = DERIVATIVES.adjoint(self.expr, list(wrt))
+            known = {v.name for v in free_vars(self.expr)}
+            dy = [v.name for v in free_vars(aexpr) if v.name not in known]
+            k = self._derived(aexpr)
+            k.wrt = list(wrt)
+            k.dy_name = dy[0] if dy else None
+            return k
+
+        return self._kept("adjoint_kernels", wrt, build)
+
+    def _kept(self, cache: str, wrt: tuple, build) -> "Kernel":
+        """The kernel ``build()`` makes, kept per ``wrt`` in the dict ``self.<cache>``: built on first use for
+        each and cached (thread-safe: built at most once)."""
+        k = (getattr(self, cache) or {}).get(wrt)
         if k is None:
             with _ADJOINT_LOCK:
-                built = self.adjoint_kernels = self.adjoint_kernels or {}
+                built = getattr(self, cache) or {}
+                setattr(self, cache, built)
                 k = built.get(wrt)
                 if k is None:
-                    from tensorlang.traversal import free_vars
-
-                    aexpr = DERIVATIVES.adjoint(self.expr, list(wrt))
-                    known = {v.name for v in free_vars(self.expr)}
-                    dy = [v.name for v in free_vars(aexpr) if v.name not in known]
-                    k = Kernel(aexpr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
-                    k.wrt = list(wrt)
-                    k.dy_name = dy[0] if dy else None
-                    built[wrt] = k
+                    k = built[wrt] = build()
         return k
+
+    def _derived(self, expr: Expr) -> "Kernel":
+        """``expr`` (a derivative of this kernel's program) compiled with this kernel's target, dtype and
+        sanitizers."""
+        return Kernel(expr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
 
     def _differentiable_among(self, names) -> tuple:
         """The differentiable inputs named in ``names`` (all where None), in their order (found once for each
@@ -228,18 +243,13 @@ class Kernel:
         """The kernel of ``(expr, tl.derivative(expr, wrt))``, one program whose shared statements run once (a
         call returns the value and its tangent), with this kernel's target, dtype and sanitizers, built on
         first use for each ``wrt`` and cached (thread-safe: built at most once)."""
-        built = self.forward_kernels or {}
-        k = built.get(wrt)
-        if k is None:
-            with _ADJOINT_LOCK:
-                built = self.forward_kernels = self.forward_kernels or {}
-                k = built.get(wrt)
-                if k is None:
-                    dexpr, names = DERIVATIVES.value_and_derivative(self.expr, list(wrt))
-                    k = Kernel(dexpr, target=self.target, dtype=self.dtype, sanitize=self.sanitize)
-                    k.tangent_names = names
-                    built[wrt] = k
-        return k
+        def build() -> "Kernel":
+            dexpr, names = DERIVATIVES.value_and_derivative(self.expr, list(wrt))
+            k = self._derived(dexpr)
+            k.tangent_names = names
+            return k
+
+        return self._kept("forward_kernels", wrt, build)
 
     value_grad_kernels: dict | None = None  # the compiled value and gradient per tuple wrt, once built each
 
@@ -248,18 +258,12 @@ class Kernel:
         statements run once (a call returns the value and the gradient at the cotangent 1, right-nested pairs
         over ``wrt``), with this kernel's target, dtype and sanitizers, built on first use for each ``wrt`` and
         cached (thread-safe: built at most once)."""
-        built = self.value_grad_kernels or {}
-        k = built.get(wrt)
-        if k is None:
-            with _ADJOINT_LOCK:
-                built = self.value_grad_kernels = self.value_grad_kernels or {}
-                k = built.get(wrt)
-                if k is None:
-                    k = Kernel(DERIVATIVES.value_and_grad(self.expr, list(wrt)), target=self.target,
-                               dtype=self.dtype, sanitize=self.sanitize)
-                    k.wrt = list(wrt)
-                    built[wrt] = k
-        return k
+        def build() -> "Kernel":
+            k = self._derived(DERIVATIVES.value_and_grad(self.expr, list(wrt)))
+            k.wrt = list(wrt)
+            return k
+
+        return self._kept("value_grad_kernels", wrt, build)
 
     # for ``tensorlang.ad``: a call reads its inputs and returns new arrays, so a differentiated function
     # passes it its arrays as they are (no copies kept for the pullback)
