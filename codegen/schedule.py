@@ -1000,8 +1000,8 @@ def reads_along(e: Expr, v: IndexVar) -> bool:
 def lane_blockable(red: Reduce, moving) -> bool:
     """A reduction that lane blocking may run for several points of the ``moving`` variables at once:
     its domain does not move with them, its summand does (and depends on the summed variables), it has no
-    nested reduction, and no relation but the one whose CSR row it runs over (a scatter-add's transpose:
-    the row's entries are read once for all the lanes)."""
+    nested reduction, and where its guard reads a relation it runs over a CSR row of one (a scatter-add's
+    transpose: the row's entries are read once for all the lanes)."""
     summand = free_index_vars(red.body)
     return ((not has_relations(red.pred) or Sparse._csr_choice(red) is not None) and not has_reduce(red.body)
             and not any(v in moving for v in free_index_vars(red.pred))
