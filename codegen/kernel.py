@@ -329,12 +329,10 @@ class Kernel:
         given = []
 
         def back(dy):
-            if dy is None:
-                return tuple(None if g is None else np.zeros_like(g) for g in grads)
-            if dy == 1 and not given:
+            if dy is not None and dy == 1 and not given:
                 given.append(True)
                 return grads
-            return tuple(None if g is None else np.multiply(g, dy).astype(g.dtype, copy=False) for g in grads)
+            return tuple(_scaled(g, dy) for g in grads)
 
         return y, back
 
@@ -458,6 +456,16 @@ def right_nested_items(pairs, n: int) -> list:
 def _right_nested(items: list):
     """``items`` as right-nested pairs (one item as itself): how an adjoint kernel returns its gradients."""
     return items[0] if len(items) == 1 else (items[0], _right_nested(items[1:]))
+
+
+def _scaled(g, dy):
+    """``g * dy`` for a gradient ``g`` (an array, kept in its dtype; a number; ``None`` for none), zeros for the
+    cotangent ``None`` (zero)."""
+    if g is None:
+        return None
+    if isinstance(g, np.ndarray):
+        return np.zeros_like(g) if dy is None else np.multiply(g, dy).astype(g.dtype, copy=False)
+    return 0.0 if dy is None else g * dy
 
 
 def _zeros_where_none(dy, y):

@@ -232,9 +232,9 @@ def test_the_passes_pause_the_cycle_collector_and_leave_it_as_they_found_it(monk
     seen = []
     original = derive_api.adjoint_ssa
 
-    def spy(*args):
+    def spy(*args, **kw):
         seen.append(gc.isenabled())
-        return original(*args)
+        return original(*args, **kw)
 
     monkeypatch.setattr(derive_api, "adjoint_ssa", spy)
     import tensorlang.codegen.kernel as kernel

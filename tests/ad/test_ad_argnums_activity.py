@@ -64,13 +64,14 @@ def test_a_kernel_called_with_data(argnums):
 
 
 def test_the_kernel_adjoint_is_built_in_the_parameters_alone():
-    KERNEL.adjoint_kernels = None
+    """(The kernel is a scalar's: its adjoint is compiled with its value, ``Kernel.value_and_grad``.)"""
+    KERNEL.value_grad_kernels = None
     w, b, x = _inputs(1)
     ad.grad(data_fit, argnums=(0, 1))(w, b, x)
     ad.grad(data_fit, argnums=(0, 1))(w, b, x)
-    assert [set(wrt) for wrt in KERNEL.adjoint_kernels] == [{"w", "b"}]
+    assert [set(wrt) for wrt in KERNEL.value_grad_kernels] == [{"w", "b"}]
     ad.gradient(data_fit, w, b, x)   # every argument: the adjoint in every input
-    assert [set(wrt) for wrt in KERNEL.adjoint_kernels] == [{"w", "b"}, {"x", "w", "b"}]
+    assert [set(wrt) for wrt in KERNEL.value_grad_kernels] == [{"w", "b"}, {"x", "w", "b"}]
 
 
 @pytest.mark.parametrize("f", [written_into, through_a_closure])
@@ -127,10 +128,10 @@ def test_constants_and_globals_given_to_a_kernel_at_second_order():
     global may hold a derivative written by code the function calls); ``ad.hessian`` (forward over reverse)
     and ``ad.grad(ad.grad)`` (reverse over reverse) differentiate that call again, in every input."""
     w = np.random.default_rng(9).standard_normal(3)
-    KERNEL.adjoint_kernels = None
+    KERNEL.value_grad_kernels = None
     g = ad.gradient(global_data, w)[0]
     assert np.allclose(g, central(global_data, (w,), 0), rtol=1e-6)
-    assert [set(wrt) for wrt in KERNEL.adjoint_kernels] == [{"x", "w"}]
+    assert [set(wrt) for wrt in KERNEL.value_grad_kernels] == [{"x", "w"}]
     gradient = lambda w: ad.gradient(global_data, w)[0]   # noqa: E731
     by_differences = np.array([central(lambda w: gradient(w)[i], (w,), 0) for i in range(3)])
     assert np.allclose(ad.hessian(global_data)(w), by_differences, rtol=1e-5, atol=1e-6)
@@ -142,17 +143,17 @@ def test_constants_and_globals_given_to_a_kernel_at_second_order():
 
 def test_four_threads_build_one_restricted_adjoint(monkeypatch):
     """Four threads take the first gradients of a fresh copy of ``data_fit`` at once: each right, and one
-    adjoint kernel built (in ``w`` and ``b``), whichever thread builds it."""
+    adjoint kernel built (in ``w`` and ``b``, with the kernel's value), whichever thread builds it."""
     import threading
     import types
 
     from tensorlang.codegen.kernel import DERIVATIVES
 
-    KERNEL.adjoint_kernels = None
+    KERNEL.value_grad_kernels = None
     fresh = types.FunctionType(data_fit.__code__, data_fit.__globals__, "data_fit")
     g = ad.grad(fresh, argnums=(0, 1))
     builds, errors = [], []
-    real_adjoint = DERIVATIVES.adjoint
+    real = DERIVATIVES.value_and_grad
     barrier = threading.Barrier(4)
 
     def work(seed):
@@ -166,7 +167,7 @@ def test_four_threads_build_one_restricted_adjoint(monkeypatch):
         except BaseException as err:   # (reported in the test's thread)
             errors.append(err)
 
-    monkeypatch.setattr(DERIVATIVES, "adjoint", lambda *a, **kw: builds.append(a[1]) or real_adjoint(*a, **kw))
+    monkeypatch.setattr(DERIVATIVES, "value_and_grad", lambda *a, **kw: builds.append(a[1]) or real(*a, **kw))
     threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
     for t in threads:
         t.start()

@@ -30,7 +30,7 @@ def test_gradient_through_the_conv_loss_kernel(conv, fd):
     def f(c, x):
         return 0.5 * k(x=x, c=c, z=z) + np.sum(np.sin(c))
 
-    assert k.adjoint_kernels is None  # nothing is built before a gradient is asked for
+    assert k.adjoint_kernels is None and k.value_grad_kernels is None  # nothing built before a gradient
     gc, gx = ad.gradient(f, c, x)
     # against the reference evaluator of tl.grad
     assert np.allclose(gc, 0.5 * tl.evaluate(grad(e, "c"), x=x, c=c, z=z) + np.cos(c), rtol=1e-10)
