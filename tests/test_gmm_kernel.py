@@ -102,3 +102,30 @@ def test_gradbench_objective_takes_each_points_maximum_once():
     assert 0 < calls.value <= (n + 1) * (k + 8), calls.value
     prior = 0.5 * gamma ** 2 * (np.sum(np.exp(2 * inputs["q"])) + np.sum(inputs["L"] ** 2)) - m * np.sum(inputs["q"])
     assert got == pytest.approx(objective_numpy(**inputs) - prior, rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [3, 17])
+def test_the_tools_triangles_either_way_and_their_gradient(d):
+    """``tensorlang.gradbench.gmm`` unpacks the packed triangles by a product up to ``PRODUCT_UNPACKING_MAX``
+    and by a gather beyond: both put the packed values where NumPy's ``triu_indices`` order (by columns of the
+    lower triangle) says, and the gradient in the packed entries is the central difference."""
+    from tensorlang.gradbench import gmm as tool
+
+    tool.define()
+    rng = np.random.default_rng(d)
+    n, k = 30, 3
+    P = tool.unpacking(d)
+    assert P.ndim == (2 if d <= tool.PRODUCT_UNPACKING_MAX else 1)
+    l = rng.normal(size=(k, d * (d - 1) // 2)) * 0.1
+    L = ((l @ P) if P.ndim == 2 else np.concatenate((l, np.zeros((k, 1))), axis=1)[:, P]).reshape(k, d, d)
+    cols, rows = np.triu_indices(d, 1)   # (col, row) of the lower triangle, in the packed order
+    want = np.zeros((k, d, d))
+    want[:, rows, cols] = l
+    np.testing.assert_array_equal(L, want)
+    args = (rng.normal(size=k), rng.normal(size=(k, d)), rng.normal(size=(k, d)) * 0.1, l, rng.normal(size=(n, d)),
+            0.0, 1.0, P)
+    gl = tool._GRADIENT(*args)[3]
+    direction = rng.normal(size=l.shape)
+    h = 1e-6
+    moved = lambda t: tool.objective(*args[:3], l + t * direction, *args[4:])  # noqa: E731
+    assert np.isclose(np.sum(gl * direction), (moved(h) - moved(-h)) / (2 * h), rtol=1e-6)
