@@ -107,8 +107,9 @@ def test_gradbench_objective_takes_each_points_maximum_once():
 @pytest.mark.parametrize("d", [3, 17])
 def test_the_tools_triangles_either_way_and_their_gradient(d):
     """``tensorlang.gradbench.gmm`` unpacks the packed triangles by a product up to ``PRODUCT_UNPACKING_MAX``
-    and by a gather beyond: both put the packed values where NumPy's ``triu_indices`` order (by columns of the
-    lower triangle) says, and the gradient in the packed entries is the central difference."""
+    and by a gather beyond: the objective is the one whose triangles a 0/1 matrix built here from NumPy's
+    ``triu_indices`` (the lower triangle's entries by columns) puts in place, and the gradient in the packed
+    entries is the central difference."""
     from tensorlang.gradbench import gmm as tool
 
     tool.define()
@@ -117,13 +118,12 @@ def test_the_tools_triangles_either_way_and_their_gradient(d):
     P = tool.unpacking(d)
     assert P.ndim == (2 if d <= tool.PRODUCT_UNPACKING_MAX else 1)
     l = rng.normal(size=(k, d * (d - 1) // 2)) * 0.1
-    L = ((l @ P) if P.ndim == 2 else np.concatenate((l, np.zeros((k, 1))), axis=1)[:, P]).reshape(k, d, d)
     cols, rows = np.triu_indices(d, 1)   # (col, row) of the lower triangle, in the packed order
-    want = np.zeros((k, d, d))
-    want[:, rows, cols] = l
-    np.testing.assert_array_equal(L, want)
+    placed = np.zeros((len(cols), d * d))
+    placed[np.arange(len(cols)), rows * d + cols] = 1.0
     args = (rng.normal(size=k), rng.normal(size=(k, d)), rng.normal(size=(k, d)) * 0.1, l, rng.normal(size=(n, d)),
             0.0, 1.0, P)
+    assert tool.objective(*args) == pytest.approx(tool.objective(*args[:7], placed), rel=1e-13)
     gl = tool._GRADIENT(*args)[3]
     direction = rng.normal(size=l.shape)
     h = 1e-6

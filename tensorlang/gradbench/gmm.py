@@ -5,11 +5,12 @@ strictly lower triangles, packed by columns), and its gradient in all four.
 The objective is one tensor program (``MIXTURE``), compiled: the sum over the points of each point's
 log-sum-exp over the components shifted by their maximum (a max-reduction, so that no ``exp`` overflows
 where a point is far from every mean), the weights' log-sum-exp shifted the same way, and the Wishart prior.
-Around it, in NumPy: the packed triangles unpacked (``unpacking``: for small ``d`` a product with a constant 0/1
-matrix, for larger ones a gather; either made once per dimension, so the program is purely functional) and
-the constant terms (``multigammaln``), which no argument moves.  ``ad.grad`` differentiates the whole in the four parameters: the kernel through its compiled
-adjoint in ``alpha``, ``mu``, ``q`` and ``L`` (the points ``x``, ``gamma`` and ``m`` are left out of
-``argnums``, so not differentiated), the unpacking by its transpose (the gather: a scatter-add)."""
+Around it, in NumPy: the packed triangles unpacked (``unpacking``: for small ``d`` a product with a constant
+0/1 matrix, for larger ones a gather; either made once per dimension, so the program is purely functional)
+and the constant terms (``multigammaln``), which no argument moves.  ``ad.grad`` differentiates the whole in
+the four parameters: the kernel through its compiled adjoint in ``alpha``, ``mu``, ``q`` and ``L`` (the points
+``x``, ``gamma`` and ``m`` are left out of ``argnums``, so not differentiated), the unpacking by its
+transpose (the gather's: a scatter-add)."""
 from __future__ import annotations
 
 import functools
