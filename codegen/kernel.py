@@ -153,20 +153,15 @@ class Kernel:
             return inputs
         import scipy.sparse
 
-        from tensorlang.index_arrays import check_extent, index_array
-        from tensorlang.inputs import Binding, infer_sizes
-
-        def fail(message: str):
-            raise ShapeError(message)
+        from tensorlang.inputs import Binding, infer_sizes, relation_tuples
 
         given = {k: (np.asarray(v.compute()) if k in names and lazy(v) else v) for k, v in inputs.items()}
         sizes = Binding(infer_sizes(self.expr, given))
-        types = self.expr.free_vars
         for name in names:
-            g = index_array(name, given[name], fail)
-            extent = sizes.size(types[name].extent)
-            check_extent(name, g, extent, fail)
-            given[name] = scipy.sparse.csr_array((np.ones(len(g)), g, np.arange(len(g) + 1)), shape=(len(g), extent))
+            t = self.expr.free_vars[name]
+            shape = (sizes.size(t.length), sizes.size(t.extent))
+            rows, g = relation_tuples(name, t, given[name], shape)
+            given[name] = scipy.sparse.csr_array((np.ones(len(g)), (rows, g)), shape=shape)
         return given
 
     # ---------------------------------------------------------------------------------------------

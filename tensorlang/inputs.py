@@ -217,12 +217,8 @@ def _relation_equations(name: str, t: RelType, value, equations: list) -> None:
 def relation_array(name: str, t: RelType, value, binding: Binding) -> np.ndarray:
     """The relation as a dense boolean array of its declared shape."""
     shape = tuple(binding.size(s) for s in t.sizes)
-    if isinstance(t, IndexMapType):
-        out = np.zeros(shape, dtype=bool)
-        rows, columns = relation_tuples(name, t, value, shape)
-        out[rows, columns] = True
-        return out
-    if isinstance(value, np.ndarray) and value.ndim == len(shape) and value.dtype != object:
+    if not isinstance(t, IndexMapType) and isinstance(value, np.ndarray) and value.ndim == len(shape) \
+            and value.dtype != object:
         _check_mask(name, t, value, shape)
         return value.astype(bool)
     out = np.zeros(shape, dtype=bool)
