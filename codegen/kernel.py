@@ -18,7 +18,7 @@ import numpy as np
 from tensorlang.errors import ShapeError, TensorLangError, UnsupportedError, check_keywords, user_traceback
 from tensorlang.hooks import Hooks
 from tensorlang.progress import stage
-from tensorlang.nodes import Expr
+from tensorlang.nodes import Expr, R
 
 from .dask_graph import lazy, like_values
 from .generate import explain, generate
@@ -310,8 +310,6 @@ class Kernel:
 
     @property
     def _scalar_output(self) -> bool:
-        from tensorlang.nodes import R
-
         return self.expr.type is R
 
     def _value_and_scaled_gradient(self, wrt: tuple, inputs: dict):
