@@ -24,10 +24,11 @@ from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, is_array, spec_kind
 from .lower import lowered
 from .nested_store import nested_gradient
+from .recorded import recorded, recording, stand_in
 from .registry import JVP_RULES, PAIRS, refusing
 from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, field_grad, with_defaults,
                       with_nested_boxes)
-from .source import unsupported
+from .source import kept, unsupported
 from .tangent import JVP
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -517,7 +518,7 @@ def _install(g, f, pick, how, args):
     from .straight import compile_straight
     fast = None
     if type(f) is types.FunctionType and args and len(args) == f.__code__.co_argcount and not f.__defaults__ \
-            and how in (None, "value"):
+            and how in (None, "value") and kept(f):
         types_ = tuple(map(type, args))
         if all(t is float or t is int for t in types_) and float in types_:
             fast = compile_straight(specialised(f, args).ir, types_, f, _with_code(_picker(pick, how), g),
@@ -658,7 +659,13 @@ def _gradient(f, args, k="fast", pick=None):
             if pick is not None:
                 picked = _positive(pick, len(args))
                 fixed = frozenset(range(len(args))) - frozenset((picked,) if isinstance(picked, int) else picked)
-            entry = _SEEN[key] = Entry(code, type(args[0]), specialised(f, args, fixed))
+            try:
+                spec = specialised(f, args, fixed)
+            except UnsupportedError as e:   # (a function without source: its recording at args, not cached)
+                if not getattr(e, "recordable", False):
+                    raise
+                return _gradient(recorded(f, args, fixed), args, k, pick)
+            entry = _SEEN[key] = Entry(code, type(args[0]), spec)
         if len(args) == 1:
             _FAST1[id(code)] = entry
         else:
@@ -802,6 +809,12 @@ def code_adjoint(f, *args) -> Listing:
     return Listing(spec.source)
 
 
+def code_recording(f, *args) -> Listing:
+    """The recording of ``f`` at ``args`` (``recorded``): what tensorlang.ad differentiates in the place of a
+    function without source, a straight-line function of the same arguments."""
+    return Listing(recording(f, args)[0])
+
+
 def stop_gradient(x):
     """``x`` as a constant: its derivative is zero in every mode (``jax.lax.stop_gradient``).  A number is
     returned as it is; an array is copied, and a tuple, list or dict is made anew around its entries so
@@ -859,6 +872,7 @@ def _gradient_rule(f, *args):
     n = len(args)
     if type(f) is types.FunctionType and n < f.__code__.co_argcount and not made_by_grad(f):
         args = with_defaults(f, args)   # (defaults filled in, as ad.gradient does)
+    f = stand_in(f, args)
     y, back = nested_gradient(lambda: J(gradient_code(f, args), f, *args), args)
     if type(f) is types.FunctionType and made_by_grad(f):   # (a third derivative)
         back = _defined(back, args)
@@ -918,21 +932,21 @@ def _grad_of_grad1(g, a):
     back from the gradient that ``g`` picks.  Differentiated again (the transform takes its code), it gives
     the next order: the J of f's gradient code becomes J of J, whose rule differentiates that gradient code's
     own generated pullback (``nested``)."""
-    f = inner_function(g)
+    f = stand_in(inner_function(g), (a,))
     y, back = J(gradient_code(f, (a,)), f, a)
     d = back(_picked_seed(g, y))
     return _closure_gradient(d[1]), d[2]
 
 
 def _grad_of_grad2(g, a, b):
-    f = inner_function(g)
+    f = stand_in(inner_function(g), (a, b))
     y, back = J(gradient_code(f, (a, b)), f, a, b)
     d = back(_picked_seed(g, y))
     return _closure_gradient(d[1]), d[2], d[3]
 
 
 def _grad_of_grad3(g, a, b, c):
-    f = inner_function(g)
+    f = stand_in(inner_function(g), (a, b, c))
     y, back = J(gradient_code(f, (a, b, c)), f, a, b, c)
     d = back(_picked_seed(g, y))
     return _closure_gradient(d[1]), d[2], d[3], d[4]
@@ -994,6 +1008,7 @@ def _fngrad_rule(f, values):
 # forward mode): a third derivative of a function that calls ad.grad
 PAIRS[gradient] = refusing(gradient, "forward over reverse", _THIRD_ORDER)
 rules.mark_nondiff(gradient_code)
+rules.mark_nondiff(stand_in)
 rules.mark_nondiff(_picked_seed)
 JVP_RULES.update({inner_function: lambda args, ts: (inner_function(*args), field(ts[0], "_ad_f")),
                   _closure_gradient: lambda args, ts: (_closure_gradient(*args), _closure_gradient(ts[0]))})

@@ -15,6 +15,7 @@ from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, is_array, kind_of
 from .probed import probed_code
+from .recorded import stand_in
 from .registry import refusing
 from .context import current, within
 from .rules import is_nondiff, rule_of, writes
@@ -293,6 +294,9 @@ def _jvp_gradient(args, ts):
     if type(f) is types.FunctionType and n < f.__code__.co_argcount and not made_by_grad(f):
         xs = list(with_defaults(f, tuple(xs)))   # (defaults filled in, as ad.gradient does)
         args, ts = (f, *xs), (*ts, *(None,) * (len(xs) - n))
+    recording = stand_in(f, tuple(xs), ts[0])
+    if recording is not f:   # (a function without source: its recording at xs)
+        f, args = recording, (recording, *xs)
     code = gradient_code(f, xs)
 
     def run():   # as ad.gradient: the gradients of what the arguments hold are left in the stores
@@ -321,6 +325,10 @@ def _jvp_J(args, ts):
         return _adapted(pair_jvp(f, rule, tuple(xs), ts[1:]), lambda g: (None, *g, *(None,) * (n - len(g))), n + 1,
                         rule=not writes(rule))
     if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
+        recording = stand_in(f, tuple(xs), ts[0])
+        if recording is not f:   # (a function without source: its recording at xs, whose captures are constants)
+            return _adapted(_jvp_J((recording, *xs), (None, *ts[1:])),
+                            lambda g: g if g is NO_GRADIENTS else (None, *g[1:]), len(xs) + 1)
         return JVP(specialised(f, xs).generic.pb, None, args, ts)
     if type(f) is types.FunctionType and len(xs) < f.__code__.co_argcount:   # defaults filled in, as J does
         full = with_defaults(f, tuple(xs))

@@ -570,6 +570,17 @@ def like_grads(d, grads: tuple):
     return d._make(grads) if hasattr(type(d), "_make") else grads
 
 
+def held(v, obj) -> bool:
+    """Whether ``v``, read out of ``obj`` by an index, is held by it (an item of a container, a view of an array)
+    rather than made by the read (an array read from an array by an advanced index, ``x[[0, 1]]``): the gradient
+    of a box it holds stays in the store for the code that made the box (``take_captured``); that of a box
+    the read made (an array written into after the read) is taken here (``take``)."""
+    return not (type(obj) is np.ndarray and type(v) is np.ndarray and not np.may_share_memory(v, obj))
+
+
+NONDIFF.add(held)
+
+
 def take_captured(v, d):
     """The gradient of ``v`` read out of a closure's cell, a container or an attribute: the local ``d``.
     The gradient of a box (or of a view of one) stays in the store, where the code that made the box takes
@@ -622,6 +633,8 @@ KEYWORD_RULES: dict = {}   # keyword -> rule(names, f, *args): a call whose keyw
 # specialised(f, args): the source transformation, by which J differentiates a Python function (``api``
 # provides it; the transform itself calls into this module)
 TRANSFORM = Provided("the source transformation (api.specialised)")
+# recorded_pullback(f, args): J of a function whose source Python kept nowhere, by its recording (``recorded``)
+RECORDED = Provided("the recording of functions without source (recorded.recorded_pullback)")
 # a library's top-level package -> the function that registers the rules of its functions (by importing
 # them; ``rules`` fills it in), called the first time one of its functions is met without a rule, so that
 # importing tensorlang.ad does not import the library (Dask)
@@ -762,6 +775,8 @@ def _transformed(f, args):
     except UnsupportedError as e:
         if library_rules(f):
             return _BY_RULE
+        if getattr(e, "recordable", False):
+            return _BY_RECORDING
         primitive = rule_owner(f) if str(e).startswith(f.__code__.co_filename) else None
         if primitive is None:
             raise outside_refused(f, e) or e
@@ -780,6 +795,8 @@ def library_rules(f) -> bool:
 
 # what ``_transformed`` gives for a function whose rule ``library_rules`` registered: J by the rule
 _BY_RULE = types.SimpleNamespace(pb=lambda f, *args: J(f, *args))
+# ... and for a function without source: J of its recording at these arguments
+_BY_RECORDING = types.SimpleNamespace(pb=lambda f, *args: RECORDED.fn(f, args))
 
 
 def called_at() -> str:
@@ -1179,7 +1196,7 @@ def _class_function(cls, name) -> bool:
 
 HELPERS = {
     "_ad_J": J, "_ad_Jkw": Jkw, "_ad_Jkw_read": Jkw_read, "_ad_Jm": Jm, "_ad_acc": acc, "_ad_acci": acc_into,
-    "_ad_take": take, "_ad_takei": take_items,
+    "_ad_take": take, "_ad_takei": take_items, "_ad_held": held,
     "_ad_takef": take_captured, "_ad_addn": addn, "_ad_field": field, "_ad_item": item, "_ad_fngrad": fngrad, "_ad_deref": deref, "_ad_fold": fold,
     "_ad_snap": snap, "_ad_cut": cut, "_ad_keep": keep, "_ad_kept": kept, "_ad_like": like, "_ad_addat": add_at,
     "_ad_ents": entries, "_ad_withents": with_entries, "_ad_f64": np.float64,

@@ -83,10 +83,26 @@ def function_node(fn: types.FunctionType) -> tuple[ast.AST, str, str]:
     return _found(fn)[1:4]
 
 
+def kept(fn: types.FunctionType) -> bool:
+    """Whether tensorlang.ad finds a text of ``fn`` to transform, or should record it (``recorded``): False only
+    for a function whose source Python kept nowhere."""
+    try:
+        _found(fn)
+    except UnsupportedError as e:
+        return not getattr(e, "recordable", False)
+    return True
+
+
 def code_source(fn: types.FunctionType) -> Source:
-    """Where tensorlang.ad reads the source of ``fn`` from (``Source``); ``UnsupportedError`` where it finds
-    none, saying how to supply it."""
-    _, node, filename, text, origin = _found(fn)
+    """Where tensorlang.ad reads the source of ``fn`` from (``Source``); for a function whose source Python kept
+    nowhere, origin ``"recording"`` (``recorded``: its operations are recorded at each call) and no text;
+    ``UnsupportedError`` for one whose file is missing."""
+    try:
+        _, node, filename, text, origin = _found(fn)
+    except UnsupportedError as e:
+        if not getattr(e, "recordable", False):
+            raise
+        return Source("recording", fn.__code__.co_filename, fn.__code__.co_firstlineno, "")
     return Source(origin, filename, node.lineno, ast.get_source_segment(text, node) or "")
 
 
@@ -224,8 +240,10 @@ def _not_available(fn, filename: str) -> UnsupportedError:
     head = f"{filename}: the source of {fn.__qualname__} is not available to tensorlang.ad"
     define = "define it with ad.define(text, namespace)"
     if filename == "<stdin>":
-        return UnsupportedError(f"{head}: it was read from standard input (a pipe, or a prompt without readline) "
-                                f"and is not in readline's history; run it from a file, or {define}")
+        err = UnsupportedError(f"{head}: it was read from standard input (a pipe, or a prompt without readline) "
+                               f"and is not in readline's history; run it from a file, or {define}")
+        err.recordable = True   # (differentiated by its recording: ``recorded``)
+        return err
     if not filename.startswith("<"):
         err = UnsupportedError(f"{head}: its file is missing (a module installed without its source, or one "
                                f"deleted since it was imported)")
@@ -233,9 +251,11 @@ def _not_available(fn, filename: str) -> UnsupportedError:
         return err
     why = ("it was compiled from a string (exec, eval or compile), whose text Python does not keep"
            if filename == "<string>" else "it was compiled from text that is not in linecache")
-    return UnsupportedError(f"{head}: {why}; {define} in place of exec(text, namespace), or compile it with "
-                            f"compile(text, name, 'exec') after linecache.cache[name] = (len(text), None, "
-                            f"text.splitlines(True), name)")
+    err = UnsupportedError(f"{head}: {why}; {define} in place of exec(text, namespace), or compile it with "
+                           f"compile(text, name, 'exec') after linecache.cache[name] = (len(text), None, "
+                           f"text.splitlines(True), name)")
+    err.recordable = True   # (differentiated by its recording: ``recorded``)
+    return err
 
 
 def _starts(node, code, first) -> bool:

@@ -62,13 +62,14 @@ def check():
     return gradient_check
 
 
-def check_generated_program(src, seed, n, namespace, label):
-    """Compile ``src`` (which defines ``f(x)``, registered with ``linecache`` so tensorlang.ad reads its source)
-    in ``namespace``, and check ``ad.gradient(f, x)`` at a random ``x`` of length ``n`` against central
-    differences (``x`` itself must not change)."""
+def check_generated_program(src, seed, n, namespace, label, kept=True):
+    """Compile ``src`` (which defines ``f(x)``, registered with ``linecache`` so tensorlang.ad reads its source;
+    not, so that it is recorded, where ``kept`` is False) in ``namespace``, and check ``ad.gradient(f, x)`` at a
+    random ``x`` of length ``n`` against central differences (``x`` itself must not change)."""
     from tensorlang import ad
     name = f"<generated {label} {next(_GENERATED)}>"
-    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    if kept:
+        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
     ns = dict(namespace)
     exec(compile(src, name, "exec"), ns)
     f = ns["f"]

@@ -1,0 +1,576 @@
+"""Differentiating a Python function whose source Python kept nowhere (compiled from a string by ``exec``,
+``eval`` or ``compile``) by recording it.
+
+The function runs once, at the point it is differentiated at, on stand-ins of its arguments (``Traced``):
+each operation on a stand-in (an operator, an index, a write, a method, a NumPy function or ufunc, a call of
+``math``, ``float``, a compiled kernel) computes its value and writes itself as one line of a straight-line
+Python function of the same arguments, the recording.  Branches and loops run as they run at that point, so
+the recording is the function there.  The recording's text is kept in ``linecache`` and differentiated in the
+function's place by the same transform and the same primitive rules as any function, in every mode; equal
+recordings share their compiled code (the values the function reads that do not depend on its arguments are
+the recording's constants, captured by a closure).  A recording is made per call, since another point may
+take another branch.
+
+What cannot be recorded is refused by name (``UnsupportedError``), never followed silently: a value that
+depends on the arguments converted by code the recording does not see (``np.asarray`` or ``math.sin`` in a
+function that has its source, ``float`` reached other than by name), written into an array the recording does
+not follow (a ufunc's ``out=``, ``np.add.at``), used as a key, or held by an object the function returns or
+takes as an argument to differentiate.
+"""
+from __future__ import annotations
+
+import builtins
+import cmath
+import hashlib
+import math
+import operator
+import threading
+import types
+
+import numpy as np
+
+from ...errors import UnsupportedError, internal_file, library_file
+from .runtime import RECORDED, ZERO, J, differentiable
+from .source import generated, kept
+
+_MODULES = {np: "np", np.linalg: "np.linalg", np.fft: "np.fft", math: "math", cmath: "cmath"}
+_ENV = {"np": np, "math": math, "cmath": cmath}
+_KEPT = 256   # recordings whose compiled code is kept (by their text)
+_CODE: dict[str, types.FunctionType] = {}
+_LOCK = threading.Lock()
+# NumPy functions that write into their first argument
+_WRITES_FIRST = frozenset({np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis})
+
+WHY = ("it has no source (compiled from a string by exec, eval or compile), so tensorlang.ad differentiates the "
+       "recording of its operations at this point")
+
+
+class Recording:
+    """The lines of one recording, its constants (the values it reads that no argument gives; one name per
+    object) and the count of its values."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.constants: list = []
+        self._names: dict[int, str] = {}
+        self.count = 0
+
+    def constant(self, value) -> str:
+        name = self._names.get(id(value))
+        if name is None:
+            name = self._names[id(value)] = f"k{len(self.constants)}"
+            self.constants.append(value)
+        return name
+
+    def assign(self, expr: str) -> str:
+        name = f"v{self.count}"
+        self.count += 1
+        self.lines.append(f"{name} = {expr}")
+        return name
+
+    def result(self, expr: str, value):
+        """``value``, computed by ``expr`` from recorded values, as the recording sees it: a number or an array
+        as a new ``Traced``; a tuple or list holding some as the same container of them (each its entry of the
+        recorded container); anything else (an int, a shape, None) as it is, ``expr`` kept as a statement for
+        what it may write."""
+        if _followed(value):
+            return Traced(value, self.assign(expr), self)
+        if _holds_followed(value):
+            name = self.assign(expr)
+            items = [self.result(f"{name}[{i}]", x) for i, x in enumerate(value)]
+            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        self.lines.append(expr)
+        return value
+
+    def render(self, v) -> str:
+        """Python text for operand ``v`` in a line of this recording."""
+        t = type(v)
+        if t is Traced:
+            if v._tl_rec is not self:
+                raise UnsupportedError(f"a value recorded while differentiating another call was kept and used here; "
+                                       f"{WHY}")
+            return v._tl_name
+        if v is None or v is Ellipsis or t is bool or t is int or t is str:
+            return repr(v)
+        if t is tuple:
+            return "(" + "".join(self.render(x) + ", " for x in v) + ")"
+        if t is list:
+            return "[" + ", ".join(map(self.render, v)) + "]"
+        if t is slice:
+            return f"slice({self.render(v.start)}, {self.render(v.stop)}, {self.render(v.step)})"
+        if t is dict and all(type(k) in (str, int) for k in v):
+            return "{" + ", ".join(f"{k!r}: {self.render(x)}" for k, x in v.items()) + "}"
+        if v is RecordedFloat or v is RecordedComplex:
+            return v.__name__.removeprefix("Recorded").lower()
+        if isinstance(v, tuple) and _holds(v):   # a named tuple of recorded values
+            return f"{self.constant(type(v))}({', '.join(map(self.render, v))})"
+        return self.constant(v)
+
+    def key(self, key) -> str:
+        """``key`` as the text between the brackets of an index."""
+        if type(key) is tuple and key:
+            return ", ".join(map(self._key_part, key)) + ("," if len(key) == 1 else "")
+        return self._key_part(key)
+
+    def _key_part(self, k) -> str:
+        if type(k) is slice:
+            parts = ["" if p is None else self.render(p) for p in (k.start, k.stop, k.step)]
+            return ":".join(parts) if parts[2] else ":".join(parts[:2])
+        return self.render(k)
+
+    def call(self, fexpr: str, args, kwargs) -> str:
+        parts = [self.render(a) for a in args] + [f"{k}={self.render(v)}" for k, v in kwargs.items()]
+        return f"{fexpr}({', '.join(parts)})"
+
+
+def _followed(value) -> bool:
+    """Whether the recording follows ``value`` as a value of its own: a number or an array."""
+    return isinstance(value, (float, complex, np.ndarray, np.inexact, np.flatiter)) and type(value) is not bool
+
+
+def _holds_followed(value) -> bool:
+    return isinstance(value, (tuple, list)) and any(_followed(x) or _holds_followed(x) for x in value)
+
+
+def _holds(v) -> bool:
+    """Whether ``v`` is a recorded value or a tuple, list or dict holding one."""
+    t = type(v)
+    if t is Traced:
+        return True
+    if isinstance(v, (tuple, list)):
+        return any(map(_holds, v))
+    if t is dict:
+        return any(map(_holds, v.values()))
+    if t is slice:
+        return _holds((v.start, v.stop, v.step))
+    return False
+
+
+def concrete(v):
+    """``v`` with each recorded value replaced by the value it stands for."""
+    t = type(v)
+    if t is Traced:
+        return v._tl_value
+    if t is tuple or t is list:
+        return t(map(concrete, v)) if _holds(v) else v
+    if t is dict:
+        return {k: concrete(x) for k, x in v.items()} if _holds(v) else v
+    if t is slice:
+        return slice(concrete(v.start), concrete(v.stop), concrete(v.step)) if _holds(v) else v
+    if isinstance(v, tuple) and _holds(v):
+        return type(v)(*map(concrete, v))
+    return v
+
+
+def _recording_of(args, kwargs=None) -> Recording:
+    for v in list(args) + list((kwargs or {}).values()):
+        if type(v) is Traced:
+            return v._tl_rec
+        if isinstance(v, (tuple, list, dict)):
+            inner = _recording_of(v.values() if type(v) is dict else v)
+            if inner is not None:
+                return inner
+    return None
+
+
+def refused(what: str) -> UnsupportedError:
+    return UnsupportedError(f"tensorlang.ad cannot record {what} in a function whose source it does not have ({WHY}): "
+                            f"write it with NumPy operations, or define the function with ad.define(text) so that "
+                            f"its source is differentiated")
+
+
+class Traced:
+    """A value of the function being recorded that depends on its arguments: its value (``_tl_value``), its name
+    in the recording (``_tl_name``) and the recording (``_tl_rec``).  It answers ``isinstance`` as its value
+    does; whatever it cannot record it refuses."""
+
+    __slots__ = ("_tl_value", "_tl_name", "_tl_rec")
+    __array_priority__ = 1000
+
+    def __init__(self, value, name, rec):
+        self._tl_value, self._tl_name, self._tl_rec = value, name, rec
+
+    @property
+    def __class__(self):   # (isinstance(x, np.ndarray) and isinstance(x, float) answer as for the value)
+        return type(self._tl_value)
+
+    def __repr__(self):
+        return repr(self._tl_value)
+
+    def __str__(self):
+        return str(self._tl_value)
+
+    def __format__(self, spec):
+        return format(self._tl_value, spec)
+
+    # -- what the recording does not follow -------------------------------------------------------------
+    def __float__(self):
+        raise refused("a conversion to a Python float by code it does not see (math in a function that has its "
+                       "source, or float reached other than by its name)")
+
+    def __complex__(self):
+        raise refused("a conversion to a Python complex number by code it does not see")
+
+    def __array__(self, dtype=None, copy=None):
+        raise refused("a conversion to a NumPy array by code it does not see (np.asarray in a function that has "
+                       "its source, a value written into an array it does not follow)")
+
+    def __hash__(self):
+        raise refused("a value that depends on the arguments used as a key (of a dict or a set)")
+
+    # -- what has no derivative: the value itself -----------------------------------------------------------
+    def __bool__(self):
+        return bool(self._tl_value)
+
+    def __index__(self):
+        return operator.index(self._tl_value)
+
+    def __int__(self):
+        return int(self._tl_value)
+
+    def __len__(self):
+        return len(self._tl_value)
+
+    def __round__(self, n=None):
+        return round(self._tl_value, n)
+
+    def __trunc__(self):
+        return math.trunc(self._tl_value)
+
+    def __floor__(self):
+        return math.floor(self._tl_value)
+
+    def __ceil__(self):
+        return math.ceil(self._tl_value)
+
+    def __contains__(self, item):
+        return concrete(item) in self._tl_value
+
+    # -- what is recorded ---------------------------------------------------------------------------------
+    def __iter__(self):
+        return (self[i] for i in range(len(self._tl_value)))
+
+    def __getitem__(self, key):
+        rec = self._tl_rec
+        return rec.result(f"{self._tl_name}[{rec.key(key)}]", self._tl_value[concrete(key)])
+
+    def __setitem__(self, key, v):
+        rec = self._tl_rec
+        self._tl_value[concrete(key)] = concrete(v)
+        rec.lines.append(f"{self._tl_name}[{rec.key(key)}] = {rec.render(v)}")
+
+    def __getattr__(self, name):
+        if name.startswith("_tl_"):
+            raise AttributeError(name)
+        value = getattr(self._tl_value, name)
+        if callable(value) and not isinstance(value, type):
+            return _Method(self, name)
+        if _followed(value) or _holds_followed(value):
+            return self._tl_rec.result(f"{self._tl_name}.{name}", value)
+        return value
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        rec = self._tl_rec
+        outs = _written(ufunc, inputs if method == "at" else (), kwargs)
+        fexpr = _name_of(rec, ufunc)
+        value = getattr(ufunc, method)(*concrete(inputs), **concrete(kwargs))
+        text = rec.call(fexpr if method == "__call__" else f"{fexpr}.{method}", inputs, kwargs)
+        if outs:
+            rec.lines.append(text)
+            return outs[0] if len(outs) == 1 else outs
+        return rec.result(text, value)
+
+    def __array_function__(self, func, types_, args, kwargs):
+        rec = self._tl_rec
+        _written(func, args if func in _WRITES_FIRST else (), kwargs)
+        value = func(*concrete(args), **concrete(kwargs))
+        return rec.result(rec.call(_name_of(rec, func), args, kwargs), value)
+
+
+def _written(fn, first: tuple, kwargs) -> tuple:
+    """The arrays a call of ``fn`` writes into (its ``out=``, and the first of ``first`` where that is given),
+    each refused where it is not a recorded value: a write the recording would not see."""
+    out = kwargs.get("out")
+    outs = (out if isinstance(out, tuple) else () if out is None else (out,)) + first[:1]
+    if any(type(o) is not Traced for o in outs if o is not None):
+        raise refused(f"{getattr(fn, '__name__', fn)} writing into an array that holds no recorded value")
+    return outs[:len(outs) - len(first[:1])]
+
+
+def _binary(symbol: str, op, reflected=False):
+    def method(self, other):
+        rec = self._tl_rec
+        a, b = (other, self) if reflected else (self, other)
+        value = op(concrete(a), concrete(b))
+        return rec.result(f"{rec.render(a)} {symbol} {rec.render(b)}", value)
+    return method
+
+
+def _in_place(symbol: str, op, plain):
+    def method(self, other):
+        if not isinstance(self._tl_value, np.ndarray):   # a number: rebound, as Python does
+            return plain(self, other)
+        rec = self._tl_rec
+        op(self._tl_value, concrete(other))
+        rec.lines.append(f"{self._tl_name} {symbol}= {rec.render(other)}")
+        return self
+    return method
+
+
+def _unary(symbol: str, op):
+    def method(self):
+        return self._tl_rec.result(f"({symbol}{self._tl_name})", op(self._tl_value))
+    return method
+
+
+_BINARY = {"+": ("add", operator.add), "-": ("sub", operator.sub), "*": ("mul", operator.mul),
+           "/": ("truediv", operator.truediv), "//": ("floordiv", operator.floordiv), "%": ("mod", operator.mod),
+           "**": ("pow", operator.pow), "@": ("matmul", operator.matmul)}
+for _symbol, (_name, _op) in _BINARY.items():
+    setattr(Traced, f"__{_name}__", _binary(_symbol, _op))
+    setattr(Traced, f"__r{_name}__", _binary(_symbol, _op, reflected=True))
+    setattr(Traced, f"__i{_name}__", _in_place(_symbol, getattr(operator, f"i{_name}"), getattr(Traced, f"__{_name}__")))
+for _name, _symbol in {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}.items():
+    setattr(Traced, f"__{_name}__", _binary(_symbol, getattr(operator, _name)))
+for _name, (_symbol, _op) in {"neg": ("-", operator.neg), "pos": ("+", operator.pos),
+                              "invert": ("~", operator.invert)}.items():
+    setattr(Traced, f"__{_name}__", _unary(_symbol, _op))
+Traced.__abs__ = lambda self: self._tl_rec.result(f"abs({self._tl_name})", abs(self._tl_value))
+
+
+class _Method:
+    """A method of a recorded value, recorded when called."""
+
+    __slots__ = ("owner", "name")
+
+    def __init__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def __call__(self, *args, **kwargs):
+        owner = self.owner
+        rec = owner._tl_rec
+        _written(self.name, (), kwargs)
+        value = getattr(owner._tl_value, self.name)(*concrete(args), **concrete(kwargs))
+        return rec.result(rec.call(f"{owner._tl_name}.{self.name}", args, kwargs), value)
+
+
+class _Call:
+    """A function the recorded function names (``np.sin``, ``math.exp``, a kernel), recorded when it is called
+    with a recorded value or makes an array."""
+
+    __slots__ = ("fn", "expr", "rec")
+
+    def __init__(self, fn, expr, rec):
+        self.fn, self.expr, self.rec = fn, expr, rec
+
+    def __call__(self, *args, **kwargs):
+        rec = self.rec
+        followed = _holds(args) or _holds(kwargs)
+        if followed:
+            _written(self.fn, args if self.fn in _WRITES_FIRST else (), kwargs)
+        value = self.fn(*concrete(args), **concrete(kwargs))
+        if not followed and not isinstance(value, np.ndarray):
+            return value
+        return rec.result(rec.call(self.expr or rec.constant(self.fn), args, kwargs), value)
+
+    def __getattr__(self, name):   # (np.add.reduce, a kernel's attributes)
+        return getattr(self.fn, name)
+
+
+class _Module:
+    """A module the recorded function names (NumPy, ``math``), whose functions it records."""
+
+    def __init__(self, module, expr, rec):
+        self._module, self._expr, self._rec = module, expr, rec
+
+    def __getattr__(self, name):
+        value = getattr(self._module, name)
+        if isinstance(value, types.ModuleType):
+            expr = _MODULES.get(value)
+            return _Module(value, expr, self._rec) if expr else value
+        if callable(value) and not isinstance(value, type):
+            return _Call(value, f"{self._expr}.{name}", self._rec)
+        return value
+
+
+class _NumberMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls.__mro__[1])
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls.__mro__[1])
+
+
+class RecordedFloat(float, metaclass=_NumberMeta):
+    """``float`` in the builtins of a recorded function: ``float(x)`` of a recorded value is recorded; as a type
+    (``isinstance``, ``dtype=float``) it is ``float``."""
+    dtype = np.dtype(np.float64)
+
+    def __new__(cls, x=0.0):
+        if type(x) is Traced:
+            return x._tl_rec.result(f"float({x._tl_name})", float(x._tl_value))
+        return float(x)
+
+
+class RecordedComplex(complex, metaclass=_NumberMeta):
+    """``complex`` in the builtins of a recorded function, as ``RecordedFloat`` is ``float``."""
+    dtype = np.dtype(np.complex128)
+
+    def __new__(cls, real=0.0, imag=0.0):
+        if type(real) is Traced or type(imag) is Traced:
+            rec = _recording_of((real, imag))
+            return rec.result(f"complex({rec.render(real)}, {rec.render(imag)})",
+                              complex(concrete(real), concrete(imag)))
+        return complex(real, imag)
+
+
+_BUILTINS = {**builtins.__dict__, "float": RecordedFloat, "complex": RecordedComplex}
+
+
+def _name_of(rec: Recording, fn) -> str:
+    """How the recording names NumPy function or ufunc ``fn``: ``np.linalg.solve``, or as a constant."""
+    name = getattr(fn, "__name__", None)
+    for module, expr in _MODULES.items():
+        if name and getattr(module, name, None) is fn:
+            return f"{expr}.{name}"
+    return rec.constant(fn)
+
+
+# -- running a function on stand-ins ----------------------------------------------------------------------
+def _shimmed(f: types.FunctionType, rec: Recording) -> types.FunctionType:
+    """``f`` reading its globals through the recording: NumPy and ``math`` record their calls, ``float`` and
+    ``complex`` theirs, and the user's functions it reaches (by name or captured; not a library's) the same."""
+    made: dict[int, types.FunctionType] = {}
+    envs: dict[int, dict] = {}
+
+    def env_of(home: dict) -> dict:
+        env = envs.get(id(home))
+        if env is None:   # (registered before it is filled: the functions in it read it)
+            env = envs[id(home)] = dict(home)
+            env["__builtins__"] = _BUILTINS   # (first: a function takes its builtins from its globals when made)
+            for name, v in home.items():
+                if name != "__builtins__":
+                    env[name] = shim(v)
+        return env
+
+    def shim(v):
+        if isinstance(v, types.ModuleType):
+            expr = _MODULES.get(v)
+            return _Module(v, expr, rec) if expr else v
+        if type(v) is types.FunctionType and not (library_file(v.__code__.co_filename)
+                                                    or internal_file(v.__code__.co_filename)):
+            return again(v)
+        if isinstance(v, types.BuiltinFunctionType) and getattr(v, "__module__", None) in ("math", "cmath"):
+            return _Call(v, f"{v.__module__}.{v.__name__}", rec)
+        if hasattr(v, "__ad_pullback__") and callable(v):   # a compiled kernel
+            return _Call(v, None, rec)
+        return v
+
+    def again(g):
+        h = made.get(id(g))
+        if h is None:   # (captured functions in cells of its own, filled once it is registered: recursion)
+            functions = [i for i, c in enumerate(g.__closure__ or ()) if _filled(c)
+                         and type(c.cell_contents) is types.FunctionType]
+            closure = g.__closure__ if not functions else tuple(
+                types.CellType() if i in functions else c for i, c in enumerate(g.__closure__))
+            h = made[id(g)] = types.FunctionType(g.__code__, env_of(g.__globals__), g.__name__, g.__defaults__,
+                                                 closure)
+            h.__kwdefaults__ = g.__kwdefaults__
+            for i in functions:
+                closure[i].cell_contents = shim(g.__closure__[i].cell_contents)
+        return h
+
+    return again(f)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _stand_in(rec: Recording, value, expr: str, differentiated: bool):
+    """The stand-in of argument ``value`` (reached in the recording by ``expr``): a copy of a number or an array
+    as a ``Traced``, a tuple, list or dict of stand-ins, an int or string as it is; another object is a constant,
+    refused where it is ``differentiated`` and may hold a differentiable value."""
+    if _followed(value):
+        copy = value.copy() if isinstance(value, np.ndarray) else value
+        return Traced(copy, expr, rec)
+    t = type(value)
+    if t in (tuple, list) or t is dict:
+        items = value.items() if t is dict else enumerate(value)
+        parts = {k: _stand_in(rec, x, f"{expr}[{k!r}]", differentiated) for k, x in items}
+        return parts if t is dict else t(parts.values())
+    if differentiated and differentiable(value) and not isinstance(value, (bool, int, str)):
+        raise refused(f"an argument of type {t.__name__} (it follows numbers, arrays, and tuples, lists and "
+                       f"dicts of them)")
+    return value
+
+
+def _output(rec: Recording, y) -> str:
+    if type(y) is Traced or y is None or isinstance(y, (bool, int, str, float, complex, np.number, np.ndarray)):
+        return rec.render(y)
+    if type(y) is tuple:
+        return "(" + "".join(_output(rec, x) + ", " for x in y) + ")"
+    if type(y) is list:
+        return "[" + ", ".join(_output(rec, x) for x in y) + "]"
+    if type(y) is dict and all(type(k) in (str, int) for k in y):
+        return "{" + ", ".join(f"{k!r}: {_output(rec, x)}" for k, x in y.items()) + "}"
+    raise refused(f"a function that returns a {type(y).__name__} (it follows numbers, arrays, and tuples, lists "
+                   f"and dicts of them)")
+
+
+def recording(f: types.FunctionType, args: tuple, fixed=frozenset()) -> tuple[str, list]:
+    """``(text, constants)``: the recording of ``f`` called with ``args`` (``fixed``: the positions not
+    differentiated), the text of a function ``_ad_recording(*constants)`` returning a function of the same
+    arguments."""
+    rec = Recording()
+    params = [f"a{i}" for i in range(len(args))]
+    stand_ins = [_stand_in(rec, a, p, i not in fixed) for i, (a, p) in enumerate(zip(args, params))]
+    y = _shimmed(f, rec)(*stand_ins)
+    out = _output(rec, y)
+    name = f.__name__ if f.__name__.isidentifier() else "recorded"
+    consts = [f"k{i}" for i in range(len(rec.constants))]
+    lines = [f"def _ad_recording({', '.join(consts)}):", f"    def {name}({', '.join(params)}):"]
+    lines += ["        " + line for line in rec.lines] + [f"        return {out}", f"    return {name}"]
+    return "\n".join(lines) + "\n", rec.constants
+
+
+def recorded(f: types.FunctionType, args: tuple, fixed=frozenset()) -> types.FunctionType:
+    """The recording of ``f`` at ``args`` as a function of the same arguments (its code shared by equal
+    recordings)."""
+    text, constants = recording(f, args, fixed)
+    factory = _CODE.get(text)
+    if factory is None:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+        factory = generated("_ad_recording", text, f"<recording of {f.__qualname__} {digest}>", dict(_ENV))
+        with _LOCK:
+            if len(_CODE) >= _KEPT:
+                _CODE.pop(next(iter(_CODE)))
+            _CODE[text] = factory
+    return factory(*constants)
+
+
+def stand_in(f, args: tuple, tangent=None):
+    """``f`` where it is not a Python function without source, else its recording at ``args``: what the gradient
+    code of ``f`` is made from and called with (``api.gradient_code``).  ``tangent``: that of what ``f``
+    captures, under forward mode; the recording's captures are constants, so one is refused."""
+    if type(f) is not types.FunctionType or kept(f):
+        return f
+    if tangent is not None:
+        raise refused("a function whose captured variables have tangents")
+    return recorded(f, args)
+
+
+@RECORDED.provide
+def recorded_pullback(f, args):
+    """J of a function without source: J of its recording at ``args``; the function's own gradient (what it
+    captures) is None, since what it captures is a constant of the recording."""
+    y, back = J(recorded(f, args), *args)
+
+    def pulled(dy):
+        g = back(dy)
+        return ZERO if g is ZERO else (None, *g[1:])
+    return y, pulled
