@@ -791,3 +791,21 @@ def test_an_array_read_by_an_advanced_index_then_written_keeps_its_gradient():
     for i in range(4):
         np.testing.assert_allclose(h[i], hvp_by_differences(_fancy_read_then_written, [x], [np.eye(4)[i]])[0],
                                    rtol=1e-4, atol=1e-6)
+
+
+def _scalar_read_broadcast(x):
+    y = x + 0.5 * x[0]   # an entry of x broadcast over an array, whose entry is read again below
+    y = y + x[0] * y[0]
+    return np.sum(y * y) + y[1]
+
+
+def test_the_hessian_through_an_entry_broadcast_over_an_array():
+    """The gradient of a number broadcast over an array is the sum of the array's; at second order that
+    gradient's tangent can be an indexed cotangent, which was passed on unsummed (a raw ``ValueError`` from
+    NumPy in ``ad.hessian``). Found by a campaign of generated array programs in forward over reverse."""
+    from conftest import hvp_by_differences
+    x = np.array([0.3, -0.5, 0.7, 1.1])
+    h = ad.hessian(_scalar_read_broadcast)(x)
+    for i in range(4):
+        np.testing.assert_allclose(h[i], hvp_by_differences(_scalar_read_broadcast, [x], [np.eye(4)[i]])[0],
+                                   rtol=1e-4, atol=1e-5)
