@@ -242,3 +242,25 @@ def _write_through_a_view_of_a_fortran_array(x):
 def test_a_write_through_a_view_it_cannot_map_is_refused():
     with pytest.raises(UnsupportedError, match="cannot be found as the same view"):
         ad.jvp(_write_through_a_view_of_a_fortran_array, (X.copy(),), (V,))
+
+
+def _written_through_a_view(x):
+    y = np.ones(4)
+    v = y[1:]
+    v *= -0.75        # a view of an array without a tangent, written before and after the array gets one
+    y[2] = np.sin(x[1]) * 0.5
+    w = y[0:]
+    w *= x[0]
+    return np.sum(y * y)
+
+
+def test_in_place_operations_on_views_of_arrays_without_a_tangent():
+    """``v = y[1:]; v *= c`` where ``y`` has no tangent yet was refused in forward mode; the write goes into
+    the tangent of the array that owns the memory, made zero (as an item write through a view does)."""
+    from conftest import central_difference
+    x = np.array([0.3, -0.5, 0.7, 1.1])
+    t = np.array([0.2, -1.0, 0.5, 0.3])
+    g = central_difference(_written_through_a_view, (x,), 0)
+    assert ad.jvp(_written_through_a_view, (x,), (t,))[1] == pytest.approx(g @ t, rel=1e-7)
+    np.testing.assert_allclose(ad.hessian(_written_through_a_view)(x) @ t,
+                               hvp_by_differences(_written_through_a_view, [x], [t])[0], rtol=1e-4, atol=1e-6)

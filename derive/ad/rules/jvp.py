@@ -794,8 +794,7 @@ def _inplace(op):
     def rule(args, ts):
         a, b = args
         if is_array(a) and a.dtype.kind in "fc":   # (a batch of ad.vmap too, whose data is its own)
-            if type(a) is np.ndarray and a.base is not None and not (type(ts[0]) is np.ndarray
-                                                                      and ts[0].base is not None):
+            if type(a) is np.ndarray and a.base is not None and type(ts[0]) is np.ndarray and ts[0].base is None:
                 raise UnsupportedError("tensorlang.ad.jvp: an in-place operation on a view of an array whose "
                                        "tangent is not a view of the array's own tangent")
             y, ty = plain((a.copy(), b.copy() if b is a else b), ts)
