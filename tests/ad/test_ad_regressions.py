@@ -809,3 +809,12 @@ def test_the_hessian_through_an_entry_broadcast_over_an_array():
     for i in range(4):
         np.testing.assert_allclose(h[i], hvp_by_differences(_scalar_read_broadcast, [x], [np.eye(4)[i]])[0],
                                    rtol=1e-4, atol=1e-5)
+
+
+def test_a_partial_of_a_power_that_overflows_is_infinite_not_an_overflow_error():
+    """Python's float power raises ``OverflowError`` where IEEE's is infinite; the partial of ``a ** b`` met it
+    where the function itself is finite (``x ** -1.0`` differentiated to third order at 1e-50, where its second
+    derivative's code raises ``x`` to -4; a linear function's third derivative at 1e-200, whose second
+    derivative's code multiplies by ``x ** -1``), a raw exception. Found by a campaign of generated programs."""
+    assert ad.grad(ad.grad(ad.grad(lambda x: x * 0.1)))(1e-200) == 0.0
+    assert ad.grad(ad.grad(ad.grad(lambda x: x ** -1.0)))(1e-50) == pytest.approx(-6e200, rel=1e-14)

@@ -4,7 +4,9 @@ types through their Python ``__add__``/``__radd__``... methods, which are transf
 """
 from __future__ import annotations
 
+import math
 import operator
+import sys
 import types
 
 import numpy as np
@@ -17,10 +19,14 @@ from ..source import generated
 from .structures import dict_update, extend_list, setitem
 
 
+_LOG_MAX = math.log(sys.float_info.max)   # (the largest float's logarithm: a power above it overflows)
+
+
 def pow_da(a, b):
     """The partial of ``a ** b`` in ``a``: ``b * a ** (b - 1)``, zero at ``a == b == 0`` (``x ** 0`` is
     constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``), made by
-    ``zero_power`` without NumPy's divide-by-zero warning (the power is taken of 1 in their place).  It is
+    ``zero_power`` without NumPy's divide-by-zero warning (the power is taken of 1 in their place); infinite
+    where it overflows, as JAX gives it.  It is
     written as a function of ``b`` too, so that its own derivative in ``b`` (``a ** (b - 1)`` at ``b == 0``)
     is right."""
     if (type(b) is int or type(b) is float) and b >= 1:   # (no pole and no constant: ``x ** 2``, the common case)
@@ -31,6 +37,9 @@ def pow_da(a, b):
             return 0 * a
         if a == 0 and (b - 1).real < 0:
             return b * zero_power(a, b - 1)
+        if type(a) is float and type(b) in (int, float) and (b - 1) * math.log(abs(a)) > _LOG_MAX:
+            # (Python's float power raises where IEEE's is infinite: ``x ** -1.0`` at 1e-200)
+            return b * math.copysign(math.inf, a if (b - 1) % 2 == 1 else 1.0)
         return b * a ** (b - 1)
     zero = (a if lazy_array(a) else asarray(a)) == 0   # (a Dask array compared as it is: lazily)
     constant = zero & ((b if lazy_array(b) else asarray(b)) == 0)
