@@ -126,8 +126,8 @@ SCALAR_DERIVATIVES: dict[str, ScalarDerivative] = {e.name: e for e in [
     _entry("logaddexp", "{dy} * {m}.exp({0} - {y})", "{dy} * {m}.exp({1} - {y})"),
     _entry("logaddexp2", "{dy} * {m}.exp2({0} - {y})", "{dy} * {m}.exp2({1} - {y})"),
     # (at 0: 0 for x ** 0, inf where the derivative is infinite, as NumPy's float gives it: 0 ** 0.5)
-    _entry("pow", number=["({dy} * {1} * {0} ** ({1} - 1) if {0} != 0 or {1} >= 1 else 0 * {dy} if {1} == 0 "
-                          "else {dy} * {m}.inf)", "({dy} * {y} * {m}.log({0}) if {0} > 0 else 0)"],
+    _entry("pow", number=["({dy} * {1} * {0} ** ({1} - 1) if {1} >= 1 else _ad_times({dy}, _ad_powd({0}, {1})) "
+                          "if {0} != 0 else 0 * {dy} if {1} == 0 else {dy} * {m}.inf)", "({dy} * {y} * {m}.log({0}) if {0} > 0 else 0)"],
            array=["_ad_times({dy}, _ad_powd({0}, {1}))", "_ad_times({dy}, {y} * _ad_logbase({0}))"]),
     # ties: the first argument's (max(a, b) is a where a >= b)
     _entry("max", number=["({dy} if {0} >= {1} else 0)", "(0 if {0} >= {1} else {dy})"],

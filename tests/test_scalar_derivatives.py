@@ -16,6 +16,7 @@ from tensorlang import functions
 from tensorlang.derive.ad.rules import numpy as array_rules
 from tensorlang.derive.ad.rules import scalar as number_rules
 from tensorlang.derive.ad.rules import special as special_rules
+from tensorlang.derive.ad.runtime import HELPERS
 from tensorlang.scalar_derivatives import SCALAR_DERIVATIVES
 
 # points inside every function's domain, away from its kinks (abs at 0, max at ties, mod at multiples);
@@ -85,7 +86,7 @@ def test_number_rules_against_central_differences(f):
         for k, template in enumerate(inline.derivs):
             names = [f"a{i}" for i in range(n)]
             got = eval(template.format(*names, dy="1.0", y="y", m="math"),  # noqa: S307 - the table's template
-                       {"math": math, "y": y, **dict(zip(names, args))})
+                       {**HELPERS, "math": math, "y": y, **dict(zip(names, args))})   # (as generated code has)
             assert got == pytest.approx(_central(f, args, k), rel=1e-6, abs=1e-8), (f.__name__, k, args)
 
 

@@ -38,8 +38,8 @@ def pow_da(a, b):
         if a == 0 and (b - 1).real < 0:
             return b * zero_power(a, b - 1)
         if type(a) is float and type(b) in (int, float) and (b - 1) * math.log(abs(a)) > _LOG_MAX:
-            # (Python's float power raises where IEEE's is infinite: ``x ** -1.0`` at 1e-200)
-            return b * math.copysign(math.inf, a if (b - 1) % 2 == 1 else 1.0)
+            # (Python's float power raises where IEEE's, NumPy's, is infinite: ``x ** -1.0`` at 1e-200)
+            return b * float(np.power(a, b - 1))
         return b * a ** (b - 1)
     zero = (a if lazy_array(a) else asarray(a)) == 0   # (a Dask array compared as it is: lazily)
     constant = zero & ((b if lazy_array(b) else asarray(b)) == 0)
