@@ -19,7 +19,8 @@ from ..source import generated
 from .structures import dict_update, extend_list, setitem
 
 
-_LOG_MAX = math.log(sys.float_info.max)   # (the largest float's logarithm: a power above it overflows)
+# the logarithm of the largest float, less a margin for rounding: a power above it may overflow
+_LOG_MAX = math.log(sys.float_info.max) - 1.0
 
 
 def pow_da(a, b):
