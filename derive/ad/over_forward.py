@@ -36,7 +36,7 @@ from .ir import NUM, is_array, kind_of
 from .mixed import fresh, jvp, jvp_of
 from .nested import call_rule
 from .registry import JVP_RULES, PAIRS, RULES, define, refusing
-from .runtime import ZERO, acc, differentiable, field, with_nested_boxes
+from .runtime import ZERO, acc, differentiable, field, filled, with_nested_boxes
 from .second import with_stores
 from .tangent import JVP
 
@@ -246,17 +246,9 @@ def _captured_differentiable(v, seen: set, depth: int = 0):
 def _function_holds(f) -> tuple[list, list]:
     """What function ``f`` holds, as ``(where, value)`` pairs: its captured variables (``where`` their quoted
     names), then its defaults."""
-    cells = [(repr(n), c.cell_contents) for n, c in zip(f.__code__.co_freevars, f.__closure__ or ()) if _filled(c)]
+    cells = [(repr(n), c.cell_contents) for n, c in zip(f.__code__.co_freevars, f.__closure__ or ()) if filled(c)]
     defaults = (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())
     return cells, [(f"a default of {_name(f)}", d) for d in defaults]
-
-
-def _filled(cell) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:   # (an empty cell: a name bound later)
-        return False
-    return True
 
 
 def _real_grads(g, primals):

@@ -11,11 +11,12 @@ recordings share their compiled code (the values the function reads that do not 
 the recording's constants, captured by a closure).  A recording is made per call, since another point may
 take another branch.
 
-What cannot be recorded is refused by name (``UnsupportedError``), never followed silently: a value that
-depends on the arguments converted by code the recording does not see (``np.asarray`` or ``math.sin`` in a
-function that has its source, ``float`` reached other than by name), written into an array the recording does
-not follow (a ufunc's ``out=``, ``np.add.at``), used as a key, or held by an object the function returns or
-takes as an argument to differentiate.
+The user's own functions that it calls run on the stand-ins too, their NumPy, ``math`` and ``float`` recorded
+the same way.  What cannot be recorded is refused by name (``UnsupportedError``), never followed silently: a
+value that depends on the arguments converted by code the recording does not see (a library function's
+``float`` or ``np.asarray``), written into an array the recording does not follow (a ufunc's ``out=``,
+``np.add.at`` into a global array), used as a key, or held by an object the function returns or takes as an
+argument to differentiate.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError, internal_file, library_file
-from .runtime import RECORDED, ZERO, J, differentiable
+from .runtime import RECORDED, ZERO, J, differentiable, filled
 from .source import generated, kept
 
 _MODULES = {np: "np", np.linalg: "np.linalg", np.fft: "np.fft", math: "math", cmath: "cmath"}
@@ -469,7 +470,7 @@ def _shimmed(f: types.FunctionType, rec: Recording) -> types.FunctionType:
     def again(g):
         h = made.get(id(g))
         if h is None:   # (captured functions in cells of its own, filled once it is registered: recursion)
-            functions = [i for i, c in enumerate(g.__closure__ or ()) if _filled(c)
+            functions = [i for i, c in enumerate(g.__closure__ or ()) if filled(c)
                          and type(c.cell_contents) is types.FunctionType]
             closure = g.__closure__ if not functions else tuple(
                 types.CellType() if i in functions else c for i, c in enumerate(g.__closure__))
@@ -481,14 +482,6 @@ def _shimmed(f: types.FunctionType, rec: Recording) -> types.FunctionType:
         return h
 
     return again(f)
-
-
-def _filled(cell) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:
-        return False
-    return True
 
 
 def _stand_in(rec: Recording, value, expr: str, differentiated: bool):

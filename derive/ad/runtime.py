@@ -248,7 +248,7 @@ def _held_memory(back):
         elif isinstance(x, dict):
             todo.extend(x.values())
         elif isinstance(x, types.FunctionType):
-            todo.extend(c.cell_contents for c in x.__closure__ or () if _filled(c))
+            todo.extend(c.cell_contents for c in x.__closure__ or () if filled(c))
             todo.extend(x.__defaults__ or ())
             todo.extend((x.__kwdefaults__ or {}).values())
         elif isinstance(x, types.MethodType):
@@ -261,7 +261,8 @@ def _held_memory(back):
     return held
 
 
-def _filled(cell) -> bool:
+def filled(cell) -> bool:
+    """Whether closure cell ``cell`` holds a value (a name bound later leaves it empty)."""
     try:
         cell.cell_contents
     except ValueError:   # (a cell not bound yet)
