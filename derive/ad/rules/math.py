@@ -7,6 +7,7 @@ import math as _m
 
 from ..runtime import RULES
 from ..source import generated
+from .operators import pow_da, times
 from .scalar import INLINE_CALLS
 
 
@@ -15,7 +16,8 @@ def rule_from_template(f, spec, n):
     args = ", ".join(f"a{i}" for i in range(n))
     exprs = "".join(t.format(*[f"a{i}" for i in range(n)], dy="dy", y="y", m="_m") + ", " for t in spec.derivs)
     src = f"def rule_{spec.name}({args}):\n    y = f({args})\n    return y, lambda dy: ({exprs})\n"
-    return generated(f"rule_{spec.name}", src, f"<tensorlang.ad rule {spec.name}>", {"f": f, "_m": _m})
+    return generated(f"rule_{spec.name}", src, f"<tensorlang.ad rule {spec.name}>",
+                     {"f": f, "_m": _m, "_ad_times": times, "_ad_powd": pow_da})   # (the helpers templates name)
 
 
 for _f, _spec in INLINE_CALLS.items():
