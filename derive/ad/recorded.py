@@ -31,6 +31,7 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError, internal_file, library_file
+from .ir import ARRAY_TYPES
 from .runtime import RECORDED, ZERO, J, differentiable, filled
 from .source import generated, kept
 
@@ -125,8 +126,10 @@ class Recording:
 
 
 def _followed(value) -> bool:
-    """Whether the recording follows ``value`` as a value of its own: a number or an array."""
-    return isinstance(value, (float, complex, np.ndarray, np.inexact, np.flatiter)) and type(value) is not bool
+    """Whether the recording follows ``value`` as a value of its own: a number or an array (a batch of
+    ``ad.vmap`` too)."""
+    return isinstance(value, (float, complex, np.ndarray, np.inexact, np.flatiter)) and type(value) is not bool \
+        or type(value) in ARRAY_TYPES
 
 
 def _holds_followed(value) -> bool:
@@ -489,7 +492,7 @@ def _stand_in(rec: Recording, value, expr: str, differentiated: bool):
     as a ``Traced``, a tuple, list or dict of stand-ins, an int or string as it is; another object is a constant,
     refused where it is ``differentiated`` and may hold a differentiable value."""
     if _followed(value):
-        copy = value.copy() if isinstance(value, np.ndarray) else value
+        copy = value.copy() if isinstance(value, np.ndarray) or type(value) in ARRAY_TYPES else value
         return Traced(copy, expr, rec)
     t = type(value)
     if t in (tuple, list) or t is dict:

@@ -195,6 +195,15 @@ def test_a_compiled_kernel_called_by_recorded_code():
     _check(scope["f"], (c, x), rtol=1e-6, atol=1e-6)
 
 
+def test_batched_by_vmap():
+    scope = {"np": np}
+    exec("def f(x):\n    y = x * x\n    return np.sum(np.sin(y)) + y[0]\n", scope)
+    f = scope["f"]
+    xs = np.random.default_rng(4).normal(size=(5, 3))
+    np.testing.assert_allclose(ad.vmap(ad.grad(f))(xs), [central_difference(f, (x,), 0) for x in xs], rtol=1e-6)
+    np.testing.assert_allclose(ad.vmap(ad.hessian(f))(xs), [ad.hessian(f)(x) for x in xs], rtol=1e-12)
+
+
 def test_threads_building_lists_dicts_and_writing(ns):
     x = np.arange(300.0) / 100
 
