@@ -13,7 +13,8 @@ takes the entries of the functions it has, by name (``math.atan``, ``np.arctan``
   ``_ad_times({dy}, partial)``, exactly 0 where either factor is, so that a branch that ``np.where`` or
   ``maximum`` leaves out contributes an exact 0.
 * A function whose derivative is piecewise (``abs``, ``max``, ``pow`` at 0) has its templates written for
-  each representation, ``number`` (Python conditionals) and ``array`` (the ``_ad_*`` helpers of
+  each representation, ``number`` (Python conditionals; the power's partial below an exponent of 1 through
+  ``_ad_powd``, where a Python float power would raise) and ``array`` (the ``_ad_*`` helpers of
   ``tensorlang.ad``'s generated code); the tensor language takes those from the SymPy body of the
   function.  ``array`` alone marks a function ``tensorlang.ad`` has only for arrays (``sinc``).
 """

@@ -27,9 +27,8 @@ def pow_da(a, b):
     """The partial of ``a ** b`` in ``a``: ``b * a ** (b - 1)``, zero at ``a == b == 0`` (``x ** 0`` is
     constant, also at 0), and NumPy's inf or nan where the derivative does not exist (``0 ** 0.5``), made by
     ``zero_power`` without NumPy's divide-by-zero warning (the power is taken of 1 in their place); infinite
-    where it overflows, as JAX gives it.  It is
-    written as a function of ``b`` too, so that its own derivative in ``b`` (``a ** (b - 1)`` at ``b == 0``)
-    is right."""
+    where it overflows, as JAX gives it.  It is written as a function of ``b`` too, so that its own
+    derivative in ``b`` (``a ** (b - 1)`` at ``b == 0``) is right."""
     if (type(b) is int or type(b) is float) and b >= 1:   # (no pole and no constant: ``x ** 2``, the common case)
         return b * a ** (b - 1)
     if type(a) is not np.ndarray and type(b) is not np.ndarray and not lazy_array(a) and not lazy_array(b) \
