@@ -85,13 +85,13 @@ class BlockAdjoint:
         if ins.kind == ANY or ins.kind == ARR and (not self.g.boxfree or ins in self.g.escaping):
             read = ins.op == "deref" or ins.op in ("getitem", "getattr") and ins.kind == ANY and not _sliced(ins)
             made = ins.op == "rule" and rules.made_by_primitive(ins.attr[0])   # (its items' too: runtime.take_items)
-            take = "_ad_takef" if read else "_ad_takei" if made else "_ad_take"
+            v = self.ref(ins)
             if read and ins.op == "getitem":   # (an item of a container, or an array the read made: ``held``)
-                v = self.ref(ins)
                 self.lines.append(f"_e = _ad_takef({v}, {d}) if _ad_held({v}, {self.ref(ins.args[0])}) "
                                   f"else _ad_take({v}, {d})")
             else:
-                self.lines.append(f"_e = {take}({self.ref(ins)}, {d})")
+                take = "_ad_takef" if read else "_ad_takei" if made else "_ad_take"
+                self.lines.append(f"_e = {take}({v}, {d})")
         else:
             self.lines.append(f"_e = {d}")
         if self.loop:

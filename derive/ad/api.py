@@ -28,7 +28,7 @@ from .recorded import recorded, recording, stand_in
 from .registry import JVP_RULES, PAIRS, refusing
 from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, field_grad, with_defaults,
                       with_nested_boxes)
-from .source import kept, unsupported
+from .source import NoSourceKept, kept, unsupported
 from .tangent import JVP
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -661,9 +661,7 @@ def _gradient(f, args, k="fast", pick=None):
                 fixed = frozenset(range(len(args))) - frozenset((picked,) if isinstance(picked, int) else picked)
             try:
                 spec = specialised(f, args, fixed)
-            except UnsupportedError as e:   # (a function without source: its recording at args, not cached)
-                if not getattr(e, "recordable", False):
-                    raise
+            except NoSourceKept:   # (a function without source: its recording at args, not cached)
                 return _gradient(recorded(f, args, fixed), args, k, pick)
             entry = _SEEN[key] = Entry(code, type(args[0]), spec)
         if len(args) == 1:

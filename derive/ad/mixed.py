@@ -15,7 +15,7 @@ from ...errors import ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
 from .ir import NUM, is_array, kind_of
 from .probed import probed_code
-from .recorded import stand_in
+from .recorded import as_function_gradients, stand_in
 from .registry import refusing
 from .context import current, within
 from .rules import is_nondiff, rule_of, writes
@@ -327,8 +327,7 @@ def _jvp_J(args, ts):
     if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
         recording = stand_in(f, tuple(xs), ts[0])
         if recording is not f:   # (a function without source: its recording at xs, whose captures are constants)
-            return _adapted(_jvp_J((recording, *xs), (None, *ts[1:])),
-                            lambda g: g if g is NO_GRADIENTS else (None, *g[1:]), len(xs) + 1)
+            return _adapted(_jvp_J((recording, *xs), (None, *ts[1:])), as_function_gradients, len(xs) + 1)
         return JVP(specialised(f, xs).generic.pb, None, args, ts)
     if type(f) is types.FunctionType and len(xs) < f.__code__.co_argcount:   # defaults filled in, as J does
         full = with_defaults(f, tuple(xs))

@@ -292,13 +292,14 @@ class Traced:
 
 
 def _written(fn, first: tuple, kwargs) -> tuple:
-    """The arrays a call of ``fn`` writes into (its ``out=``, and the first of ``first`` where that is given),
-    each refused where it is not a recorded value: a write the recording would not see."""
+    """The arrays of ``out=`` that a call of ``fn`` writes into, each refused, as is the first of ``first`` (the
+    argument it writes into, where it writes into one), where it is not a recorded value: a write the recording
+    would not see."""
     out = kwargs.get("out")
-    outs = (out if isinstance(out, tuple) else () if out is None else (out,)) + first[:1]
-    if any(type(o) is not Traced for o in outs if o is not None):
+    outs = out if isinstance(out, tuple) else () if out is None else (out,)
+    if any(type(o) is not Traced for o in outs + first[:1] if o is not None):
         raise refused(f"{getattr(fn, '__name__', fn)} writing into an array that holds no recorded value")
-    return outs[:len(outs) - len(first[:1])]
+    return outs
 
 
 def _binary(symbol: str, op, reflected=False):
@@ -549,24 +550,33 @@ def recorded(f: types.FunctionType, args: tuple, fixed=frozenset()) -> types.Fun
     return factory(*constants)
 
 
-def stand_in(f, args: tuple, tangent=None):
-    """``f`` where it is not a Python function without source, else its recording at ``args``: what the gradient
-    code of ``f`` is made from and called with (``api.gradient_code``).  ``tangent``: that of what ``f``
-    captures, under forward mode; the recording's captures are constants, so one is refused."""
-    if type(f) is not types.FunctionType or kept(f):
-        return f
+def recorded_in_place(f, args: tuple, tangent=None) -> types.FunctionType:
+    """The recording of function ``f`` (without source) at ``args``, to be differentiated in its place;
+    ``tangent``: that of what ``f`` captures, under forward mode: the recording's captures are constants, so
+    one is refused."""
     if tangent is not None:
         raise refused("a function whose captured variables have tangents")
     return recorded(f, args)
 
 
+def stand_in(f, args: tuple, tangent=None):
+    """``f`` where it is not a Python function without source, else its recording at ``args``
+    (``recorded_in_place``): what the gradient code of ``f`` is made from and called with
+    (``api.gradient_code``)."""
+    if type(f) is not types.FunctionType or kept(f):
+        return f
+    return recorded_in_place(f, args, tangent)
+
+
+def as_function_gradients(g):
+    """The gradients ``(d_recording, *dargs)`` of a recording's pullback as those of the function it stands
+    for: the function's own gradient (what it captures) None, what it captures being constants of the
+    recording."""
+    return ZERO if g is ZERO else (None, *g[1:])
+
+
 @RECORDED.provide
 def recorded_pullback(f, args):
-    """J of a function without source: J of its recording at ``args``; the function's own gradient (what it
-    captures) is None, since what it captures is a constant of the recording."""
+    """J of a function without source: J of its recording at ``args`` (``as_function_gradients``)."""
     y, back = J(recorded(f, args), *args)
-
-    def pulled(dy):
-        g = back(dy)
-        return ZERO if g is ZERO else (None, *g[1:])
-    return y, pulled
+    return y, lambda dy: as_function_gradients(back(dy))

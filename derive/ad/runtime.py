@@ -28,6 +28,7 @@ from ...errors import UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, ARRAY_TYPES, NUM, is_array, kind_of
+from .source import NoSourceKept
 from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
 
 
@@ -776,7 +777,7 @@ def _transformed(f, args):
     except UnsupportedError as e:
         if library_rules(f):
             return _BY_RULE
-        if getattr(e, "recordable", False):
+        if isinstance(e, NoSourceKept):
             return _BY_RECORDING
         primitive = rule_owner(f) if str(e).startswith(f.__code__.co_filename) else None
         if primitive is None:

@@ -35,6 +35,11 @@ _FUTURE = functools.reduce(operator.or_, (getattr(__future__, name).compiler_fla
 _LONGER = 20   # lines a statement typed at the prompt may run on after the function in it ends
 
 
+class NoSourceKept(UnsupportedError):
+    """No text of a function was found because Python kept none (compiled from a string, read from standard
+    input): the function is differentiated by its recording (``recorded``) instead."""
+
+
 class Source(NamedTuple):
     """Where ``code_source`` found a function: ``origin`` (the module's docstring lists them), the file name
     its code was compiled under, the line where it starts there and its text."""
@@ -88,8 +93,8 @@ def kept(fn: types.FunctionType) -> bool:
     for a function whose source Python kept nowhere."""
     try:
         _found(fn)
-    except UnsupportedError as e:
-        return not getattr(e, "recordable", False)
+    except NoSourceKept:
+        return False
     return True
 
 
@@ -99,9 +104,7 @@ def code_source(fn: types.FunctionType) -> Source:
     ``UnsupportedError`` for one whose file is missing."""
     try:
         _, node, filename, text, origin = _found(fn)
-    except UnsupportedError as e:
-        if not getattr(e, "recordable", False):
-            raise
+    except NoSourceKept:
         return Source("recording", fn.__code__.co_filename, fn.__code__.co_firstlineno, "")
     return Source(origin, filename, node.lineno, ast.get_source_segment(text, node) or "")
 
@@ -240,10 +243,8 @@ def _not_available(fn, filename: str) -> UnsupportedError:
     head = f"{filename}: the source of {fn.__qualname__} is not available to tensorlang.ad"
     define = "define it with ad.define(text, namespace)"
     if filename == "<stdin>":
-        err = UnsupportedError(f"{head}: it was read from standard input (a pipe, or a prompt without readline) "
-                               f"and is not in readline's history; run it from a file, or {define}")
-        err.recordable = True   # (differentiated by its recording: ``recorded``)
-        return err
+        return NoSourceKept(f"{head}: it was read from standard input (a pipe, or a prompt without readline) and "
+                            f"is not in readline's history; run it from a file, or {define}")
     if not filename.startswith("<"):
         err = UnsupportedError(f"{head}: its file is missing (a module installed without its source, or one "
                                f"deleted since it was imported)")
@@ -251,11 +252,9 @@ def _not_available(fn, filename: str) -> UnsupportedError:
         return err
     why = ("it was compiled from a string (exec, eval or compile), whose text Python does not keep"
            if filename == "<string>" else "it was compiled from text that is not in linecache")
-    err = UnsupportedError(f"{head}: {why}; {define} in place of exec(text, namespace), or compile it with "
-                           f"compile(text, name, 'exec') after linecache.cache[name] = (len(text), None, "
-                           f"text.splitlines(True), name)")
-    err.recordable = True   # (differentiated by its recording: ``recorded``)
-    return err
+    return NoSourceKept(f"{head}: {why}; {define} in place of exec(text, namespace), or compile it with "
+                        f"compile(text, name, 'exec') after linecache.cache[name] = (len(text), None, "
+                        f"text.splitlines(True), name)")
 
 
 def _starts(node, code, first) -> bool:

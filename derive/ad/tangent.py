@@ -27,7 +27,8 @@ import numpy as np
 from ...errors import UnsupportedError
 from .context import Provided, current
 from .ir import ARRAY_TYPES, INT, NUM, is_array, kind_of
-from .recorded import stand_in
+from .recorded import recorded_in_place
+from .source import NoSourceKept
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
                       differentiable, in_table, make_like, memory_owner, outside_refused, qualified_name,
@@ -358,9 +359,9 @@ def code_jvp(f, tf, args, ts):
         args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
     try:
         entry = TRANSFORM.fn(f, args)
+    except NoSourceKept:   # (a function without source: its recording at args)
+        return code_jvp(recorded_in_place(f, args, tf), None, args, ts)
     except UnsupportedError as e:
-        if getattr(e, "recordable", False):   # (a function without source: its recording at args)
-            return code_jvp(stand_in(f, args, tf), None, args, ts)
         raise outside_refused(f, e) or e
     return entry(f, tf, *args, *ts)
 

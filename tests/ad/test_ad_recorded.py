@@ -15,7 +15,7 @@ from tensorlang import ad
 from tensorlang.codegen import compile as tl_compile
 from tensorlang.errors import UnsupportedError
 
-from conftest import central_difference, check_generated_program, hvp_by_differences
+from conftest import central_difference, check_generated_program, gradient_check, hvp_by_differences
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_ad_generated import Program, assert_matches_differences, helper
@@ -96,13 +96,6 @@ def src():
 X = np.array([0.3, -0.5, 0.7, 1.1, 0.2, -0.4])
 
 
-def _check(f, args, rtol=1e-6, atol=1e-8):
-    got = ad.gradient(f, *args)
-    for i, a in enumerate(args):
-        np.testing.assert_allclose(got[i], central_difference(f, args, i), rtol=rtol, atol=atol)
-    return got
-
-
 def test_the_path_a_function_takes_is_said(ns, src):
     assert ad.code_source(ns["loop"]).origin == "recording"
     assert ad.code_source(ns["loop"]).text == ""
@@ -118,7 +111,7 @@ def test_the_path_a_function_takes_is_said(ns, src):
     ("model", (np.array([0.5, 0.1, -0.2, 0.3]), np.random.default_rng(1).normal(size=(5, 3)))),
 ])
 def test_gradients_agree_with_differences_and_with_the_source(ns, src, name, args):
-    got = _check(ns[name], args)
+    got = gradient_check(ns[name], *args)
     want = ad.gradient(src[name], *args)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
@@ -181,7 +174,7 @@ def test_called_from_a_function_with_source_and_with_a_captured_constant(ns):
         return model(w, x) + doubled(w[0])
 
     w = np.array([0.5, 0.1, -0.2, 0.3])
-    _check(loss, (w,))
+    gradient_check(loss, w)
     np.testing.assert_allclose(ad.hessian(loss)(w)[0], hvp_by_differences(loss, [w], [np.eye(4)[0]])[0], rtol=1e-4)
 
 
@@ -192,7 +185,7 @@ def test_a_compiled_kernel_called_by_recorded_code():
     x, c, z = rng.standard_normal(33), rng.standard_normal(4), rng.standard_normal(30)
     scope = {"k": k, "z": z, "np": np}
     exec("def f(c, x):\n    return 0.5 * k(x=x, c=c, z=z) + np.sum(np.sin(c))\n", scope)
-    _check(scope["f"], (c, x), rtol=1e-6, atol=1e-6)
+    gradient_check(scope["f"], c, x, rtol=1e-6, atol=1e-6)
 
 
 def test_batched_by_vmap():
