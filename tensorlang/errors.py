@@ -78,6 +78,12 @@ class UnsupportedError(TensorLangError):
     """A construct the library cannot handle (yet): names the file, line and construct where known."""
 
 
+class BeyondOrder(UnsupportedError):
+    """A derivative of an order that ``tensorlang.ad``'s transform does not reach through the code at hand (a
+    fourth derivative, a third through a call of another function): the entry point that was asked for it
+    differentiates the function's recording instead (``derive/ad/tower.py``)."""
+
+
 class CompileError(TensorLangError):
     """A generated kernel the compiler rejected: carries the generated source and the compiler's message."""
 

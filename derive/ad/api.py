@@ -15,7 +15,7 @@ import numpy as np
 
 from ...codegen.dask_graph import lazy, like_values
 from ... import collector
-from ...errors import TensorLangError, TypeCheckError, UnsupportedError, user_traceback
+from ...errors import BeyondOrder, TensorLangError, TypeCheckError, UnsupportedError, user_traceback
 from . import rules  # (importing it registers the rule library)
 from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for second order)
 from .analysis import NEVER_ACTIVE, analyse, indexed_by_ints, may_write, restartable, write_free_callee
@@ -24,11 +24,12 @@ from .emit import compile_function, is_boxfree, scalar_seed
 from .ir import ARR, INT, PYINT, VEC, is_array, spec_kind
 from .lower import lowered
 from .nested_store import nested_gradient
-from .recorded import recorded, recording, stand_in
+from .recorded import recorded, recording, stand_in, unshimmed
 from .registry import JVP_RULES, PAIRS, refusing
 from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, field_grad, with_defaults,
                       with_nested_boxes)
 from .source import NoSourceKept, kept, unsupported
+from .tower import beyond
 from .tangent import JVP
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -91,7 +92,9 @@ _SEEN: dict = {}    # (id(code), argument types...) -> the same, every one made
 @TRANSFORM.provide
 def specialised(f: types.FunctionType, args, fixed=frozenset()) -> Specialisation:
     """The compiled specialisation of ``f`` for the kinds of ``args`` (transformed on first use); ``fixed``:
-    the positions of the arguments not differentiated (``analysis.analyse``), whose gradients are None."""
+    the positions of the arguments not differentiated (``analysis.analyse``), whose gradients are None.  A copy
+    of a function that a recording reads its globals through (``recorded._shimmed``) is the function's."""
+    f = unshimmed(f)
     kinds = tuple(map(spec_kind, args))
     if fixed:   # (those of kinds never differentiated are inactive anyway: the specialisation is shared)
         fixed = frozenset(i for i in fixed if kinds[i] not in NEVER_ACTIVE)
@@ -259,6 +262,16 @@ def gradient(f, *args):
             else:
                 grads = _with_store(entry.fast, f, args)
         return grads
+    except BeyondOrder as refusal:   # (beyond the orders the transform reaches: of f's recording, ``tower``)
+        return _beyond(refusal, lambda r, a: gradient(r, *a), f, args)
+    except Exception as err:
+        raise err.with_traceback(user_traceback(err.__traceback__))
+
+
+def _beyond(refusal, run, f, args, kw=None):
+    """``tower.beyond``, an error showing the user's frames."""
+    try:
+        return beyond(refusal, run, f, args, kw)
     except Exception as err:
         raise err.with_traceback(user_traceback(err.__traceback__))
 
@@ -272,11 +285,13 @@ def grad(f, argnums=0, has_aux=False):
     not differentiated.  As in JAX, keyword arguments are passed to ``f`` and not differentiated, and an
     int or bool argument in a differentiated position is refused (``refuse_integers``)."""
     name = getattr(f, '__qualname__', repr(f))
+    remake = functools.partial(grad, argnums=argnums, has_aux=has_aux)
     if has_aux:
         return _installing(f, _argnums(argnums), "grad_aux", f"grad({name}, has_aux=True)",
-                           f"The gradient of {name} (``tensorlang.ad.grad``) in argument(s) {argnums}, and its aux.")
+                           f"The gradient of {name} (``tensorlang.ad.grad``) in argument(s) {argnums}, and its aux.",
+                           remake)
     return _installing(f, _argnums(argnums), None, f"grad({name})",
-                       f"The gradient of {name} (``tensorlang.ad.grad``) in argument(s) {argnums}.")
+                       f"The gradient of {name} (``tensorlang.ad.grad``) in argument(s) {argnums}.", remake)
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
@@ -286,7 +301,8 @@ def value_and_grad(f, argnums=0, has_aux=False):
     name = getattr(f, '__qualname__', repr(f))
     return _installing(f, _argnums(argnums), "aux" if has_aux else "value", f"value_and_grad({name})",
                        f"The value of {name} and its gradient in argument(s) {argnums} "
-                       f"(``tensorlang.ad.value_and_grad``{', has_aux' if has_aux else ''}).")
+                       f"(``tensorlang.ad.value_and_grad``{', has_aux' if has_aux else ''}).",
+                       functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux))
 
 
 def _argnums(argnums):
@@ -319,7 +335,14 @@ def _checked_gradients(f, pick, how, args, kw):
     """What the function that ``_installing(f, pick, how)`` makes gives for ``args`` and keywords ``kw``, every
     case handled: an int argument at a picked position refused, keywords passed to ``f`` (JAX's conventions;
     where ``pick`` is None, ``gradient(f, *args)``, no keywords), each gradient as its argument is
-    (``as_arguments``)."""
+    (``as_arguments``); beyond the orders the transform reaches, of f's recording (``tower``)."""
+    try:
+        return _checked(f, pick, how, args, kw)
+    except BeyondOrder as refusal:
+        return beyond(refusal, lambda r, a: _checked(r, pick, how, a, {}), f, args, kw)
+
+
+def _checked(f, pick, how, args, kw):
     if pick is None:
         if kw:
             raise TypeError(f"gradients({getattr(f, '__qualname__', 'f')}) got keyword arguments {sorted(kw)}: "
@@ -355,9 +378,9 @@ def with_keywords(f, args, kw):
     callable as ``functools.partial(f, **kw)``."""
     if type(f) is types.FunctionType:
         own = f.__kwdefaults__ or {}
-        if made_by_grad(f):
+        if made_by_grad(f):   # (grad of its function bound so, at every order; else partial of it, below)
             inner, full = with_keywords(own["_ad_f"], args, kw)
-            if inner is own["_ad_f"]:
+            if type(inner) is not functools.partial:
                 return grad(inner, own["_ad_i"]), full
         else:
             bound = inspect.signature(f).bind(*args, **kw)
@@ -474,10 +497,10 @@ def gradients(f):
     not seen."""
     name = getattr(f, '__qualname__', repr(f))
     return _installing(f, None, None, f"gradients({name})",
-                       f"The gradients of {name} in every argument (``gradient(f, *args)``).")
+                       f"The gradients of {name} in every argument (``gradient(f, *args)``).", gradients)
 
 
-def _installing(f, pick, how, qualname, doc):
+def _installing(f, pick, how, qualname, doc, remake):
     """The function that ``grad(f, pick)`` (``how`` None), ``grad(f, pick, has_aux=True)`` (``"grad_aux"``),
     ``value_and_grad(f, pick)`` (``"value"``, ``"aux"`` with ``has_aux``) and ``gradients(f)`` (``pick`` None)
     return.  Its first call without keywords replaces its code by code specialised for the argument types
@@ -489,13 +512,14 @@ def _installing(f, pick, how, qualname, doc):
     ``_checked_gradients``.  Its keyword-only defaults (``_ad_self``, ``_ad_f``, ``_ad_i``, ``_ad_how``: the
     function itself, ``f``, ``pick`` and ``how``) never change, and the code it gets reads positional
     defaults only, which are set first: another thread that calls it meanwhile runs either code with what
-    that code reads."""
+    that code reads.  ``remake(h)`` makes the same function of ``h`` (a level of a tower: ``tower``)."""
     g = types.FunctionType(_grad_first.__code__, _grad_first.__globals__, qualname.replace(
         getattr(f, "__qualname__", ""), getattr(f, "__name__", "f")))
     g.__kwdefaults__ = {"_ad_self": g, "_ad_f": f, "_ad_i": pick, "_ad_how": how}
     g.__qualname__ = qualname
     g.__doc__ = doc
     g.__wrapped__ = f
+    g.__ad_remake__ = remake
     g.__ad_source__ = None
     return g
 
@@ -559,7 +583,8 @@ def _picker(pick, how):
     returns the value too, ``_valued_code``), and returns the picked gradients where they are eager (no
     Dask collection for ``as_arguments`` to convert); any other call goes to ``_checked_gradients``.  The
     code is that of ``gradient`` with those lines put in before it and at the place of its last statement,
-    so that an error shows the same frames."""
+    so that an error shows the same frames, and beyond the orders the transform reaches the same function of
+    f's recording (``tower``)."""
     made = _PICKERS.get((pick, how))
     if made is not None:
         return made
@@ -588,6 +613,9 @@ def _picker(pick, how):
         _picked_entries().visit(trying)
     trying.body[-1:] = _placed(ast.parse(after).body, trying.body[-1])
     trying.body[:0] = _placed(ast.parse(before + "f = _ad_f\n").body, trying)
+    handler = next(h for h in trying.handlers if isinstance(h.type, ast.Name) and h.type.id == "BeyondOrder")
+    handler.body = _placed(ast.parse("return _beyond(refusal, lambda r, a: _checked(r, _ad_i, _ad_how, a, {}), "
+                                     "_ad_f, args, kw)").body, handler.body[0])
     node.body = [_valued_code("vfast" if how == "value" else "afast").visit(trying) if how else trying]
     ns: dict = {}
     exec(compile(ast.fix_missing_locations(tree), gradient.__code__.co_filename, "exec"), globals(), ns)
@@ -750,12 +778,17 @@ def pullback(f, *args):
     store = Store()
     try:
         y, inner = within(current().but(store=store), J, f, *args)
+    except BeyondOrder as refusal:   # (beyond the orders the transform reaches: of f's recording, ``tower``)
+        return _beyond(refusal, lambda r, a: pullback(r, *a), f, args)
     except Exception as err:
         raise err.with_traceback(user_traceback(err.__traceback__))
 
     def back(dy):
         try:
             g = within(current().but(store=Store(store.boxes)), _pulled_back, inner, dy, args)
+        except BeyondOrder as refusal:
+            back.closure_gradient = None
+            return _beyond(refusal, lambda r, a: pullback(r, *a)[1](dy), f, args)
         except Exception as err:
             raise err.with_traceback(user_traceback(err.__traceback__))
         back.closure_gradient = g[0]
@@ -908,15 +941,15 @@ def gradient_code(f, args):
     if type(f) is types.FunctionType and made_by_grad(f):
         pick = f.__kwdefaults__["_ad_i"]
         if not isinstance(pick, int) or not 0 < n <= len(_GRAD_OF_GRAD):
-            raise UnsupportedError(f"a third or higher derivative (ad.grad of {f.__qualname__}) is supported for "
+            raise BeyondOrder(f"a third or higher derivative (ad.grad of {f.__qualname__}) is supported for "
                                    f"ad.grad of one picked argument (an int argnums) and 1 to {len(_GRAD_OF_GRAD)} "
                                    f"arguments, not argnums={pick!r} and {n} arguments")
         return _GRAD_OF_GRAD[n - 1]
     if hasattr(f, "__ad_code__"):
-        raise UnsupportedError(ByCode.refused_again)
+        raise BeyondOrder(ByCode.refused_again)
     if type(f) is types.FunctionType:
         if n != f.__code__.co_argcount:   # (ad.gradient and its forward mode fill the defaults in first)
-            raise UnsupportedError(f"a third derivative of {f.__qualname__} called without its arguments that have "
+            raise BeyondOrder(f"a third derivative of {f.__qualname__} called without its arguments that have "
                                    f"defaults is not supported: pass them")
         return specialised(f, args).generic.grad
     r = RULES.get(f) if 0 < n <= len(_BY_RULE) else None
@@ -988,7 +1021,7 @@ _BY_RULE = [_by_rule1, _by_rule2, _by_rule3]
 
 
 def _third_order(*args, **kw):
-    raise UnsupportedError(_THIRD_ORDER)
+    raise BeyondOrder(_THIRD_ORDER)
 
 
 def _deref_rule(f, i):
@@ -1004,7 +1037,7 @@ def _fngrad_rule(f, values):
 
 # forward over reverse through a call of ad.gradient (the gradient code of a function that calls it, under
 # forward mode): a third derivative of a function that calls ad.grad
-PAIRS[gradient] = refusing(gradient, "forward over reverse", _THIRD_ORDER)
+PAIRS[gradient] = refusing(gradient, "forward over reverse", _THIRD_ORDER, BeyondOrder)
 rules.mark_nondiff(gradient_code)
 rules.mark_nondiff(stand_in)
 rules.mark_nondiff(_picked_seed)

@@ -19,6 +19,7 @@ from . import rules
 from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_instrs
 from .ir import ARR, INT, NUM, Instr, has_gradient, spec_kind
 from .primal import terminator
+from .recorded import unshimmed
 from .runtime import BUILD_LOCK
 from .tangent import TRANSFORM
 
@@ -251,7 +252,9 @@ _JVPS: dict = {}   # (id(code), kinds) -> (code, entry)
 @TRANSFORM.provide
 def specialised_jvp(f: types.FunctionType, args):
     """The compiled forward entry of ``f`` for the kinds of ``args`` (transformed on first use); for a
-    function made by ``ad.grad``, its specialisation's ``jvp``."""
+    function made by ``ad.grad``, its specialisation's ``jvp``; of a copy that a recording reads its globals
+    through, the function's."""
+    f = unshimmed(f)
     kinds = tuple(map(spec_kind, args))
     code = f.__code__
     key = (id(code), kinds)

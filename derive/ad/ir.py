@@ -61,6 +61,12 @@ def is_array(x) -> bool:
     return type(x) is np.ndarray or type(x) in ARRAY_TYPES
 
 
+def writable_array(x) -> bool:
+    """Whether ``x`` is an array that ``x op= y`` writes into: ``is_array``, but not a stand-in of a recording that
+    holds a number (which Python rebinds)."""
+    return type(x) is np.ndarray or type(x) in ARRAY_TYPES and not isinstance(x, (np.generic, float, complex))
+
+
 def kind_of(x) -> str:
     """The kind of a run-time value: ``INT`` (ints, bools), ``NUM`` (other numbers), ``CONST_KIND``
     (strings, None ...) or ``ANY``."""

@@ -11,9 +11,9 @@ import types
 
 import numpy as np
 
-from ...errors import ShapeError, TensorLangError, UnsupportedError
+from ...errors import BeyondOrder, ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
-from .ir import NUM, is_array, kind_of
+from .ir import ARRAY_TYPES, NUM, is_array, kind_of
 from .probed import probed_code
 from .recorded import as_function_gradients, stand_in
 from .registry import refusing
@@ -27,6 +27,7 @@ from .runtime import (BOX_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, ac
                       keyword_grads, like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method,
                       with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
+from .tower import beyond
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
                       pullback_tangent, tangent_of, zero)
 
@@ -41,7 +42,10 @@ def jvp(f, primals, tangents):
         _check_tangent(x, t, f"tangents[{i}]")
     # an argument written in place has its tangent written too: the caller's tangent arrays are not (nor those
     # in the caller's lists, tuples and dicts)
-    y, ty = jvp_of(f, None, primals, fresh(tangents))
+    try:
+        y, ty = jvp_of(f, None, primals, fresh(tangents))
+    except BeyondOrder as refusal:   # (beyond the orders the transform reaches: of f's recording, ``tower``)
+        return beyond(refusal, lambda r, a: jvp(r, a, tangents), f, primals)
     return y, _dense_out(ty, y)
 
 
@@ -152,7 +156,7 @@ def _stacked(parts, axis, empty):
 
 def _shaped(J, y, x):
     J = J.reshape(np.shape(y) + np.shape(x))
-    return float(J) if J.ndim == 0 else J
+    return J if J.ndim else J[()] if type(J) in ARRAY_TYPES else float(J)   # (a stand-in of a recording: as is)
 
 
 def jacobian(f, argnums=0, mode=None):
@@ -165,6 +169,12 @@ def jacobian(f, argnums=0, mode=None):
         raise TensorLangError(f"ad.jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
 
     def jac(*args, **kw):
+        try:
+            return jacobian_at(args, kw)
+        except BeyondOrder as refusal:   # (beyond the orders the transform reaches: of f's recording, ``tower``)
+            return beyond(refusal, lambda r, a: jacobian(r, argnums, mode)(*a), f, args, kw)
+
+    def jacobian_at(args, kw):
         from .api import pullback, refuse_integers, with_keywords
         nums = tuple(i + len(args) if i < 0 else i for i in ((argnums,) if isinstance(argnums, int) else argnums))
         refuse_integers("jacobian", f, args, nums)
@@ -185,6 +195,7 @@ def jacobian(f, argnums=0, mode=None):
         return out[0] if isinstance(argnums, int) else tuple(out)
     jac.__name__ = f"jacobian({getattr(f, '__name__', 'f')})"
     jac.__ad_code__ = functools.partial(probed_code, f, argnums, False)
+    jac.__wrapped__, jac.__ad_remake__ = f, functools.partial(jacobian, argnums=argnums, mode=mode)
     return jac
 
 
@@ -193,7 +204,10 @@ def hvp(f, primals, tangents):
     along ``tangents``; one product per argument, as ``ad.gradient`` gives one gradient per argument (in
     its precision: float32 for a float32 array)."""
     from .api import gradient
-    return tuple(map(like, primals, jvp(gradient, (f, *primals), (None, *tangents))[1]))
+    try:
+        return tuple(map(like, primals, jvp(gradient, (f, *primals), (None, *tangents))[1]))
+    except BeyondOrder as refusal:   # (beyond the orders the transform reaches: of f's recording, ``tower``)
+        return beyond(refusal, lambda r, a: hvp(r, a, tangents), f, tuple(primals))
 
 
 def hessian(f, argnums=0):
@@ -205,12 +219,18 @@ def hessian(f, argnums=0):
         raise TensorLangError("ad.hessian: argnums must be one int")
 
     def hess(*args, **kw):
+        try:
+            return hessian_at(args, kw)
+        except BeyondOrder as refusal:   # (beyond the orders the transform reaches: of f's recording, ``tower``)
+            return beyond(refusal, lambda r, a: hessian(r, argnums)(*a), f, args, kw)
+
+    def hessian_at(args, kw):
         from .api import refuse_integers, with_keywords
         i = argnums + len(args) if argnums < 0 else argnums
         refuse_integers("hessian", f, args, (i,))
         g, args = with_keywords(f, args, kw) if kw else (f, args)
-        if not hasattr(f, "__ad_code__") and _array_valued(g, args):   # (one made by ad.hessian or ad.jacobian:
-            return jacobian(jacobian(g, i), i)(*args)                  # refused as differentiated twice below)
+        if _array_valued(g, args):
+            return jacobian(jacobian(g, i), i)(*args)
         x = _flat_input(args[i], f"ad.hessian: argument {argnums}")
         cols = []
         for j in range(x.size):
@@ -220,6 +240,7 @@ def hessian(f, argnums=0):
         return _shaped(_stacked(cols, 1, (0, 0)), args[i], args[i])
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
     hess.__ad_code__ = functools.partial(probed_code, f, argnums, True)
+    hess.__wrapped__, hess.__ad_remake__ = f, functools.partial(hessian, argnums=argnums)
     return hess
 
 
@@ -316,7 +337,7 @@ def _jvp_J(args, ts):
     if all(t is None for t in ts):
         return J(*args), NO_TANGENT
     if hasattr(f, "__ad_code__"):
-        raise UnsupportedError(ByCode.refused_again)
+        raise BeyondOrder(ByCode.refused_again)
     rule = rule_of(f)
     if rule is None and is_nondiff(f):   # (called as it is, as J calls it: its code is not differentiated)
         return J(*args), NO_TANGENT
@@ -342,8 +363,8 @@ def _jvp_J(args, ts):
     call = getattr(type(f), "__call__", None)
     if isinstance(call, types.FunctionType):   # a callable object: its __call__ with the object first
         return _adapted(_jvp_J((call, f, *xs), (None, *ts)), lambda g: g[1:], len(xs) + 1)
-    raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} is not "
-                           f"supported")
+    raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} is not "
+                      f"supported")
 
 
 def _jvp_partial(p, xs, ts):
@@ -421,8 +442,8 @@ def _jvp_construct(cls, xs, ts):
     if plain or not (isinstance(init, types.FunctionType) and cls.__new__ is object.__new__):
         y, back = J(cls, *xs)
         if not plain and any(t is not None for t in ts):
-            raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through constructing "
-                                   f"{cls.__qualname__} is not supported")
+            raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through constructing "
+                              f"{cls.__qualname__} is not supported")
         return (y, back), (JVP(cls, None, xs, ts)[1] if plain else None, ZERO)
     obj = object.__new__(cls)
     register(obj)
@@ -456,8 +477,8 @@ def _jvp_Jkw(args, ts):
         bound.apply_defaults()
         order = list(sig.parameters)
         if not set(names) <= set(order):
-            raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
-                                   f"keyword arguments it takes as **kwargs is not supported")
+            raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
+                              f"keyword arguments it takes as **kwargs is not supported")
         where = list(range(len(pos))) + [order.index(n) for n in names]
         paired = _jvp_J((f, *(bound.arguments[p] for p in order)), (None, *(tbound.arguments.get(p) for p in order)))
         return _adapted(paired, lambda g: (g[0], *(g[i + 1] for i in where)), len(xs) + 1)
@@ -476,12 +497,12 @@ def _jvp_Jkw(args, ts):
             return (None, *g), None if tg is None else (None, *tg)
         return (y, RulePullback(back, len(xs))), (ty, PullbackTangent(None, kernel_call))
     if rule is None and hasattr(f, "__ad_pullback__"):
-        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {f!r}, a primitive known by its "
-                               f"__ad_pullback__, is not supported (the derivative of its pullback is not known): "
-                               f"for a compiled tensorlang kernel, use tl.hessian on its program (kernel.expr)")
+        raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {f!r}, a primitive known by its "
+                          f"__ad_pullback__, is not supported (the derivative of its pullback is not known): "
+                          f"for a compiled tensorlang kernel, use tl.hessian on its program (kernel.expr)")
     if rule is None:
-        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
-                               f"keyword arguments {', '.join(names)} is not supported")
+        raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
+                          f"keyword arguments {', '.join(names)} is not supported")
     return _adapted(pair_jvp(f, rule, pos, tpos, kw, tkw), lambda g: keyword_grads(rule, len(pos), names, g),
                     len(xs) + 1, rule=not writes(rule))
 
@@ -544,7 +565,7 @@ def _jvp_Jm(args, ts):
         y, back = Jm(*args)
         return (y, back), (ty, store_linear(back))
     if rule is None or (type(obj), name) in BOX_METHODS:
-        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {what} is not supported")
+        raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {what} is not supported")
     k = len(kwnames)
     pos, kw = (obj, *xs[:len(xs) - k]), dict(zip(kwnames, xs[len(xs) - k:]))
     tpos, tkw = (ts[2], *ts[3:len(ts) - k]), dict(zip(kwnames, ts[len(ts) - k:]))
@@ -572,8 +593,8 @@ _register_api_rules()
 
 _FORWARD_INSIDE = ("a function that calls it is not differentiated (a third derivative): ad.jvp of a function that "
                    "calls ad.grad, or ad.grad and ad.jvp of one that calls ad.jvp, are")
-RULES[hvp] = refusing(hvp, "reverse", _FORWARD_INSIDE)
-JVP_RULES[hvp] = refusing(hvp, "forward", _FORWARD_INSIDE)
+RULES[hvp] = refusing(hvp, "reverse", _FORWARD_INSIDE, BeyondOrder)
+JVP_RULES[hvp] = refusing(hvp, "forward", _FORWARD_INSIDE, BeyondOrder)
 
 
 # ``jacobian`` and ``hessian`` called inside a differentiated function: the function made is differentiated by

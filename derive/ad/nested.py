@@ -29,7 +29,7 @@ import types
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...errors import BeyondOrder, UnsupportedError
 from .cotangent import dense
 from .nested_store import box_method
 from .registry import PAIRS
@@ -134,22 +134,22 @@ def _through_code(f, r, pos, kw, lead):
     if kw:
         bound = positional(r if r is not None else f, pos, kw)
         if bound is None:
-            raise UnsupportedError(f"a second differentiation through {_name(f)} called with keyword "
-                                   f"arguments is not supported")
+            raise BeyondOrder(f"a second differentiation through {_name(f)} called with keyword "
+                              f"arguments is not supported")
         pos, where = bound
     if r is None:   # f's generated pullback, f's own gradient first
         if len(pos) < f.__code__.co_argcount and not f.__code__.co_flags & inspect.CO_VARARGS:
             pos = with_defaults(f, pos)   # (defaults filled in, as J does; their gradients dropped)
         spec = TRANSFORM.fn(f, pos)
         if getattr(spec, "refused_again", None):   # a function that ad.grad made, differentiated a third time
-            raise UnsupportedError(spec.refused_again)
+            raise BeyondOrder(spec.refused_again)
         (y, back), pb = J(spec.generic.pb, f, *pos)
         where = [0] + [i + 1 for i in where]
         grads = lambda g: (g[1], *_at(g[2:], where[1:], -1))   # noqa: E731
     else:   # the rule's pullback, one gradient per argument
         if len(pos) > _MOST:
-            raise UnsupportedError(f"a second differentiation through {_name(f)} with more than {_MOST} "
-                                   f"arguments is not supported")
+            raise BeyondOrder(f"a second differentiation through {_name(f)} with more than {_MOST} "
+                              f"arguments is not supported")
         try:
             (y, back), pb = J(call_rule, r, pos)
         except UnsupportedError as e:
@@ -197,8 +197,8 @@ def _declared_back_rule(rule, args, kw, back, dy):
             return None, None, dkw, None, ddy
         along = LINEAR.get(rule)
         if tkw and not getattr(along, "keyword_tangents", False):
-            raise UnsupportedError(f"a second differentiation through a differentiable keyword argument of "
-                                   f"{_name(rule)} is not supported")
+            raise BeyondOrder(f"a second differentiation through a differentiable keyword argument of "
+                              f"{_name(rule)} is not supported")
         if along is not None:
             return None, None, None, None, along(args, kw, ts, tkw) if tkw else along(args, kw, ts)
         ddy, dargs = multilinear_along(rule, args, kw, ts, dy)
@@ -302,7 +302,7 @@ def _call(f, r, pos, kw):
         return _through_code(f, r, pos, kw, True)
     if isinstance(f, type) and not any(map(differentiable, (*pos, *kw.values()))):
         return (f(*pos, **kw), ZERO), _no_grads   # an object made from constants (its fields written later)
-    raise UnsupportedError(f"a second differentiation through {_name(f)} is not supported")
+    raise BeyondOrder(f"a second differentiation through {_name(f)} is not supported")
 
 
 def _partial_call(p, pos, kw):
@@ -310,8 +310,8 @@ def _partial_call(p, pos, kw):
     arguments in place (``runtime.partial_call``), whose pullback's gradients are picked for ``pos`` and
     ``kw``; the object itself has no gradient.  A partial that binds a differentiable value is refused."""
     if any(map(differentiable, (*p.args, *p.keywords.values()))):
-        raise UnsupportedError("a second differentiation through a functools.partial object that binds a "
-                               "differentiable value is not supported; pass the value as an argument")
+        raise BeyondOrder("a second differentiation through a functools.partial object that binds a "
+                          "differentiable value is not supported; pass the value as an argument")
     keywords = {**p.keywords, **kw}
     n, m = len(p.args), len(pos)
     full = (*p.args, *pos)
@@ -343,7 +343,7 @@ def _Jkw_rule(names, f, *args):
     k = len(names)
     pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
     if kw.get("out") is not None:
-        raise UnsupportedError("a second differentiation through out= is not supported")
+        raise BeyondOrder("a second differentiation through out= is not supported")
     pair, pb = _call(f, _rule_of(f), pos, kw)
 
     def back(d):
@@ -372,8 +372,8 @@ def _Jm_rule(name, kwnames, obj, *args):
     if r is None and (name in NONDIFF_METHODS or not differentiable(obj) and not any(map(differentiable, args))):
         return Jm(name, kwnames, obj, *args), ZERO   # (no derivative: nor has its pullback)
     if r is None:
-        raise UnsupportedError(f"a second differentiation through the method {type(obj).__qualname__}.{name} "
-                               f"is not supported")
+        raise BeyondOrder(f"a second differentiation through the method {type(obj).__qualname__}.{name} "
+                          f"is not supported")
     if kw:
         check_keywords(f"{type(obj).__name__}.{name}", r, kwnames)
     if (type(obj), name) in BOX_METHODS:
@@ -400,7 +400,7 @@ def _beyond(*args, **kw):
     """The rule of the rules above differentiated themselves, and the forward mode of J, Jkw and Jm called by
     gradient code differentiated again (``PAIRS``): a fourth derivative, or a third one through a call that
     f's gradient code makes by J."""
-    raise UnsupportedError(HIGHER_ORDER)
+    raise BeyondOrder(HIGHER_ORDER)
 
 
 # what J, Jkw and Jm return, differentiated again, is made by a primitive where a declared rule runs

@@ -28,7 +28,7 @@ from numbers import Number
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...errors import BeyondOrder, UnsupportedError
 from .context import Store, current, within
 from .cotangent import dense
 from .registry import PAIRS, primitive
@@ -328,7 +328,7 @@ def _no_box(v):
     """Refuses ``v`` that is a box or not a number or an array (a list's gradient moves through the store, which the
     third derivative does not follow)."""
     if _box_key(_inner_store(), _original(v)) is not None or not (type(v) is np.ndarray or isinstance(v, Number)):
-        raise UnsupportedError(_BOXES_AGAIN)
+        raise BeyondOrder(_BOXES_AGAIN)
 
 
 def _first_of_pair(d):

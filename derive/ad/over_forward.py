@@ -30,7 +30,7 @@ import types
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...errors import BeyondOrder, UnsupportedError
 from .cotangent import dense
 from .ir import NUM, is_array, kind_of
 from .mixed import fresh, jvp, jvp_of
@@ -128,8 +128,8 @@ def _jvp_forward(args, ts):
     if type(tf) is types.SimpleNamespace and all(v is None for v in vars(tf).values()):
         tf = None
     if tf is not None and not isinstance(f, types.FunctionType):
-        raise UnsupportedError(f"forward over forward through ad.jvp of {_name(f)}, whose state has tangents, is "
-                               f"not supported: pass those values to f as primals")
+        raise BeyondOrder(f"forward over forward through ad.jvp of {_name(f)}, whose state has tangents, is "
+                          f"not supported: pass those values to f as primals")
     primals, tangents = _checked(f, primals, tangents)
     n = len(primals)
     tx = (None,) * n if tx is None else tuple(tx)
@@ -199,8 +199,8 @@ def _refuse_captures(f):
     else:
         where = _captured_differentiable(f, set())
     if where is not None:
-        raise UnsupportedError(f"ad.grad through ad.jvp of {_name(f)}, which captures {where}, is not supported "
-                               f"(its gradient would be lost): pass the value to f as a primal with tangent None")
+        raise BeyondOrder(f"ad.grad through ad.jvp of {_name(f)}, which captures {where}, is not supported "
+                          f"(its gradient would be lost): pass the value to f as a primal with tangent None")
 
 
 def _real_value(v) -> bool:
@@ -262,11 +262,11 @@ def _name(f):
 
 
 def _beyond(*args, **kw):
-    raise UnsupportedError(_BEYOND)
+    raise BeyondOrder(_BEYOND)
 
 
-define(jvp, reverse=_jvp_reverse, forward=_jvp_forward, pair=refusing(jvp, "forward over reverse", _BEYOND),
-       refused={"reverse over reverse": _BEYOND})
+define(jvp, reverse=_jvp_reverse, forward=_jvp_forward,
+       pair=refusing(jvp, "forward over reverse", _BEYOND, BeyondOrder), refused={"reverse over reverse": _BEYOND})
 RULES[_jvp_reverse] = _beyond
 JVP_RULES[_jvp_forward] = _beyond
 PAIRS[_jvp_reverse] = _beyond

@@ -32,7 +32,7 @@ import numpy as np
 
 from ...errors import UnsupportedError, internal_file, library_file
 from .ir import ARRAY_TYPES
-from .runtime import RECORDED, ZERO, J, differentiable, filled
+from .runtime import RECORDED, RULES, ZERO, J, differentiable, filled
 from .source import generated, kept
 
 _MODULES = {np: "np", np.linalg: "np.linalg", np.fft: "np.fft", math: "math", cmath: "cmath"}
@@ -45,13 +45,19 @@ _WRITES_FIRST = frozenset({np.copyto, np.put, np.place, np.putmask, np.fill_diag
 
 WHY = ("it has no source (compiled from a string by exec, eval or compile), so tensorlang.ad differentiates the "
        "recording of its operations at this point")
+# what a recording is for, as its refusals say it: where the operation was, and the way out
+NO_SOURCE = (f"in a function whose source it does not have ({WHY})",
+             "write it with NumPy operations, or define the function with ad.define(text) so that its source is "
+             "differentiated")
 
 
 class Recording:
     """The lines of one recording, its constants (the values it reads that no argument gives; one name per
     object) and the count of its values."""
 
-    def __init__(self):
+    def __init__(self, why=NO_SOURCE):
+        self.why = why   # (``NO_SOURCE``, or a tower's: ``refused``)
+        self.thread = threading.get_ident()   # (recorded in the thread that records; another's operations refused)
         self.lines: list[str] = []
         self.constants: list = []
         self._names: dict[int, str] = {}
@@ -91,6 +97,8 @@ class Recording:
             if v._tl_rec is not self:
                 raise UnsupportedError(f"a value recorded while differentiating another call was kept and used here; "
                                        f"{WHY}")
+            if threading.get_ident() != self.thread:
+                raise refused("an operation in another thread (a thread pool's map)", self.why)
             return v._tl_name
         if v is None or v is Ellipsis or t is bool or t is int or t is str:
             return repr(v)
@@ -177,10 +185,10 @@ def _recording_of(args, kwargs=None) -> Recording:
     return None
 
 
-def refused(what: str) -> UnsupportedError:
-    return UnsupportedError(f"tensorlang.ad cannot record {what} in a function whose source it does not have ({WHY}): "
-                            f"write it with NumPy operations, or define the function with ad.define(text) so that "
-                            f"its source is differentiated")
+def refused(what: str, why=NO_SOURCE) -> UnsupportedError:
+    """The refusal of what a recording cannot follow; ``why``: what the recording is for (``Recording.why``)."""
+    where, way_out = why
+    return UnsupportedError(f"tensorlang.ad cannot record {what} {where}: {way_out}")
 
 
 class Traced:
@@ -210,17 +218,17 @@ class Traced:
     # -- what the recording does not follow -------------------------------------------------------------
     def __float__(self):
         raise refused("a conversion to a Python float by code it does not see (math in a function that has its "
-                       "source, or float reached other than by its name)")
+                       "source, or float reached other than by its name)", self._tl_rec.why)
 
     def __complex__(self):
-        raise refused("a conversion to a Python complex number by code it does not see")
+        raise refused("a conversion to a Python complex number by code it does not see", self._tl_rec.why)
 
     def __array__(self, dtype=None, copy=None):
         raise refused("a conversion to a NumPy array by code it does not see (np.asarray in a function that has "
-                       "its source, a value written into an array it does not follow)")
+                       "its source, a value written into an array it does not follow)", self._tl_rec.why)
 
     def __hash__(self):
-        raise refused("a value that depends on the arguments used as a key (of a dict or a set)")
+        raise refused("a value that depends on the arguments used as a key (of a dict or a set)", self._tl_rec.why)
 
     # -- what has no derivative: the value itself -----------------------------------------------------------
     def __bool__(self):
@@ -251,6 +259,13 @@ class Traced:
         return concrete(item) in self._tl_value
 
     # -- what is recorded ---------------------------------------------------------------------------------
+    def zeros(self, shape, dtype):
+        """Zeros of ``shape`` and ``dtype`` as a recorded array (the runtime makes the zeros of an array of a type
+        of ``ARRAY_TYPES`` so, writing into them what depends on it: ``tower``), made like this value, so that the
+        recording run on stand-ins makes them as stand-ins too."""
+        rec = self._tl_rec
+        return rec.result(rec.call("np.zeros_like", (self,), {"shape": shape, "dtype": dtype}), np.zeros(shape, dtype))
+
     def __iter__(self):
         return (self[i] for i in range(len(self._tl_value)))
 
@@ -264,8 +279,11 @@ class Traced:
         rec.lines.append(f"{self._tl_name}[{rec.key(key)}] = {rec.render(v)}")
 
     def __getattr__(self, name):
-        if name.startswith("_tl_"):
-            raise AttributeError(name)
+        if name.startswith("_tl_") or name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)   # (not the value's protocols: NumPy would read its data by __array_interface__)
+        if name in _RAW:
+            raise refused(f"a read of the memory of a value that depends on the arguments (.{name}), by code it does "
+                          f"not see (a compiled extension's)", self._tl_rec.why)
         value = getattr(self._tl_value, name)
         if callable(value) and not isinstance(value, type):
             return _Method(self, name)
@@ -275,7 +293,7 @@ class Traced:
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         rec = self._tl_rec
-        outs = _written(ufunc, inputs if method == "at" else (), kwargs)
+        outs = _written(rec, ufunc, inputs if method == "at" else (), kwargs)
         fexpr = _name_of(rec, ufunc)
         value = getattr(ufunc, method)(*concrete(inputs), **concrete(kwargs))
         text = rec.call(fexpr if method == "__call__" else f"{fexpr}.{method}", inputs, kwargs)
@@ -286,19 +304,23 @@ class Traced:
 
     def __array_function__(self, func, types_, args, kwargs):
         rec = self._tl_rec
-        _written(func, args if func in _WRITES_FIRST else (), kwargs)
+        _written(rec, func, args if func in _WRITES_FIRST else (), kwargs)
         value = func(*concrete(args), **concrete(kwargs))
         return rec.result(rec.call(_name_of(rec, func), args, kwargs), value)
 
 
-def _written(fn, first: tuple, kwargs) -> tuple:
+# the attributes of an array that hand its memory to code the recording does not see
+_RAW = frozenset({"ctypes", "data", "tobytes", "tofile", "tostring", "dumps", "dump"})
+
+
+def _written(rec: Recording, fn, first: tuple, kwargs) -> tuple:
     """The arrays of ``out=`` that a call of ``fn`` writes into, each refused, as is the first of ``first`` (the
     argument it writes into, where it writes into one), where it is not a recorded value: a write the recording
     would not see."""
     out = kwargs.get("out")
     outs = out if isinstance(out, tuple) else () if out is None else (out,)
     if any(type(o) is not Traced for o in outs + first[:1] if o is not None):
-        raise refused(f"{getattr(fn, '__name__', fn)} writing into an array that holds no recorded value")
+        raise refused(f"{getattr(fn, '__name__', fn)} writing into an array that holds no recorded value", rec.why)
     return outs
 
 
@@ -330,7 +352,9 @@ def _unary(symbol: str, op):
 
 _BINARY = {"+": ("add", operator.add), "-": ("sub", operator.sub), "*": ("mul", operator.mul),
            "/": ("truediv", operator.truediv), "//": ("floordiv", operator.floordiv), "%": ("mod", operator.mod),
-           "**": ("pow", operator.pow), "@": ("matmul", operator.matmul)}
+           "**": ("pow", operator.pow), "@": ("matmul", operator.matmul), "&": ("and", operator.and_),
+           "|": ("or", operator.or_), "^": ("xor", operator.xor), "<<": ("lshift", operator.lshift),
+           ">>": ("rshift", operator.rshift)}
 for _symbol, (_name, _op) in _BINARY.items():
     setattr(Traced, f"__{_name}__", _binary(_symbol, _op))
     setattr(Traced, f"__r{_name}__", _binary(_symbol, _op, reflected=True))
@@ -351,10 +375,14 @@ class _Method:
     def __init__(self, owner, name):
         self.owner, self.name = owner, name
 
+    @property
+    def __self__(self):   # (as a bound method's: the recorded value it is a method of)
+        return self.owner
+
     def __call__(self, *args, **kwargs):
         owner = self.owner
         rec = owner._tl_rec
-        _written(self.name, (), kwargs)
+        _written(rec, self.name, (), kwargs)
         value = getattr(owner._tl_value, self.name)(*concrete(args), **concrete(kwargs))
         return rec.result(rec.call(f"{owner._tl_name}.{self.name}", args, kwargs), value)
 
@@ -372,7 +400,7 @@ class _Call:
         rec = self.rec
         followed = _holds(args) or _holds(kwargs)
         if followed:
-            _written(self.fn, args if self.fn in _WRITES_FIRST else (), kwargs)
+            _written(rec, self.fn, args if self.fn in _WRITES_FIRST else (), kwargs)
         value = self.fn(*concrete(args), **concrete(kwargs))
         if not followed and not isinstance(value, np.ndarray):
             return value
@@ -381,9 +409,17 @@ class _Call:
     def __getattr__(self, name):   # (np.add.reduce, a kernel's attributes)
         return getattr(self.fn, name)
 
+    # (handed to tensorlang.ad by the recorded code, ``ad.jvp(np.sin, ...)``, it is its function: found in the rules)
+    def __hash__(self):
+        return hash(self.fn)
+
+    def __eq__(self, other):
+        return self.fn == (other.fn if type(other) is _Call else other)
+
 
 class _Module:
-    """A module the recorded function names (NumPy, ``math``), whose functions it records."""
+    """A module the recorded function names (NumPy, ``math``), whose functions it records; or (``expr`` None) one of
+    SciPy's, whose functions that have a derivative rule it records."""
 
     def __init__(self, module, expr, rec):
         self._module, self._expr, self._rec = module, expr, rec
@@ -391,11 +427,26 @@ class _Module:
     def __getattr__(self, name):
         value = getattr(self._module, name)
         if isinstance(value, types.ModuleType):
-            expr = _MODULES.get(value)
-            return _Module(value, expr, self._rec) if expr else value
+            return _module(value, self._rec)
         if callable(value) and not isinstance(value, type):
+            if self._expr is None:
+                return _Call(value, None, self._rec) if has_rule(value) else value
             return _Call(value, f"{self._expr}.{name}", self._rec)
         return value
+
+
+def _module(m, rec):
+    """Module ``m`` as a recorded function reads it (``_Module``), or as it is."""
+    expr = _MODULES.get(m)
+    return _Module(m, expr, rec) if expr or m.__name__.split(".")[0] == "scipy" else m
+
+
+def has_rule(f) -> bool:
+    """Whether ``f`` has a derivative rule (a library function the recording records as a call)."""
+    try:
+        return f in RULES
+    except TypeError:   # (unhashable)
+        return False
 
 
 class _NumberMeta(type):
@@ -453,6 +504,7 @@ def _shimmed(f: types.FunctionType, rec: Recording) -> types.FunctionType:
         if env is None:   # (registered before it is filled: the functions in it read it)
             env = envs[id(home)] = dict(home)
             env["__builtins__"] = _BUILTINS   # (first: a function takes its builtins from its globals when made)
+            env[_HOME] = home
             for name, v in home.items():
                 if name != "__builtins__":
                     env[name] = shim(v)
@@ -460,11 +512,12 @@ def _shimmed(f: types.FunctionType, rec: Recording) -> types.FunctionType:
 
     def shim(v):
         if isinstance(v, types.ModuleType):
-            expr = _MODULES.get(v)
-            return _Module(v, expr, rec) if expr else v
+            return _module(v, rec)
         if type(v) is types.FunctionType and not (library_file(v.__code__.co_filename)
                                                     or internal_file(v.__code__.co_filename)):
             return again(v)
+        if has_rule(v) and not isinstance(v, (type, np.ufunc)):   # (a library function with a rule: scipy's)
+            return _Call(v, None, rec)
         if isinstance(v, types.BuiltinFunctionType) and getattr(v, "__module__", None) in ("math", "cmath"):
             return _Call(v, f"{v.__module__}.{v.__name__}", rec)
         if hasattr(v, "__ad_pullback__") and callable(v):   # a compiled kernel
@@ -488,6 +541,21 @@ def _shimmed(f: types.FunctionType, rec: Recording) -> types.FunctionType:
     return again(f)
 
 
+_HOME = "__ad_home__"   # (in the globals of a shimmed function: the module's own globals)
+
+
+def unshimmed(f):
+    """``f`` as the transform takes it: a function whose globals are a recording's shim of its module's (a copy
+    that ``_shimmed`` made, or one that shimmed code defined) with its module's own, since generated code reads
+    the globals it is built in (and is shared by the functions of one code object); any other as it is."""
+    home = f.__globals__.get(_HOME)
+    if home is None:
+        return f
+    g = types.FunctionType(f.__code__, home, f.__name__, f.__defaults__, f.__closure__)
+    g.__kwdefaults__, g.__qualname__ = f.__kwdefaults__, f.__qualname__
+    return g
+
+
 def _stand_in(rec: Recording, value, expr: str, differentiated: bool):
     """The stand-in of argument ``value`` (reached in the recording by ``expr``): a copy of a number or an array
     as a ``Traced``, a tuple, list or dict of stand-ins, an int or string as it is; another object is a constant,
@@ -502,7 +570,7 @@ def _stand_in(rec: Recording, value, expr: str, differentiated: bool):
         return parts if t is dict else t(parts.values())
     if differentiated and differentiable(value) and not isinstance(value, (bool, int, str)):
         raise refused(f"an argument of type {t.__name__} (it follows numbers, arrays, and tuples, lists and "
-                       f"dicts of them)")
+                       f"dicts of them)", rec.why)
     return value
 
 
@@ -516,17 +584,19 @@ def _output(rec: Recording, y) -> str:
     if type(y) is dict and all(type(k) in (str, int) for k in y):
         return "{" + ", ".join(f"{k!r}: {_output(rec, x)}" for k, x in y.items()) + "}"
     raise refused(f"a function that returns a {type(y).__name__} (it follows numbers, arrays, and tuples, lists "
-                   f"and dicts of them)")
+                   f"and dicts of them)", rec.why)
 
 
-def recording(f: types.FunctionType, args: tuple, fixed=frozenset()) -> tuple[str, list]:
+def recording(f, args: tuple, fixed=frozenset(), shim=True, why=NO_SOURCE) -> tuple[str, list]:
     """``(text, constants)``: the recording of ``f`` called with ``args`` (``fixed``: the positions not
     differentiated), the text of a function ``_ad_recording(*constants)`` returning a function of the same
-    arguments."""
-    rec = Recording()
+    arguments.  ``shim`` False: ``f``'s code runs on the stand-ins as it is (a derivative that tensorlang.ad made,
+    whose generated code and rules compute on them as on arrays: ``tower``); ``why``: what the recording is for,
+    as its refusals say it."""
+    rec = Recording(why)
     params = [f"a{i}" for i in range(len(args))]
     stand_ins = [_stand_in(rec, a, p, i not in fixed) for i, (a, p) in enumerate(zip(args, params))]
-    y = _shimmed(f, rec)(*stand_ins)
+    y = (_shimmed(f, rec) if shim else f)(*stand_ins)
     out = _output(rec, y)
     name = f.__name__ if f.__name__.isidentifier() else "recorded"
     consts = [f"k{i}" for i in range(len(rec.constants))]
@@ -535,10 +605,10 @@ def recording(f: types.FunctionType, args: tuple, fixed=frozenset()) -> tuple[st
     return "\n".join(lines) + "\n", rec.constants
 
 
-def recorded(f: types.FunctionType, args: tuple, fixed=frozenset()) -> types.FunctionType:
+def recorded(f, args: tuple, fixed=frozenset(), shim=True, why=NO_SOURCE) -> types.FunctionType:
     """The recording of ``f`` at ``args`` as a function of the same arguments (its code shared by equal
-    recordings)."""
-    text, constants = recording(f, args, fixed)
+    recordings; ``shim`` and ``why`` as for ``recording``)."""
+    text, constants = recording(f, args, fixed, shim, why)
     factory = _CODE.get(text)
     if factory is None:
         digest = hashlib.sha1(text.encode()).hexdigest()[:12]
@@ -563,7 +633,7 @@ def stand_in(f, args: tuple, tangent=None):
     """``f`` where it is not a Python function without source, else its recording at ``args``
     (``recorded_in_place``): what the gradient code of ``f`` is made from and called with
     (``api.gradient_code``)."""
-    if type(f) is not types.FunctionType or kept(f):
+    if type(f) is not types.FunctionType or hasattr(f, "__ad_remake__") or kept(f):   # (one ad made: its own)
         return f
     return recorded_in_place(f, args, tangent)
 

@@ -156,14 +156,14 @@ def rule_owner(rule) -> Primitive | None:
     return None if key is None else REGISTRY[key]
 
 
-def refusing(key, mode: str, why: str):
+def refusing(key, mode: str, why: str, error=UnsupportedError):
     """A rule that refuses ``mode`` for ``key`` by name before running anything (recorded in its record's
-    ``refused``); its arguments are those of any rule."""
+    ``refused``), raising ``error``; its arguments are those of any rule."""
     define(key, refused={mode: why})
     name = REGISTRY[key].name
 
     def refuse(*args, **kw):
-        raise UnsupportedError(f"tensorlang.ad: {name} is not differentiated in {mode} mode: {why}")
+        raise error(f"tensorlang.ad: {name} is not differentiated in {mode} mode: {why}")
     return refuse
 
 

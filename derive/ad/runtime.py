@@ -24,7 +24,7 @@ import types
 import numpy as np
 
 from ...codegen.dask_graph import lazy_array
-from ...errors import UnsupportedError, library_file, user_call_site
+from ...errors import BeyondOrder, UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, ARRAY_TYPES, NUM, is_array, kind_of
@@ -831,10 +831,10 @@ def outside_refused(f, e: UnsupportedError) -> UnsupportedError | None:
     return err
 
 
-def rule_code_refused(name, e) -> UnsupportedError:
+def rule_code_refused(name, e) -> BeyondOrder:
     """The refusal of a second differentiation through primitive ``name`` whose rule's code the transform
-    refused with ``e``."""
-    return UnsupportedError(f"a second differentiation (reverse over reverse: ad.grad of ad.grad, ad.hessian of a "
+    refused with ``e`` (its recording is differentiated instead: ``tower``)."""
+    return BeyondOrder(f"a second differentiation (reverse over reverse: ad.grad of ad.grad, ad.hessian of a "
                             f"function that calls ad.grad) through {name} is not supported: the code of its rule "
                             f"is outside the subset tensorlang.ad transforms ({e})")
 

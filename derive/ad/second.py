@@ -35,7 +35,7 @@ import types
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...errors import BeyondOrder, UnsupportedError
 from .rules import structures
 from .rules.complexes import HOLOMORPHIC, holomorphic
 from .rules.jvp import write_attr, write_item
@@ -188,8 +188,8 @@ def called_name(f):
 def _called(name, rule, args, kw, tkw):
     """``rule(*args, **kw)`` for a rule whose keyword arguments have no tangents (``tkw``)."""
     if any(map(active, tkw.values())):
-        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} with a differentiable "
-                               f"keyword argument is not supported")
+        raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {name} with a differentiable "
+                          f"keyword argument is not supported")
     return rule(*args, **kw)
 
 
@@ -207,13 +207,13 @@ def _declared_or_code(name, rule, args, ts, kw, tkw):
         return (y, back), (ty, PullbackTangent(lambda dy: multilinear_along(rule, args, kw, ts, dy)[1]))
     bound = positional(rule, args, kw) if type(rule) is types.FunctionType else None
     if bound is None:
-        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
-                               f"its pullback has no forward-mode derivative")
+        raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
+                          f"its pullback has no forward-mode derivative")
     try:
         (y, back), tpair = code_jvp(rule, None, bound[0], _placed(ts, tkw, bound))
     except UnsupportedError as e:
-        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
-                               f"its rule is outside what forward mode differentiates") from e
+        raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {name} is not supported: "
+                          f"its rule is outside what forward mode differentiates") from e
     ty, tb = (None, None) if tpair is None else tpair
     return (y, back), (ty, pullback_tangent(back, tb) or ZERO)
 
@@ -312,8 +312,8 @@ def _write_item(args, ts):
     if type(obj) is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v, as the box rule writes it
         obj, ts = obj.base.reshape(-1), (None if ts[0] is None else np.reshape(ts[0].base, -1), *ts[1:])
     if type(obj) not in (list, dict, np.ndarray):
-        raise UnsupportedError(f"forward over reverse (ad.hessian, ad.hvp) through an item write into "
-                               f"{type(obj).__qualname__} (its __setitem__) is not supported")
+        raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through an item write into "
+                          f"{type(obj).__qualname__} (its __setitem__) is not supported")
     write_item(obj, ts[0], idx, val, ts[2])
 
 

@@ -487,7 +487,8 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
         return obj._replace(**kw), None if all(x is None for x in ty) else ty
     if kw.get("out") is not None:
         return _jvp_out(kwnames, args, ts, lambda rest, xs, txs: _jvp_method(name, rest, obj, tobj, xs, txs))
-    rule = JVP_METHOD_RULES.get((np.ndarray if t in ARRAY_TYPES else t, name))   # (a batch: an array's rules)
+    rule = JVP_METHOD_RULES.get((np.ndarray if t in ARRAY_TYPES or issubclass(t, np.generic) else t, name))
+    # (a batch, a NumPy scalar: an array's rules, as reverse mode's ``runtime.method_rule`` takes them)
     if rule is None and t is not np.ndarray:
         rule = next((JVP_METHOD_RULES[(b, name)] for b in t.__mro__[1:] if (b, name) in JVP_METHOD_RULES), None)
     if rule is not None:

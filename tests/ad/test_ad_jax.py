@@ -56,8 +56,7 @@ def test_grad_composes_into_a_second_derivative():
         assert ad.grad(ad.grad(math.sin))(x) == pytest.approx(-math.sin(x))
     assert ad.grad(ad.grad(lambda x: math.exp(2.0 * x)))(0.3) == pytest.approx(4 * math.exp(0.6))
     assert ad.grad(ad.grad(ad.grad(cube)))(1.0) == pytest.approx(6.0)
-    with pytest.raises(UnsupportedError, match="a fourth derivative"):
-        ad.grad(ad.grad(ad.grad(ad.grad(cube))))(1.0)
+    assert ad.grad(ad.grad(ad.grad(ad.grad(cube))))(1.0) == 0.0   # (of its recordings: ``tower``)
 
 
 def _central(f, x, h=1e-5):

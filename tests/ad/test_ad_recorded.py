@@ -260,6 +260,23 @@ def test_what_cannot_be_recorded_is_refused_by_name():
         ad.grad(lambda w: make["make"](w)(2.0))(0.3)
 
 
+def test_library_functions_are_recorded_by_their_rules_and_refused_without_one():
+    """A SciPy function with a derivative rule is one call of the recording (differentiated by its rule); one
+    without a rule runs on the stand-ins, and its np.asarray of one is refused.  NumPy read a stand-in's memory
+    through its __array_interface__ before: logsumexp's gradient was [1, 1, 1] (that of the sum alone) with no
+    error."""
+    scope = {}
+    exec("import numpy as np\nimport scipy.linalg\nimport scipy.stats\nfrom scipy.special import logsumexp\n"
+         "def lse(x):\n    return logsumexp(x) + np.sum(x)\n"
+         "def expm(x):\n    return np.sum(scipy.linalg.expm(np.outer(x, x)))\n"
+         "def zscored(x):\n    return np.sum(scipy.stats.zscore(x) * x)\n", scope)
+    x = np.array([0.1, 0.2, 0.3])
+    np.testing.assert_allclose(gradient_check(scope["lse"], x)[0], np.exp(x) / np.sum(np.exp(x)) + 1, rtol=1e-12)
+    gradient_check(scope["expm"], x)
+    with pytest.raises(UnsupportedError, match="cannot record a conversion to a NumPy array"):
+        ad.grad(scope["zscored"])(x)
+
+
 
 # the programs of the generated suites, exec'd without their text: the recorded path against differences
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

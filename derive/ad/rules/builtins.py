@@ -8,7 +8,7 @@ import numpy as np
 
 from ..lower import as_sequence
 from ..registry import define
-from ..runtime import LINEAR, J, NONDIFF, RULES, acc
+from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, acc
 
 
 def seq_grad(xs, g: list):
@@ -71,6 +71,9 @@ def _abs(x):
 
 
 def _float(x):
+    if type(x) in ARRAY_TYPES:   # (a batch of ad.vmap, a stand-in of a recording: its one entry, as a 0-d array)
+        shape = np.shape(x)
+        return np.reshape(x, ()), lambda dy: (np.reshape(dy, shape),)
     return float(x), lambda dy: (dy,)
 
 

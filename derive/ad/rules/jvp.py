@@ -26,7 +26,7 @@ import scipy.linalg as sl
 from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
-from ..ir import is_array
+from ..ir import is_array, writable_array
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad
 from ..runtime import acc as tadd
@@ -37,7 +37,8 @@ from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
 from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svdvals_tangent, cofactor,
                      cofactor_derivative, eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
-from .numpy import PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, norm_partials, norm_power, product, times
+from .numpy import (PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, holds_array_type, norm_partials, norm_power, product,
+                    stacked, times)
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
 from .scalar import INLINE_CALLS
 from .scipy_linalg import factor_of, lu_parts, row_order, transposed, triangle
@@ -288,6 +289,11 @@ def _array(f):
             y = asarray(args[0], dtype)
             y = y.copy() if f is np.array and y is args[0] else y
             return y, None if ts[0] is None or y.dtype.kind not in "fc" else asarray(ts[0], y.dtype)
+        if holds_array_type(args[0]):   # (lists of stand-ins of a recording: stacked, their tangents too)
+            y = stacked(args[0]) if dtype is None else stacked(args[0]).astype(dtype)
+            if ts[0] is None or y.dtype.kind not in "fc":
+                return y, None
+            return y, stacked(densify(ts[0], args[0])).astype(np.result_type(y.dtype, float))
         return _array_tangent(f(*args) if dtype is None else f(*args, dtype=dtype), args, ts)
     return rule
 
@@ -676,8 +682,8 @@ def getattr_(obj, tobj, name):
     """``obj.name`` and its tangent; a bound method's (``x.sum``) is ``SimpleNamespace(__self__=tobj)``, as
     reverse mode's gradient of one, which calling it reads."""
     t = type(obj)
-    if t is np.ndarray:
-        y = getattr(obj, name)
+    if t is np.ndarray or t in ARRAY_TYPES and inspect.getattr_static(obj, name, getattr_) is getattr_:
+        y = getattr(obj, name)   # (a stand-in of a recording: its value's)
         tobj = tangent_of(obj, tobj)
         if tobj is None or name not in ("T", "real", "imag", "flat"):
             return y, _bound_tangent(y, obj, tobj)
@@ -793,7 +799,7 @@ def _inplace(op):
 
     def rule(args, ts):
         a, b = args
-        if is_array(a) and a.dtype.kind in "fc":   # (a batch of ad.vmap too, whose data is its own)
+        if writable_array(a) and a.dtype.kind in "fc":   # (a batch of ad.vmap too, whose data is its own)
             if type(a) is np.ndarray and a.base is not None and type(ts[0]) is np.ndarray and ts[0].base is None:
                 raise UnsupportedError("tensorlang.ad.jvp: an in-place operation on a view of an array whose "
                                        "tangent is not a view of the array's own tangent")
@@ -804,7 +810,7 @@ def _inplace(op):
             a.extend(b) if op == "+" else a.update(b)
             return a, tangent_of(a, ty)
         m = getattr(type(a), name, None)
-        if isinstance(m, types.FunctionType):
+        if isinstance(m, types.FunctionType) and type(a) not in ARRAY_TYPES:   # (not a stand-in's: a number)
             y, ty = JVP(m, None, (a, b), ts)
             if y is not NotImplemented:
                 return y, ty

@@ -1,23 +1,44 @@
 """``math`` functions as ordinary rules, for calls the transform could not inline (arguments of unknown
 kind, calls through variables).  Built from the same templates as the inlined versions, as Python source
-(kept in ``linecache``), so that the rules can themselves be differentiated for nested derivatives."""
+(kept in ``linecache``), so that the rules can themselves be differentiated for nested derivatives.  Called
+with an array of a type of ``ARRAY_TYPES`` (a batch of ``ad.vmap``, a stand-in of a recording), which a
+``math`` function cannot take, a rule is its NumPy function's (``NUMPY_OF_MATH``)."""
 from __future__ import annotations
 
 import math as _m
 
-from ..runtime import RULES
+import numpy as np
+import scipy.special
+
+from ..runtime import ARRAY_TYPES, RULES
 from ..source import generated
 from .operators import pow_da, times
 from .scalar import INLINE_CALLS
 
+# the NumPy (and SciPy) function that computes each ``math`` function on arrays
+NUMPY_OF_MATH = {
+    _m.sin: np.sin, _m.cos: np.cos, _m.tan: np.tan, _m.exp: np.exp, _m.expm1: np.expm1, _m.log: np.log,
+    _m.log1p: np.log1p, _m.log2: np.log2, _m.log10: np.log10, _m.sqrt: np.sqrt, _m.tanh: np.tanh, _m.sinh: np.sinh,
+    _m.cosh: np.cosh, _m.asin: np.arcsin, _m.acos: np.arccos, _m.atan: np.arctan, _m.atan2: np.arctan2,
+    _m.hypot: np.hypot, _m.pow: np.power, _m.erf: scipy.special.erf, _m.fabs: np.abs,
+}
+
 
 def rule_from_template(f, spec, n):
-    """``rule(a0, ...)`` returning ``(f(a0, ...), back)`` with the template derivatives in ``back``."""
-    args = ", ".join(f"a{i}" for i in range(n))
-    exprs = "".join(t.format(*[f"a{i}" for i in range(n)], dy="dy", y="y", m="_m") + ", " for t in spec.derivs)
-    src = f"def rule_{spec.name}({args}):\n    y = f({args})\n    return y, lambda dy: ({exprs})\n"
+    """``rule(a0, ...)`` returning ``(f(a0, ...), back)`` with the template derivatives in ``back``; the rule of
+    ``NUMPY_OF_MATH[f]`` where an argument is of a type of ``ARRAY_TYPES``."""
+    names = [f"a{i}" for i in range(n)]
+    args = ", ".join(names)
+    exprs = "".join(t.format(*names, dy="dy", y="y", m="_m") + ", " for t in spec.derivs)
+    arrays = " or ".join(f"type({a}) in _arrays" for a in names)
+    src = (f"def rule_{spec.name}({args}):\n"
+           f"    if {arrays}:\n"
+           f"        return _rules[_on_arrays]({args})\n"
+           f"    y = f({args})\n"
+           f"    return y, lambda dy: ({exprs})\n")
     return generated(f"rule_{spec.name}", src, f"<tensorlang.ad rule {spec.name}>",
-                     {"f": f, "_m": _m, "_ad_times": times, "_ad_powd": pow_da})   # (the helpers templates name)
+                     {"f": f, "_m": _m, "_ad_times": times, "_ad_powd": pow_da,   # (the helpers templates name)
+                      "_arrays": ARRAY_TYPES, "_rules": RULES, "_on_arrays": NUMPY_OF_MATH[f]})
 
 
 for _f, _spec in INLINE_CALLS.items():

@@ -565,18 +565,34 @@ def _array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, like=
     if type(object) in ARRAY_TYPES and ndmin <= object.ndim:   # (a batch of ad.vmap: an array already)
         y = asarray(object, dtype)
         return (y.copy() if copy and y is object else y), lambda dy: (dy,)
-    y = np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin)
-    if type(object) is not np.ndarray and np.ndim(object) == 0:
+    of_arrays = ndmin == 0 and holds_array_type(object)   # (lists of stand-ins of a recording, batches of
+    if of_arrays:                                          # ad.vmap: stacked, as NumPy would)
+        y = stacked(object)
+        y = y if dtype is None else y.astype(dtype)
+    else:
+        y = np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin)
+    if not of_arrays and type(object) is not np.ndarray and np.ndim(object) == 0:
         return y, lambda dy: (np.reshape(dy, ())[()],)
     kind = type(object)
+    shape = y.shape if of_arrays else None   # (np.shape of lists of stand-ins would convert them)
 
     def back(dy):
         if kind is np.ndarray:
             return (np.reshape(dy, object.shape),)
-        g = asarray(dy).reshape(np.shape(object))
-        g = g.tolist() if kind in (list, tuple) and g.ndim == 1 else list(g)
+        g = asarray(dy).reshape(np.shape(object) if shape is None else shape)
+        g = g.tolist() if kind in (list, tuple) and g.ndim == 1 and type(g) not in ARRAY_TYPES else list(g)
         return (tuple(g) if kind is tuple else g,)
     return y, back
+
+
+def holds_array_type(x) -> bool:
+    """Whether lists or tuples ``x`` hold a value of a type of ``ARRAY_TYPES``."""
+    return type(x) in (list, tuple) and any(type(i) in ARRAY_TYPES or holds_array_type(i) for i in x)
+
+
+def stacked(x):
+    """``np.array(x)`` of lists or tuples ``x`` as stacks of their items (of a type of ``ARRAY_TYPES`` too)."""
+    return np.stack([stacked(i) for i in x]) if type(x) in (list, tuple) else asarray(x)
 
 
 def _asarray(a, dtype=None, order=None):
@@ -688,7 +704,10 @@ LINEAR[_sort] = _sort_along
 LINEAR.update({r: along_first(r) for r in (_reshape, _transpose, _diff)})   # (their code takes *args or writes)
 NONDIFF_CALLS = {np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.empty_like, np.arange,
                  np.shape, np.size, np.ndim, np.argmax, np.argmin, np.argsort, np.argpartition,
-                 np.floor, np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.eye, np.allclose,
+                 np.floor, np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.isinf, np.isposinf,
+                 np.isneginf, np.signbit, np.isreal, np.iscomplex, np.equal, np.not_equal, np.less, np.less_equal,
+                 np.greater, np.greater_equal, np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
+                 np.eye, np.allclose,
                  np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes,
                  np.tril_indices, np.triu_indices, np.tril_indices_from, np.triu_indices_from,
                  np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_}

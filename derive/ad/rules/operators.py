@@ -13,7 +13,7 @@ import numpy as np
 
 from ....codegen.dask_graph import known_shape, lazy_array, like_values
 from ....scalar_derivatives import SCALAR_DERIVATIVES
-from ..ir import CONST_KIND, INT, NUM, kind_of
+from ..ir import CONST_KIND, INT, NUM, kind_of, writable_array
 from ..runtime import ARRAY_TYPES, J, NONDIFF, RULES, ZERO, acc, acc_into, asarray, is_complex, unbroadcast, untracked
 from ..source import generated
 from .structures import dict_update, extend_list, setitem
@@ -241,7 +241,7 @@ def make_inplace(op):
     name = f"__i{DUNDER[op]}__"
 
     def rule(a, b):
-        if (type(a) is np.ndarray or type(a) in ARRAY_TYPES) and a.dtype.kind in "fc":
+        if writable_array(a) and a.dtype.kind in "fc":
             y, op_back = plain(a.copy(), b.copy() if b is a else b)
             fits(a, y)
             _, write_back = setitem(a, Ellipsis, y)
@@ -253,7 +253,7 @@ def make_inplace(op):
             _, update_back = dict_update(a, b)
             return a, lambda dy: update_back(acc_into(a, None, dy))
         m = getattr(type(a), name, None)
-        if isinstance(m, types.FunctionType):
+        if isinstance(m, types.FunctionType) and type(a) not in ARRAY_TYPES:   # (not a stand-in's: a number)
             y, own_back = J(m, a, b)
             if y is not NotImplemented:
                 return y, lambda dy: own_back(dy)[1:]

@@ -16,7 +16,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..cotangent import dense
 from ..registry import PAIRS, refusing
-from ..runtime import NONDIFF, RULES, WRITING_RULES, box_grad, part_of, register, unbroadcast
+from ..runtime import ARRAY_TYPES, NONDIFF, RULES, WRITING_RULES, asarray, box_grad, part_of, register, unbroadcast
 from ..tangent import JVP_RULES
 from .implemented import implemented_by
 from .jvp import ufunc_at
@@ -45,7 +45,7 @@ class Added:
         g = box_grad(self.obj)
         if g is None or self.obj.dtype.kind not in "fc":   # (a number added into an int array is rounded)
             return (None, None, None)
-        return (None, None, self.sign * unbroadcast(np.asarray(dense(g))[self.idx], self.val))
+        return (None, None, self.sign * unbroadcast(asarray(dense(g))[self.idx], self.val))
 
     def transpose(self, a, form, dd):
         dv = None if dd is None or len(dd) < 3 else dd[2]
@@ -58,7 +58,7 @@ class Added:
 def _added(u, sign):
     """The rule of ``u.at(a, indices, b)`` (``np.add``, ``np.subtract``): the write, by the box rules."""
     def rule(a, indices, b):
-        if type(a) is not np.ndarray:
+        if type(a) is not np.ndarray and type(a) not in ARRAY_TYPES:
             raise UnsupportedError(f"tensorlang.ad differentiates np.{u.__name__}.at into a NumPy array only, not "
                                    f"{type(a).__name__}")
         register(a)

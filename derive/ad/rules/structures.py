@@ -137,7 +137,7 @@ def getattr_(obj, name):
     if name in ("real", "imag") and is_complex(obj):
         return RULES[np.real if name == "real" else np.imag](obj)
     t = type(obj)
-    if t is np.ndarray:
+    if t is np.ndarray or t in ARRAY_TYPES and _absent(obj, name):   # (a stand-in of a recording: its value's)
         return _array_attr(obj, name)
     if name == "__dict__":
         raise UnsupportedError("tensorlang.ad does not differentiate an object's attributes read or written "

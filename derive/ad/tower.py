@@ -1,0 +1,105 @@
+"""Derivatives of any order, by recording each one at the point.
+
+The transform differentiates a derivative again by differentiating the code that computes it: to second order,
+and to third through primitives (``nested``, ``api.gradient_code``).  Where it does not reach, it raises
+``BeyondOrder``, and the entry point that was asked (the functions ``ad.grad``, ``ad.value_and_grad``,
+``ad.jacobian`` and ``ad.hessian`` make; ``ad.gradient``, ``ad.pullback``, ``ad.jvp``, ``ad.hvp``) is asked again
+for the same derivative of the function's *recording* at the point (``derivative_recording``), in which each
+derivative below it was recorded in turn: f's own (``recorded``, its helpers inlined), then, for each transform
+that made the function from f, innermost first, the recording of that transform of the last recording, run on
+stand-ins of the arguments.  The
+generated code and the rules it calls compute on the stand-ins like on arrays (``Traced`` is an array type to
+the runtime), so each recording of a derivative is straight-line code of primitives again, and the next level
+is a first derivative of it: no order is out of reach.  A tower is made per call (another point may branch
+otherwise), from one run of each derivative below on stand-ins.
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from ...errors import BeyondOrder, TensorLangError
+from .ir import ARRAY_TYPES
+from .recorded import Traced, recorded
+
+# what the recordings of a tower are for, as their refusals say it (``recorded.refused``)
+WHY = ("in a derivative of an order that the transform does not reach (tensorlang.ad records the derivatives below "
+       "it at this point, running them on stand-ins of the arguments)", "write it with NumPy operations")
+
+ARRAY_TYPES.add(Traced)   # (the runtime and the rules compute on a stand-in as on the array or number it holds)
+
+
+def made_from(g):
+    """``(f, remake)`` for a function ``g`` that tensorlang.ad made from ``f`` (``remake(h)`` makes the same
+    derivative of ``h``), else None."""
+    remake = getattr(g, "__ad_remake__", None)
+    return None if remake is None else (g.__wrapped__, remake)
+
+
+def derivative_recording(g, args: tuple, kw: dict | None = None):
+    """The recording of ``g`` called with ``args`` and keywords ``kw``: a straight-line function of the same
+    positional arguments that equals ``g`` near ``args``, made level by level (the module's docstring); to be
+    called with ``numpy_numbers(args)``, as it was recorded."""
+    args = numpy_numbers(args)
+    remakes = []
+    while (made := made_from(g)) is not None:
+        g, remake = made
+        remakes.append(remake)
+    if kw:   # (keyword arguments are not differentiated: constants of the recording)
+        g = _called_with(g, kw)
+    r = recorded(g, args, why=WHY) if type(g) is types.FunctionType else g
+    for remake in reversed(remakes):
+        r = recorded(remake(r), args, shim=False, why=WHY)
+    return r
+
+
+def _called_with(f, kw):
+    """``f`` with keyword arguments ``kw``, as a Python function of the positional ones."""
+    def call(*args):
+        return f(*args, **kw)
+    return call
+
+
+def _recordable(v) -> bool:
+    """Whether ``v`` holds numbers, arrays, ints, strings and None only (in tuples, lists and dicts), none of them a
+    stand-in of another recording: what a recording's arguments can be (else the refusal is of another entry
+    point's, a ``gradient`` that ``hvp`` differentiates, or of a level of a tower)."""
+    if type(v) in (tuple, list):
+        return all(map(_recordable, v))
+    if type(v) is dict:
+        return all(map(_recordable, v.values()))
+    return type(v) is not Traced and (v is None or isinstance(v, (bool, int, str, float, complex, np.number,
+                                                                     np.ndarray)))
+
+
+def beyond(refusal: BeyondOrder, run, f, args: tuple, kw: dict | None = None):
+    """``run(r, args)``, ``r`` the recording of ``f`` at ``args`` (``derivative_recording``), its numbers NumPy's
+    (``numpy_numbers``): what an entry point that the transform refused (``refusal``) for ``f`` gives.  Refused as
+    it was where ``f`` is a recording already or an argument a stand-in of another recording (the refusal is then
+    of a level of a tower), or where ``f`` cannot be recorded (the reason added)."""
+    if getattr(f, "__ad_recording__", False) or not _recordable(args) or kw and not _recordable(kw):
+        raise refusal
+    args = numpy_numbers(args)
+    try:
+        r = derivative_recording(f, args, kw)
+    except TensorLangError as why:   # (UnsupportedError, or a kernel's ShapeError naming the stand-in it refused)
+        raise BeyondOrder(f"{refusal}; and recording it at this point failed: {why}") from None
+    if r is f:   # (a primitive, not made by tensorlang.ad: nothing to record)
+        raise refusal
+    r.__ad_recording__ = True
+    return run(r, args)
+
+
+def numpy_numbers(v):
+    """``v`` with each Python float and complex number a NumPy scalar (in tuples, lists and dicts): the stand-ins of
+    a tower's levels are arrays to the runtime (``x.copy()``, ``x.dtype``), and its recordings are called with
+    what they recorded."""
+    t = type(v)
+    if t is float or t is complex:
+        return np.asarray(v)[()]
+    if t in (tuple, list):
+        return t(map(numpy_numbers, v))
+    if t is dict:
+        return {k: numpy_numbers(x) for k, x in v.items()}
+    return v

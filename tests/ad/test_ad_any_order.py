@@ -1,0 +1,245 @@
+"""Derivatives of any order (``derive/ad/tower.py``): fourth to sixth derivatives, third derivatives through
+calls of other functions, of functions that differentiate inside, of Jacobians and Hessians, in every entry point
+(``ad.grad``, ``value_and_grad``, ``ad.jvp``, ``ad.hvp``, ``ad.jacobian``, ``ad.hessian``, ``ad.pullback``),
+against SymPy's derivatives of the same functions written out (an oracle that shares no code with tensorlang.ad)
+and central differences of the derivative one order below; threads; what cannot be recorded refused by name.
+"""
+import functools
+import math
+import threading
+
+import numpy as np
+import pytest
+import sympy as sp
+
+import tensorlang as tl
+from tensorlang import ad
+from tensorlang.errors import UnsupportedError
+
+S = sp.Symbol("s")
+
+
+def _nth(f, n):
+    for _ in range(n):
+        f = ad.grad(f)
+    return f
+
+
+def _sympy_nth(expr, n, x):
+    return float(sp.diff(expr, S, n).subs(S, x).evalf(30))
+
+
+def _helper(x):
+    return x * np.sin(x)
+
+
+def _calls_helper(x):
+    return _helper(x) + x ** 3
+
+
+def _loop(x):
+    y = x
+    for _ in range(3):
+        y = y * 0.5 + np.tanh(y)
+    return y
+
+
+def _sympy_loop():
+    y = S
+    for _ in range(3):
+        y = y * sp.Rational(1, 2) + sp.tanh(y)
+    return y
+
+
+def _containers(x):
+    acc, d = [], {}
+    for k in range(3):
+        acc.append(x ** (k + 1))
+        d[k] = np.exp(-x * k)
+    return sum(a * d[k] for k, a in enumerate(acc))
+
+
+def _branches(x):
+    if x > 0:
+        return np.log1p(x * x) * np.cos(x)
+    return x ** 4
+
+
+def _made(a):
+    return lambda x: a * np.sin(x) ** 3
+
+
+SCALAR = [
+    ("np.sin*x^3", lambda x: np.sin(x) * x ** 3, sp.sin(S) * S ** 3),
+    ("math exp cos", lambda x: math.exp(-x * x) * math.cos(x), sp.exp(-S * S) * sp.cos(S)),
+    ("tanh^2", lambda x: np.tanh(x) ** 2, sp.tanh(S) ** 2),
+    ("x^2.5", lambda x: x ** 2.5, S ** sp.Rational(5, 2)),
+    ("helper", _calls_helper, S * sp.sin(S) + S ** 3),
+    ("loop", _loop, _sympy_loop()),
+    ("lists and dicts", _containers, sum(S ** (k + 1) * sp.exp(-S * k) for k in range(3))),
+    ("branch", _branches, sp.log(1 + S * S) * sp.cos(S)),
+    ("closure", _made(1.3), 1.3 * sp.sin(S) ** 3),
+]
+
+
+@pytest.mark.parametrize("order", [3, 4, 5])
+@pytest.mark.parametrize("name, f, expr", SCALAR, ids=[c[0] for c in SCALAR])
+def test_derivatives_of_order_three_to_five_by_sympy(name, f, expr, order):
+    for x in (0.4, 1.3):
+        assert _nth(f, order)(x) == pytest.approx(_sympy_nth(expr, order, x), rel=1e-9, abs=1e-9)
+
+
+def test_a_sixth_derivative():
+    x = 0.7
+    assert _nth(np.sin, 6)(x) == pytest.approx(-math.sin(x), rel=1e-12)
+    f = lambda x: np.exp(np.sin(x))   # noqa: E731
+    assert _nth(f, 6)(x) == pytest.approx(_sympy_nth(sp.exp(sp.sin(S)), 6, x), rel=1e-9)
+
+
+def test_the_fourth_derivative_agrees_with_differences_of_the_third():
+    """The third derivative through the transform (a function of primitives), the fourth through recordings."""
+    f = lambda x: np.exp(-x * x) * np.cos(3 * x)   # noqa: E731
+    third = _nth(f, 3)
+    x, h = 0.3, 1e-4
+    central = lambda step: (third(x + step) - third(x - step)) / (2 * step)   # noqa: E731
+    assert _nth(f, 4)(x) == pytest.approx((4 * central(h / 2) - central(h)) / 3, rel=1e-6)
+
+
+def _two(x, y):
+    return np.sin(x * y) + x ** 3 * y * y
+
+
+def test_mixed_partials_in_two_arguments():
+    X, Y = sp.symbols("x y")
+    expr = sp.sin(X * Y) + X ** 3 * Y * Y
+    x, y = 0.3, 0.7
+    at = {X: x, Y: y}
+    g = ad.grad(ad.grad(ad.grad(ad.grad(_two, 1), 0), 1), 0)   # d4/dx2 dy2, innermost in y first
+    assert g(x, y) == pytest.approx(float(sp.diff(expr, Y, X, Y, X).subs(at)), rel=1e-10)
+    g = ad.grad(ad.grad(ad.grad(ad.grad(_two), 1)), 1)
+    assert g(x, y) == pytest.approx(float(sp.diff(expr, X, Y, X, Y).subs(at)), rel=1e-10)
+    both = ad.grad(_nth(_two, 3), (0, 1))(x, y)
+    assert both[0] == pytest.approx(float(sp.diff(expr, X, 4).subs(at)), rel=1e-10)
+    assert both[1] == pytest.approx(float(sp.diff(expr, X, 3, Y).subs(at)), rel=1e-10)
+
+
+def test_value_and_grad_has_aux_and_keywords_at_fourth_order():
+    f = lambda x, scale=1.0: scale * np.sin(x) * x ** 2   # noqa: E731
+    x = 0.6
+    third, fourth = (_sympy_nth(sp.sin(S) * S ** 2, n, x) for n in (3, 4))
+    value, grad = ad.value_and_grad(_nth(f, 3))(x)
+    assert value == pytest.approx(third, rel=1e-10) and grad == pytest.approx(fourth, rel=1e-10)
+    assert _nth(f, 4)(x, scale=2.0) == pytest.approx(2 * fourth, rel=1e-10)
+    assert _nth(f, 3)(x, scale=2.0) == pytest.approx(2 * third, rel=1e-10)
+    aux = lambda x: (_nth(f, 3)(x, 1.0), "label")   # noqa: E731
+    g, label = ad.grad(aux, has_aux=True)(x)
+    assert g == pytest.approx(fourth, rel=1e-10) and label == "label"
+
+
+# -- arrays ------------------------------------------------------------------------------------------------------
+X3 = sp.symbols("x0:3")
+
+
+def _h(x):
+    return np.sum(np.sin(x) * x ** 2) + x[0] * x[1] * x[2] + np.exp(x[0] * x[1])
+
+
+def _sympy_h():
+    return sum(sp.sin(v) * v ** 2 for v in X3) + X3[0] * X3[1] * X3[2] + sp.exp(X3[0] * X3[1])
+
+
+def _sympy_tensor(expr, order, x):
+    at = dict(zip(X3, x))
+    out = np.empty((3,) * order)
+    for index in np.ndindex(*out.shape):
+        out[index] = float(sp.diff(expr, *(X3[i] for i in index)).subs(at))
+    return out
+
+
+XA = np.array([0.3, -0.5, 0.9])
+
+
+def test_third_derivative_tensors_of_an_array_function():
+    expected = _sympy_tensor(_sympy_h(), 3, XA)
+    np.testing.assert_allclose(ad.hessian(ad.grad(_h))(XA), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ad.jacobian(ad.hessian(_h))(XA), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ad.jacobian(ad.jacobian(ad.grad(_h)))(XA), expected, rtol=1e-10, atol=1e-12)
+    v = np.array([0.2, -1.0, 0.5])
+    H, dH = ad.jvp(ad.hessian(_h), (XA,), (v,))
+    np.testing.assert_allclose(H, _sympy_tensor(_sympy_h(), 2, XA), rtol=1e-10)
+    np.testing.assert_allclose(dH, expected @ v, rtol=1e-10, atol=1e-12)
+    # the Hessian-vector product of the gradient's components' sum, and a pullback of the Hessian
+    hv = ad.hvp(lambda x: np.sum(ad.grad(_h)(x)), (XA,), (v,))[0]
+    np.testing.assert_allclose(hv, np.einsum("ijk,k->j", expected, v), rtol=1e-10, atol=1e-12)
+    w = np.arange(9.0).reshape(3, 3)
+    y, back = ad.pullback(ad.hessian(_h), XA)
+    np.testing.assert_allclose(back(w)[0], np.einsum("ij,ijk->k", w, expected), rtol=1e-10, atol=1e-12)
+
+
+def test_the_fourth_derivative_tensor():
+    np.testing.assert_allclose(ad.hessian(ad.hessian(_h))(XA), _sympy_tensor(_sympy_h(), 4, XA), rtol=1e-10,
+                               atol=1e-12)
+
+
+def _calls_grad(x):
+    return x * ad.grad(lambda y: x * y * y)(2.0)   # 4 x^2
+
+
+def _calls_jacobian(s):
+    return np.sum(ad.jacobian(lambda s: np.tanh(np.array([1.0, 2.0]) * s))(s) ** 2)
+
+
+def test_functions_that_differentiate_inside():
+    assert ad.grad(ad.grad(_calls_grad))(0.37) == pytest.approx(8.0, rel=1e-12)
+    assert _nth(_calls_grad, 3)(0.37) == pytest.approx(0.0, abs=1e-12)
+    expr = (1 - sp.tanh(S) ** 2) ** 2 + (2 * (1 - sp.tanh(2 * S) ** 2)) ** 2
+    for n in (2, 3):
+        assert _nth(_calls_jacobian, n)(0.3) == pytest.approx(_sympy_nth(expr, n, 0.3), rel=1e-10)
+    assert ad.hessian(_calls_jacobian)(0.3) == pytest.approx(_sympy_nth(expr, 2, 0.3), rel=1e-10)
+
+
+def test_a_function_without_source_at_fourth_order():
+    namespace = {}
+    exec("import math\ndef f(x):\n    return math.sin(x) * x ** 3 + float(x) ** 2\n", namespace)
+    x = 0.8
+    assert _nth(namespace["f"], 4)(x) == pytest.approx(_sympy_nth(sp.sin(S) * S ** 3 + S ** 2, 4, x), rel=1e-10)
+
+
+def test_fourth_derivatives_in_threads_are_independent():
+    cases = [(np.sin, x, math.sin(x)) for x in (0.1, 0.9)] + [
+        (lambda x: np.exp(2.0 * x), x, 16.0 * math.exp(2.0 * x)) for x in (0.2, -0.4)]
+    results = [None] * len(cases)
+    start = threading.Barrier(len(cases))
+
+    def run(k):
+        f, x, _ = cases[k]
+        start.wait()
+        results[k] = [_nth(f, 4)(x) for _ in range(3)]
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (_, _, expected), got in zip(cases, results):
+        assert got == pytest.approx([expected] * 3, rel=1e-12)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel():
+    return tl.compile(tl.parse("x : [n]R\na : [n]R\ngen(i:n) [0 < i] * x[i] * x[i - 1] * a[i] + sin(x[i])"))
+
+
+def test_what_cannot_be_recorded_is_refused_by_name():
+    v, kernel = np.array([0.3, -0.2, 0.5]), _kernel()
+
+    def around_a_kernel(s):
+        y = kernel(x=v * s, a=v)
+        return np.sum(y * y)
+
+    with pytest.raises(UnsupportedError, match="recording it at this point failed: input x cannot be read as an array: .* in a derivative of an order"):
+        _nth(around_a_kernel, 3)(0.1)
+    assert ad.grad(ad.grad(around_a_kernel))(0.1) == pytest.approx(
+        (ad.grad(around_a_kernel)(0.1 + 1e-5) - ad.grad(around_a_kernel)(0.1 - 1e-5)) / 2e-5, rel=1e-6)
+    with pytest.raises(UnsupportedError, match="infinite or undefined .* it came out NaN"):
+        _nth(lambda y: np.power(0.0, y), 3)(0.3)
