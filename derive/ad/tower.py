@@ -50,8 +50,35 @@ def derivative_recording(g, args: tuple, kw: dict | None = None):
         g = _called_with(g, kw)
     r = recorded(g, args, why=WHY) if type(g) is types.FunctionType else g
     for remake in reversed(remakes):
-        r = recorded(remake(r), args, shim=False, why=WHY)
+        r = recorded(_dense(remake, r), args, shim=False, why=WHY)
     return r
+
+
+def _dense(remake, r):
+    """``remake(r)`` as a level of a tower: a gradient that ``ad.grad``, ``value_and_grad`` or ``gradients`` gives
+    as None (it does not depend on the argument) is zeros of the argument's shape, which the next level
+    differentiates (``ad.grad`` of a function that returns None would be refused)."""
+    made = remake(r)
+    how = getattr(remake, "func", remake).__name__
+    if how not in ("grad", "value_and_grad", "gradients"):
+        return made
+    keywords = getattr(remake, "keywords", {})
+    pick, aux = keywords.get("argnums"), keywords.get("has_aux", False)
+
+    def level(*args):
+        y = made(*args)
+        if how == "gradients":
+            return tuple(map(_zeros_for_none, y, args))
+        g = y[1] if how == "value_and_grad" else y[0] if aux else y
+        g = _zeros_for_none(g, args[pick]) if isinstance(pick, int) else tuple(
+            _zeros_for_none(gi, args[i]) for gi, i in zip(g, pick))
+        return (y[0], g) if how == "value_and_grad" else (g, y[1]) if aux else g
+    return level
+
+
+def _zeros_for_none(g, x):
+    """Gradient ``g`` of argument ``x``, zeros like ``x`` where it is None and ``x`` a number or an array."""
+    return np.zeros_like(x) if g is None and type(x) is Traced else g
 
 
 def _called_with(f, kw):

@@ -243,3 +243,12 @@ def test_what_cannot_be_recorded_is_refused_by_name():
         (ad.grad(around_a_kernel)(0.1 + 1e-5) - ad.grad(around_a_kernel)(0.1 - 1e-5)) / 2e-5, rel=1e-6)
     with pytest.raises(UnsupportedError, match="infinite or undefined .* it came out NaN"):
         _nth(lambda y: np.power(0.0, y), 3)(0.3)
+
+
+def test_derivatives_that_are_constants_and_zeros():
+    """A level whose gradient does not depend on the argument (None from ``ad.grad`` for an array) is zeros to the
+    next level: the fourth derivative of a quadratic is 0, its fourth derivative tensor zeros."""
+    assert _nth(lambda x: x * x, 4)(0.5) == 0.0
+    assert _nth(lambda z: (z * z).real, 4)(0.5) == 0.0
+    np.testing.assert_array_equal(ad.hessian(ad.hessian(lambda v: np.sum(v * v)))(XA), np.zeros((3, 3, 3, 3)))
+    assert _nth(lambda x: x ** 3, 3)(0.5) == pytest.approx(6.0) and _nth(lambda x: x ** 3, 5)(0.5) == 0.0

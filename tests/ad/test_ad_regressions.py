@@ -821,3 +821,18 @@ def test_a_partial_of_a_power_that_overflows_is_infinite_not_an_overflow_error()
         assert ad.grad(lambda x: x ** -1.0)(1e-200) == -math.inf
     with pytest.warns(RuntimeWarning, match="overflow"):
         assert ad.grad(ad.grad(lambda x: x ** -1.0))(1e-200) == math.inf
+
+
+def test_attributes_of_numpy_scalars_and_masks_of_bitwise_operators():
+    """``(x * c).real`` with ``c`` a NumPy scalar raised a raw TypeError (the attribute's gradient was taken for
+    an object's field); a NumPy scalar's ``.real``, ``.imag`` and ``.T`` are a 0-d array's.  A mask made by a
+    bitwise operator has no derivative (it had no rule)."""
+    c = np.float64(2.0)
+    for f, d in ((lambda x: (x * c).real, 2.0), (lambda x: (x * c).imag + x, 1.0), (lambda x: (x * c).T, 2.0)):
+        assert ad.grad(f)(0.5) == pytest.approx(d, rel=1e-15)
+        assert ad.jvp(f, (0.5,), (1.0,))[1] == pytest.approx(d, rel=1e-15)
+        assert ad.grad(ad.grad(lambda x: f(x) * x))(0.5) == pytest.approx(2 * d, rel=1e-15)
+    x = np.array([0.5, -2.0, -0.3])
+    g = ad.grad(lambda x: np.sum(np.where(np.bitwise_or(x > 0, x < -1), x * x, 0.0)))(x)
+    np.testing.assert_array_equal(g, [1.0, -4.0, 0.0])
+

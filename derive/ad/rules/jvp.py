@@ -682,8 +682,9 @@ def getattr_(obj, tobj, name):
     """``obj.name`` and its tangent; a bound method's (``x.sum``) is ``SimpleNamespace(__self__=tobj)``, as
     reverse mode's gradient of one, which calling it reads."""
     t = type(obj)
-    if t is np.ndarray or t in ARRAY_TYPES and inspect.getattr_static(obj, name, getattr_) is getattr_:
-        y = getattr(obj, name)   # (a stand-in of a recording: its value's)
+    if t is np.ndarray or isinstance(obj, np.generic) or t in ARRAY_TYPES and inspect.getattr_static(
+            obj, name, getattr_) is getattr_:   # (a NumPy scalar's as a 0-d array's; a stand-in's: its value's)
+        y = getattr(obj, name)
         tobj = tangent_of(obj, tobj)
         if tobj is None or name not in ("T", "real", "imag", "flat"):
             return y, _bound_tangent(y, obj, tobj)

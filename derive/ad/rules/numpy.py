@@ -707,6 +707,7 @@ NONDIFF_CALLS = {np.zeros, np.ones, np.zeros_like, np.ones_like, np.empty, np.em
                  np.floor, np.ceil, np.round, np.trunc, np.floor_divide, np.isnan, np.isfinite, np.isinf, np.isposinf,
                  np.isneginf, np.signbit, np.isreal, np.iscomplex, np.equal, np.not_equal, np.less, np.less_equal,
                  np.greater, np.greater_equal, np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
+                 np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert, np.left_shift, np.right_shift,
                  np.eye, np.allclose,
                  np.isclose, np.array_equal, np.result_type, np.iscomplexobj, np.isscalar, np.broadcast_shapes,
                  np.tril_indices, np.triu_indices, np.tril_indices_from, np.triu_indices_from,

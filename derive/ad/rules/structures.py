@@ -137,8 +137,8 @@ def getattr_(obj, name):
     if name in ("real", "imag") and is_complex(obj):
         return RULES[np.real if name == "real" else np.imag](obj)
     t = type(obj)
-    if t is np.ndarray or t in ARRAY_TYPES and _absent(obj, name):   # (a stand-in of a recording: its value's)
-        return _array_attr(obj, name)
+    if t is np.ndarray or isinstance(obj, np.generic) or t in ARRAY_TYPES and _absent(obj, name):
+        return _array_attr(obj, name)   # (a NumPy scalar's as a 0-d array's; a stand-in of a recording: its value's)
     if name == "__dict__":
         raise UnsupportedError("tensorlang.ad does not differentiate an object's attributes read or written "
                                "through its __dict__ (use obj.name or setattr)")
