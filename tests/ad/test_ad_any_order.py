@@ -2,11 +2,11 @@
 calls of other functions, of functions that differentiate inside, of Jacobians and Hessians, in every entry point
 (``ad.grad``, ``value_and_grad``, ``ad.jvp``, ``ad.hvp``, ``ad.jacobian``, ``ad.hessian``, ``ad.pullback``),
 against SymPy's derivatives of the same functions written out (an oracle that shares no code with tensorlang.ad)
-and central differences of the derivative one order below; threads; what cannot be recorded refused by name.
+and central differences of the derivative one order below; what cannot be recorded refused by name (threads:
+test_ad_third_order.py).
 """
 import functools
 import math
-import threading
 
 import numpy as np
 import pytest
@@ -203,26 +203,6 @@ def test_a_function_without_source_at_fourth_order():
     exec("import math\ndef f(x):\n    return math.sin(x) * x ** 3 + float(x) ** 2\n", namespace)
     x = 0.8
     assert _nth(namespace["f"], 4)(x) == pytest.approx(_sympy_nth(sp.sin(S) * S ** 3 + S ** 2, 4, x), rel=1e-10)
-
-
-def test_fourth_derivatives_in_threads_are_independent():
-    cases = [(np.sin, x, math.sin(x)) for x in (0.1, 0.9)] + [
-        (lambda x: np.exp(2.0 * x), x, 16.0 * math.exp(2.0 * x)) for x in (0.2, -0.4)]
-    results = [None] * len(cases)
-    start = threading.Barrier(len(cases))
-
-    def run(k):
-        f, x, _ = cases[k]
-        start.wait()
-        results[k] = [_nth(f, 4)(x) for _ in range(3)]
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(cases))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for (_, _, expected), got in zip(cases, results):
-        assert got == pytest.approx([expected] * 3, rel=1e-12)
 
 
 @functools.lru_cache(maxsize=None)
