@@ -217,7 +217,8 @@ def test_what_cannot_be_recorded_is_refused_by_name():
         y = kernel(x=v * s, a=v)
         return np.sum(y * y)
 
-    with pytest.raises(UnsupportedError, match="recording it at this point failed: input x cannot be read as an array: .* in a derivative of an order"):
+    with pytest.raises(UnsupportedError, match="recording it at this point failed: input x cannot be read as an "
+                                               "array: .* in a derivative of an order"):
         _nth(around_a_kernel, 3)(0.1)
     assert ad.grad(ad.grad(around_a_kernel))(0.1) == pytest.approx(
         (ad.grad(around_a_kernel)(0.1 + 1e-5) - ad.grad(around_a_kernel)(0.1 - 1e-5)) / 2e-5, rel=1e-6)
