@@ -32,11 +32,11 @@ import numpy as np
 
 from ...errors import UnsupportedError, internal_file, library_file
 from .ir import ARRAY_TYPES
-from .runtime import RECORDED, RULES, ZERO, J, differentiable, filled
+from .runtime import NONDIFF, RECORDED, RULES, ZERO, J, differentiable, filled
 from .source import generated, kept
 
 _MODULES = {np: "np", np.linalg: "np.linalg", np.fft: "np.fft", math: "math", cmath: "cmath"}
-_ENV = {"np": np, "math": math, "cmath": cmath}
+_ENV = {"np": np, "math": math, "cmath": cmath, "_ad_made": None}   # (``made``: filled in below)
 _KEPT = 256   # recordings whose compiled code is kept (by their text)
 _CODE: dict[str, types.FunctionType] = {}
 _LOCK = threading.Lock()
@@ -62,6 +62,7 @@ class Recording:
         self.constants: list = []
         self._names: dict[int, str] = {}
         self.count = 0
+        self.stand_in: str | None = None   # (the name of one stand-in of a number or an array: ``made``)
 
     def constant(self, value) -> str:
         name = self._names.get(id(value))
@@ -404,7 +405,10 @@ class _Call:
         value = self.fn(*concrete(args), **concrete(kwargs))
         if not followed and not isinstance(value, np.ndarray):
             return value
-        return rec.result(rec.call(self.expr or rec.constant(self.fn), args, kwargs), value)
+        text = rec.call(self.expr or rec.constant(self.fn), args, kwargs)
+        if not followed and rec.stand_in is not None:   # (an array made from constants: ``made``)
+            text = f"_ad_made({text}, {rec.stand_in})"
+        return rec.result(text, value)
 
     def __getattr__(self, name):   # (np.add.reduce, a kernel's attributes)
         return getattr(self.fn, name)
@@ -556,12 +560,24 @@ def unshimmed(f):
     return g
 
 
+def made(value, like):
+    """``value``, an array that recorded code made from constants (``np.zeros(n)``, which it may write into), as
+    the recording's line ``_ad_made(np.zeros(n), a0)`` gives it: a copy of it, or, where ``like`` (a stand-in of
+    the recording's arguments) is a stand-in of another recording (this recording run on stand-ins: a level of a
+    tower), a copy made a value of that recording, into which the code can write its stand-ins."""
+    if type(like) is Traced:
+        rec = like._tl_rec
+        return rec.result(rec.call("_ad_made", (value, like), {}), value.copy())
+    return value.copy()
+
+
 def _stand_in(rec: Recording, value, expr: str, differentiated: bool):
     """The stand-in of argument ``value`` (reached in the recording by ``expr``): a copy of a number or an array
     as a ``Traced``, a tuple, list or dict of stand-ins, an int or string as it is; another object is a constant,
     refused where it is ``differentiated`` and may hold a differentiable value."""
     if _followed(value):
         copy = value.copy() if isinstance(value, np.ndarray) or type(value) in ARRAY_TYPES else value
+        rec.stand_in = rec.stand_in or expr
         return Traced(copy, expr, rec)
     t = type(value)
     if t in (tuple, list) or t is dict:
@@ -650,3 +666,7 @@ def recorded_pullback(f, args):
     """J of a function without source: J of its recording at ``args`` (``as_function_gradients``)."""
     y, back = J(recorded(f, args), *args)
     return y, lambda dy: as_function_gradients(back(dy))
+
+
+_ENV["_ad_made"] = made
+NONDIFF.add(made)   # (an array made from constants: no derivative; its writes have theirs)

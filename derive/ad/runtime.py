@@ -93,8 +93,8 @@ def unbroadcast(g, x):
         return summed_to(g if type(g) in ARRAY_TYPES else np.asarray(g), shape)
     if lazy_array(x) or lazy_array(g):   # a Dask array: summed lazily
         return summed_to(g, x.shape if lazy_array(x) else ())
-    if type(g) is np.ndarray or type(g) is Indexed:   # (an indexed one: a tangent of a gradient, at second order)
-        return dense(g).sum()
+    if type(g) is np.ndarray or type(g) is Indexed or type(g) in ARRAY_TYPES and g.ndim:
+        return dense(g).sum()   # (an indexed one: a tangent of a gradient, at second order; a batch's per example)
     return g
 
 

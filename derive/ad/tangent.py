@@ -180,6 +180,8 @@ def follow_views(y, ty, args, ts):
     another array's, or part of it, unless the arrays share memory themselves, and a write into an array
     writes into a tangent of its own (``x + 0.0``'s tangent has the values of ``x``'s, and is never ``x``'s;
     ``np.linalg.eigh(x)[0]``'s is not a read-only diagonal)."""
+    if ty is not None and type(y) in ARRAY_TYPES and any(ta is ty and a is not y for a, ta in zip(args, ts)):
+        return ty.copy()   # (an array of a type of ARRAY_TYPES, whose memory is not followed: never another's)
     if type(y) is not np.ndarray or y.dtype.kind not in "fc":
         return ty
     root = (ty if ty.base is None else memory_owner(ty)) if type(ty) is np.ndarray else None

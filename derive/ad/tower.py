@@ -10,8 +10,10 @@ that made the function from f, innermost first, the recording of that transform 
 stand-ins of the arguments.  The
 generated code and the rules it calls compute on the stand-ins like on arrays (``Traced`` is an array type to
 the runtime), so each recording of a derivative is straight-line code of primitives again, and the next level
-is a first derivative of it: no order is out of reach.  A tower is made per call (another point may branch
-otherwise), from one run of each derivative below on stand-ins.
+is a first derivative of it: no order is out of reach.  Each level's recording is checked against the
+derivative run on the arguments themselves (``_check``) and refused where they disagree.  A tower is made per
+call (another point may branch otherwise), from one run of each derivative below on stand-ins and one on the
+arguments.
 """
 from __future__ import annotations
 
@@ -50,8 +52,45 @@ def derivative_recording(g, args: tuple, kw: dict | None = None):
         g = _called_with(g, kw)
     r = recorded(g, args, why=WHY) if type(g) is types.FunctionType else g
     for remake in reversed(remakes):
-        r = recorded(_dense(remake, r), args, shim=False, why=WHY)
+        level = _dense(remake, r)
+        r = recorded(level, args, shim=False, why=WHY)
+        _check(r, level, args)
     return r
+
+
+def _check(r, level, args):
+    """Refuses recording ``r`` of derivative ``level`` where, at ``args``, it does not give the value that
+    ``level`` gives run on the arguments themselves: the runtime computed something else on stand-ins than on
+    arrays, and the next level would differentiate it."""
+    got, want = r(*_copies(args)), level(*_copies(args))
+    if not _close(got, want):
+        raise BeyondOrder(f"the recording of {getattr(level, '__qualname__', 'a derivative')} at this point gives "
+                          f"{got!r}, where the derivative itself gives {want!r}")
+
+
+def _copies(v):
+    t = type(v)
+    if t in (tuple, list):
+        return t(map(_copies, v))
+    if t is dict:
+        return {k: _copies(x) for k, x in v.items()}
+    return v.copy() if isinstance(v, np.ndarray) else v
+
+
+def _close(a, b) -> bool:
+    """Whether values ``a`` and ``b`` (numbers, arrays, None, tuples, lists and dicts of them) agree to rounding."""
+    if type(a) in (tuple, list) or type(b) in (tuple, list):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_close, a, b))
+    if type(a) is dict or type(b) is dict:
+        return type(a) is type(b) and a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if a is None or b is None:
+        return a is None and b is None or _close(0.0, a if b is None else b)
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    a, b = np.asarray(a), np.asarray(b)
+    scale = max(float(np.max(np.abs(b), initial=0.0)), 1.0)
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= 1e-9 * scale)) or \
+        bool(np.array_equal(a, b, equal_nan=True))
 
 
 def _dense(remake, r):

@@ -46,8 +46,9 @@ from .structures import AxisConcatenator, index_grad
 
 
 def _fit(t, y):
-    """Tangent ``t`` broadcast to the shape of an array result ``y`` (a number operand's tangent)."""
-    if type(y) is np.ndarray and np.shape(t) != y.shape:
+    """Tangent ``t`` broadcast to the shape of an array result ``y`` (a number operand's tangent; of a batch's
+    per example, a stand-in's as its value's)."""
+    if is_array(y) and np.shape(t) != y.shape:
         return np.broadcast_to(t, y.shape).astype(np.result_type(t, float))
     return t
 
@@ -55,7 +56,7 @@ def _fit(t, y):
 def _fresh(t, y):
     """Tangent ``t`` of an operand as the tangent of ``y``, a new array of the operand's values (``x + 0.0``):
     a copy (broadcast to ``y``'s shape), so that no other array has it as its tangent."""
-    if type(t) is np.ndarray and t.shape == np.shape(y):
+    if is_array(t) and t.shape == np.shape(y):   # (a stand-in of a recording's too)
         return t.copy()
     return _fit(t, y)
 
