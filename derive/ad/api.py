@@ -942,15 +942,15 @@ def gradient_code(f, args):
         pick = f.__kwdefaults__["_ad_i"]
         if not isinstance(pick, int) or not 0 < n <= len(_GRAD_OF_GRAD):
             raise BeyondOrder(f"a third or higher derivative (ad.grad of {f.__qualname__}) is supported for "
-                                   f"ad.grad of one picked argument (an int argnums) and 1 to {len(_GRAD_OF_GRAD)} "
-                                   f"arguments, not argnums={pick!r} and {n} arguments")
+                              f"ad.grad of one picked argument (an int argnums) and 1 to {len(_GRAD_OF_GRAD)} "
+                              f"arguments, not argnums={pick!r} and {n} arguments")
         return _GRAD_OF_GRAD[n - 1]
     if hasattr(f, "__ad_code__"):
         raise BeyondOrder(ByCode.refused_again)
     if type(f) is types.FunctionType:
         if n != f.__code__.co_argcount:   # (ad.gradient and its forward mode fill the defaults in first)
             raise BeyondOrder(f"a third derivative of {f.__qualname__} called without its arguments that have "
-                                   f"defaults is not supported: pass them")
+                              f"defaults is not supported: pass them")
         return specialised(f, args).generic.grad
     r = RULES.get(f) if 0 < n <= len(_BY_RULE) else None
     if r is None:

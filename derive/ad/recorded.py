@@ -36,7 +36,7 @@ from .runtime import NONDIFF, RECORDED, RULES, ZERO, J, differentiable, filled
 from .source import generated, kept
 
 _MODULES = {np: "np", np.linalg: "np.linalg", np.fft: "np.fft", math: "math", cmath: "cmath"}
-_ENV = {"np": np, "math": math, "cmath": cmath, "_ad_made": None}   # (``made``: filled in below)
+_ENV = {"np": np, "math": math, "cmath": cmath}   # (and ``_ad_made``: ``made``, below)
 _KEPT = 256   # recordings whose compiled code is kept (by their text)
 _CODE: dict[str, types.FunctionType] = {}
 _LOCK = threading.Lock()
@@ -520,10 +520,10 @@ def _shimmed(f: types.FunctionType, rec: Recording) -> types.FunctionType:
         if type(v) is types.FunctionType and not (library_file(v.__code__.co_filename)
                                                     or internal_file(v.__code__.co_filename)):
             return again(v)
-        if has_rule(v) and not isinstance(v, (type, np.ufunc)):   # (a library function with a rule: scipy's)
-            return _Call(v, None, rec)
         if isinstance(v, types.BuiltinFunctionType) and getattr(v, "__module__", None) in ("math", "cmath"):
             return _Call(v, f"{v.__module__}.{v.__name__}", rec)
+        if has_rule(v) and not isinstance(v, (type, np.ufunc)):   # (a library function with a rule: scipy's)
+            return _Call(v, None, rec)
         if hasattr(v, "__ad_pullback__") and callable(v):   # a compiled kernel
             return _Call(v, None, rec)
         return v

@@ -835,8 +835,8 @@ def rule_code_refused(name, e) -> BeyondOrder:
     """The refusal of a second differentiation through primitive ``name`` whose rule's code the transform
     refused with ``e`` (its recording is differentiated instead: ``tower``)."""
     return BeyondOrder(f"a second differentiation (reverse over reverse: ad.grad of ad.grad, ad.hessian of a "
-                            f"function that calls ad.grad) through {name} is not supported: the code of its rule "
-                            f"is outside the subset tensorlang.ad transforms ({e})")
+                       f"function that calls ad.grad) through {name} is not supported: the code of its rule "
+                       f"is outside the subset tensorlang.ad transforms ({e})")
 
 
 def partial_call(p, args, kw):
