@@ -26,7 +26,9 @@ in the chunks of a Dask input, computed for a NumPy one.
 the graph, so Dask sends it once to each worker that needs it.  Unpickled, it writes the library to a
 worker-local cache named by the hash of its bytes (atomically: a temporary name, then a rename; sealed
 with its size and checksum like the kernel cache's entries) and loads it with ``codegen.runtime`` (NumPy
-and ctypes), once per process (``_RUNNERS``): a task looks its runner up.  Workers need NumPy, Dask and
+and ctypes), once per process (``_RUNNERS``): a task looks its runner up.  A runner recycles the slabs of
+dropped results (``runtime.Arguments.output``), keeping idle ones of at most ``1 / POOL_SHARE`` of its
+worker's memory limit.  Workers need NumPy, Dask and
 this package; no C compiler and no tensorlang build step.
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ import hashlib
 import itertools
 import operator
 import os
+import sys
 import tempfile
 import threading
 
@@ -45,6 +48,7 @@ from tensorlang.errors import ShapeError
 __all__ = ["BlockLibrary", "Graph", "collection", "known_shape", "lazy", "lazy_array", "like_values", "run_block"]
 
 _RUNNERS: dict = {}  # library key -> Runner, per process
+POOL_SHARE = 8   # a block runner keeps idle output buffers of at most this part of its worker's memory limit
 _LOCK = threading.Lock()
 
 
@@ -71,7 +75,9 @@ class BlockLibrary:
                 from tensorlang.codegen.entry_caller import caller
                 from tensorlang.codegen.runtime import Runner
 
-                _RUNNERS[self.key] = Runner(self.meta, load(self._materialise()), error=ShapeError, caller=caller())
+                runner = Runner(self.meta, load(self._materialise()), error=ShapeError, caller=caller())
+                runner.pool_budget = min(runner.pool_budget, _worker_memory_limit() // POOL_SHARE)
+                _RUNNERS[self.key] = runner
             return _RUNNERS[self.key]
 
     def _materialise(self) -> str:
@@ -85,6 +91,16 @@ class BlockLibrary:
                 f.write(self.data)
             install(tmp, path)
         return path
+
+
+def _worker_memory_limit() -> int:
+    """The memory limit of the Dask worker running this task (none: no limit)."""
+    distributed = sys.modules.get("distributed")
+    try:
+        limit = distributed.get_worker().memory_manager.memory_limit
+    except (AttributeError, ValueError):   # no distributed, or not in a worker
+        return 2**63
+    return limit or 2**63
 
 
 _FOLDER: list = []  # this process's folder for block libraries, once found

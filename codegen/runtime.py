@@ -194,6 +194,10 @@ def _is_sparse(v) -> bool:
 
 
 OUTPUT_POOL_BYTES = 1 << 20
+# the recycled output buffers a kernel keeps while no result holds them: two per size always (a loop
+# that drops each result before the next call), more while their bytes stay under this (the blocks of one
+# size a Dask worker computes in one graph, each held until the graph's result is sent)
+OUTPUT_POOL_IDLE_BYTES = min(PHYSICAL_MEMORY // 32, 1 << 30)
 
 
 def _assembler(structure, outputs: list):
@@ -208,8 +212,10 @@ def _assembler(structure, outputs: list):
     return eval(f"lambda o: {text(structure)}", {"float": float})   # noqa: S307 - the text is built above
 
 
-def _recycle(pool: list, buf) -> None:
-    if len(pool) < 2:
+def _recycle(pools: dict, pool: list, buf, budget: int) -> None:
+    """Gives the buffer of a dropped result back to its size's ``pool`` (one of ``pools``), or to the
+    allocator where two of its size are kept and the idle buffers would exceed ``budget`` bytes."""
+    if len(pool) < 2 or sum(size * len(p) for size, p in list(pools.items())) + buf.nbytes <= budget:
         pool.append(buf)
 
 
@@ -244,6 +250,7 @@ class Arguments:
         self.relations = meta["relations"]
         self.names = [i["name"] for i in self.inputs] + [r["name"] for r in self.relations]
         self._out_pool: dict = {}  # nbytes -> recycled output buffers (see output)
+        self.pool_budget = OUTPUT_POOL_IDLE_BYTES  # bytes of them kept beyond two per size
         self._transposes: dict = {}  # relation name -> its last transposed CSR (see _transposed)
         # a kernel whose inputs are arrays and pairs of arrays (no relations) prepares a call of arrays it
         # reads as they are from their shapes alone: what the checks found, per tuple of shapes (see plain);
@@ -580,7 +587,8 @@ class Arguments:
         kernel itself for a 32 MB gradient (the 2-D stencil at n = 2048).  The array is a view of a
         per-call holder object; every view of the result keeps the holder alive (NumPy's base chain
         stops at it), and the holder's finalizer returns the buffer to the pool only when the last
-        view is gone.  ``k`` is the output's number, for the message where it cannot be allocated."""
+        view is gone; the pool keeps two buffers per size, and more while their bytes stay within
+        ``pool_budget``.  ``k`` is the output's number, for the message where it cannot be allocated."""
         count = len(self.meta["outputs"])
         what = lambda: f"the kernel's output{f' {k}' if count > 1 else ''} of shape {shape}"  # noqa: E731
         nbytes = self._allocatable(shape, what)
@@ -598,7 +606,7 @@ class Arguments:
             except MemoryError:
                 self._fail(f"{what()} takes {nbytes:,} bytes, more than the memory free now: too large to allocate")
         holder = (ctypes.c_char * nbytes).from_buffer(buf)
-        weakref.finalize(holder, _recycle, pool, buf)
+        weakref.finalize(holder, _recycle, pools, pool, buf, self.pool_budget)
         return np.frombuffer(holder, dtype=self.dtype).reshape(shape)
 
 

@@ -630,6 +630,23 @@ def test_large_outputs_are_recycled_only_when_dropped():
     assert r3.ctypes.data == addr and np.array_equal(r3, 2 * (x + 2)) and np.array_equal(r2, 2 * (x + 1))
 
 
+def test_the_output_pool_keeps_what_its_budget_allows():
+    """Results held together and then dropped (the blocks of a Dask graph) are all recycled while their
+    bytes stay within the runner's budget; past it, two per size are kept."""
+    k = tl_compile(tl.parse("gen(i:n) x[i] * 2", x="[n]R"))
+    x = np.arange(300_000.0)   # 2.4 MB each
+    for budget, kept in ((1 << 30, 5), (0, 2)):
+        k._runner.pool_budget, k._runner._out_pool = budget, {}
+        held = [k(x=x) for _ in range(5)]
+        addresses = {r.ctypes.data for r in held}
+        del held
+        pooled = [b for p in k._runner._out_pool.values() for b in p]
+        assert len(pooled) == kept and {b.ctypes.data for b in pooled} <= addresses
+        del pooled
+        again = [k(x=x + 1) for _ in range(5)]
+        assert all(np.array_equal(r, 2 * (x + 1)) for r in again)
+
+
 def test_temporaries_live_in_a_reused_workspace():
     from tensorlang.derive.api import grad
 
