@@ -29,7 +29,8 @@ their windows follow (a chain of fused statements: the windows grow backwards th
 program is then itself a program, ``let t = gen(i0:len_t_0, ...) e[i_k := i_k + lo_t_k] in <the
 reader's block program>``, with one window of each input shared by all the statements it holds, which
 the single-kernel compiler compiles (and fuses) as any program.  Its task is given only what no
-statement of it computes (``BlockProgram.reads``).
+statement of it computes (``BlockProgram.reads``).  A reader that is not split is one block: the
+statements fused into it are computed whole, ``let t = e in <the reader's value>``, with no window.
 """
 from __future__ import annotations
 
@@ -287,10 +288,11 @@ def group_boxes(members: tuple, splits: tuple, block: tuple, sizes: dict) -> dic
 def block_program(stmt: Statement, splits: tuple, fused: tuple = ()) -> BlockProgram:
     """The statement's value with the dimensions of ``splits`` over one block, windowed, and the
     statements ``fused`` (whose values are generator nests over all their axes) computed on their
-    windows before it (module docstring)."""
-    if not splits:
-        return BlockProgram(stmt.value, reads=tuple(stmt.reads))
+    windows before it (module docstring); with no ``splits``, the value and ``fused`` whole."""
     members = (*fused, stmt)
+    if not splits:   # one block: the statements fused into it computed whole, before it
+        return BlockProgram(build_lets([(m.var, m.value) for m in fused], stmt.value),
+                            reads=group_reads(members)[0], fused=tuple(fused))
     names = _Names(m.value for m in members)
     value, sizes = stmt.value, []
     for split in splits:

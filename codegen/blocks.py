@@ -23,8 +23,11 @@ own, when: it is a generator nest over every axis of its result split along no s
 blocks is a tree of tasks: it ends a group), one statement reads it and reads it through windows, the
 reader is split, it is not a part of the output, and its windows over all the reader's blocks hold at
 most ``RECOMPUTE`` times its elements (chunks smaller than the halo recompute too much: the statement
-keeps blocks of its own).  Statements are considered from the last to the first, and for a reader its
-candidates from the latest to the earliest, so a chain fuses as far back as it can.  A statement fused
+keeps blocks of its own).  A reader left whole (one block: inputs in one chunk) takes in the same way
+the statements it reads that are whole too, computed whole before it: a program on one chunk is one
+task, as the kernel on NumPy arrays is one call.  Statements are considered from the last to the
+first, and for a reader its candidates from the latest to the earliest, so a chain fuses as far back
+as it can.  A statement fused
 is no Dask key: a block reads its inputs' chunks once and writes its result, and the statements between
 never leave the task.  ``fuse=False`` runs every statement as blocks of its own.
 
@@ -158,7 +161,8 @@ class StatementPlan:
         name = self.stmt.var.name if self.stmt.var is not None else "out"
         head = [f"{m.var.name} = {expr_str(m.value)}" for m in bp.fused] + [f"{name} = {expr_str(self.stmt.value)}"]
         if not bp.splits:
-            return "\n".join(head) + f"\n  one block (whole inputs), holding {self.footprint()}"
+            fused = f", {', '.join(m.var.name for m in bp.fused)} fused into {name}" if bp.fused else ""
+            return "\n".join(head) + f"\n  one block (whole inputs){fused}, holding {self.footprint()}"
         if bp.fused:
             head.append(f"  one block program: {', '.join(m.var.name for m in bp.fused)} fused into {name}, "
                         f"computed on their windows in each block")
@@ -319,12 +323,16 @@ class Blocked:
             blocks = list(itertools.product(*cuts))
             members, boxes = [k], self._boxes([k], splits, blocks, sizes)
             rejected: list = []
-            while fuse and splits:
+            while fuse:
                 candidates = [j for j, r in enumerate(self.reader) if r in members and j not in members
-                              and j not in rejected and not any(sp.kind == "sum" for sp in choices[j][0])]
+                              and j not in rejected and not any(sp.kind == "sum" for sp in choices[j][0])
+                              and (splits or not choices[j][0])]   # a whole reader: whole producers
                 if not candidates:
                     break
                 j = max(candidates)
+                if not splits:
+                    members = sorted(members + [j])
+                    continue
                 trial = sorted(members + [j])
                 trial_boxes = self._boxes(trial, splits, blocks, sizes)
                 var = self.statements[j].var

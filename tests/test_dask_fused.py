@@ -1,6 +1,6 @@
 """Statements fused into one block program per chunk (docs/dask.md, "Fused block programs"): the
 deconvolution's loss and gradients and the 2-D stencil energy's gradient, on Dask inputs in several
-chunkings (uneven ones, chunks smaller than the halo), equal the single-machine kernel and a NumPy
+chunkings (uneven ones, chunks smaller than the halo, one chunk), equal the single-machine kernel and a NumPy
 oracle (``np.correlate``, slicing: no code shared with tensorlang); a fused plan makes one block task per
 chunk where the unfused plan makes one per statement, and the statements fused into it are no keys of
 the graph.
@@ -31,6 +31,7 @@ CHUNKINGS = {
     "four": ((32, 32, 32, 29), (30, 30, 30, 30)),
     "uneven": ((7, 40, 3, 51, 24), (13, 1, 70, 36)),
     "small": ((1, 2, 1, 2) + (30,) * 3 + (29,), (2, 1) + (39,) * 3),
+    "whole": ((N + M - 1,), (N,)),   # one block: the statements fused into it computed whole
 }
 
 
@@ -153,6 +154,7 @@ STENCIL_CHUNKINGS = {  # chunks of u, and whether the residual X16 and its doubl
     "tiles": (((11, 5, 16), (7, 25)), True),
     "uneven": (((1, 13, 2, 16), (20, 1, 11)), True),
     "rows of one": (((1,) * (S + 2), (S + 2,)), False),  # a halo of 2 rows per row: 3x recomputed
+    "whole": (((S + 2,), (S + 2,)), True),  # one block, X16 and dX16 computed whole in it
 }
 FUSED = [("out", ["X16", "dX16"])]
 UNFUSED = [("dX16", ["X16"]), ("out", [])]  # dX16 reads X16 pointwise: nothing recomputed
