@@ -2,7 +2,7 @@
 ten times a worker's memory limit.
 
 Strong scaling: the deconvolution loss and its gradient in ``c`` at n = 4 * 10^6 and 4 * 10^7, and the
-gradient of the 2-D stencil energy on grids of as many cells, in 2, 4 and 8 chunks (row blocks), on a
+gradient of the 2-D stencil energy on grids of as many cells, in 1, 2, 4 and 8 chunks (row blocks), on a
 ``LocalCluster`` of 1 and of 2 worker processes of one thread each, inputs made on the workers and persisted.
 Against the same kernels on the whole NumPy arrays in this process, on one thread (the worker's: Dask's
 workers run with ``OMP_NUM_THREADS=1``) and on every core (OpenMP): throughput over theirs, and two workers'
@@ -195,7 +195,7 @@ def main(quick: bool = False) -> str:
             (deconv, lambda n, k: (deconvolution(0, n, k), n), "deconvolution loss + gradient"),
             (stencil, lambda n, k: (stencil_grid(0, int(round(n ** 0.5)), k), int(round(n ** 0.5)) ** 2),
              "2-D stencil gradient")):
-        rows, local = strong_rows(kernels, make, label, sizes, (2, 4, 8))
+        rows, local = strong_rows(kernels, make, label, sizes, (1, 2, 4, 8))
         lines += rows
         kernels_at += [f"{label} at {n:,}: {one * 1e3:.0f} ms on 1 thread, {every * 1e3:.0f} ms on every core"
                        for n, (one, every, _) in local.items()]
