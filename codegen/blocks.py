@@ -27,9 +27,9 @@ keeps blocks of its own).  A reader left whole (one block: inputs in one chunk) 
 the statements it reads that are whole too, computed whole before it: a program on one chunk is one
 task, as the kernel on NumPy arrays is one call.  Statements are considered from the last to the
 first, and for a reader its candidates from the latest to the earliest, so a chain fuses as far back
-as it can.  A statement fused
-is no Dask key: a block reads its inputs' chunks once and writes its result, and the statements between
-never leave the task.  ``fuse=False`` runs every statement as blocks of its own.
+as it can.  A statement fused is no Dask key: a block reads its inputs' chunks once and writes its
+result, and the statements between never leave the task.  ``fuse=False`` runs every statement as blocks
+of its own.
 
 **Runs.**  A block whose windows of chunked variables cross a chunk edge would have those windows joined
 (copied) by its task.  Instead its task runs the block program on pieces of the block (``_runs``): an

@@ -27,9 +27,8 @@ the graph, so Dask sends it once to each worker that needs it.  Unpickled, it wr
 worker-local cache named by the hash of its bytes (atomically: a temporary name, then a rename; sealed
 with its size and checksum like the kernel cache's entries) and loads it with ``codegen.runtime`` (NumPy
 and ctypes), once per process (``_RUNNERS``): a task looks its runner up.  A runner recycles the slabs of
-dropped results (``runtime.Arguments.output``), keeping idle ones of at most ``1 / POOL_SHARE`` of its
-worker's memory limit.  Workers need NumPy, Dask and
-this package; no C compiler and no tensorlang build step.
+dropped results (``runtime.Arguments.output``), keeping as many idle ones as ``pool_budget`` allows.
+Workers need NumPy, Dask and this package; no C compiler and no tensorlang build step.
 """
 from __future__ import annotations
 
@@ -76,7 +75,7 @@ class BlockLibrary:
                 from tensorlang.codegen.runtime import Runner
 
                 runner = Runner(self.meta, load(self._materialise()), error=ShapeError, caller=caller())
-                runner.pool_budget = min(runner.pool_budget, _worker_memory_limit() // POOL_SHARE)
+                runner.pool_budget = pool_budget()
                 _RUNNERS[self.key] = runner
             return _RUNNERS[self.key]
 
@@ -93,14 +92,20 @@ class BlockLibrary:
         return path
 
 
-def _worker_memory_limit() -> int:
-    """The memory limit of the Dask worker running this task (none: no limit)."""
+def pool_budget() -> int:
+    """The bytes of idle output buffers a block program's runner keeps beyond two per size: a worker
+    computes a graph's blocks of one size one after another and holds each until the graph's result is
+    sent, so its next computation needs as many buffers.  A 32nd of the machine's memory, at most 1 GiB,
+    and at most ``1 / POOL_SHARE`` of the worker's memory limit (Dask's memory manager counts them)."""
+    from tensorlang.codegen.runtime import PHYSICAL_MEMORY
+
+    budget = min(PHYSICAL_MEMORY // 32, 1 << 30)
     distributed = sys.modules.get("distributed")
     try:
         limit = distributed.get_worker().memory_manager.memory_limit
     except (AttributeError, ValueError):   # no distributed, or not in a worker
-        return 2**63
-    return limit or 2**63
+        return budget
+    return min(budget, limit // POOL_SHARE) if limit else budget
 
 
 _FOLDER: list = []  # this process's folder for block libraries, once found

@@ -194,10 +194,6 @@ def _is_sparse(v) -> bool:
 
 
 OUTPUT_POOL_BYTES = 1 << 20
-# the recycled output buffers a kernel keeps while no result holds them: two per size always (a loop
-# that drops each result before the next call), more while their bytes stay under this (the blocks of one
-# size a Dask worker computes in one graph, each held until the graph's result is sent)
-OUTPUT_POOL_IDLE_BYTES = min(PHYSICAL_MEMORY // 32, 1 << 30)
 
 
 def _assembler(structure, outputs: list):
@@ -250,7 +246,9 @@ class Arguments:
         self.relations = meta["relations"]
         self.names = [i["name"] for i in self.inputs] + [r["name"] for r in self.relations]
         self._out_pool: dict = {}  # nbytes -> recycled output buffers (see output)
-        self.pool_budget = OUTPUT_POOL_IDLE_BYTES  # bytes of them kept beyond two per size
+        # the bytes of idle ones kept beyond two per size (a loop that drops each result before the next
+        # call needs two): none, but for a Dask worker's block programs (codegen.dask_graph)
+        self.pool_budget = 0
         self._transposes: dict = {}  # relation name -> its last transposed CSR (see _transposed)
         # a kernel whose inputs are arrays and pairs of arrays (no relations) prepares a call of arrays it
         # reads as they are from their shapes alone: what the checks found, per tuple of shapes (see plain);

@@ -534,10 +534,14 @@ def test_block_runners_keep_idle_outputs_within_their_worker_memory_limit():
     """A block program's runner on a worker keeps idle output buffers (``runtime.Arguments.output``) of at
     most ``POOL_SHARE``-th of the worker's memory limit: Dask's memory manager counts them."""
     import distributed
-    from tensorlang.codegen.runtime import OUTPUT_POOL_IDLE_BYTES
+    from tensorlang.codegen.runtime import PHYSICAL_MEMORY
 
     grad_k = tl.compile(tl.grad(tl.parse(STENCIL), "u"))
     u = da.random.RandomState(12).standard_normal((402, 402), chunks=(100, 402))
+    assert close(grad_k(u=u).compute(scheduler="sync"), grad_k(u=u.compute()))   # in this process: no limit
+    assert grad_k._runner.pool_budget == 0   # the kernel's own runner: two per size
+    unlimited = min(PHYSICAL_MEMORY // 32, 1 << 30)
+    assert {r.pool_budget for r in dask_graph._RUNNERS.values()} == {unlimited}
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, memory_limit="1GiB") as c, distributed.Client(c) as client:
         assert close(grad_k(u=u).compute(), grad_k(u=u.compute()))
@@ -546,9 +550,9 @@ def test_block_runners_keep_idle_outputs_within_their_worker_memory_limit():
             [r.pool_budget for r in __import__("tensorlang.codegen.dask_graph", fromlist=["_"])._RUNNERS.values()])
         ).values()
     assert limit == 1 << 30 and budgets
-    assert budgets == [min(OUTPUT_POOL_IDLE_BYTES, limit // dask_graph.POOL_SHARE)] * len(budgets)
-    if OUTPUT_POOL_IDLE_BYTES > limit // dask_graph.POOL_SHARE:   # (a machine of more than 4 GiB)
-        assert budgets[0] < OUTPUT_POOL_IDLE_BYTES
+    assert budgets == [min(unlimited, limit // dask_graph.POOL_SHARE)] * len(budgets)
+    if unlimited > limit // dask_graph.POOL_SHARE:   # (a machine of more than 4 GiB)
+        assert budgets[0] < unlimited
 
 
 def test_sparse_least_squares_gradient_with_a_scipy_sparse_relation():
