@@ -27,7 +27,8 @@ the graph, so Dask sends it once to each worker that needs it.  Unpickled, it wr
 worker-local cache named by the hash of its bytes (atomically: a temporary name, then a rename; sealed
 with its size and checksum like the kernel cache's entries) and loads it with ``codegen.runtime`` (NumPy
 and ctypes), once per process (``_RUNNERS``): a task looks its runner up.  A runner recycles the slabs of
-dropped results (``runtime.Arguments.output``), keeping as many idle ones as ``pool_budget`` allows.
+dropped results (``runtime.Arguments.output``) in one pool shared by the process's block programs, which
+keeps as many idle ones as ``pool_budget`` allows.
 Workers need NumPy, Dask and this package; no C compiler and no tensorlang build step.
 """
 from __future__ import annotations
@@ -47,6 +48,7 @@ from tensorlang.errors import ShapeError
 __all__ = ["BlockLibrary", "Graph", "collection", "known_shape", "lazy", "lazy_array", "like_values", "run_block"]
 
 _RUNNERS: dict = {}  # library key -> Runner, per process
+_SLABS: dict = {}  # the block programs' recycled output buffers, by size: one pool, so one budget, per process
 POOL_SHARE = 8   # a block runner keeps idle output buffers of at most this part of its worker's memory limit
 _LOCK = threading.Lock()
 
@@ -75,7 +77,7 @@ class BlockLibrary:
                 from tensorlang.codegen.runtime import Runner
 
                 runner = Runner(self.meta, load(self._materialise()), error=ShapeError, caller=caller())
-                runner.pool_budget = pool_budget()
+                runner.out_pool, runner.pool_budget = _SLABS, pool_budget()   # one pool for all block programs
                 _RUNNERS[self.key] = runner
             return _RUNNERS[self.key]
 
@@ -93,10 +95,11 @@ class BlockLibrary:
 
 
 def pool_budget() -> int:
-    """The bytes of idle output buffers a block program's runner keeps beyond two per size: a worker
-    computes a graph's blocks of one size one after another and holds each until the graph's result is
-    sent, so its next computation needs as many buffers.  A 32nd of the machine's memory, at most 1 GiB,
-    and at most ``1 / POOL_SHARE`` of the worker's memory limit (Dask's memory manager counts them)."""
+    """The bytes of idle output buffers the block programs of this process keep together beyond two per
+    size: a worker computes a graph's blocks of one size one after another and holds each until the
+    graph's result is sent, so its next computation needs as many buffers.  A 32nd of the machine's
+    memory, at most 1 GiB, and at most ``1 / POOL_SHARE`` of the worker's memory limit (Dask's memory
+    manager counts them)."""
     from tensorlang.codegen.runtime import PHYSICAL_MEMORY
 
     budget = min(PHYSICAL_MEMORY // 32, 1 << 30)

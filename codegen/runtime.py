@@ -245,7 +245,7 @@ class Arguments:
         self.inputs = meta["inputs"]
         self.relations = meta["relations"]
         self.names = [i["name"] for i in self.inputs] + [r["name"] for r in self.relations]
-        self._out_pool: dict = {}  # nbytes -> recycled output buffers (see output)
+        self.out_pool: dict = {}  # nbytes -> recycled output buffers (see output; runners may share one)
         # the bytes of idle ones kept beyond two per size (a loop that drops each result before the next
         # call needs two): none, but for a Dask worker's block programs (codegen.dask_graph)
         self.pool_budget = 0
@@ -590,7 +590,7 @@ class Arguments:
         count = len(self.meta["outputs"])
         what = lambda: f"the kernel's output{f' {k}' if count > 1 else ''} of shape {shape}"  # noqa: E731
         nbytes = self._allocatable(shape, what)
-        pools = self._out_pool
+        pools = self.out_pool
         if nbytes < OUTPUT_POOL_BYTES:
             return np.empty(shape, dtype=self.dtype)
         if nbytes not in pools and len(pools) >= 4:

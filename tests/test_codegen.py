@@ -636,11 +636,11 @@ def test_the_output_pool_keeps_what_its_budget_allows():
     k = tl_compile(tl.parse("gen(i:n) x[i] * 2", x="[n]R"))
     x = np.arange(300_000.0)   # 2.4 MB each
     for budget, kept in ((1 << 30, 5), (0, 2)):
-        k._runner.pool_budget, k._runner._out_pool = budget, {}
+        k._runner.pool_budget, k._runner.out_pool = budget, {}
         held = [k(x=x) for _ in range(5)]
         addresses = {r.ctypes.data for r in held}
         del held
-        pooled = [b for p in k._runner._out_pool.values() for b in p]
+        pooled = [b for p in k._runner.out_pool.values() for b in p]
         assert len(pooled) == kept and {b.ctypes.data for b in pooled} <= addresses
         del pooled
         again = [k(x=x + 1) for _ in range(5)]

@@ -531,8 +531,8 @@ def test_stencil_energy_gradient_on_two_worker_processes(cluster):
 
 
 def test_block_runners_keep_idle_outputs_within_their_worker_memory_limit():
-    """A block program's runner on a worker keeps idle output buffers (``runtime.Arguments.output``) of at
-    most ``POOL_SHARE``-th of the worker's memory limit: Dask's memory manager counts them."""
+    """The block programs of a process keep idle output buffers (``runtime.Arguments.output``) in one pool,
+    of at most ``POOL_SHARE``-th of their worker's memory limit: Dask's memory manager counts them."""
     import distributed
     from tensorlang.codegen.runtime import PHYSICAL_MEMORY
 
@@ -542,6 +542,7 @@ def test_block_runners_keep_idle_outputs_within_their_worker_memory_limit():
     assert grad_k._runner.pool_budget == 0   # the kernel's own runner: two per size
     unlimited = min(PHYSICAL_MEMORY // 32, 1 << 30)
     assert {r.pool_budget for r in dask_graph._RUNNERS.values()} == {unlimited}
+    assert {id(r.out_pool) for r in dask_graph._RUNNERS.values()} == {id(dask_graph._SLABS)}   # one budget
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, memory_limit="1GiB") as c, distributed.Client(c) as client:
         assert close(grad_k(u=u).compute(), grad_k(u=u.compute()))
