@@ -160,12 +160,12 @@ class StatementPlan:
         bp = self.program
         name = self.stmt.var.name if self.stmt.var is not None else "out"
         head = [f"{m.var.name} = {expr_str(m.value)}" for m in bp.fused] + [f"{name} = {expr_str(self.stmt.value)}"]
+        fused = f"{', '.join(m.var.name for m in bp.fused)} fused into {name}" if bp.fused else ""
         if not bp.splits:
-            fused = f", {', '.join(m.var.name for m in bp.fused)} fused into {name}" if bp.fused else ""
-            return "\n".join(head) + f"\n  one block (whole inputs){fused}, holding {self.footprint()}"
-        if bp.fused:
-            head.append(f"  one block program: {', '.join(m.var.name for m in bp.fused)} fused into {name}, "
-                        f"computed on their windows in each block")
+            whole = f"one block (whole inputs){', ' + fused if fused else ''}"
+            return "\n".join(head) + f"\n  {whole}, holding {self.footprint()}"
+        if fused:
+            head.append(f"  one block program: {fused}, computed on their windows in each block")
         what = {"gen": "slabs, concatenated", "sum": "partial sums, added"}
         lines = head + ["  split along " + ", ".join(
             f"{sp.kind} {sp.var.name} in {len(cut)} ({what[sp.kind]})" for sp, cut in zip(bp.splits, self.cuts))]
