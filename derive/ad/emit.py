@@ -569,7 +569,7 @@ def exec_generated(src: str, fn: Function, fglobals: dict, qualname: str, filena
         # closure is differentiated again (forward over reverse)
         code = mk.__code__
         factory = "\n".join(factory_lines(i, node, code.co_varnames[:code.co_argcount]))
-        register(code, ast.parse(factory).body[0], f"<tensorlang.ad factory of {qualname}>", factory)
+        register(code, f"_ad_mk{i}", f"<tensorlang.ad factory of {qualname}>", factory)
     return ns
 
 
@@ -589,11 +589,9 @@ def compile_function(fn: Function, fglobals: dict, qualname: str, filename: str,
         return ns["_ad_factory"](env)
     gen_name = ns["_ad_gen_name"]
     grad, pb, fast = ns["_ad_factory"](env)
-    tree = ast.parse(src)
     codes = {"_ad_grad": grad.__code__, "_ad_pb": pb.__code__}
     generated = {shown: name for name, shown in ns["_ad_names"].items() if name not in _ENTRIES}
     codes.update((generated.get(c.co_name, c.co_name), c) for c in pb.__code__.co_consts if hasattr(c, "co_code"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name in codes:
-            register(codes[node.name], node, gen_name, src)
+    for name, code in codes.items():
+        register(code, name, gen_name, src)
     return grad, pb, fast, src

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from ...errors import SourceLocation, UnsupportedError
 
-_REGISTRY: dict[int, tuple[types.CodeType, ast.AST, str, str, str]] = {}   # by id: code compares by content
+_REGISTRY: dict[int, tuple[types.CodeType, ast.AST | str, str, str, str]] = {}   # by id: code compares by content
 _MODULES: dict[tuple[str, int], ast.Module] = {}
 _FUTURE = functools.reduce(operator.or_, (getattr(__future__, name).compiler_flag
                                           for name in __future__.all_feature_names))
@@ -49,8 +49,11 @@ class Source(NamedTuple):
     text: str
 
 
-def register(code: types.CodeType, node: ast.AST, filename: str, text: str) -> None:
-    """Remember that ``code`` was compiled from ``node`` (found in ``text`` of ``filename``)."""
+def register(code: types.CodeType, node: ast.AST | str, filename: str, text: str) -> None:
+    """Remember that ``code`` was compiled from ``node`` (found in ``text`` of ``filename``); a name for
+    ``node`` stands for the function definition of that name in ``text``, parsed only when the code is
+    transformed (most generated code never is: a process that differentiates many functions keeps their
+    texts, not thousands of syntax trees each)."""
     _REGISTRY[id(code)] = (code, node, filename, text, "tensorlang.ad")
 
 
@@ -112,6 +115,13 @@ def code_source(fn: types.FunctionType) -> Source:
 def _found(fn) -> tuple[types.CodeType, ast.AST, str, str, str]:
     code = fn.__code__
     known = _REGISTRY.get(id(code))
+    if known is not None and known[0] is code and isinstance(known[1], str):
+        node = _definition(known[3], known[1])
+        if node is None:   # (a name not defined in the text: the code is found as any other is)
+            del _REGISTRY[id(code)]
+            known = None
+        else:
+            known = _REGISTRY[id(code)] = (code, node, *known[2:])
     if known is not None and known[0] is code:
         return known
     filename = code.co_filename
@@ -129,6 +139,12 @@ def _found(fn) -> tuple[types.CodeType, ast.AST, str, str, str]:
             raise _not_available(fn, filename)
     found = _REGISTRY[id(code)] = (code, node, filename, text, origin)
     return found
+
+
+def _definition(text: str, name: str) -> ast.FunctionDef | None:
+    """The definition of function ``name`` in ``text`` (the last in ``ast.walk``'s order), or None."""
+    found = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.FunctionDef) and node.name == name]
+    return found[-1] if found else None
 
 
 def _module(filename: str, text: str) -> ast.Module:
