@@ -19,10 +19,12 @@ demo: $(STAMP)
 	@echo "== the demo (examples/demo.py)"
 	$(PY) examples/demo.py
 
-# pytest prints each test file as it runs it (addopts' -q would print dots only) and the 15 slowest tests
+# pytest runs the test files in two processes (pytest-xdist; a file's tests stay together in one, in order),
+# prints the progress and the 15 slowest tests; TESTS_N=0 runs them all in this process
+TESTS_N ?= 2
 test: $(STAMP)
-	@echo "== 1/3 the unit tests (tests/: each file as it runs, the slowest tests at the end)"
-	$(PY) -m pytest tests -o addopts="" --durations=15
+	@echo "== 1/3 the unit tests (tests/: $(TESTS_N) processes, the slowest tests at the end)"
+	$(PY) -m pytest tests -o addopts="" -n $(TESTS_N) --dist loadfile --durations=15
 	@echo "== 2/3 the installed wheel: built, installed in a fresh environment, run outside the clone"
 	$(PY) tests/installed/check.py
 	@echo "== 3/3 the proof obligations of every rule (python -m proofs)"

@@ -204,3 +204,26 @@ def test_notebook_cells():
     out = _run("from IPython.core.interactiveshell import InteractiveShell\n"
                f"InteractiveShell.instance().run_cell({cell!r}).raise_error()\n")
     assert _result(out) == "=R 14.0 10.0 linecache"
+
+
+def test_generated_code_is_kept_as_text_and_parsed_only_when_differentiated_again():
+    """The code tensorlang.ad generates is registered with its text and the name of its definition, not a
+    syntax tree (a test process that differentiates thousands of functions kept millions of tree nodes);
+    the tree is parsed when a higher derivative transforms that code, and that derivative is right."""
+    import numpy as np
+
+    from tensorlang.derive.ad import source
+
+    def damped(x):
+        return np.sin(x) * x * x
+
+    assert ad.grad(damped)(0.7) == pytest.approx(np.cos(0.7) * 0.49 + 2 * 0.7 * np.sin(0.7))
+    mine = [entry for entry in source._REGISTRY.values() if "damped" in entry[2]]
+    assert mine and all(isinstance(entry[1], str) for entry in mine)
+    x, h = 0.7, 1e-5
+    central = (ad.grad(damped)(x + h) - ad.grad(damped)(x - h)) / (2 * h)
+    assert ad.grad(ad.grad(damped))(x) == pytest.approx(central, rel=1e-6)
+    assert ad.grad(ad.grad(ad.grad(damped)))(x) == pytest.approx(
+        (ad.grad(ad.grad(damped))(x + h) - ad.grad(ad.grad(damped))(x - h)) / (2 * h), rel=1e-5)
+    parsed = [entry for entry in source._REGISTRY.values() if "damped" in entry[2] and not isinstance(entry[1], str)]
+    assert parsed and all(entry[1].name in entry[3] for entry in parsed)
