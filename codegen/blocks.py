@@ -204,7 +204,7 @@ class Plan:
     output: object
     dtype: str
     layout: dict  # the chunks of the Dask inputs: {Var: chunks}
-    _graph: object = None  # its tasks (dask_graph.Graph), made by the first call that needs them
+    _graphs: dict = field(default_factory=dict)  # its tasks (dask_graph.Graph) by locality, made when first needed
 
     def __str__(self) -> str:
         sz = ", ".join(f"{k} = {v}" for k, v in self.sizes.items())
@@ -220,11 +220,12 @@ class Plan:
         """The lazy Dask collection of the program on ``inputs`` (see ``codegen.dask_graph``)."""
         return collection(self, inputs)
 
-    def graph(self) -> Graph:
-        """The plan's tasks, made once: each call of the kernel names them after its inputs."""
-        if self._graph is None:
-            self._graph = Graph(self)
-        return self._graph
+    def graph(self, local: bool = False) -> Graph:
+        """The plan's tasks, made once (for each ``local``, see ``dask_graph.Graph``): each call of the kernel
+        names them after its inputs."""
+        if local not in self._graphs:
+            self._graphs[local] = Graph(self, local)
+        return self._graphs[local]
 
 
 class Blocked:

@@ -45,7 +45,8 @@ import numpy as np
 
 from tensorlang.errors import ShapeError
 
-__all__ = ["BlockLibrary", "Graph", "collection", "known_shape", "lazy", "lazy_array", "like_values", "run_block"]
+__all__ = ["BlockLibrary", "Graph", "collection", "known_shape", "lazy", "lazy_array", "like_values", "one_memory",
+           "run_block"]
 
 _RUNNERS: dict = {}  # library key -> Runner, per process
 _SLABS: dict = {}  # the block programs' recycled output buffers, by size: one pool, so one budget, per process
@@ -181,7 +182,7 @@ def collection(plan, inputs: dict):
     scalar), or tuples."""
     import dask.array as da
 
-    arrays = plan.graph().arrays(inputs)
+    arrays = plan.graph(one_memory()).arrays(inputs)
     dtype = np.float32 if plan.dtype == "float32" else np.float64
 
     def build(o):
@@ -210,10 +211,11 @@ class Graph:
 
     FAN_IN = 8  # partial results added per task of a split sum's tree
 
-    def __init__(self, plan):
+    def __init__(self, plan, local: bool = False):
         import uuid
 
         self.token = uuid.uuid4().hex  # the tasks of two plans never share a key
+        self.local = local  # every chunk in one memory: each block's task cuts all its parts (``_grid``)
         self.dtype = np.float32 if plan.dtype == "float32" else np.float64
         self.labels: list = []  # per slot: the label of its keys, the Var of a chunked input, or the
         # slot whose chunks its slicing tasks cut (named after it: the parts of an input's chunks are
@@ -296,7 +298,8 @@ class Graph:
         """The window ``bx`` (None: whole) of the chunked variable in ``slot``: a ref where it lies in one
         chunk (the chunk's, or its slicing task's), else the nested lists of its chunks' parts.  A part of
         chunk ``home`` (the one the block reads most of, where Dask runs its task) is cut in the block's
-        task: a ref ``(slot, index, slices)``, no task of its own."""
+        task: a ref ``(slot, index, slices)``, no task of its own; in a ``local`` graph every part is, since
+        no chunk has to travel for it."""
         axes = []
         for k, ax in enumerate(chunks):
             a, b = (0, sum(ax)) if bx is None else bx[k]
@@ -311,7 +314,7 @@ class Graph:
         for combo in itertools.product(*axes):
             ref = (slot, tuple(c for c, _, _ in combo))
             slices, cut = tuple(s for _, s, _ in combo), not all(whole for _, _, whole in combo)
-            if cut and ref[1] == home:
+            if cut and (self.local or ref[1] == home):
                 ref = (*ref, slices)
             elif cut:
                 at = (ref, tuple((s.start, s.stop) for s in slices))
@@ -381,6 +384,25 @@ def _out_index(splits: tuple, cut_index: tuple, ndim: int) -> tuple:
         if split.kind == "gen":
             index[split.axis] = c
     return tuple(index)
+
+
+def one_memory() -> bool:
+    """Whether a graph made now runs with every chunk in one process's memory: on Dask's threaded or
+    synchronous scheduler, or on a client of a cluster of one worker.  Its block tasks then read whole
+    chunks and cut their windows themselves (one level of tasks fewer, whose round trips to a scheduler
+    cost more than the slicing saves); elsewhere a part of another chunk is cut where that chunk lives, so
+    that only the part travels.  Only the speed depends on it: a graph of either kind is right on any
+    scheduler."""
+    import dask
+
+    try:
+        from distributed import default_client
+        client = default_client()
+    except (ImportError, ValueError):   # (no distributed client: Dask's own schedulers)
+        return dask.config.get("scheduler", "threads") in ("threads", "threading", "sync", "synchronous",
+                                                            "single-threaded")
+    workers = getattr(getattr(client, "cluster", None), "workers", None)
+    return workers is not None and len(workers) == 1
 
 
 def _part(chunk, slices: tuple):

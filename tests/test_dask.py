@@ -223,17 +223,28 @@ def test_fused_stencil_gradient_blocks_read_their_two_cell_halo(monkeypatch):
         assert shapes["u"] == (min(hi, n) + 2 - max(lo - 2, 0), n + 2)
 
 
-def test_a_block_cuts_the_parts_of_its_own_chunks_itself(deconv, in_pieces):
-    """Only a part of another chunk than the one a block reads most of is a slicing task of its own (cut
-    where that chunk lives); the parts of the block's own chunk (the rim's tail, ``z``'s parts) are cut in
-    the block's task: the convolution loss in 10 chunks has 9 slicing tasks, the heads of x's next chunks."""
+def test_a_block_cuts_the_parts_of_other_chunks_where_they_live_unless_all_share_one_memory(deconv, in_pieces):
+    """Where chunks live apart (several workers; Dask's process pool here), only a part of another chunk
+    than the one a block reads most of is a slicing task of its own (cut where that chunk lives, so only the
+    part travels); the parts of the block's own chunk (the rim's tail, ``z``'s parts) are cut in the block's
+    task: the convolution loss in 10 chunks has 9 slicing tasks, the heads of x's next chunks.  Where every
+    chunk is in one memory (the threaded scheduler, a cluster of one worker), each block's task cuts all its
+    parts: no slicing task, one level of the graph fewer.  Both graphs give the loss."""
+    import dask
+
     loss, _ = deconv
     ins = deconv_inputs(1000, 9, np.random.default_rng(16))
     lazy = {**ins, "x": da.from_array(ins["x"], chunks=100), "z": da.from_array(ins["z"], chunks=100)}
-    graph = dict(loss(**lazy).__dask_graph__())
-    parts = [k for k in graph if isinstance(k, tuple) and k[0].startswith("tl-part-")]
-    assert len(parts) == 9 and all(k[0] == parts[0][0] for k in parts)   # all of x
-    assert close(float(loss(**lazy).compute(scheduler="sync")), loss(**ins))
+    with dask.config.set(scheduler="processes"):
+        apart = loss(**lazy)
+    together = loss(**lazy)
+
+    def parts(value):
+        return [k for k in dict(value.__dask_graph__()) if isinstance(k, tuple) and k[0].startswith("tl-part-")]
+    assert len(parts(apart)) == 9 and all(k[0] == parts(apart)[0][0] for k in parts(apart))   # all of x
+    assert parts(together) == []
+    for value in (apart, together):
+        assert close(float(value.compute(scheduler="sync")), loss(**ins))
 
 
 def test_row_blocks_write_their_pieces_into_their_slab(monkeypatch, in_pieces):
