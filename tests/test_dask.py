@@ -239,12 +239,15 @@ def test_a_block_cuts_the_parts_of_other_chunks_where_they_live_unless_all_share
         apart = loss(**lazy)
     together = loss(**lazy)
 
-    def parts(value):
-        return [k for k in dict(value.__dask_graph__()) if isinstance(k, tuple) and k[0].startswith("tl-part-")]
+    parts = _slicing_tasks
     assert len(parts(apart)) == 9 and all(k[0] == parts(apart)[0][0] for k in parts(apart))   # all of x
     assert parts(together) == []
     for value in (apart, together):
         assert close(float(value.compute(scheduler="sync")), loss(**ins))
+
+
+def _slicing_tasks(value) -> list:
+    return [k for k in dict(value.__dask_graph__()) if isinstance(k, tuple) and k[0].startswith("tl-part-")]
 
 
 def test_row_blocks_write_their_pieces_into_their_slab(monkeypatch, in_pieces):
@@ -536,6 +539,7 @@ def test_stencil_energy_gradient_on_two_worker_processes(cluster):
     n = 300
     u = da.random.RandomState(9).standard_normal((n + 2, n + 2), chunks=(64, 128))  # tiles
     value, g = dask.compute(value_k(u=u), grad_k(u=u))
+    assert _slicing_tasks(grad_k(u=u))   # chunks live apart: halos cut where their chunks are
     us = u.compute()
     assert close(float(value), value_k(u=us))
     assert close(g, grad_k(u=us))
@@ -557,6 +561,7 @@ def test_block_runners_keep_idle_outputs_within_their_worker_memory_limit():
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, memory_limit="1GiB") as c, distributed.Client(c) as client:
         assert close(grad_k(u=u).compute(), grad_k(u=u.compute()))
+        assert not _slicing_tasks(grad_k(u=u))   # one worker: every chunk in one memory
         ((limit, budgets),) = client.run(lambda dask_worker: (
             dask_worker.memory_manager.memory_limit,
             [r.pool_budget for r in __import__("tensorlang.codegen.dask_graph", fromlist=["_"])._RUNNERS.values()])
