@@ -395,10 +395,12 @@ def one_memory() -> bool:
     scheduler."""
     import dask
 
+    distributed = sys.modules.get("distributed")   # (a client exists only where distributed was imported)
     try:
-        from distributed import default_client
-        client = default_client()
-    except (ImportError, ValueError):   # (no distributed client: Dask's own schedulers)
+        client = distributed.default_client() if distributed is not None else None
+    except ValueError:
+        client = None
+    if client is None:   # Dask's own schedulers
         return dask.config.get("scheduler", "threads") in ("threads", "threading", "sync", "synchronous",
                                                             "single-threaded")
     workers = getattr(getattr(client, "cluster", None), "workers", None)

@@ -223,6 +223,10 @@ def test_fused_stencil_gradient_blocks_read_their_two_cell_halo(monkeypatch):
         assert shapes["u"] == (min(hi, n) + 2 - max(lo - 2, 0), n + 2)
 
 
+def _slicing_tasks(value) -> list:
+    return [k for k in dict(value.__dask_graph__()) if isinstance(k, tuple) and k[0].startswith("tl-part-")]
+
+
 def test_a_block_cuts_the_parts_of_other_chunks_where_they_live_unless_all_share_one_memory(deconv, in_pieces):
     """Where chunks live apart (several workers; Dask's process pool here), only a part of another chunk
     than the one a block reads most of is a slicing task of its own (cut where that chunk lives, so only the
@@ -239,15 +243,11 @@ def test_a_block_cuts_the_parts_of_other_chunks_where_they_live_unless_all_share
         apart = loss(**lazy)
     together = loss(**lazy)
 
-    parts = _slicing_tasks
-    assert len(parts(apart)) == 9 and all(k[0] == parts(apart)[0][0] for k in parts(apart))   # all of x
-    assert parts(together) == []
+    parts = _slicing_tasks(apart)
+    assert len(parts) == 9 and all(k[0] == parts[0][0] for k in parts)   # all of x
+    assert _slicing_tasks(together) == []
     for value in (apart, together):
         assert close(float(value.compute(scheduler="sync")), loss(**ins))
-
-
-def _slicing_tasks(value) -> list:
-    return [k for k in dict(value.__dask_graph__()) if isinstance(k, tuple) and k[0].startswith("tl-part-")]
 
 
 def test_row_blocks_write_their_pieces_into_their_slab(monkeypatch, in_pieces):

@@ -51,9 +51,9 @@ class Source(NamedTuple):
 
 def register(code: types.CodeType, node: ast.AST | str, filename: str, text: str) -> None:
     """Remember that ``code`` was compiled from ``node`` (found in ``text`` of ``filename``); a name for
-    ``node`` stands for the function definition of that name in ``text``, parsed only when the code is
-    transformed (most generated code never is: a process that differentiates many functions keeps their
-    texts, not thousands of syntax trees each)."""
+    ``node`` stands for the function definition of that name in ``text``, parsed (once per text) only when
+    the code is transformed (most generated code never is: a process that differentiates many functions
+    keeps their texts, not thousands of syntax trees each)."""
     _REGISTRY[id(code)] = (code, node, filename, text, "tensorlang.ad")
 
 
@@ -116,7 +116,7 @@ def _found(fn) -> tuple[types.CodeType, ast.AST, str, str, str]:
     code = fn.__code__
     known = _REGISTRY.get(id(code))
     if known is not None and known[0] is code and isinstance(known[1], str):
-        node = _definition(known[3], known[1])
+        node = _definition(_module(known[2], known[3]), known[1])
         if node is None:   # (a name not defined in the text: the code is found as any other is)
             del _REGISTRY[id(code)]
             known = None
@@ -141,9 +141,9 @@ def _found(fn) -> tuple[types.CodeType, ast.AST, str, str, str]:
     return found
 
 
-def _definition(text: str, name: str) -> ast.FunctionDef | None:
-    """The definition of function ``name`` in ``text`` (the last in ``ast.walk``'s order), or None."""
-    found = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.FunctionDef) and node.name == name]
+def _definition(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    """The definition of function ``name`` in ``tree`` (the last in ``ast.walk``'s order), or None."""
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == name]
     return found[-1] if found else None
 
 
