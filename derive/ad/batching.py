@@ -124,7 +124,7 @@ class Batched:
     def zeros(self, shape, dtype):
         """Zeros of per-example ``shape`` and ``dtype`` at this value's level (of its batch size)."""
         full = (len(self.data), *shape)
-        data = self.data.zeros(full, dtype) if type(self.data) is Batched else np.zeros(full, dtype)
+        data = self.data.zeros(full, dtype) if type(self.data) is Batched else np.zeros(full, dtype, order="F")
         return Batched(data, self.level)
 
     def copy(self):
@@ -156,6 +156,17 @@ def _in_place(f, op):
     """``x op= v``: written into ``x``'s data, as NumPy writes into an array (its views see it), with NumPy's
     casting rule."""
     def write(self, other):
+        data, mine = self.data, type(other) is Batched and other.level == self.level
+        if type(data) is np.ndarray and (mine and type(other.data) is np.ndarray or type(other) is not Batched):
+            rank = other.data.ndim - 1 if mine else np.ndim(other)
+            if rank < data.ndim:   # (written in place, an operand of the same level aligned as the rules align)
+                v = other.data.reshape((len(data),) + (1,) * (data.ndim - 1 - rank) + other.data.shape[1:]) \
+                    if mine else other
+                try:
+                    f(data, v, out=data, casting="same_kind")
+                    return self
+                except ValueError:   # (v broadcasts x: refused below)
+                    pass
         y = f(self, other)
         if type(y) is not Batched or y.level != self.level or np.shape(y.data) != np.shape(self.data):
             raise UnsupportedError(f"ad.vmap: x {op}= v, where v is batched by an inner vmap or broadcasts x, "
@@ -209,7 +220,9 @@ class Frame:
 def dispatch(func, args, kwargs, what=None):
     """``func(*args, **kwargs)`` by its batch rule, at the newest level among the batched values in ``args``
     and ``kwargs`` (in sequences of them too: ``np.stack``)."""
-    found = [v for v in _leaves_of((args, kwargs)) if type(v) is Batched]
+    found = []
+    _batches(args, found)
+    _batches(tuple(kwargs.values()), found)
     level = max(v.level for v in found)
     sizes = {len(v.data) for v in found if v.level == level}
     if len(sizes) > 1:
@@ -218,6 +231,18 @@ def dispatch(func, args, kwargs, what=None):
     if rule is None:
         raise UnsupportedError(f"ad.vmap has no batching rule for {what or _name(func)}")
     return rule(Frame(level, sizes.pop()), *args, **kwargs)
+
+
+def _batches(values, found: list) -> None:
+    """The ``Batched`` values among ``values`` (a tuple or list), and in the tuples, lists and dicts among them,
+    appended to ``found``."""
+    for v in values:
+        if type(v) is Batched:
+            found.append(v)
+        elif isinstance(v, (tuple, list)):
+            _batches(v, found)
+        elif isinstance(v, dict):
+            _batches(tuple(v.values()), found)
 
 
 # -- vmap ---------------------------------------------------------------------------------------------------------
@@ -267,7 +292,7 @@ class Mapped:
             raise TensorLangError(f"ad.vmap({self.name}): the mapped arguments must have the mapped axis, all of one "
                                   f"size; got sizes {sizes}" + (f", argument(s) {bad} without it" if bad else ""))
         level = next(LEVELS)
-        batched = [x if a is None else _tree(lambda v, a=a: Batched(np.moveaxis(v, a, 0), level), x)
+        batched = [x if a is None else _tree(lambda v, a=a: Batched(innermost(np.moveaxis(v, a, 0)), level), x)
                    for x, a in zip(args, axes)]
         return level, sizes[0], batched
 
@@ -289,6 +314,14 @@ class Mapped:
             return tuple(None if gk is None else _tree(lambda v, a=a: _grad_of(v, a, level, size), gk)
                          for gk, a in zip(g[1:], self._axes(args)))
         return out, pullback
+
+
+def innermost(data):
+    """A mapped argument's ``data`` (axis 0 the batch) copied with the batch innermost in memory (Fortran order):
+    the batch rules make their results so too, so that an operation on a batch of small examples (a (31843, 3)
+    array) runs NumPy's inner loop along the batch, not an example's few entries.  A copy, as ``jax.vmap``'s
+    arguments are values: a write into a mapped argument does not reach the caller's array."""
+    return np.array(data, order="F") if type(data) is np.ndarray else data
 
 
 def _grad_of(g, axis, level, size):

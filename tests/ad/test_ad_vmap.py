@@ -696,3 +696,32 @@ def test_functions_a_differential_campaign_found_refused_or_raising(name):
 def test_reshape_in_an_order_that_follows_memory_is_refused_by_name():
     with pytest.raises(UnsupportedError, match="order='K'"):
         ad.vmap(lambda x: np.ravel(x, "K"))(RNG.normal(size=(3, 2, 2)))
+
+
+def test_the_batch_is_innermost_in_memory_and_a_mapped_argument_is_a_copy():
+    """The rules lay a batch of small examples out with the batch innermost (so that NumPy's inner loop runs along
+    the batch); the values are the loop's whatever the caller's layout, and a write into a mapped argument stays
+    inside the call, as with ``jax.vmap``."""
+    xs, p3 = RNG.normal(size=(40, 3)), RNG.normal(size=3)
+
+    def f(x):
+        y = x * p3 + 1.0          # a plain operand that alone would lay the result out per example
+        y += x                    # in place, with a batched operand
+        return np.stack([y, np.cross(x, p3), np.cross(y, x), np.zeros_like(x)]), np.cross(x[:2], p3[:2])
+
+    for layout in (xs, np.asfortranarray(xs), xs[:, ::-1]):
+        got = ad.vmap(f)(layout)
+        want = _loop(f, (layout,))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-14, atol=1e-14)
+        assert got[0].strides[0] == got[0].itemsize   # (the batch innermost)
+
+    def writes(x):
+        x[0] = 5.0
+        return x * 2.0
+
+    before = xs.copy()
+    np.testing.assert_array_equal(ad.vmap(writes)(xs)[:, 0], 10.0)
+    np.testing.assert_array_equal(xs, before)
+    with pytest.raises(UnsupportedError, match="numpy.cross"):   # (cross's other axes: no rule, named)
+        ad.vmap(lambda x: np.cross(x, p3, axisa=0))(xs)

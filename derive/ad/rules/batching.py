@@ -22,9 +22,10 @@ from ..cotangent import basic_index
 def _aligned(frame, operands, nd=None):
     """The operands' arrays for an elementwise NumPy call whose result has per-example rank ``nd`` (default:
     the largest operand's): batched ones ``(B, 1, ..., 1, *shape)``, plain ones as they are."""
-    nd = max(map(np.ndim, operands)) if nd is None else nd
-    return [np.reshape(v.data, (frame.size,) + (1,) * (nd - v.ndim) + v.shape) if frame.batched(v) else v
-            for v in operands], nd
+    ranks = [v.data.ndim - 1 if type(v) is Batched else np.ndim(v) for v in operands]
+    nd = max(ranks) if nd is None else nd
+    return [v.data.reshape((frame.size,) + (1,) * (nd - r) + v.data.shape[1:]) if frame.batched(v) and r < nd
+            else v.data if frame.batched(v) else v for v, r in zip(operands, ranks)], nd
 
 
 def _axes(axis, nd: int):
@@ -53,7 +54,12 @@ def _batched_first(frame, name, first):
 # -- elementwise ----------------------------------------------------------------------------------------------
 def _ufunc(frame, ufunc, *inputs, **kw):
     ops, _ = _aligned(frame, inputs)
+    if all(type(v) is np.ndarray or isinstance(v, _NUMBERS) for v in ops):
+        kw = {"order": "F", **kw}   # (the batch innermost: ``batching.innermost``)
     return frame.wrap(ufunc(*ops, **kw))
+
+
+_NUMBERS = (int, float, complex, np.generic)
 
 
 def _elementwise(func):
@@ -74,7 +80,7 @@ def _reduce(frame, ufunc, a, axis=0, **kw):
     _batched_first(frame, f"{ufunc.__name__}.reduce", a)
     axes = _axes(axis, a.ndim)
     short = _short_sum(a.data, axes, kw) if ufunc is np.add else None
-    return frame.wrap(ufunc.reduce(a.data, axis=axes, **kw) if short is None else short)
+    return frame.wrap(ufunc.reduce(_examples_contiguous(a.data), axis=axes, **kw) if short is None else short)
 
 
 SHORT_SUM = 7   # the most entries of the trailing axes a batched sum adds slice by slice (``_short_sum``)
@@ -94,8 +100,8 @@ def _short_sum(data, axes, kw):
     if not 0 < k <= SHORT_SUM:
         return None
     flat = data.reshape(data.shape[:nd - len(axes)] + (k,))
-    out = flat[..., 0].copy()
-    for j in range(1, k):
+    out = flat[..., 0].copy() if k == 1 else flat[..., 0] + flat[..., 1]
+    for j in range(2, k):
         out += flat[..., j]
     return out.reshape(out.shape + (1,) * len(axes)) if kw.get("keepdims") else out
 
@@ -106,8 +112,15 @@ def _reduction(func):
         _batched_first(frame, func.__name__, a)
         axes = _axes(axis, a.ndim)
         short = _short_sum(a.data, axes, kw) if func is np.sum and not args else None
-        return frame.wrap(func(a.data, axes, *args, **kw) if short is None else short)
+        return frame.wrap(func(_examples_contiguous(a.data), axes, *args, **kw) if short is None else short)
     return rule
+
+
+def _examples_contiguous(data):
+    """``data`` with each example contiguous (C order), so that NumPy reduces it as it reduces one example (the
+    same pairwise sums, the same bits); the batch rules lay the batch innermost, which would make a reduction
+    add an example's entries one after another."""
+    return np.ascontiguousarray(data) if type(data) is np.ndarray and not data.flags.c_contiguous else data
 
 
 def _flattening(func):
@@ -290,7 +303,16 @@ def _joined(func, rank):
         if axis is None:
             arrays, axis = [np.reshape(a, -1) for a in arrays], 0
         nd = np.ndim(arrays[0]) + rank
-        return frame.wrap(func([frame.across(a) for a in arrays], axis=_axis(axis, nd), **kw))
+        datas, k = [frame.across(a) for a in arrays], _axis(axis, nd)
+        if kw or not all(type(d) is np.ndarray for d in datas) or len({d.ndim for d in datas}) != 1:
+            return frame.wrap(func(datas, axis=k, **kw))
+        shape = list(datas[0].shape)
+        if rank:
+            shape.insert(k, len(datas))
+        else:
+            shape[k] = sum(d.shape[k] for d in datas)
+        out = np.empty(shape, np.result_type(*datas), order="F")   # (the batch innermost: ``batching.innermost``)
+        return frame.wrap(func(datas, axis=k, out=out))
     return rule
 
 
@@ -407,6 +429,21 @@ def _inner(frame, a, b):
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return np.multiply(a, b)
     return np.tensordot(a, b, axes=([-1], [-1]))
+
+
+def _cross(frame, a, b, **kw):
+    """``np.cross`` of two batches of 3-vectors: its three components, each two products of components (NumPy's
+    own formula), written into a result with the batch innermost; other shapes and keywords by ``_last_axes``."""
+    if kw or np.shape(a)[-1:] != (3,) or np.shape(b)[-1:] != (3,):
+        return _last_axes(np.cross, 2, ("axis", "axisa", "axisb", "axisc"))(frame, a, b, **kw)
+    (u, v), _ = _aligned(frame, (a, b))
+    shape = np.broadcast_shapes(np.shape(u), np.shape(v))
+    if type(u) is not np.ndarray or type(v) is not np.ndarray or len(shape) < 2 or shape[0] != frame.size:
+        return _last_axes(np.cross, 2)(frame, a, b)
+    out = np.empty(shape, np.result_type(u, v), order="F")
+    for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
+        np.subtract(u[..., j] * v[..., k], u[..., k] * v[..., j], out=out[..., i])
+    return frame.wrap(out)
 
 
 def _last_axes(func, arrays, what=()):
@@ -562,7 +599,7 @@ BATCH_RULES.update({
     np.size: _per_example("size"),
     **{f: _of_dtypes(f) for f in (np.result_type, np.iscomplexobj, np.isrealobj)},
     np.matmul: _matmul, np.dot: _dot, np.einsum: _einsum, np.tensordot: _tensordot, np.linalg.solve: _solve,
-    np.linalg.norm: _norm, np.inner: _inner, np.cross: _last_axes(np.cross, 2, ("axis", "axisa", "axisb", "axisc")),
+    np.linalg.norm: _norm, np.inner: _inner, np.cross: _cross,
     np.tril: _last_axes(np.tril, 1), np.triu: _last_axes(np.triu, 1),
     np.linalg.matrix_power: _last_axes(np.linalg.matrix_power, 1),
     **{f: _batched_linalg(f) for f in (np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
