@@ -6,8 +6,9 @@ zero-angle case by ``np.where``, perspective division, radial distortion), again
 of ``ad.jacobian`` over the observations (timed on a slice and scaled).
 
 Run: ``python benchmarks/bench_ad_vmap.py`` (``--quick``: fewer rounds).  Each figure is the best of its rounds,
-in one thread, the load average (``os.getloadavg()``) printed beside them; every result is checked against the
-others before it is timed.
+in one thread, the rounds of the batched runs interleaved (each round runs each of them once, so that a slower
+spell of a shared machine falls on all of them alike), the load average (``os.getloadavg()``) printed beside them;
+every result is checked against the others before it is timed.
 """
 from __future__ import annotations
 
@@ -54,13 +55,15 @@ def observations(p: int, seed: int = 0):
     return cams, X, rng.uniform(0.5, 1.5, p), rng.normal(size=(p, 2))
 
 
-def best(f, rounds: int) -> float:
-    times = []
+def interleaved(runs, rounds: int) -> list:
+    """The best time of each of ``runs`` over ``rounds`` rounds, each round running each once in turn."""
+    times = [[] for _ in runs]
     for _ in range(rounds):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for run, got in zip(runs, times):
+            t = time.perf_counter()
+            run()
+            got.append(time.perf_counter() - t)
+    return [min(t) for t in times]
 
 
 def jax_runs(args):
@@ -82,7 +85,7 @@ def jax_runs(args):
 
 
 def main() -> None:
-    rounds = 3 if options(__doc__, "fewer rounds").parse_args().quick else 7
+    rounds = 5 if options(__doc__, "fewer rounds").parse_args().quick else 15
     args = observations(OBSERVATIONS)
     batched = ad.vmap(ad.jacobian(residual, argnums=(0, 1, 2)))
     ours = batched(*args)
@@ -91,16 +94,21 @@ def main() -> None:
         for got, want in zip(ours, one(*(a[i] for a in args))):
             np.testing.assert_allclose(got[i], want, rtol=1e-10, atol=1e-12)
     print(f"load average {os.getloadavg()[0]:.2f}")
-    t_ours = best(lambda: batched(*args), rounds)
     sliced = [a[:LOOP_SLICE] for a in args]
-    t_loop = best(lambda: [one(*(a[i] for a in sliced)) for i in range(LOOP_SLICE)], 1) * OBSERVATIONS / LOOP_SLICE
-    rows = [("tensorlang.ad: `ad.vmap(ad.jacobian(residual))`", t_ours),
-            (f"tensorlang.ad: a Python loop of `ad.jacobian` (timed on {LOOP_SLICE}, scaled)", t_loop)]
+    t_loop = interleaved([lambda: [one(*(a[i] for a in sliced)) for i in range(LOOP_SLICE)]], 1)[0]
+    names = ["tensorlang.ad: `ad.vmap(ad.jacobian(residual))`"]
+    runs = [lambda: batched(*args)]
     peers = jax_runs(args)
     for name, run in zip(("JAX: `jit(vmap(jacrev(residual)))`", "JAX: `jit(vmap(jacfwd(residual)))`"), peers or ()):
         for got, want in zip(ours, run()):
             np.testing.assert_allclose(got, np.asarray(want), rtol=1e-9, atol=1e-9)
-        rows.append((name, best(run, rounds)))
+        names.append(name)
+        runs.append(run)
+    times = interleaved(runs, rounds)
+    t_ours = times[0]
+    rows = [(names[0], t_ours),
+            (f"tensorlang.ad: a Python loop of `ad.jacobian` (timed on {LOOP_SLICE}, scaled)",
+             t_loop * OBSERVATIONS / LOOP_SLICE), *zip(names[1:], times[1:])]
     print(f"\nThe Jacobian of each of {OBSERVATIONS:,} observations' reprojection errors (2 x 15), "
           f"load average {os.getloadavg()[0]:.2f}\n")
     print("| how | time | over `ad.vmap(ad.jacobian)` |")
