@@ -124,11 +124,15 @@ class Batched:
     def zeros(self, shape, dtype):
         """Zeros of per-example ``shape`` and ``dtype`` at this value's level (of its batch size)."""
         full = (len(self.data), *shape)
-        data = self.data.zeros(full, dtype) if type(self.data) is Batched else np.zeros(full, dtype, order="F")
+        if type(self.data) is Batched:
+            return Batched(self.data.zeros(full, dtype), self.level)
+        data = batch_last(full, dtype)
+        data[...] = 0
         return Batched(data, self.level)
 
     def copy(self):
-        return Batched(self.data.copy(), self.level)
+        data = self.data
+        return Batched(data.copy(order="K") if type(data) is np.ndarray else data.copy(), self.level)
 
     def ravel(self):
         return np.reshape(self, -1)
@@ -317,11 +321,23 @@ class Mapped:
 
 
 def innermost(data):
-    """A mapped argument's ``data`` (axis 0 the batch) copied with the batch innermost in memory (Fortran order):
-    the batch rules make their results so too, so that an operation on a batch of small examples (a (31843, 3)
-    array) runs NumPy's inner loop along the batch, not an example's few entries.  A copy, as ``jax.vmap``'s
-    arguments are values: a write into a mapped argument does not reach the caller's array."""
-    return np.array(data, order="F") if type(data) is np.ndarray else data
+    """A mapped argument's ``data`` (axis 0 the batch) copied with the batch innermost in memory
+    (``batch_last``): the batch rules make their results so too, so that an operation on a batch of small
+    examples (a (31843, 3) array) runs NumPy's inner loop along the batch, not an example's few entries.  A copy,
+    as ``jax.vmap``'s arguments are values: a write into a mapped argument does not reach the caller's array."""
+    if type(data) is not np.ndarray:
+        return data
+    out = batch_last(data.shape, data.dtype)
+    out[...] = data
+    return out
+
+
+def batch_last(shape, dtype):
+    """An empty array of ``shape`` (axis 0 the batch) laid out with the batch innermost and each example's axes
+    in C order (a C array of shape ``(*shape[1:], shape[0])`` seen with its last axis first): every example's
+    axes have the strides of a C-contiguous example times the batch's size, so that a reshape or ravel of an
+    example is a view exactly where NumPy's of one example is (and a write through it reaches the example)."""
+    return np.moveaxis(np.empty((*shape[1:], shape[0]), dtype), -1, 0)
 
 
 def _grad_of(g, axis, level, size):

@@ -725,3 +725,28 @@ def test_the_batch_is_innermost_in_memory_and_a_mapped_argument_is_a_copy():
     np.testing.assert_array_equal(xs, before)
     with pytest.raises(UnsupportedError, match="numpy.cross"):   # (cross's other axes: no rule, named)
         ad.vmap(lambda x: np.cross(x, p3, axisa=0))(xs)
+
+
+VIEWS = {"reshape": lambda x: x.reshape(-1), "reshape to pairs": lambda x: np.reshape(x, (x.size // 2, 2)),
+         "reshape in Fortran order": lambda x: np.reshape(x, (2, x.size // 2), order="F"), "ravel": np.ravel,
+         "T": lambda x: x.T, "swapaxes": lambda x: np.swapaxes(x, 0, -1), "slice": lambda x: x[1:],
+         "step": lambda x: x[::2], "expand_dims": lambda x: np.expand_dims(x, 0),
+         "squeeze": lambda x: np.squeeze(x[None]), "moveaxis": lambda x: np.moveaxis(x, 0, -1),
+         "split": lambda x: np.split(x, 2)[1], "flip": np.flip, "atleast_2d": np.atleast_2d}
+
+
+@pytest.mark.parametrize("shape", [(6,), (4, 6), (2, 3, 2)])
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_a_write_through_a_view_of_an_example_reaches_it_exactly_where_numpys_does(view, shape):
+    """With the batch innermost, a reshape or ravel of an example is still a view exactly where NumPy's of one
+    example is (``batching.batch_last``), so a write through it reaches the example as in the loop."""
+    xs = np.arange(5.0 * np.prod(shape)).reshape(5, *shape)
+
+    def f(x):
+        y = x * 1.0
+        v = VIEWS[view](y)
+        v[(0,) * v.ndim] = -100.0
+        v += 0.5
+        return y
+
+    np.testing.assert_array_equal(ad.vmap(f)(xs), _loop(f, (xs,)))

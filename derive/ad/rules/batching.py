@@ -15,7 +15,7 @@ import string
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..batching import BATCH_RULES, Batched
+from ..batching import BATCH_RULES, Batched, batch_last
 from ..cotangent import basic_index
 
 
@@ -53,9 +53,9 @@ def _batched_first(frame, name, first):
 
 # -- elementwise ----------------------------------------------------------------------------------------------
 def _ufunc(frame, ufunc, *inputs, **kw):
-    ops, _ = _aligned(frame, inputs)
-    if all(type(v) is np.ndarray or isinstance(v, _NUMBERS) for v in ops):
-        kw = {"order": "F", **kw}   # (the batch innermost: ``batching.innermost``)
+    ops, nd = _aligned(frame, inputs)
+    if nd <= 1 and all(type(v) is np.ndarray or isinstance(v, _NUMBERS) for v in ops):
+        kw = {"order": "F", **kw}   # (the batch innermost, as ``batching.batch_last`` lays out one of vectors)
     return frame.wrap(ufunc(*ops, **kw))
 
 
@@ -311,7 +311,7 @@ def _joined(func, rank):
             shape.insert(k, len(datas))
         else:
             shape[k] = sum(d.shape[k] for d in datas)
-        out = np.empty(shape, np.result_type(*datas), order="F")   # (the batch innermost: ``batching.innermost``)
+        out = batch_last(shape, np.result_type(*datas))
         return frame.wrap(func(datas, axis=k, out=out))
     return rule
 
@@ -440,7 +440,7 @@ def _cross(frame, a, b, **kw):
     shape = np.broadcast_shapes(np.shape(u), np.shape(v))
     if type(u) is not np.ndarray or type(v) is not np.ndarray or len(shape) < 2 or shape[0] != frame.size:
         return _last_axes(np.cross, 2)(frame, a, b)
-    out = np.empty(shape, np.result_type(u, v), order="F")
+    out = batch_last(shape, np.result_type(u, v))
     for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
         np.subtract(u[..., j] * v[..., k], u[..., k] * v[..., j], out=out[..., i])
     return frame.wrap(out)
