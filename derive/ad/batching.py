@@ -11,6 +11,7 @@ operands, and a value of an older level is, for it, a plain operand whose own Nu
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -126,7 +127,7 @@ class Batched:
         full = (len(self.data), *shape)
         if type(self.data) is Batched:
             return Batched(self.data.zeros(full, dtype), self.level)
-        data = batch_last(full, dtype)
+        data = fresh(full, dtype)
         data[...] = 0
         return Batched(data, self.level)
 
@@ -320,16 +321,25 @@ class Mapped:
         return out, pullback
 
 
+SMALL_EXAMPLE = 16   # the most entries of an example that a batch lays out with the batch innermost
+
+
 def innermost(data):
-    """A mapped argument's ``data`` (axis 0 the batch) copied with the batch innermost in memory
-    (``batch_last``): the batch rules make their results so too, so that an operation on a batch of small
-    examples (a (31843, 3) array) runs NumPy's inner loop along the batch, not an example's few entries.  A copy,
-    as ``jax.vmap``'s arguments are values: a write into a mapped argument does not reach the caller's array."""
+    """A mapped argument's ``data`` (axis 0 the batch) as the batch rules lay out batches (``fresh``): a copy, as
+    ``jax.vmap``'s arguments are values, so a write into a mapped argument does not reach the caller's array."""
     if type(data) is not np.ndarray:
         return data
-    out = batch_last(data.shape, data.dtype)
+    out = fresh(data.shape, data.dtype)
     out[...] = data
     return out
+
+
+def fresh(shape, dtype):
+    """An empty batch of ``shape`` (axis 0 the batch).  An example of at most ``SMALL_EXAMPLE`` entries is laid
+    out with the batch innermost (``batch_last``), so that an operation on a batch of small examples (a
+    (31843, 3) array) runs NumPy's inner loop along the batch, not along an example's few entries; a larger one
+    stays in C order, its rows long enough for NumPy's loops and BLAS."""
+    return batch_last(shape, dtype) if math.prod(shape[1:]) <= SMALL_EXAMPLE else np.empty(shape, dtype)
 
 
 def batch_last(shape, dtype):
@@ -338,6 +348,11 @@ def batch_last(shape, dtype):
     axes have the strides of a C-contiguous example times the batch's size, so that a reshape or ravel of an
     example is a view exactly where NumPy's of one example is (and a write through it reaches the example)."""
     return np.moveaxis(np.empty((*shape[1:], shape[0]), dtype), -1, 0)
+
+
+def lays_batch_innermost(data) -> bool:
+    """Whether ``data`` (a batch's array) has the batch innermost (``fresh``'s layout of small examples)."""
+    return type(data) is np.ndarray and data.ndim > 1 and data.strides[0] == data.itemsize
 
 
 def _grad_of(g, axis, level, size):

@@ -720,9 +720,12 @@ def test_the_batch_is_innermost_in_memory_and_a_mapped_argument_is_a_copy():
         x[0] = 5.0
         return x * 2.0
 
-    before = xs.copy()
-    np.testing.assert_array_equal(ad.vmap(writes)(xs)[:, 0], 10.0)
-    np.testing.assert_array_equal(xs, before)
+    for batch in (xs, RNG.normal(size=(5, 40))):   # (small examples laid out anew, large ones as they come)
+        before = batch.copy()
+        np.testing.assert_array_equal(ad.vmap(writes)(batch)[:, 0], 10.0)
+        np.testing.assert_array_equal(batch, before)
+    big = ad.vmap(lambda x: x * p3[0] + x)(RNG.normal(size=(5, 40)))
+    assert big.flags.c_contiguous   # (an example of more than SMALL_EXAMPLE entries keeps C order)
     with pytest.raises(UnsupportedError, match="numpy.cross"):   # (cross's other axes: no rule, named)
         ad.vmap(lambda x: np.cross(x, p3, axisa=0))(xs)
 

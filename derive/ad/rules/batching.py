@@ -15,7 +15,7 @@ import string
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..batching import BATCH_RULES, Batched, batch_last
+from ..batching import BATCH_RULES, Batched, fresh, lays_batch_innermost
 from ..cotangent import basic_index
 
 
@@ -54,8 +54,9 @@ def _batched_first(frame, name, first):
 # -- elementwise ----------------------------------------------------------------------------------------------
 def _ufunc(frame, ufunc, *inputs, **kw):
     ops, nd = _aligned(frame, inputs)
-    if nd <= 1 and all(type(v) is np.ndarray or isinstance(v, _NUMBERS) for v in ops):
-        kw = {"order": "F", **kw}   # (the batch innermost, as ``batching.batch_last`` lays out one of vectors)
+    if nd == 1 and any(frame.batched(v) and lays_batch_innermost(v.data) for v in inputs) \
+            and all(type(v) is np.ndarray or isinstance(v, _NUMBERS) for v in ops):
+        kw = {"order": "F", **kw}   # (a batch of small vectors: its result too, as ``batching.fresh`` lays it out)
     return frame.wrap(ufunc(*ops, **kw))
 
 
@@ -311,7 +312,7 @@ def _joined(func, rank):
             shape.insert(k, len(datas))
         else:
             shape[k] = sum(d.shape[k] for d in datas)
-        out = batch_last(shape, np.result_type(*datas))
+        out = fresh(shape, np.result_type(*datas))
         return frame.wrap(func(datas, axis=k, out=out))
     return rule
 
@@ -440,7 +441,7 @@ def _cross(frame, a, b, **kw):
     shape = np.broadcast_shapes(np.shape(u), np.shape(v))
     if type(u) is not np.ndarray or type(v) is not np.ndarray or len(shape) < 2 or shape[0] != frame.size:
         return _last_axes(np.cross, 2)(frame, a, b)
-    out = batch_last(shape, np.result_type(u, v))
+    out = fresh(shape, np.result_type(u, v))
     for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
         np.subtract(u[..., j] * v[..., k], u[..., k] * v[..., j], out=out[..., i])
     return frame.wrap(out)
