@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError
 from .cotangent import dense
 from .ir import ARRAY_TYPES
-from .runtime import NONDIFF, J
+from .runtime import NONDIFF, J, memory_owner
 
 BATCH_RULES: dict = {}   # NumPy function, ufunc method name ("reduce") or operator name -> rule(frame, *args, **kw)
 LEVELS = itertools.count(1)   # a fresh level per call of a vmapped function (newer: inner)
@@ -27,16 +28,64 @@ _CONTROL = ("Python control flow cannot depend on a batched value inside ad.vmap
             "differ); use np.where(cond, a, b) to select per example")
 
 
+class Memory:
+    """The arrays that the batches of one vmap call hold, by the array that owns their memory: how many batches
+    share each (a batch and its views: a slice, a reshape, a transpose).  ``tensorlang.ad`` follows writes through
+    views of NumPy's arrays, not of batches, so a derivative refuses a write into a batch whose memory another
+    batch shares (``Batched.__ad_written__``)."""
+
+    __slots__ = ("owners",)
+
+    def __init__(self):
+        self.owners: dict = {}   # id of the owning array -> [a weak reference to it, the batches that hold it]
+
+    def hold(self, data) -> None:
+        """Count one more batch holding ``data``'s memory."""
+        if type(data) is not np.ndarray:
+            return
+        owner = data if data.base is None else memory_owner(data)
+        held = self.owners.get(id(owner))
+        if held is None or held[0]() is not owner:   # (a new array, or one made where a dead one was)
+            self.owners[id(owner)] = [weakref.ref(owner), 1]
+        else:
+            held[1] += 1
+
+    def shared(self, data) -> bool:
+        """Whether more than one batch holds ``data``'s memory."""
+        owner = data if data.base is None else memory_owner(data)
+        held = self.owners.get(id(owner))
+        return held is not None and held[0]() is owner and held[1] > 1
+
+
 class Batched:
     """A batch of values: ``data``'s axis 0 is the batch (``data`` is a NumPy array, or a ``Batched`` of an
-    outer vmap), at vmap level ``level``; its attributes are those of one example."""
+    outer vmap), at vmap level ``level``, in its call's ``memory``; its attributes are those of one example."""
 
-    __slots__ = ("data", "level")
+    __slots__ = ("data", "level", "memory")
     __array_priority__ = 1000
     __hash__ = None
 
-    def __init__(self, data, level: int):
-        self.data, self.level = data, level
+    def __init__(self, data, level: int, memory: Memory):
+        self.data, self.level, self.memory = data, level, memory
+        memory.hold(data)
+
+    def __ad_tangent__(self, t):
+        """A tangent of this batch as a batch of this level (``ir.own_tangent``): a plain one (the same for every
+        example) broadcast into a batch of its own."""
+        if type(t) is Batched and t.level == self.level:
+            return t
+        return self.zeros(self.shape, np.result_type(self.dtype, float)) + t
+
+    def __ad_written__(self):
+        """Called by ``tensorlang.ad`` before a derivative follows a write into this batch (``ir.check_write``):
+        refused where another batch shares its memory, a write that the derivative would not see reach it."""
+        if type(self.data) is Batched:
+            self.data.__ad_written__()
+        elif type(self.data) is np.ndarray and self.memory.shared(self.data):
+            raise UnsupportedError("ad.vmap under a derivative: a write into a batched array that shares its memory "
+                                   "with another (a view of it, or the array a view was taken of: a slice, reshape, "
+                                   "transpose ...) is not followed by tensorlang.ad; write into a copy "
+                                   "(v = x[1:].copy()) or make the array without writing through a view")
 
     # -- the per-example view ----------------------------------------------------------------------------------
     shape = property(lambda self: tuple(self.data.shape[1:]))
@@ -120,20 +169,20 @@ class Batched:
         return np.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
 
     def astype(self, dtype, **kw):
-        return Batched(self.data.astype(dtype, **kw), self.level)
+        return Batched(self.data.astype(dtype, **kw), self.level, self.memory)
 
     def zeros(self, shape, dtype):
         """Zeros of per-example ``shape`` and ``dtype`` at this value's level (of its batch size)."""
         full = (len(self.data), *shape)
         if type(self.data) is Batched:
-            return Batched(self.data.zeros(full, dtype), self.level)
+            return Batched(self.data.zeros(full, dtype), self.level, self.memory)
         data = fresh(full, dtype)
         data[...] = 0
-        return Batched(data, self.level)
+        return Batched(data, self.level, self.memory)
 
     def copy(self):
         data = self.data
-        return Batched(data.copy(order="K") if type(data) is np.ndarray else data.copy(), self.level)
+        return Batched(data.copy(order="K") if type(data) is np.ndarray else data.copy(), self.level, self.memory)
 
     def ravel(self):
         return np.reshape(self, -1)
@@ -198,12 +247,13 @@ def _name(func) -> str:
 
 
 class Frame:
-    """What a batch rule is run with: the level it batches (``level``) and its batch size (``size``)."""
+    """What a batch rule is run with: the level it batches (``level``), its batch size (``size``) and its vmap
+    call's ``memory``."""
 
-    __slots__ = ("level", "size")
+    __slots__ = ("level", "size", "memory")
 
-    def __init__(self, level: int, size: int):
-        self.level, self.size = level, size
+    def __init__(self, level: int, size: int, memory: Memory):
+        self.level, self.size, self.memory = level, size, memory
 
     def batched(self, v) -> bool:
         """Whether ``v`` is batched at this level."""
@@ -213,7 +263,7 @@ class Frame:
         """``data`` (axis 0 the batch) as a value of this level; a tuple's items each."""
         if isinstance(data, tuple):
             return type(data)(*map(self.wrap, data)) if hasattr(data, "_fields") else tuple(map(self.wrap, data))
-        return Batched(data, self.level)
+        return Batched(data, self.level, self.memory)
 
     def across(self, v):
         """``v``'s data with the batch axis first: a plain operand broadcast across the batch."""
@@ -229,13 +279,14 @@ def dispatch(func, args, kwargs, what=None):
     _batches(args, found)
     _batches(tuple(kwargs.values()), found)
     level = max(v.level for v in found)
-    sizes = {len(v.data) for v in found if v.level == level}
+    mine = [v for v in found if v.level == level]
+    sizes = {len(v.data) for v in mine}
     if len(sizes) > 1:
         raise TensorLangError(f"ad.vmap: {what or _name(func)} got batches of sizes {sorted(sizes)} at one level")
     rule = BATCH_RULES.get(func)
     if rule is None:
         raise UnsupportedError(f"ad.vmap has no batching rule for {what or _name(func)}")
-    return rule(Frame(level, sizes.pop()), *args, **kwargs)
+    return rule(Frame(level, sizes.pop(), mine[0].memory), *args, **kwargs)
 
 
 def _batches(values, found: list) -> None:
@@ -288,7 +339,7 @@ class Mapped:
         return axes
 
     def batched(self, args):
-        """``(level, size, batched arguments)`` for a call with ``args``."""
+        """``(level, size, batched arguments, memory)`` for a call with ``args``."""
         axes = self._axes(args)
         mapped = [(k, x) for k, a in enumerate(axes) if a is not None for x in _leaves_of(args[k])]
         bad = sorted({k for k, x in mapped if not -np.ndim(x) <= axes[k] < np.ndim(x)})
@@ -296,23 +347,24 @@ class Mapped:
         if bad or len(sizes) != 1:
             raise TensorLangError(f"ad.vmap({self.name}): the mapped arguments must have the mapped axis, all of one "
                                   f"size; got sizes {sizes}" + (f", argument(s) {bad} without it" if bad else ""))
-        level = next(LEVELS)
-        batched = [x if a is None else _tree(lambda v, a=a: Batched(innermost(np.moveaxis(v, a, 0)), level), x)
+        level, memory = next(LEVELS), Memory()
+        batched = [x if a is None else _tree(lambda v, a=a: Batched(innermost(np.moveaxis(v, a, 0)), level, memory),
+                                             x)
                    for x, a in zip(args, axes)]
-        return level, sizes[0], batched
+        return level, sizes[0], batched, memory
 
     def __call__(self, *args, **kw):
-        level, size, batched = self.batched(args)
+        level, size, batched, _ = self.batched(args)
         return _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), self.f(*batched, **kw))
 
     def __ad_pullback__(self, *args):
-        level, size, batched = self.batched(args)
+        level, size, batched, memory = self.batched(args)
         y, back = J(self.f, *batched)
         out = _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), y)
 
         def pullback(dy):
-            g = back(_tree(lambda d: None if d is None else Batched(np.moveaxis(dense(d), self.out_axes, 0), level),
-                           dy))
+            g = back(_tree(lambda d: None if d is None else Batched(np.moveaxis(dense(d), self.out_axes, 0), level,
+                                                                    memory), dy))
             if g[0] is not None:
                 raise UnsupportedError(f"ad.grad through ad.vmap({self.name}): {self.name} captures values that have "
                                        f"gradients; pass them as arguments (in_axes=None for those not mapped)")

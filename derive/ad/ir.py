@@ -61,6 +61,23 @@ def is_array(x) -> bool:
     return type(x) is np.ndarray or type(x) in ARRAY_TYPES
 
 
+def check_write(x) -> None:
+    """Before a derivative follows a write into ``x``, an array of a type of ``ARRAY_TYPES`` (whose memory the
+    runtime does not follow): that type's own check, ``__ad_written__`` (a batch of ``ad.vmap`` refuses a write
+    into memory another batch shares)."""
+    check = getattr(type(x), "__ad_written__", None)
+    if check is not None:
+        check(x)
+
+
+def own_tangent(x, t):
+    """The tangent ``t`` of ``x`` as its array type keeps tangents (``__ad_tangent__``: a batch of ``ad.vmap`` makes a
+    plain tangent, the same for every example, a batch of its own), so that a write into ``x`` writes its tangent
+    in place, where every name of ``x`` sees it; ``t`` itself for other values."""
+    own = getattr(type(x), "__ad_tangent__", None)
+    return t if own is None or t is None else own(x, t)
+
+
 def writable_array(x) -> bool:
     """Whether ``x`` is an array that ``x op= y`` writes into: ``is_array``, but not a stand-in of a recording that
     holds a number (which Python rebinds)."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import BeyondOrder, ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
-from .ir import ARRAY_TYPES, NUM, is_array, kind_of
+from .ir import ARRAY_TYPES, NUM, is_array, kind_of, own_tangent
 from .probed import probed_code
 from .recorded import as_function_gradients, stand_in
 from .registry import refusing
@@ -51,7 +51,9 @@ def jvp(f, primals, tangents):
 
 def jvp_of(f, tf, primals, tangents):
     """``JVP`` of ``f`` (``tf``: the tangents of what it captures) in a context of its own: a tangent store that
-    starts empty.  ``jvp`` without its checks; ``ty`` None where nothing moves."""
+    starts empty.  ``jvp`` without its checks; ``ty`` None where nothing moves.  An argument's tangent is of its
+    kind (``ir.own_tangent``: a batch's a batch)."""
+    tangents = tuple(own_tangent(x, t) for x, t in zip(primals, tangents))
     return within(current().but(tangents={}), JVP, f, tf, primals, tangents)
 
 

@@ -27,7 +27,7 @@ from ...codegen.dask_graph import lazy_array
 from ...errors import BeyondOrder, UnsupportedError, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
-from .ir import ANY, ARRAY_TYPES, NUM, is_array, kind_of
+from .ir import ANY, ARRAY_TYPES, NUM, check_write, is_array, kind_of
 from .source import NoSourceKept
 from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
 
@@ -338,6 +338,8 @@ JVP_RULES[_rebased] = lambda args, ts: (_rebased(*args), ts[0])
 def register(obj, store=None) -> None:
     """Mark ``obj`` as a box (it is being written to) in ``store`` (the current one by default); writing to
     a view of an array writes to the array that owns the memory, which becomes the box."""
+    if type(obj) in ARRAY_TYPES:
+        check_write(obj)
     obj = box_of(obj)
     (store or current().store).boxes[id(obj)] = obj
 

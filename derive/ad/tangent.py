@@ -26,7 +26,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .context import Provided, current
-from .ir import ARRAY_TYPES, INT, NUM, is_array, kind_of
+from .ir import ARRAY_TYPES, INT, NUM, check_write, is_array, kind_of, own_tangent
 from .recorded import recorded_in_place
 from .source import NoSourceKept
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
@@ -180,8 +180,12 @@ def follow_views(y, ty, args, ts):
     another array's, or part of it, unless the arrays share memory themselves, and a write into an array
     writes into a tangent of its own (``x + 0.0``'s tangent has the values of ``x``'s, and is never ``x``'s;
     ``np.linalg.eigh(x)[0]``'s is not a read-only diagonal)."""
-    if ty is not None and type(y) in ARRAY_TYPES and any(ta is ty and a is not y for a, ta in zip(args, ts)):
-        return ty.copy()   # (an array of a type of ARRAY_TYPES, whose memory is not followed: never another's)
+    if type(y) in ARRAY_TYPES:   # (an array whose memory is not followed: an argument's own tangent, never another's,
+        for a, ta in zip(args, ts):   # and of its kind, so that a write into it writes its tangent in place)
+            if a is y:
+                return ta
+        own = own_tangent(y, ty)
+        return ty.copy() if own is ty and ty is not None and any(ta is ty for ta in ts) else own
     if type(y) is not np.ndarray or y.dtype.kind not in "fc":
         return ty
     root = (ty if ty.base is None else memory_owner(ty)) if type(ty) is np.ndarray else None
@@ -225,6 +229,8 @@ def mutable(obj, t):
     view of an array, the same view of the tangent of the array that owns its memory."""
     if type(obj) is np.ndarray and obj.base is not None:
         return _view_tangent(obj, t)
+    if type(obj) in ARRAY_TYPES:
+        check_write(obj)
     t = tangent_of(obj, t)
     if t is None:
         t = zero_mut(obj) if type(obj) in (list, dict) or is_array(obj) else types.SimpleNamespace()

@@ -753,3 +753,104 @@ def test_a_write_through_a_view_of_an_example_reaches_it_exactly_where_numpys_do
         return y
 
     np.testing.assert_array_equal(ad.vmap(f)(xs), _loop(f, (xs,)))
+
+
+def _write_through(view):
+    def f(x):
+        w = x.copy()
+        v = VIEWS[view](w)
+        v[(0,) * v.ndim] = x[-1] * x[1]
+        v *= 1.5
+        return np.sum(w * x)
+    return f
+
+
+def _owner_written_view_read(x):
+    w = x.copy()
+    v = w[1:]
+    w[1] = x[0] * x[2]
+    return np.sum(v * x[1:])
+
+
+def _owner_written_in_place_view_read(x):
+    w = x * 2.0
+    v = w.reshape(-1)
+    w *= x
+    return np.sum(v * x)
+
+
+SHARED = {**{f"a write through {name}": _write_through(name) for name in sorted(VIEWS)},
+          "an array written after a view of it was taken": _owner_written_view_read,
+          "an array written in place after a view of it was taken": _owner_written_in_place_view_read}
+DERIVATIVES = {"vmap of grad": lambda f, xs: ad.vmap(ad.grad(f))(xs),
+               "vmap of reverse jacobian": lambda f, xs: ad.vmap(ad.jacobian(f))(xs),
+               "vmap of forward jacobian": lambda f, xs: ad.vmap(ad.jacobian(f, mode="forward"))(xs),
+               "grad of a sum of vmap": lambda f, xs: ad.grad(lambda z: np.sum(ad.vmap(f)(z)))(xs),
+               "jvp of vmap": lambda f, xs: np.stack([ad.jvp(ad.vmap(f), (xs,), (np.tile(e, (len(xs), 1)),))[1]
+                                                       for e in np.eye(xs.shape[1])], axis=1)}
+
+
+@pytest.mark.parametrize("derivative", sorted(DERIVATIVES))
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_a_derivative_through_a_write_into_memory_batches_share_is_right_or_refused(name, derivative):
+    """tensorlang.ad follows writes through views of NumPy's arrays, not of batches: under a derivative, a write
+    into a batch whose memory another batch holds (through a view of it, or into the array a view was taken of)
+    is refused by name (``Batched.__ad_written__``); the rest agree with central differences.  (Each of these
+    gave a wrong derivative with no error before.)"""
+    f, xs = SHARED[name], RNG.normal(size=(3, 4))
+    try:
+        got = DERIVATIVES[derivative](f, xs)
+    except UnsupportedError as e:
+        assert "shares its memory" in str(e)
+        return
+    np.testing.assert_allclose(got, _by_differences(f, xs), atol=1e-7)
+
+
+def test_a_write_into_a_batch_no_other_batch_shares_is_differentiated():
+    """An entry read from a batch is a copy (NumPy reads one as a scalar), so reading entries does not make the
+    batch shared, and writes into it are differentiated in every mode (against central differences)."""
+    def f(x):
+        y = np.exp(0.1 * x).copy()
+        y[0] = y[1] * 2.0 + x[2]
+        y *= x[0]
+        return np.sum(y ** 2)
+
+    xs = RNG.normal(size=(4, 3))
+    for run in DERIVATIVES.values():
+        np.testing.assert_allclose(run(f, xs), _by_differences(f, xs), atol=1e-7)
+
+
+def test_an_entry_read_from_a_batch_keeps_its_value_after_a_write_as_numpys_scalar_does():
+    def f(x):
+        y = x * 1.0
+        a, b = y[1], y[1, 0]
+        y[1] = 5.0
+        return a + b
+
+    check(f, RNG.normal(size=(3, 2, 2)))
+
+
+def test_forward_mode_inside_vmap_writes_a_batchs_tangent_where_every_name_of_it_sees_it():
+    """A tangent that is the same for every example (a plain one given to ``ad.jvp`` inside ``ad.vmap``, or made
+    from values that are not batched) is made a batch of its own (``ir.own_tangent``), so that a write into the
+    batch through another name of it (``np.atleast_1d`` returns its argument) writes the tangent every name
+    holds."""
+    xs, p, e = RNG.normal(size=(4, 3)), np.array([0.5, -1.0, 2.0]), np.array([1.0, 0.0, 0.0])
+
+    def g(x):
+        w = x.copy()
+        v = np.atleast_1d(w)
+        v *= 1.5
+        return np.sum(w * x)
+
+    def h(x, q):
+        y = x * 0.0 + q
+        v = np.atleast_1d(y)
+        v *= 2.0
+        return np.sum(y * q * x)
+
+    got = ad.vmap(lambda x: ad.jvp(g, (x,), (e,))[1])(xs)
+    np.testing.assert_allclose(got, _by_differences(g, xs)[:, 0], atol=1e-7)
+    got = ad.vmap(lambda x: ad.jvp(lambda q: h(x, q), (p,), (e,))[1])(xs)
+    want = [differenced_jacobian(lambda q: h(x, q), p)[0, 0] for x in xs]
+    np.testing.assert_allclose(got, want, atol=1e-7)

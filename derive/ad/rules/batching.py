@@ -539,7 +539,10 @@ def _data_index(frame, index, nd: int):
 
 def _getitem(frame, x, index):
     idx, src, dst = _data_index(frame, index, np.ndim(x))
-    return frame.wrap(np.moveaxis(frame.across(x)[idx], src, dst))
+    y = np.moveaxis(frame.across(x)[idx], src, dst)
+    if type(y) is np.ndarray and y.ndim == 1 and y.base is not None:   # (an entry of each example: NumPy reads one
+        y = y.copy()                                                    # as a scalar, a copy, not a view)
+    return frame.wrap(y)
 
 
 def _written(frame, x, index, values, what):
