@@ -29,45 +29,47 @@ _CONTROL = ("Python control flow cannot depend on a batched value inside ad.vmap
 
 
 class Memory:
-    """The arrays that the batches of one vmap call hold, by the array that owns their memory: how many batches
-    share each (a batch and its views: a slice, a reshape, a transpose).  ``tensorlang.ad`` follows writes through
+    """The arrays that the batches of one vmap call hold, by the array that owns their memory: which batches hold
+    each (a batch and its views: a slice, a reshape, a transpose).  ``tensorlang.ad`` follows writes through
     views of NumPy's arrays, not of batches, so a derivative refuses a write into a batch whose memory another
-    batch shares (``Batched.__ad_written__``)."""
+    live batch holds (``Batched.__ad_written__``)."""
 
     __slots__ = ("owners",)
 
     def __init__(self):
-        self.owners: dict = {}   # id of the owning array -> [a weak reference to it, the batches that hold it]
+        self.owners: dict = {}   # id of the owning array -> (a weak reference to it, weak references to its batches)
 
-    def hold(self, data) -> None:
-        """Count one more batch holding ``data``'s memory."""
+    def hold(self, data, batch) -> None:
+        """Note that ``batch`` holds ``data``'s memory."""
         if type(data) is not np.ndarray:
             return
         owner = data if data.base is None else memory_owner(data)
         held = self.owners.get(id(owner))
         if held is None or held[0]() is not owner:   # (a new array, or one made where a dead one was)
-            self.owners[id(owner)] = [weakref.ref(owner), 1]
-        else:
-            held[1] += 1
+            self.owners[id(owner)] = (weakref.ref(owner), [weakref.ref(batch)])
+            return
+        if len(held[1]) >= 8:
+            held[1][:] = [r for r in held[1] if r() is not None]
+        held[1].append(weakref.ref(batch))
 
     def shared(self, data) -> bool:
-        """Whether more than one batch holds ``data``'s memory."""
+        """Whether more than one live batch holds ``data``'s memory."""
         owner = data if data.base is None else memory_owner(data)
         held = self.owners.get(id(owner))
-        return held is not None and held[0]() is owner and held[1] > 1
+        return held is not None and held[0]() is owner and sum(r() is not None for r in held[1]) > 1
 
 
 class Batched:
     """A batch of values: ``data``'s axis 0 is the batch (``data`` is a NumPy array, or a ``Batched`` of an
     outer vmap), at vmap level ``level``, in its call's ``memory``; its attributes are those of one example."""
 
-    __slots__ = ("data", "level", "memory")
+    __slots__ = ("data", "level", "memory", "__weakref__")
     __array_priority__ = 1000
     __hash__ = None
 
     def __init__(self, data, level: int, memory: Memory):
         self.data, self.level, self.memory = data, level, memory
-        memory.hold(data)
+        memory.hold(data, self)
 
     def __ad_tangent__(self, t):
         """A tangent of this batch as a batch of this level (``ir.own_tangent``): a plain one (the same for every

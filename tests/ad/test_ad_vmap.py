@@ -854,3 +854,27 @@ def test_forward_mode_inside_vmap_writes_a_batchs_tangent_where_every_name_of_it
     got = ad.vmap(lambda x: ad.jvp(lambda q: h(x, q), (p,), (e,))[1])(xs)
     want = [differenced_jacobian(lambda q: h(x, q), p)[0, 0] for x in xs]
     np.testing.assert_allclose(got, want, atol=1e-7)
+
+
+def test_nested_vmaps_refuse_a_write_into_shared_memory_and_differentiate_the_rest():
+    """The batches of an inner vmap hold the outer one's; a batch that a view held only while a rule ran is not
+    shared (``batching.Memory`` counts the live batches)."""
+    def shared(x):
+        w = x.copy()
+        v = w[1:]
+        v[0] = x[0] * x[2]
+        return np.sum(w * x)
+
+    def own(x):
+        w = np.exp(0.1 * x).copy()
+        w[0] = w[1] * x[2]
+        return np.sum(w * x)
+
+    xs = RNG.normal(size=(2, 3, 3))
+    for run in (lambda f: ad.vmap(ad.vmap(ad.grad(f)))(xs),
+                lambda f: ad.vmap(ad.grad(lambda z: np.sum(ad.vmap(f)(z))))(xs),
+                lambda f: ad.vmap(ad.vmap(ad.jacobian(f, mode="forward")))(xs)):
+        with pytest.raises(UnsupportedError, match="shares its memory"):
+            run(shared)
+        want = np.stack([_by_differences(own, row) for row in xs])
+        np.testing.assert_allclose(run(own), want, atol=1e-7)

@@ -540,8 +540,8 @@ def _data_index(frame, index, nd: int):
 def _getitem(frame, x, index):
     idx, src, dst = _data_index(frame, index, np.ndim(x))
     y = np.moveaxis(frame.across(x)[idx], src, dst)
-    if type(y) is np.ndarray and y.ndim == 1 and y.base is not None:   # (an entry of each example: NumPy reads one
-        y = y.copy()                                                    # as a scalar, a copy, not a view)
+    if y.ndim == 1 and (type(y) is Batched or y.base is not None):   # (an entry of each example: NumPy reads one
+        y = y.copy()                                                  # as a scalar, a copy, not a view)
     return frame.wrap(y)
 
 
