@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError
+from .context import Store, current, within
 from .cotangent import dense
 from .ir import ARRAY_TYPES
 from .runtime import NONDIFF, J, memory_owner
@@ -361,12 +362,13 @@ class Mapped:
 
     def __ad_pullback__(self, *args):
         level, size, batched, memory = self.batched(args)
-        y, back = J(self.f, *batched)
+        own = current().but(store=Store())   # (f's boxes are its own: none is left in the caller's store)
+        y, back = within(own, J, self.f, *batched)
         out = _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), y)
 
         def pullback(dy):
-            g = back(_tree(lambda d: None if d is None else Batched(np.moveaxis(dense(d), self.out_axes, 0), level,
-                                                                    memory), dy))
+            g = within(own, back, _tree(lambda d: None if d is None else Batched(np.moveaxis(dense(d), self.out_axes, 0),
+                                                                                level, memory), dy))
             if g[0] is not None:
                 raise UnsupportedError(f"ad.grad through ad.vmap({self.name}): {self.name} captures values that have "
                                        f"gradients; pass them as arguments (in_axes=None for those not mapped)")

@@ -878,3 +878,21 @@ def test_nested_vmaps_refuse_a_write_into_shared_memory_and_differentiate_the_re
             run(shared)
         want = np.stack([_by_differences(own, row) for row in xs])
         np.testing.assert_allclose(run(own), want, atol=1e-7)
+
+
+def test_differentiating_a_vmapped_function_leaves_no_box_in_the_callers_store():
+    """The vmapped function's pullback runs in a store of its own: ``ad.jvp`` of ``ad.vmap(f)`` for an ``f`` that
+    writes left the written batch in the process's store, where a later gradient could meet it."""
+    from tensorlang.derive.ad import context
+
+    def f(x):
+        y = np.exp(0.1 * x).copy()
+        y[0] = y[1] * 2.0 + x[2]
+        return np.sum(y ** 2)
+
+    xs = RNG.normal(size=(4, 3))
+    ad.jvp(ad.vmap(f), (xs,), (xs,))
+    ad.grad(lambda z: np.sum(ad.vmap(f)(z)))(xs)
+    with pytest.raises(UnsupportedError):
+        ad.jvp(ad.vmap(_owner_written_view_read), (xs,), (xs,))
+    assert not context.current().store.boxes
