@@ -29,7 +29,7 @@ from operator import attrgetter
 from .ir import ANY, ARR, CONST_KIND, INT, NUM, PYINT, VEC, Function, Instr, Phi, is_constant, kind_of
 from .lower import as_sequence, lowered
 from .rules import (ARRAY_BINOPS, array_call, array_method, effect_free, int_preserving, int_result, is_nondiff,
-                    pure_method, rule_of, scalar_call, writes)
+                    makes_float_array, pure_method, rule_of, scalar_call, writes)
 
 _ORDER = {None: 0, INT: 1, NUM: 2, ARR: 3, ANY: 4}
 _ARITH = {"+", "-", "*", "/", "//", "%", "**"}
@@ -64,7 +64,8 @@ def analyse(fn: Function, arg_kinds: tuple, globals_kinds: dict | None = None, d
     if mutates:   # no inlined array rules (they read their arguments in the adjoint)
         arg_kinds = tuple(ANY if k in (ARR, VEC) else k for k in arg_kinds)
         gk, derived = {}, frozenset()
-    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk, derived), derived, returns)
+    _fix_kinds(values, arg_kinds, gk, False, _entry_reads(values, arg_kinds, gk, derived), derived, returns,
+               made=not mutates)
     for v in values:
         if isinstance(v, Instr) and v.op in ("call", "method"):
             _maybe_inline(v)
@@ -233,11 +234,12 @@ def _augmented(v) -> bool:
     return isinstance(v, Instr) and v.op == "binop" and v.attr.endswith("=")
 
 
-def _fix_kinds(values, arg_kinds, gk, aug_plain, reads, derived, returns=None):
+def _fix_kinds(values, arg_kinds, gk, aug_plain, reads, derived, returns=None, made=True):
     """The kinds of ``values`` (a fixed point); ``aug_plain``: augmented assignments count as their
     plain operation, else as ANY (an in-place write); ``reads``: the entries of vectors read;
     ``derived``: the ids of values assumed vectors (``ARR``); ``returns(v, kinds)``: the kind of call ``v``
-    of a function assumed to write nothing, given its arguments' kinds."""
+    of a function assumed to write nothing, given its arguments' kinds; ``made``: the float arrays that
+    ``np.zeros(shape)`` and its kind make are ``ARR`` (not in a function that writes)."""
     def transfer(v):
         if v.id in derived:
             return ARR
@@ -250,7 +252,7 @@ def _fix_kinds(values, arg_kinds, gk, aug_plain, reads, derived, returns=None):
             return None if None in kinds else returns(v.args[0].attr, kinds)
         if _augmented(v) and not aug_plain:
             return ANY
-        return _kind(v, arg_kinds, reads)
+        return _kind(v, arg_kinds, reads, made)
 
     for v in values:
         v.kind = None
@@ -262,7 +264,7 @@ def _const_kind(value):
     return ANY if k == CONST_KIND else k
 
 
-def _kind(v, arg_kinds, reads):
+def _kind(v, arg_kinds, reads, made=True):
     if isinstance(v, Phi):
         k = None
         for u in v.incoming.values():
@@ -299,6 +301,8 @@ def _kind(v, arg_kinds, reads):
         return NUM if _array_inline(v).reduce or kinds[-1] != ARR else ARR
     f = _callee(v)
     if f is not None:
+        if made and makes_float_array(f) and len(v.args) == 2 and not v.attr:
+            return ARR
         if int_result(f):
             return INT
         if scalar_call(f) is not None and all(k in (INT, NUM) for k in kinds[1:]) and not v.attr:

@@ -130,3 +130,38 @@ def test_box_free_entry_ignores_an_outer_store():
         return ad.gradient(inner, lst[1])[0] + sum(lst)
     ad.gradient(inner, 1.0)     # cached
     assert np.isclose(outer(0.5), math.cos(1.0) * 1.0 + math.sin(1.0) + 1.5)
+
+
+def test_a_state_made_by_np_zeros_is_an_array_to_the_inlined_rules(fd):
+    """``np.zeros(n)``, ``np.ones(n)``, ``np.empty(n)`` called with a shape alone make float arrays, so a loop whose
+    state starts as one (an RNN's, an accumulator's) keeps the inlined array rules; with a dtype, or in a function
+    that writes, the state stays of unknown kind and takes the generic rules."""
+    def rnn(x, W):
+        h = np.zeros(3)
+        acc = np.ones(3)
+        for _ in range(4):
+            h = np.tanh(W @ h + x)
+            acc = acc * 0.5 + h
+        return np.sum(h * acc)
+
+    def typed(x, W):
+        h = np.zeros(3, dtype=np.float64)
+        for _ in range(2):
+            h = np.tanh(W @ h + x)
+        return np.sum(h * h)
+
+    def written(x, W):
+        h = np.zeros(3)
+        h[0] = x[1]
+        for _ in range(2):
+            h = np.tanh(W @ h + x)
+        return np.sum(h * h)
+
+    x, W = RNG.normal(size=3), RNG.normal(size=(3, 3)) * 0.5
+    assert "_B" not in ad.code_adjoint(rnn, x, W).text.split("def _ad_pb")[0]   # (no rule pullbacks: inlined)
+    assert "_B" in ad.code_adjoint(typed, x, W).text.split("def _ad_pb")[0]
+    for f in (rnn, typed, written):
+        _check(f, (x, W), fd)
+        H = ad.hessian(f)(x, W)
+        col = (ad.grad(f)(x + 1e-5 * np.eye(3)[0], W) - ad.grad(f)(x - 1e-5 * np.eye(3)[0], W)) / 2e-5
+        np.testing.assert_allclose(H[:, 0], col, rtol=1e-4, atol=1e-6)

@@ -134,6 +134,11 @@ def array_method(name: str):
     return numpy.ARRAY_METHODS.get(name)
 
 
+def makes_float_array(f) -> bool:
+    """Whether ``f`` called with a shape alone (no dtype) makes a new float64 array (``np.zeros(n)``)."""
+    return any(f is g for g in numpy.FLOAT_ARRAY_MAKERS)
+
+
 def box_free(rule) -> bool:
     """Whether ``rule`` neither makes nor reads boxes (the NumPy rules: values in, values out)."""
     return str(getattr(rule, "__module__", "")).endswith("rules.numpy")

@@ -799,6 +799,7 @@ ARRAY_INLINE.update({
 ARRAY_INLINE[np.amax], ARRAY_INLINE[np.amin] = ARRAY_INLINE[np.max], ARRAY_INLINE[np.min]
 # ``x.sum()`` and the like (no arguments) on an array: the same entries
 ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+FLOAT_ARRAY_MAKERS = (np.zeros, np.ones, np.empty)   # a call with a shape alone makes a new float64 array
 # array methods that never write to their array
 PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "copy", "astype", "conj", "ravel",
                 "flatten", "std", "var", "prod", "squeeze", "item", "tolist", "all", "any", "argmax", "argmin",
