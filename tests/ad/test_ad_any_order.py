@@ -15,7 +15,7 @@ import sympy as sp
 import tensorlang as tl
 from tensorlang import ad
 from tensorlang.derive.ad import tower
-from tensorlang.errors import UnsupportedError
+from tensorlang.errors import BeyondOrder, UnsupportedError
 
 S = sp.Symbol("s")
 
@@ -255,3 +255,27 @@ def test_a_level_whose_recording_disagrees_with_the_derivative_is_refused():
     with pytest.raises(UnsupportedError, match="the recording of .* at this point gives"):
         tower._check(lambda x: hessian(x) * 1.5, hessian, (x,))   # (a recording that computed something else)
     tower._check(lambda x: hessian(x) * (1 + 1e-12), hessian, (x,))   # (rounding passes)
+
+
+def test_a_third_derivative_through_gradients_called_inside_is_right_or_refused_by_name():
+    """``ad.grad`` of a function that calls ``ad.grad`` of one that calls ``ad.grad``, through entries of a vector
+    read in a loop: the third derivative against central differences of the second, or a ``BeyondOrder``
+    (it raised NumPy's raw ``AttributeError: Cannot delete array dtype``: the gradient of tensorlang.ad's own
+    cotangent reached as an array where its attribute was written)."""
+    x, e = np.array([0.3, -0.7, 1.1]), np.array([0.0, 1.0, 0.0])
+
+    def loop(v):
+        s, t = np.ones(3), np.zeros((3,))
+        for _ in range(3):
+            t = t + s * v
+            s = np.tanh(t) * v[0]
+        return np.sum(t) + np.max(s)
+
+    def second(a):
+        return ad.grad(lambda u: ad.grad(lambda w: loop(x + w * e))(u))(a)
+
+    try:
+        third = ad.grad(second)(0.2)
+    except BeyondOrder:
+        return
+    assert np.isclose(third, (second(0.2 + 1e-4) - second(0.2 - 1e-4)) / 2e-4, rtol=1e-4)

@@ -12,7 +12,7 @@ import types
 
 import numpy as np
 
-from ....errors import UnsupportedError
+from ....errors import BeyondOrder, UnsupportedError
 from ..context import current
 from ..cotangent import Indexed, basic_index, dense
 from ..ir import CONST_KIND, INT, is_array, kind_of
@@ -395,6 +395,10 @@ class ClearAttr:
         g = box_grad(self.obj)
         if g is None:
             return (None,) * (self.at + 1)
+        if is_array(g):   # (an object the runtime treats as an array, a cotangent: its gradient has no fields)
+            raise BeyondOrder(f"tensorlang.ad: the gradient of a {type(self.obj).__qualname__} reached as an array "
+                              f"where its attribute {self.name!r} was written (tensorlang.ad's own values, "
+                              f"differentiated at an order the transform does not reach)")
         dv = getattr(g, self.name, None)
         if dv is not None:
             if dataclasses.is_dataclass(g):
