@@ -2,7 +2,8 @@
 
 * kinds: each value is a known ``int``/``bool`` (``INT``, never differentiated), a known scalar number
   (``NUM``: float, Fraction, complex, NumPy scalar ...), a NumPy array (``ARR``: an ``np.ndarray``
-  argument, or the result of arithmetic or an inlined NumPy function on arrays and numbers) or ``ANY``;
+  argument, the result of arithmetic or an inlined NumPy function on arrays and numbers, or a float array
+  that ``np.zeros(shape)``, ``np.ones(shape)`` or ``np.empty(shape)`` makes) or ``ANY``;
   found by a fixed point over the blocks from the kinds of the arguments this specialisation was made
   for.  A function that writes to anything (``x[i] = v``, ``o.a = v``, mutating methods) has no ``ARR``
   values: inlined array rules read their arguments in the adjoint, so those must not change.  An argument
