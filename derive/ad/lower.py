@@ -95,6 +95,14 @@ def _loaded_names(node) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def _displays_alike(target, value) -> bool:
+    """Whether ``target = value`` assigns a tuple or list display to as many names or items (``a, b = x, y``),
+    neither starred: Python evaluates the values, then assigns each in turn, as separate assignments do."""
+    return isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+        and len(target.elts) == len(value.elts) \
+        and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
+
+
 class _Loop:
     def __init__(self, brk, cont):
         self.brk, self.cont = brk, cont
@@ -204,7 +212,12 @@ class _Lowerer:
         self.expr(s.value)
 
     def s_Assign(self, s):
-        v = self.expr(s.value)
+        (t, *more), value = s.targets, s.value
+        if not more and _displays_alike(t, value):   # (a, b = x, y: the values, then the names, with no tuple)
+            for target, v in zip(t.elts, [self.expr(e) for e in value.elts]):
+                self.assign(target, v)
+            return
+        v = self.expr(value)
         for t in s.targets:
             self.assign(t, v)
 

@@ -137,8 +137,7 @@ def test_a_state_made_by_np_zeros_is_an_array_to_the_inlined_rules(fd):
     state starts as one (an RNN's, an accumulator's) keeps the inlined array rules; with a dtype, or in a function
     that writes, the state stays of unknown kind and takes the generic rules."""
     def rnn(x, W):
-        h = np.zeros(3)
-        acc = np.ones(3)
+        h, acc = np.zeros(3), np.ones(3)   # (a display assigned to names: no tuple in between)
         for _ in range(4):
             h = np.tanh(W @ h + x)
             acc = acc * 0.5 + h
@@ -165,3 +164,21 @@ def test_a_state_made_by_np_zeros_is_an_array_to_the_inlined_rules(fd):
         H = ad.hessian(f)(x, W)
         col = (ad.grad(f)(x + 1e-5 * np.eye(3)[0], W) - ad.grad(f)(x - 1e-5 * np.eye(3)[0], W)) / 2e-5
         np.testing.assert_allclose(H[:, 0], col, rtol=1e-4, atol=1e-6)
+
+
+def test_a_display_assigned_to_as_many_targets_is_separate_assignments(fd):
+    """``a, b = x, y`` evaluates the values, then assigns each (no tuple in between, so each keeps its kind);
+    a swap, a swap of items and a list display are right against central differences."""
+    def f(x):
+        a, b = x * 2.0, np.sin(x)
+        a, b = b, a * b
+        y = x.copy()
+        y[0], y[1] = y[1], y[0] * 3.0
+        [c, d] = [a + y, b]
+        return np.sum(c * d) + np.sum(y ** 2)
+
+    x = RNG.normal(size=3)
+    _check(f, (x,), fd)
+    H = ad.hessian(f)(x)
+    col = (ad.grad(f)(x + 1e-5 * np.eye(3)[0]) - ad.grad(f)(x - 1e-5 * np.eye(3)[0])) / 2e-5
+    np.testing.assert_allclose(H[:, 0], col, rtol=1e-4, atol=1e-6)
