@@ -215,10 +215,8 @@ def _in_place(f, op):
     def write(self, other):
         data, mine = self.data, type(other) is Batched and other.level == self.level
         if type(data) is np.ndarray and (mine and type(other.data) is np.ndarray or type(other) is not Batched):
-            rank = other.data.ndim - 1 if mine else np.ndim(other)
-            if rank < data.ndim:   # (written in place, an operand of the same level aligned as the rules align)
-                v = other.data.reshape((len(data),) + (1,) * (data.ndim - 1 - rank) + other.data.shape[1:]) \
-                    if mine else other
+            if (other.ndim if mine else np.ndim(other)) < data.ndim:   # (written in place, aligned as the rules)
+                (v,), _ = Frame(self.level, len(data), self.memory).aligned((other,), self.ndim)
                 try:
                     f(data, v, out=data, casting="same_kind")
                     return self
@@ -267,6 +265,14 @@ class Frame:
         if isinstance(data, tuple):
             return type(data)(*map(self.wrap, data)) if hasattr(data, "_fields") else tuple(map(self.wrap, data))
         return Batched(data, self.level, self.memory)
+
+    def aligned(self, operands, nd=None):
+        """The operands' arrays for an elementwise NumPy call whose result has per-example rank ``nd`` (default:
+        the largest operand's): batched ones ``(B, 1, ..., 1, *shape)``, plain ones as they are."""
+        ranks = [v.data.ndim - 1 if type(v) is Batched else np.ndim(v) for v in operands]
+        nd = max(ranks) if nd is None else nd
+        return [v.data.reshape((self.size,) + (1,) * (nd - r) + v.data.shape[1:]) if self.batched(v) and r < nd
+                else v.data if self.batched(v) else v for v, r in zip(operands, ranks)], nd
 
     def across(self, v):
         """``v``'s data with the batch axis first: a plain operand broadcast across the batch."""

@@ -2,8 +2,8 @@
 
 A rule is ``rule(frame, *args, **kw)``: ``frame.batched(v)`` says which operands carry the batch (axis 0 of their
 ``data``), ``frame.wrap`` makes a result batched.  Elementwise operations align each batched operand as
-``(B, 1, ..., 1, *shape)`` to the result's per-example rank, plain operands broadcasting as they are
-(right-aligned); functions with axes shift them by one; ``matmul``, ``solve`` and ``einsum`` keep vector operands
+``(B, 1, ..., 1, *shape)`` to the result's per-example rank (``frame.aligned``), plain operands broadcasting as
+they are (right-aligned); functions with axes shift them by one; ``matmul``, ``solve`` and ``einsum`` keep vector operands
 apart from the batch axis; indexing reads and writes through one translation of the index (``_data_index``).
 A rule that cannot keep the examples apart (a batched boolean mask, a write into a plain array) refuses by name.
 """
@@ -17,15 +17,6 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..batching import BATCH_RULES, Batched, fresh, lays_batch_innermost
 from ..cotangent import basic_index
-
-
-def _aligned(frame, operands, nd=None):
-    """The operands' arrays for an elementwise NumPy call whose result has per-example rank ``nd`` (default:
-    the largest operand's): batched ones ``(B, 1, ..., 1, *shape)``, plain ones as they are."""
-    ranks = [v.data.ndim - 1 if type(v) is Batched else np.ndim(v) for v in operands]
-    nd = max(ranks) if nd is None else nd
-    return [v.data.reshape((frame.size,) + (1,) * (nd - r) + v.data.shape[1:]) if frame.batched(v) and r < nd
-            else v.data if frame.batched(v) else v for v, r in zip(operands, ranks)], nd
 
 
 def _axes(axis, nd: int):
@@ -53,7 +44,7 @@ def _batched_first(frame, name, first):
 
 # -- elementwise ----------------------------------------------------------------------------------------------
 def _ufunc(frame, ufunc, *inputs, **kw):
-    ops, nd = _aligned(frame, inputs)
+    ops, nd = frame.aligned(inputs)
     if nd == 1 and any(frame.batched(v) and lays_batch_innermost(v.data) for v in inputs) \
             and all(type(v) is np.ndarray or isinstance(v, _NUMBERS) for v in ops):
         kw = {"order": "F", **kw}   # (a batch of small vectors: its result too, as ``batching.fresh`` lays it out)
@@ -65,7 +56,7 @@ _NUMBERS = (int, float, complex, np.generic)
 
 def _elementwise(func):
     def rule(frame, *args, **kw):
-        ops, _ = _aligned(frame, args)
+        ops, _ = frame.aligned(args)
         return frame.wrap(func(*ops, **kw))
     return rule
 
@@ -194,7 +185,7 @@ def _put_along_axis(frame, arr, indices, values, axis):
     if not frame.batched(arr) or axis is None:
         raise UnsupportedError("ad.vmap has no batching rule for numpy.put_along_axis into a plain array or with "
                                "axis=None")
-    (v,), _ = _aligned(frame, [values], np.ndim(indices))
+    (v,), _ = frame.aligned([values], np.ndim(indices))
     np.put_along_axis(arr.data, frame.across(indices), v, _axis(axis, arr.ndim))
 
 
@@ -292,7 +283,7 @@ def _squeeze(frame, a, axis=None):
 
 def _broadcast_to(frame, a, shape, **kw):
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    (data,), _ = _aligned(frame, [a], len(shape))
+    (data,), _ = frame.aligned([a], len(shape))
     return frame.wrap(np.broadcast_to(data, (frame.size, *shape), **kw))
 
 
@@ -369,7 +360,7 @@ def _matrices(frame, operands, vectors):
         if np.ndim(v) == 1:
             v = np.expand_dims(v, where)
         mats.append(v)
-    ops, _ = _aligned(frame, mats)
+    ops, _ = frame.aligned(mats)
     return ops
 
 
@@ -436,11 +427,11 @@ def _cross(frame, a, b, **kw):
     """``np.cross`` of two batches of 3-vectors: its three components, each two products of components (NumPy's
     own formula), written into a result with the batch innermost; other shapes and keywords by ``_last_axes``."""
     if kw or np.shape(a)[-1:] != (3,) or np.shape(b)[-1:] != (3,):
-        return _last_axes(np.cross, 2, ("axis", "axisa", "axisb", "axisc"))(frame, a, b, **kw)
-    (u, v), _ = _aligned(frame, (a, b))
+        return _crossed(frame, a, b, **kw)
+    (u, v), _ = frame.aligned((a, b))
     shape = np.broadcast_shapes(np.shape(u), np.shape(v))
     if type(u) is not np.ndarray or type(v) is not np.ndarray or len(shape) < 2 or shape[0] != frame.size:
-        return _last_axes(np.cross, 2)(frame, a, b)
+        return _crossed(frame, a, b)
     out = fresh(shape, np.result_type(u, v))
     for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
         np.subtract(u[..., j] * v[..., k], u[..., k] * v[..., j], out=out[..., i])
@@ -455,9 +446,12 @@ def _last_axes(func, arrays, what=()):
         if any(k in kw for k in what) or any(frame.batched(v) for v in args[arrays:]):
             raise UnsupportedError(f"ad.vmap has no batching rule for numpy.{func.__name__} with a batched "
                                    f"argument after the array(s)" + (f" or with {'/'.join(what)}=" if what else ""))
-        ops, _ = _aligned(frame, args[:arrays])
+        ops, _ = frame.aligned(args[:arrays])
         return frame.wrap(func(*ops, *args[arrays:], **kw))
     return rule
+
+
+_crossed = _last_axes(np.cross, 2, ("axis", "axisa", "axisb", "axisc"))   # (np.cross by its general rule)
 
 
 def _batched_linalg(func):
@@ -527,7 +521,7 @@ def _data_index(frame, index, nd: int):
         rank = len(np.broadcast_shapes(*(np.shape(entries[k]) for k in adv)))
         return (slice(None), *entries), (() if adjacent else (rank,)), (() if adjacent else (0,))
     rank = max(np.ndim(entries[k]) for k in adv)
-    ops, _ = _aligned(frame, [entries[k] for k in adv], rank)
+    ops, _ = frame.aligned([entries[k] for k in adv], rank)
     for k, op in zip(adv, ops):
         entries[k] = op
     batch = np.reshape(np.arange(frame.size), (frame.size,) + (1,) * rank)
@@ -555,7 +549,7 @@ def _written(frame, x, index, values, what):
     rank = x.data[idx].ndim - 1
 
     def full(v):   # (of the result's rank and one more for the batch: a plain value's axis of length 1)
-        (a,), _ = _aligned(frame, [v], rank)
+        (a,), _ = frame.aligned([v], rank)
         return a if frame.batched(v) else np.reshape(a, (1,) * (rank + 1 - np.ndim(a)) + np.shape(a))
     return idx, [np.moveaxis(full(v), dst, src) for v in values]
 
