@@ -149,12 +149,27 @@ def beyond(refusal: BeyondOrder, run, f, args: tuple, kw: dict | None = None):
     args = numpy_numbers(args)
     try:
         r = derivative_recording(f, args, kw)
-    except TensorLangError as why:   # (UnsupportedError, or a kernel's ShapeError naming the stand-in it refused)
+    except Exception as failed:   # (UnsupportedError, or a kernel's ShapeError naming the stand-in it refused)
+        why = _named_cause(failed)
+        if why is None:
+            raise
         raise BeyondOrder(f"{refusal}; and recording it at this point failed: {why}") from None
     if r is f:   # (a primitive, not made by tensorlang.ad: nothing to record)
         raise refusal
     r.__ad_recording__ = True
     return run(r, args)
+
+
+def _named_cause(err: BaseException) -> TensorLangError | None:
+    """The ``TensorLangError`` that ``err`` is, or that caused it: NumPy turns a stand-in's refusal to become a
+    float (``np.array([s, 1.3])``) into its own ``ValueError``, raised from that refusal."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, TensorLangError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def numpy_numbers(v):

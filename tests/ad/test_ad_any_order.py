@@ -279,3 +279,27 @@ def test_a_third_derivative_through_gradients_called_inside_is_right_or_refused_
     except BeyondOrder:
         return
     assert np.isclose(third, (second(0.2 + 1e-4) - second(0.2 - 1e-4)) / 2e-4, rtol=1e-4)
+
+
+def test_a_stand_in_that_numpy_refuses_to_put_in_an_array_is_refused_by_name():
+    """``np.array([s, 1.3])`` of a recording's stand-in ``s``: NumPy asks ``float(s)``, which refuses, and raises its
+    own ``ValueError`` from that refusal; the third derivative is refused by name (it raised that raw
+    ``ValueError: setting an array element with a sequence``).  A ``ValueError`` of the user's own code passes
+    through as it is."""
+    def g(s):
+        v, y = np.array([s, 1.3]), np.zeros(2)
+        y[0] = v[0] ** 3 * v[1]
+        y[1] = np.sin(v[0])
+        return np.sum(y)
+
+    def second(s):
+        return ad.grad(ad.grad(g))(s)
+
+    assert second(0.7) == pytest.approx(6 * 0.7 * 1.3 - np.sin(0.7))
+    with pytest.raises(BeyondOrder, match="recording it at this point failed: .*conversion to a Python float"):
+        ad.grad(second)(0.7)
+
+    try:
+        raise ValueError("the user's own error")
+    except ValueError as own:   # (no refusal of tensorlang.ad behind it: passed on as it is)
+        assert tower._named_cause(own) is None
