@@ -106,7 +106,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                     body.append(f"  /* {label} */")
                     self.emit_sweep(sweep, temps, Scope(nodes, self.base_ctx, ()))
                     self.loop_ir.append((label, nodes))
-                    lines = print_c(scheduled(nodes))
+                    lines = print_c(scheduled(nodes, self.caps))
                     # (with temporaries, which it writes, the sweep stays in the entry point as a group does)
                     call = None if temps else self.outlined(stmt, lines, outlined)
                     body += lines if call is None else [self.call(*call)]
@@ -117,7 +117,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                     body.append(f"  /* {label} */")
                     self.emit_group(group, Scope(nodes, self.base_ctx, ()))
                     self.loop_ir.append((label, nodes))
-                    body += print_c(scheduled(nodes))
+                    body += print_c(scheduled(nodes, self.caps))
                     done |= {id(s) for s in group.stmts}
                     continue
                 body.append(f"  /* {stmt.target.label} */")
@@ -128,7 +128,7 @@ class CEmitter(Scatter, ScalarPrinter, Schedule, Sparse):
                     continue
                 self.emit_stmt(stmt, Scope(nodes, self.base_ctx, ()))
                 self.loop_ir.append((stmt.target.label, nodes))
-                lines = print_c(scheduled(nodes))
+                lines = print_c(scheduled(nodes, self.caps))
                 call = self.outlined(stmt, lines, outlined)
                 body += lines if call is None else [self.call(*call)]
                 names = [a.cname for a in arrays]

@@ -32,7 +32,7 @@ from .build import build_cuda_object, nvcc_path
 from .c import CEmitter
 from .c_runtime import cuda_prelude
 from .ir import Array, MaxReduce, Reduce, Stmt, affine_meta
-from .loop_ir import Line, print_c
+from .loop_ir import Line, print_c, scheduled
 from .loops import Block, For, If, User
 from .runtime import UNCHECKED, Arguments, aff_value
 from .scalar import Scope
@@ -148,7 +148,7 @@ class CudaEmitter(CEmitter):
                 self._shared_reduction_part(body, inner)
             sc.line(f"__shared__ real tl_sh[{BLOCK}];")
             self._block_reduce(sc, "tl_part", "tl_partial[blockIdx.x]", combine)
-            self._kernel_texts.append((name, print_c(nodes)))
+            self._kernel_texts.append((name, print_c(scheduled(nodes, self.caps))))
             fin = [Line(f"/* {arr.label}: the blocks' partial results combined */")]
             fs = Scope(fin, self.base_ctx, ())
             fs.line(f"real tl_part = {combine.identity};")
@@ -156,7 +156,7 @@ class CudaEmitter(CEmitter):
                 combine.into("tl_part", "tl_partial[b]"))
             fs.line(f"__shared__ real tl_sh[{BLOCK}];")
             self._block_reduce(fs, "tl_part", ref, combine)
-            self._kernel_texts.append((name + "_fin", print_c(fin)))
+            self._kernel_texts.append((name + "_fin", print_c(scheduled(fin, self.caps))))
             self.loop_ir += [(name, nodes), (name + "_fin", fin)]
             self.kernels.append({"name": name, "kind": "reduce"})
             self.kernels.append({"name": name + "_fin", "kind": "single_block"})
@@ -164,7 +164,7 @@ class CudaEmitter(CEmitter):
         sc = Scope(nodes, self.base_ctx, (), parallel_ok=False)
         sc.line("if (blockIdx.x != 0 || threadIdx.x != 0) return;")
         self.emit_scalar_stmt(arr, pred, body, sc)
-        self._kernel_texts.append((name, print_c(nodes)))
+        self._kernel_texts.append((name, print_c(scheduled(nodes, self.caps))))
         self.loop_ir.append((name, nodes))
         self.kernels.append({"name": name, "kind": "single"})
 
@@ -198,7 +198,8 @@ class CudaEmitter(CEmitter):
             fs.loop("b", "int64_t b = 0", "b < tl_splits", "b += 1").line(
                 combine.into("tl_part", "tl_partial[tl_tid * tl_splits + b]"))
             fs.line(f"{ref} = tl_part;")
-            self._kernel_texts += [(name, print_c(nodes)), (name + "_fin", print_c(fin))]
+            self._kernel_texts += [(name, print_c(scheduled(nodes, self.caps))),
+                                   (name + "_fin", print_c(scheduled(fin, self.caps)))]
             self.loop_ir += [(name, nodes), (name + "_fin", fin)]
             self.kernels[-1]["blocks"] = name  # launched in place of the thread-per-point kernel for few points
             return
@@ -211,7 +212,7 @@ class CudaEmitter(CEmitter):
             sub, zero = inner.branch(cond, orelse=True, ctx=inner.ctx & known)
             sub.line(f"{ref} = {self.expr(body, sub)};")
             zero.line(f"{ref} = 0;")
-        self._kernel_texts.append((name, print_c(nodes)))
+        self._kernel_texts.append((name, print_c(scheduled(nodes, self.caps))))
         self.loop_ir.append((name, nodes))
         self.kernels.append({"name": name, "kind": "points", "total": [affine_meta(d) for d in arr.dims]})
 

@@ -104,7 +104,7 @@ def explain(expr: Expr, target: str = "c", dtype: str = "float64", scatter=None,
     irs = emitter.loop_ir
     stages.append(("loops", _loops_text(irs)))
     for name, run in PASSES:
-        irs = [(label, run(nodes)) for label, nodes in irs]
+        irs = [(label, run(nodes, cls.caps)) for label, nodes in irs]
         stages.append((f"loops after {name}", _loops_text(irs)))
     stages.append((f"{target} source", source))
     if stage is not None:

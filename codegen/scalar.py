@@ -114,9 +114,9 @@ class Scope:
     def line(self, text: str) -> None:
         self.body.append(Line(text))
 
-    def loop(self, var: str, init: str, cond: str, step: str, parallel=None, pragma=None, **kw) -> "Scope":
-        """``for (init; cond; step) { ... }``: the scope of its body."""
-        node = Loop(var, init, cond, step, parallel=parallel, pragma=pragma)
+    def loop(self, var: str, init: str, cond: str, step: str, threads=None, pragma=None, **kw) -> "Scope":
+        """``for (init; cond; step) { ... }``: the scope of its body (``threads``: ``loop_ir.Threads``)."""
+        node = Loop(var, init, cond, step, threads=threads, pragma=pragma)
         self.body.append(node)
         return self.child(body=node.body, simd=pragma == "omp simd", **kw)
 

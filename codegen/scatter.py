@@ -140,7 +140,7 @@ class Scatter:
             name, extent = self.names.var(v), self.affine(arr.dims[gv.index(v)])
             bound += (v,)
             inner = inner.loop(name, f"int64_t {name} = 0", f"{name} < {extent}", f"{name}++", bound=bound,
-                               parallel=self.parallel(work, None, f"tl_max(1, ({extent}) / 32)") if first else None)
+                               threads=self.threads(work, None, f"tl_max(1, ({extent}) / 32)") if first else None)
             first = False
         r, p, at = self.fresh("row"), self.fresh("p"), self.fresh("at")
         inner.line(f"const int64_t {r} = {self.affine(row)};")
@@ -225,7 +225,7 @@ class Scatter:
         blocks.line(f"const int64_t {nch} = ({rows} + {chunk} - 1) / {chunk};")
         work = self.work(stmts)
         body = blocks.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1",
-                           parallel=self.parallel(work, None, "1"), parallel_ok=False)
+                           threads=self.threads(work, None, "1"), parallel_ok=False)
         body.line(f"const int64_t {lo} = {q} * {chunk}, {hi} = tl_min({lo} + {chunk}, {rows});")
         for (t, low, high), (width, span) in zip(temps, widths):
             arr, buf, tlo, thi = t.target, self.fresh("buf"), self.fresh("tlo"), self.fresh("thi")

@@ -8,11 +8,13 @@
   pass over the data, in a fixed order that does not depend on the number of threads.
 * Lane blocking (register blocking, "unroll and jam") of innermost loops whose points each run a
   reduction: ``lanes`` points at a time, bit for bit the result of the plain loop.
-* OpenMP: the outermost loop of a nest is parallel when the compiler has OpenMP and the nest's work
-  reaches ``PARALLEL_WORK``; gathers are scheduled dynamically, reductions statically (reproducible).
-  Below that work the nest runs as a plain serial copy of the loop (``loop_ir.serial_copies``): OpenMP's
-  ``if(false)`` clause still enters the runtime and makes a team of one, about half a microsecond per
-  loop, which was most of the time of a small kernel such as an LSTM cell's adjoint.
+* Threads: the outermost loop of a nest is marked as one whose iterations may run on threads
+  (``loop_ir.Threads``: the nest's work, the variable a reduction adds into, the chunks of a gather); the
+  passes over the loop IR decide the rest (``loop_ir.openmp``: an OpenMP loop where the target has OpenMP
+  and the work reaches ``PARALLEL_WORK``, gathers scheduled dynamically, reductions statically;
+  ``loop_ir.serial_copies``: below that work a plain serial copy of the loop, since OpenMP's ``if(false)``
+  clause still enters the runtime and makes a team of one, about half a microsecond per loop, which was
+  most of the time of a small kernel such as an LSTM cell's adjoint).
 """
 from __future__ import annotations
 
@@ -29,18 +31,17 @@ from tensorlang.traversal import free_index_vars
 from . import domains as D
 from .groups import Group
 from .ir import TRUE, MaxReduce, Reduce, Stmt
-from .loop_ir import Parallel
+from .loop_ir import Threads
 from .loops import Block, For, If, User, loop_nest
 from .scalar import Scope
 from .sparse import Sparse
 
-__all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_WORK", "PARALLEL_CHUNKS", "LANES",
+__all__ = ["Schedule", "Leaf", "unparen", "has_reduce", "outer_reductions", "INTERCHANGE_MAX_TARGET", "PARALLEL_CHUNKS", "LANES",
            "BLOCK_LANES",
            "REDUCE_CHUNK", "REDUCE_CHUNKS", "REDUCE_TILE", "REDUCE_WAYS", "PARTIALS",
            "GROUP_BUFFER", "GROUP_RUN_BUFFER", "JAM", "SLAB", "SLAB_JAM", "SLAB_SUMS", "between"]
 
 INTERCHANGE_MAX_TARGET = 256  # elements of a target small enough to accumulate in place (L1)
-PARALLEL_WORK = 1 << 18  # points times inner work below which a nest runs on one thread (~0.1 ms of work)
 PARALLEL_CHUNKS = 32  # dynamic scheduling of gather loops: about this many chunks per loop
 LANES = 8  # lanes of a sum reassociated in a fixed order (term k into lane k mod LANES): their number fixes the bits
 # points of an innermost loop that lane blocking computes at once: two AVX-512 vectors of doubles (four AVX2),
@@ -424,7 +425,7 @@ class Schedule:
         plan = self.emit_chunk_plan(stmt, tree, scope)
         p, q = self.fresh("p"), self.fresh("q")
         runs = scope.loop(p, f"int64_t {p} = 0", f"{p} < {plan.npart}", f"{p} += 1",
-                          parallel=self.parallel(f"{plan.gn} * {plan.len}", None, "1"), parallel_ok=False)
+                          threads=self.threads(f"{plan.gn} * {plan.len}", None, "1"), parallel_ok=False)
         chunks = runs.loop(q, f"int64_t {q} = {p} * {plan.per}", f"{q} < tl_min({plan.nch}, {p} * {plan.per} + "
                            f"{plan.per})", f"{q} += 1", parallel_ok=False)
         self.emit_chunk(stmt, pred, red, tree, plan, q, p, chunks)
@@ -541,7 +542,7 @@ class Schedule:
             inner.line(f"const int64_t {run} = {plan.per};")
         work = self.work(group.stmts)
         outer = inner.loop(s, f"int64_t {s} = 0", f"{s} < ({nch} + {run} - 1) / {run}", f"{s} += 1",
-                           parallel=self.parallel(work, None, "1"), parallel_ok=False)
+                           threads=self.threads(work, None, "1"), parallel_ok=False)
         shared = tree is None   # (the run's chunks share one buffer, each computing the rows it adds)
         outer.line(f"real {buf}[{width}{f' + ({run} - 1) * {chunk} * ({row})' if shared else ''}];")
 
@@ -688,11 +689,11 @@ class Schedule:
             raise TypeError(tree)
 
     def for_loop(self, tree: For, scope: Scope, parallel: bool, work: str, reduction: str | None, **kw) -> Scope:
-        """The loop of isl's ``tree`` (with its OpenMP clause when it is a parallel outermost loop): the scope
-        of its body."""
-        clause = self.parallel(work, reduction, self.chunk(tree) if reduction is None else None) if parallel else None
+        """The loop of isl's ``tree`` (marked as one whose iterations may run on threads when it is a parallel
+        outermost loop): the scope of its body."""
+        clause = self.threads(work, reduction, self.chunk(tree) if reduction is None else None) if parallel else None
         return scope.loop(tree.var, f"int64_t {tree.var} = {tree.init}", unparen(tree.cond),
-                          f"{tree.var} += {tree.inc}", parallel=clause, **kw)
+                          f"{tree.var} += {tree.inc}", threads=clause, **kw)
 
     @staticmethod
     def trip(tree: For) -> str | None:
@@ -742,9 +743,9 @@ class Schedule:
         nb, b = self.fresh("nb"), self.fresh("b")
         sc = scope.block()
         sc.line(f"const int64_t {nb} = tl_max(0, {self.trip(tree)}) / {self.lanes};")
-        clause = self.parallel(work, reduction, None if reduction else f"tl_max(1, {nb} / {PARALLEL_CHUNKS})") \
+        clause = self.threads(work, reduction, None if reduction else f"tl_max(1, {nb} / {PARALLEL_CHUNKS})") \
             if parallel else None
-        blocks = sc.loop(b, f"int64_t {b} = 0", f"{b} < {nb}", f"{b} += 1", parallel=clause)
+        blocks = sc.loop(b, f"int64_t {b} = 0", f"{b} < {nb}", f"{b} += 1", threads=clause)
         self.emit_lanes(tree, f"({tree.init}) + {b} * {self.lanes}", reds, blocks, leaf)
         rest = For(tree.var, f"({tree.init}) + {nb} * {self.lanes}", tree.cond, tree.inc, tree.body)
         self.emit_tree(tree.body, self.for_loop(rest, sc, False, work, reduction), leaf, False, work, reduction)
@@ -857,7 +858,7 @@ class Schedule:
             sc.line(f"const int64_t {chunk} = tl_max(1, ({n} + {REDUCE_CHUNKS - 1}) / {REDUCE_CHUNKS});")
         sc.line(f"const int64_t {nch} = ({n} + {chunk} - 1) / {chunk};")
         sc.line(f"real {part}[{REDUCE_CHUNKS}];")
-        body = sc.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1", parallel=self.parallel(work, None, "1"))
+        body = sc.loop(q, f"int64_t {q} = 0", f"{q} < {nch}", f"{q} += 1", threads=self.threads(work, None, "1"))
         body.line(f"const int64_t {lo} = ({tree.init}) + {q} * {chunk};")
         body.line(f"const int64_t {hi} = tl_min({lo} + {chunk}, ({tree.init}) + {n});")
         span = For(tree.var, lo, f"{tree.var} < {hi}", "1", tree.body)
@@ -917,17 +918,12 @@ class Schedule:
         around(sc.loop(k, "", f"{k} + {LANES} <= {end}", f"{k} += {LANES}"), block)
         around(sc.loop(k, "", f"{k} < {end}", f"{k} += 1"), lambda s: term(s, k, f"{lane}[({k} - {span.init}) % {LANES}]"))
 
-    def parallel(self, work: str, reduction: str | None, chunk: str | None = None) -> Parallel | None:
-        """The OpenMP clause of an outermost loop (None for a target without OpenMP): parallel where its work
-        reaches ``PARALLEL_WORK``.  Gather loops (every element written by one iteration) are scheduled
-        dynamically in chunks of about 1/32 of the loop, so that on a shared machine a thread that is
-        descheduled does not make the others wait for its half at the barrier (the result does not depend
-        on the schedule); reductions keep a static schedule, so their per-thread partial sums are
-        reproducible."""
-        if not self.caps.openmp:
-            return None
-        return Parallel(f"dynamic, {chunk}" if chunk is not None else "static", reduction,
-                        f"({work}) >= {PARALLEL_WORK}")
+    @staticmethod
+    def threads(work: str, reduction: str | None, chunk: str | None = None) -> Threads:
+        """An outermost loop's iterations may run on threads (``loop_ir.Threads``; the ``openmp`` pass decides
+        whether they do): a nest of work ``work`` adding into ``reduction``, or a gather (``reduction`` None)
+        dealt out in chunks of ``chunk`` iterations (about 1/32 of the loop; None: equal shares)."""
+        return Threads(work, reduction, chunk)
 
 
 @dataclass

@@ -250,7 +250,7 @@ def test_parallel_loops_have_a_serial_copy_below_the_threshold():
     """Each OpenMP loop runs as a plain serial loop when its work is under the threshold (an ``if(false)``
     clause still enters the OpenMP runtime, about half a microsecond per loop); both copies give the
     evaluator's value: the serial one at a small size, the parallel one at a size above the threshold."""
-    from codegen.schedule import PARALLEL_WORK
+    from codegen.loop_ir import PARALLEL_WORK
 
     e = tl.parse("gen(i:n) sum(j:m) x[i + j] * c[j]", x="[n + m - 1]R", c="[m]R")
     k = tl_compile(e)
@@ -824,3 +824,25 @@ def test_cuda_target_generates_kernels():
         src, meta = k.source, k.meta
     assert "__global__" in src and "tl_partial" in src and "atomic" not in src
     assert [k["kind"] for k in meta["launch"]["kernels"]] == ["reduce", "single_block"]
+
+
+def test_the_openmp_pass_decides_which_marked_loops_run_on_threads():
+    """A loop marked as one whose iterations may run on threads (``Threads``) becomes an OpenMP loop where the
+    target has OpenMP: a gather dealt out dynamically in its chunks, a reduction in static shares with its
+    variable in the clause, both parallel from ``PARALLEL_WORK`` on; without OpenMP it is a plain loop.  The
+    printers refuse a loop no pass decided."""
+    from codegen.loop_ir import PARALLEL_WORK, Line, Loop, Parallel, Threads, openmp, print_c
+    from codegen.target import TARGETS
+
+    body = [Line("y[i] = x[i];")]
+    gather = Loop("i", "int64_t i = 0", "i < n", "i += 1", body, threads=Threads("n", None, "tl_max(1, n / 32)"))
+    total = Loop("i", "int64_t i = 0", "i < n", "i += 1", [Line("s += x[i];")], threads=Threads("n * 2", "s"))
+    nested = Loop("k", "int64_t k = 0", "k < 3", "k += 1", [gather])
+    c, cuda = TARGETS["c"].emitter.caps, TARGETS["cuda"].emitter.caps
+    (g, t, (inner,)) = (*openmp([gather, total], c), openmp([nested], c)[0].body)
+    assert g.parallel == Parallel("dynamic, tl_max(1, n / 32)", None, f"(n) >= {PARALLEL_WORK}") and g.threads is None
+    assert t.parallel == Parallel("static", "s", f"(n * 2) >= {PARALLEL_WORK}") and inner == g
+    assert [(node.parallel, node.threads) for node in openmp([gather, total], cuda)] == [(None, None)] * 2
+    assert gather.threads is not None   # (a pass leaves its input as it is)
+    with pytest.raises(ValueError, match="before the openmp pass decided its threads"):
+        print_c([gather])

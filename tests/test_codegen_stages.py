@@ -6,7 +6,7 @@ import pytest
 import tensorlang as tl
 from tensorlang.codegen.kernel import TARGETS, generate
 from tensorlang.codegen.lower import lower
-from tensorlang.codegen.schedule import PARALLEL_WORK
+from tensorlang.codegen.loop_ir import PARALLEL_WORK
 from tensorlang.errors import UnsupportedError
 
 
@@ -14,19 +14,24 @@ def test_explain_shows_the_program_its_normal_form_its_statements_and_the_source
     e = tl.parse("gen(i:n) sum(j:m) x[i + j] * c[j]", x="[n + m - 1]R", c="[m]R")
     text = tl.compile(e).explain()
     assert [line for line in text.splitlines() if line.startswith("== ")] == [
-        "== program", "== normal form", "== statements", "== loops", "== loops after serial copies", "== c source"]
+        "== program", "== normal form", "== statements", "== loops", "== loops after openmp",
+        "== loops after serial copies", "== c source"]
     assert "out0[i] = sum(j:m) x[i + j] * c[j]" in text
     assert generate(e, "c")[0].strip() in text
 
 
 def test_explain_prints_the_loop_ir_after_each_pass():
-    """The loops as emitted carry their OpenMP schedule; after the serial-copies pass each parallel loop sits
-    under its work condition, with a serial copy in the ``else``; a stage is printed alone by name."""
+    """The loops as emitted mark the loops whose iterations may run on threads; the openmp pass makes each an
+    OpenMP loop with its schedule and work condition; after the serial-copies pass each parallel loop sits
+    under its work condition, with a serial copy in the ``else``; a stage is printed alone by name.  For the
+    CUDA target (no OpenMP: its threads are the grid's) the openmp pass leaves plain loops."""
     e = tl.parse("gen(i:n) sum(j:m) x[i + j] * c[j]", x="[n + m - 1]R", c="[m]R")
     k = tl.compile(e)
-    emitted, scheduled = k.explain(stage="loops"), k.explain(stage="loops after serial copies")
+    marked = [line.strip() for line in k.explain(stage="loops").splitlines() if "[threads, work " in line]
+    emitted, scheduled = k.explain(stage="loops after openmp"), k.explain(stage="loops after serial copies")
+    assert "[threads" not in emitted + scheduled
     parallel = [line.strip() for line in emitted.splitlines() if "[parallel " in line]
-    assert parallel and all(", if (" in line for line in parallel)
+    assert parallel and len(parallel) == len(marked) and all(", if (" in line for line in parallel)
     lines = [line.strip() for line in scheduled.splitlines()]
     at = [k for k, line in enumerate(lines) if "[parallel " in line]
     assert len(at) == len(parallel) and not any(", if (" in lines[k] for k in at)
