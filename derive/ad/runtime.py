@@ -24,7 +24,7 @@ import types
 import numpy as np
 
 from ...codegen.dask_graph import lazy_array
-from ...errors import BeyondOrder, UnsupportedError, library_file, user_call_site
+from ...errors import BeyondOrder, UnsupportedError, internal_file, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, ARRAY_TYPES, NUM, check_write, is_array, kind_of
@@ -835,10 +835,12 @@ def outside_refused(f, e: UnsupportedError) -> UnsupportedError | None:
 
 def rule_code_refused(name, e) -> BeyondOrder:
     """The refusal of a second differentiation through primitive ``name`` whose rule's code the transform
-    refused with ``e`` (its recording is differentiated instead: ``tower``)."""
+    refused with ``e`` (its recording is differentiated instead: ``tower``).  Where the rule is tensorlang's
+    own, the place in its code is no help to the user and is left out."""
+    why = "tensorlang.ad does not differentiate its own rule for it again" if internal_file(
+        str(e).partition(":")[0]) else f"the code of its rule is outside the subset tensorlang.ad transforms ({e})"
     return BeyondOrder(f"a second differentiation (reverse over reverse: ad.grad of ad.grad, ad.hessian of a "
-                       f"function that calls ad.grad) through {name} is not supported: the code of its rule "
-                       f"is outside the subset tensorlang.ad transforms ({e})")
+                       f"function that calls ad.grad) through {name} is not supported: {why}")
 
 
 def partial_call(p, args, kw):

@@ -284,8 +284,8 @@ def test_a_third_derivative_through_gradients_called_inside_is_right_or_refused_
 def test_a_stand_in_that_numpy_refuses_to_put_in_an_array_is_refused_by_name():
     """``np.array([s, 1.3])`` of a recording's stand-in ``s``: NumPy asks ``float(s)``, which refuses, and raises its
     own ``ValueError`` from that refusal; the third derivative is refused by name (it raised that raw
-    ``ValueError: setting an array element with a sequence``).  A ``ValueError`` of the user's own code passes
-    through as it is."""
+    ``ValueError: setting an array element with a sequence``), without the place in tensorlang.ad's own code that
+    its transform refused.  A ``ValueError`` of the user's own code passes through as it is."""
     def g(s):
         v, y = np.array([s, 1.3]), np.zeros(2)
         y[0] = v[0] ** 3 * v[1]
@@ -296,8 +296,19 @@ def test_a_stand_in_that_numpy_refuses_to_put_in_an_array_is_refused_by_name():
         return ad.grad(ad.grad(g))(s)
 
     assert second(0.7) == pytest.approx(6 * 0.7 * 1.3 - np.sin(0.7))
-    with pytest.raises(BeyondOrder, match="recording it at this point failed: .*conversion to a Python float"):
+    with pytest.raises(BeyondOrder, match="recording it at this point failed: .*conversion to a Python float") as e:
         ad.grad(second)(0.7)
+    assert ".py:" not in str(e.value)
+
+    def written(s):
+        y = np.zeros(2)
+        y[0] = s ** 3
+        return np.sum(y)
+
+    with pytest.raises(BeyondOrder, match="through .*setitem is not supported: tensorlang.ad does not "
+                                          "differentiate its own rule for it again") as e:
+        ad.grad(lambda s: ad.grad(ad.grad(written))(s))(0.7)
+    assert ".py:" not in str(e.value)
 
     try:
         raise ValueError("the user's own error")
