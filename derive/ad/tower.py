@@ -17,6 +17,7 @@ arguments.
 """
 from __future__ import annotations
 
+import functools
 import types
 
 import numpy as np
@@ -52,10 +53,40 @@ def derivative_recording(g, args: tuple, kw: dict | None = None):
         g = _called_with(g, kw)
     r = recorded(g, args, why=WHY) if type(g) is types.FunctionType else g
     for remake in reversed(remakes):
-        level = _dense(remake, r)
-        r = recorded(level, args, shim=False, why=WHY)
-        _check(r, level, args)
+        r = _level(remake, r, args)
     return r
+
+
+def _level(remake, r, args):
+    """The recording of ``remake(r)`` at ``args``, checked; where recording a Hessian on the stand-ins is refused
+    (forward over reverse through an item write into one), the recording of the Jacobian of the recording of
+    the gradient (or of the Jacobian), two first derivatives, each of straight-line code."""
+    level = _dense(remake, r)
+    try:
+        out = recorded(level, args, shim=False, why=WHY)
+    except BeyondOrder:
+        parts = _first_derivatives(remake, r, args)
+        if parts is None:
+            raise
+        out = r
+        for part in parts:
+            out = _level(part, out, args)
+    _check(out, level, args)
+    return out
+
+
+def _first_derivatives(remake, r, args):
+    """``remake``, a Hessian in argument ``i``, as the two first derivatives whose composition it is: the Jacobian
+    in forward mode of the gradient of a scalar function, of the Jacobian of an array-valued one (None for any
+    other derivative)."""
+    from .api import grad
+    from .mixed import _array_valued, hessian, jacobian
+    if getattr(remake, "func", None) is not hessian:
+        return None
+    i = remake.keywords["argnums"]
+    i = i + len(args) if i < 0 else i
+    first = functools.partial(jacobian, argnums=i) if _array_valued(r, args) else functools.partial(grad, argnums=i)
+    return first, functools.partial(jacobian, argnums=i, mode="forward")
 
 
 def _check(r, level, args):

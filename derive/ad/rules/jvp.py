@@ -689,7 +689,7 @@ def getattr_(obj, tobj, name):
         tobj = tangent_of(obj, tobj)
         if tobj is None or name not in ("T", "real", "imag", "flat"):
             return y, _bound_tangent(y, obj, tobj)
-        return y, getattr(np.asarray(tobj), name)
+        return y, getattr(asarray(tobj), name)
     static = getattr(t, name, None)
     if isinstance(static, property):
         return JVP(static.fget, None, (obj,), (tangent_of(obj, tobj),))
@@ -855,7 +855,7 @@ def _flatten(x, t, args, ts, order="C"):
     order = (*args, order)[0]
     if order not in ("C", "F"):   # ('A' and 'K' follow the memory layout, which the tangent's need not have)
         raise UnsupportedError(f"tensorlang.ad differentiates ndarray.flatten with order 'C' or 'F', not {order!r}")
-    return x.flatten(order), None if t is None else np.asarray(t).flatten(order)
+    return x.flatten(order), None if t is None else asarray(t).flatten(order)
 
 
 def _dict_get(d, t, args, ts):
@@ -867,7 +867,7 @@ def _dict_get(d, t, args, ts):
 
 def _astype(x, t, args, ts, **kw):
     y = x.astype(*args, **kw)
-    return y, None if t is None or y.dtype.kind not in "fc" else np.asarray(t).astype(np.result_type(y.dtype, float))
+    return y, None if t is None or y.dtype.kind not in "fc" else asarray(t).astype(np.result_type(y.dtype, float))
 
 
 JVP_RULES.update({f: unary_jvp(f, d) for f, d in PARTIALS_UNARY.items()})
@@ -924,8 +924,8 @@ JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({
     (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ndarray, "flatten"): _flatten,
     (np.ufunc, "at"): ufunc_at,
-    (np.ndarray, "tolist"): lambda x, t, args, ts: (x.tolist(), None if t is None else np.asarray(t).tolist()),
-    (np.ndarray, "item"): lambda x, t, args, ts: (x.item(*args), None if t is None else np.asarray(t).item(*args)),
+    (np.ndarray, "tolist"): lambda x, t, args, ts: (x.tolist(), None if t is None else asarray(t).tolist()),
+    (np.ndarray, "item"): lambda x, t, args, ts: (x.item(*args), None if t is None else asarray(t).item(*args)),
     (list, "copy"): _copy, (dict, "copy"): _copy, (dict, "get"): _dict_get,
     (dict, "items"): lambda d, t, args, ts: (list(d.items()), [(None, None if t is None else t.get(k)) for k in d]),
     (dict, "values"): lambda d, t, args, ts: (list(d.values()), [None if t is None else t.get(k) for k in d]),
