@@ -29,7 +29,7 @@ from .registry import JVP_RULES, PAIRS, refusing
 from .runtime import (BUILD_LOCK, HELPERS, RULES, TRANSFORM, J, ZERO, acc, field, field_grad, with_defaults,
                       with_nested_boxes)
 from .source import NoSourceKept, kept, unsupported
-from .tower import beyond
+from .tower import beyond, on_stand_ins
 from .tangent import JVP
 
 _FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -336,6 +336,8 @@ def _checked_gradients(f, pick, how, args, kw):
     case handled: an int argument at a picked position refused, keywords passed to ``f`` (JAX's conventions;
     where ``pick`` is None, ``gradient(f, *args)``, no keywords), each gradient as its argument is
     (``as_arguments``); beyond the orders the transform reaches, of f's recording (``tower``)."""
+    if not kw:
+        f = on_stand_ins(f, args)
     try:
         return _checked(f, pick, how, args, kw)
     except BeyondOrder as refusal:

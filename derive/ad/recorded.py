@@ -38,6 +38,7 @@ from .source import generated, kept
 _MODULES = {np: "np", np.linalg: "np.linalg", np.fft: "np.fft", math: "math", cmath: "cmath"}
 _ENV = {"np": np, "math": math, "cmath": cmath}   # (and ``_ad_made``: ``made``, below)
 _KEPT = 256   # recordings whose compiled code is kept (by their text)
+RECORDING_FILE = "<recording of "   # (the start of the file name of a recording's code)
 _CODE: dict[str, types.FunctionType] = {}
 _LOCK = threading.Lock()
 # NumPy functions that write into their first argument
@@ -628,12 +629,17 @@ def recorded(f, args: tuple, fixed=frozenset(), shim=True, why=NO_SOURCE) -> typ
     factory = _CODE.get(text)
     if factory is None:
         digest = hashlib.sha1(text.encode()).hexdigest()[:12]
-        factory = generated("_ad_recording", text, f"<recording of {f.__qualname__} {digest}>", dict(_ENV))
+        factory = generated("_ad_recording", text, f"{RECORDING_FILE}{f.__qualname__} {digest}>", dict(_ENV))
         with _LOCK:
             if len(_CODE) >= _KEPT:
                 _CODE.pop(next(iter(_CODE)))
             _CODE[text] = factory
     return factory(*constants)
+
+
+def is_recording(f) -> bool:
+    """Whether ``f`` is a recording (``recorded``)."""
+    return type(f) is types.FunctionType and f.__code__.co_filename.startswith(RECORDING_FILE)
 
 
 def recorded_in_place(f, args: tuple, tangent=None) -> types.FunctionType:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import BeyondOrder, TensorLangError
 from .ir import ARRAY_TYPES
-from .recorded import Traced, recorded
+from .recorded import Traced, is_recording, recorded, unshimmed
 
 # what the recordings of a tower are for, as their refusals say it (``recorded.refused``)
 WHY = ("in a derivative of an order that the transform does not reach (tensorlang.ad records the derivatives below "
@@ -51,7 +51,11 @@ def derivative_recording(g, args: tuple, kw: dict | None = None):
         remakes.append(remake)
     if kw:   # (keyword arguments are not differentiated: constants of the recording)
         g = _called_with(g, kw)
-    r = recorded(g, args, why=WHY) if type(g) is types.FunctionType else g
+    if type(g) is types.FunctionType:
+        r = recorded(g, args, why=WHY)
+        _check(r, g, args)   # (its code may have run a derivative on the stand-ins: ``on_stand_ins``)
+    else:
+        r = g
     for remake in reversed(remakes):
         r = _level(remake, r, args)
     return r
@@ -189,6 +193,36 @@ def beyond(refusal: BeyondOrder, run, f, args: tuple, kw: dict | None = None):
         raise refusal
     r.__ad_recording__ = True
     return run(r, args)
+
+
+def on_stand_ins(f, args: tuple):
+    """``f``, or, where ``args`` hold stand-ins of a recording (a derivative called inside a function being
+    recorded, a level of a tower) and ``f`` is a Python function that tensorlang.ad did not make, ``f``'s own
+    recording at their values: the derivative's code then runs on the stand-ins through straight-line code of
+    primitives, as a level of a tower does, where the arrays ``f`` makes from constants (``np.zeros(n)``, then
+    written) are values of the recording (``recorded.made``) and not NumPy's, which cannot hold a stand-in."""
+    if type(f) is not types.FunctionType or made_from(f) is not None or is_recording(f) \
+            or not any(map(_holds_stand_in, args)):
+        return f
+    return recorded(unshimmed(f), numpy_numbers(_values(args)), why=WHY)
+
+
+def _holds_stand_in(v) -> bool:
+    if type(v) in (tuple, list):
+        return any(map(_holds_stand_in, v))
+    if type(v) is dict:
+        return any(map(_holds_stand_in, v.values()))
+    return type(v) is Traced
+
+
+def _values(v):
+    """``v`` with each stand-in its value (in tuples, lists and dicts)."""
+    t = type(v)
+    if t in (tuple, list):
+        return t(map(_values, v))
+    if t is dict:
+        return {k: _values(x) for k, x in v.items()}
+    return v._tl_value if t is Traced else v
 
 
 def _named_cause(err: BaseException) -> TensorLangError | None:

@@ -331,3 +331,35 @@ def test_a_stand_in_that_numpy_refuses_to_put_in_an_array_is_refused_by_name():
         raise ValueError("the user's own error")
     except ValueError as own:   # (no refusal of tensorlang.ad behind it: passed on as it is)
         assert tower._named_cause(own) is None
+
+
+def _filled(x):
+    y = np.zeros(4)
+    y[0] += x[3] * x[1]
+    y[3] += np.sin(np.cos(x[3]) * x[3])
+    y[3] += np.tanh(np.sin(x[2])) * y[0]
+    return np.sum(y * x) + y[1] * x[1]
+
+
+def _filled_through_views(x):
+    y = np.zeros(4)
+    y[1:3] = x[2:4] ** 2
+    y[3] = np.sin(np.exp(0.3 * y[1]))
+    y[1:3] = np.cos(np.cos(y[0:2]) * x[0:2]) * np.sin(x[2:4])
+    return np.sum(np.tanh(y * x)) + y[1] * x[1]
+
+
+def test_a_gradient_called_inside_a_recorded_function_runs_on_its_functions_recording():
+    """``ad.hessian`` of a function that calls ``ad.grad`` of one that fills an array made by ``np.zeros``: the
+    inner gradient ran on the outer recording's stand-ins and wrote one into NumPy's array, which cannot hold it
+    (refused: 63 of 90 generated array programs); it runs on the inner function's recording at their values now,
+    whose arrays are the recording's.  The recording of the outer function is checked against the function run
+    on the arguments, so one whose derivative computed something else on the stand-ins (writes into views of a
+    stand-in) is refused, never passed on."""
+    x, t = np.array([0.3, -0.5, 0.8, 0.1]), np.array([1.0, 0.3, -0.2, 0.5])
+    hessian = ad.hessian(_filled)
+    third = ad.hessian(lambda z: ad.grad(_filled)(z) @ t)(x)
+    np.testing.assert_allclose(third, (hessian(x + 1e-5 * t) - hessian(x - 1e-5 * t)) / 2e-5, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ad.jacobian(ad.jacobian(lambda z: ad.grad(_filled)(z) @ t))(x), third, atol=1e-12)
+    with pytest.raises(BeyondOrder, match="the recording of .* at this point gives"):
+        ad.hessian(lambda z: ad.grad(_filled_through_views)(z) @ t)(x)

@@ -64,7 +64,10 @@ def _cases():
 
 
 def _run(mode, key, thunk):
-    """``thunk()``, or None where ``key``'s record refuses ``mode`` and the call raised that refusal."""
+    """``thunk()``, or None where ``key``'s record refuses ``mode`` and the call raised that refusal.  Where the
+    record refuses the mode, the entry point may still reach the derivative through a recording of the function
+    (``tower``: reverse over reverse through ``map``, whose rule the transform does not differentiate again): its
+    value is then returned, to be checked as a claimed mode's is."""
     refused = record(key).refused.get(mode)
     if refused is None:
         try:
@@ -72,9 +75,10 @@ def _run(mode, key, thunk):
         except Exception as e:
             raise AssertionError(f"{mode} mode, which the record of {record(key).name} claims: "
                                  f"{type(e).__name__}: {e}") from e
-    with pytest.raises(UnsupportedError):
-        thunk()
-    return None
+    try:
+        return thunk()
+    except UnsupportedError:
+        return None
 
 
 @pytest.mark.parametrize("key, fn, x", list(_cases()))
