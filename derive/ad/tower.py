@@ -103,13 +103,18 @@ def _check(r, level, args):
                           f"{got!r}, where the derivative itself gives {want!r}")
 
 
-def _copies(v):
+def _each(v, leaf):
+    """``v`` with ``leaf(x)`` in the place of each ``x`` it holds in tuples, lists and dicts."""
     t = type(v)
     if t in (tuple, list):
-        return t(map(_copies, v))
+        return t(_each(x, leaf) for x in v)
     if t is dict:
-        return {k: _copies(x) for k, x in v.items()}
-    return v.copy() if isinstance(v, np.ndarray) else v
+        return {k: _each(x, leaf) for k, x in v.items()}
+    return leaf(v)
+
+
+def _copies(v):
+    return _each(v, lambda x: x.copy() if isinstance(x, np.ndarray) else x)
 
 
 def _close(a, b) -> bool:
@@ -217,12 +222,7 @@ def _holds_stand_in(v) -> bool:
 
 def _values(v):
     """``v`` with each stand-in its value (in tuples, lists and dicts)."""
-    t = type(v)
-    if t in (tuple, list):
-        return t(map(_values, v))
-    if t is dict:
-        return {k: _values(x) for k, x in v.items()}
-    return v._tl_value if t is Traced else v
+    return _each(v, lambda x: x._tl_value if type(x) is Traced else x)
 
 
 def _named_cause(err: BaseException) -> TensorLangError | None:
@@ -241,11 +241,4 @@ def numpy_numbers(v):
     """``v`` with each Python float and complex number a NumPy scalar (in tuples, lists and dicts): the stand-ins of
     a tower's levels are arrays to the runtime (``x.copy()``, ``x.dtype``), and its recordings are called with
     what they recorded."""
-    t = type(v)
-    if t is float or t is complex:
-        return np.asarray(v)[()]
-    if t in (tuple, list):
-        return t(map(numpy_numbers, v))
-    if t is dict:
-        return {k: numpy_numbers(x) for k, x in v.items()}
-    return v
+    return _each(v, lambda x: np.asarray(x)[()] if type(x) is float or type(x) is complex else x)
