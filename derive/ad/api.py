@@ -361,8 +361,27 @@ def _checked(f, pick, how, args, kw):
 
 def _as_picked(grads, pick, args):
     """The gradients in the arguments at ``pick`` of ``grads``, those of every argument, each as its
-    argument is (``as_arguments``)."""
-    return _picked(as_arguments(grads, args), pick, args)
+    argument is (``as_arguments``), zeros where a number's or a float array's gradient is None (the function
+    does not depend on it there), as ``jax.grad`` gives them."""
+    return _picked(tuple(map(_zeros_for_none, as_arguments(grads, args), args)), pick, args)
+
+
+def _zeros_for_none(g, x):
+    """Gradient ``g`` of argument ``x``; where it is None, the zero of a float or complex number or array ``x``
+    (of its type and dtype), and a tuple, list or dict of them as the same container of zeros (None for an entry
+    that is neither)."""
+    if g is not None:
+        return g
+    t = type(x)
+    if t is float or t is complex:
+        return t(0)
+    if t is np.ndarray and x.dtype.kind in "fc" or isinstance(x, np.inexact):
+        return np.zeros_like(x)[()] if t is not np.ndarray else np.zeros_like(x)
+    if t in (tuple, list):
+        return t(_zeros_for_none(None, v) for v in x)
+    if t is dict:
+        return {k: _zeros_for_none(None, v) for k, v in x.items()}
+    return None
 
 
 def as_arguments(grads: tuple, args: tuple) -> tuple:
@@ -572,7 +591,8 @@ def _positive(pick, n):
 
 
 _ndarray = np.ndarray
-_EAGER = frozenset({float, complex, np.ndarray, np.float64, np.float32, np.complex128, np.complex64, type(None)})
+# the gradients a picker returns as they are (None, where a picked argument has none, is made zeros: ``_as_picked``)
+_EAGER = frozenset({float, complex, np.ndarray, np.float64, np.float32, np.complex128, np.complex64})
 _PICKERS: dict = {}   # (pick, how) -> a function whose code ``_installing`` functions for those run
 
 

@@ -131,3 +131,25 @@ def test_stop_gradient_returns_its_argument_and_has_derivative_zero_in_every_mod
 
 def test_stop_gradient_is_exported():
     assert "stop_gradient" in ad.__all__ and math.isclose(ad.stop_gradient(2.0), 2.0)
+
+
+def test_a_gradient_that_does_not_depend_on_its_argument_is_zeros_like_it():
+    """Where ``f`` does not depend on a differentiated argument (a constant, a count of positive entries), ``ad.grad``
+    and ``ad.value_and_grad`` give zeros of its type, shape and dtype, as ``jax.grad`` does (they gave None for an
+    array, which ``x - lr * g`` then failed on, while a float got 0.0); a container argument gets the same container
+    of zeros.  ``ad.gradient``, Zygote's form, keeps None, Zygote's ``nothing``."""
+    x = np.array([0.5, -1.0, 2.0])
+    for g in (ad.grad(lambda v: 3.0)(x), ad.grad(lambda v: np.sum(v > 0) * 1.0)(x),
+              ad.value_and_grad(lambda v: np.sum(v > 0) * 1.0)(x)[1]):
+        assert type(g) is np.ndarray and g.shape == (3,) and not g.any()
+    g32 = ad.grad(lambda v: 3.0)(x.astype(np.float32))
+    assert g32.dtype == np.float32 and not g32.any()
+    assert ad.grad(lambda a: 3.0)(2.0) == 0.0 and ad.grad(lambda a: 3.0)(np.float32(2.0)) == np.float32(0.0)
+    ga, gb = ad.grad(lambda a, b: np.sum(b * b), argnums=(0, 1))(x, x)
+    np.testing.assert_array_equal(ga, np.zeros(3))
+    np.testing.assert_array_equal(gb, 2 * x)
+    d = ad.grad(lambda p: 1.0)({"w": x, "n": 3})
+    assert d.keys() == {"w", "n"} and not d["w"].any() and d["n"] is None
+    x2 = x - 0.1 * ad.grad(lambda v: np.sum(v > 0) * 1.0)(x)   # (a step of gradient descent, as users write it)
+    np.testing.assert_array_equal(x2, x)
+    assert ad.gradient(lambda v: 3.0, x) == (None,)
