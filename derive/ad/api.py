@@ -462,7 +462,7 @@ class _GradSpecialisation:
     def pb(g, *args):
         f, pick = g.__kwdefaults__["_ad_f"], g.__kwdefaults__["_ad_i"]
         grads, back = J(gradient, f, *args)
-        y = _picked(grads, pick, args)
+        y = _picked(tuple(map(_zeros_for_none, grads, args)), pick, args)   # (what grad(f)(*args) gives)
 
         def back_picked(dy):
             full = [None] * len(args)  # the cotangent of every gradient: zero but for the picked ones
@@ -481,7 +481,8 @@ class _GradSpecialisation:
         f, pick = g.__kwdefaults__["_ad_f"], g.__kwdefaults__["_ad_i"]
         refuse_integers("grad", f, args, (pick,) if isinstance(pick, int) else pick)
         grads, tgrads = JVP(gradient, None, (f, *args), (field(tg, "_ad_f"), *ts))
-        return _picked(grads, pick, args), None if tgrads is None else _picked(tgrads, pick, args)
+        return _picked(tuple(map(_zeros_for_none, grads, args)), pick, args), \
+            None if tgrads is None else _picked(tgrads, pick, args)
 
 
 _GradSpecialisation.generic = _GradSpecialisation   # (it assumes nothing about globals)

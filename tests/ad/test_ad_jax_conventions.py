@@ -153,3 +153,12 @@ def test_a_gradient_that_does_not_depend_on_its_argument_is_zeros_like_it():
     x2 = x - 0.1 * ad.grad(lambda v: np.sum(v > 0) * 1.0)(x)   # (a step of gradient descent, as users write it)
     np.testing.assert_array_equal(x2, x)
     assert ad.gradient(lambda v: 3.0, x) == (None,)
+
+
+def test_a_gradient_called_inside_a_derivative_is_zeros_where_it_is_there():
+    """``ad.grad(f)`` called inside a differentiated function gives what it gives outside: zeros, not None, where
+    ``f`` does not depend on the argument (``None * u`` raised a raw ``TypeError`` there)."""
+    x, u = np.array([0.3, -0.7, 1.1]), np.array([0.5, -0.2, 0.3])
+    inner = ad.grad(lambda v: np.sum(np.sin(np.vander(v, 1))))
+    np.testing.assert_array_equal(ad.grad(lambda z: np.sum(inner(z) * u))(x), np.zeros(3))
+    np.testing.assert_array_equal(ad.jvp(lambda z: np.sum(inner(z) * u), (x,), (u,))[1], 0.0)

@@ -497,16 +497,10 @@ def _polyval(p, x):
 
 
 def _vander(x, N=None, increasing=False):
+    # (powers, not a loop of products: reverse over reverse through this code lost the second derivative where
+    # the cotangent did not depend on x, a defect of the transform with a loop in a rule's code not yet fixed)
     xx = np.asarray(x)
-    n = len(xx) if N is None else N
-    power = np.ones_like(xx)
-    columns = []
-    for _ in range(n):
-        columns.append(power)
-        power = power * xx
-    if n == 0:
-        return np.zeros((len(xx), 0))
-    y = np.stack(columns, axis=1)
+    y = np.power(xx[:, None], np.arange(len(xx) if N is None else N))
     return y if increasing else np.flip(y, 1)
 
 
