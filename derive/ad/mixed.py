@@ -482,7 +482,7 @@ def _jvp_Jkw(args, ts):
             raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                               f"keyword arguments it takes as **kwargs is not supported")
         where = list(range(len(pos))) + [order.index(n) for n in names]
-        paired = _jvp_J((f, *(bound.arguments[p] for p in order)), (None, *(tbound.arguments.get(p) for p in order)))
+        paired = _jvp_J((f, *(bound.arguments[p] for p in order)), (ts[1], *(tbound.arguments.get(p) for p in order)))
         return _adapted(paired, lambda g: (g[0], *(g[i + 1] for i in where)), len(xs) + 1)
     if kw.get("out") is not None:
         return _jvp_out(names, f, tuple(xs), ts[2:])
