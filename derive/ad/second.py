@@ -163,6 +163,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     how = (COMPLEX_CROSS if cplx else CROSS).get(f) if f is not None else None
     if f in _OPERATORS and not all(map(is_numeric, args)):
         how = None   # sequences, user types' __add__ ...: the operator rule's code
+    if f is structures.getattr_ and isinstance(getattr(type(args[0]), args[1], None), property):
+        how = None   # a property: its getter's code (the rule calls J of it), whose pullback is not linear
     if how is None or kw and how is not LINEAR_PULLBACK or cplx and how not in _COMPLEX_READY and f not in HOLOMORPHIC \
             and how is not LINEAR_PULLBACK:
         return _declared_or_code(name, rule, args, ts, kw, tkw)
@@ -333,6 +335,19 @@ JVP_RULES.update({
     HELPERS["_ad_takei"]: _on_both(HELPERS["_ad_takei"]),
     HELPERS["_ad_acci"]: _on_both(HELPERS["_ad_acci"]),
     HELPERS["_ad_setitem"]: box_write(_write_item, HELPERS["_ad_setitem"]),
-    HELPERS["_ad_setattr"]: box_write(lambda a, t: (write_attr(a[0], t[0], a[1], t[2]), None)[1],
-                                      HELPERS["_ad_setattr"]),
+    HELPERS["_ad_setattr"]: lambda args, ts: _setattr_pair(args, ts),
 })
+
+
+def _setattr_pair(args, ts):
+    """The pair of ``obj.name = val``: the tangent written into ``obj``'s as the value into ``obj``, by the box
+    rules; but a property's setter is code (the rule calls J of it), differentiated by forward mode as it is."""
+    obj, name = args[0], args[1]
+    static = getattr(type(obj), name, None)
+    if isinstance(static, property) and isinstance(static.fset, types.FunctionType):
+        return _declared_or_code(f"the setter of {type(obj).__qualname__}.{name}", HELPERS["_ad_setattr"], args, ts,
+                                 {}, {})
+    return _WRITE_ATTR(args, ts)
+
+
+_WRITE_ATTR = box_write(lambda a, t: (write_attr(a[0], t[0], a[1], t[2]), None)[1], HELPERS["_ad_setattr"])
