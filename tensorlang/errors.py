@@ -100,6 +100,19 @@ def check_keywords(given: Iterable[str], inputs: Iterable[str], sizes: Iterable[
 _INTERNAL = ("tensorlang", "tensorlang.normalize", "tensorlang.derive", "tensorlang.codegen")
 
 
+def named_cause(err: BaseException) -> TensorLangError | None:
+    """The ``TensorLangError`` that ``err`` is, or that caused it: NumPy turns a refusal raised inside it (a
+    stand-in or a batch of ``ad.vmap`` that refuses to become a float, in ``np.array([s, 1.3])`` or an item write
+    into a NumPy array) into its own ``ValueError``, raised from that refusal."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, TensorLangError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def internal_file(filename: str) -> bool:
     """Whether code compiled under ``filename`` is tensorlang's own (its packages, or text it generated
     under a ``<tensorlang...>`` name)."""

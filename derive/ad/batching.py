@@ -16,7 +16,7 @@ import weakref
 
 import numpy as np
 
-from ...errors import TensorLangError, UnsupportedError
+from ...errors import TensorLangError, UnsupportedError, named_cause
 from .context import Store, current, within
 from .cotangent import dense
 from .ir import ARRAY_TYPES
@@ -154,7 +154,13 @@ class Batched:
             raise UnsupportedError(f"ad.vmap: {what} of a batched value: {_CONTROL}")
         return refused
 
-    __bool__, __float__, __int__ = _control("bool()"), _control("float()"), _control("int()")
+    __bool__, __int__ = _control("bool()"), _control("int()")
+
+    def __float__(self):   # (also what NumPy asks of a value written into an entry of a plain array)
+        raise UnsupportedError(f"ad.vmap: float() of a batched value: {_CONTROL}; or the value is written into an "
+                               f"entry of a plain NumPy array (v = np.zeros(n); v[0] = x), which cannot hold a "
+                               f"batch: make the array from a batched value (np.zeros_like(y) of one of its shape) "
+                               f"or build it with np.stack")
     __index__ = _control("an index into a plain array (np.take(table, i, axis) gathers per example) or an int")
     __complex__ = _control("complex()")
     item, tolist = _control(".item()"), _control(".tolist()")
@@ -364,7 +370,14 @@ class Mapped:
 
     def __call__(self, *args, **kw):
         level, size, batched, _ = self.batched(args)
-        return _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), self.f(*batched, **kw))
+        try:
+            y = self.f(*batched, **kw)
+        except (TypeError, ValueError) as e:   # (NumPy's, raised from a batch's refusal: the refusal itself)
+            refusal = named_cause(e)
+            if refusal is None:
+                raise
+            raise refusal.with_traceback(e.__traceback__) from None
+        return _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), y)
 
     def __ad_pullback__(self, *args):
         level, size, batched, memory = self.batched(args)

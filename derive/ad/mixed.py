@@ -242,8 +242,20 @@ def hessian(f, argnums=0):
         return _shaped(_stacked(cols, 1, (0, 0)), args[i], args[i])
     hess.__name__ = f"hessian({getattr(f, '__name__', 'f')})"
     hess.__ad_code__ = functools.partial(probed_code, f, argnums, True)
-    hess.__wrapped__, hess.__ad_remake__ = f, functools.partial(hessian, argnums=argnums)
+    remake = functools.partial(hessian, argnums=argnums)
+    remake.first_derivatives = functools.partial(_hessian_parts, argnums)
+    hess.__wrapped__, hess.__ad_remake__ = f, remake
     return hess
+
+
+def _hessian_parts(argnums, f, args):
+    """The Hessian of ``f`` in argument ``argnums`` at ``args`` as the two first derivatives whose composition it
+    is (for a tower's level: ``tower._level``): the forward-mode Jacobian of the gradient of a scalar ``f``, of the
+    Jacobian of an array-valued one."""
+    from .api import grad
+    i = argnums + len(args) if argnums < 0 else argnums
+    first = functools.partial(jacobian, argnums=i) if _array_valued(f, args) else functools.partial(grad, argnums=i)
+    return first, functools.partial(jacobian, argnums=i, mode="forward")
 
 
 def _array_valued(f, args) -> bool:

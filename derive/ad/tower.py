@@ -17,12 +17,11 @@ arguments.
 """
 from __future__ import annotations
 
-import functools
 import types
 
 import numpy as np
 
-from ...errors import BeyondOrder, TensorLangError
+from ...errors import BeyondOrder, named_cause
 from .ir import ARRAY_TYPES
 from .recorded import Traced, is_recording, recorded, unshimmed
 
@@ -64,33 +63,20 @@ def derivative_recording(g, args: tuple, kw: dict | None = None):
 def _level(remake, r, args):
     """The recording of ``remake(r)`` at ``args``, checked; where recording a Hessian on the stand-ins is refused
     (forward over reverse through an item write into one), the recording of the Jacobian of the recording of
-    the gradient (or of the Jacobian), two first derivatives, each of straight-line code."""
+    the gradient (or of the Jacobian), two first derivatives, each of straight-line code (``first_derivatives`` of
+    the remake that ``mixed.hessian`` gives)."""
     level = _dense(remake, r)
     try:
         out = recorded(level, args, shim=False, why=WHY)
     except BeyondOrder:
-        parts = _first_derivatives(remake, r, args)
-        if parts is None:
+        split = getattr(remake, "first_derivatives", None)   # (a Hessian's: ``mixed.hessian``)
+        if split is None:
             raise
         out = r
-        for part in parts:
+        for part in split(r, args):
             out = _level(part, out, args)
     _check(out, level, args)
     return out
-
-
-def _first_derivatives(remake, r, args):
-    """``remake``, a Hessian in argument ``i``, as the two first derivatives whose composition it is: the Jacobian
-    in forward mode of the gradient of a scalar function, of the Jacobian of an array-valued one (None for any
-    other derivative)."""
-    from .api import grad
-    from .mixed import _array_valued, hessian, jacobian
-    if getattr(remake, "func", None) is not hessian:
-        return None
-    i = remake.keywords["argnums"]
-    i = i + len(args) if i < 0 else i
-    first = functools.partial(jacobian, argnums=i) if _array_valued(r, args) else functools.partial(grad, argnums=i)
-    return first, functools.partial(jacobian, argnums=i, mode="forward")
 
 
 def _check(r, level, args):
@@ -190,7 +176,7 @@ def beyond(refusal: BeyondOrder, run, f, args: tuple, kw: dict | None = None):
     try:
         r = derivative_recording(f, args, kw)
     except Exception as failed:   # (UnsupportedError, or a kernel's ShapeError naming the stand-in it refused)
-        why = _named_cause(failed)
+        why = named_cause(failed)
         if why is None:
             raise
         raise BeyondOrder(f"{refusal}; and recording it at this point failed: {why}") from None
@@ -223,18 +209,6 @@ def _holds_stand_in(v) -> bool:
 def _values(v):
     """``v`` with each stand-in its value (in tuples, lists and dicts)."""
     return _each(v, lambda x: x._tl_value if type(x) is Traced else x)
-
-
-def _named_cause(err: BaseException) -> TensorLangError | None:
-    """The ``TensorLangError`` that ``err`` is, or that caused it: NumPy turns a stand-in's refusal to become a
-    float (``np.array([s, 1.3])``) into its own ``ValueError``, raised from that refusal."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, TensorLangError):
-            return err
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return None
 
 
 def numpy_numbers(v):

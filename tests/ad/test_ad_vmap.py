@@ -896,3 +896,45 @@ def test_differentiating_a_vmapped_function_leaves_no_box_in_the_callers_store()
     with pytest.raises(UnsupportedError):
         ad.jvp(ad.vmap(_owner_written_view_read), (xs,), (xs,))
     assert not context.current().store.boxes
+
+
+def test_the_gradient_of_a_loop_over_a_mapped_array_is_an_array_batch():
+    """``for i, v in enumerate(x)`` over a mapped ``x``: the gradient of that iteration is the batch of arrays, as
+    for a NumPy array (it came back as a Python list of the entries' batches, transposed; with a ``break`` the
+    gradient became None and the call was refused)."""
+    X = np.array([[0.3, -0.5, 0.8, 0.2], [0.1, 0.4, -0.3, 0.9], [1.0, 0.2, 0.5, -0.7]])
+
+    def g(x):
+        s = 0.0
+        for i, v in enumerate(x):
+            if i == 3:
+                break
+            s = s + v * v * (i + 1)
+        return s
+
+    got = ad.vmap(ad.grad(g))(X)
+    assert type(got) is np.ndarray
+    np.testing.assert_allclose(got, np.stack([ad.grad(g)(x) for x in X]), rtol=1e-14)
+    np.testing.assert_allclose(got, 2 * X * np.array([1.0, 2.0, 3.0, 0.0]), rtol=1e-14)
+
+
+def test_a_batch_written_into_a_plain_array_is_refused_by_name():
+    """``v = np.zeros(2); v[0] = x[0]`` under ``ad.vmap``: NumPy asks the batch for ``float()`` and raised its own
+    ``ValueError`` from the refusal; the refusal is raised, naming the write and the way out."""
+    X = np.array([[0.3, -0.5], [0.1, 0.4]])
+
+    def f(x):
+        v = np.zeros(2)
+        v[0] = x[0] * 2.0
+        return np.sum(v * v)
+
+    for run in (ad.vmap(f), ad.vmap(ad.grad(f))):
+        with pytest.raises(UnsupportedError, match=r"written into an entry of a plain NumPy array .*np.zeros_like"):
+            run(X)
+
+    def made_from_the_batch(x):
+        v = np.zeros_like(x)
+        v[0] = x[0] * 2.0
+        return np.sum(v * v)
+
+    np.testing.assert_allclose(ad.vmap(ad.grad(made_from_the_batch))(X), [[2.4, 0.0], [0.8, 0.0]], rtol=1e-14)

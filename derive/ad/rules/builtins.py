@@ -19,6 +19,11 @@ def seq_grad(xs, g: list):
             return None
         zero = np.zeros(xs.shape[1:], dtype=np.result_type(xs.dtype, 0.0))
         return np.array([zero if d is None else d + zero for d in g], dtype=zero.dtype).reshape(xs.shape)
+    if type(xs) in ARRAY_TYPES and len(g):   # (a batch of ad.vmap: its entries' gradients stacked by its rules)
+        if all(d is None for d in g):
+            return None
+        zero = np.zeros_like(xs[0]) * 1.0
+        return np.stack([zero if d is None else d + zero for d in g])
     return tuple(g) if type(xs) is tuple else g
 
 

@@ -49,8 +49,9 @@ def _conj(x):
 def _angle(x, deg=False):
     y = np.angle(x, deg)
     scale = 180 / np.pi if deg else 1.0
-    # angle = atan2(Im z, Re z): d/dx = -Im z / |z|^2, d/dy = Re z / |z|^2, so the gradient is i z / |z|^2
-    return y, lambda dy: (project(scale * dy * 1j * x / (np.abs(x) ** 2), x), None)
+    # angle = atan2(Im z, Re z): d/dx = -Im z / |z|^2, d/dy = Re z / |z|^2, so the gradient is i z / |z|^2, that
+    # is i / conj(z) (written so: differentiated again, |z|^2 of a complex z took a third derivative wrong)
+    return y, lambda dy: (project(scale * dy * 1j / np.conj(x), x), None)
 
 
 def _sign(x):
