@@ -16,6 +16,7 @@ from . import primal, rules
 from .emit import Gen, at_source_lines, generated_name, renamed
 from .source import function_node
 from .ir import INT, NUM, Instr
+from .runtime import HELPERS
 
 _SEED = "1.0"
 
@@ -149,6 +150,8 @@ def generate(fn, types_, qualname, pick=None, value=False):
         returned = f"{g.val(ret)}, {returned}"
     env = dict(g.env)
     env.update(_ad_type=type, _ad_flt=float, _ad_int=int, _ad_fb=None)
+    # the runtime's helpers that the templates name (``_ad_times``, ``_ad_powd`` in a power's partials)
+    env.update({k: HELPERS[k] for k in sorted(set(re.findall(r"\b_ad_\w+", "\n".join(body))) & HELPERS.keys())})
     # positional defaults, not keyword-only ones: CPython 3.11 specialises calls of the former only
     # (``CALL_PY_WITH_DEFAULTS``); ``_ad_type`` first, so that a surplus argument fails loudly
     order = ["_ad_type"] + sorted(set(env) - {"_ad_type"})

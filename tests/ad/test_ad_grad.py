@@ -127,3 +127,23 @@ def test_grad_errors_like_gradient():
 
 def test_grad_in_public_api():
     assert "grad" in ad.__all__ and ad.grad(sincos).__wrapped__ is sincos
+
+
+def test_the_straight_line_gradient_of_a_power_below_one_runs_on_every_call():
+    """``ad.grad(lambda x: x ** x)`` at ``x < 1``: the straight-line code installed after the first call named the
+    runtime's helpers of a power's partials (``_ad_times``, ``_ad_powd``) without having them, so the second call
+    raised a raw ``NameError``."""
+    def f(x):
+        return x ** x
+
+    def g(a, b):
+        return a ** b + b ** a
+
+    for x in (0.7, 0.2, 1.5):
+        gf = ad.grad(f)
+        for _ in range(3):
+            assert gf(x) == pytest.approx(x ** x * (math.log(x) + 1), rel=1e-12)
+    gg = ad.grad(g, argnums=(0, 1))
+    for _ in range(3):
+        da, db = gg(0.4, 0.3)
+        assert da == pytest.approx(_fd(g, (0.4, 0.3), 0), rel=1e-6) and db == pytest.approx(_fd(g, (0.4, 0.3), 1), rel=1e-6)
