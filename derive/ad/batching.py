@@ -333,6 +333,18 @@ def _leaves_of(v) -> list:
     return out
 
 
+def _refusal_unwrapped(run):
+    """``run()``, where NumPy wrapped a batch's refusal in its own ``TypeError`` or ``ValueError`` (a batch written
+    into an entry of a plain array is asked for ``float()``), raising the refusal itself."""
+    try:
+        return run()
+    except (TypeError, ValueError) as e:
+        refusal = named_cause(e)
+        if refusal is None:
+            raise
+        raise refusal.with_traceback(e.__traceback__) from None
+
+
 class Mapped:
     """The function ``vmap(f, in_axes, out_axes)``: ``f`` run once on the arguments batched along ``in_axes``
     (a leaf of a tuple, list or dict argument each), its outputs stacked along ``out_axes``.  Under ``ad.grad``
@@ -370,19 +382,13 @@ class Mapped:
 
     def __call__(self, *args, **kw):
         level, size, batched, _ = self.batched(args)
-        try:
-            y = self.f(*batched, **kw)
-        except (TypeError, ValueError) as e:   # (NumPy's, raised from a batch's refusal: the refusal itself)
-            refusal = named_cause(e)
-            if refusal is None:
-                raise
-            raise refusal.with_traceback(e.__traceback__) from None
+        y = _refusal_unwrapped(lambda: self.f(*batched, **kw))
         return _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), y)
 
     def __ad_pullback__(self, *args):
         level, size, batched, memory = self.batched(args)
         own = current().but(store=Store())   # (f's boxes are its own: none is left in the caller's store)
-        y, back = within(own, J, self.f, *batched)
+        y, back = _refusal_unwrapped(lambda: within(own, J, self.f, *batched))
         out = _tree(lambda v: _unbatched(v, level, size, self.out_axes, self.name), y)
 
         def pullback(dy):

@@ -920,7 +920,8 @@ def test_the_gradient_of_a_loop_over_a_mapped_array_is_an_array_batch():
 
 def test_a_batch_written_into_a_plain_array_is_refused_by_name():
     """``v = np.zeros(2); v[0] = x[0]`` under ``ad.vmap``: NumPy asks the batch for ``float()`` and raised its own
-    ``ValueError`` from the refusal; the refusal is raised, naming the write and the way out."""
+    ``ValueError`` from the refusal; the refusal is raised, naming the write and the way out, also where the vmapped
+    function is differentiated."""
     X = np.array([[0.3, -0.5], [0.1, 0.4]])
 
     def f(x):
@@ -928,7 +929,8 @@ def test_a_batch_written_into_a_plain_array_is_refused_by_name():
         v[0] = x[0] * 2.0
         return np.sum(v * v)
 
-    for run in (ad.vmap(f), ad.vmap(ad.grad(f))):
+    for run in (ad.vmap(f), ad.vmap(ad.grad(f)), ad.grad(lambda Z: np.sum(ad.vmap(f)(Z))), ad.jacobian(ad.vmap(f)),
+                lambda Z: ad.jvp(ad.vmap(f), (Z,), (Z,))):
         with pytest.raises(UnsupportedError, match=r"written into an entry of a plain NumPy array .*np.zeros_like"):
             run(X)
 
