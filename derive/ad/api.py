@@ -363,7 +363,13 @@ def _as_picked(grads, pick, args):
     """The gradients in the arguments at ``pick`` of ``grads``, those of every argument, each as its
     argument is (``as_arguments``), zeros where a number's or a float array's gradient is None (the function
     does not depend on it there), as ``jax.grad`` gives them."""
-    return _picked(tuple(map(_zeros_for_none, as_arguments(grads, args), args)), pick, args)
+    return _picked_zeros(as_arguments(grads, args), pick, args)
+
+
+def _picked_zeros(grads, pick, args):
+    """The gradients at ``pick`` of ``grads``, those of every argument, zeros where one is None
+    (``_zeros_for_none``): what ``grad(f)(*args)`` gives."""
+    return _picked(tuple(map(_zeros_for_none, grads, args)), pick, args)
 
 
 def _zeros_for_none(g, x):
@@ -462,7 +468,7 @@ class _GradSpecialisation:
     def pb(g, *args):
         f, pick = g.__kwdefaults__["_ad_f"], g.__kwdefaults__["_ad_i"]
         grads, back = J(gradient, f, *args)
-        y = _picked(tuple(map(_zeros_for_none, grads, args)), pick, args)   # (what grad(f)(*args) gives)
+        y = _picked_zeros(grads, pick, args)
 
         def back_picked(dy):
             full = [None] * len(args)  # the cotangent of every gradient: zero but for the picked ones
@@ -481,8 +487,7 @@ class _GradSpecialisation:
         f, pick = g.__kwdefaults__["_ad_f"], g.__kwdefaults__["_ad_i"]
         refuse_integers("grad", f, args, (pick,) if isinstance(pick, int) else pick)
         grads, tgrads = JVP(gradient, None, (f, *args), (field(tg, "_ad_f"), *ts))
-        return _picked(tuple(map(_zeros_for_none, grads, args)), pick, args), \
-            None if tgrads is None else _picked(tgrads, pick, args)
+        return _picked_zeros(grads, pick, args), None if tgrads is None else _picked(tgrads, pick, args)
 
 
 _GradSpecialisation.generic = _GradSpecialisation   # (it assumes nothing about globals)

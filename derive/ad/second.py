@@ -330,13 +330,7 @@ def _scatter_pair(f):
 
 
 PAIRS.update({f: _scatter_pair(f) for f in IN_PLACE})
-JVP_RULES.update({
-    HELPERS["_ad_take"]: _on_both(HELPERS["_ad_take"]), HELPERS["_ad_takef"]: _on_both(HELPERS["_ad_takef"]),
-    HELPERS["_ad_takei"]: _on_both(HELPERS["_ad_takei"]),
-    HELPERS["_ad_acci"]: _on_both(HELPERS["_ad_acci"]),
-    HELPERS["_ad_setitem"]: box_write(_write_item, HELPERS["_ad_setitem"]),
-    HELPERS["_ad_setattr"]: lambda args, ts: _setattr_pair(args, ts),
-})
+_WRITE_ATTR = box_write(lambda a, t: (write_attr(a[0], t[0], a[1], t[2]), None)[1], HELPERS["_ad_setattr"])
 
 
 def _setattr_pair(args, ts):
@@ -350,4 +344,10 @@ def _setattr_pair(args, ts):
     return _WRITE_ATTR(args, ts)
 
 
-_WRITE_ATTR = box_write(lambda a, t: (write_attr(a[0], t[0], a[1], t[2]), None)[1], HELPERS["_ad_setattr"])
+JVP_RULES.update({
+    HELPERS["_ad_take"]: _on_both(HELPERS["_ad_take"]), HELPERS["_ad_takef"]: _on_both(HELPERS["_ad_takef"]),
+    HELPERS["_ad_takei"]: _on_both(HELPERS["_ad_takei"]),
+    HELPERS["_ad_acci"]: _on_both(HELPERS["_ad_acci"]),
+    HELPERS["_ad_setitem"]: box_write(_write_item, HELPERS["_ad_setitem"]),
+    HELPERS["_ad_setattr"]: _setattr_pair,
+})
