@@ -141,6 +141,9 @@ def _wrap_holomorphic():
     operators.UNARY["-"] = RULES[operator.neg] = zygote(operators.UNARY["-"])
     HOLOMORPHIC.add(operator.neg)
     METHOD_RULES[(np.ndarray, "dot")] = zygote(METHOD_RULES[(np.ndarray, "dot")])
+    # the strong product of a gradient and a partial, which a higher derivative differentiates
+    RULES[operators.times] = zygote(RULES[operators.times])
+    HOLOMORPHIC.add(operators.times)
     NONDIFF.add(is_complex)
 
 

@@ -112,7 +112,12 @@ def _none_if_zero(g):
     return g if type(g) in ARRAY_TYPES or np.any(g) else None
 
 
-RULES[times] = lambda dy, d: (times(dy, d), _times_back(dy, d))
+def times_rule(dy, d):
+    """The rule of ``times`` (a product, holomorphic: ``rules.complexes`` conjugates its pullback)."""
+    return times(dy, d), _times_back(dy, d)
+
+
+RULES[times] = times_rule
 # (differentiated again, a third derivative: the identity, a gradient dropped as 0 keeps its derivative)
 RULES[_none_if_zero] = lambda g: (_none_if_zero(g), lambda d: (d,))
 JVP_RULES[_none_if_zero] = lambda args, ts: (_none_if_zero(*args), ts[0])
