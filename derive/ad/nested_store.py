@@ -303,9 +303,10 @@ def _cut_jvp(args, ts):
 
 
 def _take_captured_rule(v, d):
-    """(``take_captured`` hands out a box's gradient only where it is not a box, as ``take``.)"""
+    """(``take_captured`` hands out a box's gradient only where it is not a box, as ``take``; ``v`` may be the
+    outer differentiation's copy of the box.)"""
     s = _inner_store()
-    if s.boxes and _box_key(s, v) is not None:
+    if s.boxes and _box_key(s, _original(v)) is not None:
         return dense(d), _identity_back
     return _take_rule(v, d)
 
@@ -416,7 +417,9 @@ def _kept_rule(triples, back, dy):
     if _written_since(triples, False):
         raise UnsupportedError(f"tensorlang.ad: {_KEPT}")
     y, pb = J(pullback_of, back, dy)
-    return y, lambda d: (None, *pb(d)[1:])
+    # (run without a cotangent too: the pullback's own code takes the gradients of what it made and wrote,
+    # which the store holds, out of the store: ``np.max``'s pullback writes its gradient into ``np.zeros``)
+    return y, Writes(lambda d: (None, *pb(d)[1:]))
 
 
 def _kept_jvp(args, ts):

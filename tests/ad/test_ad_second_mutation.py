@@ -114,6 +114,22 @@ def _calls_a_writing_helper(w, x):
     return sum(a * b for a, b in zip(xs, xs[1:]))
 
 
+def _written_after_stored(w, x):
+    v = np.zeros(3)
+    held = [v, {"v": v}]
+    v[0] = w[0] * x[0]               # written after a list and a dict took it: read back through them
+    v[1:] = np.sin(w[1:]) * x[1:]
+    held.append(held[0] * w[2])
+    return np.sum(held[1]["v"] * held[2]) + np.sum(held[0])
+
+
+def _written_with_the_max(w, x):
+    s = np.max(w)                    # its pullback writes its gradient into an array of zeros
+    v = w.copy()
+    v[1] = s * v[0]
+    return np.sum(v * v * x)
+
+
 CASES = {
     "rnn: append in a loop, np.stack": (_rnn, (3, 3), (4, 3)),
     "pop, pop(0)": (_pops, (3,), (3,)),
@@ -126,6 +142,8 @@ CASES = {
     "attribute writes": (_attribute_writes, (3,), (3,)),
     "lists of lists": (_nested_lists, (3,), (3,)),
     "a helper appending to a list it is given": (_calls_a_writing_helper, (3,), (3,)),
+    "an array written after a list and a dict hold it": (_written_after_stored, (3,), (3,)),
+    "a copy written with np.max of the argument": (_written_with_the_max, (3,), (3,)),
 }
 
 
@@ -152,7 +170,9 @@ def test_hvp_of_nested_gradients(name):
 
 
 @pytest.mark.parametrize("name", ["rnn: append in a loop, np.stack", "pop, pop(0)", "dict update and d[k] = v",
-                                  "array items, slices, a fancy index and a view written"])
+                                  "array items, slices, a fancy index and a view written",
+                                  "an array written after a list and a dict hold it",
+                                  "a copy written with np.max of the argument"])
 def test_hessian_as_the_jacobian_of_the_gradient(name):
     f, (w, x), _ = _args(name)
     got = ad.jacobian(ad.grad(f, 1), 1, mode="reverse")(w, x)
