@@ -15,6 +15,7 @@ import builtins
 import types
 
 from ...dispatch import method_for
+from ...errors import UnsupportedError
 from .ir import Function, Instr
 from .source import function_node, unsupported
 from .ssa import SSABuilder
@@ -471,6 +472,9 @@ class _Lowerer:
                 raise self.fail("'**kwargs' arguments are", e)
             kwnames.append(kw.arg)
         func = e.func
+        if isinstance(func, ast.Attribute) and _is_super(func.value) and not self.is_local("super") \
+                and "super" not in self.fglobals:
+            return self.super_call(e, func, kwnames)
         if isinstance(func, ast.Attribute):
             target = self.static_attr(func)
             if target is None:
@@ -484,6 +488,22 @@ class _Lowerer:
                 raise self.fail(f"'{func.id}()' (it reads the frame, which the transform replaces) is", e)
             f = self.expr(func)
         args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
+        return self.emit("call", [f] + args, tuple(kwnames))
+
+    def super_call(self, e, func, kwnames):
+        """``super().name(...)`` or ``super(C, obj).name(...)``: the function that ``super`` finds (``found_by_super``),
+        called with the object as its first argument, as ``Base.name(self, ...)`` is."""
+        sup = func.value
+        if sup.args or sup.keywords:
+            if len(sup.args) != 2 or sup.keywords:
+                raise self.fail("super() with other than no arguments or two is", sup)
+            cls, obj = self.expr(sup.args[0]), self.expr(sup.args[1])
+        else:
+            if "__class__" not in self.freevars or not self.params:
+                raise self.fail("super() outside a method of a class is", sup)
+            cls, obj = self.load_name("__class__", sup), self.load_name(self.params[0], sup)
+        f = self.emit("call", [self.const(found_by_super), cls, obj, self.const(func.attr)], ())
+        args = [obj] + [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
         return self.emit("call", [f] + args, tuple(kwnames))
 
     def static_attr(self, e):
@@ -606,6 +626,32 @@ class _Lowerer:
 
 
 _FRAME_CALLS = {"eval", "exec", "locals", "vars", "globals", "dir"}
+
+
+def _is_super(e) -> bool:
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "super"
+
+
+def found_by_super(cls, obj, name):
+    """The function ``super(cls, obj).name`` is bound from: the first ``name`` in the classes after ``cls`` in
+    the order ``obj``'s class resolves them (``object.__init__``: a function that does nothing).  A method of
+    another kind there (a static or class method, a property, a C function) is refused by name."""
+    mro = (obj if isinstance(obj, type) else type(obj)).__mro__
+    for k in mro[mro.index(cls) + 1:]:
+        if name in k.__dict__:
+            attr = k.__dict__[name]
+            if isinstance(attr, types.FunctionType):
+                return attr
+            if attr is object.__init__:
+                return _init_nothing
+            raise UnsupportedError(f"super().{name} finds {k.__qualname__}.{name}, a {type(attr).__name__}, which "
+                                   f"tensorlang.ad does not differentiate; call it as {k.__qualname__}.{name}(...)")
+    raise AttributeError(f"'super' object has no attribute {name!r}")
+
+
+def _init_nothing(self):
+    """``object.__init__``, reached by ``super().__init__()``: nothing."""
+    return None
 
 
 def _is_ufunc(obj):

@@ -505,8 +505,9 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
         f = getattr(obj, name)
         return JVPkw(kwnames, f, None, args, ts) if kwnames else JVP(f, None, args, ts)
     attr = inspect.getattr_static(obj, name, None)
-    if isinstance(attr, staticmethod):
-        attr = attr.__func__
+    if isinstance(attr, staticmethod) or isinstance(attr, types.FunctionType) and isinstance(obj, type):
+        # (a static method, or a function read off a class: ``Base.__init__(self, x)``, called as it is)
+        attr = getattr(attr, "__func__", attr)
         return JVPkw(kwnames, attr, None, args, ts) if kwnames else JVP(attr, None, args, ts)
     if isinstance(attr, types.FunctionType):
         tobj = tangent_of(obj, tobj)

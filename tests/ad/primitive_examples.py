@@ -5,6 +5,7 @@ are an oracle).  ``tests/ad/test_ad_registry.py`` differentiates each in every m
 
 A new primitive adds its examples here; the registry test fails for a primitive that has none."""
 import builtins
+import dataclasses
 import math
 import operator
 
@@ -47,6 +48,7 @@ for _name in ("acos", "asin", "atan", "cos", "cosh", "erf", "exp", "expm1", "fab
               "sin", "sinh", "sqrt", "tan", "tanh"):
     _f = getattr(math, _name)
     example(_f)((lambda x, f=_f: f(x) * 2.0, 0.6))
+example(math.log)((lambda x: math.log(x, 2.5) * x, 3.0), (lambda x: math.log(2.5, x), 1.7))   # (to a base)
 example(math.atan2, math.hypot, math.pow)
 for _f in (math.atan2, math.hypot, math.pow):
     example(_f)((lambda x, f=_f: f(x, 1.3), 0.7), (lambda x, f=_f: f(0.7, x), 1.3))
@@ -306,6 +308,20 @@ def _with_attribute(x):
     b = _Box()
     setattr(b, "v", x * x)
     return b.v * x
+
+
+@dataclasses.dataclass
+class _Pair:
+    a: float
+    b: float
+
+
+def _replaced(x):
+    p = dataclasses.replace(_Pair(x, 2.0), b=x * x)
+    return p.a * p.b + p.b
+
+
+example(dataclasses.replace)((_replaced, 0.7))
 
 
 def _copied_to(x):

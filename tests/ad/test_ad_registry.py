@@ -120,7 +120,7 @@ def _public(key) -> bool:
     module = getattr(key, "__module__", None) or ""
     if getattr(key, "__name__", "").startswith("_"):
         return False
-    return module.split(".")[0] in ("numpy", "scipy", "math", "builtins", "_operator", "operator") \
+    return module.split(".")[0] in ("numpy", "scipy", "math", "builtins", "_operator", "operator", "dataclasses") \
         or type(key).__module__ == "numpy" and type(key).__name__ == "ufunc"
 
 

@@ -5,6 +5,7 @@ arrays, closures made in a loop, callables that carry state (an object holding a
 bound method kept in a variable), closures that write into an object they close over, and objects
 written to after they were put into a container or an attribute (or handed in inside an argument)."""
 import collections
+import dataclasses
 import math
 import importlib
 import sys
@@ -836,3 +837,87 @@ def test_attributes_of_numpy_scalars_and_masks_of_bitwise_operators():
     g = ad.grad(lambda x: np.sum(np.where(np.bitwise_or(x > 0, x < -1), x * x, 0.0)))(x)
     np.testing.assert_array_equal(g, [1.0, -4.0, 0.0])
 
+
+
+class _Shape:
+    def __init__(self, x):
+        self.x = x
+
+    def area(self):
+        return self.x * self.x
+
+    @staticmethod
+    def unit():
+        return 1.0
+
+
+class _Square(_Shape):
+    def __init__(self, x):
+        super().__init__(x)             # the zero-argument form
+        self.side = 2.0 * x
+
+    def area(self):
+        return super().area() * self.side
+
+
+class _Tile(_Square):
+    def __init__(self, x):
+        super(_Tile, self).__init__(np.sin(x))   # the two-argument form
+        _Shape.__init__(self, self.x + x)        # a base class's function called through the class
+
+
+class _Plain:
+    def __init__(self, x):
+        super().__init__()              # object.__init__
+        self.x = x
+
+
+def _inheritance(x):
+    return _Square(x).area() + _Tile(x).area() + _Plain(x).x ** 3
+
+
+def test_methods_reached_through_super_in_every_mode():
+    """``super().f(...)``, ``super(C, self).f(...)`` and ``Base.f(self, ...)`` call the base class's function
+    with the object (a raw ``RuntimeError``, "__class__ cell not found", before; ``Base.__init__(self, x)`` got
+    the class as well in forward mode)."""
+    x, h = 0.7, 1e-5
+    slope = (_inheritance(x + h) - _inheritance(x - h)) / (2 * h)
+    assert ad.grad(_inheritance)(x) == pytest.approx(slope, rel=1e-6)
+    assert ad.jvp(_inheritance, (x,), (1.0,))[1] == pytest.approx(slope, rel=1e-6)
+    g = ad.grad(_inheritance)
+    curvature = (g(x + h) - g(x - h)) / (2 * h)
+    assert ad.hessian(_inheritance)(x) == pytest.approx(curvature, rel=1e-5)
+    assert ad.grad(g)(x) == pytest.approx(curvature, rel=1e-5)
+
+
+def test_a_static_method_found_by_super_is_refused_by_name():
+    class _Unit(_Shape):
+        def unit(self):
+            return super().unit() * self.x
+
+    with pytest.raises(UnsupportedError, match=r"super\(\)\.unit finds _Shape\.unit, a staticmethod"):
+        ad.grad(lambda x: _Unit(x).unit())(0.7)
+
+
+def test_math_log_to_a_base_and_dataclasses_replace_in_every_mode():
+    """``math.log(x, base)`` (a raw ``TypeError`` before) and ``dataclasses.replace`` (refused in reverse mode,
+    a raw ``TypeError`` in forward mode before)."""
+    def f(x):
+        p = _Point(x, 2.0)
+        q = dataclasses.replace(p, y=math.log(x, 2.5) * x)
+        return q.x * q.y + math.log(3.0, x + 1.0)
+
+    x, h = 1.3, 1e-5
+    slope = (f(x + h) - f(x - h)) / (2 * h)
+    assert ad.grad(f)(x) == pytest.approx(slope, rel=1e-6)
+    assert ad.jvp(f, (x,), (1.0,))[1] == pytest.approx(slope, rel=1e-6)
+    g = ad.grad(f)
+    curvature = (g(x + h) - g(x - h)) / (2 * h)
+    assert ad.hessian(f)(x) == pytest.approx(curvature, rel=1e-5)
+    assert ad.grad(g)(x) == pytest.approx(curvature, rel=1e-5)
+
+
+@dataclasses.dataclass
+class _Point:
+    x: float
+    y: float

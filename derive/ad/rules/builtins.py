@@ -6,7 +6,7 @@ import builtins as _b
 
 import numpy as np
 
-from ..lower import as_sequence
+from ..lower import as_sequence, found_by_super
 from ..registry import define
 from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, acc
 
@@ -162,7 +162,8 @@ RULES.update({
     _b.reversed: _reversed, _b.sorted: _sorted,
 })
 NONDIFF.update({_b.print, _b.isinstance, _b.len, _b.range, _b.int, _b.round, _b.str, _b.repr, _b.type,
-                _b.hash, _b.id, _b.bool, _b.callable, _b.hasattr, _b.format, _b.all, _b.any})
+                _b.hash, _b.id, _b.bool, _b.callable, _b.hasattr, _b.format, _b.all, _b.any,
+                found_by_super})   # (super().f(...): the function found, then called as any other)
 
 
 def _as_sequence(xs):

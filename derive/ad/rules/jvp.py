@@ -28,7 +28,7 @@ from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
 from ..ir import is_array, writable_array
 from ..runtime import HELPERS as _REVERSE_HELPERS
-from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad
+from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad, make_like
 from ..runtime import acc as tadd
 from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of, zero
 from ..source import generated
@@ -40,6 +40,7 @@ from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svd
 from .numpy import (PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, holds_array_type, norm_partials, norm_power, product,
                     stacked, times)
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric
+from .math import LONGER_FORMS
 from .scalar import INLINE_CALLS
 from .scipy_linalg import factor_of, lu_parts, row_order, transposed, triangle
 from .structures import AxisConcatenator, index_grad
@@ -92,16 +93,20 @@ def binary_jvp(f, d):
 
 
 def _from_template(f, spec):
-    """The JVP of a ``math`` function from its scalar template (``{dy}`` becomes each tangent)."""
+    """The JVP of a ``math`` function from its scalar template (``{dy}`` becomes each tangent); of its longer
+    form (``math.log(x, base)``), the forward mode of its code."""
     n = max(spec.nargs)
     names = [f"a{i}" for i in range(n)]
-    body = [f"def jvp_{spec.name}(args, ts):", f"    {', '.join(names)}, = args", f"    y = f({', '.join(names)})",
-            "    ty = None"]
+    body = [f"def jvp_{spec.name}(args, ts):"]
+    if f in LONGER_FORMS:
+        body += [f"    if len(args) > {n}:", "        return JVP(_longer, None, args, ts)"]
+    body += [f"    {', '.join(names)}, = args", f"    y = f({', '.join(names)})", "    ty = None"]
     for i, t in enumerate(spec.derivs):
         body += [f"    if ts[{i}] is not None:",
                  f"        ty = _tadd(ty, {t.format(*names, dy=f'ts[{i}]', y='y', m='_m')})"]
     src = "\n".join(body + ["    return y, ty"]) + "\n"
-    return generated(f"jvp_{spec.name}", src, f"<tensorlang.ad jvp {spec.name}>", {"f": f, "_m": _m, "_tadd": tadd})
+    return generated(f"jvp_{spec.name}", src, f"<tensorlang.ad jvp {spec.name}>",
+                     {"f": f, "_m": _m, "_tadd": tadd, "JVP": JVP, "_longer": LONGER_FORMS.get(f)})
 
 
 # -- operators on values of unknown kind ------------------------------------------------------------------------
@@ -711,6 +716,20 @@ def _bound_tangent(y, obj, tobj):
     return types.SimpleNamespace(__self__=tobj)
 
 
+def _replace(args, ts, tkw=None, **changes):
+    """``dataclasses.replace(obj, **changes)`` and its tangent: ``obj``'s tangent with the replaced fields'
+    tangents in their places."""
+    (obj,), (tobj,) = args, ts
+    y = dataclasses.replace(obj, **changes)
+    tobj, tkw = tangent_of(obj, tobj), tkw or {}
+    fields = {f.name: tkw.get(f.name) if f.name in changes else getattr(tobj, f.name, None)
+              for f in dataclasses.fields(obj)}
+    return y, None if all(t is None for t in fields.values()) else make_like(y, fields)
+
+
+_replace.keyword_tangents = True
+
+
 def write_attr(obj, tobj, name, tval):
     """The tangent of ``obj.name = val`` written into ``obj``'s tangent; returns that tangent."""
     tl = mutable(obj, tobj)
@@ -919,6 +938,7 @@ def _linear_in_last(f):
 
 
 JVP_RULES.update({index_grad: _linear_in_last(index_grad), field_grad: _linear_in_last(field_grad)})
+JVP_RULES[dataclasses.replace] = _replace
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({

@@ -10,7 +10,7 @@ import math as _m
 import numpy as np
 import scipy.special
 
-from ..runtime import ARRAY_TYPES, RULES
+from ..runtime import ARRAY_TYPES, RULES, J
 from ..source import generated
 from .operators import pow_da, times
 from .scalar import INLINE_CALLS
@@ -24,21 +24,39 @@ NUMPY_OF_MATH = {
 }
 
 
+def log_to_base(x, base):
+    """``math.log(x, base)``, as CPython computes it: the form of ``math.log`` with a base, whose derivatives in
+    every mode are those of this code."""
+    return _m.log(x) / _m.log(base)
+
+
+# the forms of ``math`` functions with one more argument than their template's, given as code
+LONGER_FORMS = {_m.log: log_to_base}
+
+
 def rule_from_template(f, spec, n):
     """``rule(a0, ...)`` returning ``(f(a0, ...), back)`` with the template derivatives in ``back``; the rule of
-    ``NUMPY_OF_MATH[f]`` where an argument is of a type of ``ARRAY_TYPES``."""
+    ``NUMPY_OF_MATH[f]`` where an argument is of a type of ``ARRAY_TYPES``; a call of the longer form
+    (``LONGER_FORMS``) differentiates its code."""
     names = [f"a{i}" for i in range(n)]
     args = ", ".join(names)
     exprs = "".join(t.format(*names, dy="dy", y="y", m="_m") + ", " for t in spec.derivs)
     arrays = " or ".join(f"type({a}) in _arrays" for a in names)
-    src = (f"def rule_{spec.name}({args}):\n"
+    head = f"def rule_{spec.name}({args}):\n"
+    if f in LONGER_FORMS:
+        head = (f"def rule_{spec.name}({args}, more=None):\n"
+                f"    if more is not None:\n"
+                f"        y, back = J(_longer, {args}, more)\n"
+                f"        return y, lambda dy: back(dy)[1:]\n")
+    src = (head +
            f"    if {arrays}:\n"
            f"        return _rules[_on_arrays]({args})\n"
            f"    y = f({args})\n"
            f"    return y, lambda dy: ({exprs})\n")
     return generated(f"rule_{spec.name}", src, f"<tensorlang.ad rule {spec.name}>",
                      {"f": f, "_m": _m, "_ad_times": times, "_ad_powd": pow_da,   # (the helpers templates name)
-                      "_arrays": ARRAY_TYPES, "_rules": RULES, "_on_arrays": NUMPY_OF_MATH[f]})
+                      "_arrays": ARRAY_TYPES, "_rules": RULES, "_on_arrays": NUMPY_OF_MATH[f],
+                      "J": J, "_longer": LONGER_FORMS.get(f)})
 
 
 for _f, _spec in INLINE_CALLS.items():

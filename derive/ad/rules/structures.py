@@ -502,9 +502,22 @@ def _setattr_call(obj, name, val):
     return y, lambda dy: (lambda g: (g[0], None, g[1]))(back(dy))
 
 
+def _replace(obj, **changes):
+    """``dataclasses.replace(obj, **changes)``: a new object of ``obj``'s fields, those named replaced.  The
+    gradient of each replaced value is its field's; ``obj``'s is the rest of the new object's."""
+    y = dataclasses.replace(obj, **changes)
+
+    def back(dy):
+        if dy is None:
+            return (None,) * (1 + len(changes))
+        rest = {f.name: field(dy, f.name) for f in dataclasses.fields(obj) if f.name not in changes}
+        return (make_like(obj, rest), *(field(dy, name) for name in changes))
+    return y, back
+
+
 KEYWORD_RULES["out"] = with_out
 RULES.update({object.__setattr__: store_attr, np.copyto: _copyto, getattr: _getattr_call,
-              setattr: _setattr_call})
+              setattr: _setattr_call, dataclasses.replace: _replace})
 WRITING_RULES.update({store_attr, _copyto, _setattr_call})
 JVP_RULES[np.copyto] = refusing(np.copyto, "forward", "forward mode has no rule for a function that writes into "
                                                       "its argument; write dst[...] = src")
