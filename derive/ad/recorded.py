@@ -310,6 +310,15 @@ class Traced:
         value = func(*concrete(args), **concrete(kwargs))
         return rec.result(rec.call(_name_of(rec, func), args, kwargs), value)
 
+    @staticmethod
+    def __tl_kernel__(kernel, inputs):
+        """A compiled kernel called with a stand-in where the recording does not name it (by a kernel's own
+        derivative, its adjoint kernel, run on stand-ins: a third derivative's): recorded as a call, as
+        ``_Call`` records the kernels the function names."""
+        rec = next(v._tl_rec for v in inputs.values() if type(v) is Traced)
+        value = kernel._call(concrete(inputs))
+        return rec.result(rec.call(rec.constant(kernel), (), inputs), value)
+
 
 # the attributes of an array that hand its memory to code the recording does not see
 _RAW = frozenset({"ctypes", "data", "tobytes", "tofile", "tostring", "dumps", "dump"})

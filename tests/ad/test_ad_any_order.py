@@ -211,18 +211,17 @@ def _kernel():
     return tl.compile(tl.parse("x : [n]R\na : [n]R\ngen(i:n) [0 < i] * x[i] * x[i - 1] * a[i] + sin(x[i])"))
 
 
-def test_what_cannot_be_recorded_is_refused_by_name():
+def test_what_cannot_be_recorded_is_refused_by_name_and_kernels_are_recorded():
     v, kernel = np.array([0.3, -0.2, 0.5]), _kernel()
 
     def around_a_kernel(s):
         y = kernel(x=v * s, a=v)
         return np.sum(y * y)
 
-    with pytest.raises(UnsupportedError, match="recording it at this point failed: input x cannot be read as an "
-                                               "array: .* in a derivative of an order"):
-        _nth(around_a_kernel, 3)(0.1)
-    assert ad.grad(ad.grad(around_a_kernel))(0.1) == pytest.approx(
-        (ad.grad(around_a_kernel)(0.1 + 1e-5) - ad.grad(around_a_kernel)(0.1 - 1e-5)) / 2e-5, rel=1e-6)
+    for order in (2, 3, 4):   # (beyond the second, the kernel's adjoint kernels run on stand-ins: recorded calls)
+        below = _nth(around_a_kernel, order - 1)
+        assert _nth(around_a_kernel, order)(0.1) == pytest.approx((below(0.1 + 1e-4) - below(0.1 - 1e-4)) / 2e-4,
+                                                                  rel=1e-6)
     with pytest.raises(UnsupportedError, match="infinite or undefined .* it came out NaN"):
         _nth(lambda y: np.power(0.0, y), 3)(0.3)
 
