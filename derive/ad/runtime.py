@@ -37,6 +37,9 @@ def is_complex(v) -> bool:
     t = type(v)
     if t is float or t is int:
         return False
+    if t in ARRAY_TYPES:   # (a batch of ad.vmap, a recording's stand-in: as the values it holds)
+        dtype = getattr(v, "dtype", None)
+        return dtype.kind == "c" if dtype is not None else isinstance(v, complex)
     return t is complex or isinstance(v, np.complexfloating) or t is np.ndarray and v.dtype.kind == "c"
 
 

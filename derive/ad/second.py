@@ -47,7 +47,7 @@ from .nested import positional, multilinear_along
 from .registry import CROSS, LINEAR_PULLBACK, METHOD_PAIRS, PAIRS, rule_owner  # noqa: F401  (read through here)
 from .runtime import BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, check_keywords, is_complex, unbroadcast
 from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, mutable,
-                      numpy_filled, pullback_tangent)
+                      numpy_filled, pullback_tangent, zero)
 
 
 ZERO = PullbackTangent(lambda dy: None)   # the tangent of a pullback that does not depend on the primal
@@ -83,8 +83,8 @@ def _partials_operator(grads):
     def cross(args, ts, y, ty):
         a, b = args
 
-        def apply(dy):
-            tg = JVP(grads, None, (dy, a, b, y), (None, *ts, ty))[1]
+        def apply(dy):   # (dy's tangent an explicit zero: not the one a write into dy registered, ``call_pullback``)
+            tg = JVP(grads, None, (dy, a, b, y), (zero(dy), *ts, ty))[1]
             return (None, None) if tg is None else tuple(unbroadcast(t, x) for t, x in zip(tg, (a, b)))
         return apply
     return cross

@@ -62,7 +62,11 @@ def pullback_tangent(back, tback):
 
     def call(dy, tdy):   # the forward mode of back's code, along dy's tangent and what it captured at once
         return JVP(back, tback, (dy,), (tdy,))
-    return PullbackTangent(lambda dy: None if dy is None else JVP(back, tback, (dy,), (None,))[1], call)
+
+    def cross(dy):   # (along what it captured alone: dy's tangent an explicit zero, not the one a write into
+        # dy registered, which ``back(tdy)`` counts: ``np.max``'s gradient is written into np.zeros)
+        return None if dy is None else JVP(back, tback, (dy,), (zero(dy),))[1]
+    return PullbackTangent(cross, call)
 
 
 def call_pullback(back, tback, dy, tdy):

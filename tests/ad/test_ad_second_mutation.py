@@ -130,6 +130,21 @@ def _written_with_the_max(w, x):
     return np.sum(v * v * x)
 
 
+def _augmented(w, x):
+    xs = [w[0] * x[0]]
+    xs += [w[1] * xs[-1], np.sin(w[2])]   # list.__iadd__ (extend), dict.__ior__ (update)
+    d = {"a": xs[1] * x[1]}
+    d |= {"b": np.exp(w[0]) * x[2]}
+    return xs[0] * xs[2] + d["a"] * d["b"]
+
+
+def _max_then_written(w, x):
+    s = np.max(w * x)                # (its pullback's gradient is written into np.zeros: a write that forward
+    marks = np.zeros(2)              # mode registers, which its cross term counted again)
+    marks[0] = 1.0                   # (any write after it made the function not box-free)
+    return s ** 2 + np.sum(w * w * x)
+
+
 CASES = {
     "rnn: append in a loop, np.stack": (_rnn, (3, 3), (4, 3)),
     "pop, pop(0)": (_pops, (3,), (3,)),
@@ -144,6 +159,8 @@ CASES = {
     "a helper appending to a list it is given": (_calls_a_writing_helper, (3,), (3,)),
     "an array written after a list and a dict hold it": (_written_after_stored, (3,), (3,)),
     "a copy written with np.max of the argument": (_written_with_the_max, (3,), (3,)),
+    "+= on a list, |= on a dict": (_augmented, (3,), (3,)),
+    "np.max of a product, a write after it": (_max_then_written, (3,), (3,)),
 }
 
 
@@ -227,6 +244,13 @@ def test_a_user_setitem_is_refused_at_second_order():
     assert ad.gradient(f, 2.0) == (pytest.approx(12.0),)
     with pytest.raises(UnsupportedError):
         ad.grad(ad.grad(f))(2.0)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_hvp_by_forward_over_reverse(name):
+    f, args, vs = _args(name)
+    for g, want in zip(ad.hvp(f, args, vs), hvp_by_differences(f, args, vs)):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
 
 
 def test_forward_over_reverse_through_list_methods_is_right_or_refused():

@@ -940,3 +940,27 @@ def test_a_batch_written_into_a_plain_array_is_refused_by_name():
         return np.sum(v * v)
 
     np.testing.assert_allclose(ad.vmap(ad.grad(made_from_the_batch))(X), [[2.4, 0.0], [0.8, 0.0]], rtol=1e-14)
+
+
+COMPLEX_INSIDE = {
+    "abs": lambda x: np.abs(x[0] + 1j * x[1]),
+    "real": lambda x: np.real(x[0] + 1j * x[1]) * x[1],
+    "imag": lambda x: np.imag(1j * x[1] * x[0]),
+    "quotient": lambda x: np.real(1 / (x[0] + 2j)) + np.angle(x[1] + 1j * x[0]),
+    "product": lambda x: np.sum(np.real(x * (1 + 1j)) * np.abs(x - 1j)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_INSIDE))
+def test_per_example_gradients_through_complex_values_are_real(name):
+    """A real function of real arguments through complex values: its batched gradient is real and each example's
+    is ``ad.grad``'s (complex and wrong, or a raw casting error, before: the batch's complex gradient was not
+    projected on the real argument)."""
+    f = COMPLEX_INSIDE[name]
+    xs = np.array([[0.3, 0.8], [0.1, -0.4], [1.2, 0.5]])
+    got = ad.vmap(ad.grad(f))(xs)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np.stack([ad.grad(f)(x) for x in xs]), rtol=1e-12, atol=1e-12)
+    for x, g in zip(xs, got):
+        want = [(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(2)]
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-8)

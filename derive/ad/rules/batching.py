@@ -577,6 +577,7 @@ BATCH_RULES.update({
     "ufunc": _ufunc, "reduce": _reduce, "at": _at, np.copyto: _copyto, "getitem": _getitem, "setitem": _setitem,
     np.where: _where, np.clip: _elementwise(np.clip), np.round: _elementwise(np.round),
     np.around: _elementwise(np.around), np.real: _elementwise(np.real), np.imag: _elementwise(np.imag),
+    np.angle: _elementwise(np.angle),
     np.isclose: _elementwise(np.isclose), np.nan_to_num: _elementwise(np.nan_to_num),
     **{f: _reduction(f) for f in (np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.any, np.all,
                                   np.var, np.std, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.median,

@@ -23,7 +23,7 @@ def project(g, x):
     """Gradient ``g`` of argument ``x``: its real part where ``x`` is real."""
     if g is None or not is_complex(g) or is_complex(x) or isinstance(x, (list, tuple)):
         return g
-    return np.real(g) if type(g) is np.ndarray else g.real
+    return g.real if type(g) is complex or isinstance(g, np.complexfloating) else np.real(g)
 
 
 def holomorphic(back, args):

@@ -14,9 +14,9 @@ import numpy as np
 from ....codegen.dask_graph import known_shape, lazy_array, like_values
 from ....scalar_derivatives import SCALAR_DERIVATIVES
 from ..ir import CONST_KIND, INT, NUM, kind_of, writable_array
-from ..runtime import ARRAY_TYPES, J, NONDIFF, RULES, ZERO, acc, acc_into, asarray, is_complex, unbroadcast, untracked
+from ..runtime import ARRAY_TYPES, J, Jm, NONDIFF, RULES, ZERO, acc, acc_into, asarray, is_complex, unbroadcast, untracked
 from ..source import generated
-from .structures import dict_update, extend_list, setitem
+from .structures import setitem
 
 
 # the logarithm of the largest float, less a margin for rounding: a power above it may overflow
@@ -246,11 +246,12 @@ def make_inplace(op):
             fits(a, y)
             _, write_back = setitem(a, Ellipsis, y)
             return a, lambda dy: _through(op_back, acc(dy, write_back(None)[2]))
+        # (the list's ``extend``, the dict's ``update``, through ``Jm``: differentiated again, as those methods are)
         if type(a) is list and op == "+":
-            _, extend_back = extend_list(a, b)
+            _, extend_back = Jm("extend", (), a, b)
             return a, lambda dy: extend_back(acc_into(a, None, dy))   # the result's gradient is the list's
         if type(a) is dict and op == "|":
-            _, update_back = dict_update(a, b)
+            _, update_back = Jm("update", (), a, b)
             return a, lambda dy: update_back(acc_into(a, None, dy))
         m = getattr(type(a), name, None)
         if isinstance(m, types.FunctionType) and type(a) not in ARRAY_TYPES:   # (not a stand-in's: a number)
