@@ -492,7 +492,8 @@ class _Lowerer:
 
     def super_call(self, e, func, kwnames):
         """``super().name(...)`` or ``super(C, obj).name(...)``: the function that ``super`` finds (``found_by_super``),
-        called with the object as its first argument, as ``Base.name(self, ...)`` is."""
+        called with the object as its first argument, as ``Base.name(self, ...)`` is; with ``e`` None,
+        ``super().name`` read: the getter of the property it finds, called with the object."""
         sup = func.value
         if sup.args or sup.keywords:
             if len(sup.args) != 2 or sup.keywords:
@@ -502,8 +503,8 @@ class _Lowerer:
             if "__class__" not in self.freevars or not self.params:
                 raise self.fail("super() outside a method of a class is", sup)
             cls, obj = self.load_name("__class__", sup), self.load_name(self.params[0], sup)
-        f = self.emit("call", [self.const(found_by_super), cls, obj, self.const(func.attr)], ())
-        args = [obj] + [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
+        f = self.emit("call", [self.const(found_by_super), cls, obj, self.const(func.attr), self.const(e is None)], ())
+        args = [obj] if e is None else [obj] + [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
         return self.emit("call", [f] + args, tuple(kwnames))
 
     def static_attr(self, e):
@@ -525,6 +526,8 @@ class _Lowerer:
         return self.var(name) != name or name in self.locals or name in self.freevars
 
     def e_Attribute(self, e):
+        if _is_super(e.value) and not self.is_local("super") and "super" not in self.fglobals:
+            return self.super_call(None, e, ())   # (``super().prop``: the property's getter, called)
         target = self.static_attr(e)
         if target is not None and (callable(target) or isinstance(target, (int, float))):
             return self.const(target)
@@ -632,15 +635,18 @@ def _is_super(e) -> bool:
     return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "super"
 
 
-def found_by_super(cls, obj, name):
+def found_by_super(cls, obj, name, read=False):
     """The function ``super(cls, obj).name`` is bound from: the first ``name`` in the classes after ``cls`` in
-    the order ``obj``'s class resolves them (``object.__init__``: a function that does nothing).  A method of
-    another kind there (a static or class method, a property, a C function) is refused by name."""
+    the order ``obj``'s class resolves them (``object.__init__``: a function that does nothing); where ``read``
+    (``super().name`` not called), the getter of the property found there.  A method of another kind there (a
+    static or class method, a property called, a C function) is refused by name."""
     mro = (obj if isinstance(obj, type) else type(obj)).__mro__
     for k in mro[mro.index(cls) + 1:]:
         if name in k.__dict__:
             attr = k.__dict__[name]
-            if isinstance(attr, types.FunctionType):
+            if read and isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+                return attr.fget
+            if isinstance(attr, types.FunctionType) and not read:
                 return attr
             if attr is object.__init__:
                 return _init_nothing

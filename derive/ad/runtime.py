@@ -468,10 +468,32 @@ def acc_into(v, d, c):
             return d
         root = _view_of_box(v)
         if root is not None:
+            v, c = _unrepeated(v, c)
             g = _grad_view(root, v, _root_grad(root))
             g += c
             return d
     return acc(d, c)
+
+
+def _first_of_repeats(v):
+    """For a view ``v`` that repeats the entries it views along axes of stride 0 (a view ``np.broadcast_to``
+    made): ``v`` at the first of each entry's repeats and that selection of ``v``; ``(v, None)`` for another."""
+    axes = [k for k, (n, st) in enumerate(zip(v.shape, v.strides)) if st == 0 and n > 1]
+    if not axes:
+        return v, None
+    sel = tuple(slice(0, 1) if k in axes else slice(None) for k in range(v.ndim))
+    return v[sel], sel
+
+
+def _unrepeated(v, c):
+    """View ``v`` and gradient ``c`` where ``v`` repeats entries (``_first_of_repeats``): ``v`` less the repeats
+    and ``c`` summed over them, so that each entry's gradient is added once (added through the repeating view,
+    all but one of the sums would be lost)."""
+    once, sel = _first_of_repeats(v)
+    if sel is None:
+        return v, c
+    axes = tuple(k for k, part in enumerate(sel) if part != slice(None))
+    return once, np.sum(np.broadcast_to(dense(c), v.shape), axis=axes, keepdims=True)
 
 
 def _items_to_boxes(v, c, s, seen):
@@ -532,8 +554,14 @@ def take(v, d):
             return d if id(v) in context.shared else acc(d, s.grads.pop(id(v), None))
         root = _view_of_box(v)
         if root is not None and id(root) in s.grads:
-            g = _grad_view(root, v, s.grads[id(root)])
-            d = acc(d, g.copy())
+            once, sel = _first_of_repeats(v)
+            g = _grad_view(root, once, s.grads[id(root)])
+            if sel is None:
+                d = acc(d, g.copy())
+            else:   # (each entry's gradient handed out once, at the first of its repeats)
+                part = np.zeros(v.shape, np.result_type(g.dtype, float))
+                part[sel] = g
+                d = acc(d, part)
             g[...] = 0
     return d
 

@@ -919,3 +919,43 @@ def test_math_log_to_a_base_and_dataclasses_replace_in_every_mode():
 class _Point:
     x: float
     y: float
+
+
+class _Scaled(_Shape):
+    def __init__(self, x):
+        super().__init__(x)
+
+    @property
+    def norm(self):
+        return self.x * self.x
+
+    def area(self):
+        return super().area() * 3.0
+
+
+class _Scaled2(_Scaled):
+    @property
+    def norm(self):
+        return super().norm * self.x   # a property of the base class read through super()
+
+
+def test_a_property_read_through_super_and_math_pow_in_forward_mode():
+    """``super().prop`` (a raw ``RuntimeError`` before) and ``ad.jvp`` of ``math.pow(x[0], 0.7)`` (a raw
+    ``NameError`` in the forward rule's branch below an exponent of 1)."""
+    _in_every_mode(lambda x: _Scaled2(x).norm + _Scaled(x).area(), 0.7)
+    _in_every_mode(lambda x: math.pow(np.array([x, 1.0])[0], 0.7), 1.3)
+
+
+def test_reverse_over_reverse_through_a_reduction_along_an_axis_read_at_an_index():
+    """With a box in the store (any object made), ``np.sum(..., axis=0)[0]``: the reduction's pullback repeats its
+    cotangent (``np.broadcast_to``), and a gradient added through that repeating view of a box kept one of the
+    sums, one taken out of it was handed out at every repeat (a Hessian wrong and not symmetric, with no error)."""
+    def f(x):
+        _Plain(1.0)
+        return np.sin(np.sum(x[:, None] * x, axis=0)[0]) + np.mean(x[:, None] * x * x, axis=1)[1] ** 2
+
+    x = np.array([0.31, -0.52, 0.4])
+    g = ad.grad(f)
+    want = np.stack([(g(x + 1e-5 * e) - g(x - 1e-5 * e)) / 2e-5 for e in np.eye(3)])
+    np.testing.assert_allclose(ad.jacobian(g, mode="reverse")(x), want, atol=1e-6)
+    np.testing.assert_allclose(ad.hessian(f)(x), want, atol=1e-6)
