@@ -45,9 +45,10 @@ for _f in PARTIALS_BINARY:
     example(_f)((lambda x, f=_f: f(x, B), A), (lambda x, f=_f: f(A, x), B), (lambda x, f=_f: f(x, 1.3), 0.7))
 
 for _name in ("acos", "asin", "atan", "cos", "cosh", "erf", "exp", "expm1", "fabs", "log", "log10", "log1p", "log2",
-              "sin", "sinh", "sqrt", "tan", "tanh"):
+              "sin", "sinh", "sqrt", "tan", "tanh", "asinh", "atanh", "erfc"):
     _f = getattr(math, _name)
     example(_f)((lambda x, f=_f: f(x) * 2.0, 0.6))
+example(math.acosh)((lambda x: math.acosh(x) * 2.0, 1.6))
 example(math.log)((lambda x: math.log(x, 2.5) * x, 3.0), (lambda x: math.log(2.5, x), 1.7))   # (to a base)
 example(math.atan2, math.hypot, math.pow)
 for _f in (math.atan2, math.hypot, math.pow):

@@ -20,7 +20,8 @@ NUMPY_OF_MATH = {
     _m.sin: np.sin, _m.cos: np.cos, _m.tan: np.tan, _m.exp: np.exp, _m.expm1: np.expm1, _m.log: np.log,
     _m.log1p: np.log1p, _m.log2: np.log2, _m.log10: np.log10, _m.sqrt: np.sqrt, _m.tanh: np.tanh, _m.sinh: np.sinh,
     _m.cosh: np.cosh, _m.asin: np.arcsin, _m.acos: np.arccos, _m.atan: np.arctan, _m.atan2: np.arctan2,
-    _m.hypot: np.hypot, _m.pow: np.power, _m.erf: scipy.special.erf, _m.fabs: np.abs,
+    _m.hypot: np.hypot, _m.pow: np.power, _m.erf: scipy.special.erf, _m.fabs: np.abs, _m.asinh: np.arcsinh,
+    _m.acosh: np.arccosh, _m.atanh: np.arctanh, _m.erfc: scipy.special.erfc,
 }
 
 

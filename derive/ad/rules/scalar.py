@@ -35,6 +35,7 @@ _CALLS = {
     math.log1p: "log1p", math.log2: "log2", math.log10: "log10", math.sqrt: "sqrt", math.tanh: "tanh",
     math.sinh: "sinh", math.cosh: "cosh", math.asin: "asin", math.acos: "acos", math.atan: "atan",
     math.atan2: "atan2", math.hypot: "hypot", math.pow: "pow", math.erf: "erf", math.fabs: "abs",
+    math.asinh: "asinh", math.acosh: "acosh", math.atanh: "atanh", math.erfc: "erfc",
     builtins.abs: "abs", builtins.float: "float", builtins.min: "min", builtins.max: "max",
 }
 INLINE_CALLS = {f: Inline(f.__name__, list(SCALAR_DERIVATIVES[name].for_numbers()),
