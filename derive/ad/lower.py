@@ -474,7 +474,7 @@ class _Lowerer:
         func = e.func
         if isinstance(func, ast.Attribute) and _is_super(func.value) and not self.is_local("super") \
                 and "super" not in self.fglobals:
-            return self.super_call(e, func, kwnames)
+            return self.super_call(func, e, kwnames)
         if isinstance(func, ast.Attribute):
             target = self.static_attr(func)
             if target is None:
@@ -490,11 +490,12 @@ class _Lowerer:
         args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
         return self.emit("call", [f] + args, tuple(kwnames))
 
-    def super_call(self, e, func, kwnames):
-        """``super().name(...)`` or ``super(C, obj).name(...)``: the function that ``super`` finds (``found_by_super``),
-        called with the object as its first argument, as ``Base.name(self, ...)`` is; with ``e`` None,
-        ``super().name`` read: the getter of the property it finds, called with the object."""
-        sup = func.value
+    def super_call(self, attr, call=None, kwnames=()):
+        """``super().name(...)`` or ``super(C, obj).name(...)`` (``attr`` its ``super().name``, ``call`` the call):
+        the function that ``super`` finds (``found_by_super``), called with the object as its first argument, as
+        ``Base.name(self, ...)`` is; without ``call``, ``super().name`` read: the getter of the property it finds,
+        called with the object."""
+        sup = attr.value
         if sup.args or sup.keywords:
             if len(sup.args) != 2 or sup.keywords:
                 raise self.fail("super() with other than no arguments or two is", sup)
@@ -503,8 +504,10 @@ class _Lowerer:
             if "__class__" not in self.freevars or not self.params:
                 raise self.fail("super() outside a method of a class is", sup)
             cls, obj = self.load_name("__class__", sup), self.load_name(self.params[0], sup)
-        f = self.emit("call", [self.const(found_by_super), cls, obj, self.const(func.attr), self.const(e is None)], ())
-        args = [obj] if e is None else [obj] + [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
+        f = self.emit("call", [self.const(found_by_super), cls, obj, self.const(attr.attr), self.const(call is None)],
+                      ())
+        args = [obj] if call is None else \
+            [obj] + [self.expr(a) for a in call.args] + [self.expr(k.value) for k in call.keywords]
         return self.emit("call", [f] + args, tuple(kwnames))
 
     def static_attr(self, e):
@@ -527,7 +530,7 @@ class _Lowerer:
 
     def e_Attribute(self, e):
         if _is_super(e.value) and not self.is_local("super") and "super" not in self.fglobals:
-            return self.super_call(None, e, ())   # (``super().prop``: the property's getter, called)
+            return self.super_call(e)   # (``super().prop``: the property's getter, called)
         target = self.static_attr(e)
         if target is not None and (callable(target) or isinstance(target, (int, float))):
             return self.const(target)

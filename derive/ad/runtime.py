@@ -475,25 +475,24 @@ def acc_into(v, d, c):
     return acc(d, c)
 
 
-def _first_of_repeats(v):
-    """For a view ``v`` that repeats the entries it views along axes of stride 0 (a view ``np.broadcast_to``
-    made): ``v`` at the first of each entry's repeats and that selection of ``v``; ``(v, None)`` for another."""
-    axes = [k for k, (n, st) in enumerate(zip(v.shape, v.strides)) if st == 0 and n > 1]
-    if not axes:
-        return v, None
-    sel = tuple(slice(0, 1) if k in axes else slice(None) for k in range(v.ndim))
-    return v[sel], sel
+def _repeats(v) -> tuple:
+    """The axes along which view ``v`` repeats the entries it views (stride 0: a view ``np.broadcast_to`` made)."""
+    return tuple(k for k, (n, st) in enumerate(zip(v.shape, v.strides)) if st == 0 and n > 1)
+
+
+def _first_of_repeats(v, axes: tuple) -> tuple:
+    """The selection of ``v`` at the first of each entry's repeats along ``axes``."""
+    return tuple(slice(0, 1) if k in axes else slice(None) for k in range(v.ndim))
 
 
 def _unrepeated(v, c):
-    """View ``v`` and gradient ``c`` where ``v`` repeats entries (``_first_of_repeats``): ``v`` less the repeats
-    and ``c`` summed over them, so that each entry's gradient is added once (added through the repeating view,
-    all but one of the sums would be lost)."""
-    once, sel = _first_of_repeats(v)
-    if sel is None:
+    """View ``v`` and gradient ``c``; where ``v`` repeats entries (``_repeats``), ``v`` less the repeats and ``c``
+    summed over them, so that each entry's gradient is added once (added through the repeating view, all but one
+    of the sums would be lost)."""
+    axes = _repeats(v)
+    if not axes:
         return v, c
-    axes = tuple(k for k, part in enumerate(sel) if part != slice(None))
-    return once, np.sum(np.broadcast_to(dense(c), v.shape), axis=axes, keepdims=True)
+    return v[_first_of_repeats(v, axes)], np.sum(np.broadcast_to(dense(c), v.shape), axis=axes, keepdims=True)
 
 
 def _items_to_boxes(v, c, s, seen):
@@ -554,13 +553,15 @@ def take(v, d):
             return d if id(v) in context.shared else acc(d, s.grads.pop(id(v), None))
         root = _view_of_box(v)
         if root is not None and id(root) in s.grads:
-            once, sel = _first_of_repeats(v)
-            g = _grad_view(root, once, s.grads[id(root)])
-            if sel is None:
+            axes = _repeats(v)
+            if not axes:
+                g = _grad_view(root, v, s.grads[id(root)])
                 d = acc(d, g.copy())
             else:   # (each entry's gradient handed out once, at the first of its repeats)
+                first = _first_of_repeats(v, axes)
+                g = _grad_view(root, v[first], s.grads[id(root)])
                 part = np.zeros(v.shape, np.result_type(g.dtype, float))
-                part[sel] = g
+                part[first] = g
                 d = acc(d, part)
             g[...] = 0
     return d

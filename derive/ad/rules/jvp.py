@@ -39,7 +39,7 @@ from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svd
                      cofactor_derivative, eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
 from .numpy import (PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, holds_array_type, norm_partials, norm_power, product,
                     stacked, times)
-from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, is_numeric, pow_da
+from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, TEMPLATE_HELPERS, is_numeric
 from .math import LONGER_FORMS
 from .scalar import INLINE_CALLS
 from .scipy_linalg import factor_of, lu_parts, row_order, transposed, triangle
@@ -106,8 +106,7 @@ def _from_template(f, spec):
                  f"        ty = _tadd(ty, {t.format(*names, dy=f'ts[{i}]', y='y', m='_m')})"]
     src = "\n".join(body + ["    return y, ty"]) + "\n"
     return generated(f"jvp_{spec.name}", src, f"<tensorlang.ad jvp {spec.name}>",
-                     {"f": f, "_m": _m, "_tadd": tadd, "JVP": JVP, "_longer": LONGER_FORMS.get(f),
-                      "_ad_times": times, "_ad_powd": pow_da})   # (the helpers templates name)
+                     {"f": f, "_m": _m, "_tadd": tadd, "JVP": JVP, "_longer": LONGER_FORMS.get(f), **TEMPLATE_HELPERS})
 
 
 # -- operators on values of unknown kind ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import scipy.special
 
 from ..runtime import ARRAY_TYPES, RULES, J
 from ..source import generated
-from .operators import pow_da, times
+from .operators import TEMPLATE_HELPERS
 from .scalar import INLINE_CALLS
 
 # the NumPy (and SciPy) function that computes each ``math`` function on arrays
@@ -55,7 +55,7 @@ def rule_from_template(f, spec, n):
            f"    y = f({args})\n"
            f"    return y, lambda dy: ({exprs})\n")
     return generated(f"rule_{spec.name}", src, f"<tensorlang.ad rule {spec.name}>",
-                     {"f": f, "_m": _m, "_ad_times": times, "_ad_powd": pow_da,   # (the helpers templates name)
+                     {"f": f, "_m": _m, **TEMPLATE_HELPERS,
                       "_arrays": ARRAY_TYPES, "_rules": RULES, "_on_arrays": NUMPY_OF_MATH[f],
                       "J": J, "_longer": LONGER_FORMS.get(f)})
 

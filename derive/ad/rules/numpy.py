@@ -13,7 +13,7 @@ from ..runtime import (ARRAY_TYPES, LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHO
                        unbroadcast)
 from ..tangent import JVP_METHOD_RULES, JVP_RULES, densify
 from ..source import generated
-from .operators import log_base, matmul_back, matmul_grad, pow_da, times
+from .operators import TEMPLATE_HELPERS, matmul_back, matmul_grad, times
 from ....scalar_derivatives import SCALAR_DERIVATIVES, partial_template
 
 
@@ -149,8 +149,7 @@ def table_partials(f, name: str):
 
 
 # the helpers that the templates of elementwise functions name
-_TEMPLATE_HELPERS = {"_ad_powd": pow_da, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d,
-                     "_ad_times": times, "_ad_logbase": log_base}
+_TEMPLATE_HELPERS = {**TEMPLATE_HELPERS, "_ad_gt": _gt, "_ad_sinc_d": _sinc_d}
 PARTIALS_UNARY = {f: _partials(f, [t], ("x",)) for f, t in ELEMENTWISE_UNARY.items()}
 PARTIALS_BINARY = {f: _partials(f, ts, ("a", "b")) for f, ts in ELEMENTWISE_BINARY.items()}
 # the functions whose gradients are strong products (``times``)

@@ -101,6 +101,10 @@ def _is_active(b):
     return kind_of(b) != INT and not (type(b) is np.ndarray and b.dtype.kind in "iub")
 
 
+# the helpers that the templates of the table of scalar derivatives name (``rules.numpy`` adds its own)
+TEMPLATE_HELPERS = {"_ad_times": times, "_ad_powd": pow_da, "_ad_logbase": log_base}
+
+
 def _gradients(op: str, name: str):
     """``gradients(dy, a, b, y)`` of ``a OP b`` on numbers and arrays, from the templates of the table of scalar
     derivatives (the source kept: second order differentiates it); an integer exponent has no gradient."""
@@ -108,7 +112,7 @@ def _gradients(op: str, name: str):
     if op == "**":
         db = f"{db} if _is_active(b) else None"
     src = f"def gradients(dy, a, b, y):\n    return {da}, {db}\n"
-    env = {"np": np, "_ad_times": times, "_ad_powd": pow_da, "_ad_logbase": log_base, "_is_active": _is_active}
+    env = {"np": np, **TEMPLATE_HELPERS, "_is_active": _is_active}
     return generated("gradients", src, f"<tensorlang.ad gradients of {op}>", env)
 
 
