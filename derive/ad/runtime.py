@@ -846,9 +846,11 @@ def outside_refused(f, e: UnsupportedError) -> UnsupportedError | None:
     Python installation or a site-packages folder; or one whose source file is missing), whose code the
     transform refused with ``e``: it says to register a rule with ``@ad.rule`` and where the user's code
     called ``f`` (the innermost frame of the user's code on the stack).  None for the user's own functions,
-    whose refusal is at their ``FILE:line:col`` already, and for a refusal that says what to do."""
+    whose refusal is at their ``FILE:line:col`` already, for tensorlang's own code (installed in site-packages
+    or not: its refusals are the transform's to handle), and for a refusal that says what to do."""
     code = f.__code__
-    if "ad.rule" in str(e) or not (library_file(code.co_filename) or getattr(e, "no_source", False)):
+    if "ad.rule" in str(e) or internal_file(code.co_filename) \
+            or not (library_file(code.co_filename) or getattr(e, "no_source", False)):
         return None
     site = user_call_site(sys._getframe(1))
     where = f"{site[0]}:{site[1]}: in {site[2]}: " if site else ""
