@@ -349,14 +349,20 @@ def _Jkw_rule(names, f, *args):
     def back(d):
         g = pb(d)
         return (None,) * (len(args) + 2) if g is ZERO else (None, *g)   # (ZERO has every item: not unpacked)
-    return pair, back
+    return pair, _writing_as(pb, back)
+
+
+def _writing_as(pb, back):
+    """``back``, a pullback made of ``pb``, run without a cotangent too where ``pb`` is (``Writes``: a call that
+    writes into an argument, ``np.put(a, i, v, mode=...)``, whose gradients move through the box store)."""
+    return Writes(back) if type(pb) is Writes else back
 
 
 def _Jkw_read_rule(read, names, f, *args):
     """J of Jkw_read (``J(Jkw_read, read, names, f, *args)``): as of Jkw, every gradient of the call's (the
     second derivative may need those the first left out)."""
     pair, back = _Jkw_rule(names, f, *args)
-    return pair, lambda d: (None, *back(d))
+    return pair, _writing_as(back, lambda d: (None, *back(d)))
 
 
 def _Jm_rule(name, kwnames, obj, *args):
@@ -367,7 +373,7 @@ def _Jm_rule(name, kwnames, obj, *args):
         f = getattr(obj, name)
         pair, pb = _call(f, _rule_of(f), pos, kw)
         back = lambda d: (None, None, None, *pb(d)[1:])   # noqa: E731
-        return pair, Writes(back) if type(pb) is Writes else back   # (np.add.at: run without a cotangent too)
+        return pair, _writing_as(pb, back)   # (np.add.at)
     r = method_rule(obj, name)
     if r is None and (name in NONDIFF_METHODS or not differentiable(obj) and not any(map(differentiable, args))):
         return Jm(name, kwnames, obj, *args), ZERO   # (no derivative: nor has its pullback)

@@ -243,6 +243,7 @@ example(np.add.at)((lambda x: _added_at(x), V))
 example(np.subtract.at)((lambda x: _subtracted_at(x), A))
 example(np.put)((lambda x: _put_into(x), V))
 example(np.place)((lambda x: _placed(x), V))
+example(np.put_along_axis)((lambda x: _put_along(x), V))
 example(np.nansum)((lambda x: np.nansum(_with_nans(x)), A), (lambda x: np.nansum(_with_nans(x), axis=1), A))
 example(np.nanprod)((lambda x: np.nanprod(_with_nans(x), axis=0), A))
 example(np.nanmean)((lambda x: np.nanmean(_with_nans(x)), A), (lambda x: np.nanmean(_with_nans(x), axis=0), A))
@@ -346,6 +347,12 @@ def _subtracted_at(x):
 def _put_into(x):
     y = x * 1.5
     np.put(y, [3, 0], x[1] ** 2)
+    return y * x
+
+
+def _put_along(x):
+    y = x * 2.0
+    np.put_along_axis(y, np.array([2, 0]), x[1:3] ** 2, axis=0)
     return y * x
 
 

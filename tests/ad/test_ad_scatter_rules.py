@@ -1,5 +1,5 @@
 """The rules of the NumPy functions that write entries in place (``np.add.at``, ``np.subtract.at``,
-``np.put``, ``np.place``), the NaN-ignoring quantiles (``np.nanmedian``, ``np.nanquantile``,
+``np.put``, ``np.place``, ``np.put_along_axis``), the NaN-ignoring quantiles (``np.nanmedian``, ``np.nanquantile``,
 ``np.nanpercentile``), ``np.partition`` and ``np.insert``: gradients (reverse), tangents (``ad.jvp``),
 Hessian-vector products (forward over reverse) and gradients of gradients (reverse over reverse), each
 checked against central differences computed here with NumPy alone; and the refusals by name."""
@@ -87,6 +87,30 @@ def _place(x):
     return np.sum(a * a * x)
 
 
+def _put_keywords(x):
+    a = x * 2.0
+    np.put(a, np.array([2, 0]), v=x[1:3] ** 2, mode="raise")   # (a write called with keywords: Jkw, at every order)
+    return np.sum(a * x * x)
+
+
+def _place_keyword(x):
+    a = np.cos(x) * 1.0
+    np.place(a, np.array([True, False, True, False]), vals=x[1:3] ** 2)
+    return np.sum(a * a * x)
+
+
+def _put_along_rows(x):
+    a = np.outer(x[:3], x)
+    np.put_along_axis(a, np.array([[0, 3], [1, 1], [2, 0]]), x[:3, None] ** 2, axis=1)   # (values broadcast)
+    return np.sum(a * a) + a[1, 1] * x[2]
+
+
+def _put_along_flat(x):
+    a = np.sin(x) * 1.0
+    np.put_along_axis(a, np.array([-1, 0]), x[1:3] ** 3, None)
+    return np.sum(a * a * x)
+
+
 def _with_nan(x):
     return np.where(np.array([[False, True, False, False], [False, False, False, True], [True] * 4]),
                     np.nan, np.reshape(x, (3, 4)))
@@ -103,6 +127,10 @@ CASES = {
     "put": (_put, 4),
     "put wrap": (_put_wrap, 4),
     "place": (_place, 4),
+    "put keywords": (_put_keywords, 4),
+    "place keyword": (_place_keyword, 4),
+    "put_along_axis": (_put_along_rows, 4),
+    "put_along_axis flat": (_put_along_flat, 4),
     "nanmedian": (lambda x: np.sum(np.nanmedian(_with_nan(x), axis=1)[:2] ** 2) + np.nanmedian(x[:7]) ** 3, 12),
     "nanquantile": (lambda x: np.sum(np.nanquantile(_with_nan(x), [0.3, 0.8], axis=0, keepdims=True)[:, :, 1:] ** 2), 12),
     "nanpercentile": (lambda x: np.sum(np.nanpercentile(_with_nan(x)[:2], 35) * x), 12),

@@ -1,9 +1,10 @@
 """NumPy functions that write entries into an array in place: ``np.add.at`` and ``np.subtract.at`` (the
-unbuffered scatter-add: a repeated index adds once per occurrence), ``np.put`` and ``np.place`` (assignments
-at flat indices or under a mask, the values repeated in turn).  Their reverse rules write by the box rules
+unbuffered scatter-add: a repeated index adds once per occurrence), ``np.put``, ``np.place`` and
+``np.put_along_axis`` (assignments at flat indices or under a mask, the values repeated in turn; along an axis,
+the values broadcast).  Their reverse rules write by the box rules
 (``WRITING_RULES``: the pullback runs although the call returns None, and reads the gradient of the array
 written from the box store): ``np.add.at``'s pullback is ``Added``, a box rule with a ``transpose`` for a
-second differentiation (``nested_store``); ``np.put`` and ``np.place`` are given as Python code
+second differentiation (``nested_store``); ``np.put``, ``np.place`` and ``np.put_along_axis`` are given as Python code
 (``implemented.implemented_by``) that writes ``a[index] = values``.  Forward over reverse is their pair
 (``second``): the same call on the tangents, and the pullback run again on the tangent store.
 
@@ -102,15 +103,42 @@ def _place(arr, mask, vals):
     arr[where] = np.resize(vals, written(int(np.sum(where)), np.size(vals)))
 
 
+def along_index(shape, indices, axis):
+    """The index (a tuple of int arrays) of the entries of an array of ``shape`` that ``np.put_along_axis`` (and
+    ``np.take_along_axis``) with ``indices`` and ``axis`` reach: NumPy's own, the flat one for ``axis=None``."""
+    indices = np.asarray(indices)
+    if indices.dtype.kind not in "iu":
+        raise IndexError("`indices` must be an integer array")
+    if axis is None:
+        if indices.ndim != 1:
+            raise ValueError("when axis=None, `indices` must have a single dimension.")
+        n = int(np.prod(shape, dtype=np.intp))
+        if np.any((indices < -n) | (indices >= n)):
+            raise IndexError(f"index out of range for an array of size {n}")
+        return np.unravel_index(indices % n if n else indices, shape)
+    ndim = len(shape)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    axis %= ndim
+    if indices.ndim != ndim:
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    return tuple(indices.astype(np.intp) if d == axis else np.arange(n).reshape((1,) * d + (n,) + (1,) * (ndim - d - 1))
+                 for d, n in enumerate(shape))
+
+
+def _put_along_axis(arr, indices, values, axis):
+    arr[along_index(np.shape(arr), indices, axis)] = values
+
+
 ADDED = (np.add.at, np.subtract.at)   # (their pullback is ``Added``)
 for _u, _sign in ((np.add, 1), (np.subtract, -1)):
     RULES[_u.at] = _added(_u, _sign)
     JVP_RULES[_u.at] = lambda args, ts, u=_u: ufunc_at(u, None, args, ts)
-for _f, _impl in ((np.put, _put), (np.place, _place)):
+for _f, _impl in ((np.put, _put), (np.place, _place), (np.put_along_axis, _put_along_axis)):
     implemented_by(_f, _impl)
-IN_PLACE = (*ADDED, np.put, np.place)   # (their rules write to their first argument)
+IN_PLACE = (*ADDED, np.put, np.place, np.put_along_axis)   # (their rules write to their first argument)
 WRITING_RULES.update(RULES[f] for f in IN_PLACE)
-NONDIFF.update({put_index, place_index, written})
+NONDIFF.update({put_index, place_index, written, along_index})
 
 for _u in (np.multiply, np.divide, np.power, np.maximum, np.minimum):
     _why = (f"np.{_u.__name__}.at's derivative needs the value each occurrence of a repeated index saw; "
