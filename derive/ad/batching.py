@@ -12,52 +12,20 @@ from __future__ import annotations
 
 import itertools
 import math
-import weakref
 
 import numpy as np
 
 from ...errors import TensorLangError, UnsupportedError, named_cause
 from .context import Store, current, within
 from .cotangent import dense
-from .ir import ARRAY_TYPES
-from .runtime import NONDIFF, J, memory_owner
+from .ir import ARRAY_TYPES, Memory
+from .runtime import NONDIFF, J
 
 BATCH_RULES: dict = {}   # NumPy function, ufunc method name ("reduce") or operator name -> rule(frame, *args, **kw)
 LEVELS = itertools.count(1)   # a fresh level per call of a vmapped function (newer: inner)
 
 _CONTROL = ("Python control flow cannot depend on a batched value inside ad.vmap (the batch's examples may "
             "differ); use np.where(cond, a, b) to select per example")
-
-
-class Memory:
-    """The arrays that the batches of one vmap call hold, by the array that owns their memory: which batches hold
-    each (a batch and its views: a slice, a reshape, a transpose).  ``tensorlang.ad`` follows writes through
-    views of NumPy's arrays, not of batches, so a derivative refuses a write into a batch whose memory another
-    live batch holds (``Batched.__ad_written__``)."""
-
-    __slots__ = ("owners",)
-
-    def __init__(self):
-        self.owners: dict = {}   # id of the owning array -> (a weak reference to it, weak references to its batches)
-
-    def hold(self, data, batch) -> None:
-        """Note that ``batch`` holds ``data``'s memory."""
-        if type(data) is not np.ndarray:
-            return
-        owner = data if data.base is None else memory_owner(data)
-        held = self.owners.get(id(owner))
-        if held is None or held[0]() is not owner:   # (a new array, or one made where a dead one was)
-            self.owners[id(owner)] = (weakref.ref(owner), [weakref.ref(batch)])
-            return
-        if len(held[1]) >= 8:
-            held[1][:] = [r for r in held[1] if r() is not None]
-        held[1].append(weakref.ref(batch))
-
-    def shared(self, data) -> bool:
-        """Whether more than one live batch holds ``data``'s memory."""
-        owner = data if data.base is None else memory_owner(data)
-        held = self.owners.get(id(owner))
-        return held is not None and held[0]() is owner and sum(r() is not None for r in held[1]) > 1
 
 
 class Batched:

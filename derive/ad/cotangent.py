@@ -52,13 +52,13 @@ class Indexed:
     def dense(self) -> np.ndarray:
         """The array this cotangent stands for (computed once)."""
         if self._dense is None:
-            batch = self._batch()
+            batch = self.batch()
             g = np.zeros(self.shape, dtype=self.dtype) if batch is None else batch.zeros(self.shape, self.dtype)
             self.add_into(g)
             self._dense = g
         return self._dense
 
-    def _batch(self):
+    def batch(self):
         """A gradient of a type of ``ir.ARRAY_TYPES`` (a batch of ``ad.vmap``) among the parts, or None: the dense
         array is then one of its type (``zeros``)."""
         todo = [self]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numbers
 import types
+import weakref
 
 import numpy as np
 
@@ -61,6 +62,44 @@ def is_array(x) -> bool:
     return type(x) is np.ndarray or type(x) in ARRAY_TYPES
 
 
+def memory_owner(x):
+    """The array that owns the memory of view ``x``."""
+    while type(x.base) is np.ndarray:
+        x = x.base
+    return x
+
+
+class Memory:
+    """The arrays that the values of one kind hold (the batches of one ``ad.vmap`` call, the stand-ins of one
+    recording), by the array that owns their memory: which values hold each (a value and its views: a slice, a
+    reshape, a transpose).  ``tensorlang.ad`` follows writes through views of NumPy's arrays, not of those values,
+    so a derivative refuses a write into one whose memory another live one holds (``check_write``)."""
+
+    __slots__ = ("owners",)
+
+    def __init__(self):
+        self.owners: dict = {}   # id of the owning array -> (a weak reference to it, weak references to its values)
+
+    def hold(self, data, value) -> None:
+        """Note that ``value`` holds ``data``'s memory."""
+        if type(data) is not np.ndarray:
+            return
+        owner = data if data.base is None else memory_owner(data)
+        held = self.owners.get(id(owner))
+        if held is None or held[0]() is not owner:   # (a new array, or one made where a dead one was)
+            self.owners[id(owner)] = (weakref.ref(owner), [weakref.ref(value)])
+            return
+        if len(held[1]) >= 8:
+            held[1][:] = [r for r in held[1] if r() is not None]
+        held[1].append(weakref.ref(value))
+
+    def shared(self, data) -> bool:
+        """Whether more than one live value holds ``data``'s memory."""
+        owner = data if data.base is None else memory_owner(data)
+        held = self.owners.get(id(owner))
+        return held is not None and held[0]() is owner and sum(r() is not None for r in held[1]) > 1
+
+
 def check_write(x) -> None:
     """Before a derivative follows a write into ``x``, an array of a type of ``ARRAY_TYPES`` (whose memory the
     runtime does not follow): that type's own check, ``__ad_written__`` (a batch of ``ad.vmap`` refuses a write
@@ -68,6 +107,13 @@ def check_write(x) -> None:
     check = getattr(type(x), "__ad_written__", None)
     if check is not None:
         check(x)
+
+
+def memory_of(x):
+    """The NumPy array that holds the values of ``x``, for a type of ``ARRAY_TYPES`` that names it
+    (``__ad_memory__``: a recording's stand-in, whose value is the array), else ``x`` itself."""
+    memory = getattr(type(x), "__ad_memory__", None)
+    return x if memory is None else memory(x)
 
 
 def own_tangent(x, t):

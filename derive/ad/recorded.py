@@ -31,7 +31,7 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedError, internal_file, library_file
-from .ir import ARRAY_TYPES
+from .ir import ARRAY_TYPES, Memory
 from .runtime import NONDIFF, RECORDED, RULES, ZERO, J, differentiable, filled
 from .source import generated, kept
 
@@ -64,6 +64,7 @@ class Recording:
         self._names: dict[int, str] = {}
         self.count = 0
         self.stand_in: str | None = None   # (the name of one stand-in of a number or an array: ``made``)
+        self.memory = Memory()   # (which stand-ins share memory: ``Traced.__ad_written__``)
 
     def constant(self, value) -> str:
         name = self._names.get(id(value))
@@ -198,11 +199,12 @@ class Traced:
     in the recording (``_tl_name``) and the recording (``_tl_rec``).  It answers ``isinstance`` as its value
     does; whatever it cannot record it refuses."""
 
-    __slots__ = ("_tl_value", "_tl_name", "_tl_rec")
+    __slots__ = ("_tl_value", "_tl_name", "_tl_rec", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, value, name, rec):
         self._tl_value, self._tl_name, self._tl_rec = value, name, rec
+        rec.memory.hold(value, self)
 
     @property
     def __class__(self):   # (isinstance(x, np.ndarray) and isinstance(x, float) answer as for the value)
@@ -216,6 +218,18 @@ class Traced:
 
     def __format__(self, spec):
         return format(self._tl_value, spec)
+
+    def __ad_memory__(self):
+        """The value, whose memory a derivative run on this stand-in asks about (``ir.memory_of``)."""
+        return self._tl_value
+
+    def __ad_written__(self):
+        """Called by ``tensorlang.ad`` before a derivative follows a write into this stand-in (``ir.check_write``):
+        refused where another stand-in shares its memory (a view of it, or the value it is a view of), a write
+        whose way to the other the derivative does not follow through stand-ins (it does through NumPy's views)."""
+        if self._tl_rec.memory.shared(self._tl_value):
+            raise refused("a write into a value that shares its memory with another (a view of it, or the array it "
+                          "is a view of: a slice, a reshape, a transpose ...)", self._tl_rec.why)
 
     # -- what the recording does not follow -------------------------------------------------------------
     def __float__(self):

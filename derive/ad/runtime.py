@@ -27,7 +27,7 @@ from ...codegen.dask_graph import lazy_array
 from ...errors import BeyondOrder, UnsupportedError, internal_file, library_file, user_call_site
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
-from .ir import ANY, ARRAY_TYPES, NUM, check_write, is_array, kind_of
+from .ir import ANY, ARRAY_TYPES, NUM, check_write, is_array, kind_of, memory_of, memory_owner
 from .source import NoSourceKept
 from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
 
@@ -358,13 +358,6 @@ def part_of(obj, g):
     return g if box is obj else _grad_view(box, obj, g)
 
 
-def memory_owner(x):
-    """The array that owns the memory of view ``x``."""
-    while type(x.base) is np.ndarray:
-        x = x.base
-    return x
-
-
 def _view_of_box(v):
     """The box that array ``v`` is a view of, or None."""
     if type(v) is not np.ndarray or v.base is None:
@@ -458,7 +451,8 @@ def acc_into(v, d, c):
             with BOX_LOCK:   # pullbacks of work that ran in threads run in parallel (threads.py)
                 old = s.grads.get(id(v))
                 if type(old) is np.ndarray and getattr(c, "shape", None) == old.shape \
-                        and type(c) not in ARRAY_TYPES and np.can_cast(c.dtype, old.dtype, "same_kind"):
+                        and type(c) not in ARRAY_TYPES and np.can_cast(c.dtype, old.dtype, "same_kind") \
+                        and (type(c) is not Indexed or c.batch() is None):   # (NumPy's array cannot hold a batch)
                     if type(c) is Indexed:   # the store owns old: added in place, O(size of c's parts)
                         c.add_into(old)
                     else:
@@ -610,7 +604,10 @@ def held(v, obj) -> bool:
     """Whether ``v``, read out of ``obj`` by an index, is held by it (an item of a container, a view of an array)
     rather than made by the read (an array read from an array by an advanced index, ``x[[0, 1]]``): the gradient
     of a box it holds stays in the store for the code that made the box (``take_captured``); that of a box
-    the read made (an array written into after the read) is taken here (``take``)."""
+    the read made (an array written into after the read) is taken here (``take``).  A value of a type of
+    ``ARRAY_TYPES`` that names the array holding its values (``__ad_memory__``: a recording's stand-in) is
+    answered for by that array."""
+    v, obj = memory_of(v), memory_of(obj)
     return not (type(obj) is np.ndarray and type(v) is np.ndarray and not np.may_share_memory(v, obj))
 
 

@@ -179,7 +179,8 @@ def beyond(refusal: BeyondOrder, run, f, args: tuple, kw: dict | None = None):
         why = named_cause(failed)
         if why is None:
             raise
-        raise BeyondOrder(f"{refusal}; and recording it at this point failed: {why}") from None
+        failed = f"; and recording it at this point failed: {why}"   # (said once where an inner level said it)
+        raise BeyondOrder(str(refusal) if str(refusal).endswith(failed) else f"{refusal}{failed}") from None
     if r is f:   # (a primitive, not made by tensorlang.ad: nothing to record)
         raise refusal
     r.__ad_recording__ = True
