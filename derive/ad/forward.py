@@ -16,6 +16,7 @@ from __future__ import annotations
 import types
 
 from . import rules
+from .analysis import may_write
 from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_instrs
 from .ir import ARR, INT, NUM, Instr, has_gradient, spec_kind
 from .primal import terminator
@@ -91,18 +92,17 @@ class ForwardGen(Gen):
             return [f"{v}, {f} = _fw_unary({ins.attr!r}, {a[0]}, {t[0]})"]
         if op == "rule":
             fn = self.const(rules.owner(ins.attr[0]))
-            return [f"{v}, {f} = _fw_J({fn}, None, {_tuple(a)}, {_tuple(t)})"]
+            return [f"{v}, {f} = _fw_J({fn}, None, {_tuple(a)}, {_tuple(t)})"] + self.rewritten(ins)
         if op == "call":
             kw = ins.attr
             if kw:
-                return [f"{v}, {f} = _fw_Jkw({kw!r}, {a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"]
-            return [f"{v}, {f} = _fw_J({a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"]
+                return [f"{v}, {f} = _fw_Jkw({kw!r}, {a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"] \
+                    + self.rewritten(ins)
+            return [f"{v}, {f} = _fw_J({a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"] + self.rewritten(ins)
         if op == "method":
             name, kw = ins.attr
-            out = [f"{v}, {f} = _fw_Jm({name!r}, {kw!r}, {a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"]
-            if not rules.pure_method(name) and t[0] != "None":
-                out.append(f"{t[0]} = _fw_tan({a[0]}, {t[0]})")
-            return out
+            return [f"{v}, {f} = _fw_Jm({name!r}, {kw!r}, {a[0]}, {t[0]}, {_tuple(a[1:])}, {_tuple(t[1:])})"] \
+                + self.rewritten(ins)
         if op == "getitem":
             return [f"{v}, {f} = _fw_getitem({a[0]}, {t[0]}, {a[1]}, {t[1]})"]
         if op == "getattr":
@@ -124,6 +124,18 @@ class ForwardGen(Gen):
             index, names, rec = ins.attr
             return [f"{v} = _ad_mk{index}({', '.join(a)})", f"{f} = _fw_closure({names!r}, {_tuple(t)}, {rec!r})"]
         raise AssertionError(op)
+
+    def rewritten(self, ins) -> list[str]:
+        """After a call that may write into its arguments (``np.put(y, ...)``, ``np.add.at(y, ...)``, ``out=y``, a
+        method that writes, its object or a ufunc's ``.at``): the tangent of each of them as the writes left
+        it (``written_tangent``), which the one held before the call may not be (None for ``np.zeros``)."""
+        op = ins.op
+        if not (op == "call" and may_write(ins, self.fn.pure) or op == "method" and not rules.pure_method(ins.attr[0])
+                or op == "rule" and rules.writes(ins.attr[0])):
+            return []
+        args = ins.args[1:] if op == "call" else ins.args
+        return [f"{self.tan(x)} = _fw_written({self.val(x)}, {self.tan(x)})" for x in dict.fromkeys(args)
+                if self.tan(x) != "None" and not (isinstance(x, Instr) and x.op == "const")]
 
     def plain(self, ins, v, a) -> list[str]:
         """The primal statement of an instruction without tangent."""

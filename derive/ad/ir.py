@@ -72,32 +72,54 @@ def memory_owner(x):
 class Memory:
     """The arrays that the values of one kind hold (the batches of one ``ad.vmap`` call, the stand-ins of one
     recording), by the array that owns their memory: which values hold each (a value and its views: a slice, a
-    reshape, a transpose).  ``tensorlang.ad`` follows writes through views of NumPy's arrays, not of those values,
-    so a derivative refuses a write into one whose memory another live one holds (``check_write``)."""
+    reshape, a transpose), and how many writes into it a derivative has followed.  ``tensorlang.ad`` follows writes
+    through views of NumPy's arrays, not of those values, so a derivative refuses a write that another live one
+    would see (``check_write``)."""
 
     __slots__ = ("owners",)
 
     def __init__(self):
-        self.owners: dict = {}   # id of the owning array -> (a weak reference to it, weak references to its values)
+        # id of the owning array -> [a weak reference to it, weak references to its values, the writes followed]
+        self.owners: dict = {}
 
-    def hold(self, data, value) -> None:
-        """Note that ``value`` holds ``data``'s memory."""
+    def hold(self, data, value) -> int:
+        """Note that ``value`` holds ``data``'s memory; the writes into that memory followed so far."""
         if type(data) is not np.ndarray:
-            return
+            return 0
         owner = data if data.base is None else memory_owner(data)
         held = self.owners.get(id(owner))
         if held is None or held[0]() is not owner:   # (a new array, or one made where a dead one was)
-            self.owners[id(owner)] = (weakref.ref(owner), [weakref.ref(value)])
-            return
+            self.owners[id(owner)] = [weakref.ref(owner), [weakref.ref(value)], 0]
+            return 0
         if len(held[1]) >= 8:
             held[1][:] = [r for r in held[1] if r() is not None]
         held[1].append(weakref.ref(value))
+        return held[2]
+
+    def _held(self, data):
+        if type(data) is not np.ndarray:
+            return None
+        owner = data if data.base is None else memory_owner(data)
+        held = self.owners.get(id(owner))
+        return held if held is not None and held[0]() is owner else None
 
     def shared(self, data) -> bool:
         """Whether more than one live value holds ``data``'s memory."""
-        owner = data if data.base is None else memory_owner(data)
-        held = self.owners.get(id(owner))
-        return held is not None and held[0]() is owner and sum(r() is not None for r in held[1]) > 1
+        held = self._held(data)
+        return held is not None and sum(r() is not None for r in held[1]) > 1
+
+    def written(self, data) -> int:
+        """Count a write into ``data``'s memory that a derivative follows; the writes followed now."""
+        held = self._held(data)
+        if held is None:
+            return 0
+        held[2] += 1
+        return held[2]
+
+    def writes(self, data) -> int:
+        """The writes into ``data``'s memory that a derivative followed."""
+        held = self._held(data)
+        return 0 if held is None else held[2]
 
 
 def check_write(x) -> None:

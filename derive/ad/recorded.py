@@ -25,6 +25,7 @@ import cmath
 import hashlib
 import math
 import operator
+import re
 import threading
 import types
 
@@ -93,6 +94,27 @@ class Recording:
         self.lines.append(expr)
         return value
 
+    def augmented(self, target: str, v) -> bool:
+        """Records ``target = v`` (``target`` an item of a recorded array, ``a[k]``) as ``a[k] op= w`` where the
+        lines before it are Python's steps of that augmented assignment (``v = a[k]``, the lines that compute
+        ``w``, none naming ``v``, and ``v op= w`` last), ``v`` read again after it: the recording then writes
+        through no view of ``a`` (``v`` is one for a slice), which a derivative run on stand-ins refuses
+        (``Traced.__ad_written__``).  Whether it did so."""
+        if type(v) is not Traced or v._tl_rec is not self or not self.lines:
+            return False
+        name, last = v._tl_name, self.lines[-1]
+        op, _, w = last.removeprefix(name + " ").partition("= ")
+        read = f"{name} = {target}"
+        if not last.startswith(name + " ") or op not in _AUGMENTED or read not in self.lines:
+            return False
+        i = len(self.lines) - 1 - self.lines[::-1].index(read)
+        if any(re.search(rf"\b{name}\b", line) for line in self.lines[i + 1:-1]):
+            return False
+        del self.lines[i]
+        self.lines[-1] = f"{target} {op}= {w}"
+        self.lines.append(read)
+        return True
+
     def render(self, v) -> str:
         """Python text for operand ``v`` in a line of this recording."""
         t = type(v)
@@ -102,6 +124,9 @@ class Recording:
                                        f"{WHY}")
             if threading.get_ident() != self.thread:
                 raise refused("an operation in another thread (a thread pool's map)", self.why)
+            if v._tl_writes != self.memory.writes(v._tl_value):
+                raise refused("a value used after a write into the array whose memory it shares (a view read "
+                              "before the write)", self.why)
             return v._tl_name
         if v is None or v is Ellipsis or t is bool or t is int or t is str:
             return repr(v)
@@ -199,12 +224,12 @@ class Traced:
     in the recording (``_tl_name``) and the recording (``_tl_rec``).  It answers ``isinstance`` as its value
     does; whatever it cannot record it refuses."""
 
-    __slots__ = ("_tl_value", "_tl_name", "_tl_rec", "__weakref__")
+    __slots__ = ("_tl_value", "_tl_name", "_tl_rec", "_tl_writes", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, value, name, rec):
         self._tl_value, self._tl_name, self._tl_rec = value, name, rec
-        rec.memory.hold(value, self)
+        self._tl_writes = rec.memory.hold(value, self)   # (the writes into its memory it has seen: ``render``)
 
     @property
     def __class__(self):   # (isinstance(x, np.ndarray) and isinstance(x, float) answer as for the value)
@@ -224,12 +249,16 @@ class Traced:
         return self._tl_value
 
     def __ad_written__(self):
-        """Called by ``tensorlang.ad`` before a derivative follows a write into this stand-in (``ir.check_write``):
-        refused where another stand-in shares its memory (a view of it, or the value it is a view of), a write
-        whose way to the other the derivative does not follow through stand-ins (it does through NumPy's views)."""
-        if self._tl_rec.memory.shared(self._tl_value):
-            raise refused("a write into a value that shares its memory with another (a view of it, or the array it "
-                          "is a view of: a slice, a reshape, a transpose ...)", self._tl_rec.why)
+        """Called by ``tensorlang.ad`` before a derivative follows a write into this stand-in (``ir.check_write``).
+        A derivative follows a write through a view of NumPy's array to the array, and a view read before a
+        write into the array it views to the values it had, but not so for stand-ins: a write into a view of
+        memory another stand-in holds is refused, and a write into an array makes the stand-ins read out of it
+        before stale (``Recording.render`` refuses them from then on; one read again after the write is not)."""
+        memory, value = self._tl_rec.memory, self._tl_value
+        if type(value) is np.ndarray and value.base is not None and memory.shared(value):
+            raise refused("a write through a view of an array another value holds (a slice, a reshape, a transpose "
+                          "... of it)", self._tl_rec.why)
+        self._tl_writes = memory.written(value)
 
     # -- what the recording does not follow -------------------------------------------------------------
     def __float__(self):
@@ -292,7 +321,9 @@ class Traced:
     def __setitem__(self, key, v):
         rec = self._tl_rec
         self._tl_value[concrete(key)] = concrete(v)
-        rec.lines.append(f"{self._tl_name}[{rec.key(key)}] = {rec.render(v)}")
+        target = f"{self._tl_name}[{rec.key(key)}]"
+        if not rec.augmented(target, v):
+            rec.lines.append(f"{target} = {rec.render(v)}")
 
     def __getattr__(self, name):
         if name.startswith("_tl_") or name.startswith("__") and name.endswith("__"):
@@ -380,6 +411,7 @@ _BINARY = {"+": ("add", operator.add), "-": ("sub", operator.sub), "*": ("mul", 
            "**": ("pow", operator.pow), "@": ("matmul", operator.matmul), "&": ("and", operator.and_),
            "|": ("or", operator.or_), "^": ("xor", operator.xor), "<<": ("lshift", operator.lshift),
            ">>": ("rshift", operator.rshift)}
+_AUGMENTED = frozenset(_BINARY)   # (the operators of an augmented assignment ``a[k] += w``: ``Recording.augmented``)
 for _symbol, (_name, _op) in _BINARY.items():
     setattr(Traced, f"__{_name}__", _binary(_symbol, _op))
     setattr(Traced, f"__r{_name}__", _binary(_symbol, _op, reflected=True))

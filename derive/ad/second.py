@@ -45,7 +45,8 @@ from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .context import Store, current, within
 from .nested import positional, multilinear_along
 from .registry import CROSS, LINEAR_PULLBACK, METHOD_PAIRS, PAIRS, rule_owner  # noqa: F401  (read through here)
-from .runtime import BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, check_keywords, is_complex, unbroadcast
+from .runtime import (BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, asarray, check_keywords, is_complex,
+                      unbroadcast)
 from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, mutable,
                       numpy_filled, pullback_tangent, zero)
 
@@ -123,7 +124,7 @@ def _register():
 def _complex_abs(args, ts, y, ty):
     """``|z|``'s pullback is ``dy * z / |z|``: its cross term ``dy * d(z / |z|)`` (NumPy's sign of a complex
     number is ``z / |z|``, not constant as a real sign is)."""
-    z, t = np.asarray(args[0]), ts[0]
+    z, t = asarray(args[0]), ts[0]   # (a recording's stand-in stays one)
     if t is None:
         return None
     r = np.where(y == 0, 1.0, y)

@@ -30,7 +30,8 @@ from ..ir import is_array, writable_array
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad, make_like
 from ..runtime import acc as tadd
-from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of, zero
+from ..tangent import (JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of,
+                       written_tangent, zero)
 from ..source import generated
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
@@ -584,7 +585,10 @@ def _abs(args, ts):
 
 
 def _float(args, ts):
-    return float(args[0]), None if ts[0] is None else float(ts[0])
+    x, t = args[0], ts[0]
+    if type(x) in ARRAY_TYPES:   # (as the reverse rule: a batch, a recording's stand-in, its one entry as a 0-d array)
+        return np.reshape(x, ()), None if t is None else np.reshape(t, ())
+    return float(x), None if t is None else float(t)
 
 
 def _container(kind):
@@ -974,7 +978,7 @@ JVP_RULES.update({np.angle: _angle, complex: _complex,
 # the names generated forward code binds (``forward.generate``)
 HELPERS = {
     "_fw_J": JVP, "_fw_Jkw": JVPkw, "_fw_Jm": JVPm, "_fw_zero": zero, "_fw_fit": _fit, "_fw_fresh": _fresh,
-    "_fw_tan": tangent_of, "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem,
+    "_fw_tan": tangent_of, "_fw_written": written_tangent, "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem,
     "_fw_getattr": getattr_, "_fw_setattr": setattr_, "_fw_closure": closure_tangent,
     "_ad_field": _REVERSE_HELPERS["_ad_field"], "_ad_deref": _REVERSE_HELPERS["_ad_deref"], "_ad_np": np,
     "_ad_math": _m,

@@ -105,8 +105,9 @@ def _place(arr, mask, vals):
 
 def along_index(shape, indices, axis):
     """The index (a tuple of int arrays) of the entries of an array of ``shape`` that ``np.put_along_axis`` (and
-    ``np.take_along_axis``) with ``indices`` and ``axis`` reach: NumPy's own, the flat one for ``axis=None``."""
-    indices = np.asarray(indices)
+    ``np.take_along_axis``) with ``indices`` and ``axis`` reach: NumPy's own, the flat one for ``axis=None``
+    (``indices`` kept of its kind: a recording's stand-in, computed by ``np.argsort``, stays one)."""
+    indices = asarray(indices)
     if indices.dtype.kind not in "iu":
         raise IndexError("`indices` must be an integer array")
     if axis is None:
