@@ -127,14 +127,14 @@ class ForwardGen(Gen):
 
     def rewritten(self, ins) -> list[str]:
         """After a call that may write into its arguments (``np.put(y, ...)``, ``np.add.at(y, ...)``, ``out=y``, a
-        method that writes, its object or a ufunc's ``.at``): the tangent of each of them as the writes left
-        it (``written_tangent``), which the one held before the call may not be (None for ``np.zeros``)."""
+        method that writes, its object or a ufunc's ``.at``): the tangent of each of them that had none before
+        (``np.zeros``), the one its writes registered (``tangent_of``); one it had, they wrote into."""
         op = ins.op
         if not (op == "call" and may_write(ins, self.fn.pure) or op == "method" and not rules.pure_method(ins.attr[0])
                 or op == "rule" and rules.writes(ins.attr[0])):
             return []
         args = ins.args[1:] if op == "call" else ins.args
-        return [f"{self.tan(x)} = _fw_written({self.val(x)}, {self.tan(x)})" for x in dict.fromkeys(args)
+        return [f"{self.tan(x)} = _fw_tan({self.val(x)}, {self.tan(x)})" for x in dict.fromkeys(args)
                 if self.tan(x) != "None" and not (isinstance(x, Instr) and x.op == "const")]
 
     def plain(self, ins, v, a) -> list[str]:

@@ -170,14 +170,6 @@ def tangent_of(obj, t):
     return hit
 
 
-def written_tangent(obj, t):
-    """The tangent of ``obj`` after a call that may have written into it (``np.put(y, ...)``, ``out=y``, a
-    method that writes): the one its writes registered (``mutable``: a tangent made or copied then, which ``t``,
-    the caller's from before the call, is not), else ``t``."""
-    hit = tangent_of(obj, None)
-    return t if hit is None else hit
-
-
 def _registered(obj):
     hit = current().tangents.get(id(obj))
     return None if hit is None or hit[0] is not obj else hit[1]

@@ -30,8 +30,7 @@ from ..ir import is_array, writable_array
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad, make_like
 from ..runtime import acc as tadd
-from ..tangent import (JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of,
-                       written_tangent, zero)
+from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of, zero
 from ..source import generated
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
@@ -978,7 +977,7 @@ JVP_RULES.update({np.angle: _angle, complex: _complex,
 # the names generated forward code binds (``forward.generate``)
 HELPERS = {
     "_fw_J": JVP, "_fw_Jkw": JVPkw, "_fw_Jm": JVPm, "_fw_zero": zero, "_fw_fit": _fit, "_fw_fresh": _fresh,
-    "_fw_tan": tangent_of, "_fw_written": written_tangent, "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem,
+    "_fw_tan": tangent_of, "_fw_unary": _unary_op, "_fw_getitem": getitem, "_fw_setitem": setitem,
     "_fw_getattr": getattr_, "_fw_setattr": setattr_, "_fw_closure": closure_tangent,
     "_ad_field": _REVERSE_HELPERS["_ad_field"], "_ad_deref": _REVERSE_HELPERS["_ad_deref"], "_ad_np": np,
     "_ad_math": _m,
