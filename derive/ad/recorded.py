@@ -66,6 +66,7 @@ class Recording:
         self.count = 0
         self.stand_in: str | None = None   # (the name of one stand-in of a number or an array: ``made``)
         self.memory = Memory()   # (which stand-ins share memory: ``Traced.__ad_written__``)
+        self.rereads: set[str] = set()   # (the lines ``augmented`` adds, left out where nothing uses them: ``live``)
 
     def constant(self, value) -> str:
         name = self._names.get(id(value))
@@ -113,6 +114,7 @@ class Recording:
         del self.lines[i]
         self.lines[-1] = f"{target} {op}= {w}"
         self.lines.append(read)
+        self.rereads.add(read)
         return True
 
     def render(self, v) -> str:
@@ -673,8 +675,23 @@ def recording(f, args: tuple, fixed=frozenset(), shim=True, why=NO_SOURCE) -> tu
     name = f.__name__ if f.__name__.isidentifier() else "recorded"
     consts = [f"k{i}" for i in range(len(rec.constants))]
     lines = [f"def _ad_recording({', '.join(consts)}):", f"    def {name}({', '.join(params)}):"]
-    lines += ["        " + line for line in rec.lines] + [f"        return {out}", f"    return {name}"]
+    lines += ["        " + line for line in _live(rec, out)] + [f"        return {out}", f"    return {name}"]
     return "\n".join(lines) + "\n", rec.constants
+
+
+def _live(rec: Recording, out: str) -> list[str]:
+    """The lines of ``rec`` without the reads ``Recording.augmented`` added that no later line nor the output
+    ``out`` uses (a view of an array read after a write into it, which a derivative on stand-ins refuses to use
+    once the array is written again)."""
+    lines = rec.lines
+    kept = []
+    for i, line in enumerate(lines):
+        if line in rec.rereads:
+            used = re.compile(rf"\b{line.partition(' = ')[0]}\b")
+            if not used.search(out) and not any(used.search(later) for later in lines[i + 1:]):
+                continue
+        kept.append(line)
+    return kept
 
 
 def recorded(f, args: tuple, fixed=frozenset(), shim=True, why=NO_SOURCE) -> types.FunctionType:

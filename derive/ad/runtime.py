@@ -199,8 +199,9 @@ NONDIFF.update((holds, still_write_free))
 def snap(x):
     """A copy of an array that may be written to later (copy on capture), recorded in the context's ``copies``
     while gradient code is differentiated again (``nested_store``), so that the store operations the code
-    calls with a copy act on the array itself."""
-    if type(x) is not np.ndarray:
+    calls with a copy act on the array itself.  A recording's stand-in of an array is copied too (the copy
+    recorded), as the array it stands for is."""
+    if type(x) is not np.ndarray and type(memory_of(x)) is not np.ndarray:
         return x
     c = x.copy()
     copies = current().copies

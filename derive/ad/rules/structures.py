@@ -109,7 +109,9 @@ def _written_grad(g, idx, val):
     slots it wrote (the last write wins where a fancy index repeats), summed down to ``val``'s shape."""
     dv = np.copy(g[idx])
     if not basic_index(idx):
-        last = np.full(g.shape, -1)
+        computed = any(type(i) in ARRAY_TYPES for i in (idx if type(idx) is tuple else (idx,)))
+        # (an index that is a recording's stand-in, np.argsort's: the last writes found of g's kind, recorded too)
+        last = np.full_like(g, -1, dtype=np.intp) if computed else np.full(g.shape, -1)
         last[idx] = np.arange(dv.size).reshape(dv.shape)
         dv = np.where(last[idx] == np.arange(dv.size).reshape(dv.shape), dv, 0)
     return unbroadcast(dv, val) if np.ndim(dv) else dv[()]
