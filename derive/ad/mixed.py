@@ -584,8 +584,10 @@ def _jvp_Jm(args, ts):
     pos, kw = (obj, *xs[:len(xs) - k]), dict(zip(kwnames, xs[len(xs) - k:]))
     tpos, tkw = (ts[2], *ts[3:len(ts) - k]), dict(zip(kwnames, ts[len(ts) - k:]))
     n = len(xs) + 1
-    return _adapted(pair_jvp(None, rule, pos, tpos, kw, tkw, name=what), lambda g: (*g, *(None,) * (n - len(g))), n,
-                    rule=True)
+
+    def placed(g):   # (with keywords, the pullback gives one's gradient at its parameter's place: x.sum(initial=a))
+        return keyword_grads(rule, len(pos), kwnames, g)[1:] if kwnames else (*g, *(None,) * (n - len(g)))
+    return _adapted(pair_jvp(None, rule, pos, tpos, kw, tkw, name=what), placed, n, rule=True)
 
 
 PAIRS[map] = _jvp_map

@@ -25,7 +25,9 @@ import cmath
 import hashlib
 import math
 import operator
+import os
 import re
+import sys
 import threading
 import types
 
@@ -221,6 +223,22 @@ def refused(what: str, why=NO_SOURCE) -> UnsupportedError:
     return UnsupportedError(f"tensorlang.ad cannot record {what} {where}: {way_out}")
 
 
+def _converted_at() -> str:
+    """`` at FILE:LINE in FUNCTION`` of the user's code that converted a stand-in, and the rule of tensorlang.ad
+    that did where it was one (``(by tensorlang.ad's rule FUNCTION, FILE:LINE)``), for a refusal to name."""
+    frame, rule = sys._getframe(2), None
+    while frame is not None and (frame.f_code.co_filename == __file__ or internal_file(frame.f_code.co_filename)
+                                 or library_file(frame.f_code.co_filename)):
+        if rule is None and internal_file(frame.f_code.co_filename) and frame.f_code.co_filename != __file__:
+            rule = frame
+        frame = frame.f_back
+    where = "" if frame is None else f" at {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+    if rule is None:
+        return where
+    return f"{where} (by tensorlang.ad's rule {rule.f_code.co_name}, " \
+           f"{os.path.basename(rule.f_code.co_filename)}:{rule.f_lineno})"
+
+
 class Traced:
     """A value of the function being recorded that depends on its arguments: its value (``_tl_value``), its name
     in the recording (``_tl_name``) and the recording (``_tl_rec``).  It answers ``isinstance`` as its value
@@ -265,14 +283,26 @@ class Traced:
     # -- what the recording does not follow -------------------------------------------------------------
     def __float__(self):
         raise refused("a conversion to a Python float by code it does not see (math in a function that has its "
-                       "source, or float reached other than by its name)", self._tl_rec.why)
+                       f"source, or float reached other than by its name){_converted_at()}", self._tl_rec.why)
 
     def __complex__(self):
-        raise refused("a conversion to a Python complex number by code it does not see", self._tl_rec.why)
+        raise refused(f"a conversion to a Python complex number by code it does not see{_converted_at()}",
+                      self._tl_rec.why)
 
     def __array__(self, dtype=None, copy=None):
-        raise refused("a conversion to a NumPy array by code it does not see (np.asarray in a function that has "
-                       "its source, a value written into an array it does not follow)", self._tl_rec.why)
+        """An array of integers or booleans has no derivative: its values, read-only (an index or a mask into
+        an array the recording does not hold, ``w[np.argsort(x)]``, ``w[x > 0]``; a write into them would
+        change what the recording does not see). Other values are refused."""
+        value = np.asarray(self._tl_value)
+        if value.dtype.kind not in "biu":
+            raise refused("a conversion to a NumPy array by code it does not see (np.asarray in a function that "
+                          f"has its source, a value written into an array it does not follow){_converted_at()}",
+                          self._tl_rec.why)
+        if copy or dtype is not None and np.dtype(dtype) != value.dtype:
+            return value.astype(dtype or value.dtype)   # (a copy of its own, which a write may change)
+        view = value.view()
+        view.flags.writeable = False
+        return view
 
     def __hash__(self):
         raise refused("a value that depends on the arguments used as a key (of a dict or a set)", self._tl_rec.why)

@@ -1185,9 +1185,12 @@ def Jm(name, kwnames, obj, *args):
             check_keywords(f"{t.__name__}.{name}", rule, kwnames)
         y, back = rule(obj, *pos, **kw) if kw else rule(obj, *pos)
         n = len(args) + 1
+
+        def grads(dy):   # (with keywords, the pullback gives one's gradient at its parameter's place: x.sum(initial=a))
+            return keyword_grads(rule, n - len(kw), kwnames, back(dy))[1:] if kw else _pad(back(dy), n)
         if (t, name) in BOX_METHODS:
-            return y, lambda dy: _pad(back(dy), n)
-        return y, lambda dy: ZERO if dy is None else _pad(back(dy), n)
+            return y, grads
+        return y, lambda dy: ZERO if dy is None else grads(dy)
     if t is types.ModuleType or isinstance(obj, type) and _class_function(obj, name) or ufunc_method(obj, name):
         f = getattr(obj, name)   # a module's function; a class's function called on the class (Cls.f(o, v));
         # a ufunc's method with a rule of its own (np.add.reduce)

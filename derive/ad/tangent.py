@@ -503,6 +503,12 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
     # (a batch, a NumPy scalar: an array's rules, as reverse mode's ``runtime.method_rule`` takes them)
     if rule is None and t is not np.ndarray:
         rule = next((JVP_METHOD_RULES[(b, name)] for b in t.__mro__[1:] if (b, name) in JVP_METHOD_RULES), None)
+    tkw = dict(zip(kwnames, ts[len(ts) - k:]))
+    if rule is not None and getattr(rule, "keyword_tangents", False):   # the rule takes the keywords' tangents too
+        return rule(obj, tangent_of(obj, tobj), pos, tpos, tkw=tkw, **kw)
+    if any(map(active, tkw.values())) and (rule is not None or (t, name) in METHOD_RULES):
+        raise UnsupportedError(f"tensorlang.ad.jvp: a differentiable keyword argument of the method "
+                               f"{t.__qualname__}.{name} ({', '.join(n for n in kwnames if active(tkw[n]))})")
     if rule is not None:
         return rule(obj, tangent_of(obj, tobj), pos, tpos, **kw)
     if t is types.ModuleType or ufunc_method(obj, name):

@@ -5,7 +5,7 @@ other shapes (``np.outer`` of matrices, ``np.kron`` of a number), complex values
 ``sign``; each against central differences of the function alone at first order (``ad.gradient``), in
 forward mode (``ad.jvp``), forward over reverse (``ad.hvp``) and reverse over reverse (``ad.gradient`` of
 a function that calls ``ad.gradient``).  Calls whose derivative the rules do not give (``np.max(x,
-initial=0)``, ``np.pad(x, 1, mode="mean")``, ufuncs with ``where=``) raise ``UnsupportedError`` naming
+where=m)``, ``np.pad(x, 1, mode="mean")``, ufuncs with ``where=``) raise ``UnsupportedError`` naming
 the cause, in every mode."""
 import numpy as np
 import pytest
@@ -118,6 +118,16 @@ CASES = {
     "mean_where_axis": (lambda x: np.sum(np.sin(np.mean(x, axis=0, where=MASK))), [X], ALL),
     "sum_keyword_a": (lambda x: np.sum(np.sin(np.sum(a=x, axis=0))), [X], ALL),
     "max_keyword_a": (lambda x: np.max(a=x) ** 2, [X], ("grad", "hvp", "rr")),
+    "max_initial_wins": (lambda x, a: np.max(x, initial=a) ** 2 + np.sum(x ** 3), [X, 3.0], ALL),
+    "max_initial_loses": (lambda x: np.max(x, initial=0.0) ** 3, [X], ALL),
+    "max_initial_axis": (lambda x, a: np.sum(np.max(x, axis=1, initial=a) ** 3), [X, 0.9], ALL),
+    "max_initial_by_position": (lambda x, a: np.sum(np.max(x, 0, None, False, a) ** 3), [X, 0.9], ALL),
+    "min_method_initial": (lambda x, a: np.sum(x.min(axis=0, initial=a) ** 3), [X, -0.5], ALL),
+    "method_max_initial": (lambda x, a: x.max(initial=a) ** 2 + np.sum(x ** 3), [X, 1.0], ALL),
+    "sum_method_initial": (lambda x, a: np.sin(x.sum(axis=1, initial=a)).sum(), [X, 0.7], ALL),
+    "clip_method_min_argument": (lambda x, a: np.sum(x.clip(min=a) ** 3), [X, 0.2], ALL),
+    "clip_method_both_arguments": (lambda x, a: np.sum(x.clip(-a, max=a) ** 3), [X, 0.9], ALL),
+    "clip_keyword_a_min_argument": (lambda x, a: np.sum(np.clip(x, a_min=a, a_max=None) ** 3), [X, 0.2], ALL),
     "max_axis_by_position": (lambda x: np.sum(np.max(x, 0) ** 2), [X], ALL),
     "min_method_axis_by_position": (lambda x: np.sum(x.min(1) ** 2), [X], ALL),
     "max_keepdims_by_position": (lambda x: np.sum(x.max(1, None, True) * x), [X], ALL),
@@ -173,12 +183,10 @@ def test_float32_gradients_and_hessian_vector_products_of_keyword_calls_stay_flo
 
 
 REFUSED = {
-    "max_initial": (lambda x: np.max(x, initial=0.0) ** 2, "initial"),
     "max_where": (lambda x: np.max(x, where=MASK, initial=-9.0) ** 2, "where"),
     "prod_initial": (lambda x: np.prod(x, initial=2.0), "initial"),
     "var_where": (lambda x: np.var(x, where=MASK), "where"),
     "multiply_where": (lambda x: np.sum(np.multiply(x, 2.0, where=MASK, out=np.zeros((2, 3)))), "where|out="),
-    "method_max_initial": (lambda x: x.max(initial=0.0) ** 2, "initial"),
     "pad_mean": (lambda x: np.sum(np.pad(x, 1, mode="mean") * np.arange(20).reshape(4, 5)), "mean"),
     "pad_linear_ramp": (lambda x: np.sum(np.pad(x, 1, mode="linear_ramp", end_values=0.5) ** 2), "linear_ramp"),
     "pad_reflect_odd": (lambda x: np.sum(np.pad(x, 1, mode="reflect", reflect_type="odd") ** 2), "odd"),

@@ -233,24 +233,32 @@ _sum_np.keyword_tangents = True
 
 def _extremum(f):
     """The tangent of ``max``/``min``: the first extremal entry's over the whole array, the average of
-    the tied entries' along an axis (as the reverse rule shares the gradient)."""
-    def rule(args, ts, axis=None, out=None, keepdims=False):
+    the tied entries' along an axis (as the reverse rule shares the gradient); ``initial``'s where it is
+    beyond every entry."""
+    def rule(args, ts, tkw=None, axis=None, out=None, keepdims=False, initial=np._NoValue):
         x = asarray(args[0])
         axis, keepdims = (*args[1:2], axis)[0], (*args[3:4], keepdims)[0]   # (also by position: x.max(0))
-        y = f(x, axis=axis, keepdims=keepdims)
-        t = ts[0]
-        if t is None:
+        initial = (*args[4:5], initial)[0]
+        y = f(x, axis=axis, keepdims=keepdims, initial=initial)
+        t, ti = ts[0], ts[4] if len(ts) > 4 else (tkw or {}).get("initial")
+        if t is None and ti is None:
             return y, None
-        t = np.broadcast_to(t, x.shape)
+        t = np.broadcast_to(np.zeros(x.shape) if t is None else t, x.shape)
         if axis is None and type(x) in ARRAY_TYPES:   # (a batch: the first extremal entry of each example's)
-            first = np.arange(x.size) == np.argmax(np.ravel(x) == y)
-            return y, np.sum(np.where(first, np.ravel(t), 0.0))
-        if axis is None:
-            i = np.argmax(x == y)
-            return y, np.reshape(t.flat[i], np.shape(y))
-        ye = y if keepdims else np.expand_dims(y, axis)
-        mask = (x == ye).astype(float)
-        return y, np.sum(mask * t, axis=axis, keepdims=keepdims) / np.sum(mask, axis=axis, keepdims=keepdims)
+            hit = np.ravel(x) == y
+            first = (np.arange(x.size) == np.argmax(hit)) & hit
+            ty, won = np.sum(np.where(first, np.ravel(t), 0.0)), ~np.any(hit)
+        elif axis is None:
+            won = initial is not np._NoValue and not np.any(x == y)
+            ty = np.zeros(np.shape(y), np.result_type(t, 0.0)) if won else np.reshape(t.flat[np.argmax(x == y)],
+                                                                                    np.shape(y))
+        else:
+            ye = y if keepdims else np.expand_dims(y, axis)
+            mask = (x == ye).astype(float)
+            hits = np.sum(mask, axis=axis, keepdims=keepdims)
+            ty, won = np.sum(mask * t, axis=axis, keepdims=keepdims) / np.maximum(hits, 1), hits == 0
+        return y, ty if ti is None else ty + np.where(won, ti, 0.0)
+    rule.keyword_tangents = True
     return rule
 
 
@@ -276,15 +284,24 @@ def _where(args, ts):
     return y, _fit(np.where(c, dense(ts[1], a), dense(ts[2], b)), y)
 
 
-def _clip(args, ts, a_min=None, a_max=None, min=None, max=None):
+def _clip(args, ts, tkw=None, a_min=None, a_max=None, min=None, max=None):
+    """``np.clip``: the tangent of whichever of the array and the bounds (by position or by any of NumPy's
+    keyword names, ``tkw`` their tangents) each entry takes."""
     x, lo, hi = (*args, None, None)[:3]
+    tkw = tkw or {}
+    tx, tlo, thi = (*ts, None, None)[:3]
+    tlo = tlo if lo is not None else tkw.get("a_min") if a_min is not None else tkw.get("min")
+    thi = thi if hi is not None else tkw.get("a_max") if a_max is not None else tkw.get("max")
     lo = lo if lo is not None else a_min if a_min is not None else min
     hi = hi if hi is not None else a_max if a_max is not None else max
     y = np.clip(x, lo, hi)
     ty = None
-    for t, mask in zip(ts, clip_masks(x, lo, hi)):
+    for t, mask in zip((tx, tlo, thi), clip_masks(x, lo, hi)):
         ty = tadd(ty, None if t is None else times(t, mask))
     return y, ty
+
+
+_clip.keyword_tangents = True
 
 
 def _array(f):
@@ -782,11 +799,15 @@ def closure_tangent(names, ts, rec):
 
 # -- methods ---------------------------------------------------------------------------------------------------------
 def _method(rule):
-    """A method rule from a function rule taking the object first."""
-    def method(obj, tobj, args, ts, **kw):
+    """A method rule from a function rule taking the object first (and the keywords' tangents, ``tkw``, where
+    the function's rule takes them)."""
+    def method(obj, tobj, args, ts, tkw=None, **kw):
         if kw:
             check_keywords(f"{type(obj).__name__} method", rule, tuple(kw))
+        if tkw is not None:
+            return rule((obj, *args), (tobj, *ts), tkw=tkw, **kw)
         return rule((obj, *args), (tobj, *ts), **kw)
+    method.keyword_tangents = getattr(rule, "keyword_tangents", False)
     return method
 
 

@@ -17,6 +17,7 @@ import numbers
 import numpy as np
 
 from ....errors import UnsupportedError
+from ..ir import memory_of
 from ..registry import JVP_RULES
 from ..runtime import ARRAY_TYPES, LINEAR, RULES
 
@@ -41,7 +42,8 @@ class _Positions:
         if a.dtype.kind not in "biufc":
             raise UnsupportedError("tensorlang.ad differentiates layout functions of numeric arrays only")
         p = np.arange(self.next, self.next + a.size, dtype=np.int64).reshape(a.shape)
-        if type(x) in ARRAY_TYPES:   # (a batch of ad.vmap: the same numbers in every example, as a batch)
+        if type(x) in ARRAY_TYPES and memory_of(x) is x:   # (a batch of ad.vmap: the same numbers in every example,
+            # as a batch; not so a recording's stand-in, whose entries are those of the one array it holds)
             p = x.zeros(x.shape, np.int64) + p
         self.next += a.size
         self.parts.append((p, x))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..runtime import METHOD_RULES, MULTILINEAR, NONDIFF, RULES, asarray, unbroadcast
+from ..runtime import METHOD_RULES, MULTILINEAR, NONDIFF, RULES, asarray, summed_to, unbroadcast
 
 
 def _parse_einsum(spec, ops):
@@ -76,13 +76,27 @@ def _einsum(spec, *ops, **kw):
             g = np.broadcast_to(np.expand_dims(g, tuple(i for i, c in enumerate(once) if c not in known)),
                                 [sizes[c] for c in once])
             if once != sub:
-                full = np.zeros([sizes[c] for c in sub], dtype=g.dtype)
-                np.einsum(f"{sub}->{once}", full)[...] = g   # (a writeable view of the diagonal)
-                g = full
-            g = unbroadcast(g, asarray(ops[k]))   # (an axis of length 1 that was broadcast)
-            grads.append(np.array(g) if np.ndim(ops[k]) else g[()])
+                g = _on_diagonal(g, once, sub, sizes)
+            g = summed_to(g, np.shape(ops[k]))   # (an axis of length 1 that was broadcast)
+            grads.append(np.copy(g) if np.ndim(ops[k]) else g[()])   # (g may be a broadcast view)
         return tuple(grads)
     return y, back
+
+
+def _on_diagonal(g, once: str, sub: str, sizes: dict):
+    """The array of subscripts ``sub`` (a letter repeated) that holds ``g`` (subscripts ``once``, each letter
+    once) on its diagonal and zero elsewhere: ``g`` times a Kronecker delta (an identity matrix) between each
+    repeated letter and its first place, one einsum, so that it is differentiated again as einsum is."""
+    fresh = iter(sorted(set(map(chr, range(ord("A"), ord("Z") + 1))) - set(sub) - set(once)))
+    spread, deltas = "", []
+    for c in sub:
+        if c in spread:
+            d = next(fresh)
+            deltas.append((c + d, np.eye(sizes[c], dtype=np.result_type(g))))
+            c = d
+        spread += c
+    subs = ",".join([once] + [s for s, _ in deltas])
+    return np.einsum(f"{subs}->{spread}", g, *(e for _, e in deltas))
 
 
 def _inner(a, b):

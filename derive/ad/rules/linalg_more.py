@@ -390,7 +390,7 @@ def eig_back(w, v, gw, gv):
 def _eig(a):
     check_eig(a, "eig")
     y = np.linalg.eig(a)
-    w, v = y[0], np.ascontiguousarray(y[1])   # (LAPACK's eigenvectors are in Fortran order)
+    w, v = y[0], np.copy(y[1], order="C")   # (LAPACK's eigenvectors are in Fortran order)
     reciprocal_gaps(w, _EIG_REFUSED)
     return y, lambda dy: (eig_back(w, v, dy[0], dy[1]),)
 
@@ -408,7 +408,7 @@ def _eig_jvp(args, ts):
 def _eigvals(a):
     check_eig(a, "eigvals")
     w, v = np.linalg.eig(a)
-    v = np.ascontiguousarray(v)   # (LAPACK's eigenvectors are in Fortran order)
+    v = np.copy(v, order="C")   # (LAPACK's eigenvectors are in Fortran order)
     reciprocal_gaps(w, _EIG_REFUSED.replace("eig:", "eigvals:"))
     return w, lambda dy: (eig_back(w, v, dy, None),)
 

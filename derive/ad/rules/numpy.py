@@ -403,22 +403,34 @@ def _sort_along(args, kw, ts):
 
 
 def _extremum(f):
-    def rule(a, axis=None, out=None, keepdims=False):
+    """The gradient of ``max``/``min``: to the first extremal entry over the whole array, shared by the tied
+    entries along an axis; to ``initial`` where it is beyond every entry (where it ties one, to the entry: a
+    one-sided derivative, as at any tie)."""
+    def rule(a, axis=None, out=None, keepdims=False, initial=np._NoValue):
         x = asarray(a)
-        y = f(x, axis=axis, keepdims=keepdims)
+        y = f(x, axis=axis, keepdims=keepdims, initial=initial)
 
         def back(dy):
             if axis is None and type(x) in ARRAY_TYPES:   # (a batch: the first extremal entry of each example's)
-                first = np.arange(x.size) == np.argmax(np.ravel(x) == y)
-                return (np.reshape(np.where(first, dy, 0.0), x.shape).astype(np.result_type(x.dtype, 0.0)),)
-            if axis is None:  # the whole gradient goes to the first extremal entry
+                hit = np.ravel(x) == y
+                first = (np.arange(x.size) == np.argmax(hit)) & hit
+                g = np.reshape(np.where(first, dy, 0.0), x.shape).astype(np.result_type(x.dtype, 0.0))
+                won = ~np.any(hit)
+            elif axis is None:  # the whole gradient goes to the first extremal entry
                 g = np.zeros(x.size, dtype=np.result_type(x.dtype, 0.0))
-                g[np.argmax(x == y)] = np.reshape(dy, ())
-                return (np.reshape(g, x.shape),)
-            ye = expand_reduced(y, axis, keepdims)
-            mask = (x == ye).astype(float)
-            mask /= mask.sum(axis=axis, keepdims=True)
-            return (mask * expand_reduced(dy, axis, keepdims),)
+                won = initial is not np._NoValue and not np.any(x == y)
+                if not won:
+                    g[np.argmax(x == y)] = np.reshape(dy, ())
+                g = np.reshape(g, x.shape)
+            else:
+                ye = expand_reduced(y, axis, keepdims)
+                mask = (x == ye).astype(float)
+                hits = mask.sum(axis=axis, keepdims=True)
+                g = mask / np.maximum(hits, 1) * expand_reduced(dy, axis, keepdims)
+                won = np.reshape(hits == 0, np.shape(y))
+            if initial is np._NoValue:
+                return (g,)
+            return g, None, None, None, unbroadcast(np.where(won, dy, 0.0), initial)
         return y, back
     return rule
 

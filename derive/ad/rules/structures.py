@@ -15,7 +15,7 @@ import numpy as np
 from ....errors import BeyondOrder, UnsupportedError
 from ..context import current
 from ..cotangent import Indexed, basic_index, dense
-from ..ir import CONST_KIND, INT, is_array, kind_of
+from ..ir import CONST_KIND, INT, is_array, kind_of, memory_of
 from ..registry import JVP_RULES, LINEAR, refusing
 from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw,
                        METHOD_RULES, TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex,
@@ -78,12 +78,13 @@ def getitem(obj, idx):
     if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple) or _builtin_items(obj, "__getitem__"):
         like = _Like(obj)
         return obj[idx], lambda dy: (None, None) if dy is None else (index_grad(like, idx, dy), None)
+    if t is np.flatiter or type(memory_of(obj)) is np.flatiter:
+        # x.flat[i] (a recording's stand-in's too): an item of x.reshape(-1), whose gradient is the flat iterator's
+        return getitem(obj.base.reshape(-1), idx)
     if t in ARRAY_TYPES:   # (a batch of ad.vmap: its gradient a batch too)
         return obj[idx], lambda dy: (None, None) if dy is None else (_scattered(obj, idx, dy), None)
     if isinstance(obj, AxisConcatenator):
         return concatenator_getitem(obj, idx)
-    if t is np.flatiter:   # x.flat[i]: an item of x.reshape(-1), whose gradient is the flat iterator's
-        return getitem(obj.base.reshape(-1), idx)
     m = getattr(t, "__getitem__", None)
     if isinstance(m, types.FunctionType):
         y, back = J(m, obj, idx)
