@@ -23,9 +23,9 @@ from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (BOX_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, acc, acc_into, asarray, field, field_grad,
-                      keyword_grads, like, method_grads, method_rule, refuse_keyword_only, register, ufunc_method,
-                      with_defaults, with_nested_boxes)
+from .runtime import (BOX_METHODS, NONDIFF_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, acc, acc_into, asarray,
+                      field, field_grad, keyword_grads, like, method_grads, method_rule, refuse_keyword_only, register,
+                      ufunc_method, with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tower import beyond
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
@@ -557,6 +557,8 @@ def _jvp_Jm(args, ts):
         f = getattr(obj, name)
         return _jvp_Jkw((kwnames, f, *xs), (None, None, *ts[3:])) if kwnames else _jvp_J((f, *xs), (None, *ts[3:]))
     rule = method_rule(obj, name)
+    if rule is None and name in NONDIFF_METHODS:   # (x.round(), x.argsort(): no derivative, nor has its pullback)
+        return Jm(*args), NO_TANGENT
     attr = inspect.getattr_static(obj, name, None)
     if rule is None and isinstance(attr, types.FunctionType) and name not in getattr(obj, "__dict__", ()):
         # a Python method: its function with obj first, as Jm calls it (obj's zero tangent a namespace without

@@ -307,7 +307,8 @@ def _jvp(f, tf, args, ts):
         back_rule = None
     along = LINEAR.get(back_rule) if back_rule is not None else None
     if along is not None:   # linear (the layout functions): the function along the tangents, complex ones too
-        return f(*args), None if all(t is None for t in ts) else along(args, {}, ts)
+        ts = numpy_filled(f, ts, args)   # (a list's tangent of Nones: none)
+        return f(*args), None if not any(map(active, ts)) else along(args, {}, ts)
     if back_rule is not None:   # a pullback (also a user's @ad.rule on a Python function) and no forward rule
         return transposed(back_rule, args, ts)
     if t is types.FunctionType:
@@ -447,6 +448,15 @@ def _jvp_kw(names, f, tf, args, ts):
         return f(*pos, **kw), along(pos, kw, tpos, tkw)
     if back_rule is not None and not any(map(active, tkw.values())):   # int keywords (axes=([1], [1])) pass
         return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
+    if type(back_rule) is types.FunctionType and not back_rule.__code__.co_flags & (inspect.CO_VARARGS
+                                                                                   | inspect.CO_VARKEYWORDS) \
+            and not _keyword_only(back_rule):   # a differentiable keyword (np.full_like(x, fill_value=a)): the
+        # pullback transposed, the call bound to its parameters by name
+        sig = inspect.signature(back_rule)
+        bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
+        bound.apply_defaults()
+        return transposed(back_rule, tuple(bound.arguments.values()),
+                          tuple(tbound.arguments.get(p) for p in bound.arguments))
     raise UnsupportedError(f"no forward-mode rule for {qualified_name(f)} called with keyword arguments")
 
 

@@ -285,7 +285,9 @@ for _name, _g in {"sum": lambda x: x.sum(axis=1), "mean": lambda x: x.mean(), "m
                   "clip": lambda x: x.clip(0.3, 0.8), "dot": lambda x: x.dot(V),
                   "trace": lambda x: x[:, :3].trace(), "conj": lambda x: x.conj() * x,
                   "conjugate": lambda x: x.conjugate() * x, "item": lambda x: x.item(2) * x,
-                  "tolist": lambda x: x.tolist()[1][2] * x}.items():
+                  "tolist": lambda x: x.tolist()[1][2] * x, "diagonal": lambda x: x.diagonal(offset=1) ** 2,
+                  "swapaxes": lambda x: x.swapaxes(0, 1) * x.T, "repeat": lambda x: x.repeat(2, axis=0) ** 2,
+                  "take": lambda x: x.take([0, 2, 2], axis=1) ** 2}.items():
     example((np.ndarray, _name))((_g, A))
 example((list, "append"))((lambda x: _appended(x), V))
 example((list, "extend"))((lambda x: _extended(x), V))

@@ -37,8 +37,8 @@ from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
 from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svdvals_tangent, cofactor,
                      cofactor_derivative, eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
-from .numpy import (PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, holds_array_type, norm_partials, norm_power, product,
-                    stacked, times)
+from .numpy import (FUNCTION_METHODS, PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, holds_array_type, norm_partials,
+                    norm_power, product, stacked, times)
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, TEMPLATE_HELPERS, is_numeric
 from .math import LONGER_FORMS
 from .scalar import INLINE_CALLS
@@ -263,14 +263,17 @@ def _extremum(f):
 
 
 def _stack_like(f):
-    def rule(args, ts, **kw):
-        xs = args[0]
+    """``np.stack``/``np.concatenate``...: the tangents stacked as the arrays are (given by position or as
+    ``arrays=``, whose tangent is then in ``tkw``)."""
+    def rule(args, ts, tkw=None, **kw):
+        xs, tx = (args[0], ts[0]) if args else (kw.pop("arrays"), (tkw or {}).get("arrays"))
         axis = args[1] if len(args) > 1 else kw.pop("axis", 0)
         y = f(xs, axis, **kw)
-        if ts[0] is None:
+        if tx is None:
             return y, None
         return y, f([densify(t, np.asarray(x, dtype=float) if np.ndim(x) == 0 and not hasattr(x, "dtype") else x)
-                     for t, x in zip(ts[0], xs)], axis)
+                     for t, x in zip(tx, xs)], axis)
+    rule.keyword_tangents = True
     return rule
 
 
@@ -955,6 +958,16 @@ def _array_method(f):
     return _method(rule)
 
 
+def _function_method(f):
+    """The forward rule of a method that is NumPy function ``f`` with the array first: the function's."""
+    def method(x, t, args, ts, tkw=None, **kw):
+        if not kw:
+            return JVP(f, None, (x, *args), (t, *ts))
+        return JVPkw(tuple(kw), f, None, (x, *args, *kw.values()), (t, *ts, *map((tkw or {}).get, kw)))
+    method.keyword_tangents = True
+    return method
+
+
 def _linear_in_last(f):
     """The forward rule of ``f(a, b, dy)``, linear in ``dy`` (the gradient of a container whose item or field
     has gradient ``dy``)."""
@@ -964,6 +977,7 @@ def _linear_in_last(f):
 JVP_RULES.update({index_grad: _linear_in_last(index_grad), field_grad: _linear_in_last(field_grad)})
 JVP_RULES[dataclasses.replace] = _replace
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
+JVP_METHOD_RULES.update({(np.ndarray, name): _function_method(f) for name, f in FUNCTION_METHODS.items()})
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})
 JVP_METHOD_RULES.update({
     (np.ndarray, "copy"): _copy, (np.ndarray, "astype"): _astype, (np.ndarray, "flatten"): _flatten,

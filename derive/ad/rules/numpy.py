@@ -740,7 +740,8 @@ def _astype(x, dtype, **kw):
 
 def _astype_along(args, kw, ts):
     """``astype`` is linear in the array (a cast to a float or complex type; other casts have no tangent)."""
-    x, dtype = args
+    kw = dict(kw)
+    x, dtype = args[0], args[1] if len(args) > 1 else kw.pop("dtype")   # (x.astype(dtype=...))
     return None if ts[0] is None or np.dtype(dtype).kind not in "fc" else asarray(ts[0]).astype(dtype, **kw)
 
 
@@ -780,7 +781,11 @@ METHOD_RULES.update({
     (np.ndarray, "var"): _var, (np.ndarray, "std"): _std, (np.ndarray, "prod"): _prod,
     (np.ndarray, "cumsum"): _cumsum, (np.ndarray, "cumprod"): _cumprod,
 })
-NONDIFF_METHODS.update({"argmax", "argmin", "nonzero"})
+NONDIFF_METHODS.update({"argmax", "argmin", "argsort", "nonzero", "round", "searchsorted", "all", "any"})
+# methods that are their NumPy function with the array first (``x.swapaxes(0, 1)`` is ``np.swapaxes(x, 0, 1)``):
+# the function's rules (``jvp``: its forward mode)
+FUNCTION_METHODS = {"diagonal": np.diagonal, "swapaxes": np.swapaxes, "repeat": np.repeat, "take": np.take}
+METHOD_RULES.update({(np.ndarray, name): RULES[f] for name, f in FUNCTION_METHODS.items()})
 JVP_RULES.update({np.var: _spread_jvp(np.var), np.std: _spread_jvp(np.std)})
 JVP_METHOD_RULES.update({(np.ndarray, "var"): _spread_method_jvp(np.var), (np.ndarray, "std"): _spread_method_jvp(np.std)})
 
@@ -819,7 +824,8 @@ FLOAT_ARRAY_MAKERS = (np.zeros, np.ones, np.empty)   # a call with a shape alone
 # array methods that never write to their array
 PURE_METHODS = {"sum", "mean", "max", "min", "reshape", "transpose", "dot", "copy", "astype", "conj", "ravel",
                 "flatten", "std", "var", "prod", "squeeze", "item", "tolist", "all", "any", "argmax", "argmin",
-                "cumsum", "real", "imag"}
+                "cumsum", "real", "imag", "diagonal", "swapaxes", "repeat", "take", "round",
+                "argsort", "searchsorted"}
 # methods and functions whose result may be a view of their first argument (sharing its memory)
 # methods whose pullback does not read the values they were called with or returned (linear in the array)
 LINEAR_METHODS = {"copy", "flatten", "sum", "mean", "cumsum", "trace", "conj", "conjugate", "astype", "tolist", "item"}
