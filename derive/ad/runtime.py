@@ -918,7 +918,7 @@ def _make_partial(func, *args, **kw):
 
 
 def _partial_again(*args, **kw):
-    raise UnsupportedError("a second differentiation through functools.partial is not supported")
+    raise BeyondOrder("a second differentiation through functools.partial is not supported")
 
 
 RULES[functools.partial] = _make_partial

@@ -404,10 +404,15 @@ def _jvp_kw(names, f, tf, args, ts):
     except TypeError:
         rule = None
     if rule is not None:
-        check_keywords(f, rule, names)
         if getattr(rule, "keyword_tangents", False):   # the rule takes the keywords' tangents too
+            check_keywords(f, rule, names)
             return rule(pos, tpos, tkw=tkw, **kw)
-        if any(map(active, tkw.values())):
+        if any(map(active, tkw.values())) or not _takes(rule, names):
+            # (np.dot(a, b=b), np.linalg.solve(a=m, b=v)): by position, as the reverse rule names them
+            placed = _by_position(_reverse_rule(f), pos, kw, tpos, tkw)
+            if placed is not None:
+                return rule(*placed)
+            check_keywords(f, rule, names)
             raise UnsupportedError(f"tensorlang.ad.jvp: a differentiable keyword argument of {f!r}")
         return rule(pos, tpos, **kw)
     try:
@@ -448,16 +453,45 @@ def _jvp_kw(names, f, tf, args, ts):
         return f(*pos, **kw), along(pos, kw, tpos, tkw)
     if back_rule is not None and not any(map(active, tkw.values())):   # int keywords (axes=([1], [1])) pass
         return transposed(lambda *a: back_rule(*a, **kw), pos, tpos)
-    if type(back_rule) is types.FunctionType and not back_rule.__code__.co_flags & (inspect.CO_VARARGS
-                                                                                   | inspect.CO_VARKEYWORDS) \
-            and not _keyword_only(back_rule):   # a differentiable keyword (np.full_like(x, fill_value=a)): the
-        # pullback transposed, the call bound to its parameters by name
-        sig = inspect.signature(back_rule)
-        bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
-        bound.apply_defaults()
-        return transposed(back_rule, tuple(bound.arguments.values()),
-                          tuple(tbound.arguments.get(p) for p in bound.arguments))
+    placed = _by_position(back_rule, pos, kw, tpos, tkw)
+    if placed is not None:   # a differentiable keyword (np.full_like(x, fill_value=a)): the pullback transposed
+        return transposed(back_rule, *placed)
     raise UnsupportedError(f"no forward-mode rule for {qualified_name(f)} called with keyword arguments")
+
+
+def _takes(rule, names) -> bool:
+    """Whether forward rule ``rule`` takes keyword arguments ``names`` (``runtime.check_keywords`` passes)."""
+    try:
+        check_keywords("", rule, names)
+    except UnsupportedError:
+        return False
+    return True
+
+
+def _reverse_rule(f):
+    try:
+        return RULES.get(f)
+    except TypeError:
+        return None
+
+
+def _by_position(rule, pos, kw, tpos, tkw):
+    """A call's arguments and their tangents bound to the parameters of reverse rule ``rule`` (which names them
+    as the function does) by name, as positional tuples up to the last one given (the defaults between filled
+    in); None where the rule takes ``*args``, ``**kw`` or keyword-only parameters."""
+    if type(rule) is not types.FunctionType or rule.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) \
+            or _keyword_only(rule):
+        return None
+    sig = inspect.signature(rule)
+    try:
+        bound, tbound = sig.bind(*pos, **kw), sig.bind_partial(*tpos, **tkw)
+    except TypeError:
+        return None
+    names = list(sig.parameters)
+    last = max(names.index(n) for n in bound.arguments)
+    bound.apply_defaults()
+    return (tuple(bound.arguments[n] for n in names[:last + 1]),
+            tuple(tbound.arguments.get(n) for n in names[:last + 1]))
 
 
 def out_argument(names, args, ts):
@@ -529,6 +563,9 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
         # (a static method, or a function read off a class: ``Base.__init__(self, x)``, called as it is)
         attr = getattr(attr, "__func__", attr)
         return JVPkw(kwnames, attr, None, args, ts) if kwnames else JVP(attr, None, args, ts)
+    if isinstance(attr, classmethod) and isinstance(obj, type):   # Cls.f(x, k=a): its function, the class first
+        f = attr.__func__
+        return JVPkw(kwnames, f, None, (obj, *args), (None, *ts)) if kwnames else JVP(f, None, (obj, *args), (None, *ts))
     if isinstance(attr, types.FunctionType):
         tobj = tangent_of(obj, tobj)
         return (JVPkw(kwnames, attr, None, (obj, *args), (tobj, *ts)) if kwnames

@@ -7,11 +7,25 @@ forward mode (``ad.jvp``), forward over reverse (``ad.hvp``) and reverse over re
 a function that calls ``ad.gradient``).  Calls whose derivative the rules do not give (``np.max(x,
 where=m)``, ``np.pad(x, 1, mode="mean")``, ufuncs with ``where=``) raise ``UnsupportedError`` naming
 the cause, in every mode."""
+import functools
+
 import numpy as np
 import pytest
+import scipy.special as sc
 
 from tensorlang import ad
 from tensorlang.errors import UnsupportedError
+
+
+def _scaled(x, scale=1.0, shift=0.0):
+    return np.sum((x * scale + shift) ** 3)
+
+
+class _Model:
+    @classmethod
+    def cubed(cls, x, k=1.0):
+        return np.sum(x ** 3) * k
+
 
 RNG = np.random.default_rng(7)
 X = RNG.uniform(0.3, 1.5, (2, 3)) * np.array([1, -1, 1])
@@ -137,6 +151,14 @@ CASES = {
     "trapezoid_list_x": (lambda y: np.trapezoid(y ** 2, x=[0.0, 0.5, 2.0]), [V], ALL),
     "full_like_keyword_fill_value": (lambda x, a: np.sum(np.full_like(x, fill_value=a) * x), [X, 0.7], ALL),
     "stack_keyword_arrays": (lambda a, b: np.sum(np.stack(arrays=[a, b], axis=1) ** 3), [V, W], ALL),
+    "dot_keyword_b": (lambda a, b: np.sum(np.dot(a, b=b) ** 2), [X, V], ALL),
+    "solve_keywords": (lambda a, b: np.sum(np.linalg.solve(a=a, b=b) ** 2), [M, V], ALL),
+    "builtin_sum_start": (lambda x, a: sum([x[0], x[1]], start=a) ** 2, [V, 0.7], ALL),
+    "partial_keyword": (lambda x, a: functools.partial(_scaled, scale=a)(x), [V, 0.7], ALL),
+    "partial_of_partial": (lambda x, a: functools.partial(functools.partial(_scaled, x), a)(shift=a), [V, 0.7], ALL),
+    "classmethod_keyword": (lambda x, a: _Model.cubed(x, k=a), [V, 0.7], ALL),
+    "softmax_axis": (lambda x: np.sum(sc.softmax(x, axis=1) * np.arange(6).reshape(2, 3)), [X], ALL),
+    "log_softmax": (lambda x: np.sum(sc.log_softmax(x) * np.arange(6).reshape(2, 3)), [X], ALL),
     "max_axis_by_position": (lambda x: np.sum(np.max(x, 0) ** 2), [X], ALL),
     "min_method_axis_by_position": (lambda x: np.sum(x.min(1) ** 2), [X], ALL),
     "max_keepdims_by_position": (lambda x: np.sum(x.max(1, None, True) * x), [X], ALL),

@@ -976,6 +976,26 @@ def _linear_in_last(f):
 
 JVP_RULES.update({index_grad: _linear_in_last(index_grad), field_grad: _linear_in_last(field_grad)})
 JVP_RULES[dataclasses.replace] = _replace
+
+
+def _partial(args, ts, tkw=None, **kw):
+    """``functools.partial(func, *args, **kw)``: its tangent a namespace of the tangents of the function, the
+    bound arguments and the bound keywords (as ``tangent.partial_jvp`` reads it); a partial of a partial is one
+    partial of the inner function (Python flattens it), the inner one's tangents first."""
+    func, tfunc, tkw = args[0], ts[0], tkw or {}
+    p = functools.partial(func, *args[1:], **kw)
+    if all(t is None for t in ts) and not any(t is not None for t in tkw.values()):
+        return p, None
+    targs, tkeys = tuple(ts[1:]), dict(tkw)
+    if p.func is not func:
+        targs = (*(getattr(tfunc, "args", None) or (None,) * len(func.args)), *targs)
+        tkeys = {**{k: (getattr(tfunc, "keywords", None) or {}).get(k) for k in func.keywords}, **tkeys}
+        tfunc = getattr(tfunc, "func", None)
+    return p, types.SimpleNamespace(func=tfunc, args=targs, keywords=tkeys)
+
+
+_partial.keyword_tangents = True
+JVP_RULES[functools.partial] = _partial
 JVP_METHOD_RULES.update({(np.ndarray, name): _array_method(f) for name, f in _ARRAY_METHODS.items()})
 JVP_METHOD_RULES.update({(np.ndarray, name): _function_method(f) for name, f in FUNCTION_METHODS.items()})
 JVP_METHOD_RULES.update({key: _writing(key[1]) for key in METHOD_WRITES})

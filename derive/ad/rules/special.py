@@ -1,6 +1,7 @@
 """``scipy.special``: ``erf``, ``erfc``, ``erfinv``, ``expit``, ``logit``, ``gammaln``, ``digamma``,
 ``polygamma``, ``i0e``, ``i1e``, ``ive`` (elementwise in their argument), ``xlogy``, ``xlog1py``
-(elementwise in both), ``multigammaln`` and ``logsumexp``, in reverse and forward mode.
+(elementwise in both), ``multigammaln``, ``logsumexp``, and ``softmax`` and ``log_softmax`` as SciPy defines them
+with ``logsumexp``, in reverse and forward mode.
 
 Each elementwise function has its partial derivative written once, a Python function of the argument(s)
 and the result (``erf``, ``erfc`` and ``expit``'s are the table of scalar derivatives', which ``math.erf``
@@ -27,6 +28,7 @@ from ..runtime import RULES, unbroadcast
 from ..tangent import JVP_RULES
 from . import jvp
 from . import numpy as rnp
+from .implemented import implemented_by
 from .operators import times
 
 _TWO_OVER_SQRT_PI = 2 / np.sqrt(np.pi)
@@ -167,3 +169,16 @@ def _logsumexp_jvp(args, ts, tkw=None, **kw):
 _logsumexp_jvp.keyword_tangents = True
 RULES.update({sc.multigammaln: _multigammaln, sc.logsumexp: _logsumexp})
 JVP_RULES.update({sc.multigammaln: _multigammaln_jvp, sc.logsumexp: _logsumexp_jvp})
+
+
+# -- softmax and log_softmax: SciPy's definitions, through logsumexp's rules ----------------------------------------
+def _softmax_of(x, axis=None):
+    return np.exp(x - sc.logsumexp(x, axis=axis, keepdims=True))
+
+
+def _log_softmax_of(x, axis=None):
+    return x - sc.logsumexp(x, axis=axis, keepdims=True)
+
+
+implemented_by(sc.softmax, _softmax_of)
+implemented_by(sc.log_softmax, _log_softmax_of)
