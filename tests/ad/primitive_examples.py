@@ -6,6 +6,7 @@ are an oracle).  ``tests/ad/test_ad_registry.py`` differentiates each in every m
 A new primitive adds its examples here; the registry test fails for a primitive that has none."""
 import builtins
 import dataclasses
+import functools
 import math
 import operator
 
@@ -330,6 +331,26 @@ def _replaced(x):
 example(dataclasses.replace)((_replaced, 0.7))
 
 
+@dataclasses.dataclass
+class _Nested:
+    pair: _Pair
+    rows: list
+
+
+def _as_tuple(x):
+    (a, b), rows = dataclasses.astuple(_Nested(_Pair(x, x * x), [np.array([x, 2.0]), x]))
+    return a * b + np.sum(rows[0] * x) * rows[1]
+
+
+def _as_dict(x):
+    d = dataclasses.asdict(_Nested(_Pair(x, x * x), [np.array([x, 2.0]), x]))
+    return d["pair"]["a"] * d["pair"]["b"] + np.sum(d["rows"][0] * x) * d["rows"][1]
+
+
+example(dataclasses.astuple)((_as_tuple, 0.7))
+example(dataclasses.asdict)((_as_dict, 0.7))
+
+
 def _copied_to(x):
     y = np.zeros_like(x)
     np.copyto(y, x * x)
@@ -405,5 +426,11 @@ NO_EXAMPLE = {
     operator.ior: "bitwise: integers and bools only", operator.ixor: "bitwise: integers and bools only",
     operator.ilshift: "shifts integers only", operator.irshift: "shifts integers only",
 }
+example(operator.getitem)((lambda x: operator.getitem(x, slice(1, 3)) * operator.getitem([x[0], x[2]], 1), V))
+example(functools.reduce)((lambda x: functools.reduce(operator.mul, [x[0], x[1], x[2]]), V),
+                          (lambda x: functools.reduce(np.dot, [x, x.T, x], np.eye(3)), A[:, :3]))
+example(np.float64)((lambda x: np.float64(x) ** 2, 0.7), (lambda x: np.float64(x) * x, A))
+NO_EXAMPLE[np.float32] = "a cast to single precision, which central differences at this step cannot check " \
+                         "(test_ad_rule_arguments.py: float32 gradients)"
 NO_EXAMPLE.update({u.at: "refused in every mode (test_ad_scatter_rules.py)"
                    for u in (np.multiply, np.divide, np.power, np.maximum, np.minimum)})

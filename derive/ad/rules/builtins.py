@@ -92,8 +92,8 @@ def _tuple(xs=()):
     return y, lambda dy: (seq_grad(xs, list(dy)),)
 
 
-def _zip(*seqs):
-    y = list(zip(*seqs))
+def _zip(*seqs, strict=False):
+    y = list(zip(*seqs, strict=strict))
 
     def back(dy):
         out = []

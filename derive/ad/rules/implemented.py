@@ -1,7 +1,7 @@
-"""Rules of NumPy functions given as Python code: ``implemented_by(f, impl)`` registers, as ``f``'s reverse
-and forward rules, the differentiation of ``impl``, a Python function with ``f``'s parameters that computes
-what ``f`` does with functions that have rules of their own (``np.linalg.cond`` as a ratio of
-``svdvals``, ``np.cov`` as a product of centred arrays ...).  Its derivatives in every mode, and at second
+"""Rules of NumPy functions (and of ``dataclasses.astuple``/``asdict``, ``functools.reduce``) given as Python code:
+``implemented_by(f, impl)`` registers, as ``f``'s reverse and forward rules, the differentiation of ``impl``,
+a Python function with ``f``'s parameters that computes what ``f`` does with functions that have rules of their
+own (``np.linalg.cond`` as a ratio of ``svdvals``, ``np.cov`` as a product of centred arrays ...).  Its derivatives in every mode, and at second
 order, are then those of that code: the reverse rule calls ``J(impl, ...)``, whose code the transform
 differentiates again; the forward rule is the forward mode of ``impl``.
 
@@ -9,12 +9,15 @@ differentiates again; the forward rule is the forward mode of ``impl``.
 same function, so each one is tested against central differences of NumPy's own ``f``."""
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import itertools
 
 import numpy as np
 
 from ....errors import UnsupportedError
+from ..registry import define
 from ..runtime import NONDIFF, RULES, J
 from ..tangent import JVP, JVP_RULES
 from ..source import generated
@@ -528,3 +531,57 @@ for _f, _impl in _IMPLEMENTED.items():
 NONDIFF.update({one_axis, initial_shape, outer_shape, reduced_axes, leading, merged_shape, kept_shape, count,
                 quantile_positions, check_quantile, quantiles_shape, weights_shape, check_cov, all_nan, convolution_indices,
                 interp_segments})
+
+
+# -- dataclasses.astuple and asdict: the fields' values, copied as copy.deepcopy copies them --------------------------
+def _deep(value, as_fields):
+    """``value`` as ``astuple``/``asdict`` put it: a dataclass by ``as_fields`` (itself), lists, tuples and dicts
+    member by member, an array copied, anything else as it is (a number is immutable)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return as_fields(value)
+    if type(value) is list or type(value) is tuple:
+        return type(value)([_deep(v, as_fields) for v in value])
+    if type(value) is dict:
+        return {k: _deep(v, as_fields) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return np.copy(value)
+    return value
+
+
+def _astuple(obj):
+    return tuple([_deep(getattr(obj, name), _astuple) for name in field_names(obj)])
+
+
+def _asdict(obj):
+    return {name: _deep(getattr(obj, name), _asdict) for name in field_names(obj)}
+
+
+def field_names(obj) -> list:
+    """The names of the fields of dataclass ``obj``, in order."""
+    return [f.name for f in dataclasses.fields(obj)]
+
+
+NONDIFF.add(field_names)
+for _f, _impl in ((dataclasses.astuple, _astuple), (dataclasses.asdict, _asdict)):
+    implemented_by(_f, _impl)
+    define(_f, refused={"reverse over reverse": "the object's fields are read through its class's constructor, "
+                                                "which a second reverse differentiation does not reach (forward "
+                                                "over reverse, ad.hessian, does)"})
+
+
+# -- functools.reduce: its loop -------------------------------------------------------------------------------------
+_NO_INITIAL = object()
+
+
+def _reduce(function, iterable, initial=_NO_INITIAL):
+    items = list(iterable)
+    if initial is _NO_INITIAL:
+        acc, rest = items[0], items[1:]
+    else:
+        acc, rest = initial, items
+    for item in rest:
+        acc = function(acc, item)
+    return acc
+
+
+implemented_by(functools.reduce, _reduce)

@@ -326,9 +326,9 @@ def _array(f):
 
 def _array_tangent(y, args, ts):
     xs = args[0]
-    if ts[0] is None or y.dtype.kind not in "fc":
-        return y, None
-    return y, np.array(densify(ts[0], xs), dtype=np.result_type(y.dtype, float))
+    if ts[0] is None or y.dtype.kind not in "fcO":   # (an integer array has no tangent; an object array holds
+        return y, None                              # the numbers, its tangent theirs)
+    return y, np.array(densify(ts[0], xs), dtype=object if y.dtype.kind == "O" else np.result_type(y.dtype, float))
 
 
 def _options(args, *keywords):
@@ -618,8 +618,8 @@ def _container(kind):
     return rule
 
 
-def _zip(args, ts):
-    y = list(zip(*args))
+def _zip(args, ts, strict=False):
+    y = list(zip(*args, strict=strict))
     tss = [_seq(t, s) for t, s in zip(ts, args)]
     return y, [tuple(col) for col in zip(*tss)]
 
@@ -945,6 +945,7 @@ JVP_RULES.update({
     _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
     _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted, as_sequence: _as_sequence,
     _b.getattr: _getattr_call, _b.setattr: _setattr_call,
+    operator.getitem: lambda args, ts: getitem(args[0], ts[0], args[1], ts[1]),
 })
 _ARRAY_METHODS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "reshape": np.reshape,
                   "transpose": np.transpose, "ravel": np.ravel, "squeeze": np.squeeze,

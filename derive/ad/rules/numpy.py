@@ -748,6 +748,20 @@ def _astype_along(args, kw, ts):
 LINEAR[_astype] = _astype_along   # (its code takes **kw)
 
 
+def _float_type(t):
+    """``np.float64(x)`` and ``np.float32(x)``: a cast of a real number or array, linear in ``x`` (an array stays
+    one)."""
+    def cast(x=0.0):
+        y = asarray(x, t) if type(x) in ARRAY_TYPES else t(x)
+        return y, lambda dy: (np.reshape(dy, np.shape(x)) if np.ndim(x) else dy,)
+    LINEAR[cast] = lambda args, kw, ts: None if not ts or ts[0] is None else \
+        (asarray(ts[0], t) if type(ts[0]) in ARRAY_TYPES else t(ts[0]))
+    return cast
+
+
+RULES.update({t: _float_type(t) for t in (np.float64, np.float32)})
+
+
 def _tolist(x):
     """``x.tolist()``: nested lists of the entries (a number for a 0-d array); the gradient is the lists'
     gradients as an array, zeros where an entry has none."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import operator
 import types
 
 import numpy as np
@@ -519,7 +520,7 @@ def _replace(obj, **changes):
 
 
 KEYWORD_RULES["out"] = with_out
-RULES.update({object.__setattr__: store_attr, np.copyto: _copyto, getattr: _getattr_call,
+RULES.update({object.__setattr__: store_attr, np.copyto: _copyto, getattr: _getattr_call, operator.getitem: getitem,
               setattr: _setattr_call, dataclasses.replace: _replace})
 WRITING_RULES.update({store_attr, _copyto, _setattr_call})
 JVP_RULES[np.copyto] = refusing(np.copyto, "forward", "forward mode has no rule for a function that writes into "
