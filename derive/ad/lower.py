@@ -14,6 +14,8 @@ import ast
 import builtins
 import types
 
+import numpy as np
+
 from ...dispatch import method_for
 from ...errors import UnsupportedError
 from .ir import Function, Instr
@@ -668,7 +670,10 @@ def _is_ufunc(obj):
 
 
 def as_sequence(x):
-    """What a ``for`` loop indexes: lists, tuples, ranges, strings and arrays as they are, others as lists."""
+    """What a ``for`` loop indexes: lists, tuples, ranges, strings and arrays as they are, an array's flat
+    iterator as the array's entries in a row, others as lists."""
     if isinstance(x, (list, tuple, range, str)) or hasattr(x, "__array__") and hasattr(x, "shape"):
         return x
+    if type(x) is np.flatiter:
+        return x.base.reshape(-1)
     return list(x)

@@ -33,7 +33,7 @@ from .context import Store, current, within
 from .cotangent import dense
 from .registry import PAIRS, primitive
 from .rules.scatter import ADDED
-from .rules.structures import setitem, store_attr
+from .rules.structures import flat_places, setitem, store_attr
 from .tangent import JVP_RULES, code_jvp, tangent_of
 from .runtime import (HELPERS, RULES, ZERO, J, Writes, acc, acc_into, box_of, cut, item_grads, keep, kept,
                       like_grads, method_rule, own, part_of, register, snap, take, with_nested_boxes)
@@ -148,6 +148,8 @@ def box_method(name, kwnames, obj, *args):
 
 
 def _setitem_rule(obj, idx, val):
+    if type(obj) is np.flatiter:   # x.flat[i] = v: a write into x (as structures.setitem takes it)
+        return _setitem_rule(*flat_places(obj, idx), val)
     if isinstance(getattr(type(obj), "__setitem__", None), types.FunctionType):
         raise UnsupportedError(f"a second differentiation through {type(obj).__qualname__}.__setitem__ is not "
                                f"supported")

@@ -27,6 +27,18 @@ class _Model:
         return np.sum(x ** 3) * k
 
 
+def _flat_written(x, where):
+    y = x * 1.0
+    y.flat[where] = x.flat[0] ** 2
+    return y
+
+
+def _list_written(x):
+    y = x * 1.0
+    y[[0, 0]] = [x[1], x[2] ** 2]   # (a repeated index: the last write wins)
+    return y
+
+
 RNG = np.random.default_rng(7)
 X = RNG.uniform(0.3, 1.5, (2, 3)) * np.array([1, -1, 1])
 X3 = RNG.uniform(0.3, 1.5, (2, 3, 2))
@@ -163,6 +175,13 @@ CASES = {
                      [V], ALL),
     "zip_strict": (lambda x: sum(a * b * a for a, b in zip(x, W, strict=True)), [V], ALL),
     "float64_of_entry": (lambda x: np.float64(x[0]) ** 2 * x[1] + np.sum(np.float64(x) ** 3), [V], ALL),
+    "mT_attribute": (lambda x: np.sum(x.mT @ x * np.arange(9).reshape(3, 3)), [X], ALL),
+    "iterating_flat": (lambda x: sum(v ** 3 * (i + 1) for i, v in enumerate(x.flat)), [X], ALL),
+    "writing_flat_item": (lambda x: np.sum(_flat_written(x, 1) ** 2), [X], ALL),
+    "writing_flat_slice_of_transpose": (lambda x: np.sum(_flat_written(x.T, slice(1, 4)) ** 2 * np.arange(6)
+                                                         .reshape(3, 2)), [X], ALL),
+    "list_into_repeated_index": (lambda x: np.sum(_list_written(x) ** 3), [V], ALL),
+    "item_by_tuple": (lambda x: x.item((1, 2)) ** 3 * x[0, 0], [X], ALL),
     "max_axis_by_position": (lambda x: np.sum(np.max(x, 0) ** 2), [X], ALL),
     "min_method_axis_by_position": (lambda x: np.sum(x.min(1) ** 2), [X], ALL),
     "max_keepdims_by_position": (lambda x: np.sum(x.max(1, None, True) * x), [X], ALL),
@@ -225,6 +244,7 @@ REFUSED = {
     "pad_mean": (lambda x: np.sum(np.pad(x, 1, mode="mean") * np.arange(20).reshape(4, 5)), "mean"),
     "pad_linear_ramp": (lambda x: np.sum(np.pad(x, 1, mode="linear_ramp", end_values=0.5) ** 2), "linear_ramp"),
     "pad_reflect_odd": (lambda x: np.sum(np.pad(x, 1, mode="reflect", reflect_type="odd") ** 2), "odd"),
+    "iterating_ndenumerate": (lambda x: sum(v * i[1] for i, v in np.ndenumerate(x)) ** 2, "ndenumerate|as_sequence"),
     "reshape_order_A": (lambda x: np.sum(np.reshape(x, -1, order="A") * np.arange(6)), "order"),
 }
 
@@ -234,3 +254,11 @@ def test_refused(name, mode):
     f, cause = REFUSED[name]
     with pytest.raises(UnsupportedError, match=cause):
         run(mode, f, [X.copy()])
+
+
+@pytest.mark.parametrize("mode", ["grad", "jvp"])
+def test_an_attribute_of_an_array_without_a_rule_is_refused(mode):
+    """``x[:, :2].base`` (an attribute that holds the entries of another array): its gradient had been dropped, as
+    that of ``x.mT`` (now a rule) was, a wrong derivative with no error; refused by name once a gradient reaches it."""
+    with pytest.raises(UnsupportedError, match="the attribute base of an array"):
+        run(mode, lambda x: np.sum(x[:, :2].base ** 2), [X.copy()])

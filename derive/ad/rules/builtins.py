@@ -6,6 +6,7 @@ import builtins as _b
 
 import numpy as np
 
+from ....errors import UnsupportedError
 from ..lower import as_sequence, found_by_super
 from ..registry import define
 from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, acc
@@ -169,9 +170,22 @@ NONDIFF.update({_b.print, _b.isinstance, _b.len, _b.range, _b.int, _b.round, _b.
 def _as_sequence(xs):
     """What a ``for`` loop indexes (``lower.as_sequence``): the value itself, or a list of it."""
     y = as_sequence(xs)
-    if y is xs:
+    if y is xs or type(xs) is np.flatiter:   # (x.flat: its gradient an array of the entries', as x.flat's rule takes)
         return y, lambda dy: (dy,)
-    return _list(xs)
+    if type(xs) in (list, tuple, dict) or type(xs) in ARRAY_TYPES:
+        return _list(xs)
+    return y, _opaque_iteration(xs)
+
+
+def _opaque_iteration(xs):
+    """The pullback of iterating over an object whose iteration runs code the transform does not see (a class's
+    ``__iter__``, ``np.ndenumerate``): its items' gradients have nowhere to go, refused once one reaches them."""
+    def back(dy):
+        if dy is None or all(d is None for d in dy):
+            return (None,)
+        raise UnsupportedError(f"tensorlang.ad does not differentiate iterating over a {type(xs).__qualname__} "
+                               f"(the items' gradients cannot reach what it holds): iterate over a list or an array")
+    return back
 
 
 RULES[as_sequence] = _as_sequence

@@ -43,7 +43,7 @@ from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, TEMPLATE_HELPERS, is_
 from .math import LONGER_FORMS
 from .scalar import INLINE_CALLS
 from .scipy_linalg import factor_of, lu_parts, row_order, transposed, triangle
-from .structures import AxisConcatenator, index_grad
+from .structures import ARRAY_CONSTANT_ATTRIBUTES, AxisConcatenator, flat_places, index_grad
 
 
 def _fit(t, y):
@@ -650,7 +650,14 @@ def _sorted(args, ts, key=None, reverse=False):
 
 def _as_sequence(args, ts):
     y = as_sequence(args[0])
-    return y, ts[0] if y is args[0] or ts[0] is None else list(ts[0])
+    if type(args[0]) is np.flatiter:   # (x.flat: its tangent the tangent's flat iterator)
+        return y, None if ts[0] is None else as_sequence(ts[0])
+    if y is args[0] or ts[0] is None:
+        return y, ts[0]
+    if type(args[0]) not in (list, tuple, dict) and type(args[0]) not in ARRAY_TYPES:
+        raise UnsupportedError(f"tensorlang.ad.jvp does not differentiate iterating over a "
+                               f"{type(args[0]).__qualname__}: iterate over a list or an array")
+    return y, list(ts[0])
 
 
 # -- data structures -----------------------------------------------------------------------------------------------
@@ -694,9 +701,10 @@ def setitem(obj, tobj, idx, val, tval):
         tl = write_item(obj, tobj, idx, val, tval)
         obj[idx] = val
         return tl
-    if t is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v: a write into x.reshape(-1), a view
-        flat = setitem(obj.base.reshape(-1), None if tobj is None else np.reshape(tobj.base, -1), idx, val, tval)
-        return flat.base.flat if flat is not None and flat.base is not None else None
+    if t is np.flatiter:   # x.flat[i] = v: a write into x at the places the flat index names (no view of x)
+        base, places = flat_places(obj, idx)
+        tl = setitem(base, None if tobj is None else tobj.base, places, val, tval)
+        return None if tl is None else tl.flat
     m = getattr(t, "__setitem__", None)
     if isinstance(m, types.FunctionType):
         JVP(m, None, (obj, idx, val), (tangent_of(obj, tobj), None, tval))
@@ -715,9 +723,13 @@ def getattr_(obj, tobj, name):
             obj, name, getattr_) is getattr_:   # (a NumPy scalar's as a 0-d array's; a stand-in's: its value's)
         y = getattr(obj, name)
         tobj = tangent_of(obj, tobj)
-        if tobj is None or name not in ("T", "real", "imag", "flat"):
-            return y, _bound_tangent(y, obj, tobj)
-        return y, getattr(asarray(tobj), name)
+        if tobj is not None and name in ("T", "mT", "real", "imag", "flat"):
+            return y, getattr(asarray(tobj), name)
+        if tobj is not None and name not in ARRAY_CONSTANT_ATTRIBUTES and getattr(y, "__self__", None) is not obj \
+                and isinstance(y, (np.ndarray, np.generic, float, complex)) and np.result_type(y).kind in "fc":
+            # (x.base: a tangent forward mode cannot give)
+            raise UnsupportedError(f"tensorlang.ad.jvp does not differentiate the attribute {name} of an array")
+        return y, _bound_tangent(y, obj, tobj)
     static = getattr(t, name, None)
     if isinstance(static, property):
         return JVP(static.fget, None, (obj,), (tangent_of(obj, tobj),))

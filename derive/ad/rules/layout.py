@@ -69,17 +69,17 @@ class _Positions:
                 continue
             p, x = part
             gx = g[p.ravel()].reshape(p.shape)
-            out.append(_like(x, gx))
+            out.append(like_entries(x, gx))
         return out
 
 
-def _like(x, g):
+def like_entries(x, g):
     """The gradient ``g`` (an array) in the form of ``x``: an array, a number, a list or a tuple."""
     if isinstance(x, np.ndarray) or type(x) in ARRAY_TYPES:
         return g
     if g.ndim == 0:
         return g[()]
-    return type(x)(_like(xi, gi) for xi, gi in zip(x, g)) if type(x) in (list, tuple) else list(g)
+    return type(x)(like_entries(xi, gi) for xi, gi in zip(x, g)) if type(x) in (list, tuple) else list(g)
 
 
 def _items(y):

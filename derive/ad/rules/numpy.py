@@ -773,8 +773,8 @@ def _item(x, *index):
     """``x.item(*index)``: one entry; its gradient is zeros but at that entry."""
     def back(dy):
         g = np.zeros(x.shape, dtype=np.result_type(x, dy))
-        if len(index) > 1:
-            g[index] = dy
+        if len(index) > 1 or index and isinstance(index[0], tuple):   # (x.item(1, 2), x.item((1, 2)))
+            g[index if len(index) > 1 else index[0]] = dy
         else:
             g.flat[index[0] if index else 0] = dy
         return (g, *(None for _ in index))

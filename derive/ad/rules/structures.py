@@ -20,8 +20,8 @@ from ..ir import CONST_KIND, INT, is_array, kind_of, memory_of
 from ..registry import JVP_RULES, LINEAR, refusing
 from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw,
                        METHOD_RULES, TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex,
-                       make_like, own, part_of, register, unbroadcast, untracked)
-from .layout import concatenator_getitem
+                       make_like, own, part_of, register, summed_to, unbroadcast, untracked)
+from .layout import concatenator_getitem, like_entries
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
 
@@ -116,7 +116,15 @@ def _written_grad(g, idx, val):
         last = np.full_like(g, -1, dtype=np.intp) if computed else np.full(g.shape, -1)
         last[idx] = np.arange(dv.size).reshape(dv.shape)
         dv = np.where(last[idx] == np.arange(dv.size).reshape(dv.shape), dv, 0)
+    if isinstance(val, (list, tuple)):   # (y[[0, 1]] = [a, b]: the gradient in the form of the list, item by item)
+        return like_entries(val, summed_to(dv, np.shape(val)))
     return unbroadcast(dv, val) if np.ndim(dv) else dv[()]
+
+
+def flat_places(flat, idx) -> tuple:
+    """The array ``flat`` iterates over (``x.flat``) and the index into it of the places flat index ``idx`` names."""
+    base = flat.base
+    return base, np.unravel_index(np.arange(base.size)[idx], base.shape)
 
 
 def setitem(obj, idx, val):
@@ -125,8 +133,8 @@ def setitem(obj, idx, val):
         register(obj)
         obj[idx] = val
         return None, Clear(obj, idx, val)
-    if t is np.flatiter and obj.base.flags.c_contiguous:   # x.flat[i] = v: a write into x.reshape(-1), a view
-        return setitem(obj.base.reshape(-1), idx, val)
+    if t is np.flatiter:   # x.flat[i] = v: a write into x at the places the flat index names (no view of x)
+        return setitem(*flat_places(obj, idx), val)
     m = getattr(t, "__setitem__", None)
     if isinstance(m, types.FunctionType):
         y, back = J(m, obj, idx, val)
@@ -176,15 +184,37 @@ def _bound_method_back(dy):
     return (field(dy, "__self__"),)
 
 
+# the attributes of an array that hold no entries of it (``x.imag`` of a real array: zeros)
+ARRAY_CONSTANT_ATTRIBUTES = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes", "flags",
+                                       "imag", "device", "__array_priority__", "__array_interface__", "__class__"})
+
+
 def _array_attr(x, name):
     if name == "T":
         return x.T, lambda dy: (None if dy is None else np.transpose(dy),)
+    if name == "mT":
+        return x.mT, lambda dy: (None if dy is None else np.swapaxes(dy, -1, -2),)
     if name == "real":
         return x.real, lambda dy: (dy,)
     if name == "flat":
-        return x.flat, lambda dy: (None if dy is None else np.reshape(dense(dy), x.shape),)
+        return x.flat, lambda dy: (_flat_grad(x, dy),)
     y = getattr(x, name)
-    return y, (_bound_method_back if getattr(y, "__self__", None) is x else ZERO)
+    if getattr(y, "__self__", None) is x:
+        return y, _bound_method_back
+    # (another attribute, x.base: its gradient has nowhere to go, refused once one reaches it)
+    return y, ZERO if name in ARRAY_CONSTANT_ATTRIBUTES else untracked(f"the attribute {name} of an array")
+
+
+def _flat_grad(x, dy):
+    """The gradient of ``x`` from that of ``x.flat``: an array of its entries in a row, or, where the rules' own
+    code read the iterator's ``base`` and was differentiated again, a namespace whose ``base`` is ``x``'s."""
+    if dy is None:
+        return None
+    if type(dy) is types.SimpleNamespace:
+        dy = getattr(dy, "base", None)
+        if dy is None:
+            return None
+    return np.reshape(dense(dy), x.shape)
 
 
 def setattr_(obj, name, val):
