@@ -4,7 +4,6 @@ forward mode inside a reverse pass, stored and applied in the pullback, as Zygot
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import types
@@ -24,8 +23,8 @@ from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
 from .runtime import (BOX_METHODS, NONDIFF_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, acc, acc_into, asarray,
-                      field, field_grad, keyword_grads, like, method_grads, method_rule, refuse_keyword_only, register,
-                      ufunc_method, with_defaults, with_nested_boxes)
+                      field, field_grad, initializer, keyword_grads, like, method_grads, method_rule, plain_dataclass,
+                      refuse_keyword_only, register, ufunc_method, with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tower import beyond
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
@@ -451,8 +450,8 @@ def _jvp_construct(cls, xs, ts):
     """``J(cls, *xs)`` under forward mode: dataclasses and named tuples by their fields (a pullback that only
     reads fields of ``dy``), other classes by the forward mode of ``__init__``'s pullback code on a fresh box,
     as ``runtime`` constructs them."""
-    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
-    plain = dataclasses.is_dataclass(cls) or issubclass(cls, tuple) and hasattr(cls, "_fields")
+    init = initializer(cls)
+    plain = plain_dataclass(cls) or issubclass(cls, tuple) and hasattr(cls, "_fields")
     if plain or not (isinstance(init, types.FunctionType) and cls.__new__ is object.__new__):
         y, back = J(cls, *xs)
         if not plain and any(t is not None for t in ts):
@@ -498,7 +497,7 @@ def _jvp_Jkw(args, ts):
         return _adapted(paired, lambda g: (g[0], *(g[i + 1] for i in where)), len(xs) + 1)
     if kw.get("out") is not None:
         return _jvp_out(names, f, tuple(xs), ts[2:])
-    if rule is None and isinstance(f, type) and dataclasses.is_dataclass(f):   # its pullback reads fields of dy
+    if rule is None and isinstance(f, type) and plain_dataclass(f):   # its pullback reads fields of dy
         return Jkw(*args), (JVPkw(names, f, None, tuple(xs), ts[2:])[1], ZERO)
     if rule is None and isinstance(f, (types.MethodType, types.BuiltinMethodType)) \
             and not isinstance(f.__self__, types.ModuleType):

@@ -140,6 +140,9 @@ def _write(obj, what, run, spread, n):
 
 def box_method(name, kwnames, obj, *args):
     """The rule of ``Jm`` (``J(Jm, name, kwnames, obj, *args)``) for a method that writes to ``obj``."""
+    if name in ("pop", "insert"):
+        raise BeyondOrder(f"a second differentiation through the method {type(obj).__qualname__}.{name} is not "
+                          f"supported")
     k = len(kwnames)
     pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
     rule, n = method_rule(obj, name), len(args) + 1

@@ -28,7 +28,7 @@ from ...errors import BeyondOrder, UnsupportedError, internal_file, library_file
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, ARRAY_TYPES, NUM, check_write, is_array, kind_of, memory_of, memory_owner
-from .source import NoSourceKept
+from .source import NoSourceKept, define
 from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
 
 
@@ -1072,10 +1072,14 @@ def Jkw(names, f, *args):
             g = back(dy)
             return (g[0], *(g[i + 1] for i in where))
         return y, kwback
-    if isinstance(f, type) and dataclasses.is_dataclass(f):
+    if isinstance(f, type) and plain_dataclass(f):
         y = f(*pos, **kw)
         return y, lambda dy: (None, *(field(dy, f_.name) for f_ in dataclasses.fields(f)[:len(pos)]),
                               *(field(dy, n) for n in names))
+    if isinstance(f, type) and dataclasses.is_dataclass(f):   # (one that computes fields: by its initializer)
+        full, where = by_parameters(initializer(f), pos, kw, names)
+        y, back = _construct(f, full)
+        return y, lambda dy: (lambda g: (g[0], *(g[i + 1] for i in where)))(back(dy))
     if not any(differentiable(a) for a in args):
         return f(*pos, **kw), ZERO
     raise UnsupportedError(f"no derivative rule for {qualified_name(f)} called with keyword arguments"
@@ -1132,17 +1136,66 @@ def _keyword_places(rule, npos, names) -> tuple:
     return places
 
 
+def plain_dataclass(cls) -> bool:
+    """Whether ``cls`` is a dataclass that is its constructor's arguments (no ``__post_init__``, no field with
+    ``init=False``): a value's gradient is then its fields', read off the gradient of the object."""
+    return dataclasses.is_dataclass(cls) and not hasattr(cls, "__post_init__") \
+        and all(f.init for f in dataclasses.fields(cls))
+
+
+_INITIALIZERS: dict = {}
+
+
+def initializer(cls):
+    """The ``__init__`` the transform differentiates to construct ``cls``: its own, but for a dataclass that
+    computes fields from its arguments (``__post_init__``, ``field(init=False)``) the ``__init__`` dataclasses
+    makes written out as source (the one it makes has none): each field set by ``object.__setattr__``, then
+    ``self.__post_init__()``."""
+    if not dataclasses.is_dataclass(cls) or plain_dataclass(cls):
+        return cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    made = _INITIALIZERS.get(cls)
+    if made is None:
+        made = _INITIALIZERS[cls] = _dataclass_initializer(cls)
+    return made
+
+
+def _dataclass_initializer(cls):
+    initvars = [f for f in cls.__dataclass_fields__.values()
+                if isinstance(f.type, dataclasses.InitVar) or isinstance(f.type, str) and "InitVar" in f.type]
+    if initvars or any(f.kw_only for f in dataclasses.fields(cls)):
+        raise UnsupportedError(f"tensorlang.ad does not differentiate constructing {cls.__qualname__}, a dataclass "
+                               f"that computes fields, with InitVar or keyword-only fields")
+    env, params, body = {"_missing": dataclasses.MISSING}, ["self"], []
+    for k, f in enumerate(dataclasses.fields(cls)):
+        env[f"_default{k}"], env[f"_factory{k}"] = f.default, f.default_factory
+        given = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if f.init:
+            params.append(f.name if not given else f"{f.name}=_default{k}")
+            if f.default_factory is not dataclasses.MISSING:
+                body.append(f"if {f.name} is _missing:\n        {f.name} = _factory{k}()")
+            value = f.name
+        elif given:
+            value = f"_default{k}" if f.default is not dataclasses.MISSING else f"_factory{k}()"
+        else:
+            continue
+        body.append(f"object.__setattr__(self, {f.name!r}, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    lines = "".join(f"    {b}\n" for b in body) or "    pass\n"
+    return define(f"def __init__({', '.join(params)}):\n{lines}", env)["__init__"]
+
+
 def _construct(cls, args):
-    """Pullbacks of constructors: dataclasses and named tuples by their fields; other classes by
-    transforming ``__init__`` on a fresh box."""
-    if dataclasses.is_dataclass(cls):
+    """Pullbacks of constructors: dataclasses and named tuples by their fields; other classes (and dataclasses
+    that compute fields) by transforming ``__init__`` on a fresh box."""
+    if plain_dataclass(cls):
         y = cls(*args)
         names = [f.name for f in dataclasses.fields(cls) if f.init][:len(args)]
         return y, lambda dy: (None, *(field(dy, n) for n in names))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         y = cls(*args)
         return y, lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *dy)
-    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    init = initializer(cls)
     if isinstance(init, types.FunctionType) and cls.__new__ is object.__new__:
         obj = object.__new__(cls)
         register(obj)
@@ -1155,6 +1208,16 @@ def _construct(cls, args):
     if not any(differentiable(a) for a in args):
         return cls(*args), ZERO
     raise UnsupportedError(f"no derivative rule for constructing {cls.__qualname__}")
+
+
+def by_parameters(init, pos, kw, names) -> tuple:
+    """The arguments of a call ``cls(*pos, **kw)`` as positions of ``init``'s parameters after ``self`` (the
+    defaults filled in), and the place there of each argument of the call (positions, then ``names``)."""
+    sig = inspect.signature(init)
+    bound = sig.bind(None, *pos, **kw)
+    bound.apply_defaults()
+    order = list(sig.parameters)[1:]
+    return tuple(bound.arguments[p] for p in order), list(range(len(pos))) + [order.index(n) for n in names]
 
 
 def method_rule(obj, name):

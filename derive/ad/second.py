@@ -38,7 +38,7 @@ import numpy as np
 from ...errors import BeyondOrder, UnsupportedError
 from .rules import structures
 from .rules.complexes import HOLOMORPHIC, holomorphic
-from .rules.jvp import write_attr, write_item
+from .rules.jvp import write_item
 from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, product
 from .rules.scatter import IN_PLACE
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
@@ -48,7 +48,7 @@ from .registry import CROSS, LINEAR_PULLBACK, METHOD_PAIRS, PAIRS, rule_owner  #
 from .runtime import (BOX_LOCK, HELPERS, LINEAR, MULTILINEAR, RULES, acc, asarray, check_keywords, is_complex,
                       unbroadcast)
 from .tangent import (JVP, JVP_RULES, REVERSE_RULE_JVP, JVPkw, PullbackTangent, active, code_jvp, mutable,
-                      numpy_filled, pullback_tangent, zero)
+                      numpy_filled, pullback_tangent, write_attr, zero)
 
 
 ZERO = PullbackTangent(lambda dy: None)   # the tangent of a pullback that does not depend on the primal
@@ -164,8 +164,9 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     how = (COMPLEX_CROSS if cplx else CROSS).get(f) if f is not None else None
     if f in _OPERATORS and not all(map(is_numeric, args)):
         how = None   # sequences, user types' __add__ ...: the operator rule's code
-    if f is structures.getattr_ and isinstance(getattr(type(args[0]), args[1], None), property):
-        how = None   # a property: its getter's code (the rule calls J of it), whose pullback is not linear
+    if f is structures.getattr_ and (isinstance(getattr(type(args[0]), args[1], None), property)
+                                     or structures.computed_attribute(args[0], args[1])):
+        how = None   # a property, a class's __getattr__: its code (the rule calls J of it), whose pullback is not linear
     if how is None or kw and how is not LINEAR_PULLBACK or cplx and how not in _COMPLEX_READY and f not in HOLOMORPHIC \
             and how is not LINEAR_PULLBACK:
         return _declared_or_code(name, rule, args, ts, kw, tkw)

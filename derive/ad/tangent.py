@@ -30,9 +30,9 @@ from .ir import ARRAY_TYPES, INT, NUM, check_write, is_array, kind_of, own_tange
 from .recorded import recorded_in_place
 from .source import NoSourceKept
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
-from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, check_keywords,
-                      differentiable, in_table, make_like, memory_owner, outside_refused, qualified_name,
-                      refuse_keyword_only, ufunc_method, view_within, with_defaults)
+from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, by_parameters, check_keywords,
+                      differentiable, in_table, initializer, make_like, memory_owner, outside_refused,
+                      plain_dataclass, qualified_name, refuse_keyword_only, ufunc_method, view_within, with_defaults)
 
 
 # the transforms JVP hands calls over to, provided by the modules that make them (which call JVP in turn):
@@ -438,11 +438,16 @@ def _jvp_kw(names, f, tf, args, ts):
         full = tuple(bound.arguments[p] for p in order)
         tfull = tuple(tbound.arguments.get(p) for p in order)
         return JVP(f, tf, full, tfull)
-    if isinstance(f, type) and dataclasses.is_dataclass(f):
+    if isinstance(f, type) and plain_dataclass(f):
         y = f(*pos, **kw)
         fields = [fd.name for fd in dataclasses.fields(f)]
         tans = dict(zip(fields, tpos), **tkw)
         return y, make_like(y, tans) if any(v is not None for v in tans.values()) else None
+    if isinstance(f, type) and dataclasses.is_dataclass(f):   # (one that computes fields: by its initializer)
+        sig = inspect.signature(initializer(f))
+        full, _ = by_parameters(initializer(f), pos, kw, names)
+        given = sig.bind_partial(None, *tpos, **tkw).arguments
+        return _construct(f, full, tuple(given.get(p) for p in list(sig.parameters)[1:]))
     if all(x is None for x in ts):
         return f(*pos, **kw), None
     hook = getattr(f, "__ad_jvp__", None)
@@ -457,6 +462,16 @@ def _jvp_kw(names, f, tf, args, ts):
     if placed is not None:   # a differentiable keyword (np.full_like(x, fill_value=a)): the pullback transposed
         return transposed(back_rule, *placed)
     raise UnsupportedError(f"no forward-mode rule for {qualified_name(f)} called with keyword arguments")
+
+
+def write_attr(obj, tobj, name, tval):
+    """The tangent of ``obj.name = val`` written into ``obj``'s tangent; returns that tangent."""
+    tl = mutable(obj, tobj)
+    if dataclasses.is_dataclass(tl):
+        object.__setattr__(tl, name, tval)
+    else:
+        setattr(tl, name, tval)
+    return tl
 
 
 def _takes(rule, names) -> bool:
@@ -558,6 +573,10 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
     if t is types.ModuleType or ufunc_method(obj, name):
         f = getattr(obj, name)
         return JVPkw(kwnames, f, None, args, ts) if kwnames else JVP(f, None, args, ts)
+    if obj is object and name == "__setattr__" and not kwnames:   # (a dataclass's __init__, a frozen one's fields)
+        write_attr(args[0], ts[0], args[1], ts[2])
+        object.__setattr__(*args)
+        return None, None
     attr = inspect.getattr_static(obj, name, None)
     if isinstance(attr, staticmethod) or isinstance(attr, types.FunctionType) and isinstance(obj, type):
         # (a static method, or a function read off a class: ``Base.__init__(self, x)``, called as it is)
@@ -590,14 +609,14 @@ def _field(t, name):
 def _construct(cls, args, ts):
     """Constructors: dataclasses and named tuples by their fields; other classes by the forward mode of
     ``__init__`` on a fresh object whose tangent is a fresh namespace."""
-    if dataclasses.is_dataclass(cls):
+    if plain_dataclass(cls):
         y = cls(*args)
         names = [f.name for f in dataclasses.fields(cls) if f.init]
         return y, make_like(y, dict(zip(names, ts)))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         y = cls(*args)
         return y, cls(*ts)
-    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    init = initializer(cls)
     if isinstance(init, types.FunctionType) and cls.__new__ is object.__new__:
         obj = object.__new__(cls)
         tobj = mutable(obj, None)

@@ -7,6 +7,7 @@ forward mode (``ad.jvp``), forward over reverse (``ad.hvp``) and reverse over re
 a function that calls ``ad.gradient``).  Calls whose derivative the rules do not give (``np.max(x,
 where=m)``, ``np.pad(x, 1, mode="mean")``, ufuncs with ``where=``) raise ``UnsupportedError`` naming
 the cause, in every mode."""
+import dataclasses
 import functools
 
 import numpy as np
@@ -37,6 +38,37 @@ def _list_written(x):
     y = x * 1.0
     y[[0, 0]] = [x[1], x[2] ** 2]   # (a repeated index: the last write wins)
     return y
+
+
+@dataclasses.dataclass
+class _Scaled:
+    a: np.ndarray
+    scale: float = 1.0
+    shift: list = dataclasses.field(default_factory=lambda: [0.5])
+    scaled: np.ndarray = dataclasses.field(init=False)
+
+    def __post_init__(self):   # (a field computed from the arguments: its gradient had been dropped)
+        self.scaled = self.a * self.scale + self.shift[0]
+
+
+def _post_init_energy(x):
+    return np.sum(_Scaled(x, x[1]).scaled ** 3)
+
+
+class _Computed:
+    def __init__(self, w):
+        self.w = w
+
+    def __getattr__(self, name):   # (its Hessian-vector product had taken the attribute as linear in w)
+        if name == "squared":
+            return self.w ** 2
+        raise AttributeError(name)
+
+
+def _popped_and_inserted(items):
+    first = items.pop(0)   # (reverse over reverse through pop and insert had been wrong: their recording's now)
+    items.insert(1, first * 2)
+    return items[0] * items[1] ** 2 + items[2]
 
 
 RNG = np.random.default_rng(7)
@@ -182,6 +214,10 @@ CASES = {
                                                          .reshape(3, 2)), [X], ALL),
     "list_into_repeated_index": (lambda x: np.sum(_list_written(x) ** 3), [V], ALL),
     "item_by_tuple": (lambda x: x.item((1, 2)) ** 3 * x[0, 0], [X], ALL),
+    "dataclass_post_init": (lambda x: _post_init_energy(x), [V], ALL),
+    "dataclass_post_init_keywords": (lambda x: np.sum(_Scaled(x, scale=x[0]).scaled ** 2), [V], ALL),
+    "class_getattr": (lambda x: np.sum(_Computed(x).squared * x), [V], ALL),
+    "list_pop_and_insert": (lambda x: _popped_and_inserted(list(x)), [V], ALL),
     "max_axis_by_position": (lambda x: np.sum(np.max(x, 0) ** 2), [X], ALL),
     "min_method_axis_by_position": (lambda x: np.sum(x.min(1) ** 2), [X], ALL),
     "max_keepdims_by_position": (lambda x: np.sum(x.max(1, None, True) * x), [X], ALL),

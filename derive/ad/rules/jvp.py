@@ -26,11 +26,12 @@ import scipy.linalg as sl
 from ....errors import UnsupportedError
 from ..lower import as_sequence
 from ..cotangent import dense as dense_cotangent
-from ..ir import is_array, writable_array
+from ..ir import is_array, memory_of, writable_array
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad, make_like
 from ..runtime import acc as tadd
-from ..tangent import JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of, zero
+from ..tangent import (JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of,
+                       write_attr, zero)
 from ..source import generated
 from .builtins import ranking
 from .complexes import CMATH, sign_tangent
@@ -726,7 +727,8 @@ def getattr_(obj, tobj, name):
         if tobj is not None and name in ("T", "mT", "real", "imag", "flat"):
             return y, getattr(asarray(tobj), name)
         if tobj is not None and name not in ARRAY_CONSTANT_ATTRIBUTES and getattr(y, "__self__", None) is not obj \
-                and isinstance(y, (np.ndarray, np.generic, float, complex)) and np.result_type(y).kind in "fc":
+                and type(memory_of(obj)) is np.ndarray and isinstance(y, (np.ndarray, np.generic, float, complex)) \
+                and np.result_type(y).kind in "fc":
             # (x.base: a tangent forward mode cannot give)
             raise UnsupportedError(f"tensorlang.ad.jvp does not differentiate the attribute {name} of an array")
         return y, _bound_tangent(y, obj, tobj)
@@ -763,16 +765,6 @@ def _replace(args, ts, tkw=None, **changes):
 
 
 _replace.keyword_tangents = True
-
-
-def write_attr(obj, tobj, name, tval):
-    """The tangent of ``obj.name = val`` written into ``obj``'s tangent; returns that tangent."""
-    tl = mutable(obj, tobj)
-    if dataclasses.is_dataclass(tl):
-        object.__setattr__(tl, name, tval)
-    else:
-        setattr(tl, name, tval)
-    return tl
 
 
 def setattr_(obj, tobj, name, val, tval):

@@ -158,15 +158,21 @@ def getattr_(obj, name):
     if isinstance(static, property):
         y, back = J(static.fget, obj)
         return y, lambda dy: back(dy)[1:]
-    fallback = getattr(t, "__getattr__", None)
-    if isinstance(fallback, types.FunctionType) and _absent(obj, name):   # computed by the class's __getattr__
-        return _first_of(J(fallback, obj, name))
+    if computed_attribute(obj, name):
+        return _first_of(J(t.__getattr__, obj, name))
     y = getattr(obj, name)
     if isinstance(obj, types.ModuleType) or isinstance(y, type):
         return y, ZERO
     if getattr(y, "__self__", None) is obj:   # a bound method: its gradient's __self__ is obj's
         return y, _bound_method_back
     return y, lambda dy: (None,) if dy is None else (field_grad(obj, name, dy),)
+
+
+def computed_attribute(obj, name) -> bool:
+    """Whether ``obj.name`` is computed by its class's ``__getattr__`` (a Python function; not a stand-in's or a
+    batch's, which reads its value's)."""
+    return type(obj) not in ARRAY_TYPES and isinstance(getattr(type(obj), "__getattr__", None), types.FunctionType) \
+        and _absent(obj, name)
 
 
 def _first_of(call):
@@ -201,8 +207,9 @@ def _array_attr(x, name):
     y = getattr(x, name)
     if getattr(y, "__self__", None) is x:
         return y, _bound_method_back
-    # (another attribute, x.base: its gradient has nowhere to go, refused once one reaches it)
-    return y, ZERO if name in ARRAY_CONSTANT_ATTRIBUTES else untracked(f"the attribute {name} of an array")
+    # (another attribute of an array, x.base: its gradient has nowhere to go, refused once one reaches it)
+    plain = name in ARRAY_CONSTANT_ATTRIBUTES or type(memory_of(x)) is not np.ndarray
+    return y, ZERO if plain else untracked(f"the attribute {name} of an array")
 
 
 def _flat_grad(x, dy):
