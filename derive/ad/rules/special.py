@@ -1,7 +1,7 @@
-"""``scipy.special``: ``erf``, ``erfc``, ``erfinv``, ``expit``, ``logit``, ``gammaln``, ``digamma``,
-``polygamma``, ``i0e``, ``i1e``, ``ive`` (elementwise in their argument), ``xlogy``, ``xlog1py``
-(elementwise in both), ``multigammaln``, ``logsumexp``, and ``softmax`` and ``log_softmax`` as SciPy defines them
-with ``logsumexp``, in reverse and forward mode.
+"""``scipy.special``: ``erf``, ``erfc``, ``erfcx``, ``erfinv``, ``expit``, ``logit``, ``ndtr``, ``log_ndtr``,
+``gammaln``, ``digamma``, ``polygamma``, ``i0e``, ``i1e``, ``ive`` (elementwise in their argument),
+``xlogy``, ``xlog1py`` (elementwise in both), ``multigammaln``, ``logsumexp``, and ``softmax`` and
+``log_softmax`` as SciPy defines them with ``logsumexp``, in reverse and forward mode.
 
 Each elementwise function has its partial derivative written once, a Python function of the argument(s)
 and the result (``erf``, ``erfc`` and ``expit``'s are the table of scalar derivatives', which ``math.erf``
@@ -32,6 +32,7 @@ from .implemented import implemented_by
 from .operators import times
 
 _TWO_OVER_SQRT_PI = 2 / np.sqrt(np.pi)
+_INV_SQRT_TWO_PI = 1 / np.sqrt(2 * np.pi)
 
 
 def _nan_where(y, d):
@@ -63,6 +64,18 @@ def _d_i1e(x, y):
     return (sc.i0e(x) + sc.ive(2, x)) / 2 - np.sign(x) * y
 
 
+def _d_ndtr(x, y):
+    return np.exp(-0.5 * x * x) * _INV_SQRT_TWO_PI   # (the normal density)
+
+
+def _d_log_ndtr(x, y):
+    return np.exp(-0.5 * x * x - y) * _INV_SQRT_TWO_PI   # (the density over ndtr(x), without its underflow)
+
+
+def _d_erfcx(x, y):
+    return 2 * x * y - _TWO_OVER_SQRT_PI
+
+
 def _d_xlogy(x, y, z):
     return np.log(y), times(x, np.divide(1.0, y))
 
@@ -73,7 +86,8 @@ def _d_xlog1py(x, y, z):
 
 PARTIALS_UNARY = {sc.erf: rnp.table_partials(sc.erf, "erf"), sc.erfc: rnp.table_partials(sc.erfc, "erfc"),
                   sc.erfinv: _d_erfinv, sc.expit: rnp.table_partials(sc.expit, "expit"), sc.logit: _d_logit,
-                  sc.gammaln: _d_gammaln, sc.digamma: _d_digamma, sc.i0e: _d_i0e, sc.i1e: _d_i1e}
+                  sc.gammaln: _d_gammaln, sc.digamma: _d_digamma, sc.i0e: _d_i0e, sc.i1e: _d_i1e,
+                  sc.ndtr: _d_ndtr, sc.log_ndtr: _d_log_ndtr, sc.erfcx: _d_erfcx}
 PARTIALS_BINARY = {sc.xlogy: _d_xlogy, sc.xlog1py: _d_xlog1py}
 rnp.STRONG.update({sc.erfinv, sc.logit, sc.gammaln, sc.digamma, sc.xlogy, sc.xlog1py})
 RULES.update({f: rnp.unary_rule(f, d) for f, d in PARTIALS_UNARY.items()})
