@@ -432,6 +432,9 @@ NO_EXAMPLE = {
 example(operator.getitem)((lambda x: operator.getitem(x, slice(1, 3)) * operator.getitem([x[0], x[2]], 1), V))
 example(functools.reduce)((lambda x: functools.reduce(operator.mul, [x[0], x[1], x[2]]), V),
                           (lambda x: functools.reduce(np.dot, [x, x.T, x], np.eye(3)), A[:, :3]))
+example(math.fsum)((lambda x: math.fsum([x[0], x[1] * x[2]]) ** 2, V))
+example(math.prod)((lambda x: math.prod([x[0], x[1], x[2]]), V), (lambda x: math.prod([x[0], x[1]], start=x[2]), V))
+example(np.float_power)((lambda x: np.float_power(x + 1.0, x), A))
 example(np.float64)((lambda x: np.float64(x) ** 2, 0.7), (lambda x: np.float64(x) * x, A))
 NO_EXAMPLE[np.float32] = "a cast to single precision, which central differences at this step cannot check " \
                          "(test_ad_rule_arguments.py: float32 gradients)"

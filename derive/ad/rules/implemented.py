@@ -1,4 +1,5 @@
-"""Rules of NumPy functions (and of ``dataclasses.astuple``/``asdict``, ``functools.reduce``) given as Python code:
+"""Rules of NumPy functions (and of ``dataclasses.astuple``/``asdict``, ``functools.reduce``, ``math.fsum``,
+``math.prod``) given as Python code:
 ``implemented_by(f, impl)`` registers, as ``f``'s reverse and forward rules, the differentiation of ``impl``,
 a Python function with ``f``'s parameters that computes what ``f`` does with functions that have rules of their
 own (``np.linalg.cond`` as a ratio of ``svdvals``, ``np.cov`` as a product of centred arrays ...).  Its derivatives in every mode, and at second
@@ -13,6 +14,8 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import math
+import operator
 
 import numpy as np
 
@@ -585,3 +588,16 @@ def _reduce(function, iterable, initial=_NO_INITIAL):
 
 
 implemented_by(functools.reduce, _reduce)
+
+
+# -- math.fsum and math.prod: a sum and a product of the items ------------------------------------------------------
+def _fsum(seq):
+    return sum(list(seq), 0.0)   # (fsum's rounding is exact, the sum's derivative the same)
+
+
+def _prod(iterable, start=1):
+    return _reduce(operator.mul, iterable, start)
+
+
+implemented_by(math.fsum, _fsum)
+implemented_by(math.prod, _prod)

@@ -46,7 +46,8 @@ ELEMENTWISE_BINARY = _gradients({
 })
 for _alias, _f in ((np.radians, np.deg2rad), (np.degrees, np.rad2deg), (np.absolute, np.abs)):
     ELEMENTWISE_UNARY[_alias] = ELEMENTWISE_UNARY[_f]
-for _alias, _f in ((np.fmax, np.maximum), (np.fmin, np.minimum), (np.true_divide, np.divide), (np.remainder, np.mod)):
+for _alias, _f in ((np.fmax, np.maximum), (np.fmin, np.minimum), (np.true_divide, np.divide), (np.remainder, np.mod),
+                   (np.float_power, np.power)):
     ELEMENTWISE_BINARY[_alias] = ELEMENTWISE_BINARY[_f]
 
 
