@@ -100,7 +100,11 @@ class BlockAdjoint:
 
     # -- instructions -------------------------------------------------------------------------------------
     def instr(self, ins: Instr):
-        if not ins.active or ins.op in ("param", "const", "global", "compare", "slice", "nondiff"):
+        if not ins.active or ins.op in ("param", "const", "global", "compare", "slice"):
+            return
+        if ins.op == "nondiff":   # (no derivative: what was added into its gradient goes nowhere; in a loop it is
+            if self.loop and has_gradient(ins):   # dropped here, so the pass before does not find it added to)
+                self.lines.append(f"_d{ins.id} = {self.zero(ins)}")
             return
         g, op = self.g, ins.op
         if op == "aprim" or op in ("binop", "unary", "getitem") and ins.kind == ARR:

@@ -912,11 +912,6 @@ def _grad_rule(f, argnums=0):
     return grad(f, argnums), lambda dg: (field(dg, "_ad_f"),)
 
 
-def _value_and_grad_rule(f, argnums=0):
-    raise UnsupportedError("ad.value_and_grad(f) inside a function being differentiated is not supported: "
-                           "call f(...) and ad.grad(f)(...) there")
-
-
 def _checkpoint_rule(f, *args):
     y = f(*args)
     return y, lambda dy: J(f, *args)[1](dy)
@@ -1071,12 +1066,15 @@ rules.mark_nondiff(stand_in)
 rules.mark_nondiff(_picked_seed)
 JVP_RULES.update({inner_function: lambda args, ts: (inner_function(*args), field(ts[0], "_ad_f")),
                   _closure_gradient: lambda args, ts: (_closure_gradient(*args), _closure_gradient(ts[0]))})
+_VALUE_AND_GRAD_INSIDE = "ad.value_and_grad(f) inside a function being differentiated: call f(...) and ad.grad(f)(...) there"
+RULES[value_and_grad] = refusing(value_and_grad, "reverse", _VALUE_AND_GRAD_INSIDE)
+JVP_RULES[value_and_grad] = refusing(value_and_grad, "forward", _VALUE_AND_GRAD_INSIDE)
 RULES.update({
     inner_function: lambda g: (inner_function(g), lambda df: (_closure_gradient(df),)),
     _closure_gradient: lambda df: (_closure_gradient(df), lambda d: (field(d, "_ad_f"),)),
     HELPERS["_ad_deref"]: _deref_rule, HELPERS["_ad_fngrad"]: _fngrad_rule,
     checkpoint: _checkpoint_rule, hook: _hook_rule, gradient: _gradient_rule, grad: _grad_rule,
-    value_and_grad: _value_and_grad_rule, _gradient_rule: _third_order, _grad_rule: _third_order,
+    _gradient_rule: _third_order, _grad_rule: _third_order,
     HELPERS["_ad_acc"]: lambda a, b: (acc(a, b), lambda dy: (dy, dy)),
     HELPERS["_ad_addn"]: lambda d, g: (d if g is None else d + g, lambda dy: (dy, None if g is None else dy)),
     HELPERS["_ad_like"]: lambda x, g: (HELPERS["_ad_like"](x, g), lambda dy: (None, dy)),

@@ -36,7 +36,7 @@ _REFUSED = {
     ast.Delete: "'del' statements are", ast.ClassDef: "class definitions inside functions are",
     ast.Import: "'import' inside functions is", ast.ImportFrom: "'import' inside functions is",
     ast.Match: "'match' statements are", ast.SetComp: "set comprehensions are", ast.Set: "set literals are",
-    ast.JoinedStr: "f-strings are", ast.Starred: "star-arguments ('*args') are",
+    ast.Starred: "star-arguments ('*args') are",
 }
 try:
     _REFUSED[ast.TryStar] = "'try' statements are"
@@ -462,6 +462,19 @@ class _Lowerer:
         self.start(join)
         return self.read(var)
 
+    def e_JoinedStr(self, e):
+        """An f-string: its text, made by ``formatted`` (no derivative) from the values it shows."""
+        pieces, values = [], []
+        for part in e.values:
+            if isinstance(part, ast.Constant):
+                pieces.append(part.value)
+                continue
+            pieces.append((part.conversion, part.format_spec is not None))
+            values.append(self.expr(part.value))
+            if part.format_spec is not None:
+                values.append(self.expr(part.format_spec))
+        return self.emit("call", [self.const(formatted), self.const(tuple(pieces)), *values], ())
+
     def e_NamedExpr(self, e):
         v = self.expr(e.value)
         self.assign(e.target, v)
@@ -658,6 +671,26 @@ def found_by_super(cls, obj, name, read=False):
             raise UnsupportedError(f"super().{name} finds {k.__qualname__}.{name}, a {type(attr).__name__}, which "
                                    f"tensorlang.ad does not differentiate; call it as {k.__qualname__}.{name}(...)")
     raise AttributeError(f"'super' object has no attribute {name!r}")
+
+
+_CONVERSIONS = {ord("s"): str, ord("r"): repr, ord("a"): ascii}
+
+
+def formatted(pieces, *values):
+    """The text of an f-string: ``pieces`` its literal text and, where a value goes, ``(conversion, has_spec)``
+    (``!s``, ``!r``, ``!a`` as ``ast.FormattedValue`` numbers them, -1 for none); ``values`` the values shown, each
+    followed by its format spec where it has one."""
+    out, k = [], 0
+    for piece in pieces:
+        if type(piece) is str:
+            out.append(piece)
+            continue
+        conversion, has_spec = piece
+        value = _CONVERSIONS.get(conversion, lambda v: v)(values[k])
+        spec = values[k + 1] if has_spec else ""
+        k += 2 if has_spec else 1
+        out.append(format(value, spec))
+    return "".join(out)
 
 
 def _init_nothing(self):

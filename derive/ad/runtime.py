@@ -29,7 +29,7 @@ from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, ARRAY_TYPES, NUM, check_write, is_array, kind_of, memory_of, memory_owner
 from .source import NoSourceKept, define
-from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, rule_owner  # noqa: F401  (read through here)
+from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, refusing, rule_owner  # noqa: F401  (read through here)
 
 
 def is_complex(v) -> bool:
@@ -168,6 +168,11 @@ def fold(g, name):
         out = acc(out, types.SimpleNamespace(**rest))
         g = getattr(g, name, None)
     return out
+
+
+# reverse over reverse through the gradient of a recursive closure: the recording's (tower.py)
+RULES[fold] = refusing(fold, "reverse", "the gradient of a recursive closure, folded over its levels, is not "
+                                        "differentiated again by the transform", BeyondOrder)
 
 
 def deref(f, i):
@@ -1042,8 +1047,6 @@ def Jkw(names, f, *args):
         return y, kwback
     if type(f) is functools.partial:
         return partial_call(f, pos, kw)
-    if f is dict and not pos:
-        return dict(**kw), lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *(dy.get(n) for n in names))
     hook = getattr(f, "__ad_pullback__", None)
     if hook is not None:
         y, back = hook(*pos, **kw)

@@ -1601,14 +1601,14 @@ _SYMMETRIC = [("eigvalh_lower", _eigh, [_PSD]), ("eigh_symmetrized", _symmetrize
               ("svd_only_s_2d", _bound(np.linalg.svd, full_matrices=False, compute_uv=False), [R(5, 3)]),
               ("pinv", np.linalg.pinv, [R(5, 3)]), ("norm_nuclear", _bound(np.linalg.norm, ord="nuc"), [R(6, 5)]),
               ("eig_real", lambda x: tuple(np.abs(e) for e in np.linalg.eig(x)), [R(4, 4)])]
-AG_SYSTEMATIC = ([(f"systematic.{n}", f, a) for n, f, a in _systematic()]
+AG_SYSTEMATIC = ([(f"systematic.{n}", f, a) for n, f, a in _systematic() + [("gradient", np.gradient, [R(5, 5)])]]
                  + [(f"linalg.{n}", f, a) for n, f, a in _linalg() + _SYMMETRIC])
 
 
 # the test functions of NumPy calls tensorlang.ad has no rule for, with the refusal it gives
 AG_REFUSED = [
     ("systematic.real_ic", np.real_if_close, [R(3, 2)], "no derivative rule for numpy.real_if_close"),
-    ("systematic.gradient", np.gradient, [R(5, 5)], "no derivative rule for numpy.gradient"),
+    ("systematic.unwrap", np.unwrap, [R(5)], "no derivative rule for numpy.unwrap"),
 ]
 # checked at second order as well (ad.hvp and ad.hessian of a scalar function of each): the first case of
 # each name whose arguments are arrays

@@ -61,6 +61,11 @@ example(builtins.min)((lambda x: min(x, 0.9) * x, 0.7), (lambda x: min(list(x)),
 example(builtins.sum)((lambda x: sum(x) * x[0], V))
 example(builtins.list)((lambda x: list(x)[1] * x[0], V))
 example(builtins.tuple)((lambda x: tuple(x)[1] * x[0], V))
+example(builtins.dict)((lambda x: dict([("a", x[0]), ("b", x[1]), ("a", x[2] ** 2)])["a"] * x[3], V),
+                       (lambda x: dict({"a": x[0], "b": x[1]}, b=x[2] ** 2)["b"] * x[0], V),
+                       (lambda x: dict(zip("abcd", x))["c"] * x[1], V), (lambda x: dict(a=x, b=2.0)["a"] ** 2, A))
+example(builtins.filter)((lambda x: sum(filter(lambda t: t > 0.45, x)) * x[0], V),
+                         (lambda x: list(filter(None, x * x))[1] * x[0], V))
 example(builtins.sorted)((lambda x: sorted(x)[0] * x[1], V))
 example(builtins.reversed)((lambda x: list(reversed(x))[0] * x[1], V))
 example(builtins.zip)((lambda x: [a * b for a, b in zip(x, x[1:])][0], V))
@@ -163,6 +168,8 @@ example(sc.digamma, sc.psi)((lambda x: sc.digamma(x), B))
 example(sc.polygamma)((lambda x: sc.polygamma(1, x), B))
 example(sc.i0e)((lambda x: sc.i0e(x), A))
 example(sc.i1e)((lambda x: sc.i1e(x), A))
+example(sc.i0, np.i0)((lambda x: sc.i0(x) if isinstance(x, float) else np.i0(x), A), (lambda x: np.i0(x) * x, -0.6))
+example(sc.i1)((lambda x: sc.i1(x), A - 0.5), (lambda x: sc.i1(x) * x, 0.0))
 example(sc.ive)((lambda x: sc.ive(2, x), A))
 example(sc.xlogy)((lambda x: sc.xlogy(x, B), A), (lambda x: sc.xlogy(A, x), B))
 example(sc.xlog1py)((lambda x: sc.xlog1py(x, B), A), (lambda x: sc.xlog1py(A, x), B))
@@ -268,6 +275,13 @@ example(np.interp)((lambda x: np.interp(x, [0.0, 0.45, 1.0], [1.0, 2.0, 0.5]), A
                    (lambda x: np.interp(x, [0.3, 0.6], [1.0, 2.0]), A))
 example(np.polyval)((lambda x: np.polyval(x, 0.7), V), (lambda x: np.polyval(V, x), A))
 example(np.vander)((lambda x: np.vander(x, 3), V), (lambda x: np.vander(x, increasing=True), V))
+example(np.polyder)((lambda x: np.polyder(x), V), (lambda x: np.polyder(x, 2) * x[:2], V), (lambda x: np.polyder(x, 5), V))
+example(np.gradient)((lambda x: np.gradient(x), W), (lambda x: np.gradient(x, 0.3, edge_order=2), W),
+                     (lambda x: np.gradient(W, np.cumsum(x), edge_order=2), W),
+                     (lambda x: np.gradient(np.cumsum(W), x), W), (lambda x: np.stack(np.gradient(x)), A),
+                     (lambda x: np.gradient(x, 0.5, axis=(1,))[0], A), (lambda x: np.gradient(x, axis=1, edge_order=2), T))
+example(np.piecewise)((lambda x: np.piecewise(x, [x < 0.5, x > 0.7], [np.sin, lambda t: t ** 2, 0.25]), A),
+                      (lambda x: np.piecewise(x, x > 0.5, [lambda t: t ** 3, np.exp]), V))
 example(np.meshgrid)((lambda x: np.meshgrid(x, W), V), (lambda x: np.meshgrid(x, x[:2], indexing="ij", sparse=True), V))
 example(_swv)((lambda x: _swv(x, 3) * 1.5, V), (lambda x: _swv(x, (2, 2)) ** 2, A))
 for _name in ("trapezoid", "trapz"):

@@ -128,8 +128,8 @@ def test_dask_array_sum_says_register_a_rule():
 
 def test_a_function_without_rule_names_the_call_site():
     def loss(x):
-        return np.sum(np.gradient(x))
+        return np.sum(np.unwrap(x))
 
-    with pytest.raises(UnsupportedError, match="no derivative rule for numpy.gradient") as info:
+    with pytest.raises(UnsupportedError, match="no derivative rule for numpy.unwrap") as info:
         ad.grad(loss)(np.ones(3))
-    assert f"(called at {__file__}:{_line(loss, 'np.gradient')}, in loss)" in str(info.value)
+    assert f"(called at {__file__}:{_line(loss, 'np.unwrap')}, in loss)" in str(info.value)

@@ -61,10 +61,6 @@ def uses_varargs(*xs):
     return xs[0]
 
 
-def uses_fstring(x):
-    return len(f"{x}") * x
-
-
 def _line_of(fn, text):
     import inspect
     src, start = inspect.getsourcelines(fn)
@@ -84,7 +80,6 @@ def _line_of(fn, text):
     (uses_del, "'del' statements", "del y"),
     (uses_star_args, "star-arguments", "max(*args)"),
     (uses_varargs, "'*args'", "def uses_varargs"),
-    (uses_fstring, "f-strings", 'f"{x}"'),
 ])
 def test_unsupported_constructs_name_file_line_and_construct(fn, construct, marker):
     with pytest.raises(UnsupportedError) as info:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tensorlang import ad
+from all_modes import check_modes   # (tests/ad is on the path)
 
 
 def check(f, *args, fd, rel=1e-5):
@@ -61,6 +62,22 @@ def test_while_for_break_continue_early_return(fd):
     check(loops, 0.7, 1, fd=fd)
 
 
+def _derivative_coefficients(p, m):
+    if m < 0:
+        raise ValueError("m must be positive")   # (a call of a class: the values of unknown kind are active)
+    c = p
+    for _ in range(m):
+        n = len(c) - 1
+        c = c[:-1] * np.arange(n, 0, -1)   # (an array made without a derivative, of a new shape each pass)
+    return c
+
+
+def test_a_loop_over_values_that_change_shape_with_arrays_made_without_a_derivative():
+    """The gradient added into ``np.arange``'s array (no derivative) is dropped at each pass (it was kept, and added
+    to the next pass's array of another shape: a raw broadcasting error)."""
+    check_modes(lambda p: np.sum(_derivative_coefficients(p, 2) * p[:3]), np.array([0.3, -0.7, 1.2, 0.5, 0.9]))
+
+
 def test_for_over_sequences_and_comprehensions(fd):
     def f(x, y):
         vals = [x, y, x * y]
@@ -72,6 +89,38 @@ def test_for_over_sequences_and_comprehensions(fd):
         squares = {i: v * v for i, v in enumerate(vals)}
         return total + sum(v for v in squares.values()) + sum([v for v in vals if v > 0])
     check(f, 1.5, -0.5, fd=fd)
+
+
+def _labelled(x, width=40):
+    s = np.sum(x ** 2)
+    if s < 0:
+        raise ValueError(f"negative {s}")   # (not assert: pytest rewrites the asserts of test files)
+    label = f"sum {float(s):.3f}|{x[0]!r:>40}|{'q'}{s:.2e}|{len(x)!s}|{s!a:>{width}}"
+    return s * len(label) + x[1] * s, label
+
+
+def test_f_strings_are_text_without_a_derivative():
+    """An f-string's text is Python's own (conversions, format specs, nested specs), and it has no derivative."""
+    x = np.array([0.3, -0.7, 1.2])
+    loss, label = ad.value_and_grad(_labelled, has_aux=True)(x)[0]
+    assert (loss, label) == _labelled(x)
+    check_modes(lambda x: _labelled(x)[0], x)
+
+
+def test_a_recursive_closure_that_reads_a_dict_in_every_mode():
+    """The gradient of a recursive closure is folded over its levels (``runtime.fold``); reverse over reverse
+    reaches it through the recording (it was refused, naming a line of tensorlang's own code)."""
+    def f(x):
+        memo = {}
+
+        def fib(n):
+            if n in memo:
+                return memo[n]
+            r = x[0] if n == 0 else x[1] if n == 1 else fib(n - 1) * 0.5 + fib(n - 2) * x[2]
+            memo[n] = r
+            return r
+        return fib(6)
+    check_modes(f, np.array([0.3, -0.7, 1.2]))
 
 
 def helper(a, b=2.0):

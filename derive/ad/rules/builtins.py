@@ -1,5 +1,5 @@
-"""Python builtins: ``sum``, ``abs``, ``min``, ``max``, ``float``, ``list``, ``tuple``, ``zip``,
-``enumerate``, ``map``, ``reversed``, ``sorted``, and the functions that have no derivative."""
+"""Python builtins: ``sum``, ``abs``, ``min``, ``max``, ``float``, ``list``, ``tuple``, ``dict``, ``zip``,
+``enumerate``, ``map``, ``filter``, ``reversed``, ``sorted``, and the functions that have no derivative."""
 from __future__ import annotations
 
 import builtins as _b
@@ -7,7 +7,7 @@ import builtins as _b
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..lower import as_sequence, found_by_super
+from ..lower import as_sequence, formatted, found_by_super
 from ..registry import define
 from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, acc
 
@@ -93,6 +93,49 @@ def _tuple(xs=()):
     return y, lambda dy: (seq_grad(xs, list(dy)),)
 
 
+def dict_items(src) -> list:
+    """The ``(key, value)`` items ``dict(src)`` is made of, in order (a later one sets its key again)."""
+    if isinstance(src, dict):
+        return list(src.items())
+    if type(src) not in (list, tuple):
+        raise UnsupportedError(f"tensorlang.ad differentiates dict() of a dict, or of a list or tuple of (key, value) "
+                               f"pairs, not of a {type(src).__qualname__}: make a list of it first")
+    return [tuple(p) for p in src]
+
+
+def _dict(*src, **kw):
+    """``dict(pairs or mapping, **kw)``: a value's gradient is the key's in the dict's gradient where that value
+    is the one the key keeps (the last pair of the key, unless a keyword sets it), None where it is overwritten."""
+    items = dict_items(src[0]) if src else []
+    y = dict(items, **kw)
+    last = {k: i for i, (k, _) in enumerate(items) if k not in kw}
+
+    def back(dy):
+        if dy is None:
+            return (None,) * (len(src) + len(kw))
+        kept = [(None, dy.get(k)) if last.get(k) == i and dy.get(k) is not None else None
+                for i, (k, _) in enumerate(items)]
+        if src and isinstance(src[0], dict):
+            g_src = {k: g[1] for (k, _), g in zip(items, kept) if g is not None}
+        elif src:
+            g_src = seq_grad(src[0], kept)
+        return (*((g_src,) if src else ()), *(dy.get(n) for n in kw))
+    return y, back
+
+
+def _filter(f, xs):
+    """``filter``: the items kept (``f`` only chooses them, so it is called on the values, not differentiated)."""
+    items = list(xs)
+    kept = [i for i, v in enumerate(items) if (bool(v) if f is None else f(v))]
+
+    def back(dy):
+        g = [None] * len(items)
+        for pos, i in enumerate(kept):
+            g[i] = dy[pos]
+        return None, seq_grad(xs, g)
+    return [items[i] for i in kept], back
+
+
 def _zip(*seqs, strict=False):
     y = list(zip(*seqs, strict=strict))
 
@@ -159,12 +202,13 @@ def _sorted(xs, key=None, reverse=False):
 
 RULES.update({
     _b.sum: _sum, _b.min: _extremum(_b.min), _b.max: _extremum(_b.max), _b.abs: _abs, _b.float: _float,
-    _b.list: _list, _b.tuple: _tuple, _b.zip: _zip, _b.enumerate: _enumerate, _b.map: _map,
+    _b.list: _list, _b.tuple: _tuple, _b.dict: _dict, _b.filter: _filter, _b.zip: _zip, _b.enumerate: _enumerate, _b.map: _map,
     _b.reversed: _reversed, _b.sorted: _sorted,
 })
 NONDIFF.update({_b.print, _b.isinstance, _b.len, _b.range, _b.int, _b.round, _b.str, _b.repr, _b.type,
                 _b.hash, _b.id, _b.bool, _b.callable, _b.hasattr, _b.format, _b.all, _b.any,
-                found_by_super})   # (super().f(...): the function found, then called as any other)
+                found_by_super,    # (super().f(...): the function found, then called as any other)
+                formatted})        # (an f-string's text)
 
 
 def _as_sequence(xs):

@@ -510,6 +510,96 @@ def _vander(x, N=None, increasing=False):
     return y if increasing else np.flip(y, 1)
 
 
+def _polyder(p, m=1):
+    coefficients = np.asarray(p)
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    for _ in range(m):
+        n = len(coefficients) - 1
+        coefficients = coefficients[:-1] * np.arange(n, 0, -1) if n > 0 else np.zeros(1) * coefficients
+    return coefficients
+
+
+# np.gradient: second-order central differences inside, one-sided ones of edge_order at the two ends, as weights
+# of three neighbours from the spacings (NumPy's formulas for uneven spacing, which even spacing is a case of)
+def check_spacing(name, spacing, n, edge_order):
+    """Refuse what ``np.gradient`` refuses along an axis of ``n`` points, and spacings other than one step or one
+    array of the points' coordinates (of length ``n``)."""
+    if edge_order not in (1, 2):
+        raise ValueError("'edge_order' greater than 2 not supported")
+    if n < edge_order + 1:
+        raise ValueError("Shape of array too small to calculate a numerical gradient, at least (edge_order + 1) "
+                         "elements are required.")
+    if np.ndim(spacing) != 0 and (np.ndim(spacing) != 1 or len(spacing) != n):
+        raise UnsupportedError(f"tensorlang.ad differentiates {name} with one step or one array of coordinates "
+                               f"of the axis's length ({n}) as its spacing")
+
+
+def gradient_axes(name, ndim, axis):
+    """The axes ``np.gradient`` differentiates along (it returns one array for one axis, a list for more)."""
+    if not isinstance(axis, (type(None), int, np.integer, tuple, list)):
+        raise UnsupportedError(f"tensorlang.ad differentiates {name} with one spacing for every axis "
+                               f"({name}(f, dx)), not one per axis: call it once per axis, with axis=")
+    return list(range(ndim)) if axis is None else [a % ndim for a in axis] if isinstance(axis, (tuple, list)) \
+        else [axis % ndim]
+
+
+def _gradient_along(f, d, edge_order):
+    """The derivative of ``f`` along its first axis, ``d`` the distances between its rows."""
+    d1, d2 = d[:-1], d[1:]
+    inner = (-d2 / (d1 * (d1 + d2)))[:, None] * f[:-2] + ((d2 - d1) / (d1 * d2))[:, None] * f[1:-1] \
+        + (d1 / (d2 * (d1 + d2)))[:, None] * f[2:]
+    if edge_order == 1:
+        first = (f[1] - f[0]) / d[0]
+        last = (f[-1] - f[-2]) / d[-1]
+    else:
+        a, b = d[0], d[1]
+        first = -(2 * a + b) / (a * (a + b)) * f[0] + (a + b) / (a * b) * f[1] - a / (b * (a + b)) * f[2]
+        a, b = d[-2], d[-1]
+        last = b / (a * (a + b)) * f[-3] - (a + b) / (a * b) * f[-2] + (2 * b + a) / (b * (a + b)) * f[-1]
+    return np.concatenate([first[None], inner, last[None]])
+
+
+def _gradient(f, spacing=1.0, axis=None, edge_order=1):
+    x = np.asarray(f)
+    axes = gradient_axes("np.gradient", np.ndim(x), axis)
+    out = []
+    for a in axes:
+        moved = np.moveaxis(x, a, 0)
+        flat = np.reshape(np.copy(moved), (np.shape(moved)[0], -1))
+        check_spacing("np.gradient", spacing, np.shape(moved)[0], edge_order)
+        d = np.full(np.shape(moved)[0] - 1, 1.0) * spacing if np.ndim(spacing) == 0 else np.diff(spacing)
+        g = np.reshape(_gradient_along(flat, d, edge_order), np.shape(moved))
+        out.append(np.moveaxis(g, 0, a))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _piecewise(x, condlist, funclist):
+    xx = np.asarray(x)
+    conds = piecewise_conditions(xx, condlist, len(funclist))
+    y = np.zeros_like(xx)
+    for k in range(len(conds)):
+        if callable(funclist[k]):
+            y[conds[k]] = funclist[k](xx[conds[k]])
+        else:
+            y[conds[k]] = funclist[k]
+    return y
+
+
+def piecewise_conditions(x, condlist, nfunctions):
+    """``np.piecewise``'s conditions as boolean arrays of ``x``'s shape, the default (where none holds) added
+    when there is one function more than conditions; a later one sets the entries it shares with an earlier."""
+    conds = [np.asarray(c, dtype=bool) for c in (condlist if isinstance(condlist, (list, tuple)) or
+                                                 np.ndim(condlist) > np.ndim(x) else [condlist])]
+    conds = [np.broadcast_to(c, np.shape(x)) for c in conds]
+    if nfunctions == len(conds) + 1:
+        conds.append(~np.any(np.array(conds), axis=0) if conds else np.ones(np.shape(x), dtype=bool))
+    elif nfunctions != len(conds):
+        raise ValueError(f"with {len(conds)} condition(s), either {len(conds)} or {len(conds) + 1} functions are "
+                         f"expected")
+    return conds
+
+
 _IMPLEMENTED = {
     np.vdot: _vdot,
     np.add.reduce: _add_reduce, np.multiply.reduce: _multiply_reduce, np.maximum.reduce: _maximum_reduce,
@@ -520,7 +610,8 @@ _IMPLEMENTED = {
     np.corrcoef: _corrcoef, np.nansum: _nansum, np.nanprod: _nanprod, np.nanmean: _nanmean, np.nanmax: _nanmax,
     np.nanmin: _nanmin, np.nanmedian: _nanmedian, np.nanquantile: _nanquantile,
     np.nanpercentile: _nanpercentile, np.partition: _partition, np.nanvar: _nanvar, np.nanstd: _nanstd, np.ptp: _ptp, np.convolve: _convolve,
-    np.correlate: _correlate, np.interp: _interp, np.polyval: _polyval, np.vander: _vander,
+    np.correlate: _correlate, np.interp: _interp, np.polyval: _polyval, np.vander: _vander, np.polyder: _polyder,
+    np.gradient: _gradient, np.piecewise: _piecewise,
 }
 for _module, _name, _impl in ((np, "matrix_transpose", _matrix_transpose), (np, "vecdot", _vecdot),
                               (np, "cumulative_sum", _cumulative_sum), (np, "cumulative_prod", _cumulative_prod),
@@ -533,7 +624,7 @@ for _f, _impl in _IMPLEMENTED.items():
     implemented_by(_f, _impl)
 NONDIFF.update({one_axis, initial_shape, outer_shape, reduced_axes, leading, merged_shape, kept_shape, count,
                 quantile_positions, check_quantile, quantiles_shape, weights_shape, check_cov, all_nan, convolution_indices,
-                interp_segments})
+                interp_segments, check_spacing, gradient_axes, piecewise_conditions})
 
 
 # -- dataclasses.astuple and asdict: the fields' values, copied as copy.deepcopy copies them --------------------------

@@ -33,7 +33,7 @@ from ..runtime import acc as tadd
 from ..tangent import (JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of,
                        write_attr, zero)
 from ..source import generated
-from .builtins import ranking
+from .builtins import dict_items, ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
 from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svdvals_tangent, cofactor,
@@ -641,6 +641,29 @@ def _reversed(args, ts):
     return list(reversed(args[0])), list(reversed(_seq(ts[0], args[0])))
 
 
+def _dict(args, ts, tkw=None, **kw):
+    """``dict(pairs or mapping, **kw)``: a key's tangent is that of the value it keeps."""
+    items = dict_items(args[0]) if args else []
+    tsrc = None if not args else ts[0]
+    if isinstance(tsrc, dict):
+        titems = [tsrc.get(k) for k, _ in items]
+    else:
+        titems = [None if t is None else t[1] for t in _seq(tsrc, items)]
+    t = {k: tv for (k, _), tv in zip(items, titems)}
+    t.update(tkw or {})
+    return dict(items, **kw), t if any(v is not None for v in t.values()) else None
+
+
+_dict.keyword_tangents = True
+
+
+def _filter(args, ts):
+    f, xs = args
+    items, t = list(xs), _seq(ts[1], list(xs))
+    kept = [i for i, v in enumerate(items) if (bool(v) if f is None else f(v))]
+    return [items[i] for i in kept], [t[i] for i in kept]
+
+
 def _sorted(args, ts, key=None, reverse=False):
     items = list(args[0])
     order = sorted(range(len(items)), key=(lambda i: items[i]) if key is None else (lambda i: key(items[i])),
@@ -946,7 +969,7 @@ JVP_RULES.update({
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]),
     operator.pos: lambda args, ts: _unary_op("+", args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
-    _b.list: _container(list), _b.tuple: _container(tuple), _b.zip: _zip, _b.enumerate: _enumerate,
+    _b.list: _container(list), _b.tuple: _container(tuple), _b.dict: _dict, _b.filter: _filter, _b.zip: _zip, _b.enumerate: _enumerate,
     _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted, as_sequence: _as_sequence,
     _b.getattr: _getattr_call, _b.setattr: _setattr_call,
     operator.getitem: lambda args, ts: getitem(args[0], ts[0], args[1], ts[1]),

@@ -1,5 +1,6 @@
 """``scipy.special``: ``erf``, ``erfc``, ``erfcx``, ``erfinv``, ``expit``, ``logit``, ``ndtr``, ``log_ndtr``,
-``gammaln``, ``digamma``, ``polygamma``, ``i0e``, ``i1e``, ``ive`` (elementwise in their argument),
+``gammaln``, ``digamma``, ``polygamma``, ``i0``, ``i1``, ``i0e``, ``i1e``, ``ive`` and NumPy's ``i0`` (elementwise
+in their argument),
 ``xlogy``, ``xlog1py`` (elementwise in both), ``multigammaln``, ``logsumexp``, and ``softmax`` and
 ``log_softmax`` as SciPy defines them with ``logsumexp``, in reverse and forward mode.
 
@@ -10,7 +11,8 @@ and the arrays' rules read too), from which its reverse rule and forward rule ar
 are differentiated in turn at second order: ``digamma``'s is ``polygamma(1, x)``, ``polygamma(n, x)``'s
 is ``polygamma(n + 1, x)``, and the exponentially scaled Bessel functions' are ``ive`` of the
 neighbouring orders, ``ive(v, x)' = (ive(v - 1, x) + ive(v + 1, x)) / 2 - sign(x) ive(v, x)``, which
-has no quotient by ``x`` (``i1e'(0) = 1/2``).
+has no quotient by ``x`` (``i1e'(0) = 1/2``); ``i0' = i1``, and ``i1'`` is ``(i0 + iv(2, .)) / 2`` by the scaled
+functions.
 
 Where a partial is infinite (``erfinv`` at +-1, ``logit`` at 0 and 1, ``log(y)`` of ``xlogy`` at ``y = 0``,
 the poles of ``gammaln``, ``digamma`` and ``polygamma``) it is multiplied by the gradient as a strong
@@ -56,6 +58,15 @@ def _d_digamma(x, y):
     return sc.polygamma(1, x)
 
 
+def _d_i0(x, y):
+    return sc.i1(x)
+
+
+def _d_i1(x, y):
+    """``i1' = (i0 + iv(2, .)) / 2``, by the scaled functions (no quotient by ``x``: ``i1'(0) = 1/2``)."""
+    return (sc.i0e(x) + sc.ive(2, x)) / 2 * np.exp(np.abs(x))
+
+
 def _d_i0e(x, y):
     return sc.i1e(x) - np.sign(x) * y
 
@@ -86,7 +97,8 @@ def _d_xlog1py(x, y, z):
 
 PARTIALS_UNARY = {sc.erf: rnp.table_partials(sc.erf, "erf"), sc.erfc: rnp.table_partials(sc.erfc, "erfc"),
                   sc.erfinv: _d_erfinv, sc.expit: rnp.table_partials(sc.expit, "expit"), sc.logit: _d_logit,
-                  sc.gammaln: _d_gammaln, sc.digamma: _d_digamma, sc.i0e: _d_i0e, sc.i1e: _d_i1e,
+                  sc.gammaln: _d_gammaln, sc.digamma: _d_digamma, sc.i0: _d_i0, sc.i1: _d_i1, np.i0: _d_i0,
+                  sc.i0e: _d_i0e, sc.i1e: _d_i1e,
                   sc.ndtr: _d_ndtr, sc.log_ndtr: _d_log_ndtr, sc.erfcx: _d_erfcx}
 PARTIALS_BINARY = {sc.xlogy: _d_xlogy, sc.xlog1py: _d_xlog1py}
 rnp.STRONG.update({sc.erfinv, sc.logit, sc.gammaln, sc.digamma, sc.xlogy, sc.xlog1py})
