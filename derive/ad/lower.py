@@ -59,7 +59,7 @@ def lowered(f) -> tuple[Function, ast.AST, str, str]:
 def _refuse(node, filename, text):
     for sub in ast.walk(node):
         what = _REFUSED.get(type(sub))
-        if what is not None:
+        if what is not None and not (isinstance(sub, ast.Starred) and isinstance(sub.ctx, ast.Store)):
             raise unsupported(what, filename, text, sub)
 
 
@@ -249,8 +249,15 @@ class _Lowerer:
         if isinstance(target, ast.Name):
             self.write(self.var(target.id), v)
         elif isinstance(target, (ast.Tuple, ast.List)):
+            starred = [i for i, elt in enumerate(target.elts) if isinstance(elt, ast.Starred)]
+            after = len(target.elts) - 1 - starred[0] if starred else 0   # (the targets after ``*rest``)
             for i, elt in enumerate(target.elts):
-                self.assign(elt, self.emit("getitem", [v, self.const(i)]))
+                if isinstance(elt, ast.Starred):   # ``a, *rest, b = v``: rest is a list of the items between
+                    middle = self.emit("getitem", [v, self.const(slice(i, -after if after else None))])
+                    self.assign(elt.value, self.emit("call", [self.const(list), middle], ()))
+                else:
+                    where = i - len(target.elts) if starred and i > starred[0] else i
+                    self.assign(elt, self.emit("getitem", [v, self.const(where)]))
         elif isinstance(target, ast.Subscript):
             self.emit("setitem", [self.expr(target.value), self.index(target.slice), v])
         elif isinstance(target, ast.Attribute):

@@ -30,13 +30,14 @@ import types
 import numpy as np
 
 from ...errors import BeyondOrder, UnsupportedError
+from .analysis import write_free
 from .cotangent import dense
 from .nested_store import box_method
 from .registry import PAIRS
 from .rules import is_nondiff
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jkw_read,
-                      Jm, WRITING_RULES, Writes, acc, check_keywords, differentiable, method_rule, rule_code_refused,
-                      ufunc_method, with_defaults)
+                      Jm, WRITING_RULES, Writes, acc, check_keywords, differentiable, filled, method_rule,
+                      rule_code_refused, ufunc_method, with_defaults)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:
@@ -138,6 +139,9 @@ def _through_code(f, r, pos, kw, lead):
                               f"arguments is not supported")
         pos, where = bound
     if r is None:   # f's generated pullback, f's own gradient first
+        if writes_what_it_captures(f):
+            raise BeyondOrder(f"a second differentiation through {_name(f)}, a nested function that may write into "
+                              f"an object it captures, is not supported")
         if len(pos) < f.__code__.co_argcount and not f.__code__.co_flags & inspect.CO_VARARGS:
             pos = with_defaults(f, pos)   # (defaults filled in, as J does; their gradients dropped)
         spec = TRANSFORM.fn(f, pos)
@@ -277,6 +281,27 @@ def _declared_rule(r):
         return _declared(r, args, kw, False)
     rule.made_by_primitive = True
     return rule
+
+
+_CAPTURED_WRITES: dict = {}   # code -> whether it may write (analysis.write_free)
+
+
+def writes_what_it_captures(f) -> bool:
+    """Whether nested function ``f`` captures an object (a dict, a list, an array ...) and may write (an item, an
+    attribute, a method that writes): the transform's second reverse differentiation loses the gradient that
+    flows between two of its calls through that object (a Hessian-vector product missing terms, with no error),
+    so the entry point differentiates the recording instead."""
+    code = f.__code__
+    if (f.__module__ or "").startswith("tensorlang."):   # (the functions ad.grad and its kin make)
+        return False
+    held = [c.cell_contents for c in f.__closure__ or () if filled(c)]
+    if not any(isinstance(v, (list, dict, set, np.ndarray)) or hasattr(v, "__dict__") and not callable(v)
+               and not isinstance(v, types.ModuleType) and not type(v).__module__.startswith("tensorlang.")
+               for v in held):   # (a seed an entry point hands over is tensorlang's own, not the user's)
+        return False
+    if code not in _CAPTURED_WRITES:
+        _CAPTURED_WRITES[code] = write_free(f) is None
+    return _CAPTURED_WRITES[code]
 
 
 def _rule_of(f):

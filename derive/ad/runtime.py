@@ -332,11 +332,43 @@ def _rebased(r, copy, x):
         return x
     if r.base is None or memory_owner(r) is not copy:
         return r
-    if not x.flags.c_contiguous:
-        raise UnsupportedError("tensorlang.ad cannot differentiate a call that returns a view of an array "
-                               "argument not in C order that is written after the call")
     offset = r.__array_interface__["data"][0] - copy.__array_interface__["data"][0]
-    return np.ndarray(r.shape, r.dtype, buffer=x, offset=offset, strides=r.strides)
+    if x.flags.c_contiguous:
+        return np.ndarray(r.shape, r.dtype, buffer=x, offset=offset, strides=r.strides)
+    placed = _axes_view(r, copy, offset)
+    if placed is None:
+        raise UnsupportedError("tensorlang.ad cannot differentiate a call that returns a view of an array "
+                               "argument not in C order that is written after the call (other than a slice of "
+                               "its axes)")
+    start, axes = placed
+    strides = tuple(0 if j is None else step * x.strides[j] for j, step in axes)
+    first = x[tuple(slice(i, i + 1) for i in start)]   # (a view of x that starts at that entry)
+    return np.lib.stride_tricks.as_strided(first, r.shape, strides, writeable=r.flags.writeable)
+
+
+def _axes_view(r, copy, offset):
+    """Where view ``r`` of C-ordered ``copy`` is a slice of its axes (each axis of ``r`` steps along one axis of
+    ``copy``, or repeats): the index of its first entry and, for each axis of ``r``, ``(axis of copy, step)``
+    (``(None, 0)`` for a repeat); None otherwise (a reshape that merges axes)."""
+    if offset % copy.itemsize:
+        return None
+    start = np.unravel_index(offset // copy.itemsize, copy.shape) if copy.size else (0,) * copy.ndim
+    axes, used, last = [], set(), list(start)
+    for n, stride in zip(r.shape, r.strides):
+        if n == 1 or stride == 0:
+            axes.append((None, 0))
+            continue
+        found = next(((j, stride // c) for j, c in enumerate(copy.strides)
+                      if j not in used and c and stride % c == 0 and copy.shape[j] > 1), None)
+        if found is None:
+            return None
+        j, step = found
+        used.add(j)
+        last[j] += (n - 1) * step
+        axes.append(found)
+    if any(not 0 <= i < m for i, m in zip(last, copy.shape)):
+        return None
+    return tuple(int(i) for i in start), axes
 
 
 # forward mode (forward over reverse): the rebased view has the values of the view of the copy, and so its tangent

@@ -123,6 +123,41 @@ def test_a_recursive_closure_that_reads_a_dict_in_every_mode():
     check_modes(f, np.array([0.3, -0.7, 1.2]))
 
 
+def _unpacked(u):
+    a, *middle, b = u
+    *init, last = list(u)
+    first, *rest = (u[0], u[1] ** 2, u[2])
+    s = 0.0
+    for c, *pair in [(u[0], u[1], u[2]), (u[3], u[0], u[1])]:
+        s = s + c * pair[0] * pair[1]
+    return a * b + sum(middle) ** 2 + last * np.prod(np.array(init)) + first * rest[0] + rest[-1] ** 3 + s
+
+
+def test_starred_assignment_in_every_mode():
+    """``a, *middle, b = u`` (also in a loop's target): the starred name is a list of the items between."""
+    check_modes(_unpacked, np.array([0.3, -0.7, 1.2, 0.5]))
+
+
+class _Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __abs__(self):
+        return np.sqrt(self.a ** 2 + self.b ** 2)
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):   # (any index: NumPy would read the object as an endless sequence)
+        return self.a if i == 0 else self.b
+
+
+def test_abs_of_an_object_is_its_classs_abs():
+    """``abs(obj)`` calls the class's ``__abs__``, differentiated as any method (its derivative was taken as
+    ``sign(obj)``, which NumPy tried to read as an array: memory ran out)."""
+    check_modes(lambda u: abs(_Pair(u[0] * u[2], u[1])) * u[0], np.array([0.3, -0.7, 1.2]))
+
+
 def helper(a, b=2.0):
     return a * b + math.sin(a)
 

@@ -963,3 +963,37 @@ def test_reverse_over_reverse_through_a_reduction_along_an_axis_read_at_an_index
     want = np.stack([(g(x + 1e-5 * e) - g(x - 1e-5 * e)) / 2e-5 for e in np.eye(3)])
     np.testing.assert_allclose(ad.jacobian(g, mode="reverse")(x), want, atol=1e-6)
     np.testing.assert_allclose(ad.hessian(f)(x), want, atol=1e-6)
+
+
+def test_reverse_over_reverse_through_a_nested_function_that_writes_into_what_it_captures():
+    """A nested function that writes into a dict, list or array it captures, called twice: the transform's second
+    reverse differentiation lost the gradient flowing from one call to the next through that object (the
+    Hessian-vector product of ``(u0 + u1)^2`` in ``u0`` was 0 for 2, with no error); the entry point now
+    differentiates the recording there."""
+    def through_a_dict(u):
+        state = {"acc": 0.0, "n": 0}
+
+        def step(t):
+            state["n"] += 1
+            state["acc"] = state["acc"] + t * state["n"]
+        step(u[0])
+        step(u[1] * u[0])
+        return state["acc"] ** 2
+
+    def through_a_list_and_an_array(u):
+        seen, total = [], np.zeros(1)
+
+        def step(t):
+            seen.append(t)
+            total[0] = total[0] + t * len(seen)
+        for t in u:
+            step(t)
+        return total[0] ** 2 + seen[0] * seen[-1]
+
+    u = np.array([0.3, -0.7, 1.2])
+    for f in (through_a_dict, through_a_list_and_an_array):
+        g = ad.grad(f)
+        want = np.stack([(g(u + 1e-5 * e) - g(u - 1e-5 * e)) / 2e-5 for e in np.eye(3)])
+        for v in np.eye(3):
+            np.testing.assert_allclose(ad.grad(lambda x: np.sum(g(x) * v))(u), want @ v, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ad.hessian(f)(u), want, rtol=1e-5, atol=1e-6)

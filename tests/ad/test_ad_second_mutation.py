@@ -145,6 +145,15 @@ def _max_then_written(w, x):
     return s ** 2 + np.sum(w * w * x)
 
 
+def _columns_of_a_transpose(w, x):
+    m = np.outer(w, x)               # (a loop over m.T: rows of an array not in C order, which the derivative of
+    out = 0.0                        # the layer below writes into: views of it followed as slices of its axes)
+    for col in m.T:
+        z = (col - col.mean()) / (col.std() + 1e-3)
+        out = out + np.sum(np.tanh(z) * col)
+    return out
+
+
 CASES = {
     "rnn: append in a loop, np.stack": (_rnn, (3, 3), (4, 3)),
     "pop, pop(0)": (_pops, (3,), (3,)),
@@ -161,6 +170,7 @@ CASES = {
     "a copy written with np.max of the argument": (_written_with_the_max, (3,), (3,)),
     "+= on a list, |= on a dict": (_augmented, (3,), (3,)),
     "np.max of a product, a write after it": (_max_then_written, (3,), (3,)),
+    "a loop over the columns of a transpose": (_columns_of_a_transpose, (3,), (3,)),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins as _b
+import types
 
 import numpy as np
 
@@ -73,6 +74,10 @@ def _extremum(pick):
 
 
 def _abs(x):
+    m = getattr(type(x), "__abs__", None)
+    if isinstance(m, types.FunctionType):   # (a class's own __abs__: differentiated as any method)
+        y, back = J(m, x)
+        return y, lambda dy: back(dy)[1:]
     return abs(x), lambda dy: (dy * np.sign(x),)
 
 

@@ -598,6 +598,9 @@ def _pick(pick):
 
 def _abs(args, ts):
     x, = args
+    m = getattr(type(x), "__abs__", None)
+    if isinstance(m, types.FunctionType):   # (a class's own __abs__)
+        return JVP(m, None, (x,), ts)
     if isinstance(x, complex) or np.iscomplexobj(x):
         y = np.abs(x)
         return y, None if ts[0] is None else np.real(np.conj(x) * ts[0]) / np.where(y == 0, 1, y)
