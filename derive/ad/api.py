@@ -1066,7 +1066,8 @@ rules.mark_nondiff(stand_in)
 rules.mark_nondiff(_picked_seed)
 JVP_RULES.update({inner_function: lambda args, ts: (inner_function(*args), field(ts[0], "_ad_f")),
                   _closure_gradient: lambda args, ts: (_closure_gradient(*args), _closure_gradient(ts[0]))})
-_VALUE_AND_GRAD_INSIDE = "ad.value_and_grad(f) inside a function being differentiated: call f(...) and ad.grad(f)(...) there"
+_VALUE_AND_GRAD_INSIDE = ("ad.value_and_grad(f) inside a function being differentiated: call f(...) and "
+                          "ad.grad(f)(...) there")
 RULES[value_and_grad] = refusing(value_and_grad, "reverse", _VALUE_AND_GRAD_INSIDE)
 JVP_RULES[value_and_grad] = refusing(value_and_grad, "forward", _VALUE_AND_GRAD_INSIDE)
 RULES.update({

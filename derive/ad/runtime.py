@@ -29,7 +29,8 @@ from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, ARRAY_TYPES, NUM, check_write, is_array, kind_of, memory_of, memory_owner
 from .source import NoSourceKept, define
-from .registry import JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, refusing, rule_owner  # noqa: F401  (read through here)
+from .registry import (JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, refusing,  # noqa: F401
+                       rule_owner)   # (read through here)
 
 
 def is_complex(v) -> bool:

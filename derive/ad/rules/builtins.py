@@ -207,8 +207,8 @@ def _sorted(xs, key=None, reverse=False):
 
 RULES.update({
     _b.sum: _sum, _b.min: _extremum(_b.min), _b.max: _extremum(_b.max), _b.abs: _abs, _b.float: _float,
-    _b.list: _list, _b.tuple: _tuple, _b.dict: _dict, _b.filter: _filter, _b.zip: _zip, _b.enumerate: _enumerate, _b.map: _map,
-    _b.reversed: _reversed, _b.sorted: _sorted,
+    _b.list: _list, _b.tuple: _tuple, _b.dict: _dict, _b.filter: _filter, _b.zip: _zip, _b.enumerate: _enumerate,
+    _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted,
 })
 NONDIFF.update({_b.print, _b.isinstance, _b.len, _b.range, _b.int, _b.round, _b.str, _b.repr, _b.type,
                 _b.hash, _b.id, _b.bool, _b.callable, _b.hasattr, _b.format, _b.all, _b.any,

@@ -536,7 +536,7 @@ def check_spacing(name, spacing, n, edge_order):
 
 
 def gradient_axes(name, ndim, axis):
-    """The axes ``np.gradient`` differentiates along (it returns one array for one axis, a list for more)."""
+    """The axes ``np.gradient`` differentiates along (it returns one array for one axis, a tuple for more)."""
     if not isinstance(axis, (type(None), int, np.integer, tuple, list)):
         raise UnsupportedError(f"tensorlang.ad differentiates {name} with one spacing for every axis "
                                f"({name}(f, dx)), not one per axis: call it once per axis, with axis=")

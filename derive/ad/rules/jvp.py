@@ -972,8 +972,9 @@ JVP_RULES.update({
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]),
     operator.pos: lambda args, ts: _unary_op("+", args[0], ts[0]),
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
-    _b.list: _container(list), _b.tuple: _container(tuple), _b.dict: _dict, _b.filter: _filter, _b.zip: _zip, _b.enumerate: _enumerate,
-    _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted, as_sequence: _as_sequence,
+    _b.list: _container(list), _b.tuple: _container(tuple), _b.dict: _dict, _b.filter: _filter,
+    _b.zip: _zip, _b.enumerate: _enumerate, _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted,
+    as_sequence: _as_sequence,
     _b.getattr: _getattr_call, _b.setattr: _setattr_call,
     operator.getitem: lambda args, ts: getitem(args[0], ts[0], args[1], ts[1]),
 })
