@@ -128,10 +128,16 @@ def _dict(*src, **kw):
     return y, back
 
 
+def kept_by(f, items) -> list:
+    """The positions of the ``items`` that ``filter(f, ...)`` keeps (``f`` only chooses them, so it is called on
+    the values, not differentiated)."""
+    return [i for i, v in enumerate(items) if (bool(v) if f is None else f(v))]
+
+
 def _filter(f, xs):
-    """``filter``: the items kept (``f`` only chooses them, so it is called on the values, not differentiated)."""
+    """``filter``: the items kept."""
     items = list(xs)
-    kept = [i for i, v in enumerate(items) if (bool(v) if f is None else f(v))]
+    kept = kept_by(f, items)
 
     def back(dy):
         g = [None] * len(items)

@@ -33,7 +33,7 @@ from ..runtime import acc as tadd
 from ..tangent import (JVP, JVP_METHOD_RULES, JVP_RULES, JVPkw, JVPm, dense, densify, mutable, tangent_of,
                        write_attr, zero)
 from ..source import generated
-from .builtins import dict_items, ranking
+from .builtins import dict_items, kept_by, ranking
 from .complexes import CMATH, sign_tangent
 from .layout import concatenator_getitem
 from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svdvals_tangent, cofactor,
@@ -663,7 +663,7 @@ _dict.keyword_tangents = True
 def _filter(args, ts):
     f, xs = args
     items, t = list(xs), _seq(ts[1], list(xs))
-    kept = [i for i, v in enumerate(items) if (bool(v) if f is None else f(v))]
+    kept = kept_by(f, items)
     return [items[i] for i in kept], [t[i] for i in kept]
 
 
