@@ -21,6 +21,7 @@ from . import nested  # noqa: F401,E402  (registers the rules of J, Jkw, Jm for 
 from .analysis import NEVER_ACTIVE, analyse, indexed_by_ints, may_write, restartable, write_free_callee
 from .context import Store, current, within
 from .emit import compile_function, is_boxfree, scalar_seed
+from .flat import flat_call, takes_extras
 from .ir import ARR, INT, PYINT, VEC, is_array, spec_kind
 from .lower import lowered
 from .nested_store import nested_gradient
@@ -409,6 +410,10 @@ def with_keywords(f, args, kw):
             inner, full = with_keywords(own["_ad_f"], args, kw)
             if type(inner) is not functools.partial:
                 return grad(inner, own["_ad_i"]), full
+        elif takes_extras(f):   # (its flat twin, where the arguments differentiated come first in it)
+            twin, full, where = flat_call(f, args, kw)
+            if where[:len(args)] == list(range(len(args))):
+                return twin, full
         else:
             bound = inspect.signature(f).bind(*args, **kw)
             bound.apply_defaults()
@@ -569,6 +574,7 @@ def _install(g, f, pick, how, args):
     from .straight import compile_straight
     fast = None
     if type(f) is types.FunctionType and args and len(args) == f.__code__.co_argcount and not f.__defaults__ \
+            and not takes_extras(f) \
             and how in (None, "value") and kept(f):
         types_ = tuple(map(type, args))
         if all(t is float or t is int for t in types_) and float in types_:
@@ -705,7 +711,8 @@ def _gradient(f, args, k="fast", pick=None):
     a box store of its own unless it is box-free.  ``pick``: ``grad``'s ``argnums`` (``_picker``'s code passes
     it), the arguments it leaves out not differentiated where that is sound (``analysis.analyse``'s
     ``fixed``), their gradients None; cached under a key with ``pick``."""
-    if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args and not made_by_grad(f):
+    if type(f) is types.FunctionType and len(args) == f.__code__.co_argcount and args and not made_by_grad(f) \
+            and not takes_extras(f):
         code = f.__code__
         key = (id(code), type(args[0])) if len(args) == 1 else (id(code), *map(type, args)) if pick is None \
             else (id(code), pick, *map(type, args))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import types
 
 import numpy as np
@@ -36,7 +37,6 @@ _REFUSED = {
     ast.Delete: "'del' statements are", ast.ClassDef: "class definitions inside functions are",
     ast.Import: "'import' inside functions is", ast.ImportFrom: "'import' inside functions is",
     ast.Match: "'match' statements are", ast.SetComp: "set comprehensions are", ast.Set: "set literals are",
-    ast.Starred: "star-arguments ('*args') are",
 }
 try:
     _REFUSED[ast.TryStar] = "'try' statements are"
@@ -53,20 +53,26 @@ def lowered(f) -> tuple[Function, ast.AST, str, str]:
     """``(fn, node, filename, text)``: the SSA function of Python function ``f``, lowered from its source
     (``node``, read from ``text`` in ``filename``)."""
     node, filename, text = function_node(f)
-    return lower(node, filename, text, f.__code__.co_freevars, f.__globals__), node, filename, text
+    code = f.__code__
+    if code.co_kwonlyargcount or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        # (a function that gathers arguments is lowered as its flat twin, ``flat``: the user's are called so)
+        raise unsupported("'*args', '**kwargs' and keyword-only parameters of a function called other than as "
+                          "the user's are", filename, text, node)
+    return lower(node, filename, text, code.co_freevars, f.__globals__), node, filename, text
 
 
 def _refuse(node, filename, text):
     for sub in ast.walk(node):
         what = _REFUSED.get(type(sub))
-        if what is not None and not (isinstance(sub, ast.Starred) and isinstance(sub.ctx, ast.Store)):
+        if what is not None:
             raise unsupported(what, filename, text, sub)
 
 
-def _arg_names(args: ast.arguments, filename, text, node) -> list[str]:
-    if args.vararg or args.kwarg or args.kwonlyargs:
-        raise unsupported("'*args', '**kwargs' and keyword-only parameters are", filename, text, node)
-    return [a.arg for a in args.posonlyargs + args.args]
+def _arg_names(args: ast.arguments) -> list[str]:
+    """A function's parameters in the order its flat twin takes them (``flat``): the positional ones, the
+    keyword-only ones, the ``*args`` tuple, the ``**kwargs`` dict."""
+    gathered = [a for a in (args.vararg, args.kwarg) if a is not None]
+    return [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs + gathered]
 
 
 def _bound_names(body: list[ast.stmt]) -> set[str]:
@@ -117,7 +123,7 @@ class _Lowerer:
         self.freevars, self.fglobals = freevars, fglobals
         _refuse(node, filename, text)
         name = getattr(node, "name", "<lambda>")
-        self.params = _arg_names(node.args, filename, text, node)
+        self.params = _arg_names(node.args)
         self.fn = Function(name, self.params, filename, tuple(freevars))
         self.ssa = SSABuilder(self.fn)
         body = node.body if isinstance(node, ast.FunctionDef) else [ast.Return(node.body, lineno=node.lineno,
@@ -488,11 +494,9 @@ class _Lowerer:
         return v
 
     def e_Call(self, e):
-        kwnames = []
-        for kw in e.keywords:
-            if kw.arg is None:
-                raise self.fail("'**kwargs' arguments are", e)
-            kwnames.append(kw.arg)
+        if any(isinstance(a, ast.Starred) for a in e.args) or any(kw.arg is None for kw in e.keywords):
+            return self.star_call(e)
+        kwnames = [kw.arg for kw in e.keywords]
         func = e.func
         if isinstance(func, ast.Attribute) and _is_super(func.value) and not self.is_local("super") \
                 and "super" not in self.fglobals:
@@ -511,6 +515,44 @@ class _Lowerer:
             f = self.expr(func)
         args = [self.expr(a) for a in e.args] + [self.expr(k.value) for k in e.keywords]
         return self.emit("call", [f] + args, tuple(kwnames))
+
+    def star_call(self, e):
+        """A call with star-arguments, ``f(a, *xs, k=v, **opts)``: ``called_with(f, args, named, opts)``, its
+        positional arguments joined into one tuple (displays and ``tuple(xs)`` added up), its named keywords in
+        a dict display, evaluated in the order Python evaluates them."""
+        func = e.func
+        if isinstance(func, ast.Attribute) and _is_super(func.value) and not self.is_local("super") \
+                and "super" not in self.fglobals:
+            raise self.fail("star-arguments in a call through 'super()' are", e)
+        if isinstance(func, ast.Name) and func.id in _FRAME_CALLS and not self.is_local(func.id) \
+                and func.id not in self.fglobals:
+            raise self.fail(f"'{func.id}()' (it reads the frame, which the transform replaces) is", e)
+        f = self.expr(func)
+        args = self.joined(e.args)
+        if sum(kw.arg is None for kw in e.keywords) > 1:
+            raise self.fail("more than one '**' in a call is", e)
+        values = [(kw.arg, self.expr(kw.value)) for kw in e.keywords]
+        named = self.emit("dict", [x for k, v in values if k is not None for x in (self.const(k), v)])
+        mapping = [v for k, v in values if k is None] or [self.emit("dict", [])]
+        return self.emit("call", [self.const(called_with), f, args, named, mapping[0]], ())
+
+    def joined(self, elts):
+        """The tuple of ``elts``, some starred (``a, *xs, b``): displays and ``tuple(xs)`` added up."""
+        pieces, run = [], []
+        for x in elts:
+            if isinstance(x, ast.Starred):
+                if run:
+                    pieces.append(self.emit("tuple", run))
+                    run = []
+                pieces.append(self.emit("call", [self.const(tuple), self.expr(x.value)], ()))
+            else:
+                run.append(self.expr(x))
+        if run or not pieces:
+            pieces.append(self.emit("tuple", run))
+        out = pieces[0]
+        for piece in pieces[1:]:
+            out = self.emit("binop", [out, piece], "+")
+        return out
 
     def super_call(self, attr, call=None, kwnames=()):
         """``super().name(...)`` or ``super(C, obj).name(...)`` (``attr`` its ``super().name``, ``call`` the call):
@@ -570,9 +612,13 @@ class _Lowerer:
         return self.expr(s)
 
     def e_Tuple(self, e):
+        if any(isinstance(x, ast.Starred) for x in e.elts):
+            return self.joined(e.elts)
         return self.emit("tuple", [self.expr(x) for x in e.elts])
 
     def e_List(self, e):
+        if any(isinstance(x, ast.Starred) for x in e.elts):
+            return self.emit("call", [self.const(list), self.joined(e.elts)], ())
         return self.emit("list", [self.expr(x) for x in e.elts])
 
     def e_Dict(self, e):
@@ -638,7 +684,7 @@ class _Lowerer:
         if any(isinstance(n, ast.Name) for d in defaults for n in ast.walk(d)):
             raise self.fail("default values of a nested function that read variables (their gradient would "
                             "be lost) are", node)
-        params = set(_arg_names(node.args, self.filename, self.text, node))
+        params = set(_arg_names(node.args))
         inner_bound = _bound_names(node.body) if isinstance(node, ast.FunctionDef) else set()
         visible = self.locals | set(self.freevars) | {n for r in self.renames for n in r}
         captured = sorted((_loaded_names(node) - params - inner_bound - {name}) & visible)
@@ -681,6 +727,23 @@ def found_by_super(cls, obj, name, read=False):
 
 
 _CONVERSIONS = {ord("s"): str, ord("r"): repr, ord("a"): ascii}
+
+
+def called_with(f, args: tuple, named: dict, opts: dict):
+    """``f(*args, **named, **opts)``: a call with star-arguments (``_Lowerer.star_call``), a primitive whose rules
+    call ``f`` as J and JVP call any function."""
+    return f(*args, **named, **opts)
+
+
+def keywords_of(f, named: dict, opts: dict) -> dict:
+    """The keyword arguments of ``called_with(f, args, named, opts)``, one dict; a keyword given twice is Python's
+    ``TypeError``."""
+    kw = dict(named)
+    for k in opts:
+        if k in named:
+            raise TypeError(f"{getattr(f, '__qualname__', repr(f))}() got multiple values for keyword argument '{k}'")
+        kw[k] = opts[k]
+    return kw
 
 
 def formatted(pieces, *values):

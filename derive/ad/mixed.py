@@ -12,6 +12,7 @@ import numpy as np
 
 from ...errors import BeyondOrder, ShapeError, TensorLangError, UnsupportedError
 from . import forward  # noqa: F401  (registers the forward rules)
+from .flat import call_grads, flat_call, flat_tangents, takes_extras
 from .ir import ARRAY_TYPES, NUM, is_array, kind_of, own_tangent
 from .probed import probed_code
 from .recorded import as_function_gradients, stand_in
@@ -24,7 +25,7 @@ from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
 from .runtime import (BOX_METHODS, NONDIFF_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, acc, acc_into, asarray,
                       field, field_grad, initializer, keyword_grads, like, method_grads, method_rule, plain_dataclass,
-                      refuse_keyword_only, register, ufunc_method, with_defaults, with_nested_boxes)
+                      register, ufunc_method, with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tower import beyond
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
@@ -342,13 +343,21 @@ def _jvp_gradient(args, ts):
     return with_stores(run)
 
 
+def _without_tangents(pair):
+    """The tangent of ``pair``, ``(y, back)`` made from values without tangents: none for ``y``; ``back`` along a
+    cotangent's tangent is ``back`` itself, run on the tangent store (``store_linear``: a Python function's pullback
+    moves gradients through the box store, the items of a list it built popped as they are read, and must not
+    read the primal's twice)."""
+    return pair, (None, store_linear(pair[1]))
+
+
 def _jvp_J(args, ts):
     """``J(f, *xs)`` under forward mode: the forward mode of the rule's code (it returns ``(y, back)``,
     and ``back`` is a closure whose tangent is that of what it captured) or of f's generated pullback."""
     from .api import ByCode, specialised
     f, *xs = args
     if all(t is None for t in ts):
-        return J(*args), NO_TANGENT
+        return _without_tangents(J(*args))
     if hasattr(f, "__ad_code__"):
         raise BeyondOrder(ByCode.refused_again)
     rule = rule_of(f)
@@ -358,6 +367,8 @@ def _jvp_J(args, ts):
         n = len(xs)
         return _adapted(pair_jvp(f, rule, tuple(xs), ts[1:]), lambda g: (None, *g, *(None,) * (n - len(g))), n + 1,
                         rule=not writes(rule))
+    if type(f) is types.FunctionType and takes_extras(f):
+        return _jvp_J_flat(f, ts[0], tuple(xs), {}, ts[1:])
     if type(f) is types.FunctionType and len(xs) == f.__code__.co_argcount:
         recording = stand_in(f, tuple(xs), ts[0])
         if recording is not f:   # (a function without source: its recording at xs, whose captures are constants)
@@ -427,6 +438,15 @@ def _jvp_map(xs, ts):
     return ([p[0][0] for p in pairs], back), ([p[1][0] for p in pairs], PullbackTangent(None, call))
 
 
+def _jvp_J_flat(f, tf, pos, kw, ts):
+    """``J`` of a call of Python function ``f`` that has ``*args``, ``**kwargs`` or keyword-only parameters, under
+    forward mode (``tf``: f's tangent; ``ts``: those of its positions, then of its keywords): that of its flat twin
+    (``flat``), the gradients and their tangents given back to the call's arguments."""
+    twin, args, where = flat_call(f, pos, kw)
+    paired = _jvp_J((twin, *args), (tf, *flat_tangents(args, where, ts)))
+    return _adapted(paired, lambda g: (g[0], *call_grads(where, g[1:])), len(where) + 1)
+
+
 def _adapted(paired, grads, n, rule=False):
     """A call's ``((y, back), tangent)`` with its pullback's gradients, and their tangents, put in the
     convention of the caller by ``grads`` (``n`` gradients).  A ``rule``'s pullback is not called with a None
@@ -481,15 +501,18 @@ def _jvp_Jkw(args, ts):
     pos, kw = tuple(xs[:len(xs) - k]), dict(zip(names, xs[len(xs) - k:]))
     tpos, tkw = tuple(ts[2:len(ts) - k]), dict(zip(names, ts[len(ts) - k:]))
     rule = rule_of(f)
-    if all(t is None for t in ts) or rule is None and is_nondiff(f):
+    if all(t is None for t in ts):
+        return _without_tangents(Jkw(*args))
+    if rule is None and is_nondiff(f):
         return Jkw(*args), NO_TANGENT
+    if rule is None and type(f) is types.FunctionType and takes_extras(f):
+        return _jvp_J_flat(f, ts[1], pos, kw, (*tpos, *tkw.values()))
     if rule is None and type(f) is types.FunctionType:   # bound to f's parameters, as Jkw does
-        refuse_keyword_only(f)
         sig = inspect.signature(f)
         bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
         bound.apply_defaults()
         order = list(sig.parameters)
-        if not set(names) <= set(order):
+        if not set(names) <= set(order):   # (a library's function: not flattened, ``flat.takes_extras``)
             raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                               f"keyword arguments it takes as **kwargs is not supported")
         where = list(range(len(pos))) + [order.index(n) for n in names]
@@ -551,7 +574,7 @@ def _jvp_Jm(args, ts):
     of ``(obj, *xs)``."""
     name, kwnames, obj, *xs = args
     if all(t is None for t in ts):
-        return Jm(*args), NO_TANGENT
+        return _without_tangents(Jm(*args))
     if isinstance(obj, types.ModuleType) or ufunc_method(obj, name):
         f = getattr(obj, name)
         return _jvp_Jkw((kwnames, f, *xs), (None, None, *ts[3:])) if kwnames else _jvp_J((f, *xs), (None, *ts[3:]))

@@ -32,6 +32,7 @@ import numpy as np
 from ...errors import BeyondOrder, UnsupportedError
 from .analysis import write_free
 from .cotangent import dense
+from .flat import flat_call, holding, part, shifted, takes_extras
 from .nested_store import box_method
 from .registry import PAIRS
 from .rules import is_nondiff
@@ -72,7 +73,16 @@ def picked(g, where):
     """The entries of ``g`` at ``where`` (None for -1 or past its end; all None when ``g`` is no gradient)."""
     if g is ZERO or g is None:
         return (None,) * len(where)
-    return tuple(None if i < 0 or i >= len(g) else g[i] for i in where)
+    return tuple(map(functools.partial(_entry, g), where))
+
+
+def _entry(g, w):
+    """The entry of ``g`` at place ``w``: an index (None for -1 or past its end), or ``(index, item)`` of a tuple or
+    dict there (an argument of a call gathered into ``*args`` or ``**kwargs``, ``flat``)."""
+    i, key = (w, None) if type(w) is int else w
+    if i < 0 or i >= len(g):
+        return None
+    return g[i] if key is None else part(g[i], key)
 
 
 def _picked_rule(g, where):
@@ -80,9 +90,10 @@ def _picked_rule(g, where):
         return picked(g, where), lambda d: (None, None)
     def back(d):
         dg = [None] * len(g)
-        for k, i in enumerate(where):
+        for k, w in enumerate(where):
+            i, key = (w, None) if type(w) is int else w
             if 0 <= i < len(g):
-                dg[i] = acc(dg[i], d[k])
+                dg[i] = acc(dg[i], d[k] if key is None else holding(g[i], key, d[k]))
         return tuple(dg), None
     return picked(g, where), back
 
@@ -132,7 +143,9 @@ def _through_code(f, r, pos, kw, lead):
     """J of a call of rule ``r`` (or of Python function ``f`` when r is None) by differentiating its code;
     ``lead``: the pullback gives the function's own gradient first (J's convention)."""
     where = list(range(len(pos) + len(kw)))
-    if kw:
+    if r is None and takes_extras(f):
+        f, pos, where = flat_call(f, pos, kw)   # (f's flat twin)
+    elif kw:
         bound = positional(r if r is not None else f, pos, kw)
         if bound is None:
             raise BeyondOrder(f"a second differentiation through {_name(f)} called with keyword "
@@ -148,7 +161,7 @@ def _through_code(f, r, pos, kw, lead):
         if getattr(spec, "refused_again", None):   # a function that ad.grad made, differentiated a third time
             raise BeyondOrder(spec.refused_again)
         (y, back), pb = J(spec.generic.pb, f, *pos)
-        where = [0] + [i + 1 for i in where]
+        where = [0] + [shifted(w, 1) for w in where]
         grads = lambda g: (g[1], *_at(g[2:], where[1:], -1))   # noqa: E731
     else:   # the rule's pullback, one gradient per argument
         if len(pos) > _MOST:
@@ -174,7 +187,7 @@ def _through_code(f, r, pos, kw, lead):
 
 def _at(g, where, shift):
     """The gradients of the call's arguments from those ``g`` of the bound parameters."""
-    return tuple(None if i + shift >= len(g) else g[i + shift] for i in where)
+    return tuple(_entry(g, shifted(w, shift)) for w in where)
 
 
 def _spread(g, n):

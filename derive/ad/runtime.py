@@ -28,6 +28,7 @@ from ...errors import BeyondOrder, UnsupportedError, internal_file, library_file
 from .context import Provided, current
 from .cotangent import Indexed, add_at, dense, entries, with_entries
 from .ir import ANY, ARRAY_TYPES, NUM, check_write, is_array, kind_of, memory_of, memory_owner
+from .flat import call_grads, flat_call, takes_extras
 from .source import NoSourceKept, define
 from .registry import (JVP_RULES, LINEAR, METHOD_RULES, MULTILINEAR, NONDIFF, RULES, refusing,  # noqa: F401
                        rule_owner)   # (read through here)
@@ -793,6 +794,8 @@ def J(f, *args):
     if t is types.FunctionType:
         if f in NONDIFF:   # (a Python function without derivative is called as it is, not transformed)
             return f(*args), ZERO
+        if takes_extras(f):
+            return J_flat(f, args, {})
         n = f.__code__.co_argcount
         if len(args) == n or f.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
             return _transformed(f, args).pb(f, *args)
@@ -997,6 +1000,18 @@ def method_grads(g):
     return (types.SimpleNamespace(__self__=dself) if dself is not None else None, *g[2:])
 
 
+def J_flat(f, pos, kw):
+    """J of a call of Python function ``f`` that has ``*args``, ``**kwargs`` or keyword-only parameters: J of its
+    flat twin (``flat``), the gradients given back to the call's arguments."""
+    twin, args, where = flat_call(f, pos, kw)
+    y, back = J(twin, *args)
+
+    def flat_back(dy):
+        g = back(dy)
+        return g if type(g) is _Zero else (g[0], *call_grads(where, g[1:]))
+    return y, flat_back
+
+
 def refuse_keyword_only(f) -> None:
     """The fence's refusal of Python function ``f`` with keyword-only parameters, where a call binds them by
     name (the transforms take a function's parameters by position)."""
@@ -1092,12 +1107,13 @@ def Jkw(names, f, *args):
     if type(f) is types.FunctionType:
         if library_rules(f):
             return Jkw(names, f, *args)
-        refuse_keyword_only(f)
+        if takes_extras(f):
+            return J_flat(f, pos, kw)
         sig = inspect.signature(f)
         bound = sig.bind(*pos, **kw)
         bound.apply_defaults()
         order = list(sig.parameters)
-        if any(n not in order for n in names):
+        if any(n not in order for n in names):   # (a library's function: not flattened, ``flat.takes_extras``)
             raise UnsupportedError(f"a call of {f.__qualname__} with keyword arguments it takes as **kwargs is not "
                                    f"differentiated by tensorlang.ad")
         full = tuple(bound.arguments[p] for p in order)

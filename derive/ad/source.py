@@ -57,6 +57,16 @@ def register(code: types.CodeType, node: ast.AST | str, filename: str, text: str
     _REGISTRY[id(code)] = (code, node, filename, text, "tensorlang.ad")
 
 
+def same_source(code: types.CodeType, fn: types.FunctionType) -> None:
+    """Remember that ``code`` has the source of function ``fn`` (the code of its flat twin, ``flat``); nothing where
+    that source is not found (the twin is then recorded, or refused, as ``fn`` would be)."""
+    try:
+        found = _found(fn)
+    except UnsupportedError:
+        return
+    _REGISTRY[id(code)] = (code, *found[1:])
+
+
 def unsupported(what: str, filename: str, text: str, node: ast.AST | None) -> UnsupportedError:
     """The fence's error: ``FILE:line:col: <what> not supported by tensorlang.ad`` and a caret."""
     msg = f"{what} not supported by tensorlang.ad"

@@ -26,13 +26,14 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from .context import Provided, current
+from .flat import flat_call, flat_tangents, takes_extras
 from .ir import ARRAY_TYPES, INT, NUM, check_write, is_array, kind_of, own_tangent
 from .recorded import recorded_in_place
 from .source import NoSourceKept
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
 from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, by_parameters, check_keywords,
                       differentiable, in_table, initializer, make_like, memory_owner, outside_refused,
-                      plain_dataclass, qualified_name, refuse_keyword_only, ufunc_method, view_within, with_defaults)
+                      plain_dataclass, qualified_name, ufunc_method, view_within, with_defaults)
 
 
 # the transforms JVP hands calls over to, provided by the modules that make them (which call JVP in turn):
@@ -367,6 +368,8 @@ def _jvp_bound(names, f, tf, args, ts):
 
 def code_jvp(f, tf, args, ts):
     """The JVP of Python function ``f`` by the forward mode of its code (whatever rule ``f`` has)."""
+    if takes_extras(f):
+        return _jvp_flat(f, tf, args, {}, ts)
     if len(args) != f.__code__.co_argcount and not f.__code__.co_flags & inspect.CO_VARARGS:
         full = with_defaults(f, args)
         args, ts = full, tuple(ts) + (None,) * (len(full) - len(args))
@@ -377,6 +380,13 @@ def code_jvp(f, tf, args, ts):
     except UnsupportedError as e:
         raise outside_refused(f, e) or e
     return entry(f, tf, *args, *ts)
+
+
+def _jvp_flat(f, tf, pos, kw, ts):
+    """The JVP of a call of Python function ``f`` that has ``*args``, ``**kwargs`` or keyword-only parameters
+    (``ts``: the tangents of its positions, then of its keywords): that of its flat twin (``flat``)."""
+    twin, args, where = flat_call(f, pos, kw)
+    return JVP(twin, tf, args, flat_tangents(args, where, ts))
 
 
 def active(t):
@@ -427,10 +437,10 @@ def _jvp_kw(names, f, tf, args, ts):
         return _jvp_bound(names, f, tf, args, ts)
     if type(f) is functools.partial:
         return partial_jvp(f, tf, names, args, ts)
+    if type(f) is types.FunctionType and back_rule is None and takes_extras(f):
+        return _jvp_flat(f, tf, pos, kw, (*tpos, *tkw.values()))
     if type(f) is types.FunctionType and not (back_rule is not None and _keyword_only(f)):
         # bound to f's parameters (a rule's pullback takes them positionally: not past a keyword-only one)
-        if back_rule is None:
-            refuse_keyword_only(f)
         sig = inspect.signature(f)
         bound, tbound = sig.bind(*pos, **kw), sig.bind(*tpos, **tkw)
         bound.apply_defaults()

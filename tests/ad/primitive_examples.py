@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg as sl
 import scipy.special as sc
 
+from tensorlang.derive.ad.lower import called_with
 from tensorlang.derive.ad.rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY
 
 _rng = np.random.default_rng(7)
@@ -71,6 +72,9 @@ example(builtins.reversed)((lambda x: list(reversed(x))[0] * x[1], V))
 example(builtins.zip)((lambda x: [a * b for a, b in zip(x, x[1:])][0], V))
 example(builtins.enumerate)((lambda x: [i * a for i, a in enumerate(x)][2], V))
 example(builtins.map)((lambda x: list(map(np.sin, x))[1], V))
+example(called_with)((lambda x: np.sum(np.multiply(*(x, x[::-1]))), V),
+                     (lambda x: _gathering(x[0], *x[1:], scale=x[2], **{"p": 2.0}), V),
+                     (lambda x: _gathering(*[x, x * x], **dict(scale=1.5, p=3.0)), A))
 example(builtins.getattr)((lambda x: getattr(x, "T") @ x, M))
 example(builtins.complex)((lambda x: abs(complex(x, 2.0)), 0.7))
 example(builtins.setattr)((lambda x: _with_attribute(x), 0.7))
@@ -326,6 +330,10 @@ example((dict, "keys"))((lambda x: [v * x for v in [{"a": x, "b": 2 * x}[k] for 
 
 class _Box:
     pass
+
+
+def _gathering(first, *rest, scale, **opts):
+    return scale * np.sum(first * sum(rest) ** opts["p"])
 
 
 def _with_attribute(x):

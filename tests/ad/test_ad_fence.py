@@ -52,15 +52,6 @@ def uses_del(x):
     return x
 
 
-def uses_star_args(x):
-    args = (x,)
-    return max(*args)
-
-
-def uses_varargs(*xs):
-    return xs[0]
-
-
 def _line_of(fn, text):
     import inspect
     src, start = inspect.getsourcelines(fn)
@@ -78,8 +69,6 @@ def _line_of(fn, text):
     (uses_global, "'global' statements", "global COUNTER"),
     (uses_nonlocal, "'nonlocal' statements", "nonlocal y"),
     (uses_del, "'del' statements", "del y"),
-    (uses_star_args, "star-arguments", "max(*args)"),
-    (uses_varargs, "'*args'", "def uses_varargs"),
 ])
 def test_unsupported_constructs_name_file_line_and_construct(fn, construct, marker):
     with pytest.raises(UnsupportedError) as info:

@@ -8,9 +8,9 @@ import types
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..lower import as_sequence, formatted, found_by_super
+from ..lower import as_sequence, called_with, formatted, found_by_super, keywords_of
 from ..registry import define
-from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, acc
+from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, Jkw, acc
 
 
 def seq_grad(xs, g: list):
@@ -90,12 +90,19 @@ def _float(x):
 
 def _list(xs=()):
     y = list(xs)
-    return y, lambda dy: (seq_grad(xs, list(dy)),)
+    return y, _items_back(xs)
 
 
 def _tuple(xs=()):
     y = tuple(xs)
-    return y, lambda dy: (seq_grad(xs, list(dy)),)
+    return y, _items_back(xs)
+
+
+def _items_back(xs):
+    """The pullback of ``list(xs)`` or ``tuple(xs)``: the items' gradients as ``xs``'s (a dict's keys have none)."""
+    if isinstance(xs, dict):
+        return lambda dy: (None,)
+    return lambda dy: (seq_grad(xs, list(dy)),)
 
 
 def dict_items(src) -> list:
@@ -192,6 +199,23 @@ def map_grads(seqs, calls):
     return (df, *(seq_grad(s, d) for s, d in zip(seqs, dseqs)))
 
 
+def _called_with(f, args, named, opts):
+    """``called_with(f, args, named, opts)``, a call with star-arguments: J of ``f`` as any call, its arguments'
+    gradients gathered back into the tuple's and the dicts'."""
+    kw = keywords_of(f, named, opts)
+    names = tuple(kw)
+    y, back = Jkw(names, f, *args, *kw.values()) if names else J(f, *args)
+    n = len(args)
+
+    def called_back(dy):
+        g = back(dy)
+        dargs = tuple(g[k] for k in range(1, n + 1))
+        dnamed = {k: g[n + 1 + i] for i, k in enumerate(names) if k in named and g[n + 1 + i] is not None}
+        dopts = {k: g[n + 1 + i] for i, k in enumerate(names) if k in opts and g[n + 1 + i] is not None}
+        return g[0], dargs if any(d is not None for d in dargs) else None, dnamed or None, dopts or None
+    return y, called_back
+
+
 def _reversed(xs):
     y = list(reversed(xs))
     return y, lambda dy: (seq_grad(xs, list(reversed(dy))),)
@@ -214,7 +238,7 @@ def _sorted(xs, key=None, reverse=False):
 RULES.update({
     _b.sum: _sum, _b.min: _extremum(_b.min), _b.max: _extremum(_b.max), _b.abs: _abs, _b.float: _float,
     _b.list: _list, _b.tuple: _tuple, _b.dict: _dict, _b.filter: _filter, _b.zip: _zip, _b.enumerate: _enumerate,
-    _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted,
+    _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted, called_with: _called_with,
 })
 NONDIFF.update({_b.print, _b.isinstance, _b.len, _b.range, _b.int, _b.round, _b.str, _b.repr, _b.type,
                 _b.hash, _b.id, _b.bool, _b.callable, _b.hasattr, _b.format, _b.all, _b.any,

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.linalg as sl
 
 from ....errors import UnsupportedError
-from ..lower import as_sequence
+from ..lower import as_sequence, called_with, keywords_of
 from ..cotangent import dense as dense_cotangent
 from ..ir import is_array, memory_of, writable_array
 from ..runtime import HELPERS as _REVERSE_HELPERS
@@ -615,10 +615,11 @@ def _float(args, ts):
 
 
 def _container(kind):
+    """The forward rule of ``list(xs)`` or ``tuple(xs)``: the items' tangents (a dict's keys have none)."""
     def rule(args, ts):
         xs = args[0] if args else ()
         y = kind(xs)
-        return y, None if not args or ts[0] is None else kind(_seq(ts[0], xs))
+        return y, None if not args or ts[0] is None or isinstance(xs, dict) else kind(_seq(ts[0], xs))
     return rule
 
 
@@ -638,6 +639,19 @@ def _map(args, ts):
     f, *seqs = args
     results = [JVP(f, ts[0], xs, txs) for xs, txs in zip(zip(*seqs), zip(*(_seq(t, s) for t, s in zip(ts[1:], seqs))))]
     return [r[0] for r in results], [r[1] for r in results]
+
+
+def _called_with(args, ts):
+    """``called_with(f, args, named, opts)``: JVP of ``f`` as any call, the tangents of its arguments those of the
+    tuple's items and the dicts' values."""
+    f, pos, named, opts = args
+    tf, tpos, tnamed, topts = ts
+    kw = keywords_of(f, named, opts)
+    tpos = (None,) * len(pos) if tpos is None else tuple(tpos)
+    if not kw:
+        return JVP(f, tf, pos, tpos)
+    tkw = {**(tnamed or {}), **(topts or {})}
+    return JVPkw(tuple(kw), f, tf, (*pos, *kw.values()), (*tpos, *map(tkw.get, kw)))
 
 
 def _reversed(args, ts):
@@ -974,6 +988,7 @@ JVP_RULES.update({
     _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.dict: _dict, _b.filter: _filter,
     _b.zip: _zip, _b.enumerate: _enumerate, _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted,
+    called_with: _called_with,
     as_sequence: _as_sequence,
     _b.getattr: _getattr_call, _b.setattr: _setattr_call,
     operator.getitem: lambda args, ts: getitem(args[0], ts[0], args[1], ts[1]),
