@@ -69,7 +69,7 @@ def flat_call(f, pos: tuple, kw: dict) -> tuple[types.FunctionType, tuple, list]
     each argument of the call (its positions, then its keywords in order) landed: a parameter's index, or
     ``(index, item)`` in the ``*args`` tuple or the ``**kwargs`` dict.  A call that does not fit f's signature
     raises Python's ``TypeError``."""
-    sig = inspect.signature(f)
+    sig = inspect.signature(f, follow_wrapped=False)   # (its own parameters, not those of what it wraps)
     try:
         bound = sig.bind(*pos, **kw)
     except TypeError as e:
@@ -92,6 +92,7 @@ def flat_tangents(flat: tuple, where: list, ts: tuple) -> tuple:
     """The tangents of f's flat twin's parameters (``flat``) from those ``ts`` of a call's arguments (``where``
     each landed, ``flat_call``): a tuple's or dict's tangent of those gathered, None where none is given."""
     out: list = [None] * len(flat)
+    gathered: dict = {}   # (the tangents of the *args tuple and the **kwargs dict, by their index)
     for t, w in zip(ts, where):
         if t is None:
             continue
@@ -99,10 +100,10 @@ def flat_tangents(flat: tuple, where: list, ts: tuple) -> tuple:
             out[w] = t
         else:
             i, key = w
-            if out[i] is None:
-                out[i] = [None] * len(flat[i]) if isinstance(flat[i], tuple) else {}
-            out[i][key] = t
-    return tuple(tuple(t) if type(t) is list else t for t in out)
+            gathered.setdefault(i, [None] * len(flat[i]) if isinstance(flat[i], tuple) else {})[key] = t
+    for i, t in gathered.items():
+        out[i] = tuple(t) if type(t) is list else t
+    return tuple(out)
 
 
 def call_grads(where: list, g) -> tuple:

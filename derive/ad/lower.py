@@ -520,15 +520,17 @@ class _Lowerer:
         """A call with star-arguments, ``f(a, *xs, k=v, **opts)``: ``called_with(f, args, named, opts)``, its
         positional arguments joined into one tuple (displays and ``tuple(xs)`` added up), its named keywords in
         a dict display, evaluated in the order Python evaluates them."""
-        func = e.func
+        func, lead = e.func, []
         if isinstance(func, ast.Attribute) and _is_super(func.value) and not self.is_local("super") \
                 and "super" not in self.fglobals:
-            raise self.fail("star-arguments in a call through 'super()' are", e)
-        if isinstance(func, ast.Name) and func.id in _FRAME_CALLS and not self.is_local(func.id) \
-                and func.id not in self.fglobals:
-            raise self.fail(f"'{func.id}()' (it reads the frame, which the transform replaces) is", e)
-        f = self.expr(func)
-        args = self.joined(e.args)
+            f, obj = self.found_by_super(func, True)   # (``super().__init__(*args, **kw)``: called with the object)
+            lead = [obj]
+        else:
+            if isinstance(func, ast.Name) and func.id in _FRAME_CALLS and not self.is_local(func.id) \
+                    and func.id not in self.fglobals:
+                raise self.fail(f"'{func.id}()' (it reads the frame, which the transform replaces) is", e)
+            f = self.expr(func)
+        args = self.joined(e.args, lead)
         if sum(kw.arg is None for kw in e.keywords) > 1:
             raise self.fail("more than one '**' in a call is", e)
         values = [(kw.arg, self.expr(kw.value)) for kw in e.keywords]
@@ -536,9 +538,10 @@ class _Lowerer:
         mapping = [v for k, v in values if k is None] or [self.emit("dict", [])]
         return self.emit("call", [self.const(called_with), f, args, named, mapping[0]], ())
 
-    def joined(self, elts):
-        """The tuple of ``elts``, some starred (``a, *xs, b``): displays and ``tuple(xs)`` added up."""
-        pieces, run = [], []
+    def joined(self, elts, lead=()):
+        """The tuple of ``elts``, some starred (``a, *xs, b``), after the values ``lead``: displays and
+        ``tuple(xs)`` added up."""
+        pieces, run = [], list(lead)
         for x in elts:
             if isinstance(x, ast.Starred):
                 if run:
@@ -559,6 +562,14 @@ class _Lowerer:
         the function that ``super`` finds (``found_by_super``), called with the object as its first argument, as
         ``Base.name(self, ...)`` is; without ``call``, ``super().name`` read: the getter of the property it finds,
         called with the object."""
+        f, obj = self.found_by_super(attr, call is not None)
+        args = [obj] if call is None else \
+            [obj] + [self.expr(a) for a in call.args] + [self.expr(k.value) for k in call.keywords]
+        return self.emit("call", [f] + args, tuple(kwnames))
+
+    def found_by_super(self, attr, called: bool):
+        """``(f, obj)``: the function (or, not ``called``, the property's getter) that ``super().name`` finds, and
+        the object it is called with."""
         sup = attr.value
         if sup.args or sup.keywords:
             if len(sup.args) != 2 or sup.keywords:
@@ -568,11 +579,9 @@ class _Lowerer:
             if "__class__" not in self.freevars or not self.params:
                 raise self.fail("super() outside a method of a class is", sup)
             cls, obj = self.load_name("__class__", sup), self.load_name(self.params[0], sup)
-        f = self.emit("call", [self.const(found_by_super), cls, obj, self.const(attr.attr), self.const(call is None)],
+        f = self.emit("call", [self.const(found_by_super), cls, obj, self.const(attr.attr), self.const(not called)],
                       ())
-        args = [obj] if call is None else \
-            [obj] + [self.expr(a) for a in call.args] + [self.expr(k.value) for k in call.keywords]
-        return self.emit("call", [f] + args, tuple(kwnames))
+        return f, obj
 
     def static_attr(self, e):
         """The object ``module.attr`` (or ``module.sub.attr``) names, when its root is a module global."""

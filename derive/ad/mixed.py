@@ -4,6 +4,7 @@ forward mode inside a reverse pass, stored and applied in the pullback, as Zygot
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import types
@@ -466,12 +467,15 @@ def _adapted(paired, grads, n, rule=False):
     return (y, pb), (tpair[0], PullbackTangent(None, call))
 
 
-def _jvp_construct(cls, xs, ts):
+def _jvp_construct(cls, xs, ts, names=()):
     """``J(cls, *xs)`` under forward mode: dataclasses and named tuples by their fields (a pullback that only
     reads fields of ``dy``), other classes by the forward mode of ``__init__``'s pullback code on a fresh box,
-    as ``runtime`` constructs them."""
+    as ``runtime`` constructs them (``names``: the keywords of the call, the last of ``xs``: ``Jkw``)."""
     init = initializer(cls)
-    plain = plain_dataclass(cls) or issubclass(cls, tuple) and hasattr(cls, "_fields")
+    plain = not names and (plain_dataclass(cls) or issubclass(cls, tuple) and hasattr(cls, "_fields"))
+    if names and not (isinstance(init, types.FunctionType) and cls.__new__ is object.__new__):
+        raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through constructing {cls.__qualname__} "
+                          f"with keyword arguments is not supported")
     if plain or not (isinstance(init, types.FunctionType) and cls.__new__ is object.__new__):
         y, back = J(cls, *xs)
         if not plain and any(t is not None for t in ts):
@@ -480,7 +484,9 @@ def _jvp_construct(cls, xs, ts):
         return (y, back), (JVP(cls, None, xs, ts)[1] if plain else None, ZERO)
     obj = object.__new__(cls)
     register(obj)
-    (_, back), (_, tback) = _jvp_J((init, obj, *xs), (None, mutable(obj, None), *ts))
+    tobj = mutable(obj, None)
+    (_, back), (_, tback) = _jvp_Jkw((names, init, obj, *xs), (None, None, tobj, *ts)) if names \
+        else _jvp_J((init, obj, *xs), (None, tobj, *ts))
 
     def ctor_back(dy):
         acc_into(obj, None, dy)
@@ -522,6 +528,8 @@ def _jvp_Jkw(args, ts):
         return _jvp_out(names, f, tuple(xs), ts[2:])
     if rule is None and isinstance(f, type) and plain_dataclass(f):   # its pullback reads fields of dy
         return Jkw(*args), (JVPkw(names, f, None, tuple(xs), ts[2:])[1], ZERO)
+    if rule is None and isinstance(f, type) and not dataclasses.is_dataclass(f):
+        return _jvp_construct(f, tuple(xs), ts[2:], names)
     if rule is None and isinstance(f, (types.MethodType, types.BuiltinMethodType)) \
             and not isinstance(f.__self__, types.ModuleType):
         return _jvp_bound(names, f, tuple(xs), ts[1:])
@@ -536,6 +544,9 @@ def _jvp_Jkw(args, ts):
         raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {f!r}, a primitive known by its "
                           f"__ad_pullback__, is not supported (the derivative of its pullback is not known): "
                           f"for a compiled tensorlang kernel, use tl.hessian on its program (kernel.expr)")
+    call = getattr(type(f), "__call__", None)
+    if rule is None and isinstance(call, types.FunctionType):   # a callable object: its __call__ with the object first
+        return _adapted(_jvp_Jkw((names, call, f, *xs), (None, None, ts[1], *ts[2:])), lambda g: g[1:], len(xs) + 1)
     if rule is None:
         raise BeyondOrder(f"forward over reverse (ad.hessian, ad.hvp) through {called_name(f)} called with "
                           f"keyword arguments {', '.join(names)} is not supported")

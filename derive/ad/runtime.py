@@ -305,16 +305,21 @@ def cut(y, back, copy, x):
     """After a call given ``copy`` of array ``x`` (copied because ``x`` may be written after the call while the
     call keeps it for its derivative), with result ``y`` and pullback ``back``: the result and pullback to
     use.  A result that is a view of the copy (or a list or tuple holding such views) becomes the same view
-    of ``x``; a call that wrote into the copy has its writes copied into ``x`` (which becomes a box), and its
-    pullback first hands the gradient ``x`` has after the call to the copy, then hands back to ``x`` the
-    gradient the call's pullback left in the copy's box (that of ``x`` before the call: ``np.add.at`` leaves
-    it as it is)."""
+    of ``x`` (a list keeps its identity, its items replaced: it may be one the caller holds); a call that wrote
+    into the copy has its writes copied into ``x`` (which becomes a box), and its pullback first hands the
+    gradient ``x`` has after the call to the copy, then hands back to ``x`` the gradient the call's pullback
+    left in the copy's box (that of ``x`` before the call: ``np.add.at`` leaves it as it is)."""
     if copy is x:
         return y, back
     if type(y) is np.ndarray:
         y = _rebased(y, copy, x)
     elif type(y) in (list, tuple):
-        y = type(y)(_rebased(r, copy, x) if type(r) is np.ndarray else r for r in y)
+        items = [_rebased(r, copy, x) if type(r) is np.ndarray else r for r in y]
+        if any(r is not v for r, v in zip(items, y)):
+            if type(y) is list:   # (f(xs, a) returning xs)
+                y[:] = items
+            else:
+                y = tuple(items)
     if id(copy) not in current().store.boxes:
         return y, back
     x[...] = copy
@@ -1132,6 +1137,12 @@ def Jkw(names, f, *args):
         full, where = by_parameters(initializer(f), pos, kw, names)
         y, back = _construct(f, full)
         return y, lambda dy: (lambda g: (g[0], *(g[i + 1] for i in where)))(back(dy))
+    if isinstance(f, type):
+        return _construct(f, args, names)
+    call = getattr(type(f), "__call__", None)
+    if isinstance(call, types.FunctionType):   # a callable object: its __call__ with the object first
+        y, back = Jkw(names, call, f, *args)
+        return y, lambda dy: back(dy)[1:]
     if not any(differentiable(a) for a in args):
         return f(*pos, **kw), ZERO
     raise UnsupportedError(f"no derivative rule for {qualified_name(f)} called with keyword arguments"
@@ -1237,9 +1248,12 @@ def _dataclass_initializer(cls):
     return define(f"def __init__({', '.join(params)}):\n{lines}", env)["__init__"]
 
 
-def _construct(cls, args):
+def _construct(cls, args, names=()):
     """Pullbacks of constructors: dataclasses and named tuples by their fields; other classes (and dataclasses
-    that compute fields) by transforming ``__init__`` on a fresh box."""
+    that compute fields) by transforming ``__init__`` on a fresh box (``names``: the keywords of the call, the last
+    of ``args``, which only such a class is constructed with here)."""
+    if names:
+        return _initialized(cls, args, names)
     if plain_dataclass(cls):
         y = cls(*args)
         names = [f.name for f in dataclasses.fields(cls) if f.init][:len(args)]
@@ -1247,19 +1261,27 @@ def _construct(cls, args):
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         y = cls(*args)
         return y, lambda dy: (None,) * (len(args) + 1) if dy is None else (None, *dy)
+    return _initialized(cls, args, names)
+
+
+def _initialized(cls, args, names):
+    """An object of class ``cls`` made by its Python ``__init__`` on a fresh box, transformed (the keywords
+    ``names`` the last of ``args``)."""
     init = initializer(cls)
     if isinstance(init, types.FunctionType) and cls.__new__ is object.__new__:
         obj = object.__new__(cls)
         register(obj)
-        _, back = J(init, obj, *args)
+        _, back = Jkw(names, init, obj, *args) if names else J(init, obj, *args)
 
         def ctor_back(dy):
             acc_into(obj, None, dy)
             return (None, *back(None)[2:])
         return obj, ctor_back
     if not any(differentiable(a) for a in args):
-        return cls(*args), ZERO
-    raise UnsupportedError(f"no derivative rule for constructing {cls.__qualname__}")
+        k = len(args) - len(names)
+        return cls(*args[:k], **dict(zip(names, args[k:]))), ZERO
+    raise UnsupportedError(f"no derivative rule for constructing {cls.__qualname__}"
+                           f"{' called with keyword arguments' if names else ''}")
 
 
 def by_parameters(init, pos, kw, names) -> tuple:

@@ -460,6 +460,8 @@ def _jvp_kw(names, f, tf, args, ts):
         return _construct(f, full, tuple(given.get(p) for p in list(sig.parameters)[1:]))
     if all(x is None for x in ts):
         return f(*pos, **kw), None
+    if isinstance(f, type) and back_rule is None:
+        return _construct(f, args, ts, names)
     hook = getattr(f, "__ad_jvp__", None)
     if hook is not None:   # (a compiled tensorlang kernel takes its inputs by name)
         return hook(pos, tpos, kw, tkw)
@@ -471,6 +473,9 @@ def _jvp_kw(names, f, tf, args, ts):
     placed = _by_position(back_rule, pos, kw, tpos, tkw)
     if placed is not None:   # a differentiable keyword (np.full_like(x, fill_value=a)): the pullback transposed
         return transposed(back_rule, *placed)
+    call = getattr(type(f), "__call__", None)
+    if back_rule is None and isinstance(call, types.FunctionType):   # a callable object: its __call__, object first
+        return JVPkw(names, call, None, (f, *args), (tf, *ts))
     raise UnsupportedError(f"no forward-mode rule for {qualified_name(f)} called with keyword arguments")
 
 
@@ -616,9 +621,12 @@ def _field(t, name):
     return None if t is None else getattr(t, name, None)
 
 
-def _construct(cls, args, ts):
+def _construct(cls, args, ts, names=()):
     """Constructors: dataclasses and named tuples by their fields; other classes by the forward mode of
-    ``__init__`` on a fresh object whose tangent is a fresh namespace."""
+    ``__init__`` on a fresh object whose tangent is a fresh namespace (``names``: the keywords of the call, the
+    last of ``args``, which only such a class is constructed with here)."""
+    if names:
+        return _initialized(cls, args, ts, names)
     if plain_dataclass(cls):
         y = cls(*args)
         names = [f.name for f in dataclasses.fields(cls) if f.init]
@@ -626,15 +634,26 @@ def _construct(cls, args, ts):
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         y = cls(*args)
         return y, cls(*ts)
+    return _initialized(cls, args, ts, names)
+
+
+def _initialized(cls, args, ts, names):
+    """An object of class ``cls`` made by the forward mode of its Python ``__init__`` on a fresh object whose
+    tangent is a fresh namespace (the keywords ``names`` the last of ``args``)."""
     init = initializer(cls)
     if isinstance(init, types.FunctionType) and cls.__new__ is object.__new__:
         obj = object.__new__(cls)
         tobj = mutable(obj, None)
-        JVP(init, None, (obj, *args), (tobj, *ts))
+        if names:
+            JVPkw(names, init, None, (obj, *args), (tobj, *ts))
+        else:
+            JVP(init, None, (obj, *args), (tobj, *ts))
         return obj, tobj
     if not any(differentiable(a) for a in args):
-        return cls(*args), None
-    raise UnsupportedError(f"no forward-mode rule for constructing {cls.__qualname__}")
+        k = len(args) - len(names)
+        return cls(*args[:k], **dict(zip(names, args[k:]))), None
+    raise UnsupportedError(f"no forward-mode rule for constructing {cls.__qualname__}"
+                           f"{' called with keyword arguments' if names else ''}")
 
 
 def transposed(rule, args, ts):

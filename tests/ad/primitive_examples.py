@@ -7,6 +7,7 @@ A new primitive adds its examples here; the registry test fails for a primitive 
 import builtins
 import dataclasses
 import functools
+import itertools
 import math
 import operator
 
@@ -75,6 +76,13 @@ example(builtins.map)((lambda x: list(map(np.sin, x))[1], V))
 example(called_with)((lambda x: np.sum(np.multiply(*(x, x[::-1]))), V),
                      (lambda x: _gathering(x[0], *x[1:], scale=x[2], **{"p": 2.0}), V),
                      (lambda x: _gathering(*[x, x * x], **dict(scale=1.5, p=3.0)), A))
+example(itertools.combinations)((lambda x: [a * b for a, b in itertools.combinations(x, 2)], V),
+                                (lambda x: list(itertools.combinations([x[:2], x[2:], x[1:3]], 2))[2], V))
+example(itertools.permutations)((lambda x: [a * b ** 2 for a, b in itertools.permutations(x[:3], 2)], V),
+                                (lambda x: [a * b ** 2 * c for a, b, c in itertools.permutations(x[:3])], V))
+example(itertools.pairwise)((lambda x: [(b - a) ** 2 for a, b in itertools.pairwise(x)], V))
+example(itertools.accumulate)((lambda x: list(itertools.accumulate(x)), V),
+                              (lambda x: list(itertools.accumulate(x, operator.mul)), V))
 example(builtins.getattr)((lambda x: getattr(x, "T") @ x, M))
 example(builtins.complex)((lambda x: abs(complex(x, 2.0)), 0.7))
 example(builtins.setattr)((lambda x: _with_attribute(x), 0.7))
@@ -286,6 +294,8 @@ example(np.gradient)((lambda x: np.gradient(x), W), (lambda x: np.gradient(x, 0.
                      (lambda x: np.gradient(x, 0.5, axis=(1,))[0], A), (lambda x: np.gradient(x, axis=1, edge_order=2), T))
 example(np.piecewise)((lambda x: np.piecewise(x, [x < 0.5, x > 0.7], [np.sin, lambda t: t ** 2, 0.25]), A),
                       (lambda x: np.piecewise(x, x > 0.5, [lambda t: t ** 3, np.exp]), V))
+example(np.broadcast_arrays)((lambda x: np.broadcast_arrays(x[:, None], x[None, :2] ** 2), V),
+                            (lambda x: np.broadcast_arrays(x, 2.0)[1] * x, V))
 example(np.meshgrid)((lambda x: np.meshgrid(x, W), V), (lambda x: np.meshgrid(x, x[:2], indexing="ij", sparse=True), V))
 example(_swv)((lambda x: _swv(x, 3) * 1.5, V), (lambda x: _swv(x, (2, 2)) ** 2, A))
 for _name in ("trapezoid", "trapz"):

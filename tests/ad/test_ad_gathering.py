@@ -1,11 +1,12 @@
 """Python functions with ``*args``, ``**kwargs``, keyword-only and positional-only parameters, differentiated in
 every mode (each as its flat twin, ``flat``) against central differences of plain NumPy, called as users call
 them: from differentiated code with positions and keywords, and from ``ad.grad`` with keyword arguments."""
+import functools
+
 import numpy as np
 import pytest
 
 from tensorlang import ad
-from tensorlang.errors import UnsupportedError
 from all_modes import central, check_modes   # (tests/ad is on the path)
 
 X = np.array([0.3, -1.2, 2.0])
@@ -117,3 +118,54 @@ def test_a_keyword_given_twice_is_python_s_error():
         ad.grad(f)(X)
     with pytest.raises(TypeError, match="multiple values for keyword argument 'scale'"):
         f(X)
+
+
+class _Base:
+    def __init__(self, w, *, b=0.0):
+        self.w = w
+        self.b = b
+
+
+class _Forwarding(_Base):
+    """The pattern of class hierarchies: the subclass takes what it does not name and hands it on."""
+
+    def __init__(self, *args, gain=1.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gain = gain
+
+    def __call__(self, *xs, shift=0.0):
+        return self.gain * sum(np.sum(self.w * x) for x in xs) + self.b + shift
+
+
+def _decorated(f):
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        return f(*args, **kwargs)
+    return wrapper
+
+
+@_decorated
+def _decorated_energy(u, scale=1.0):
+    return scale * np.sum(np.sin(u) ** 2)
+
+
+def test_forwarding_constructors_decorators_and_callable_objects():
+    """``super().__init__(*args, **kwargs)`` (the values it stores reach their gradients: the forwarded call's
+    pullback runs although its result, None, has none), a class constructed with keywords, a callable object
+    called with keywords, a function decorated with ``functools.wraps`` (its own ``*args``, not the signature
+    of what it wraps)."""
+    def f(u, y):
+        model = _Forwarding(u * y, b=y, gain=2.0)
+        return model(u, u ** 2, shift=y) ** 2 + _decorated_energy(u, scale=y) + _decorated_energy(u * y)
+    check_modes(f, X, 0.7)
+
+
+def _pushed(stack, *items, by=0.7):
+    for item in items:
+        stack.append(item * by)
+    return stack
+
+
+def test_a_list_handed_through_calls_that_append_to_it():
+    check_modes(lambda u, y: (lambda s: np.sum(s[0] * s[1] + s[2]))(_pushed(_pushed([], u, u[::-1]), u ** 2, by=y)),
+                X, 0.7)

@@ -16,6 +16,7 @@ import pytest
 
 from tensorlang import ad
 from tensorlang.errors import UnsupportedError
+from all_modes import check_modes   # (tests/ad is on the path)
 
 X3 = np.array([0.7, -1.3, 2.1])
 
@@ -995,3 +996,26 @@ def test_reverse_over_reverse_through_a_nested_function_that_writes_into_what_it
         for v in np.eye(3):
             np.testing.assert_allclose(ad.grad(lambda x: np.sum(g(x) * v))(u), want @ v, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(ad.hessian(f)(u), want, rtol=1e-5, atol=1e-6)
+
+
+def _appended(stack, y):
+    stack.append(y * 0.7)
+    return stack
+
+
+def _through_the_returned_list(x, y):
+    s = [x]
+    s2 = _appended(s, x)
+    _appended(s2, x[::-1] * y)
+    return np.sum(s[-1] * np.array([1.0, 2.0, 3.0, 4.0]))
+
+
+def test_a_list_returned_by_the_function_it_was_passed_to_stays_that_list():
+    """A call given a list and an array it copies on capture (``runtime.cut``) rebuilt the list it returned to
+    rebase views of the copy, so ``s2 = f(s, x)`` was another list than ``s``: the value and the gradient of
+    code that went on writing through ``s2`` and reading ``s`` were wrong, with no error (every mode), and reverse
+    over reverse of ``f(f([], x), y)`` lost half of its Hessian-vector product."""
+    x = np.array([0.3, -1.2, 0.8, 0.5])
+    assert ad.value_and_grad(_through_the_returned_list)(x, 0.7)[0] == pytest.approx(_through_the_returned_list(x, 0.7))
+    check_modes(_through_the_returned_list, x, 0.7)
+    check_modes(lambda x, y: (lambda s: np.sum(s[0] * s[1]))(_appended(_appended([], x), x[::-1] * y)), x, 0.7)

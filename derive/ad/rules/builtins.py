@@ -10,7 +10,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..lower import as_sequence, called_with, formatted, found_by_super, keywords_of
 from ..registry import define
-from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, Jkw, acc
+from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, WRITING_RULES, Jkw, acc
 
 
 def seq_grad(xs, g: list):
@@ -268,6 +268,7 @@ def _opaque_iteration(xs):
 
 
 RULES[as_sequence] = _as_sequence
+WRITING_RULES.add(_called_with)   # (the function it calls may move gradients through the box store: ``self.w = w``)
 LINEAR[_zip] = _zip_along   # (its code takes *seqs)
 define(_b.map, refused={"reverse over reverse": "its rule calls J of the function on each item, over *seqs, "
                                                 "outside the transformed subset"})

@@ -1,5 +1,6 @@
 """Rules of NumPy functions (and of ``dataclasses.astuple``/``asdict``, ``functools.reduce``, ``math.fsum``,
-``math.prod``) given as Python code:
+``math.prod``, ``itertools.combinations``, ``permutations``, ``pairwise``, ``accumulate``)
+given as Python code:
 ``implemented_by(f, impl)`` registers, as ``f``'s reverse and forward rules, the differentiation of ``impl``,
 a Python function with ``f``'s parameters that computes what ``f`` does with functions that have rules of their
 own (``np.linalg.cond`` as a ratio of ``svdvals``, ``np.cov`` as a product of centred arrays ...).  Its derivatives in every mode, and at second
@@ -679,6 +680,52 @@ def _reduce(function, iterable, initial=_NO_INITIAL):
 
 
 implemented_by(functools.reduce, _reduce)
+
+
+# -- itertools: the items they pick, as lists (a loop over one is the same loop) -------------------------------------
+def _combinations(iterable, r):
+    items = list(iterable)
+    return [tuple([items[i] for i in picked]) for picked in _index_combinations(len(items), r)]
+
+
+def _permutations(iterable, r=None):
+    items = list(iterable)
+    return [tuple([items[i] for i in picked]) for picked in _index_permutations(len(items), r)]
+
+
+def _index_combinations(n, r):
+    """The positions ``itertools.combinations`` picks from ``n`` items (no derivative)."""
+    return list(itertools.combinations(range(n), r))
+
+
+def _index_permutations(n, r):
+    """The positions ``itertools.permutations`` picks from ``n`` items (no derivative)."""
+    return list(itertools.permutations(range(n), r))
+
+
+def _pairwise(iterable):
+    items = list(iterable)
+    return [(items[i], items[i + 1]) for i in range(len(items) - 1)]
+
+
+def _accumulate(iterable, func=None):
+    out = []
+    for k, item in enumerate(list(iterable)):
+        if k == 0:
+            total = item
+        elif func is None:
+            total = total + item
+        else:
+            total = func(total, item)
+        out.append(total)
+    return out
+
+
+implemented_by(itertools.combinations, _combinations)
+implemented_by(itertools.permutations, _permutations)
+implemented_by(itertools.pairwise, _pairwise)
+NONDIFF.update({_index_combinations, _index_permutations})
+implemented_by(itertools.accumulate, _accumulate)
 
 
 # -- math.fsum and math.prod: a sum and a product of the items ------------------------------------------------------

@@ -292,6 +292,22 @@ def _meshgrid_along(args, kw, ts):
     return np.meshgrid(*(_tangent(x, t) for x, t in zip(args, ts)), **kw)
 
 
+def _broadcast_arrays(*args, **kw):
+    """``np.broadcast_arrays(*args)``: the layout driver over its arrays; the views it returns read-only, as NumPy
+    will make them (reading whether one is writeable warns that it will not be)."""
+    return layout_rule(lambda *xs: _read_only(np.broadcast_arrays(*xs, **kw)), arrays=tuple(range(len(args))))(*args)
+
+
+def _read_only(views: tuple) -> tuple:
+    for v in views:
+        v.flags.writeable = False
+    return views
+
+
+def _broadcast_arrays_along(args, kw, ts):
+    return _read_only(np.broadcast_arrays(*(_tangent(x, t) for x, t in zip(args, ts)), **kw))
+
+
 def _linear_jvp(f, along):
     """The forward rule of a function linear in its arguments: ``along`` them."""
     def jvp(args, ts, **kw):
@@ -302,7 +318,9 @@ def _linear_jvp(f, along):
     return jvp
 
 
-LINEAR.update({_block: _block_along, _meshgrid: _meshgrid_along})
-RULES.update({np.block: _block, np.meshgrid: _meshgrid,
+LINEAR.update({_block: _block_along, _meshgrid: _meshgrid_along, _broadcast_arrays: _broadcast_arrays_along})
+RULES.update({np.block: _block, np.meshgrid: _meshgrid, np.broadcast_arrays: _broadcast_arrays,
               np.lib.stride_tricks.sliding_window_view: layout_rule(np.lib.stride_tricks.sliding_window_view)})
-JVP_RULES.update({np.block: _linear_jvp(np.block, _block_along), np.meshgrid: _linear_jvp(np.meshgrid, _meshgrid_along)})
+JVP_RULES.update({np.block: _linear_jvp(np.block, _block_along), np.meshgrid: _linear_jvp(np.meshgrid, _meshgrid_along),
+                  np.broadcast_arrays: _linear_jvp(lambda *xs, **kw: _read_only(np.broadcast_arrays(*xs, **kw)),
+                                                   _broadcast_arrays_along)})
