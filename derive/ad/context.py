@@ -30,12 +30,14 @@ class Store:
     """Boxes (objects written to) and their gradients, for one differentiation; under forward over reverse,
     its tangent store (``second.on_tangent_store``: the same boxes, the tangents of their gradients)."""
 
-    __slots__ = ("boxes", "grads", "tangent")
+    __slots__ = ("boxes", "grads", "tangent", "rewound")
 
     def __init__(self, boxes=None):
         self.boxes: dict[int, object] = {} if boxes is None else boxes
         self.grads: dict[int, object] = {}
         self.tangent: Store | None = None
+        # id(list or dict) -> its items as they were where the backward pass has reached (``runtime.rewound``)
+        self.rewound: dict[int, list | dict] = {}
 
 
 class Context:

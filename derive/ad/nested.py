@@ -36,9 +36,10 @@ from .flat import flat_call, holding, part, shifted, takes_extras
 from .nested_store import box_method
 from .registry import PAIRS
 from .rules import is_nondiff
+from .context import current
 from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jkw_read,
-                      Jm, WRITING_RULES, Writes, acc, check_keywords, differentiable, filled, method_rule,
-                      rule_code_refused, ufunc_method, with_defaults)
+                      Jm, WRITING_RULES, Writes, acc, box_of, check_keywords, differentiable, filled, method_rule,
+                      rule_code_refused, ufunc_method, unfollowed, with_defaults)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:
@@ -161,6 +162,13 @@ def _through_code(f, r, pos, kw, lead):
         if getattr(spec, "refused_again", None):   # a function that ad.grad made, differentiated a third time
             raise BeyondOrder(spec.refused_again)
         (y, back), pb = J(spec.generic.pb, f, *pos)
+        for a in pos:   # (a result that is an array argument or a view of one: a write into it is the recording's)
+            if type(a) is np.ndarray and any(np.may_share_memory(a, r) for r in _arrays_in(y)):
+                lv = current().level
+                if id(box_of(a if lv is None else lv.original(a))) in current().store.boxes:   # (f wrote into it)
+                    raise BeyondOrder(f"a second differentiation through {_name(f)}, which returns an array "
+                                      f"argument it wrote into (or a view of it), is not supported")
+                unfollowed(a)
         where = [0] + [shifted(w, 1) for w in where]
         grads = lambda g: (g[1], *_at(g[2:], where[1:], -1))   # noqa: E731
     else:   # the rule's pullback, one gradient per argument
@@ -183,6 +191,11 @@ def _through_code(f, r, pos, kw, lead):
     # the code may make boxes (a loop's stack of values) whose gradients reach the store and not the pair's
     # cotangent: its pullback runs without a cotangent too, and takes them where they were made
     return (y, Pullback(back, where, quiet=r is not None and r not in WRITING_RULES)), Writes(code_back)
+
+
+def _arrays_in(y) -> list:
+    return [y] if type(y) is np.ndarray else [r for r in y if type(r) is np.ndarray] if type(y) in (list, tuple) \
+        else []
 
 
 def _at(g, where, shift):

@@ -45,10 +45,11 @@ class Level:
     (the outer differentiation's) stays the current one: the objects its transformed code makes and writes
     are its boxes."""
 
-    __slots__ = ("inner", "adjoint", "copies")
+    __slots__ = ("inner", "adjoint", "copies", "stored")
 
     def __init__(self):
         self.inner, self.adjoint, self.copies = Store(), {}, {}
+        self.stored: set[int] = set()   # the arrays whose writes it does not follow (``runtime.unfollowed``)
 
     def original(self, v):
         """``v``, or the array that the outer differentiation gave a copy of (``runtime.snap``)."""
@@ -156,14 +157,37 @@ def _setitem_rule(obj, idx, val):
     if isinstance(getattr(type(obj), "__setitem__", None), types.FunctionType):
         raise UnsupportedError(f"a second differentiation through {type(obj).__qualname__}.__setitem__ is not "
                                f"supported")
-    return _write(_level("x[i] = v").original(obj), "x[i] = v", lambda o: setitem(o, idx, val), _same, 3)
+    lv = _level("x[i] = v")
+    obj = lv.original(obj)
+    if isinstance(obj, (list, dict)) and type(val) is np.ndarray:
+        lv.stored.add(id(box_of(val)))
+    else:
+        _refuse_write_into_stored(lv, obj)
+    return _write(obj, "x[i] = v", lambda o: setitem(o, idx, val), _same, 3)
+
+
+def _refuse_write_into_stored(lv, obj):
+    """``BeyondOrder`` for a write into an array that the gradient code wrote into a list's or dict's item (``p[0] =
+    p[0] + v; p[0][1] = w``), iterated over (``for row in m: row[0] = v``) or got back from a call (a view of an
+    argument): the transform's second differentiation lost the gradients of the item replaced, of the rows
+    written, of the view written (causes not found); the recording is right where it can be made."""
+    if type(obj) is np.ndarray and id(box_of(obj)) in lv.stored:
+        raise BeyondOrder("a second differentiation through a write into an array that was written into an item "
+                          "of a list or dict, iterated over by a for loop, or returned (or a view of it) by the "
+                          "function it was passed to, is not supported")
 
 
 def _scatter_rule(f):
     """The rule of ``f``'s rule (``np.add.at``, ``np.subtract.at``: a write whose pullback is a box rule's,
     ``rules.scatter.Added``), as ``x[i] = v``'s."""
     rule, what = RULES[f], primitive(f).name
-    return lambda obj, idx, val: _write(_level(what).original(obj), what, lambda o: rule(o, idx, val), _same, 3)
+
+    def scattered(obj, idx, val):
+        lv = _level(what)
+        obj = lv.original(obj)
+        _refuse_write_into_stored(lv, obj)
+        return _write(obj, what, lambda o: rule(o, idx, val), _same, 3)
+    return scattered
 
 
 def _zero3(d):

@@ -534,19 +534,45 @@ def _unrepeated(v, c):
     return v[_first_of_repeats(v, axes)], np.sum(np.broadcast_to(dense(c), v.shape), axis=axes, keepdims=True)
 
 
+def unfollowed(xs) -> None:
+    """Note, in gradient code being differentiated again (``nested_store.Level``), that the transform does not
+    follow a write into array ``xs`` from here on (a ``for`` loop iterates over it, its rows views of it; a call
+    returned it, or a view of it): such a write goes to the recording (``nested_store._refuse_write_into_stored``)."""
+    lv = current().level
+    if lv is not None and type(xs) is np.ndarray:
+        lv.stored.add(id(box_of(lv.original(xs))))
+
+
+NONDIFF.add(unfollowed)
+
+
+def rewound(obj):
+    """The items of list or dict box ``obj`` as they were at the point of the program the backward pass has
+    reached, for the pullback of a write into it to rewind further (put back what the write overwrote, take out
+    what it added): the pullback of a read made earlier sees the items that read saw, not those the program
+    ended with (a copy of its items the first time)."""
+    s = current().store
+    items = s.rewound.get(id(obj))
+    if items is None:
+        items = s.rewound[id(obj)] = dict(obj) if isinstance(obj, dict) else list(obj)
+    return items
+
+
 def _items_to_boxes(v, c, s, seen):
     """Gradient ``c`` of list, tuple or dict ``v`` less the parts that belong to what ``v`` holds (at any depth,
     through containers, attributes and bound methods' ``__self__``) that is a box or a view of a box array:
     those parts are added into the store, where a read of such an object leaves its gradient too
-    (``take_captured``), so the pullbacks of writes into it find them."""
+    (``take_captured``), so the pullbacks of writes into it find them.  What ``v`` holds is what it held where
+    the backward pass has reached (``rewound``)."""
     seen.add(id(v))
-    keys = list(c) if type(c) is dict else range(min(len(c), len(v)))
+    items = s.rewound.get(id(v), v)   # (as the read whose gradient ``c`` is saw them: ``rewound``)
+    keys = list(c) if type(c) is dict else range(min(len(c), len(items)))
     out = None
     for k in keys:
         part = c[k]
-        if part is None or type(c) is dict and k not in v:
+        if part is None or type(c) is dict and k not in items:
             continue
-        new = _part_to_boxes(v[k], part, s, seen)
+        new = _part_to_boxes(items[k], part, s, seen)
         if new is not part:
             out = (dict(c) if type(c) is dict else list(c)) if out is None else out
             out[k] = new

@@ -1019,3 +1019,83 @@ def test_a_list_returned_by_the_function_it_was_passed_to_stays_that_list():
     assert ad.value_and_grad(_through_the_returned_list)(x, 0.7)[0] == pytest.approx(_through_the_returned_list(x, 0.7))
     check_modes(_through_the_returned_list, x, 0.7)
     check_modes(lambda x, y: (lambda s: np.sum(s[0] * s[1]))(_appended(_appended([], x), x[::-1] * y)), x, 0.7)
+
+
+def _replaced_then_written(x, y):
+    p = [x * 1.0]
+    p[0] = p[0] + y * x
+    p[0][0] = p[0][0] * 2
+    return np.sum(p[0] ** 2)
+
+
+def _dict_item_grown_in_place(x, y):
+    p = {"w": x * 1.0}
+    p["w"] += y * x
+    p["w"][0] = p["w"][0] * 2
+    return np.sum(p["w"] ** 2)
+
+
+def _slice_replaced(x, y):
+    p = [x * 1.0, x * y, x ** 2]
+    r0, r1 = p[0], p[1]
+    p[0:2] = [r1 * 2.0]
+    p[0][0] = 7.0 * y
+    return np.sum(p[0] ** 2) + np.sum(r0 * p[1])
+
+
+def _replaced_in_a_loop(x, y):
+    p = [x * 1.0]
+    for k in range(3):
+        p[0] = p[0] * y + x
+        p[0][k] = p[0][k] ** 2
+    return np.sum(p[0])
+
+
+@pytest.mark.parametrize("f", [_replaced_then_written, _dict_item_grown_in_place, _slice_replaced, _replaced_in_a_loop])
+def test_a_read_of_an_item_a_later_write_replaced(f):
+    """The gradient of an item read from a list or dict was added to the item the container held at the end
+    (``p[0] = p[0] + v`` then a write into the new ``p[0]``: the old item's gradient went into the new one's box,
+    after that box was taken, and was lost, with no error); the pullbacks of the writes now rewind what the
+    container holds (``runtime.rewound``).  A slice written with another number of items was a raw IndexError.
+    Reverse over reverse through a write into an array stored in an item goes to the recording."""
+    check_modes(f, np.array([0.3, -1.2, 0.8, 0.5]), 0.7)
+
+
+def _fill(a, b):
+    a[1:5] = b
+    return a
+
+
+def _view_of(a):
+    return a[:2]
+
+
+def test_a_call_that_returns_its_array_argument_at_second_order():
+    """Reverse over reverse through a function that writes into its array argument and returns it, or returns a
+    view of it that is then written, was wrong with no error: the first goes to the recording, the second is
+    refused by name (the recording cannot write through a view); one that returns a view it does not write is
+    differentiated."""
+    x = np.array([0.3, -1.2, 0.8, 0.5])
+    check_modes(lambda x, y: np.sum(_fill(np.zeros(6), x * y) ** 2) * y, x, 0.7)
+
+    def written_view(x, y):
+        z = x * y
+        v = _view_of(z)
+        v[0] = v[0] * 3.0
+        return np.sum(z ** 2)
+    check_modes(written_view, x, 0.7, twice_reverse=False)
+    with pytest.raises(UnsupportedError, match="returned .or a view of it. by the function it was passed to"):
+        ad.grad(lambda u: np.sum(ad.grad(written_view)(u, 0.7)))(x)
+    check_modes(lambda x, y: np.sum(_view_of(x * y) * 3.0) + np.sum(x ** 3), x, 0.7)
+
+
+def test_rows_of_a_for_loop_written_at_second_order():
+    def rows(x, y):
+        m = np.outer(x, x) * y
+        for row in m:
+            row[0] = row[0] * 2.0
+        return np.sum(m ** 2)
+    x = np.array([0.3, -1.2, 0.8, 0.5])
+    check_modes(rows, x, 0.7, twice_reverse=False)
+    with pytest.raises(UnsupportedError, match="iterated over by a for loop"):
+        ad.grad(lambda u: np.sum(ad.grad(rows)(u, 0.7)))(x)

@@ -10,7 +10,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..lower import as_sequence, called_with, formatted, found_by_super, keywords_of
 from ..registry import define
-from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, WRITING_RULES, Jkw, acc
+from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, WRITING_RULES, Jkw, acc, unfollowed
 
 
 def seq_grad(xs, g: list):
@@ -248,6 +248,7 @@ NONDIFF.update({_b.print, _b.isinstance, _b.len, _b.range, _b.int, _b.round, _b.
 
 def _as_sequence(xs):
     """What a ``for`` loop indexes (``lower.as_sequence``): the value itself, or a list of it."""
+    unfollowed(xs)
     y = as_sequence(xs)
     if y is xs or type(xs) is np.flatiter:   # (x.flat: its gradient an array of the entries', as x.flat's rule takes)
         return y, lambda dy: (dy,)

@@ -20,7 +20,7 @@ from ..ir import CONST_KIND, INT, is_array, kind_of, memory_of
 from ..registry import JVP_RULES, LINEAR, refusing
 from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw,
                        METHOD_RULES, TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex,
-                       make_like, own, part_of, register, summed_to, unbroadcast, untracked)
+                       make_like, own, part_of, register, rewound, summed_to, unbroadcast, untracked)
 from .layout import concatenator_getitem, like_entries
 
 AxisConcatenator = type(np.r_).__mro__[1]   # the class of np.r_ and np.c_
@@ -131,8 +131,9 @@ def setitem(obj, idx, val):
     t = type(obj)
     if t is np.ndarray or t in ARRAY_TYPES or _builtin_items(obj, "__setitem__"):
         register(obj)
+        before = _overwritten(obj, idx, val)
         obj[idx] = val
-        return None, Clear(obj, idx, val)
+        return None, Clear(obj, idx, val, before)
     if t is np.flatiter:   # x.flat[i] = v: a write into x at the places the flat index names (no view of x)
         return setitem(*flat_places(obj, idx), val)
     m = getattr(t, "__setitem__", None)
@@ -269,7 +270,7 @@ def _pop(lst, i=-1):
     register(lst)
     n = len(lst)
     y = lst.pop(i)
-    return y, Put(lst, n, i if i >= 0 else n + i)
+    return y, Put(lst, n, i if i >= 0 else n + i, y)
 
 
 # -- the pullbacks of writes: operations on the gradient of the object written (in the box store) -------------
@@ -301,6 +302,9 @@ class Cut:
         return last if self.pos is None else min(self.pos, last)
 
     def __call__(self, dy):
+        items = rewound(self.obj)
+        if items:
+            items.pop(self._place(len(items) - 1))
         g = box_grad(self.obj)
         if g is None:
             return (None,) * (self.at + 1)
@@ -322,6 +326,7 @@ class CutTail:
         self.obj, self.n, self.m, self.kind = obj, n, m, kind
 
     def __call__(self, dy):
+        del rewound(self.obj)[self.n:]
         g = box_grad(self.obj)
         if g is None:
             return (None, None)
@@ -339,12 +344,13 @@ class CutTail:
 class Put:
     """``pop`` of item ``pos`` of a list of ``n``: the popped value's gradient ``dy`` is put back in its place."""
 
-    __slots__ = ("obj", "n", "pos")
+    __slots__ = ("obj", "n", "pos", "item")
 
-    def __init__(self, obj, n, pos):
-        self.obj, self.n, self.pos = obj, n, pos
+    def __init__(self, obj, n, pos, item):
+        self.obj, self.n, self.pos, self.item = obj, n, pos, item
 
     def __call__(self, dy):
+        rewound(self.obj).insert(self.pos, self.item)
         g = box_grad(self.obj)
         if g is None:
             if dy is None:
@@ -363,12 +369,18 @@ class Put:
 class PopKeys:
     """``update``: the gradients of the keys written, taken out of the dict's."""
 
-    __slots__ = ("obj", "keys")
+    __slots__ = ("obj", "keys", "before")
 
-    def __init__(self, obj, keys):
-        self.obj, self.keys = obj, keys
+    def __init__(self, obj, keys, before):
+        self.obj, self.keys, self.before = obj, keys, before
 
     def __call__(self, dy):
+        items = rewound(self.obj)
+        for k, old in self.before.items():
+            if old is _ABSENT:
+                items.pop(k, None)
+            else:
+                items[k] = old
         g = box_grad(self.obj)
         if g is None:
             return (None, None)
@@ -382,17 +394,43 @@ class PopKeys:
         return a, None
 
 
+_ABSENT = object()   # (a key a dict did not have before a write)
+
+
+def _overwritten(obj, idx, val):
+    """What ``obj[idx] = val`` overwrites in list or dict ``obj``: ``(place, items)``, the items it replaces and
+    where the ones it writes go, for its pullback to put them back (``runtime.rewound``); None for an array."""
+    if isinstance(obj, dict):
+        return idx, obj.get(idx, _ABSENT)
+    if not isinstance(obj, list):
+        return None
+    if type(idx) is slice:
+        start, stop, step = idx.indices(len(obj))
+        if step != 1:   # (an extended slice writes as many items as it replaces)
+            return idx, obj[idx]
+        return slice(start, start + len(val)), obj[start:max(stop, start)]
+    return (idx if idx >= 0 else idx + len(obj)), obj[idx]
+
+
 class Clear:
     """``obj[idx] = val``: the gradient of the slot written, taken out of the container's (zeroed in an
-    array's, where the last write wins for a repeated fancy index)."""
+    array's, where the last write wins for a repeated fancy index); a list's or dict's item it overwrote put
+    back where the backward pass has reached (``before``, ``runtime.rewound``)."""
 
-    __slots__ = ("obj", "idx", "val")
+    __slots__ = ("obj", "idx", "val", "before")
 
-    def __init__(self, obj, idx, val):
-        self.obj, self.idx, self.val = obj, idx, val
+    def __init__(self, obj, idx, val, before=None):
+        self.obj, self.idx, self.val, self.before = obj, idx, val, before
 
     def __call__(self, dy):
         obj, idx = self.obj, self.idx
+        if self.before is not None:
+            place, old = self.before
+            items = rewound(obj)
+            if old is not _ABSENT:
+                items[place] = old
+            else:
+                items.pop(place, None)
         g = box_grad(obj)
         if g is None:
             return (None, None, None)
@@ -402,8 +440,9 @@ class Clear:
             dv = _written_grad(g, idx, self.val) if obj.dtype.kind in "fc" else None
             g[idx] = 0
             return (None, None, dv)
-        dv = g[idx]
-        g[idx] = [None] * len(dv) if type(idx) is slice else None
+        place, old = self.before   # (a slice written with another number of items: the items it wrote)
+        dv = g[place]
+        g[place] = [None] * len(old) if type(place) is slice else None
         return (None, None, dv)
 
     def transpose(self, a, form, dd):
@@ -469,8 +508,9 @@ def _dict_get(d, k, default=None):
 def dict_update(d, other):
     register(d)
     keys = list(other)
+    before = {k: d.get(k, _ABSENT) for k in keys}
     d.update(other)
-    return None, PopKeys(d, keys)
+    return None, PopKeys(d, keys, before)
 
 
 def _dict_items(d):
