@@ -146,6 +146,8 @@ def box_method(name, kwnames, obj, *args):
                           f"supported")
     k = len(kwnames)
     pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
+    if name == "append" and pos and type(pos[0]) is np.ndarray:
+        _level(f"the method {type(obj).__qualname__}.{name}").stored.add(id(box_of(pos[0])))   # (as x[i] = v)
     rule, n = method_rule(obj, name), len(args) + 1
     return _write(obj, f"the method {type(obj).__qualname__}.{name}", lambda o: rule(o, *pos, **kw),
                   lambda g: (None, None, *g, *(None,) * (n - len(g))), n)
@@ -168,7 +170,7 @@ def _setitem_rule(obj, idx, val):
 
 def _refuse_write_into_stored(lv, obj):
     """``BeyondOrder`` for a write into an array that the gradient code wrote into a list's or dict's item (``p[0] =
-    p[0] + v; p[0][1] = w``), iterated over (``for row in m: row[0] = v``) or got back from a call (a view of an
+    p[0] + v; p[0][1] = w``, ``lst.append(a); lst[-1][0] = w``), iterated over (``for row in m: row[0] = v``) or got back from a call (a view of an
     argument): the transform's second differentiation lost the gradients of the item replaced, of the rows
     written, of the view written (causes not found); the recording is right where it can be made."""
     if type(obj) is np.ndarray and id(box_of(obj)) in lv.stored:

@@ -169,3 +169,33 @@ def _pushed(stack, *items, by=0.7):
 def test_a_list_handed_through_calls_that_append_to_it():
     check_modes(lambda u, y: (lambda s: np.sum(s[0] * s[1] + s[2]))(_pushed(_pushed([], u, u[::-1]), u ** 2, by=y)),
                 X, 0.7)
+
+
+def _parts(*xs, scale=1.0):
+    acc = []
+    for v in xs:
+        acc.append(v * v * scale)
+    return sum(np.sum(a) for a in acc)
+
+
+def _threaded_loss(x, s):
+    p = {"w": x * 1.0}
+    p["w"] = p["w"] + s * x
+    p["w"][0] = p["w"][0] * 2
+    return _parts(x, p["w"], scale=s)
+
+
+def test_from_many_threads():
+    """Flat twins, star-arguments and the rewound containers of the box store, from four threads at once."""
+    from concurrent.futures import ThreadPoolExecutor
+    x = np.arange(1.0, 301.0) / 100
+
+    def right(k):
+        s = 0.5 + k / 100
+        w = x * (1 + s)
+        w[0] *= 2
+        gw = 2 * w * s
+        gw[0] *= 2
+        return np.allclose(ad.grad(_threaded_loss)(x, s), 2 * x * s + gw * (1 + s))
+    with ThreadPoolExecutor(4) as ex:
+        assert sum(ex.map(right, range(40))) == 40

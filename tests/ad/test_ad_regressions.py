@@ -1051,13 +1051,24 @@ def _replaced_in_a_loop(x, y):
     return np.sum(p[0])
 
 
-@pytest.mark.parametrize("f", [_replaced_then_written, _dict_item_grown_in_place, _slice_replaced, _replaced_in_a_loop])
+def _appended_then_written(x, y):
+    lst = [x * y]
+    lst.append(lst[0])
+    lst.append(x * 1.0)
+    lst[1][3] = y
+    lst[2][0] = lst[0][1] * 2.0
+    return sum(np.sum(v * x) for v in lst)
+
+
+@pytest.mark.parametrize("f", [_replaced_then_written, _dict_item_grown_in_place, _slice_replaced, _replaced_in_a_loop,
+                               _appended_then_written])
 def test_a_read_of_an_item_a_later_write_replaced(f):
     """The gradient of an item read from a list or dict was added to the item the container held at the end
     (``p[0] = p[0] + v`` then a write into the new ``p[0]``: the old item's gradient went into the new one's box,
     after that box was taken, and was lost, with no error); the pullbacks of the writes now rewind what the
     container holds (``runtime.rewound``).  A slice written with another number of items was a raw IndexError.
-    Reverse over reverse through a write into an array stored in an item goes to the recording."""
+    Reverse over reverse through a write into an array stored in an item (by ``x[i] = v`` or ``append``) goes to the
+    recording (it lost Hessian-vector product terms with no error)."""
     check_modes(f, np.array([0.3, -1.2, 0.8, 0.5]), 0.7)
 
 
