@@ -5,8 +5,10 @@ Statements become basic blocks; ``if``/``while``/``for``/``break``/``continue``/
 values as the blocks are built (``ssa.SSABuilder``).  ``for`` loops run a counter over ``range`` or over
 the indices of a sequence; comprehensions become loops that append to a fresh list.  Nested functions
 and lambdas become ``closure`` instructions that build the real function from a small factory and the
-captured values.  Every construct outside this subset raises ``UnsupportedError`` with file, line and
-construct before anything runs.
+captured values.  A call with star-arguments becomes a call of ``called_with`` (its positional arguments one
+tuple, its keywords dicts), and a function with ``*args``, ``**kwargs`` or keyword-only parameters takes them
+as its flat twin does (``flat``).  Every construct outside this subset raises ``UnsupportedError`` with file,
+line and construct before anything runs.
 """
 from __future__ import annotations
 

@@ -1110,3 +1110,24 @@ def test_rows_of_a_for_loop_written_at_second_order():
     check_modes(rows, x, 0.7, twice_reverse=False)
     with pytest.raises(UnsupportedError, match="iterated over by a for loop"):
         ad.grad(lambda u: np.sum(ad.grad(rows)(u, 0.7)))(x)
+
+
+def _sorted_by_a_closure(x, y):
+    pairs = [(x[i] * y, x[3 - i]) for i in range(4)]
+    s = sorted(pairs, key=lambda p: p[0] * y, reverse=True)
+    return s[0][0] * s[1][1] + s[-1][0]
+
+
+def _picked_by_a_closure(x, y):
+    items = [x[i] * y for i in range(4)]
+    w = [abs(v) for v in items]
+    best = max(range(4), key=lambda i: w[i])
+    return items[best] * x[best] + min(items, key=lambda v: -v * w[0]) * y
+
+
+@pytest.mark.parametrize("f", [_sorted_by_a_closure, _picked_by_a_closure])
+def test_a_key_closure_that_captures_values_with_tangents(f):
+    """In forward mode a ``key`` closure capturing values with tangents was taken as a differentiable keyword:
+    ``sorted`` was handed it by position and sorted without it (value and tangent wrong, with no error), ``max``
+    and ``min`` refused it; ``key`` only chooses, so its tangent is none of the result's."""
+    check_modes(f, np.array([0.3, -1.2, 0.8, 0.5]), 0.7)

@@ -588,11 +588,14 @@ def _sum(args, ts):
 
 
 def _pick(pick):
-    def rule(args, ts, key=None):
+    """The forward rule of ``max``/``min``; ``key`` only chooses (the tangent of a ``key`` closure, ``tkw``, is none of
+    the result's)."""
+    def rule(args, ts, tkw=None, key=None):
         seq, tseq = (args[0], ts[0]) if len(args) == 1 else (args, ts)
         items = list(seq)
         i = pick(range(len(items)), key=ranking(items, key))
         return items[i], None if tseq is None else tseq[i]
+    rule.keyword_tangents = True
     return rule
 
 
@@ -681,12 +684,17 @@ def _filter(args, ts):
     return [items[i] for i in kept], [t[i] for i in kept]
 
 
-def _sorted(args, ts, key=None, reverse=False):
+def _sorted(args, ts, tkw=None, key=None, reverse=False):
+    """``sorted``: ``key`` only chooses the order (the tangent of a ``key`` closure, ``tkw``, is none of the
+    result's)."""
     items = list(args[0])
     order = sorted(range(len(items)), key=(lambda i: items[i]) if key is None else (lambda i: key(items[i])),
                    reverse=reverse)
     t = _seq(ts[0], items)
     return [items[i] for i in order], [t[i] for i in order]
+
+
+_sorted.keyword_tangents = True
 
 
 def _as_sequence(args, ts):
