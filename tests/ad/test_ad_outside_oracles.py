@@ -11,6 +11,7 @@ import scipy.linalg as sl
 
 from tensorlang import ad
 from tensorlang.errors import UnsupportedError
+from all_modes import check_modes   # (tests/ad is on the path)
 
 
 def cd(f, x, h=1e-6):
@@ -486,3 +487,39 @@ def test_a_compiled_kernel_in_forward_mode(kernels):
     assert sorted(built) == [("w",), ("w", "x"), ("x",)] and two.forward_kernels == built
     for k in (sq, total):   # forward over reverse: the compiled derivative of the kernel's adjoint
         assert close(ad.hessian(lambda x: np.sum(k(x=x)) * 1.0)(x), 2 * np.eye(3), 1e-12)
+
+
+# -- NumPy's arithmetic of a list or tuple with an array: elementwise, not concatenation --------------------------
+SEQUENCE_ARITHMETIC = {
+    "list plus array": lambda x, y: np.sum(([1.0, 2.0, 3.0, 4.0] + x) ** 2 * y),
+    "array minus list": lambda x, y: np.sum((x - [1.0, y, 3.0, y * y]) ** 2),
+    "list of items times array": lambda x, y: np.sum([x[0], x[1] * x[2], y, 2.0] * x),
+    "tuple over array": lambda x, y: np.sum((1.0, y, 3.0, 4.0) / (x + 2.0)),
+    "list to the power of an array": lambda x, y: np.sum([1.5, 2.0, y, 4.0] ** x),
+    "list matmul array": lambda x, y: [1.0, y, 3.0, x[0]] @ x,
+    "numpy number plus list": lambda x, y: np.sum(x[0] + [x[1], y]) * x[3],
+    "lists still concatenate": lambda x, y: sum([x[0], x[1]] + [y * x[2]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEQUENCE_ARITHMETIC))
+def test_a_list_or_tuple_with_an_array_is_numpy_arithmetic_in_every_mode(name):
+    # (`[1.0, 2.0] + x` gave an empty list as the gradient, with no error; the other operators were refused)
+    check_modes(SEQUENCE_ARITHMETIC[name], np.array([0.3, -1.2, 0.8, 0.5]), 0.7)
+
+
+# -- the builtin sum: rows broadcast against each other and the start; lists concatenated ---------------------------
+BUILTIN_SUMS = {
+    "array rows onto an array start": lambda x, y: sum(x, y * x)[1] + np.sum(sum(x, y * x) ** 2),
+    "scalar items onto an array start": lambda x, y: np.sum(sum([x[0], y * x[1]], x ** 2) ** 2),
+    "rows of a matrix": lambda x, y: np.sum(sum(np.outer(x, x * y)) ** 2),
+    "arrays onto a scalar start": lambda x, y: np.sum(sum([x, x[::-1] * y], y) ** 3),
+    "lists concatenated": lambda x, y: np.sum(np.array(sum([[x[0]], [x[1] * x[2], y]], [x[3]])) * [2.0, 3.0, 5.0, 7.0]),
+    "tuples concatenated": lambda x, y: np.dot(sum(((x[0],), (x[1] * y,)), ()), x[2:]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_SUMS))
+def test_the_builtin_sum_in_every_mode(name):
+    # (`sum(x, start)` gave each row the whole gradient, and `sum(lists, [])` each list all of it, with no error)
+    check_modes(BUILTIN_SUMS[name], np.array([0.3, -1.2, 0.8, 0.5]), 0.7)

@@ -10,7 +10,8 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..lower import as_sequence, called_with, formatted, found_by_super, keywords_of
 from ..registry import define
-from ..runtime import ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, WRITING_RULES, Jkw, acc, unfollowed
+from ..runtime import (ARRAY_TYPES, LINEAR, J, NONDIFF, RULES, WRITING_RULES, Jkw, acc, summed_to, unbroadcast,
+                       unfollowed)
 
 
 def seq_grad(xs, g: list):
@@ -32,11 +33,25 @@ def seq_grad(xs, g: list):
 def _sum(xs, start=0):
     items = list(xs) if not isinstance(xs, (list, tuple, np.ndarray)) else xs
     y = _b.sum(items, start)
-    n, kind = len(items), type(xs)
-    if kind is np.ndarray:
-        return y, lambda dy: (np.broadcast_to(dy, xs.shape).astype(np.result_type(xs, dy, 0.0)), dy)
-    grads = lambda dy: [dy] * n
-    return y, lambda dy: ((tuple(grads(dy)) if kind is tuple else grads(dy)), dy)
+    kind = type(xs)
+    if isinstance(y, (list, tuple)):   # a concatenation (``sum(rows, [])``): each its part of the gradient
+        return y, lambda dy: _parts(dy, [start, *items], kind)
+    if kind is np.ndarray:   # each row added, broadcast against the others and ``start``
+        return y, lambda dy: (np.broadcast_to(summed_to(np.asarray(dy), xs.shape[1:]), xs.shape).astype(
+            np.result_type(xs, dy, 0.0)), unbroadcast(dy, start))
+    grads = lambda dy: [unbroadcast(dy, x) for x in items]
+    return y, lambda dy: ((tuple(grads(dy)) if kind is tuple else grads(dy)), unbroadcast(dy, start))
+
+
+def _parts(dy, pieces, kind):
+    """The gradients of ``start`` and the items that ``sum`` concatenated, from the result's ``dy``."""
+    if dy is None:
+        return None, None
+    grads, at = [], 0
+    for piece in pieces:
+        grads.append(type(piece)(dy[at:at + len(piece)]))
+        at += len(piece)
+    return (tuple(grads[1:]) if kind is tuple else grads[1:]), grads[0]
 
 
 def ranking(items, key):

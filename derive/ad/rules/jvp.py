@@ -40,7 +40,7 @@ from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svd
                      cofactor_derivative, eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
 from .numpy import (FUNCTION_METHODS, PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, holds_array_type, norm_partials,
                     norm_power, product, stacked, times)
-from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, TEMPLATE_HELPERS, is_numeric
+from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, TEMPLATE_HELPERS, is_numeric, numpy_with_sequence
 from .math import LONGER_FORMS
 from .scalar import INLINE_CALLS
 from .scipy_linalg import factor_of, lu_parts, row_order, transposed, triangle
@@ -50,7 +50,7 @@ from .structures import ARRAY_CONSTANT_ATTRIBUTES, AxisConcatenator, flat_places
 def _fit(t, y):
     """Tangent ``t`` broadcast to the shape of an array result ``y`` (a number operand's tangent; of a batch's
     per example, a stand-in's as its value's)."""
-    if is_array(y) and np.shape(t) != y.shape:
+    if is_array(y) and t is not None and np.shape(t) != y.shape:
         return np.broadcast_to(t, y.shape).astype(np.result_type(t, float))
     return t
 
@@ -146,6 +146,8 @@ def _dunder(op, name, pyop, a, b, ta, tb):
         if y is not NotImplemented:
             return y, ty
     y = pyop(a, b)
+    if numpy_with_sequence(y, a, b):   # (a list or tuple taken as np.asarray takes it)
+        return _binop(op)(tuple(map(asarray, (a, b))), (_as_array(ta, a), _as_array(tb, b)))
     if op == "+" and isinstance(a, (list, tuple)):
         seq = type(a) if type(a) in (list, tuple) else list
         return y, seq(_seq(ta, a)) + seq(_seq(tb, b))
@@ -161,6 +163,11 @@ def _dunder(op, name, pyop, a, b, ta, tb):
         raise UnsupportedError(f"tensorlang.ad.jvp has no forward rule for {type(a).__name__} {op} "
                                f"{type(b).__name__}")
     return y, None
+
+
+def _as_array(t, x):
+    t = operand_tangent(t, x)
+    return np.asarray(t) if isinstance(x, (list, tuple)) and t is not None else t
 
 
 def _seq(t, x):
@@ -580,11 +587,13 @@ def _sum(args, ts):
     start = args[1] if len(args) > 1 else 0
     y = _b.sum(xs, start)
     t = ts[1] if len(ts) > 1 else None
+    if isinstance(y, (list, tuple)):   # a concatenation (``sum(rows, [])``): the tangents concatenated
+        return y, type(y)(_b.sum((_seq(ti, x) for ti, x in zip(ts[0] or [None] * len(xs), xs)), _seq(t, start)))
     if type(xs) is np.ndarray:
-        return y, tadd(t, None if ts[0] is None else _b.sum(ts[0]))
+        return y, _fit(tadd(t, None if ts[0] is None else _b.sum(ts[0])), y)
     for ti in (ts[0] or ()):
         t = tadd(t, ti)
-    return y, t
+    return y, _fit(t, y)
 
 
 def _pick(pick):

@@ -194,6 +194,8 @@ def _dunder(op, name, pyop, a, b):
         if y is not NotImplemented:
             return y, lambda dy: (lambda g: (g[2], g[1]))(rback(dy))
     y = pyop(a, b)
+    if numpy_with_sequence(y, a, b):
+        return _as_arrays(op, a, b)
     if op == "+" and isinstance(a, (list, tuple)):
         return y, _split_back(len(a))
     if op == "*" and isinstance(a, (list, tuple)) and kind_of(b) == INT:
@@ -203,6 +205,24 @@ def _dunder(op, name, pyop, a, b):
     if op == "|" and isinstance(a, dict) and isinstance(b, dict):   # a merge: b's keys win
         return y, _merge_back(a, b)
     return y, ZERO if kind_of(y) in (INT, CONST_KIND) else _opaque(op, a, b)
+
+
+def numpy_with_sequence(y, a, b) -> bool:
+    """Whether ``y = a op b`` was NumPy's arithmetic of a list or tuple with an array or NumPy number
+    (``[1.0, 2.0] - x``: an array, where ``[1.0] + [2.0]`` concatenates and ``[1.0] * np.int64(2)`` repeats)."""
+    return isinstance(y, (np.ndarray, np.generic)) and (isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)))
+
+
+def _as_arrays(op, a, b):
+    """``a op b`` with a list or tuple operand taken as ``np.asarray`` takes it (its items' gradients through
+    that rule), then the numeric rule."""
+    conversions = [J(np.asarray, v) if isinstance(v, (list, tuple)) else (v, None) for v in (a, b)]
+    y, back = BINOPS[op](conversions[0][0], conversions[1][0])
+
+    def pullback(dy):
+        return tuple(g if convert is None or g is None else convert(g)[1]
+                     for g, (_, convert) in zip(back(dy), conversions))
+    return y, pullback
 
 
 def _opaque(op, a, b):
