@@ -231,6 +231,8 @@ def _acc_into_rule(v, d, c):
     v, s = _original(v), _inner_store()
     key = None if c is None else _box_key(s, v)
     if key is None:
+        if type(d) is not type(c) and d is not None:   # a list's gradient and an array's (a rule read it as one)
+            return acc(d, c), lambda dy: (None, _shaped_as(dy, d), _shaped_as(dy, c))
         return acc(d, c), _sum_back
     lv, existed = _level("a gradient added into a box"), key in s.grads
     y = lv.run(acc_into, v, d, c)
@@ -248,9 +250,12 @@ def _sum_back(dy):
 
 
 def _shaped_as(dc, c):
-    """``dc``, the cotangent of gradient ``c`` that went into a list box as a list, as an array like ``c``."""
+    """``dc``, the cotangent of gradient ``c`` that went into a list as a list, as an array like ``c``; or
+    that went into it as an array, as a list like ``c``."""
     if type(dc) is list and type(c) is np.ndarray:
         return np.array([np.zeros_like(x) if t is None else t for t, x in zip(dc, c)])
+    if type(dc) is np.ndarray and (type(c) is list or type(c) is tuple):
+        return type(c)(dc)
     return dc
 
 

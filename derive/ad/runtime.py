@@ -98,9 +98,17 @@ def unbroadcast(g, x):
         return summed_to(g if type(g) in ARRAY_TYPES else np.asarray(g), shape)
     if lazy_array(x) or lazy_array(g):   # a Dask array: summed lazily
         return summed_to(g, x.shape if lazy_array(x) else ())
+    if type(x) is list or type(x) is tuple:   # a NumPy operand given as a list: its items' gradients, as np.array's
+        return sequence_grad(summed_to(dense(g) if type(g) is Indexed else np.asarray(g), np.shape(x)), type(x))
     if type(g) is np.ndarray or type(g) is Indexed or type(g) in ARRAY_TYPES and g.ndim:
         return dense(g).sum()   # (an indexed one: a tangent of a gradient, at second order; a batch's per example)
     return g
+
+
+def sequence_grad(g, kind):
+    """Array gradient ``g`` of a list or tuple (``kind``) of numbers or arrays: its items' gradients."""
+    items = g.tolist() if g.ndim == 1 and type(g) not in ARRAY_TYPES else list(g)
+    return tuple(items) if kind is tuple else items
 
 
 def summed_to(g, shape: tuple):

@@ -38,8 +38,8 @@ import numpy as np
 from ...errors import BeyondOrder, UnsupportedError
 from .rules import structures
 from .rules.complexes import HOLOMORPHIC, holomorphic
-from .rules.jvp import write_item
-from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, product
+from .rules.jvp import operand_tangent, write_item
+from .rules.numpy import PARTIALS_BINARY, PARTIALS_UNARY, operand, product
 from .rules.scatter import IN_PLACE
 from .rules.operators import BINOPS, NUMERIC_GRADS, PYOP, UNARY, is_numeric
 from .context import Store, current, within
@@ -155,6 +155,8 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
         return rule(*args, **kw), NO_TANGENT
     if f in PAIRS and not kw:
         return PAIRS[f](args, ts)
+    if f in PARTIALS_UNARY or f in PARTIALS_BINARY:   # (a list's or tuple's: the array it stands for)
+        args, ts = tuple(map(operand, args)), tuple(map(operand_tangent, ts, args))
     bound = positional(rule, args, kw) if (f in PAIRS and kw or any(map(active, tkw.values()))) \
         and type(rule) is types.FunctionType else None
     if bound is not None:   # a differentiable keyword argument (np.stack(arrays=...)), or keyword arguments of a

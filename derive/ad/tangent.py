@@ -135,9 +135,9 @@ def _holes(t) -> bool:
 
 
 def numpy_filled(f, ts, args) -> tuple:
-    """The tangents ``ts`` of ``args`` as NumPy function ``f`` takes them (``filled``); other functions'
-    as they are (a list's tangent may be written in place)."""
-    numpy = isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").split(".")[0] == "numpy"
+    """The tangents ``ts`` of ``args`` as NumPy or SciPy function ``f`` takes them (``filled``); other
+    functions' as they are (a list's tangent may be written in place)."""
+    numpy = isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").split(".")[0] in ("numpy", "scipy")
     return tuple(map(filled, ts, args)) if numpy else ts
 
 

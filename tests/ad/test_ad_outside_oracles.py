@@ -8,6 +8,7 @@ import concurrent.futures as cf
 import numpy as np
 import pytest
 import scipy.linalg as sl
+import scipy.special as sc
 
 from tensorlang import ad
 from tensorlang.errors import UnsupportedError
@@ -523,3 +524,37 @@ BUILTIN_SUMS = {
 def test_the_builtin_sum_in_every_mode(name):
     # (`sum(x, start)` gave each row the whole gradient, and `sum(lists, [])` each list all of it, with no error)
     check_modes(BUILTIN_SUMS[name], np.array([0.3, -1.2, 0.8, 0.5]), 0.7)
+
+
+# -- NumPy and SciPy functions given lists that hold constants, in the function or in a helper it calls -----------
+def _centred(v):
+    return np.subtract(v, np.sum(v))
+
+
+def _shifted(v):
+    return v - np.max(v, keepdims=True)
+
+
+def _log_softmax(v):
+    return v - sc.logsumexp(v, keepdims=True)
+
+
+LISTS_TO_NUMPY = {
+    "subtract the sum, in a helper": lambda x, y: np.sum(np.asarray(_centred([x[0], x[1] * y])) ** 2),
+    "minus the max, in a helper": lambda x, y: np.sum(_shifted([x[0], 0.7, x[2] * y]) ** 2),
+    "log-softmax, in a helper": lambda x, y: np.sum(_log_softmax([x[0], 0.7, x[1] * y]) * [1.0, 2.0, 3.0]),
+    "softmax of a list": lambda x, y: np.sum(sc.softmax([x[0], y, x[2] * x[1]]) * [1.0, 2.0, 3.0]),
+    "elementwise, partials of the array": lambda x, y: np.sum(np.square([x[0], y, x[1]])) + np.sum(np.arctan2([x[0], y], x[2:])),
+    "maximum, where, clip": lambda x, y: np.sum(np.maximum([x[0], 1.0], x[:2]) + np.where([True, False], [x[1], y], x[2:]))
+                                    + np.sum(np.clip([x[0], y, x[3]], 0.2, 0.6)),
+    "abs and power": lambda x, y: np.sum(np.abs([x[1], y, -x[2]]) * np.power([x[0], y, 2.0], 2)),
+    "sort of a list": lambda x, y: np.sort([x[1], y, x[0]])[0] * x[3],
+    "a number made an array": lambda x, y: np.sum(np.asarray(np.sum([x[0], y]) * np.mean([x[1], 0.7])) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LISTS_TO_NUMPY))
+def test_numpy_functions_of_lists_with_constants_in_every_mode(name):
+    # (np.subtract(v, np.sum(v)) gave the list a summed gradient, and reverse over reverse lost it where a helper
+    # took the list; the others were raw errors: a list doubled by a partial's `2 * x`, None tangents of constants)
+    check_modes(LISTS_TO_NUMPY[name], np.array([0.3, -1.2, 0.8, 0.5]), 0.7)

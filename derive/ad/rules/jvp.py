@@ -39,7 +39,7 @@ from .layout import concatenator_getitem
 from .linalg import (check_pinv, check_real, check_slogdet, check_svd, check_svdvals_tangent, cofactor,
                      cofactor_derivative, eigenvector_factor, halved_lower, reads_upper, svd_factor, symmetric_tangent)
 from .numpy import (FUNCTION_METHODS, PARTIALS_BINARY, PARTIALS_UNARY, clip_masks, holds_array_type, norm_partials,
-                    norm_power, product, stacked, times)
+                    norm_power, operand, product, stacked, times)
 from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, TEMPLATE_HELPERS, is_numeric, numpy_with_sequence
 from .math import LONGER_FORMS
 from .scalar import INLINE_CALLS
@@ -69,8 +69,9 @@ def unary_jvp(f, d):
 
     def rule(args, ts, dtype=None):   # (the other keywords of a ufunc, where= ..., are refused)
         x, *rest = args
+        x, t = operand(x), operand_tangent(ts[0], x)
         y = f(x, *rest) if dtype is None else f(x, *rest, dtype=dtype)
-        return y, None if ts[0] is None else mul(ts[0], d(x, y))
+        return y, None if t is None else mul(t, d(x, y))
     return rule
 
 
@@ -78,9 +79,9 @@ def binary_jvp(f, d):
     mul = product(f)
 
     def rule(args, ts, dtype=None):
-        a, b = args
-        y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
         ts = tuple(map(operand_tangent, ts, args))
+        a, b = map(operand, args)
+        y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
         if ts[0] is None and ts[1] is None:
             return y, None
         pa, pb = d(a, b, y)
@@ -147,7 +148,7 @@ def _dunder(op, name, pyop, a, b, ta, tb):
             return y, ty
     y = pyop(a, b)
     if numpy_with_sequence(y, a, b):   # (a list or tuple taken as np.asarray takes it)
-        return _binop(op)(tuple(map(asarray, (a, b))), (_as_array(ta, a), _as_array(tb, b)))
+        return _binop(op)(tuple(map(asarray, (a, b))), (operand_tangent(ta, a), operand_tangent(tb, b)))
     if op == "+" and isinstance(a, (list, tuple)):
         seq = type(a) if type(a) in (list, tuple) else list
         return y, seq(_seq(ta, a)) + seq(_seq(tb, b))
@@ -165,11 +166,6 @@ def _dunder(op, name, pyop, a, b, ta, tb):
     return y, None
 
 
-def _as_array(t, x):
-    t = operand_tangent(t, x)
-    return np.asarray(t) if isinstance(x, (list, tuple)) and t is not None else t
-
-
 def _seq(t, x):
     return [None] * len(x) if t is None else list(t)
 
@@ -179,7 +175,7 @@ def operand_tangent(t, x):
     it is zero by its structure (a list of numbers without tangents), a list's item by item, zeros for None."""
     if not isinstance(x, (list, tuple)) or t is None:
         return t
-    return densify(t, x) if any(ti is not None for ti in np.ravel(np.array(t, dtype=object))) else None
+    return np.asarray(densify(t, x)) if any(ti is not None for ti in np.ravel(np.array(t, dtype=object))) else None
 
 
 def _bilinear_tangent(f, a, b, ta, tb):
@@ -619,6 +615,11 @@ def _abs(args, ts):
     return abs(x), None if ts[0] is None else ts[0] * np.sign(x)
 
 
+def _np_abs(args, ts):
+    """``np.abs``: ``abs`` of the array a list or tuple stands for."""
+    return _abs((operand(args[0]),), (operand_tangent(ts[0], args[0]),))
+
+
 def _float(args, ts):
     x, t = args[0], ts[0]
     if type(x) in ARRAY_TYPES:   # (as the reverse rule: a batch, a recording's stand-in, its one entry as a 0-d array)
@@ -1002,7 +1003,7 @@ JVP_RULES.update({
     sl.solve_continuous_lyapunov: _lyapunov,
     operator.neg: lambda args, ts: _unary_op("-", args[0], ts[0]),
     operator.pos: lambda args, ts: _unary_op("+", args[0], ts[0]),
-    _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _abs, _b.float: _float,
+    _b.sum: _sum, _b.min: _pick(_b.min), _b.max: _pick(_b.max), _b.abs: _abs, np.abs: _np_abs, _b.float: _float,
     _b.list: _container(list), _b.tuple: _container(tuple), _b.dict: _dict, _b.filter: _filter,
     _b.zip: _zip, _b.enumerate: _enumerate, _b.map: _map, _b.reversed: _reversed, _b.sorted: _sorted,
     called_with: _called_with,

@@ -10,7 +10,7 @@ import numpy as np
 from ....errors import UnsupportedError
 from ..cotangent import Indexed, dense
 from ..runtime import (ARRAY_TYPES, LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, along_first, asarray,
-                       unbroadcast)
+                       sequence_grad, unbroadcast)
 from ..tangent import JVP_METHOD_RULES, JVP_RULES, densify
 from ..source import generated
 from .operators import TEMPLATE_HELPERS, matmul_back, matmul_grad, times
@@ -167,12 +167,21 @@ def _plain(dy, d):
     return dy * d
 
 
+def operand(x):
+    """An operand of an elementwise function as the array it stands for (a list or tuple of numbers: the
+    partials are written for arrays, where ``2 * x`` doubles and does not repeat)."""
+    return asarray(x) if type(x) is list or type(x) is tuple else x
+
+
 def unary_rule(f, d):
     """``f`` elementwise with derivative ``d(x, y)`` (``dtype``: of the result; a ufunc's other keyword
     arguments, ``where=`` ..., are refused)."""
     mul = product(f)
 
     def rule(x, dtype=None):
+        if type(x) is list or type(x) is tuple:   # (the array it stands for; its items' gradients)
+            y, back = rule(asarray(x), dtype)
+            return y, lambda dy: (sequence_grad(back(dy)[0], type(x)),)
         y = f(x) if dtype is None else f(x, dtype=dtype)
         return y, lambda dy: (mul(dy, d(x, y)),)
     return rule
@@ -183,10 +192,11 @@ def binary_rule(f, d):
     mul = product(f)
 
     def rule(a, b, dtype=None):
-        y = f(a, b) if dtype is None else f(a, b, dtype=dtype)
+        xa, xb = operand(a), operand(b)   # (a list's partials are its array's; its gradient its items')
+        y = f(xa, xb) if dtype is None else f(xa, xb, dtype=dtype)
 
         def back(dy):
-            pa, pb = d(a, b, y)
+            pa, pb = d(xa, xb, y)
             return unbroadcast(mul(dy, pa), a), unbroadcast(mul(dy, pb), b)
         return y, back
     return rule
@@ -396,7 +406,7 @@ def _sort(a, axis=-1, kind=None, order=None):
 
 def _sort_along(args, kw, ts):
     """``np.sort`` along tangents: the tangent in the order of the sorted entries (it is a permutation)."""
-    x, t = asarray(args[0]), ts[0]
+    x, t = asarray(args[0]), asarray(ts[0])   # (a list's tangent: its items')
     axis = kw.get("axis", args[1] if len(args) > 1 else -1)
     if axis is None:
         x, t, axis = np.ravel(x), np.ravel(t), -1
@@ -589,16 +599,14 @@ def _array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, like=
     else:
         y = np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin)
     if not of_arrays and type(object) is not np.ndarray and np.ndim(object) == 0:
-        return y, lambda dy: (np.reshape(dy, ())[()],)
+        return y, lambda dy: (np.sum(dy),)   # (a number; the sum of its one entry, differentiable again)
     kind = type(object)
     shape = y.shape if of_arrays else None   # (np.shape of lists of stand-ins would convert them)
 
     def back(dy):
         if kind is np.ndarray:
             return (np.reshape(dy, object.shape),)
-        g = asarray(dy).reshape(np.shape(object) if shape is None else shape)
-        g = g.tolist() if kind in (list, tuple) and g.ndim == 1 and type(g) not in ARRAY_TYPES else list(g)
-        return (tuple(g) if kind is tuple else g,)
+        return (sequence_grad(asarray(dy).reshape(np.shape(object) if shape is None else shape), kind),)
     return y, back
 
 

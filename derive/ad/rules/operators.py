@@ -214,14 +214,14 @@ def numpy_with_sequence(y, a, b) -> bool:
 
 
 def _as_arrays(op, a, b):
-    """``a op b`` with a list or tuple operand taken as ``np.asarray`` takes it (its items' gradients through
-    that rule), then the numeric rule."""
-    conversions = [J(np.asarray, v) if isinstance(v, (list, tuple)) else (v, None) for v in (a, b)]
-    y, back = BINOPS[op](conversions[0][0], conversions[1][0])
+    """``a op b`` with a list or tuple operand taken as the array it stands for: the numeric rule, and the
+    sequence's gradient its items' (``unbroadcast``)."""
+    y, back = BINOPS[op](asarray(a) if isinstance(a, (list, tuple)) else a,
+                         asarray(b) if isinstance(b, (list, tuple)) else b)
 
     def pullback(dy):
-        return tuple(g if convert is None or g is None else convert(g)[1]
-                     for g, (_, convert) in zip(back(dy), conversions))
+        ga, gb = back(dy)
+        return unbroadcast(ga, a), unbroadcast(gb, b)
     return y, pullback
 
 
