@@ -983,9 +983,12 @@ def gradient_code(f, args):
                               f"defaults is not supported: pass them")
         return specialised(f, args).generic.grad
     r = RULES.get(f) if 0 < n <= len(_BY_RULE) else None
-    if r is None:
-        raise UnsupportedError(f"nested ad.gradient of {f!r} is not supported")
-    return _BY_RULE[n - 1]
+    if r is not None:
+        return _BY_RULE[n - 1]
+    if (isinstance(f, functools.partial) or isinstance(getattr(type(f), "__call__", None), types.FunctionType)) \
+            and not hasattr(f, "__ad_pullback__") and 0 < n <= len(_BY_CALL):   # (a kernel has its own)
+        return _BY_CALL[n - 1]
+    raise UnsupportedError(f"nested ad.gradient of {f!r} is not supported")
 
 
 def _grad_of_grad1(g, a):
@@ -1050,6 +1053,35 @@ def _by_rule3(f, a, b, c):
 _BY_RULE = [_by_rule1, _by_rule2, _by_rule3]
 
 
+# the gradient code of a callable object or a functools.partial: that of a function calling it, which the
+# transform reads (the call goes through the object's __call__, or the partial's function, as at first order)
+def _call1(f, a):
+    return f(a)
+
+
+def _call2(f, a, b):
+    return f(a, b)
+
+
+def _call3(f, a, b, c):
+    return f(a, b, c)
+
+
+def _by_call1(f, a):
+    return specialised(_call1, (f, a)).generic.grad(_call1, f, a)[1:]
+
+
+def _by_call2(f, a, b):
+    return specialised(_call2, (f, a, b)).generic.grad(_call2, f, a, b)[1:]
+
+
+def _by_call3(f, a, b, c):
+    return specialised(_call3, (f, a, b, c)).generic.grad(_call3, f, a, b, c)[1:]
+
+
+_BY_CALL = [_by_call1, _by_call2, _by_call3]
+
+
 def _third_order(*args, **kw):
     raise BeyondOrder(_THIRD_ORDER)
 
@@ -1069,6 +1101,7 @@ def _fngrad_rule(f, values):
 # forward mode): a third derivative of a function that calls ad.grad
 PAIRS[gradient] = refusing(gradient, "forward over reverse", _THIRD_ORDER, BeyondOrder)
 rules.mark_nondiff(gradient_code)
+rules.mark_nondiff(specialised)
 rules.mark_nondiff(stand_in)
 rules.mark_nondiff(_picked_seed)
 JVP_RULES.update({inner_function: lambda args, ts: (inner_function(*args), field(ts[0], "_ad_f")),

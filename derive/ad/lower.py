@@ -92,7 +92,12 @@ def _store_lines(body: list[ast.stmt]) -> dict[str, list[int]]:
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             lines.setdefault(n.name, []).append(n.lineno)
             return
-        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.DictComp, ast.GeneratorExp, ast.SetComp)):
+        elif isinstance(n, (ast.ListComp, ast.DictComp, ast.GeneratorExp, ast.SetComp)):
+            for sub in _own_scope(n):   # (an assignment expression in a comprehension binds in the function)
+                if isinstance(sub, ast.NamedExpr):
+                    lines.setdefault(sub.target.id, []).append(sub.lineno)
+            return
+        elif isinstance(n, ast.Lambda):
             return
         for c in ast.iter_child_nodes(n):
             visit(c)
@@ -100,6 +105,14 @@ def _store_lines(body: list[ast.stmt]) -> dict[str, list[int]]:
     for s in body:
         visit(s)
     return lines
+
+
+def _own_scope(node):
+    """The nodes under ``node`` outside nested functions and lambdas."""
+    for c in ast.iter_child_nodes(node):
+        if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            yield c
+            yield from _own_scope(c)
 
 
 def _loaded_names(node) -> set[str]:

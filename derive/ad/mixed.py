@@ -24,7 +24,7 @@ from .rules.builtins import map_grads
 from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
-from .runtime import (BOX_METHODS, NONDIFF_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, acc, acc_into, asarray,
+from .runtime import (BOX_METHODS, CACHED, NONDIFF_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, acc, acc_into, asarray,
                       field, field_grad, initializer, keyword_grads, like, method_grads, method_rule, plain_dataclass,
                       register, ufunc_method, with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
@@ -385,6 +385,8 @@ def _jvp_J(args, ts):
         return _jvp_bound((), f, tuple(xs), ts)
     if type(f) is functools.partial and ts[0] is None:   # its function, the bound arguments around xs
         return _jvp_partial(f, tuple(xs), ts[1:])
+    if type(f) is CACHED and any(t is not None for t in ts[1:]):   # (functools.cache, lru_cache: its function's)
+        return _jvp_J((f.__wrapped__, *xs), (None, *ts[1:]))
     call = getattr(type(f), "__call__", None)
     if isinstance(call, types.FunctionType):   # a callable object: its __call__ with the object first
         return _adapted(_jvp_J((call, f, *xs), (None, *ts)), lambda g: g[1:], len(xs) + 1)

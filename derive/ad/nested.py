@@ -37,7 +37,7 @@ from .nested_store import box_method
 from .registry import PAIRS
 from .rules import is_nondiff
 from .context import current
-from .runtime import (BOX_METHODS, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jkw_read,
+from .runtime import (BOX_METHODS, CACHED, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jkw_read,
                       Jm, WRITING_RULES, Writes, acc, box_of, check_keywords, differentiable, filled, method_rule,
                       rule_code_refused, ufunc_method, unfollowed, with_defaults)
 
@@ -341,6 +341,8 @@ def _call(f, r, pos, kw):
     """J of ``f(*pos, **kw)`` (``r`` its rule or None): ``(pair, pullback)`` in J's convention."""
     if type(f) is functools.partial:
         return _partial_call(f, pos, kw)
+    if type(f) is CACHED and any(map(differentiable, (*pos, *kw.values()))):   # (functools.cache, lru_cache)
+        return _call(f.__wrapped__, None, pos, kw)
     if r is not None and kw:
         check_keywords(f, r, tuple(kw))
     if r is not None and (r in LINEAR or r in MULTILINEAR):

@@ -854,6 +854,8 @@ def J(f, *args):
         return _construct(f, args)
     if t is functools.partial:
         return partial_call(f, args, {})
+    if t is CACHED and any(differentiable(a) for a in args):   # (functools.cache, lru_cache: its function's; the
+        return J(f.__wrapped__, *args)                           # cache holds values, not derivatives)
     call = getattr(t, "__call__", None)
     if isinstance(call, types.FunctionType):   # (also when only the object's own state is differentiable)
         y, back = J(call, f, *args)
@@ -862,6 +864,9 @@ def J(f, *args):
         return f(*args), ZERO
     raise UnsupportedError(f"no derivative rule for {qualified_name(f)}{called_at()}; register one with "
                            f"@tensorlang.ad.rule")
+
+
+CACHED = type(functools.lru_cache(None)(len))   # the type of a function functools.cache or lru_cache wraps
 
 
 def bound_call(names, f, args):

@@ -166,7 +166,7 @@ def pair_jvp(f, rule, args, ts, kw=None, tkw=None, name=None):
     how = (COMPLEX_CROSS if cplx else CROSS).get(f) if f is not None else None
     if f in _OPERATORS and not all(map(is_numeric, args)):
         how = None   # sequences, user types' __add__ ...: the operator rule's code
-    if f is structures.getattr_ and (isinstance(getattr(type(args[0]), args[1], None), property)
+    if f is structures.getattr_ and (structures.getter(args[0], args[1]) is not None
                                      or structures.computed_attribute(args[0], args[1])):
         how = None   # a property, a class's __getattr__: its code (the rule calls J of it), whose pullback is not linear
     if how is None or kw and how is not LINEAR_PULLBACK or cplx and how not in _COMPLEX_READY and f not in HOLOMORPHIC \

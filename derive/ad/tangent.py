@@ -31,9 +31,9 @@ from .ir import ARRAY_TYPES, INT, NUM, check_write, is_array, kind_of, own_tange
 from .recorded import recorded_in_place
 from .source import NoSourceKept
 from .registry import JVP_METHOD_RULES, JVP_RULES  # noqa: F401  (read through here)
-from .runtime import (LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, by_parameters, check_keywords,
-                      differentiable, in_table, initializer, make_like, memory_owner, outside_refused,
-                      plain_dataclass, qualified_name, ufunc_method, view_within, with_defaults)
+from .runtime import (CACHED, LINEAR, METHOD_RULES, NONDIFF, NONDIFF_METHODS, RULES, acc, by_parameters,
+                      check_keywords, differentiable, field, in_table, initializer, make_like, memory_owner,
+                      outside_refused, plain_dataclass, qualified_name, ufunc_method, view_within, with_defaults)
 
 
 # the transforms JVP hands calls over to, provided by the modules that make them (which call JVP in turn):
@@ -322,6 +322,8 @@ def _jvp(f, tf, args, ts):
         return _construct(f, args, ts)
     if t is functools.partial:
         return partial_jvp(f, tf, (), args, ts)
+    if t is CACHED:   # (functools.cache, lru_cache: its function's)
+        return JVP(f.__wrapped__, None, args, ts)
     hook = getattr(f, "__ad_jvp__", None)
     if hook is not None:
         return hook(args, ts)
@@ -593,6 +595,9 @@ def _jvp_method(name, kwnames, obj, tobj, args, ts):
         object.__setattr__(*args)
         return None, None
     attr = inspect.getattr_static(obj, name, None)
+    if callable(attr) and not isinstance(obj, type) and name in getattr(obj, "__dict__", ()):
+        tf = field(tangent_of(obj, tobj), name)   # (a callable the object holds, not a method: called as it is)
+        return JVPkw(kwnames, attr, tf, args, ts) if kwnames else JVP(attr, tf, args, ts)
     if isinstance(attr, staticmethod) or isinstance(attr, types.FunctionType) and isinstance(obj, type):
         # (a static method, or a function read off a class: ``Base.__init__(self, x)``, called as it is)
         attr = getattr(attr, "__func__", attr)

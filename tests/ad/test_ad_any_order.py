@@ -506,3 +506,28 @@ def test_third_derivatives_through_numpy_rules_that_met_stand_ins(name):
     want = (hessian(x + 1e-4 * t) - hessian(x - 1e-4 * t)) / 2e-4
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(want).max()))
 
+
+
+class _Quartic:
+    """A callable object, as a model or a loss written as a class is."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self, x):
+        return np.sum(self.scale * x ** 4)
+
+
+def _power_sum(x, a):
+    return np.sum(x ** a)
+
+
+@pytest.mark.parametrize("f", [_Quartic(2.0), functools.partial(_power_sum, a=4.0)], ids=["object", "partial"])
+def test_hessians_and_third_derivatives_of_callable_objects_and_partials(f):
+    # (their Hessian was refused: "nested ad.gradient of <object> is not supported")
+    x = np.array([0.3, -1.2, 0.8, 0.5])
+    c = f.scale if isinstance(f, _Quartic) else 1.0
+    np.testing.assert_allclose(ad.hessian(f)(x), np.diag(12 * c * x ** 2), rtol=1e-12)
+    np.testing.assert_allclose(ad.jacobian(ad.grad(f))(x), np.diag(12 * c * x ** 2), rtol=1e-12)
+    third = _nth(lambda s: f(np.array([s])), 3)(0.5)
+    assert third == pytest.approx(24 * c * 0.5)

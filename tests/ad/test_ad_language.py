@@ -296,3 +296,17 @@ def test_pullback_with_vector_output_and_repeated_calls():
     assert y == [6.0, 9.0]
     assert back([1.0, 0.0]) == (2.0,)
     assert back([0.0, 1.0]) == (6.0,)
+
+
+def _walrus_in_comprehensions(x, y):
+    total = 0.0
+    if (s := np.sum(x * y)) > 0:
+        total = s ** 2
+    kept = [u for v in x if (u := v * y) > 0]
+    return total + sum(t for v in x if (t := v * y) > -0.5) + t * 2 + sum(kept) * u + \
+        sum([(z := v + y) ** 2 for v in x]) * z
+
+
+def test_assignment_expressions_in_comprehensions_bind_in_the_function():
+    # (the name a comprehension's := binds was "the undefined name" when read after it)
+    check_modes(_walrus_in_comprehensions, np.array([0.3, -1.2, 0.8, 0.5]), 0.7)

@@ -4,6 +4,8 @@ function has a derivative.  Each case was once a wrong derivative given without 
 exception: a method reached through ``getattr``, ``x.flat[i]`` in forward mode, masked branches of
 ``np.where``, the norm at 0, the determinant of a singular matrix ..."""
 import concurrent.futures as cf
+import functools
+import types
 
 import numpy as np
 import pytest
@@ -558,3 +560,37 @@ def test_numpy_functions_of_lists_with_constants_in_every_mode(name):
     # (np.subtract(v, np.sum(v)) gave the list a summed gradient, and reverse over reverse lost it where a helper
     # took the list; the others were raw errors: a list doubled by a partial's `2 * x`, None tangents of constants)
     check_modes(LISTS_TO_NUMPY[name], np.array([0.3, -1.2, 0.8, 0.5]), 0.7)
+
+
+def test_a_function_an_object_holds_called_as_its_method_in_every_mode():
+    # (forward mode passed the object as the function's first argument: a raw TypeError)
+    def loss(x, y):
+        model = types.SimpleNamespace(activation=np.tanh)
+        model.scale = lambda v: v * y
+        return np.sum(model.activation(model.scale(x)) ** 2) + np.sum(model.scale(v=x))
+
+    check_modes(loss, np.array([0.3, -1.2, 0.8, 0.5]), 0.7)
+
+
+class _Model:
+    def __init__(self, w):
+        self.w = w
+
+    @functools.cached_property
+    def w2(self):
+        return self.w ** 2
+
+    def __call__(self, x):
+        return np.sum(self.w2 * x)
+
+
+@functools.lru_cache(maxsize=None)
+def _coefficient(a):
+    return a ** 2 + 1.0
+
+
+def test_a_cached_property_and_a_cached_function_in_every_mode():
+    # (a cached_property was read as a constant in every mode: the gradient lacked its dependence on w, with no
+    # error; a function wrapped by functools.lru_cache had no rule)
+    check_modes(lambda x, y: _Model(x * y)(x) + _Model(x)(x * 2) * y, np.array([0.3, -1.2, 0.8, 0.5]), 0.7)
+    check_modes(lambda x, y: _coefficient(y) * np.sum(x) + _coefficient(0.5) * y, np.array([0.3, -1.2, 0.8]), 0.7)

@@ -44,7 +44,7 @@ from .operators import DUNDER, NUMERIC_GRADS, PYIOP, PYOP, TEMPLATE_HELPERS, is_
 from .math import LONGER_FORMS
 from .scalar import INLINE_CALLS
 from .scipy_linalg import factor_of, lu_parts, row_order, transposed, triangle
-from .structures import ARRAY_CONSTANT_ATTRIBUTES, AxisConcatenator, flat_places, index_grad
+from .structures import ARRAY_CONSTANT_ATTRIBUTES, AxisConcatenator, flat_places, getter, index_grad
 
 
 def _fit(t, y):
@@ -790,9 +790,9 @@ def getattr_(obj, tobj, name):
             # (x.base: a tangent forward mode cannot give)
             raise UnsupportedError(f"tensorlang.ad.jvp does not differentiate the attribute {name} of an array")
         return y, _bound_tangent(y, obj, tobj)
-    static = getattr(t, name, None)
-    if isinstance(static, property):
-        return JVP(static.fget, None, (obj,), (tangent_of(obj, tobj),))
+    fget = getter(obj, name)
+    if fget is not None:
+        return JVP(fget, None, (obj,), (tangent_of(obj, tobj),))
     fallback = getattr(t, "__getattr__", None)
     if isinstance(fallback, types.FunctionType) and inspect.getattr_static(obj, name, getattr_) is getattr_:
         return JVP(fallback, None, (obj, name), (tangent_of(obj, tobj), None))   # the class's __getattr__

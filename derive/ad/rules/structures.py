@@ -6,6 +6,7 @@ the written slot out of the box.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 import operator
@@ -155,9 +156,9 @@ def getattr_(obj, name):
     if name == "__dict__":
         raise UnsupportedError("tensorlang.ad does not differentiate an object's attributes read or written "
                                "through its __dict__ (use obj.name or setattr)")
-    static = getattr(t, name, None)
-    if isinstance(static, property):
-        y, back = J(static.fget, obj)
+    fget = getter(obj, name)
+    if fget is not None:
+        y, back = J(fget, obj)
         return y, lambda dy: back(dy)[1:]
     if computed_attribute(obj, name):
         return _first_of(J(t.__getattr__, obj, name))
@@ -167,6 +168,18 @@ def getattr_(obj, name):
     if getattr(y, "__self__", None) is obj:   # a bound method: its gradient's __self__ is obj's
         return y, _bound_method_back
     return y, lambda dy: (None,) if dy is None else (field_grad(obj, name, dy),)
+
+
+def getter(obj, name):
+    """The Python function that computes ``obj.name`` where its class makes it a property, or a
+    ``functools.cached_property`` not cached yet (differentiated at each read: a cached value written into the
+    object would be read back as a constant); None otherwise."""
+    static = getattr(type(obj), name, None)
+    if isinstance(static, property):
+        return static.fget
+    if isinstance(static, functools.cached_property) and name not in getattr(obj, "__dict__", ()):
+        return static.func
+    return None
 
 
 def computed_attribute(obj, name) -> bool:
