@@ -40,6 +40,10 @@ class Batched:
         self.data, self.level, self.memory = data, level, memory
         memory.hold(data, self)
 
+    def __ad_values__(self):
+        """The array holding the examples' values (``runtime.keep`` keeps them for a pullback that reads them)."""
+        return self.data
+
     def __ad_tangent__(self, t):
         """A tangent of this batch as a batch of this level (``ir.own_tangent``): a plain one (the same for every
         example) broadcast into a batch of its own."""
@@ -64,6 +68,7 @@ class Batched:
     dtype = property(lambda self: self.data.dtype)
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     T = property(lambda self: np.transpose(self))
+    mT = property(lambda self: np.swapaxes(self, -1, -2))
     real = property(lambda self: np.real(self))
     imag = property(lambda self: np.imag(self))
 
@@ -161,10 +166,11 @@ class Batched:
         data = self.data
         return Batched(data.copy(order="K") if type(data) is np.ndarray else data.copy(), self.level, self.memory)
 
-    def ravel(self):
-        return np.reshape(self, -1)
+    def ravel(self, order="C"):
+        return np.ravel(self, order)
 
-    flatten = ravel
+    def flatten(self, order="C"):   # (a copy, as NumPy's)
+        return np.ravel(self, order).copy()
 
 
 def _method(func):
@@ -173,7 +179,7 @@ def _method(func):
 
 for _f in ("sum", "mean", "prod", "max", "min", "any", "all", "argmax", "argmin", "var", "std", "cumsum",
            "cumprod", "swapaxes", "squeeze", "clip", "dot", "trace", "diagonal", "sort", "argsort", "round", "conj",
-           "conjugate", "nonzero"):
+           "conjugate", "nonzero", "repeat", "take"):
     setattr(Batched, _f, _method(getattr(np, _f)))
 
 _OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,

@@ -216,8 +216,8 @@ def snap(x):
     while gradient code is differentiated again (``nested_store``), so that the store operations the code
     calls with a copy act on the array itself.  A recording's stand-in of an array is copied too (the copy
     recorded), as the array it stands for is."""
-    if type(x) is not np.ndarray and type(memory_of(x)) is not np.ndarray:
-        return x
+    if type(x) is not np.ndarray and type(memory_of(x)) is not np.ndarray and type(x) not in ARRAY_TYPES:
+        return x   # (a batch of ad.vmap is copied as an array is)
     c = x.copy()
     copies = current().copies
     if copies is not None:
@@ -241,6 +241,9 @@ def keep(y, back):
 def _arrays_of(y) -> list:
     if type(y) is np.ndarray:
         return [y]
+    values = getattr(type(y), "__ad_values__", None)
+    if values is not None:   # (a batch of ad.vmap: the array of its examples' values, which a write writes)
+        return _arrays_of(values(y))
     if isinstance(y, (tuple, list)):
         return [a for item in y for a in _arrays_of(item)]
     return []
@@ -321,8 +324,10 @@ def cut(y, back, copy, x):
         return y, back
     if type(y) is np.ndarray:
         y = _rebased(y, copy, x)
+    elif y is copy:   # (a batch of ad.vmap; its views are refused where written, by the batch)
+        y = x
     elif type(y) in (list, tuple):
-        items = [_rebased(r, copy, x) if type(r) is np.ndarray else r for r in y]
+        items = [_rebased(r, copy, x) if type(r) is np.ndarray else x if r is copy else r for r in y]
         if any(r is not v for r, v in zip(items, y)):
             if type(y) is list:   # (f(xs, a) returning xs)
                 y[:] = items

@@ -964,3 +964,65 @@ def test_per_example_gradients_through_complex_values_are_real(name):
     for x, g in zip(xs, got):
         want = [(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(2)]
         np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-8)
+
+
+def _flattened_then_written(x):
+    y = x.reshape(2, 2).flatten()
+    y[0] = 5.0
+    return np.sum(x * x) + y[1] * y[0] + x.reshape(2, 2).ravel("F")[1] * x.reshape(2, 2).flatten(order="C")[2]
+
+
+def test_flatten_copies_under_vmap_and_takes_an_order():
+    # (under ad.vmap x.flatten() was a view: writing into it wrote into x, a wrong value with no error; and
+    # flatten(order=...) was a raw TypeError)
+    batch = np.arange(12.0).reshape(3, 4) + 1
+    np.testing.assert_allclose(ad.vmap(_flattened_then_written)(batch), [_flattened_then_written(b.copy()) for b in batch])
+    np.testing.assert_allclose(ad.vmap(ad.grad(_flattened_then_written))(batch),
+                               [ad.grad(_flattened_then_written)(b.copy()) for b in batch])
+
+
+def _written_after_it_was_read(x):
+    p = x * 0.7
+    r = np.sum(p ** 2)   # (the power's pullback reads p as it was here)
+    p[1] = p[1] * 3.0
+    return np.sum(p ** 2) + r
+
+
+def _result_written_after_it_was_read(x):
+    y = np.exp(x)
+    s = np.sum(y)   # (exp's pullback reads its result as it was here)
+    y[1] = 0.0
+    y *= 2
+    return s + np.sum(y * x)
+
+
+@pytest.mark.parametrize("f", [_written_after_it_was_read, _result_written_after_it_was_read])
+def test_a_batch_written_after_a_pullback_kept_it_under_vmap(f):
+    # (a batch was not copied on capture, and a result written afterwards not kept for its pullback: vmap of
+    # grad read the written values, -14.1 for -11.8, with no error)
+    batch = np.stack([np.array([0.3, -1.2, 0.8, 0.5]), np.array([0.1, 0.2, -0.3, 0.4])])
+    np.testing.assert_allclose(ad.vmap(ad.grad(f))(batch), [ad.grad(f)(b.copy()) for b in batch])
+    np.testing.assert_allclose(ad.vmap(f)(batch), [f(b.copy()) for b in batch])
+
+
+def _scaled_in_place(arr, s):
+    arr *= s
+    return arr
+
+
+def _a_call_returns_what_it_wrote(x):
+    z = x * 1.0
+    r = np.sum(z ** 2)
+    w = _scaled_in_place(z, 0.7)
+    _scaled_in_place(w, 2.0)
+    return np.sum(z * x) + np.sum(w) + r
+
+
+@pytest.mark.parametrize("f", [_a_call_returns_what_it_wrote, lambda x: sum(x, 0.7 * x)[1],
+                               lambda x: np.sum(sum(x, 0.7 * x) ** 2), lambda x: np.sum(sum([x, x ** 2], 1.0) ** 2)],
+                         ids=["returned after a write", "sum of rows onto a start", "sum squared", "sum of a list"])
+def test_calls_that_write_and_the_builtin_sum_under_vmap(f):
+    # (the builtin sum of a batch's rows gave a list as its gradient, [1, 1] for [1, 1.7, 1, 1], with no error)
+    batch = np.stack([np.array([0.3, -1.2, 0.8, 0.5]), np.array([0.1, 0.2, -0.3, 0.4])])
+    np.testing.assert_allclose(ad.vmap(ad.grad(f))(batch), [ad.grad(f)(b.copy()) for b in batch])
+    np.testing.assert_allclose(ad.vmap(f)(batch), [f(b.copy()) for b in batch])

@@ -39,8 +39,8 @@ def _sum(xs, start=0):
     if kind is np.ndarray:   # each row added, broadcast against the others and ``start``
         return y, lambda dy: (np.broadcast_to(summed_to(np.asarray(dy), xs.shape[1:]), xs.shape).astype(
             np.result_type(xs, dy, 0.0)), unbroadcast(dy, start))
-    grads = lambda dy: [unbroadcast(dy, x) for x in items]
-    return y, lambda dy: ((tuple(grads(dy)) if kind is tuple else grads(dy)), unbroadcast(dy, start))
+    grads = lambda dy: [unbroadcast(dy, x) for x in items]   # (a batch of ad.vmap's: stacked, ``seq_grad``)
+    return y, lambda dy: (seq_grad(xs, grads(dy)), unbroadcast(dy, start))
 
 
 def _parts(dy, pieces, kind):
