@@ -430,17 +430,26 @@ def _grad_view(root, v, g):
     if not root.flags.c_contiguous:
         raise UnsupportedError("tensorlang.ad differentiates writes through a view only of an array in C order")
     out = view_within(root, v, g)
+    if out is None and batched(g):
+        raise UnsupportedError("ad.vmap under a derivative: a write through a view of an array that is not batched, "
+                               "whose gradient is, is not followed by tensorlang.ad; write into a copy "
+                               "(v = x[1:].copy())")
     if out is None:
         raise UnsupportedError("tensorlang.ad cannot map this view of an array to its gradient")
     return out
+
+
+def batched(x) -> bool:
+    """Whether ``x`` is a batch of ``ad.vmap`` (its examples' values in an array of its own, ``__ad_values__``)."""
+    return getattr(type(x), "__ad_values__", None) is not None
 
 
 def view_within(a, v, g):
     """The view of ``g`` (an array of ``a``'s shape in C order: ``a``'s gradient or tangent) that ``v``, a
     view of memory inside C-ordered array ``a``, is of ``a``; None where that cannot be mapped (a view of
     part of each entry, ``z.real`` of a complex array, is not the same view of the gradient)."""
-    if not (a.flags.c_contiguous and g.flags.c_contiguous) or g.shape != a.shape or g.itemsize < a.itemsize \
-            or v.itemsize != a.itemsize:
+    if batched(g) or not (a.flags.c_contiguous and g.flags.c_contiguous) or g.shape != a.shape \
+            or g.itemsize < a.itemsize or v.itemsize != a.itemsize:
         return None
     r = g.itemsize // a.itemsize
     offset = v.__array_interface__["data"][0] - a.__array_interface__["data"][0]

@@ -1026,3 +1026,23 @@ def test_calls_that_write_and_the_builtin_sum_under_vmap(f):
     batch = np.stack([np.array([0.3, -1.2, 0.8, 0.5]), np.array([0.1, 0.2, -0.3, 0.4])])
     np.testing.assert_allclose(ad.vmap(ad.grad(f))(batch), [ad.grad(f)(b.copy()) for b in batch])
     np.testing.assert_allclose(ad.vmap(f)(batch), [f(b.copy()) for b in batch])
+
+
+def test_abs_in_forward_mode_under_vmap_and_a_view_of_a_plain_array_refused_by_name():
+    # (ad.jvp of np.abs of a batch recursed without end; a write through a view of an array that is not batched,
+    # whose gradient is, was a raw AttributeError)
+    batch = np.stack([np.array([0.3, -1.2, 0.8, 0.5]), np.array([0.1, 0.2, -0.3, 0.4])])
+    f = lambda x: np.sum(np.abs(x) * x) + np.sum(abs(x))
+    np.testing.assert_allclose(ad.vmap(lambda x: ad.jvp(f, (x,), (np.ones(4),))[1])(batch),
+                               [ad.jvp(f, (b,), (np.ones(4),))[1] for b in batch])
+    np.testing.assert_allclose(ad.vmap(ad.hessian(f))(batch), [ad.hessian(f)(b) for b in batch])
+
+    def written_through_a_view(x, y):
+        z = x * 1.0
+        v = z[1:3]
+        z = z * y
+        v[0] = 5.0
+        return np.sum(z) + np.sum(v)
+
+    with pytest.raises(UnsupportedError, match="a write through a view of an array that is not batched"):
+        ad.vmap(ad.grad(written_through_a_view), in_axes=(None, 0))(batch[0], np.array([0.7, 0.4]))

@@ -607,7 +607,7 @@ def _pick(pick):
 def _abs(args, ts):
     x, = args
     m = getattr(type(x), "__abs__", None)
-    if isinstance(m, types.FunctionType):   # (a class's own __abs__)
+    if isinstance(m, types.FunctionType) and type(x) not in ARRAY_TYPES:   # (a class's own __abs__; a batch's is np.abs)
         return JVP(m, None, (x,), ts)
     if isinstance(x, complex) or np.iscomplexobj(x):
         y = np.abs(x)
