@@ -920,7 +920,12 @@ def _grad_rule(f, argnums=0):
 
 
 def _checkpoint_rule(f, *args):
+    before = [(a, a.copy()) for a in args if type(a) is np.ndarray]
     y = f(*args)
+    if any(not np.array_equal(a, c, equal_nan=True) for a, c in before):   # (the recomputation would start from them)
+        raise UnsupportedError(f"ad.checkpoint of a function that writes into its array arguments "
+                               f"({getattr(f, '__qualname__', f)}) is not supported: the adjoint recomputes it "
+                               f"from them; write into a copy (x = x.copy())")
     return y, lambda dy: J(f, *args)[1](dy)
 
 
