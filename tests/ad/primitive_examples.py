@@ -472,3 +472,6 @@ NO_EXAMPLE[np.float32] = "a cast to single precision, which central differences 
                          "(test_ad_rule_arguments.py: float32 gradients)"
 NO_EXAMPLE.update({u.at: "refused in every mode (test_ad_scatter_rules.py)"
                    for u in (np.multiply, np.divide, np.power, np.maximum, np.minimum)})
+example(divmod)((lambda x: divmod(x[0] * 5.0, x[1])[1] * x[2] + divmod(x[3], 0.3)[0] * x[3], V))
+example(math.copysign)((lambda x: math.copysign(x[0] * x[1], -x[2]) * x[3] + math.copysign(x[1], 0.5), V))
+example(math.dist)((lambda x: math.dist([x[0], x[1]], [x[2] * 2.0, 0.1]) * x[3], V))

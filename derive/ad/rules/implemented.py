@@ -1,5 +1,6 @@
 """Rules of NumPy functions (and of ``dataclasses.astuple``/``asdict``, ``functools.reduce``, ``math.fsum``,
-``math.prod``, ``itertools.combinations``, ``permutations``, ``pairwise``, ``accumulate``)
+``math.prod``, ``math.copysign``, ``math.dist``, ``divmod``, ``itertools.combinations``, ``permutations``,
+``pairwise``, ``accumulate``)
 given as Python code:
 ``implemented_by(f, impl)`` registers, as ``f``'s reverse and forward rules, the differentiation of ``impl``,
 a Python function with ``f``'s parameters that computes what ``f`` does with functions that have rules of their
@@ -739,3 +740,21 @@ def _prod(iterable, start=1):
 
 implemented_by(math.fsum, _fsum)
 implemented_by(math.prod, _prod)
+
+
+# -- divmod, math.copysign, math.dist: the quotient is constant where it is defined, the sign of b only chooses ---
+def _divmod(a, b):
+    return a // b, a % b   # (Python's and NumPy's divmod, by definition)
+
+
+def _copysign(a, b):
+    return -math.fabs(a) if np.signbit(b) else math.fabs(a)
+
+
+def _dist(p, q):
+    return math.sqrt(sum([(a - b) ** 2 for a, b in zip(p, q)], 0.0))
+
+
+implemented_by(divmod, _divmod)
+implemented_by(math.copysign, _copysign)
+implemented_by(math.dist, _dist)
