@@ -71,7 +71,7 @@ def c_alone(kernel, inputs: dict) -> float:
         addrs.append(ctypes.addressof(blas_table(runner.dtype)[0]))
     workspace = runner._workspace(size_arr) if runner.meta.get("workspace") else None   # (held while timed)
     if workspace is not None:
-        addrs.append((address(workspace) + 63) & ~63)
+        addrs.append(workspace[1])
     table, sizes = (ctypes.c_void_p * len(addrs))(*addrs), address(size_arr)
     return best(lambda: runner.fn(sizes, table), repeat=3000)
 

@@ -185,6 +185,9 @@ class Kernel:
         """``tl.compile(tl.adjoint(expr, wrt=wrt))`` with this kernel's target, dtype and sanitizers, ``wrt``
         the differentiable inputs named in it, in their order (all of them where None), built on first use
         for each and cached (thread-safe: built at most once)."""
+        found = self.adjoint_kernels.get(wrt) if self.adjoint_kernels else None
+        if found is not None:   # (the hot path: generated code asks for the same tuple at every call)
+            return found
         wrt = self._differentiable_among(wrt)
 
         def build() -> "Kernel":
@@ -293,14 +296,18 @@ class Kernel:
         differentiated function calls the kernel, such as the data of a fit).  A kernel of a scalar called with
         NumPy arrays computes its value and its gradient in one call (``value_and_grad``: their statements
         shared), and ``back`` scales the gradient by ``dy``."""
-        if not args and self._scalar_output and self._runner.plain(inputs) is not None:
-            wrt = self._differentiable_among(read)
-            if wrt:
+        if args:
+            self(*args, **inputs)   # (the kernel's own error: it takes keywords)
+        wrt = self._differentiable_among(read)
+        shapes = self._runner.plain(inputs)
+        if shapes is not None and self.scatter is None:
+            if wrt and self._scalar_output:
                 return self._value_and_scaled_gradient(wrt, inputs)
-        y = self(*args, **inputs)
+            y = self._run(inputs, shapes)
+        else:
+            y = self._call(inputs)
 
         def back(dy):
-            wrt = self._differentiable_among(read)
             if not wrt:
                 return (None,) * len(inputs)
             adj = self.adjoint(wrt)
@@ -465,6 +472,8 @@ def _zeros_where_none(dy, y):
     """The cotangent ``dy`` of output ``y`` with zeros for the parts of a pair that got no gradient
     (``tensorlang.ad`` gives None for a component the caller did not use)."""
     if isinstance(y, tuple):
+        if type(dy) is tuple and all(type(d) is np.ndarray for d in dy):   # (the common case, first)
+            return dy
         parts = (None,) * len(y) if dy is None else dy
         return tuple(_zeros_where_none(d, v) for d, v in zip(parts, y))
     if dy is None:

@@ -623,7 +623,7 @@ class Runner(Arguments):
         self._blas = bool(meta.get("blas"))
         self._blas_table = None   # blas_address(dtype), read on the first call (TENSORLANG_BLAS then)
         self._has_workspace = bool(meta.get("workspace"))
-        self._workspaces: list = []  # buffers for the kernel's temporaries, reused between calls
+        self._workspaces: list = []  # (buffer, aligned address) for the kernel's temporaries, reused between calls
         self._workspace_lock = threading.Lock()
         self._workspace_bytes: dict = {}  # the sizes array's bytes -> its workspace's (see _workspace)
 
@@ -643,7 +643,7 @@ class Runner(Arguments):
             extra.append(self._blas_table)
         ws = self._workspace(size_arr) if self._has_workspace else None
         if ws is not None:
-            extra.append((address(ws) + 63) & ~63)
+            extra.append(ws[1])
         try:
             if self._caller is not None:
                 self._caller(self._entry, size_arr, arrays, tuple(extra))
@@ -660,9 +660,9 @@ class Runner(Arguments):
         return self.results(outs) if outputs is None else None
 
     def _workspace(self, size_arr):
-        """A buffer for the temporaries (the C side's ``TL_WS_BYTES`` each), taken from this runner's pool
-        (so concurrent calls from several threads get distinct buffers) or made.  Its size is worked out
-        once per sizes."""
+        """A buffer for the temporaries (the C side's ``TL_WS_BYTES`` each) and its address rounded up to 64
+        bytes, taken from this runner's pool (so concurrent calls from several threads get distinct buffers)
+        or made.  Its size is worked out once per sizes."""
         key = size_arr.tobytes()
         total = self._workspace_bytes.get(key)
         if total is None:
@@ -674,7 +674,8 @@ class Runner(Arguments):
             if len(self._workspace_bytes) < 64:
                 self._workspace_bytes[key] = total
         with self._workspace_lock:   # (the first buffer that fits: the runs of a Dask block alternate sizes)
-            for k, ws in enumerate(self._workspaces):
+            for k, (ws, _) in enumerate(self._workspaces):
                 if total <= ws.nbytes <= 4 * total + (1 << 20):
                     return self._workspaces.pop(k)
-        return np.empty(total, dtype=np.uint8)
+        ws = np.empty(total, dtype=np.uint8)
+        return ws, (address(ws) + 63) & ~63

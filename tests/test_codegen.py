@@ -658,11 +658,11 @@ def test_temporaries_live_in_a_reused_workspace():
     for n, m in sizes:
         ins = dict(x=rng.standard_normal(n + m - 1), c=rng.standard_normal(m), z=rng.standard_normal(n))
         assert close(gk(**ins), tl.evaluate(grad(e, "c"), **ins))
-    kept = {id(w) for w in gk._runner._workspaces}
+    kept = {id(w) for w, _ in gk._runner._workspaces}
     assert 1 <= len(kept) <= 4
     for n, m in sizes:  # sizes seen before, in turn (the runs of a Dask block alternate so): no workspace made
         gk(x=np.ones(n + m - 1), c=np.ones(m), z=np.ones(n))
-    assert {id(w) for w in gk._runner._workspaces} == kept
+    assert {id(w) for w, _ in gk._runner._workspaces} == kept
     assert "tl_part" in _body(gk)  # sum(i0:n) dX[i0] * x[i0 + k0] runs in chunks of i0 (partial sums)
 
 

@@ -509,30 +509,33 @@ def acc_into(v, d, c):
     if c is None:
         return d
     s = current().store
-    if s.boxes:
-        if type(c) in (list, tuple, dict) and type(v) is type(c):
-            c = _items_to_boxes(v, c, s, set())
-        if id(v) in s.boxes:
-            if type(v) is list and type(c) is np.ndarray:   # from a NumPy rule that read the list as an array
-                c = list(c)
-            with BOX_LOCK:   # pullbacks of work that ran in threads run in parallel (threads.py)
-                old = s.grads.get(id(v))
-                if type(old) is np.ndarray and getattr(c, "shape", None) == old.shape \
-                        and type(c) not in ARRAY_TYPES and np.can_cast(c.dtype, old.dtype, "same_kind") \
-                        and (type(c) is not Indexed or c.batch() is None):   # (NumPy's array cannot hold a batch)
-                    if type(c) is Indexed:   # the store owns old: added in place, O(size of c's parts)
-                        c.add_into(old)
-                    else:
-                        old += c
+    if not s.boxes:   # (no box exists: the local sum, the common case inlined)
+        if d is None:
+            return c
+        return d + c if type(d) is np.ndarray and type(c) is np.ndarray else acc(d, c)
+    if type(c) in (list, tuple, dict) and type(v) is type(c):
+        c = _items_to_boxes(v, c, s, set())
+    if id(v) in s.boxes:
+        if type(v) is list and type(c) is np.ndarray:   # from a NumPy rule that read the list as an array
+            c = list(c)
+        with BOX_LOCK:   # pullbacks of work that ran in threads run in parallel (threads.py)
+            old = s.grads.get(id(v))
+            if type(old) is np.ndarray and getattr(c, "shape", None) == old.shape \
+                    and type(c) not in ARRAY_TYPES and np.can_cast(c.dtype, old.dtype, "same_kind") \
+                    and (type(c) is not Indexed or c.batch() is None):   # (NumPy's array cannot hold a batch)
+                if type(c) is Indexed:   # the store owns old: added in place, O(size of c's parts)
+                    c.add_into(old)
                 else:
-                    s.grads[id(v)] = own(c) if old is None else own(acc(old, c))
-            return d
-        root = _view_of_box(v)
-        if root is not None:
-            v, c = _unrepeated(v, c)
-            g = _grad_view(root, v, _root_grad(root))
-            g += c
-            return d
+                    old += c
+            else:
+                s.grads[id(v)] = own(c) if old is None else own(acc(old, c))
+        return d
+    root = _view_of_box(v)
+    if root is not None:
+        v, c = _unrepeated(v, c)
+        g = _grad_view(root, v, _root_grad(root))
+        g += c
+        return d
     return acc(d, c)
 
 
@@ -1124,6 +1127,11 @@ def Jkw_read(read, names, f, *args):
     hook = getattr(type(f), "__ad_pullback_read__", None)
     if hook is None:
         return Jkw(names, f, *args)
+    return _read_call(hook, read, names, f, args)
+
+
+def _read_call(hook, read, names, f, args):
+    """``f``'s ``__ad_pullback_read__`` (``hook``) called, its pullback in J's convention."""
     k = len(names)
     y, back = hook(f, read, *args[:len(args) - k], **dict(zip(names, args[len(args) - k:])))
     return y, RulePullback(back, len(args), _made(y, f))
@@ -1131,6 +1139,9 @@ def Jkw_read(read, names, f, *args):
 
 def Jkw(names, f, *args):
     """J for a call with keyword arguments (``names`` are the last ``len(names)`` of ``args``)."""
+    hook = getattr(type(f), "__ad_pullback_read__", None)
+    if hook is not None:   # (a compiled kernel: its keywords are its inputs, whatever their names)
+        return _read_call(hook, None, names, f, args)
     k = len(names)
     pos, kw = args[:len(args) - k], dict(zip(names, args[len(args) - k:]))
     if "out" in kw and kw["out"] is not None:

@@ -48,11 +48,17 @@ def index_grad(like: _Like, idx, dy):
         return {idx: dy}
     if k is np.ndarray:
         return Indexed.at(like.shape, like.dtype, idx, dy)
-    g = [None] * like.n
-    g[idx] = dy
+    g = _with_item(like.n, idx, dy)
     if k is list:
         return g
     return k._make(g) if hasattr(k, "_make") else tuple(g)   # a named tuple, or a tuple
+
+
+def _with_item(n: int, idx, dy) -> list:
+    """The gradients of the ``n`` items of a list or tuple where its item (or slice) ``idx`` has ``dy``."""
+    g = [None] * n
+    g[idx] = dy
+    return g
 
 
 def _entry(g, idx):
@@ -77,7 +83,10 @@ def _opaque(obj, what):
 
 def getitem(obj, idx):
     t = type(obj)
-    if t in (list, tuple, dict, np.ndarray) or isinstance(obj, tuple) or _builtin_items(obj, "__getitem__"):
+    if t is tuple:   # (the common case first: a function's results unpacked)
+        n = len(obj)
+        return obj[idx], lambda dy: (None, None) if dy is None else (tuple(_with_item(n, idx, dy)), None)
+    if t in (list, dict, np.ndarray) or isinstance(obj, tuple) or _builtin_items(obj, "__getitem__"):
         like = _Like(obj)
         return obj[idx], lambda dy: (None, None) if dy is None else (index_grad(like, idx, dy), None)
     if t is np.flatiter or type(memory_of(obj)) is np.flatiter:
