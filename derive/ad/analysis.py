@@ -130,9 +130,14 @@ def _index_arrays_directly(fn: Function, values: list) -> bool:
 
 def _writes(v, pure) -> bool:
     """Whether instruction ``v`` may write to an array or an object (``pure``: as for ``may_write``)."""
-    return isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v)
-                                     or v.op == "method" and not pure_method(v.attr[0])
+    return isinstance(v, Instr) and (v.op in ("setitem", "setattr") or _augmented(v) or method_writes(v)
                                      or v.op == "call" and may_write(v, pure))
+
+
+def method_writes(v) -> bool:
+    """Whether ``v`` is a call of a method that may write: to its object (``x.sort()``, ``lst.append(v)``) or,
+    with ``out=``, to an array it is given (``x.sum(axis=1, out=o)``)."""
+    return v.op == "method" and (not pure_method(v.attr[0]) or "out" in v.attr[1])
 
 
 def may_write(v, pure=frozenset()) -> bool:

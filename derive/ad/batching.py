@@ -51,6 +51,12 @@ class Batched:
             return t
         return self.zeros(self.shape, np.result_type(self.dtype, float)) + t
 
+    @property
+    def __ad_number__(self) -> bool:
+        """Whether each example is a number (what ``np.sum(x)`` or ``x[0]`` gives), which ``x op= v`` does not write
+        into but rebinds, as NumPy's scalars are."""
+        return self.ndim == 0
+
     def __ad_written__(self):
         """Called by ``tensorlang.ad`` before a derivative follows a write into this batch (``ir.check_write``):
         refused where another batch shares its memory, a write that the derivative would not see reach it."""
@@ -178,9 +184,27 @@ def _method(func):
 
 
 for _f in ("sum", "mean", "prod", "max", "min", "any", "all", "argmax", "argmin", "var", "std", "cumsum",
-           "cumprod", "swapaxes", "squeeze", "clip", "dot", "trace", "diagonal", "sort", "argsort", "round", "conj",
+           "cumprod", "swapaxes", "squeeze", "clip", "dot", "trace", "diagonal", "argsort", "round", "conj",
            "conjugate", "nonzero", "repeat", "take"):
     setattr(Batched, _f, _method(getattr(np, _f)))
+
+
+def _sort(self, axis=-1, kind=None, order=None):
+    """``x.sort()``: each example sorted in place (``np.sort`` returns a sorted copy)."""
+    self[...] = np.sort(self, axis=axis, kind=kind, order=order)
+
+
+def _partition(self, kth, axis=-1, kind="introselect", order=None):
+    """``x.partition(kth)``: each example partitioned in place."""
+    self[...] = np.partition(self, kth, axis=axis, kind=kind, order=order)
+
+
+def _fill(self, value):
+    """``x.fill(v)``: every entry of every example set to ``v``."""
+    self[...] = value
+
+
+Batched.sort, Batched.partition, Batched.fill = _sort, _partition, _fill
 
 _OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
               "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "matmul": np.matmul,
@@ -191,8 +215,11 @@ for _op, _f in _OPERATORS.items():
 
 def _in_place(f, op):
     """``x op= v``: written into ``x``'s data, as NumPy writes into an array (its views see it), with NumPy's
-    casting rule."""
+    casting rule; a batch of numbers (what ``np.sum(x)`` and ``x[0]`` give an example) is not written into, as a
+    NumPy scalar is not: ``x`` is bound to the result, and what else held it keeps its value."""
     def write(self, other):
+        if self.__ad_number__:   # (x op= v binds x to a new batch)
+            return f(self, other)
         data, mine = self.data, type(other) is Batched and other.level == self.level
         if type(data) is np.ndarray and (mine and type(other.data) is np.ndarray or type(other) is not Batched):
             if (other.ndim if mine else np.ndim(other)) < data.ndim:   # (written in place, aligned as the rules)

@@ -38,7 +38,7 @@ from ...errors import TensorLangError
 
 from . import adjoint as adj
 from . import primal
-from .analysis import calls_write_free, loop_blocks, reverse_postorder
+from .analysis import calls_write_free, loop_blocks, method_writes, reverse_postorder
 from .ir import ANY, ARR, ARRAY_TYPES, INT, NUM, PYINT, VEC, Function, Instr, has_gradient
 from . import rules
 from .source import register
@@ -172,8 +172,7 @@ class Written:
                 if v.op == "setitem" or v.op == "binop" and v.attr.endswith("=") \
                         or v.op == "rule" and rules.writes(v.attr[0]):
                     writes.append((v, v.args[0]))
-                elif v.op == "call" and not calls_write_free(v, fn.pure) \
-                        or v.op == "method" and not rules.pure_method(v.attr[0]):
+                elif v.op == "call" and not calls_write_free(v, fn.pure) or method_writes(v):
                     writes += [(v, u) for u in v.args[v.op == "call":]]
             else:
                 for u in v.incoming.values():

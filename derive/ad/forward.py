@@ -16,7 +16,7 @@ from __future__ import annotations
 import types
 
 from . import rules
-from .analysis import may_write
+from .analysis import may_write, method_writes
 from .emit import Gen, block_dispatch, exec_generated, factory_lines, param_instrs
 from .ir import ARR, INT, NUM, Instr, has_gradient, spec_kind
 from .primal import terminator
@@ -32,7 +32,7 @@ class ForwardGen(Gen):
         # objects written to (``x[i] = v``, ``o.a = v``, ``lst.append``) get a tangent even when their
         # value is inactive (``np.zeros(3)``): the write may give them one
         self.tracked = {ins.args[0] for ins in fn.values() if isinstance(ins, Instr) and (
-            ins.op in ("setitem", "setattr") or ins.op == "method" and not rules.pure_method(ins.attr[0]))}
+            ins.op in ("setitem", "setattr") or method_writes(ins))}
 
     def has_tangent(self, v) -> bool:
         if v in self.tracked:
@@ -130,7 +130,7 @@ class ForwardGen(Gen):
         method that writes, its object or a ufunc's ``.at``): the tangent of each of them that had none before
         (``np.zeros``), the one its writes registered (``tangent_of``); one it had, they wrote into."""
         op = ins.op
-        if not (op == "call" and may_write(ins, self.fn.pure) or op == "method" and not rules.pure_method(ins.attr[0])
+        if not (op == "call" and may_write(ins, self.fn.pure) or method_writes(ins)
                 or op == "rule" and rules.writes(ins.attr[0])):
             return []
         args = ins.args[1:] if op == "call" else ins.args

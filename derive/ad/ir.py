@@ -148,8 +148,9 @@ def own_tangent(x, t):
 
 def writable_array(x) -> bool:
     """Whether ``x`` is an array that ``x op= y`` writes into: ``is_array``, but not a stand-in of a recording that
-    holds a number (which Python rebinds)."""
-    return type(x) is np.ndarray or type(x) in ARRAY_TYPES and not isinstance(x, (np.generic, float, complex))
+    holds a number, nor a batch of numbers (``__ad_number__``), which Python rebinds."""
+    return type(x) is np.ndarray or type(x) in ARRAY_TYPES and not isinstance(x, (np.generic, float, complex)) \
+        and not getattr(x, "__ad_number__", False)
 
 
 def kind_of(x) -> str:

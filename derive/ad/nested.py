@@ -39,7 +39,7 @@ from .rules import is_nondiff
 from .context import current
 from .runtime import (BOX_METHODS, CACHED, LINEAR, MULTILINEAR, NONDIFF_METHODS, RULES, TRANSFORM, ZERO, J, Jkw, Jkw_read,
                       Jm, WRITING_RULES, Writes, acc, box_of, check_keywords, differentiable, filled, method_rule,
-                      rule_code_refused, ufunc_method, unfollowed, with_defaults)
+                      out_method, rule_code_refused, ufunc_method, unfollowed, with_defaults)
 
 # -- the pullbacks handed to generated code -----------------------------------------------------------------------
 class Pullback:
@@ -427,6 +427,9 @@ def _Jm_rule(name, kwnames, obj, *args):
         pair, pb = _call(f, _rule_of(f), pos, kw)
         back = lambda d: (None, None, None, *pb(d)[1:])   # noqa: E731
         return pair, _writing_as(pb, back)   # (np.add.at)
+    if out_method(name, kwnames, obj, args) is not None:
+        raise BeyondOrder(f"a second differentiation through x.{name}(out=...) is not supported: write "
+                          f"np.{name}(x, ..., out=...)")
     r = method_rule(obj, name)
     if r is None and (name in NONDIFF_METHODS or not differentiable(obj) and not any(map(differentiable, args))):
         return Jm(name, kwnames, obj, *args), ZERO   # (no derivative: nor has its pullback)

@@ -333,6 +333,8 @@ def cut(y, back, copy, x):
                 y[:] = items
             else:
                 y = tuple(items)
+    else:
+        _rebased_fields(y, copy, x)
     if id(copy) not in current().store.boxes:
         return y, back
     x[...] = copy
@@ -344,6 +346,25 @@ def cut(y, back, copy, x):
         acc_into(x, None, take(copy, None))   # what the call left in the copy's box: x's before the call
         return grads
     return y, bridged
+
+
+def _rebased_fields(obj, copy, x) -> None:
+    """In a dict or an object a call returned (``Model(w)`` keeping ``w``), the arrays that are ``copy`` of ``x``
+    or views of it replaced by ``x`` or the same views of ``x``: what it holds is the caller's array, as in
+    Python, so that a write through it reaches the array the caller holds."""
+    if type(obj) is dict:
+        fields = obj
+    elif isinstance(obj, (type, types.FunctionType, types.ModuleType, np.ndarray)) or type(obj) in ARRAY_TYPES:
+        return
+    else:
+        fields = getattr(obj, "__dict__", None)
+        if type(fields) is not dict:
+            return
+    for k, v in list(fields.items()):
+        if type(v) is np.ndarray and (v is copy or v.base is not None):
+            r = _rebased(v, copy, x)
+            if r is not v:
+                fields[k] = r   # (as it is: a frozen dataclass's field too)
 
 
 def _rebased(r, copy, x):
@@ -1372,6 +1393,19 @@ def method_rule(obj, name):
     return rule
 
 
+# the methods of an array that take ``out=`` and are NumPy's function of their name with the array first
+OUT_METHODS = frozenset({"all", "any", "argmax", "argmin", "clip", "cumprod", "cumsum", "dot", "max", "mean", "min",
+                         "prod", "round", "std", "sum", "take", "trace", "var"})
+
+
+def out_method(name, kwnames, obj, args):
+    """NumPy's function of the name where ``obj.name(*args)`` (keywords ``kwnames``, the last of ``args``) is an
+    array's method of ``OUT_METHODS`` called with ``out=``, else None."""
+    if "out" not in kwnames or name not in OUT_METHODS or not (type(obj) is np.ndarray or type(obj) in ARRAY_TYPES):
+        return None
+    return getattr(np, name) if args[len(args) - len(kwnames) + kwnames.index("out")] is not None else None
+
+
 def Jm(name, kwnames, obj, *args):
     """J for ``obj.name(*args)``: method rules, module functions, then Python methods transformed."""
     t = type(obj)
@@ -1380,6 +1414,10 @@ def Jm(name, kwnames, obj, *args):
         pos, kw = args[:len(args) - k], dict(zip(kwnames, args[len(args) - k:]))
     else:
         pos, kw = args, None
+    f = out_method(name, kwnames, obj, args)
+    if f is not None:   # x.sum(axis=1, out=o) as np.sum(x, axis=1, out=o), whose write into o the box rules follow
+        y, back = Jkw(kwnames, f, obj, *args)
+        return y, lambda dy: back(dy)[1:]
     rule = method_rule(obj, name)
     if rule is not None:
         if kw:

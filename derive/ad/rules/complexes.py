@@ -109,7 +109,9 @@ def zygote(rule):
         star = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
         params.append(star + p.name)
         call.append(star + p.name if star or p.kind is not p.KEYWORD_ONLY else f"{p.name}={p.name}")
-    first = [p.name for p in sig.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    # the arguments the gradients are of, in order (``np.einsum(spec, *operands)``'s operands too)
+    first = [p.name if p.kind is p.POSITIONAL_OR_KEYWORD else "*" + p.name for p in sig.parameters.values()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
     name = f"zygote_{getattr(rule, '__name__', 'rule')}"
     src = (f"def {name}({', '.join(params)}):\n"
            f"    y, back = rule({', '.join(call)})\n"
@@ -130,10 +132,12 @@ def _wrap_holomorphic():
     from . import numpy as rnp
     from . import operators
     for f in [*rnp.ELEMENTWISE_UNARY, *rnp.ELEMENTWISE_BINARY, np.dot, np.matmul, np.outer, np.tensordot,
-              np.linalg.solve, np.linalg.inv]:
+              np.linalg.solve, np.linalg.inv, np.prod, np.cumprod, np.kron, np.cross, np.linalg.det]:
         if f is not np.abs and f in RULES:
             RULES[f] = zygote(RULES[f])
             HOLOMORPHIC.add(f)
+    for name in ("prod", "cumprod"):   # (the methods' rules are the functions', wrapped as they are)
+        METHOD_RULES[(np.ndarray, name)] = zygote(METHOD_RULES[(np.ndarray, name)])
     for op, name in operators.DUNDER.items():   # a op b, then a op= b made again over the wrapped a op b
         operators.BINOPS[op] = RULES[operators.PYOP[op]] = zygote(operators.BINOPS[op])
         operators.BINOPS[op + "="] = RULES[getattr(operator, f"i{name}")] = operators.make_inplace(op)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import UnsupportedError
-from ..runtime import METHOD_RULES, MULTILINEAR, NONDIFF, RULES, asarray, summed_to, unbroadcast
+from ..runtime import METHOD_RULES, MULTILINEAR, NONDIFF, RULES, asarray, is_complex, summed_to, unbroadcast
 
 
 def _parse_einsum(spec, ops):
@@ -70,9 +70,13 @@ def _einsum(spec, *ops, **kw):
             others = [s for i, s in enumerate(inputs) if i != k]
             known = set(out).union(*others)
             kept = "".join(c for c in once if c in known)
-            # three operands or more: NumPy's pairwise (BLAS) order, not one loop over every index
-            g = np.einsum(f"{','.join([out] + others)}->{kept}", dy, *(o for i, o in enumerate(ops) if i != k),
+            # three operands or more: NumPy's pairwise (BLAS) order, not one loop over every index; complex
+            # operands conjugated (the convention of rules.complexes: einsum is holomorphic in each)
+            g = np.einsum(f"{','.join([out] + others)}->{kept}", dy,
+                          *(np.conj(o) if is_complex(o) else o for i, o in enumerate(ops) if i != k),
                           optimize=len(others) > 1)
+            if is_complex(g) and not is_complex(ops[k]):   # (a real operand's gradient is real)
+                g = np.real(g)
             g = np.broadcast_to(np.expand_dims(g, tuple(i for i, c in enumerate(once) if c not in known)),
                                 [sizes[c] for c in once])
             if once != sub:
@@ -210,8 +214,16 @@ def check_slogdet(sign) -> None:
 def _slogdet(a):
     y = np.linalg.slogdet(a)
     check_slogdet(y[0])
-    return y, lambda dy: (None if dy is None or dy[1] is None
-                          else np.expand_dims(dy[1], (-1, -2)) * _mT(np.linalg.inv(a)),)
+
+    def back(dy):
+        if dy is None:
+            return (None,)
+        if is_complex(a) and dy[0] is not None and np.any(dy[0] != 0):
+            raise UnsupportedError("np.linalg.slogdet of a complex matrix: its sign (det A / |det A|) is not "
+                                   "differentiated; write np.linalg.det(A) / np.abs(np.linalg.det(A))")
+        # log |det A| = Re log det A: the gradient dy * conj(A^-T) in the complex convention (rules.complexes)
+        return (None if dy[1] is None else np.expand_dims(dy[1], (-1, -2)) * np.conj(_mT(np.linalg.inv(a))),)
+    return y, back
 
 
 def _inv(a):

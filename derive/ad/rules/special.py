@@ -27,6 +27,7 @@ import scipy.special as sc
 
 from ....errors import UnsupportedError
 from ..runtime import RULES, unbroadcast
+from .complexes import HOLOMORPHIC, zygote
 from ..tangent import JVP_RULES
 from . import jvp
 from . import numpy as rnp
@@ -193,7 +194,8 @@ def _logsumexp_jvp(args, ts, tkw=None, **kw):
 
 
 _logsumexp_jvp.keyword_tangents = True
-RULES.update({sc.multigammaln: _multigammaln, sc.logsumexp: _logsumexp})
+RULES.update({sc.multigammaln: _multigammaln, sc.logsumexp: zygote(_logsumexp)})   # (holomorphic in a and b)
+HOLOMORPHIC.add(sc.logsumexp)
 JVP_RULES.update({sc.multigammaln: _multigammaln_jvp, sc.logsumexp: _logsumexp_jvp})
 
 

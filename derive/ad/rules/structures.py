@@ -17,7 +17,7 @@ import numpy as np
 from ....errors import BeyondOrder, UnsupportedError
 from ..context import current
 from ..cotangent import Indexed, basic_index, dense
-from ..ir import CONST_KIND, INT, is_array, kind_of, memory_of
+from ..ir import CONST_KIND, INT, is_array, kind_of, memory_of, writable_array
 from ..registry import JVP_RULES, LINEAR, refusing
 from ..runtime import (ARRAY_TYPES, BOX_METHODS, HELPERS, KEYWORD_RULES, NONDIFF, NONDIFF_METHODS, RULES, J, Jkw,
                        METHOD_RULES, TRANSFORM, WRITING_RULES, ZERO, acc, box_grad, field, field_grad, is_complex,
@@ -570,7 +570,7 @@ def with_out(names, f, *args):
     i = len(args) - len(names) + names.index("out")
     out = args[i]
     target = out[0] if type(out) is tuple and len(out) == 1 else out
-    if type(target) is not np.ndarray:
+    if not writable_array(target):
         raise UnsupportedError(f"tensorlang.ad differentiates out= only for one array, not {type(out).__name__}")
     rest = tuple(n for n in names if n != "out")
     pos = unaliased((*args[:i], *args[i + 1:]), target)
