@@ -345,8 +345,8 @@ class CudaRunner:
     def __call__(self, **inputs):
         return self.run(inputs)
 
-    def run(self, inputs: dict, shapes=UNCHECKED, outputs=None):
-        """The kernel's results on ``inputs`` (``shapes``: as ``Arguments.prepare`` takes it).  ``outputs``
+    def run(self, inputs: dict, plain=UNCHECKED, outputs=None):
+        """The kernel's results on ``inputs`` (``plain``: as ``Arguments.prepare`` takes it).  ``outputs``
         (arrays written in the outputs' places, the C runner's for a scattered kernel) is refused."""
         if outputs is not None:
             raise UnsupportedError("a kernel that writes its values at given positions (a sparse Jacobian's or "
@@ -361,7 +361,7 @@ class CudaRunner:
             dense = self._device_components(cp, inputs)
             args = dense + args[len(dense):]  # (after the dense inputs, the relations' views)
         else:
-            size_arr, args, outs = host.prepare(inputs, shapes)
+            size_arr, args, outs = host.prepare(inputs, plain)
         sizes = dict(zip(self.meta["sizes"], size_arr.tolist()))
         launch = self.meta["launch"]
         d_args = [cp.asarray(a) for a in args]

@@ -95,9 +95,9 @@ class Kernel:
         if self.scatter is not None:
             raise TensorLangError("this kernel writes its outputs at positions it is given (codegen.scatter): it "
                                   "is the values kernel of a SparseKernel, which is the one to call")
-        shapes = self._runner.plain(inputs)
-        if shapes is not None:   # NumPy arrays of its dtype, no Dask, no tracers
-            return self._run(inputs, shapes)
+        plain = self._runner.plain(inputs)
+        if plain is not None:   # NumPy arrays of its dtype, no Dask, no tracers
+            return self._run(inputs, plain)
         if any(lazy(v) for v in inputs.values()):
             inputs = self._index_arrays_as_relations(inputs)
             return self.blocks(inputs).collection(inputs)  # blocks() checks the keywords
@@ -107,9 +107,9 @@ class Kernel:
             return traced(self, inputs)
         return self._run(inputs)
 
-    def _run(self, inputs: dict, shapes=UNCHECKED, outputs=None):
+    def _run(self, inputs: dict, plain=UNCHECKED, outputs=None):
         try:
-            return self._runner.run(inputs, shapes, outputs)
+            return self._runner.run(inputs, plain, outputs)
         except TensorLangError as err:  # a bad input: shown as the caller's error, not the runtime's
             raise err.with_traceback(user_traceback(err.__traceback__)) from None
 
@@ -299,11 +299,11 @@ class Kernel:
         if args:
             self(*args, **inputs)   # (the kernel's own error: it takes keywords)
         wrt = self._differentiable_among(read)
-        shapes = self._runner.plain(inputs)
-        if shapes is not None and self.scatter is None:
+        plain = self._runner.plain(inputs)
+        if plain is not None and self.scatter is None:
             if wrt and self._scalar_output:
                 return self._value_and_scaled_gradient(wrt, inputs)
-            y = self._run(inputs, shapes)
+            y = self._run(inputs, plain)
         else:
             y = self._call(inputs)
 

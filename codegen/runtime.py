@@ -228,9 +228,39 @@ def address(a: np.ndarray) -> int:
         return a.ctypes.data
 
 
-UNCHECKED = object()   # ``prepare``'s ``shapes`` when its caller has not asked ``plain``
+UNCHECKED = object()   # ``prepare``'s ``plain`` when its caller has not asked for it
 PLAIN_FLOATS = (float, np.float64)   # a scalar input a float64 kernel reads as it is
 FLOAT64 = np.dtype(np.float64)
+
+
+def _plain_reader(components: list, n_inputs: int, dtype: np.dtype):
+    """``Arguments.plain`` for a kernel whose inputs are ``components`` (``(input, projections into its pairs,
+    whether it is a scalar)`` in the order of its arguments; ``n_inputs`` inputs), as one function of straight-line
+    checks written for them (a loop over the components, and their projections, cost more than the kernel
+    itself on small arrays)."""
+    lines = ["def plain(inputs):", f"    if len(inputs) != {n_inputs}:", "        return None"]
+    taken: dict = {}
+    for k, (name, projs, scalar) in enumerate(components):
+        if name not in taken:
+            taken[name] = f"i{len(taken)}"
+            lines.append(f"    {taken[name]} = inputs.get({name!r})")
+        v = taken[name]
+        for depth, proj in enumerate(projs):
+            lines += [f"    if type({v}) is not tuple or len({v}) != 2:", "        return None"]
+            lines.append(f"    p{k}_{depth} = {v}[{proj}]")
+            v = f"p{k}_{depth}"
+        lines.append(f"    v{k} = {v}")
+        check = f"type(v{k}) is not ndarray or v{k}.dtype is not dtype or not v{k}.flags.c_contiguous"
+        if scalar and dtype is FLOAT64:   # (a float: read as a 0-d array)
+            lines += [f"    if type(v{k}) in floats:", f"        s{k}, v{k} = (), array(v{k})",
+                      f"    elif {check}:", "        return None", "    else:", f"        s{k} = v{k}.shape"]
+        else:
+            lines += [f"    if {check}:", "        return None", f"    s{k} = v{k}.shape"]
+    shapes = "".join(f"s{k}, " for k in range(len(components)))
+    lines.append(f"    return ({shapes}), [{', '.join(f'v{k}' for k in range(len(components)))}]")
+    namespace = {"ndarray": np.ndarray, "dtype": dtype, "floats": PLAIN_FLOATS, "array": np.array}
+    exec(compile("\n".join(lines), "<tensorlang kernel inputs>", "exec"), namespace)
+    return namespace["plain"]
 
 
 class Arguments:
@@ -253,8 +283,9 @@ class Arguments:
         # a kernel whose inputs are arrays and pairs of arrays (no relations) prepares a call of arrays it
         # reads as they are from their shapes alone: what the checks found, per tuple of shapes (see plain);
         # ``(input, projections, whether it is a scalar)`` per component, in the order of the kernel's arguments
-        self._plain_inputs = None if self.relations else \
-            tuple((i["name"], tuple(c["projs"]), not c["dims"]) for i in self.inputs for c in i["components"])
+        self._read_plain = None if self.relations else _plain_reader(
+            [(i["name"], tuple(c["projs"]), not c["dims"]) for i in self.inputs for c in i["components"]],
+            len(self.inputs), self._dtype)
         self._prepared: dict = {}  # shapes -> (sizes array, output shapes, all below the pool's size)
         self.results = _assembler(meta["structure"], meta["outputs"])
 
@@ -332,54 +363,28 @@ class Arguments:
         return "?"
 
     def plain(self, inputs: dict) -> tuple | None:
-        """The shapes of ``inputs`` where they are exactly this kernel's inputs, each a C-contiguous NumPy
-        array of its dtype (or, for a scalar of a float64 kernel, a Python or NumPy float) or a pair (a
-        tuple) of such (what the checks take as it is, so that shapes the checks accepted once are accepted
-        again with the same sizes); None otherwise."""
-        components = self._plain_inputs
-        if components is None or len(inputs) != len(self.inputs):
-            return None
-        shapes = []
-        dtype = self._dtype   # (NumPy's dtype of a native float type is one object: ``is`` tells it)
-        for name, projs, scalar in components:
-            v = inputs.get(name)
-            for k in projs:
-                if type(v) is not tuple or len(v) != 2:
-                    return None
-                v = v[k]
-            if scalar and type(v) in PLAIN_FLOATS and dtype is FLOAT64:
-                shapes.append(())
-                continue
-            if type(v) is not np.ndarray or v.dtype is not dtype or not v.flags.c_contiguous:
-                return None
-            shapes.append(v.shape)
-        return tuple(shapes)
+        """``(shapes, arrays in argument order)`` where ``inputs`` are exactly this kernel's inputs, each a
+        C-contiguous NumPy array of its dtype (or, for a scalar of a float64 kernel, a Python or NumPy float,
+        passed as a 0-d array) or a pair (a tuple) of such (what the checks take as it is, so that shapes the
+        checks accepted once are accepted again with the same sizes); None otherwise.  Its checks are one
+        function written for this kernel's inputs (``_plain_reader``): this runs at every call."""
+        return None if self._read_plain is None else self._read_plain(inputs)
 
-    def _plain_arguments(self, inputs: dict) -> list:
-        """The arrays of ``inputs`` (which ``plain`` accepted) in argument order, a float as a 0-d array."""
-        args = []
-        for name, projs, scalar in self._plain_inputs:
-            v = inputs[name]
-            for k in projs:
-                v = v[k]
-            args.append(np.array(v) if scalar and type(v) is not np.ndarray else v)
-        return args
-
-    def prepare(self, inputs: dict, shapes=UNCHECKED, allocate: bool = True):
+    def prepare(self, inputs: dict, plain=UNCHECKED, allocate: bool = True):
         """``(sizes array, list of arrays in argument order, outputs)`` after all checks (once per tuple of
-        shapes for plain inputs: ``plain``, whose answer a caller that asked already passes as ``shapes``);
-        no outputs where not ``allocate``."""
-        if shapes is UNCHECKED:
-            shapes = self.plain(inputs)
-        found = self._prepared.get(shapes) if shapes is not None else None
+        shapes for plain inputs: ``plain``, whose answer a caller that asked already passes); no outputs where
+        not ``allocate``."""
+        if plain is UNCHECKED:
+            plain = self.plain(inputs)
+        found = self._prepared.get(plain[0]) if plain is not None else None
         if found is not None:
             size_arr, out_shapes, small = found
-            args = self._plain_arguments(inputs)
+            args = plain[1]
         else:
             size_arr, args, out_shapes = self._checked(inputs)
             small = all(math.prod(shape) * self._dtype.itemsize < OUTPUT_POOL_BYTES for shape in out_shapes)
-            if shapes is not None and len(self._prepared) < 64:
-                self._prepared[shapes] = (size_arr, out_shapes, small)
+            if plain is not None and len(self._prepared) < 64:
+                self._prepared[plain[0]] = (size_arr, out_shapes, small)
         if not allocate:
             return size_arr, args, []
         if small:   # (allocatable, and below the pool's size)
@@ -630,11 +635,11 @@ class Runner(Arguments):
     def __call__(self, **inputs):
         return self.run(inputs)
 
-    def run(self, inputs: dict, shapes=UNCHECKED, outputs=None):
-        """The kernel's results on ``inputs`` (``shapes``: as ``prepare`` takes it).  ``outputs``: the arrays
+    def run(self, inputs: dict, plain=UNCHECKED, outputs=None):
+        """The kernel's results on ``inputs`` (``plain``: as ``prepare`` takes it).  ``outputs``: the arrays
         passed in the outputs' places instead (a scattered kernel's positions and data, ``codegen.scatter``),
         and then ``None`` is returned: the caller holds what the kernel wrote."""
-        size_arr, args, outs = self.prepare(inputs, shapes, outputs is None)
+        size_arr, args, outs = self.prepare(inputs, plain, outputs is None)
         arrays = args + (outs if outputs is None else list(outputs))
         extra = []
         if self._blas:

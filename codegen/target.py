@@ -33,7 +33,7 @@ class Capabilities:
 class Target:
     """``emitter(prog, namer, dtype, entry)`` writes the source; ``load(source, meta, error, sanitize)``
     returns ``(runner, library path or None, compiler flags or None)``, where ``runner(**inputs)`` (and
-    ``runner.run(inputs, shapes)``, given ``runner.plain(inputs)`` when the caller asked it) checks the
+    ``runner.run(inputs, plain)``, given ``runner.plain(inputs)`` when the caller asked it) checks the
     inputs (raising ``error``) and runs the kernel, built with the sanitizers where ``sanitize`` (an
     ``UnsupportedError`` where the target has none).  Both live in ``module``."""
 
