@@ -25,8 +25,8 @@ from .rules.jvp import write_item, write_method
 from .rules.structures import setitem, unaliased
 from .runtime import ZERO as NO_GRADIENTS
 from .runtime import (BOX_METHODS, CACHED, NONDIFF_METHODS, RULES, J, Jkw, Jkw_read, Jm, RulePullback, acc, acc_into, asarray,
-                      field, field_grad, initializer, keyword_grads, like, method_grads, method_rule, plain_dataclass,
-                      register, ufunc_method, with_defaults, with_nested_boxes)
+                      field, field_grad, initializer, keyword_grads, like, method_grads, method_rule, out_method,
+                      plain_dataclass, register, ufunc_method, with_defaults, with_nested_boxes)
 from .second import METHOD_PAIRS, NO_TANGENT, PAIRS, ZERO, called_name, on_tangent_store, pair_jvp, store_linear, with_stores
 from .tower import beyond
 from .tangent import (JVP, JVP_RULES, JVPkw, PullbackTangent, call_pullback, mutable, out_argument,
@@ -591,6 +591,9 @@ def _jvp_Jm(args, ts):
     if isinstance(obj, types.ModuleType) or ufunc_method(obj, name):
         f = getattr(obj, name)
         return _jvp_Jkw((kwnames, f, *xs), (None, None, *ts[3:])) if kwnames else _jvp_J((f, *xs), (None, *ts[3:]))
+    f = out_method(name, kwnames, obj, xs)
+    if f is not None:   # x.sum(axis=1, out=o) as np.sum(x, axis=1, out=o), as Jm takes it (its gradients: x's first)
+        return _adapted(_jvp_Jkw((kwnames, f, obj, *xs), (None, None, ts[2], *ts[3:])), lambda g: g[1:], len(xs) + 1)
     rule = method_rule(obj, name)
     if rule is None and name in NONDIFF_METHODS:   # (x.round(), x.argsort(): no derivative, nor has its pullback)
         return Jm(*args), NO_TANGENT
