@@ -189,3 +189,29 @@ def test_vmap_of_a_gradient_through_a_method_with_out_is_the_loop():
     xs = np.array([[3.0, 0.2, -2.0, 0.7], [0.1, -0.3, 0.4, 2.0]])
     np.testing.assert_allclose(ad.vmap(ad.grad(clip_into_itself))(xs.copy()),
                                [_central(clip_into_itself, r.copy()) for r in xs], rtol=1e-6, atol=1e-7)
+
+
+# -- iterating over a dict in forward mode: its keys have no tangent ---------------------------------------------------
+def _forwarded(*args, **kwargs):
+    return _target(*args, **kwargs)
+
+
+def _target(a, c=1.0, d=0.0):
+    return a * c + d
+
+
+def test_a_keyword_forwarder_called_with_different_keywords_at_second_order():
+    def f(x):   # x ** 2 + 1.5 + x + x
+        return _forwarded(x, c=x, d=1.5) + _forwarded(x, d=x)
+    assert ad.hessian(f)(0.7) == pytest.approx(2.0)
+    check_modes(f, 0.7)
+
+
+def test_a_loop_over_a_dict_in_every_mode():
+    def f(x):
+        d = {"a": x[0] * x[1], "b": np.sin(x[2]), "c": x}
+        s = 0.0
+        for k in d:
+            s = s + np.sum(d[k] ** 2)
+        return s
+    check_modes(f, X.copy())

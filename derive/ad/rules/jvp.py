@@ -711,9 +711,9 @@ def _as_sequence(args, ts):
     y = as_sequence(args[0])
     if type(args[0]) is np.flatiter:   # (x.flat: its tangent the tangent's flat iterator)
         return y, None if ts[0] is None else as_sequence(ts[0])
-    if y is args[0] or ts[0] is None:
-        return y, ts[0]
-    if type(args[0]) not in (list, tuple, dict) and type(args[0]) not in ARRAY_TYPES:
+    if y is args[0] or ts[0] is None or type(args[0]) is dict:   # (a dict's keys, which it iterates, have none)
+        return y, None if type(args[0]) is dict else ts[0]
+    if type(args[0]) not in (list, tuple) and type(args[0]) not in ARRAY_TYPES:
         raise UnsupportedError(f"tensorlang.ad.jvp does not differentiate iterating over a "
                                f"{type(args[0]).__qualname__}: iterate over a list or an array")
     return y, list(ts[0])
