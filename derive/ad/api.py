@@ -318,9 +318,11 @@ def _picked(grads, pick, args):
     try:
         return grads[pick] if isinstance(pick, int) else tuple(grads[i] for i in pick)
     except IndexError:
-        raise TensorLangError(
-            f"argnums={pick!r} names an argument that the call does not have (it passed {len(args)})"
-        ) from None
+        raise _no_such_argument(pick, len(args)) from None
+
+
+def _no_such_argument(pick, n: int) -> TensorLangError:
+    return TensorLangError(f"argnums={pick!r} names an argument that the call does not have (it passed {n})")
 
 
 def made_by_grad(f: types.FunctionType) -> bool:
@@ -598,8 +600,13 @@ def _with_code(code_of, g):
 
 
 def _positive(pick, n):
-    """``pick`` (None, an int, a tuple of ints) with its positions in ``range(n)``."""
-    return pick if pick is None else pick % n if isinstance(pick, int) else tuple(i % n for i in pick)
+    """``pick`` (None, an int, a tuple of ints) with its positions in ``range(n)`` (an error naming a position the
+    call does not have)."""
+    if pick is None:
+        return pick
+    if any(not -n <= i < n for i in ((pick,) if isinstance(pick, int) else pick)):
+        raise _no_such_argument(pick, n)
+    return pick % n if isinstance(pick, int) else tuple(i % n for i in pick)
 
 
 _ndarray = np.ndarray

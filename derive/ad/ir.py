@@ -153,6 +153,12 @@ def writable_array(x) -> bool:
         and not getattr(x, "__ad_number__", False)
 
 
+def extends_list(a, b) -> bool:
+    """Whether ``a += b`` extends list ``a`` by ``b``'s items, as Python does unless ``b`` is a NumPy value (an
+    array, a NumPy number, a batch or stand-in of one), whose ``+`` takes precedence and adds the list as an array."""
+    return type(a) is list and not isinstance(b, (np.ndarray, np.generic)) and type(b) not in ARRAY_TYPES
+
+
 def kind_of(x) -> str:
     """The kind of a run-time value: ``INT`` (ints, bools), ``NUM`` (other numbers), ``CONST_KIND``
     (strings, None ...) or ``ANY``."""

@@ -8,7 +8,7 @@ import pytest
 import scipy.special as sc
 
 from tensorlang import ad
-from tensorlang.errors import UnsupportedError
+from tensorlang.errors import TensorLangError, UnsupportedError
 from all_modes import check_modes   # (tests/ad is on the path)
 
 X = np.array([3.0, 0.2, -2.0, 0.7])
@@ -215,3 +215,29 @@ def test_a_loop_over_a_dict_in_every_mode():
             s = s + np.sum(d[k] ** 2)
         return s
     check_modes(f, X.copy())
+
+
+# -- a list extended by an array's entries; a gradient of a function of no arguments --------------------------------
+def test_a_list_extended_by_the_entries_of_an_array_slice():
+    def extended(x):
+        items = []
+        items.extend(x[:2])
+        return items[0] * items[1]
+
+    def added(x):   # (NumPy's + takes precedence over the list's +=: [x0] + x[1:3], two entries)
+        items = list(x[:1])
+        items += x[1:3]
+        return items[0] * items[1] + np.sum(items)
+
+    def added_a_list(x):
+        items = list(x[:1])
+        items += [x[1], x[2] * 2.0]
+        return items[1] * items[2] + items[0]
+    for f in (extended, added, added_a_list):
+        check_modes(f, np.array([0.31, -0.72, 0.46]))
+        assert ad.value_and_grad(f)(np.array([0.31, -0.72, 0.46]))[0] == pytest.approx(f(np.array([0.31, -0.72, 0.46])))
+
+
+def test_a_gradient_of_a_function_of_no_arguments_names_the_missing_argument():
+    with pytest.raises(TensorLangError, match=r"argnums=0 names an argument that the call does not have \(it passed 0\)"):
+        ad.grad(lambda: 1.0)()

@@ -26,7 +26,7 @@ import scipy.linalg as sl
 from ....errors import UnsupportedError
 from ..lower import as_sequence, called_with, keywords_of
 from ..cotangent import dense as dense_cotangent
-from ..ir import is_array, memory_of, writable_array
+from ..ir import extends_list, is_array, memory_of, writable_array
 from ..runtime import HELPERS as _REVERSE_HELPERS
 from ..runtime import ARRAY_TYPES, LINEAR, asarray, check_keywords, field_grad, make_like
 from ..runtime import acc as tadd
@@ -915,7 +915,7 @@ def _inplace(op):
                                        "tangent is not a view of the array's own tangent")
             y, ty = plain((a.copy(), b.copy() if b is a else b), ts)
             return a, setitem(a, ts[0], Ellipsis, y, ty)
-        if type(a) is list and op == "+" or type(a) is dict and op == "|":
+        if op == "+" and extends_list(a, b) or type(a) is dict and op == "|":
             ty = write_method(a, ts[0], "extend" if op == "+" else "update", (b,), (ts[1],))
             a.extend(b) if op == "+" else a.update(b)
             return a, tangent_of(a, ty)

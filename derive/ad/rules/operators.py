@@ -13,7 +13,7 @@ import numpy as np
 
 from ....codegen.dask_graph import known_shape, lazy_array, like_values
 from ....scalar_derivatives import SCALAR_DERIVATIVES
-from ..ir import CONST_KIND, INT, NUM, kind_of, writable_array
+from ..ir import CONST_KIND, INT, NUM, extends_list, kind_of, writable_array
 from ..runtime import ARRAY_TYPES, J, Jm, NONDIFF, RULES, ZERO, acc, acc_into, asarray, is_complex, unbroadcast, untracked
 from ..source import generated
 from .structures import setitem
@@ -271,7 +271,7 @@ def make_inplace(op):
             _, write_back = setitem(a, Ellipsis, y)
             return a, lambda dy: _through(op_back, acc(dy, write_back(None)[2]))
         # (the list's ``extend``, the dict's ``update``, through ``Jm``: differentiated again, as those methods are)
-        if type(a) is list and op == "+":
+        if op == "+" and extends_list(a, b):
             _, extend_back = Jm("extend", (), a, b)
             return a, lambda dy: extend_back(acc_into(a, None, dy))   # the result's gradient is the list's
         if type(a) is dict and op == "|":

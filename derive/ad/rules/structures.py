@@ -47,11 +47,22 @@ def index_grad(like: _Like, idx, dy):
     if k is dict:
         return {idx: dy}
     if k is np.ndarray:
+        if type(dy) in (list, tuple):   # (the items' gradients of a list made of the part read: L.extend(x[:2]))
+            dy = _as_part(like, idx, dy)
         return Indexed.at(like.shape, like.dtype, idx, dy)
     g = _with_item(like.n, idx, dy)
     if k is list:
         return g
     return k._make(g) if hasattr(k, "_make") else tuple(g)   # a named tuple, or a tuple
+
+
+def _as_part(like: _Like, idx, items) -> np.ndarray:
+    """The gradients ``items`` of the rows of ``x[idx]`` (an array ``like`` describes) as one array (zero for None)."""
+    part = np.zeros(np.empty(like.shape, dtype=bool)[idx].shape, like.dtype)
+    for i, d in enumerate(items):
+        if d is not None:
+            part[i] = dense(d)
+    return part
 
 
 def _with_item(n: int, idx, dy) -> list:
