@@ -241,9 +241,8 @@ def keep(y, back):
 def _arrays_of(y) -> list:
     if type(y) is np.ndarray:
         return [y]
-    values = getattr(type(y), "__ad_values__", None)
-    if values is not None:   # (a batch of ad.vmap: the array of its examples' values, which a write writes)
-        return _arrays_of(values(y))
+    if batched(y):   # (the array of its examples' values, which a write writes)
+        return _arrays_of(y.__ad_values__())
     if isinstance(y, (tuple, list)):
         return [a for item in y for a in _arrays_of(item)]
     return []

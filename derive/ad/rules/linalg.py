@@ -65,16 +65,16 @@ def _einsum(spec, *ops, **kw):
 
     def back(dy):
         grads = [None]
+        # complex operands conjugated, once (the convention of rules.complexes: einsum is holomorphic in each)
+        conjugated = [np.conj(o) if is_complex(o) else o for o in ops]
         for k, sub in enumerate(inputs):
             once = "".join(dict.fromkeys(sub))   # a letter repeated in one operand: its diagonal
             others = [s for i, s in enumerate(inputs) if i != k]
             known = set(out).union(*others)
             kept = "".join(c for c in once if c in known)
-            # three operands or more: NumPy's pairwise (BLAS) order, not one loop over every index; complex
-            # operands conjugated (the convention of rules.complexes: einsum is holomorphic in each)
+            # three operands or more: NumPy's pairwise (BLAS) order, not one loop over every index
             g = np.einsum(f"{','.join([out] + others)}->{kept}", dy,
-                          *(np.conj(o) if is_complex(o) else o for i, o in enumerate(ops) if i != k),
-                          optimize=len(others) > 1)
+                          *(o for i, o in enumerate(conjugated) if i != k), optimize=len(others) > 1)
             if is_complex(g) and not is_complex(ops[k]):   # (a real operand's gradient is real)
                 g = np.real(g)
             g = np.broadcast_to(np.expand_dims(g, tuple(i for i, c in enumerate(once) if c not in known)),
